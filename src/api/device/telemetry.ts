@@ -1,0 +1,17 @@
+/**
+ * POST /api/v1/{token}/telemetry (CONTRACT §4): 401 before the body is read; the three shapes; 400 for bad
+ * JSON or shape with nothing stored; 200 with an empty body once the points are on disk.
+ */
+import type { Services } from '../../context.js';
+import type { HttpContext } from '../../http/adapter.js';
+import { parseBody, parseTelemetry } from '../../ingest/payload.js';
+import { authenticateDevice } from './auth.js';
+
+export function postTelemetry(s: Services) {
+  return async (ctx: HttpContext): Promise<void> => {
+    const device = authenticateDevice(s.entities, ctx);
+    const body = await ctx.body();
+    const records = parseTelemetry(parseBody(body), s.now());
+    await s.ingest.save('DEVICE', device.id, records);
+  };
+}

@@ -1,0 +1,169 @@
+/**
+ * User authentication and entity access (CONTRACT §3). Verified tokens are cached until they expire, so a
+ * dashboard polling every second costs one HMAC per token lifetime, not one per request.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Config } from '../config/index.js';
+import { OutpostError } from '../errors.js';
+import type { EntityStore, EntityRecord, UserRecord, Authority } from '../store/entities.js';
+import type { StoreEnv } from '../store/env.js';
+import type { EntityType } from '../types.js';
+import { type AccessClaims, loadSigningKey, signJwt, verifyJwt } from './jwt.js';
+import { verifyPassword } from './password.js';
+
+export interface Principal {
+  readonly userId: string;
+  readonly email: string;
+  readonly authority: Authority;
+  readonly tenantId: string;
+  readonly customerId: string;
+  readonly sessionId: string;
+  /** Unix seconds */
+  readonly exp: number;
+  readonly iat: number;
+}
+
+export interface TokenPair { readonly token: string; readonly refreshToken: string }
+
+export type AccessOp = 'read' | 'write';
+
+export class AuthService {
+  private readonly key: Buffer;
+  /** token → principal; insertion order doubles as an LRU by re-inserting on hit */
+  private readonly cache = new Map<string, Principal>();
+
+  constructor(
+    private readonly config: Readonly<Config>,
+    private readonly env: StoreEnv,
+    private readonly entities: EntityStore,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.key = loadSigningKey(config.dataDir);
+  }
+
+  /** Checks a password; 401 "Invalid username or password" on any mismatch (CONTRACT §3). */
+  async login(username: string, password: string): Promise<TokenPair> {
+    const user = typeof username === 'string' ? this.entities.userByEmail(username) : undefined;
+    // Hash even for unknown users so timing does not reveal which emails exist.
+    const ok = await verifyPassword(typeof password === 'string' ? password : '', user?.passwordHash ?? 'scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAA==$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=');
+    if (!user || !ok) throw new OutpostError('BAD_CREDENTIALS');
+    if (!user.enabled) throw new OutpostError('AUTH_FAILED', 'User account is not active');
+    return this.issue(user);
+  }
+
+  issue(user: UserRecord): TokenPair {
+    const iat = Math.floor(this.now() / 1000);
+    const sessionId = randomUUID();
+    const claims: AccessClaims = {
+      sub: user.email, userId: user.id, scopes: [user.authority], sessionId, enabled: user.enabled, isPublic: false,
+      tenantId: user.tenantId, customerId: user.customerId, firstName: user.firstName, lastName: user.lastName,
+      iss: this.config.auth.issuer, iat, exp: iat + this.config.auth.accessTokenTtlSec,
+    };
+    const refresh = {
+      sub: user.email, userId: user.id, scopes: ['REFRESH_TOKEN'], sessionId, isPublic: false, jti: randomUUID(),
+      iss: this.config.auth.issuer, iat, exp: iat + this.config.auth.refreshTokenTtlSec,
+    };
+    return { token: signJwt(claims, this.key), refreshToken: signJwt(refresh, this.key) };
+  }
+
+  /** A new pair for a valid refresh token (CONTRACT §3). */
+  refresh(refreshToken: unknown): TokenPair {
+    if (typeof refreshToken !== 'string' || refreshToken === '') throw new OutpostError('AUTH_FAILED');
+    const r = verifyJwt(refreshToken, this.key, Math.floor(this.now() / 1000));
+    if (!r.ok) throw this.failure(r.reason);
+    if (r.claims.scopes?.[0] !== 'REFRESH_TOKEN') throw new OutpostError('AUTH_FAILED', 'Invalid refresh token');
+    const user = this.entities.user(r.claims.userId);
+    if (!user || this.isRevoked(r.claims.sessionId)) throw new OutpostError('TOKEN_EXPIRED');
+    return this.issue(user);
+  }
+
+  /** The session's access and refresh tokens stop working (TB "outdated" tokens → 401 code 11). */
+  async logout(p: Principal): Promise<void> {
+    await this.env.meta.put(['revokedSession', p.sessionId], p.exp);
+    await this.env.flushed();
+    for (const [tok, cached] of this.cache) if (cached.sessionId === p.sessionId) this.cache.delete(tok);
+  }
+
+  /**
+   * The principal behind `X-Authorization: Bearer <jwt>` or `Authorization: Bearer <jwt>` (or a raw token
+   * for the websocket `?token=`). Missing → 401 "Authentication failed"; expired, tampered or logged out →
+   * 401 "Token has expired" (errorCode 11, as TB reports bad signatures); not a JWT → 401 code 10.
+   */
+  authenticateHeader(xAuthorization: string | undefined, authorization: string | undefined): Principal {
+    const header = xAuthorization && xAuthorization.trim() !== '' ? xAuthorization : authorization;
+    if (!header || !header.startsWith('Bearer ')) throw new OutpostError('AUTH_FAILED');
+    return this.authenticateToken(header.slice(7).trim());
+  }
+
+  authenticateToken(token: string): Principal {
+    const nowSec = Math.floor(this.now() / 1000);
+    const cached = this.cache.get(token);
+    if (cached && cached.exp > nowSec) {
+      this.cache.delete(token);
+      this.cache.set(token, cached);
+      return cached;
+    }
+    if (cached) this.cache.delete(token);
+    const r = verifyJwt(token, this.key, nowSec);
+    if (!r.ok) throw this.failure(r.reason);
+    const c = r.claims;
+    const authority = c.scopes?.[0];
+    if (authority !== 'TENANT_ADMIN' && authority !== 'CUSTOMER_USER') throw new OutpostError('AUTH_FAILED');
+    const user = this.entities.user(c.userId);
+    if (!user || !user.enabled || this.isRevoked(c.sessionId)) throw new OutpostError('TOKEN_EXPIRED');
+    const p: Principal = {
+      userId: c.userId, email: c.sub, authority, tenantId: c.tenantId, customerId: c.customerId,
+      sessionId: c.sessionId, exp: c.exp, iat: c.iat,
+    };
+    this.cache.set(token, p);
+    if (this.cache.size > this.config.auth.tokenCacheSize) {
+      const oldest = this.cache.keys().next().value;
+      if (oldest !== undefined) this.cache.delete(oldest);
+    }
+    return p;
+  }
+
+  /**
+   * CONTRACT §3 access rules. Tenant admin: any entity of its tenant. Customer user: devices and assets
+   * assigned to its customer, and its own customer (read only). Unknown entity → 404, otherwise 403.
+   */
+  checkAccess(p: Principal, entityType: EntityType | string, entityId: string, op: AccessOp = 'read'): EntityRecord {
+    const rec = this.entities.get(entityId);
+    if (!rec || rec.entityType !== entityType) {
+      throw new OutpostError('ENTITY_NOT_FOUND', `${titleCase(String(entityType))} with id [${entityId}] is not found`);
+    }
+    if (rec.tenantId !== p.tenantId) throw new OutpostError('PERMISSION_DENIED');
+    if (p.authority === 'TENANT_ADMIN') return rec;
+    switch (rec.entityType) {
+      case 'DEVICE':
+      case 'ASSET':
+        if (rec.customerId === p.customerId) return rec;
+        break;
+      case 'CUSTOMER':
+        if (rec.id === p.customerId && op === 'read') return rec;
+        break;
+      case 'USER':
+        if (rec.id === p.userId && op === 'read') return rec;
+        break;
+      default:
+        break;
+    }
+    throw new OutpostError('PERMISSION_DENIED');
+  }
+
+  requireTenantAdmin(p: Principal): void {
+    if (p.authority !== 'TENANT_ADMIN') throw new OutpostError('PERMISSION_DENIED');
+  }
+
+  private isRevoked(sessionId: string): boolean {
+    return this.env.meta.get(['revokedSession', sessionId]) !== undefined;
+  }
+
+  private failure(reason: 'malformed' | 'signature' | 'expired'): OutpostError {
+    return reason === 'malformed' ? new OutpostError('BAD_CREDENTIALS') : new OutpostError('TOKEN_EXPIRED');
+  }
+}
+
+function titleCase(s: string): string {
+  return s.charAt(0) + s.slice(1).toLowerCase();
+}

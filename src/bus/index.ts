@@ -1,0 +1,73 @@
+/**
+ * The in-process event bus (STYLE §4). A committed write publishes one event; long-polls, websocket
+ * subscriptions and the sync outbox listen. Publishers never know their listeners, and a listener that
+ * throws is logged and skipped, never breaking the write that published.
+ */
+import type { KvValue } from '../model/kv.js';
+import type { EntityType } from '../types.js';
+
+export type AttributeScope = 'CLIENT_SCOPE' | 'SERVER_SCOPE' | 'SHARED_SCOPE';
+
+export interface TelemetryEvent {
+  readonly entityType: EntityType;
+  readonly entityId: string;
+  /** every stored point, grouped by timestamp as posted */
+  readonly records: ReadonlyArray<{ readonly ts: number; readonly values: ReadonlyArray<readonly [string, KvValue]> }>;
+}
+
+export interface TelemetryDeleteEvent {
+  readonly entityType: EntityType;
+  readonly entityId: string;
+  /** keys whose latest value was removed */
+  readonly keys: readonly string[];
+}
+
+export interface AttributesEvent {
+  readonly entityType: EntityType;
+  readonly entityId: string;
+  readonly scope: AttributeScope;
+  /** updated keys with their lastUpdateTs; empty on deletion */
+  readonly updated: ReadonlyArray<readonly [string, KvValue]>;
+  readonly ts: number;
+  /** deleted keys; empty on update */
+  readonly deleted: readonly string[];
+}
+
+export interface BusEvents {
+  telemetry: TelemetryEvent;
+  telemetryDeleted: TelemetryDeleteEvent;
+  attributes: AttributesEvent;
+  /** an entity was deleted (devices: pending long-polls answer, subscriptions close) */
+  entityDeleted: { readonly entityType: EntityType; readonly entityId: string };
+}
+
+type Listener<T> = (event: T) => void;
+
+export class EventBus {
+  private readonly listeners: { [K in keyof BusEvents]: Set<Listener<BusEvents[K]>> } = {
+    telemetry: new Set(), telemetryDeleted: new Set(), attributes: new Set(), entityDeleted: new Set(),
+  };
+
+  constructor(private readonly log: (msg: string) => void = () => undefined) {}
+
+  /** Returns the function that removes the listener. */
+  on<K extends keyof BusEvents>(name: K, fn: Listener<BusEvents[K]>): () => void {
+    const set = this.listeners[name] as Set<Listener<BusEvents[K]>>;
+    set.add(fn);
+    return () => set.delete(fn);
+  }
+
+  publish<K extends keyof BusEvents>(name: K, event: BusEvents[K]): void {
+    for (const fn of this.listeners[name] as Set<Listener<BusEvents[K]>>) {
+      try {
+        fn(event);
+      } catch (err) {
+        this.log(`bus listener for ${name} failed: ${(err as Error)?.stack ?? String(err)}`);
+      }
+    }
+  }
+
+  listenerCount(name: keyof BusEvents): number {
+    return this.listeners[name].size;
+  }
+}

@@ -1,0 +1,187 @@
+/**
+ * Configuration: one defaults object with units in comments, merged from file < env < flags, validated
+ * (unknown keys and wrong types rejected), then frozen (STYLE §9, CONTRACT §1).
+ */
+import { readFileSync } from 'node:fs';
+import { arch, totalmem } from 'node:os';
+import { resolve } from 'node:path';
+import { OutpostError } from '../errors.js';
+
+// 32-bit ARM (Pi Zero/2/3 on armv7 images) cannot map a large LMDB file into its 3 GB address space.
+const IS_32BIT = arch() === 'arm' || arch() === 'ia32';
+// Below 1 GiB of RAM keep fewer verified tokens and smaller websocket buffers.
+const LOW_RAM = totalmem() < 1024 * 1024 * 1024;
+
+export const DEFAULTS = {
+  host: '0.0.0.0',
+  port: 8080,
+  /** Data directory holding the LMDB environment and the JWT signing key. */
+  dataDir: './data',
+  tls: {
+    /** PEM certificate file; with `key`, serves HTTPS/WSS on the same port. */
+    cert: '',
+    key: '',
+  },
+  http: {
+    /** bytes; request bodies above this answer 413 (CONTRACT §4). */
+    maxBodyBytes: 4 * 1024 * 1024,
+    /** bytes; cap for `/api/v1/<token>/rpc/**` bodies. */
+    maxRpcBodyBytes: 64 * 1024,
+  },
+  store: {
+    /** bytes; LMDB map size (virtual address space reserved, not disk used). */
+    mapSizeBytes: IS_32BIT ? 1024 * 1024 * 1024 : 64 * 1024 * 1024 * 1024,
+    /** ms; how long a raw point waits in the head before compaction into a chunk. */
+    headWindowMs: 2 * 60 * 60 * 1000,
+  },
+  longPoll: {
+    /** ms; `timeout` when the device gives none (CONTRACT §4). */
+    defaultTimeoutMs: 60_000,
+    /** ms; upper bound on a device-requested timeout. */
+    maxTimeoutMs: 300_000,
+    /** polls held at once; more answer 429. */
+    maxOpen: 50_000,
+  },
+  rpc: {
+    /** ms; REST server-side RPC default timeout (CONTRACT §7). */
+    defaultTimeoutMs: 10_000,
+    /** ms; smaller REST timeouts are raised to this. */
+    minTimeoutMs: 5_000,
+    /** ms; client-side RPC wait before `{"error":"timeout"}`. */
+    clientSideTimeoutMs: 60_000,
+    /** pending server-side RPCs per device. */
+    maxPendingPerDevice: 100,
+  },
+  query: {
+    /** aggregation buckets per query without an explicit limit (CONTRACT §5). */
+    maxIntervals: 700,
+    /** raw points per key when no `limit` is given. */
+    defaultLimit: 100,
+  },
+  auth: {
+    /** s; access JWT lifetime (CONTRACT §3). */
+    accessTokenTtlSec: 9000,
+    /** s; refresh JWT lifetime. */
+    refreshTokenTtlSec: 604_800,
+    issuer: 'thingsboard.io',
+    /** verified tokens kept in memory until they expire. */
+    tokenCacheSize: LOW_RAM ? 256 : 4096,
+  },
+  ws: {
+    /** bytes; inbound frame cap (TB: 32768). */
+    maxPayloadLength: 32_768,
+    /** bytes; outbound buffer per socket before it is closed as a slow consumer. */
+    maxBackpressure: LOW_RAM ? 256 * 1024 : 1024 * 1024,
+    /** s; idle sockets are closed (uWS sends pings). */
+    idleTimeoutSec: 60,
+    maxSubscriptionsPerSession: 1000,
+  },
+  /** 'info' logs one line per lifecycle event; 'debug' adds per-request detail. */
+  logLevel: 'info' as 'info' | 'debug' | 'silent',
+};
+
+type Widen<T> = T extends string ? string : T extends number ? number : T extends boolean ? boolean : { [K in keyof T]: Widen<T[K]> };
+export type Config = Widen<typeof DEFAULTS> & { logLevel: 'info' | 'debug' | 'silent' };
+type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? DeepPartial<T[K]> : T[K] };
+export type ConfigOverrides = DeepPartial<Config>;
+
+/** Flags a CLI command passes in (undefined = not given). */
+export interface ConfigFlags {
+  host?: string | undefined;
+  port?: string | number | undefined;
+  dataDir?: string | undefined;
+  config?: string | undefined;
+  tlsCert?: string | undefined;
+  tlsKey?: string | undefined;
+}
+
+type Env = Record<string, string | undefined>;
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === 'object' && v !== null && !Array.isArray(v);
+}
+
+/** Merge `src` into `dst` in place; every key of src must exist in `shape` with the same type. */
+function mergeChecked(dst: Record<string, unknown>, src: Record<string, unknown>, shape: Record<string, unknown>, where: string, path = ''): void {
+  for (const [k, v] of Object.entries(src)) {
+    const name = path ? `${path}.${k}` : k;
+    if (!(k in shape)) throw new OutpostError('CONFIG_INVALID', `${where}: unknown config key "${name}"`);
+    const expected = shape[k];
+    if (isPlainObject(expected)) {
+      if (!isPlainObject(v)) throw new OutpostError('CONFIG_INVALID', `${where}: "${name}" must be an object`);
+      mergeChecked(dst[k] as Record<string, unknown>, v, expected, where, name);
+    } else if (typeof v !== typeof expected) {
+      throw new OutpostError('CONFIG_INVALID', `${where}: "${name}" must be a ${typeof expected}, got ${JSON.stringify(v)}`);
+    } else {
+      dst[k] = v;
+    }
+  }
+}
+
+function parsePort(v: string | number, where: string): number {
+  const n = typeof v === 'number' ? v : Number(v);
+  if (!Number.isInteger(n) || n < 0 || n > 65535 || (typeof v === 'string' && !/^\d+$/.test(v))) {
+    throw new OutpostError('CONFIG_INVALID', `${where}: port must be an integer 0..65535, got "${v}"`);
+  }
+  return n;
+}
+
+function validate(c: Config): void {
+  const positive: Array<[string, number]> = [
+    ['http.maxBodyBytes', c.http.maxBodyBytes], ['http.maxRpcBodyBytes', c.http.maxRpcBodyBytes],
+    ['longPoll.defaultTimeoutMs', c.longPoll.defaultTimeoutMs], ['longPoll.maxTimeoutMs', c.longPoll.maxTimeoutMs],
+    ['rpc.defaultTimeoutMs', c.rpc.defaultTimeoutMs], ['rpc.clientSideTimeoutMs', c.rpc.clientSideTimeoutMs],
+    ['query.maxIntervals', c.query.maxIntervals], ['query.defaultLimit', c.query.defaultLimit],
+    ['auth.accessTokenTtlSec', c.auth.accessTokenTtlSec], ['auth.refreshTokenTtlSec', c.auth.refreshTokenTtlSec],
+    ['store.mapSizeBytes', c.store.mapSizeBytes], ['ws.maxPayloadLength', c.ws.maxPayloadLength],
+  ];
+  for (const [name, v] of positive) {
+    if (!Number.isFinite(v) || v <= 0) throw new OutpostError('CONFIG_INVALID', `config: "${name}" must be > 0, got ${v}`);
+  }
+  parsePort(c.port, 'config');
+  if (Boolean(c.tls.cert) !== Boolean(c.tls.key)) {
+    throw new OutpostError('CONFIG_INVALID', 'config: TLS needs both a certificate and a key');
+  }
+  if (!['info', 'debug', 'silent'].includes(c.logLevel)) {
+    throw new OutpostError('CONFIG_INVALID', `config: "logLevel" must be info, debug or silent`);
+  }
+}
+
+function deepFreeze<T>(o: T): T {
+  if (isPlainObject(o)) for (const v of Object.values(o)) deepFreeze(v);
+  return Object.freeze(o);
+}
+
+/** flags > env > config file > defaults (CONTRACT §1). The result is frozen. */
+export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, overrides: ConfigOverrides = {}): Readonly<Config> {
+  const config = structuredClone(DEFAULTS) as Config;
+  const shape = DEFAULTS as unknown as Record<string, unknown>;
+  const target = config as unknown as Record<string, unknown>;
+
+  const file = flags.config ?? env['OUTPOST_CONFIG'];
+  if (file) {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(readFileSync(file, 'utf8'));
+    } catch (err) {
+      throw new OutpostError('CONFIG_INVALID', `reading config file ${file}: ${(err as Error).message}`, { cause: err });
+    }
+    if (!isPlainObject(parsed)) throw new OutpostError('CONFIG_INVALID', `config file ${file}: must hold a JSON object`);
+    mergeChecked(target, parsed, shape, `config file ${file}`);
+  }
+  mergeChecked(target, overrides as Record<string, unknown>, shape, 'overrides');
+
+  const layer = (src: 'env' | 'flag', host?: string, port?: string | number, dataDir?: string, cert?: string, key?: string): void => {
+    if (host !== undefined && host !== '') config.host = host;
+    if (port !== undefined && port !== '') config.port = parsePort(port, src);
+    if (dataDir !== undefined && dataDir !== '') config.dataDir = dataDir;
+    if (cert !== undefined && cert !== '') config.tls.cert = cert;
+    if (key !== undefined && key !== '') config.tls.key = key;
+  };
+  layer('env', env['OUTPOST_HOST'], env['OUTPOST_PORT'], env['OUTPOST_DATA_DIR'], env['OUTPOST_TLS_CERT'], env['OUTPOST_TLS_KEY']);
+  layer('flag', flags.host, flags.port, flags.dataDir, flags.tlsCert, flags.tlsKey);
+
+  config.dataDir = resolve(config.dataDir);
+  validate(config);
+  return deepFreeze(config);
+}

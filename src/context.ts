@@ -1,0 +1,45 @@
+/**
+ * What the daemon is made of, wired once in server.ts and handed to each API module. Handlers take what they
+ * need from here; nothing reaches into another module's internals.
+ */
+import type { AuthService } from './auth/index.js';
+import type { EventBus } from './bus/index.js';
+import type { Config } from './config/index.js';
+import type { TelemetryIngest } from './ingest/service.js';
+import type { Dictionary } from './store/dict.js';
+import type { EntityStore } from './store/entities.js';
+import type { StoreEnv } from './store/env.js';
+import type { TimeseriesStore } from './store/timeseries.js';
+
+export interface Logger {
+  info(msg: string): void;
+  warn(msg: string): void;
+  error(msg: string): void;
+  debug(msg: string): void;
+}
+
+export interface Services {
+  readonly config: Readonly<Config>;
+  readonly log: Logger;
+  readonly env: StoreEnv;
+  readonly dict: Dictionary;
+  readonly entities: EntityStore;
+  readonly timeseries: TimeseriesStore;
+  readonly bus: EventBus;
+  readonly ingest: TelemetryIngest;
+  readonly auth: AuthService;
+  /** the clock; tests substitute a fake one */
+  readonly now: () => number;
+}
+
+export function makeLogger(level: Config['logLevel']): Logger {
+  const line = (lvl: string, msg: string): void => {
+    process.stderr.write(`${new Date().toISOString()} ${lvl} ${msg}\n`);
+  };
+  return {
+    info: (m) => { if (level !== 'silent') line('info', m); },
+    warn: (m) => { if (level !== 'silent') line('warn', m); },
+    error: (m) => line('error', m),
+    debug: (m) => { if (level === 'debug') line('debug', m); },
+  };
+}

@@ -1,0 +1,261 @@
+/**
+ * The one place that touches uWebSockets.js for HTTP (STYLE §1): route table, request copying, abort
+ * tracking, capped body collection, corked replies, streaming with backpressure and the JSON error shape.
+ * Route handlers are plain async functions from an HttpContext to a Reply.
+ *
+ * uWS rules kept here: `res.onAborted` is registered before anything async; everything needed from `req`
+ * is copied up front (req is dead after the handler returns); writes after an await are corked; body
+ * chunks are copied (uWS neuters them on return).
+ */
+import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
+import { OutpostError, asOutpostError, errorBody } from '../errors.js';
+
+export type Method = 'get' | 'post' | 'del' | 'put';
+
+export interface Reply {
+  readonly status?: number;
+  readonly body?: string | Buffer;
+  readonly contentType?: string;
+  readonly headers?: Readonly<Record<string, string>>;
+}
+
+/** A streamed reply: `write` resolves when the chunk is handed to the socket without overflow. */
+export interface StreamSink {
+  write(chunk: string | Buffer): Promise<void>;
+  readonly aborted: boolean;
+}
+export interface StreamReply {
+  readonly status?: number;
+  readonly contentType: string;
+  readonly headers?: Readonly<Record<string, string>>;
+  readonly produce: (sink: StreamSink) => Promise<void>;
+}
+
+export interface HttpContext {
+  readonly method: string;
+  readonly url: string;
+  readonly query: URLSearchParams;
+  /** path parameters in pattern order */
+  readonly params: readonly string[];
+  /** lower-cased header names */
+  header(name: string): string | undefined;
+  /** the request body, at most the route's cap (rejects with PAYLOAD_TOO_LARGE) */
+  body(): Promise<Buffer>;
+  readonly aborted: boolean;
+  /** called once if the client goes away before the reply; for long-poll registries */
+  onAbort(cb: () => void): void;
+}
+
+export type Handler = (ctx: HttpContext) => Promise<Reply | StreamReply | void> | Reply | StreamReply | void;
+
+export interface RouteOptions {
+  /** bytes; defaults to the server's maxBodyBytes */
+  readonly maxBody?: number;
+}
+
+const COPIED_HEADERS = ['content-length', 'content-type', 'authorization', 'x-authorization', 'accept'] as const;
+
+const STATUS_TEXT: Record<number, string> = {
+  200: '200 OK', 204: '204 No Content', 400: '400 Bad Request', 401: '401 Unauthorized', 403: '403 Forbidden',
+  404: '404 Not Found', 405: '405 Method Not Allowed', 406: '406 Not Acceptable', 408: '408 Request Timeout',
+  409: '409 Conflict', 413: '413 Payload Too Large', 429: '429 Too Many Requests', 500: '500 Internal Server Error',
+  503: '503 Service Unavailable', 504: '504 Gateway Timeout',
+};
+export const statusLine = (s: number): string => STATUS_TEXT[s] ?? `${s} Status`;
+
+function isStream(r: Reply | StreamReply): r is StreamReply {
+  return typeof (r as StreamReply).produce === 'function';
+}
+
+/** Per-request state; also the HttpContext handed to handlers. */
+class Exchange implements HttpContext {
+  aborted = false;
+  done = false;
+  readonly query: URLSearchParams;
+  private readonly headers = new Map<string, string>();
+  private abortCbs: Array<() => void> = [];
+  private bodyPromise: Promise<Buffer> | undefined;
+  private bodyReject: ((e: unknown) => void) | undefined;
+
+  constructor(
+    readonly res: HttpResponse,
+    req: HttpRequest,
+    readonly method: string,
+    readonly url: string,
+    readonly params: readonly string[],
+    private readonly maxBody: number,
+    private readonly log: (msg: string) => void,
+  ) {
+    this.query = new URLSearchParams(req.getQuery() ?? '');
+    for (const h of COPIED_HEADERS) {
+      const v = req.getHeader(h);
+      if (v !== '') this.headers.set(h, v);
+    }
+    res.onAborted(() => {
+      this.aborted = true;
+      this.bodyReject?.(new OutpostError('BAD_PAYLOAD', 'client went away'));
+      const cbs = this.abortCbs;
+      this.abortCbs = [];
+      for (const cb of cbs) {
+        try { cb(); } catch (err) { this.log(`abort callback failed: ${String(err)}`); }
+      }
+    });
+    if (method === 'post' || method === 'put' || method === 'del' || method === 'delete') this.startBody();
+  }
+
+  header(name: string): string | undefined {
+    return this.headers.get(name);
+  }
+
+  onAbort(cb: () => void): void {
+    if (this.aborted) cb();
+    else this.abortCbs.push(cb);
+  }
+
+  body(): Promise<Buffer> {
+    return this.bodyPromise ?? Promise.resolve(Buffer.alloc(0));
+  }
+
+  /** Must run synchronously inside the uWS handler: data can arrive in the same loop iteration. */
+  private startBody(): void {
+    const declared = Number(this.headers.get('content-length') ?? '0');
+    const cap = this.maxBody;
+    this.bodyPromise = new Promise<Buffer>((resolve, reject) => {
+      this.bodyReject = reject;
+      if (declared > cap) {
+        reject(new OutpostError('PAYLOAD_TOO_LARGE', `Payload size exceeds the limit of ${cap} bytes`));
+        // keep draining into the void so the connection stays usable
+        this.res.onData(() => undefined);
+        return;
+      }
+      const chunks: Buffer[] = [];
+      let size = 0;
+      let failed = false;
+      this.res.onData((ab, isLast) => {
+        if (failed) return;
+        size += ab.byteLength;
+        if (size > cap) {
+          failed = true;
+          reject(new OutpostError('PAYLOAD_TOO_LARGE', `Payload size exceeds the limit of ${cap} bytes`));
+          return;
+        }
+        // copy: uWS neuters `ab` when this callback returns
+        chunks.push(Buffer.from(ab.slice(0)));
+        if (isLast) resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size));
+      });
+    });
+    // A handler that rejects before awaiting the body must not leave an unhandled rejection behind.
+    this.bodyPromise.catch(() => undefined);
+  }
+
+  send(reply: Reply): void {
+    if (this.aborted || this.done) return;
+    this.done = true;
+    const res = this.res;
+    res.cork(() => {
+      res.writeStatus(statusLine(reply.status ?? 200));
+      if (reply.contentType) res.writeHeader('Content-Type', reply.contentType);
+      if (reply.headers) for (const [k, v] of Object.entries(reply.headers)) res.writeHeader(k, v);
+      res.end(reply.body ?? '');
+    });
+  }
+
+  sendError(err: unknown): void {
+    const e = asOutpostError(err);
+    if (e.code === 'INTERNAL') this.log(`internal error on ${this.method.toUpperCase()} ${this.url}: ${(err as Error)?.stack ?? String(err)}`);
+    this.send({ status: e.status, contentType: 'application/json', body: errorBody(e) });
+  }
+
+  async stream(reply: StreamReply): Promise<void> {
+    if (this.aborted || this.done) return;
+    this.done = true;
+    const res = this.res;
+    res.cork(() => {
+      res.writeStatus(statusLine(reply.status ?? 200));
+      res.writeHeader('Content-Type', reply.contentType);
+      if (reply.headers) for (const [k, v] of Object.entries(reply.headers)) res.writeHeader(k, v);
+    });
+    let drained: (() => void) | undefined;
+    res.onWritable(() => {
+      drained?.();
+      drained = undefined;
+      return true;
+    });
+    const self = this;
+    const sink: StreamSink = {
+      get aborted() { return self.aborted; },
+      write(chunk) {
+        if (self.aborted) return Promise.resolve();
+        let ok = true;
+        res.cork(() => { ok = res.write(chunk); });
+        // uWS keeps the chunk even when write returns false; we only wait for the socket to drain.
+        if (ok) return Promise.resolve();
+        return new Promise<void>((resolve) => {
+          drained = resolve;
+          self.onAbort(resolve);
+        });
+      },
+    };
+    try {
+      await reply.produce(sink);
+      if (!this.aborted) res.cork(() => res.end());
+    } catch (err) {
+      this.log(`stream failed on ${this.url}: ${String(err)}`);
+      if (!this.aborted) res.close();
+    }
+  }
+}
+
+export interface HttpRouterOptions {
+  readonly maxBodyBytes: number;
+  readonly log: (msg: string) => void;
+}
+
+export class HttpRouter {
+  /** requests whose reply is still pending (for graceful shutdown and metrics) */
+  inFlight = 0;
+
+  constructor(private readonly app: TemplatedApp, private readonly opts: HttpRouterOptions) {}
+
+  route(method: Method, pattern: string, handler: Handler, options: RouteOptions = {}): this {
+    const paramCount = (pattern.match(/\/:/g) ?? []).length;
+    const maxBody = options.maxBody ?? this.opts.maxBodyBytes;
+    this.app[method](pattern, (res, req) => {
+      const params: string[] = [];
+      for (let i = 0; i < paramCount; i++) params.push(decodeURIComponent(req.getParameter(i) ?? ''));
+      const ex = new Exchange(res, req, method, req.getUrl(), params, maxBody, this.opts.log);
+      this.run(ex, handler);
+    });
+    return this;
+  }
+
+  /** Unknown path or method → 404 JSON (CONTRACT §4). Register last. */
+  fallback(): void {
+    this.app.any('/*', (res, req) => {
+      const ex = new Exchange(res, req, req.getMethod(), req.getUrl(), [], this.opts.maxBodyBytes, this.opts.log);
+      ex.sendError(new OutpostError('NOT_FOUND', `No endpoint ${req.getMethod().toUpperCase()} ${req.getUrl()}`));
+    });
+  }
+
+  private run(ex: Exchange, handler: Handler): void {
+    this.inFlight++;
+    let out: ReturnType<Handler>;
+    try {
+      out = handler(ex);
+    } catch (err) {
+      this.inFlight--;
+      ex.sendError(err);
+      return;
+    }
+    Promise.resolve(out).then(
+      async (reply) => {
+        if (reply && isStream(reply)) await ex.stream(reply);
+        else ex.send(reply ?? {});
+      },
+      (err: unknown) => ex.sendError(err),
+    ).finally(() => { this.inFlight--; });
+  }
+}
+
+export const json = (value: unknown, status = 200): Reply => ({ status, contentType: 'application/json', body: JSON.stringify(value) });
+export const jsonText = (text: string, status = 200): Reply => ({ status, contentType: 'application/json', body: text });

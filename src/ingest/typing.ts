@@ -1,0 +1,88 @@
+/**
+ * ThingsBoard's value typing for device payloads (CONTRACT §4, TB JsonConverter):
+ * - a number literal is read as a BigDecimal; integral after stripping trailing zeros and not a "simple
+ *   decimal" (has '.' and no exponent) → LONG, or STRING of its plain digits beyond 64 bits;
+ * - otherwise DOUBLE when its scale is ≤ 16, else STRING of its plain form;
+ * - a string that NumberUtils.isParsable accepts ("42", "-1.5", ".5") is typed like a number literal;
+ * - objects and arrays → JSON text; null → skipped.
+ */
+import { type KvValue, kvBool, kvDouble, kvJson, kvLong, kvString } from '../model/kv.js';
+import { type JsonValue, NumLit, stringifyJson } from './json.js';
+
+const LONG_MAX = 9223372036854775807n;
+const LONG_MIN = -9223372036854775808n;
+
+interface Decimal {
+  readonly negative: boolean;
+  /** significant digits without leading zeros ("" for zero) */
+  readonly digits: string;
+  /** value = digits × 10^-scale */
+  readonly scale: number;
+}
+
+function parseDecimal(lit: string): Decimal {
+  let s = lit;
+  let negative = false;
+  if (s[0] === '-' || s[0] === '+') { negative = s[0] === '-'; s = s.slice(1); }
+  let exp = 0;
+  const e = s.search(/[eE]/);
+  if (e >= 0) { exp = Number(s.slice(e + 1)); s = s.slice(0, e); }
+  const dot = s.indexOf('.');
+  let frac = '';
+  if (dot >= 0) { frac = s.slice(dot + 1); s = s.slice(0, dot); }
+  const digits = (s + frac).replace(/^0+/, '');
+  return { negative, digits, scale: frac.length - exp };
+}
+
+function stripTrailingZeros(d: Decimal): Decimal {
+  if (d.digits === '') return { ...d, scale: 0 };
+  const m = /0+$/.exec(d.digits);
+  const z = m ? m[0].length : 0;
+  return { negative: d.negative, digits: d.digits.slice(0, d.digits.length - z), scale: d.scale - z };
+}
+
+/** BigDecimal.toPlainString of the unstripped decimal. */
+function toPlainString(d: Decimal): string {
+  let digits = d.digits === '' ? '0' : d.digits;
+  let out: string;
+  if (d.scale <= 0) {
+    out = digits === '0' ? '0' : digits + '0'.repeat(-d.scale);
+  } else {
+    if (digits.length <= d.scale) digits = '0'.repeat(d.scale - digits.length + 1) + digits;
+    out = `${digits.slice(0, digits.length - d.scale)}.${digits.slice(digits.length - d.scale)}`;
+  }
+  return d.negative && d.digits !== '' ? `-${out}` : out;
+}
+
+/** Types a number literal exactly as TB's buildNumericKeyValueProto does. */
+export function typeNumberLiteral(lit: string): KvValue {
+  const dec = parseDecimal(lit);
+  const stripped = stripTrailingZeros(dec);
+  const simpleDecimal = lit.includes('.') && !/[eE]/.test(lit);
+  if (stripped.scale <= 0 && !simpleDecimal) {
+    // Integral: digits × 10^(-scale). Guard the exponent before building a BigInt of it.
+    const len = stripped.digits.length - stripped.scale;
+    if (stripped.digits === '' || len <= 19) {
+      const big = stripped.digits === '' ? 0n : BigInt(stripped.digits + '0'.repeat(-stripped.scale)) * (dec.negative ? -1n : 1n);
+      if (big >= LONG_MIN && big <= LONG_MAX) return kvLong(big);
+    }
+    return kvString(toPlainString(stripped));
+  }
+  if (dec.scale <= 16) return kvDouble(Number(lit));
+  return kvString(toPlainString(dec));
+}
+
+const PARSABLE = /^-?(?:\d+(?:\.\d+)?|\.\d+)$/;
+
+/** TB's value typing for one JSON value; undefined means "skip" (JSON null). */
+export function typeJsonValue(v: JsonValue): KvValue | undefined {
+  if (v === null) return undefined;
+  switch (typeof v) {
+    case 'boolean': return kvBool(v);
+    case 'number': return kvLong(v);
+    case 'string': return PARSABLE.test(v) ? typeNumberLiteral(v) : kvString(v);
+    default:
+      if (v instanceof NumLit) return typeNumberLiteral(v.text);
+      return kvJson(stringifyJson(v));
+  }
+}

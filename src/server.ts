@@ -1,0 +1,93 @@
+/**
+ * The daemon: opens the store, wires services, registers every API module on one uWS app and listens.
+ * `close()` is the graceful path for SIGTERM: stop listening, close live connections, flush and close LMDB.
+ */
+import { existsSync } from 'node:fs';
+import * as uws from 'uWebSockets.js';
+import { registerAuthApi } from './api/auth/index.js';
+import { registerDeviceApi } from './api/device/index.js';
+import { registerDownloadApi } from './api/download/index.js';
+import { registerEntityApi } from './api/entities/index.js';
+import { registerRpcApi } from './api/rpc/index.js';
+import { registerTelemetryApi } from './api/telemetry/index.js';
+import { registerWsApi } from './api/ws/index.js';
+import { AuthService } from './auth/index.js';
+import { EventBus } from './bus/index.js';
+import type { Config } from './config/index.js';
+import { type Logger, type Services, makeLogger } from './context.js';
+import { OutpostError } from './errors.js';
+import { HttpRouter } from './http/adapter.js';
+import { TelemetryIngest } from './ingest/service.js';
+import { Dictionary } from './store/dict.js';
+import { EntityStore } from './store/entities.js';
+import { openStoreEnv } from './store/env.js';
+import { LmdbTimeseriesStore } from './store/timeseries.js';
+
+export interface RunningServer {
+  readonly port: number;
+  readonly services: Services;
+  close(): Promise<void>;
+}
+
+export async function startServer(config: Readonly<Config>, log: Logger = makeLogger(config.logLevel)): Promise<RunningServer> {
+  const env = openStoreEnv({ dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes });
+  const entities = new EntityStore(env);
+  const { created } = await entities.ensureTenant();
+  if (created) {
+    log.info(`created "Default tenant" in ${config.dataDir}; create the first user with: ` +
+      `outpost user add --data-dir ${config.dataDir} --email admin@example.com --password <secret> --authority TENANT_ADMIN`);
+  }
+  const dict = new Dictionary(env);
+  const timeseries = new LmdbTimeseriesStore(env, dict);
+  const bus = new EventBus((m) => log.error(m));
+  const services: Services = {
+    config, log, env, dict, entities, timeseries, bus,
+    ingest: new TelemetryIngest(timeseries, bus),
+    auth: new AuthService(config, env, entities),
+    now: Date.now,
+  };
+
+  let app: uws.TemplatedApp;
+  if (config.tls.cert) {
+    for (const f of [config.tls.cert, config.tls.key]) {
+      if (!existsSync(f)) throw new OutpostError('CONFIG_INVALID', `TLS file not found: ${f}`);
+    }
+    app = uws.SSLApp({ cert_file_name: config.tls.cert, key_file_name: config.tls.key });
+  } else {
+    app = uws.App();
+  }
+  const router = new HttpRouter(app, { maxBodyBytes: config.http.maxBodyBytes, log: (m) => log.error(m) });
+  registerDeviceApi(router, services);
+  registerAuthApi(router, services);
+  registerEntityApi(router, services);
+  registerTelemetryApi(router, services);
+  registerRpcApi(router, services);
+  registerDownloadApi(router, services);
+  registerWsApi(app, services);
+  router.fallback();
+
+  const listenSocket = await new Promise<uws.us_listen_socket>((resolve, reject) => {
+    app.listen(config.host, config.port, (ls) => {
+      if (ls) resolve(ls);
+      else reject(new OutpostError('CONFIG_INVALID', `cannot listen on ${config.host}:${config.port}`));
+    });
+  });
+  const port = uws.us_socket_local_port(listenSocket as unknown as uws.us_socket);
+  const scheme = config.tls.cert ? 'https' : 'http';
+  log.info(`outpost listening on ${scheme}://${config.host}:${port} (data dir ${config.dataDir})`);
+
+  let closing: Promise<void> | undefined;
+  return {
+    port,
+    services,
+    close() {
+      closing ??= (async () => {
+        uws.us_listen_socket_close(listenSocket);
+        app.close();
+        await env.flushed();
+        await env.close();
+      })();
+      return closing;
+    },
+  };
+}

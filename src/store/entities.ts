@@ -1,0 +1,280 @@
+/**
+ * Tenants, customers, devices, assets and users (CONTRACT §1, §2). Written by the daemon's REST API and by
+ * the admin CLI from another process; every check-then-write runs inside one LMDB write transaction, which
+ * holds LMDB's cross-process writer lock, so two processes can never create the same name twice.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { OutpostError } from '../errors.js';
+import { type AccessToken, type CustomerId, type EntityId, NULL_UUID, type TenantId, type UserId } from '../types.js';
+import type { StoreEnv } from './env.js';
+
+export type Authority = 'TENANT_ADMIN' | 'CUSTOMER_USER';
+
+interface Base {
+  readonly id: EntityId;
+  readonly createdTime: number;
+  readonly tenantId: TenantId;
+}
+export interface TenantRecord extends Base { readonly entityType: 'TENANT'; readonly title: string }
+export interface CustomerRecord extends Base { readonly entityType: 'CUSTOMER'; readonly title: string }
+export interface DeviceRecord extends Base {
+  readonly entityType: 'DEVICE';
+  readonly customerId: CustomerId;
+  readonly name: string;
+  readonly type: string;
+  readonly label: string | null;
+  readonly token: AccessToken;
+}
+export interface AssetRecord extends Base {
+  readonly entityType: 'ASSET';
+  readonly customerId: CustomerId;
+  readonly name: string;
+  readonly type: string;
+  readonly label: string | null;
+}
+export interface UserRecord extends Base {
+  readonly entityType: 'USER';
+  readonly id: EntityId & UserId;
+  readonly customerId: CustomerId;
+  readonly email: string;
+  readonly authority: Authority;
+  readonly firstName: string | null;
+  readonly lastName: string | null;
+  /** scrypt$N$r$p$salt$hash (see auth/password.ts) */
+  readonly passwordHash: string;
+  readonly enabled: boolean;
+}
+export type EntityRecord = TenantRecord | CustomerRecord | DeviceRecord | AssetRecord | UserRecord;
+
+const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+
+/** TB's random access token: 20 alphanumerics (CONTRACT §2). */
+export function randomAccessToken(): AccessToken {
+  const bytes = randomBytes(40);
+  let out = '';
+  for (const b of bytes) {
+    if (b < 248) out += ALNUM[b % 62];
+    if (out.length === 20) break;
+  }
+  return (out.length === 20 ? out : out + randomAccessToken().slice(out.length)) as AccessToken;
+}
+
+const nameKey = (tenantId: string, type: string, name: string): string[] => [tenantId, type, name];
+
+export interface NewDevice {
+  readonly name: string;
+  readonly type?: string | undefined;
+  readonly label?: string | null | undefined;
+  readonly token?: string | undefined;
+  readonly customerId?: CustomerId | undefined;
+}
+
+export interface NewUser {
+  readonly email: string;
+  readonly passwordHash: string;
+  readonly authority: Authority;
+  readonly customerId?: CustomerId | undefined;
+  readonly firstName?: string | null;
+  readonly lastName?: string | null;
+}
+
+export class EntityStore {
+  constructor(private readonly env: StoreEnv) {}
+
+  /** The gateway's one tenant, created on first start (CONTRACT §1). */
+  async ensureTenant(): Promise<{ tenant: TenantRecord; created: boolean }> {
+    const existing = this.tenant();
+    if (existing) return { tenant: existing, created: false };
+    const id = randomUUID() as EntityId;
+    const rec: TenantRecord = { entityType: 'TENANT', id, tenantId: id as string as TenantId, createdTime: Date.now(), title: 'Default tenant' };
+    const created = await this.env.root.transaction(() => {
+      if (this.env.meta.get('tenantId') !== undefined) return false;
+      void this.env.entities.put(rec.id, rec);
+      void this.env.meta.put('tenantId', rec.id);
+      return true;
+    });
+    await this.env.flushed();
+    const t = this.tenant();
+    if (!t) throw new OutpostError('STORE_FAILED', 'creating the default tenant failed');
+    return { tenant: t, created };
+  }
+
+  tenant(): TenantRecord | undefined {
+    const id = this.env.meta.get('tenantId') as string | undefined;
+    return id === undefined ? undefined : (this.env.entities.get(id) as TenantRecord | undefined);
+  }
+
+  requireTenant(): TenantRecord {
+    const t = this.tenant();
+    if (!t) throw new OutpostError('STORE_FAILED', 'the store has no tenant yet: start `outpost serve` once, or run any CLI command');
+    return t;
+  }
+
+  get(id: string): EntityRecord | undefined {
+    return this.env.entities.get(id) as EntityRecord | undefined;
+  }
+
+  device(id: string): DeviceRecord | undefined {
+    const r = this.get(id);
+    return r?.entityType === 'DEVICE' ? r : undefined;
+  }
+
+  customer(id: string): CustomerRecord | undefined {
+    const r = this.get(id);
+    return r?.entityType === 'CUSTOMER' ? r : undefined;
+  }
+
+  user(id: string): UserRecord | undefined {
+    const r = this.get(id);
+    return r?.entityType === 'USER' ? r : undefined;
+  }
+
+  /** The device an access token belongs to; a fresh read every time, so CLI changes show at once. */
+  deviceByToken(token: string): DeviceRecord | undefined {
+    const id = this.env.tokens.get(token);
+    return id === undefined ? undefined : this.device(id);
+  }
+
+  userByEmail(email: string): UserRecord | undefined {
+    const id = this.env.users.get(email.toLowerCase());
+    return id === undefined ? undefined : this.user(id);
+  }
+
+  byName(type: 'DEVICE' | 'ASSET' | 'CUSTOMER', name: string): EntityRecord | undefined {
+    const t = this.requireTenant();
+    const id = this.env.names.get(nameKey(t.id, type, name));
+    return id === undefined ? undefined : this.get(id);
+  }
+
+  /** A customer by UUID or by title (CLI `--customer ID|TITLE`). */
+  findCustomer(idOrTitle: string): CustomerRecord | undefined {
+    const byId = this.customer(idOrTitle);
+    if (byId) return byId;
+    const r = this.byName('CUSTOMER', idOrTitle);
+    return r?.entityType === 'CUSTOMER' ? r : undefined;
+  }
+
+  /** Every entity of a type in the tenant, sorted by creation time then id. Gateway scale: a scan is fine. */
+  list<T extends EntityRecord['entityType']>(type: T, filter?: (r: Extract<EntityRecord, { entityType: T }>) => boolean): Array<Extract<EntityRecord, { entityType: T }>> {
+    const out: Array<Extract<EntityRecord, { entityType: T }>> = [];
+    for (const { value } of this.env.entities.getRange({})) {
+      const r = value as EntityRecord;
+      if (r.entityType !== type) continue;
+      const typed = r as Extract<EntityRecord, { entityType: T }>;
+      if (!filter || filter(typed)) out.push(typed);
+    }
+    return out.sort((a, b) => a.createdTime - b.createdTime || (a.id < b.id ? -1 : 1));
+  }
+
+  async createCustomer(title: string): Promise<CustomerRecord> {
+    if (typeof title !== 'string' || title.trim() === '') throw new OutpostError('BAD_PARAM', 'Customer title should be specified!');
+    const t = this.requireTenant();
+    const rec: CustomerRecord = { entityType: 'CUSTOMER', id: randomUUID() as EntityId, tenantId: t.id as string as TenantId, createdTime: Date.now(), title };
+    const ok = await this.env.root.transaction(() => {
+      if (this.env.names.get(nameKey(t.id, 'CUSTOMER', title)) !== undefined) return false;
+      void this.env.entities.put(rec.id, rec);
+      void this.env.names.put(nameKey(t.id, 'CUSTOMER', title), rec.id);
+      return true;
+    });
+    if (!ok) throw new OutpostError('BAD_PARAM', 'Customer with such title already exists!');
+    await this.env.flushed();
+    return rec;
+  }
+
+  async createDevice(d: NewDevice): Promise<DeviceRecord> {
+    if (typeof d.name !== 'string' || d.name.trim() === '') throw new OutpostError('BAD_PARAM', 'Device name should be specified!');
+    if (d.token !== undefined && (d.token === '' || d.token.length > 255 || /[\s/?#]/.test(d.token))) {
+      throw new OutpostError('BAD_PARAM', 'Device access token must be 1..255 characters without spaces, "/", "?" or "#"');
+    }
+    if (d.customerId !== undefined && d.customerId !== NULL_UUID && !this.customer(d.customerId)) {
+      throw new OutpostError('ENTITY_NOT_FOUND', `Customer with id [${d.customerId}] is not found`);
+    }
+    const t = this.requireTenant();
+    const rec: DeviceRecord = {
+      entityType: 'DEVICE', id: randomUUID() as EntityId, tenantId: t.id as string as TenantId, createdTime: Date.now(),
+      customerId: d.customerId ?? NULL_UUID, name: d.name, type: d.type ?? 'default', label: d.label ?? null,
+      token: (d.token ?? randomAccessToken()) as AccessToken,
+    };
+    const outcome = await this.env.root.transaction(() => {
+      if (this.env.names.get(nameKey(t.id, 'DEVICE', d.name)) !== undefined) return 'name';
+      if (this.env.tokens.get(rec.token) !== undefined) return 'token';
+      void this.env.entities.put(rec.id, rec);
+      void this.env.names.put(nameKey(t.id, 'DEVICE', d.name), rec.id);
+      void this.env.tokens.put(rec.token, rec.id);
+      return 'ok';
+    });
+    if (outcome === 'name') throw new OutpostError('BAD_PARAM', 'Device with such name already exists!');
+    if (outcome === 'token') throw new OutpostError('BAD_PARAM', 'Device credentials are already assigned to another device!');
+    await this.env.flushed();
+    return rec;
+  }
+
+  async createAsset(a: { name: string; type?: string | undefined; label?: string | null | undefined }): Promise<AssetRecord> {
+    if (typeof a.name !== 'string' || a.name.trim() === '') throw new OutpostError('BAD_PARAM', 'Asset name should be specified!');
+    const t = this.requireTenant();
+    const rec: AssetRecord = {
+      entityType: 'ASSET', id: randomUUID() as EntityId, tenantId: t.id as string as TenantId, createdTime: Date.now(),
+      customerId: NULL_UUID, name: a.name, type: a.type ?? 'default', label: a.label ?? null,
+    };
+    const ok = await this.env.root.transaction(() => {
+      if (this.env.names.get(nameKey(t.id, 'ASSET', a.name)) !== undefined) return false;
+      void this.env.entities.put(rec.id, rec);
+      void this.env.names.put(nameKey(t.id, 'ASSET', a.name), rec.id);
+      return true;
+    });
+    if (!ok) throw new OutpostError('BAD_PARAM', 'Asset with such name already exists!');
+    await this.env.flushed();
+    return rec;
+  }
+
+  async createUser(u: NewUser): Promise<UserRecord> {
+    const email = u.email.trim();
+    if (!/^[^\s@]+@[^\s@]+$/.test(email)) throw new OutpostError('BAD_PARAM', `Invalid email address format '${u.email}'!`);
+    if (u.authority === 'CUSTOMER_USER' && (u.customerId === undefined || !this.customer(u.customerId))) {
+      throw new OutpostError('BAD_PARAM', 'A customer user needs an existing customer');
+    }
+    const t = this.requireTenant();
+    const rec: UserRecord = {
+      entityType: 'USER', id: randomUUID() as EntityId & UserId, tenantId: t.id as string as TenantId, createdTime: Date.now(),
+      customerId: u.authority === 'CUSTOMER_USER' ? (u.customerId as CustomerId) : NULL_UUID,
+      email, authority: u.authority, firstName: u.firstName ?? null, lastName: u.lastName ?? null,
+      passwordHash: u.passwordHash, enabled: true,
+    };
+    const ok = await this.env.root.transaction(() => {
+      if (this.env.users.get(email.toLowerCase()) !== undefined) return false;
+      void this.env.entities.put(rec.id, rec);
+      void this.env.users.put(email.toLowerCase(), rec.id);
+      return true;
+    });
+    if (!ok) throw new OutpostError('BAD_PARAM', 'User with email \'' + email + '\'  already present in database!');
+    await this.env.flushed();
+    return rec;
+  }
+
+  /** Assigns (customerId) or unassigns (NULL_UUID) a device or asset. */
+  async setCustomer(id: string, customerId: CustomerId): Promise<DeviceRecord | AssetRecord> {
+    const updated = await this.env.root.transaction(() => {
+      const r = this.get(id);
+      if (!r || (r.entityType !== 'DEVICE' && r.entityType !== 'ASSET')) return undefined;
+      const next = { ...r, customerId };
+      void this.env.entities.put(id, next);
+      return next;
+    });
+    if (!updated) throw new OutpostError('ENTITY_NOT_FOUND', `Entity with id [${id}] is not found`);
+    await this.env.flushed();
+    return updated;
+  }
+
+  async deleteDevice(id: string): Promise<boolean> {
+    const done = await this.env.root.transaction(() => {
+      const r = this.device(id);
+      if (!r) return false;
+      void this.env.entities.remove(id);
+      void this.env.names.remove(nameKey(r.tenantId, 'DEVICE', r.name));
+      void this.env.tokens.remove(r.token);
+      return true;
+    });
+    await this.env.flushed();
+    return done;
+  }
+}

@@ -1,0 +1,115 @@
+/**
+ * Black-box test harness (STYLE §16): runs the real compiled `outpost serve` on port 0 with a temp data dir,
+ * waits for its "listening" log line, and talks HTTP to it. The CLI is run the same way.
+ */
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+/** dist/src/main.js, found relative to this compiled file (dist/test/helpers/server.js). */
+export const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
+
+export interface Teardown { teardown(fn: () => void | Promise<void>): void }
+
+export function tempDir(t: Teardown, prefix = 'outpost-test-'): string {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  t.teardown(() => rmSync(dir, { recursive: true, force: true }));
+  return dir;
+}
+
+export interface CliResult { code: number; stdout: string; stderr: string }
+
+export function cli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliResult> {
+  return new Promise((resolve) => {
+    execFile(process.execPath, [MAIN, ...args], { env: { ...process.env, ...env } }, (err, stdout, stderr) => {
+      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
+      resolve({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Runs a CLI command that must succeed and print one JSON line. */
+export async function cliJson<T = Record<string, string>>(args: string[]): Promise<T> {
+  const r = await cli(args);
+  if (r.code !== 0) throw new Error(`outpost ${args.join(' ')} failed (${r.code}): ${r.stderr}`);
+  return JSON.parse(r.stdout.trim()) as T;
+}
+
+export interface Gateway {
+  readonly url: string;
+  readonly port: number;
+  readonly dataDir: string;
+  readonly proc: ChildProcess;
+  /** log lines so far */
+  readonly logs: string[];
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export interface StartOptions {
+  dataDir?: string;
+  args?: string[];
+  env?: NodeJS.ProcessEnv;
+}
+
+export async function startGateway(t: Teardown, opts: StartOptions = {}): Promise<Gateway> {
+  const dataDir = opts.dataDir ?? tempDir(t);
+  const proc = spawn(process.execPath, [MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir, ...(opts.args ?? [])], {
+    env: { ...process.env, ...opts.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const logs: string[] = [];
+  let exited: Promise<number | null> = new Promise((resolve) => proc.once('exit', (code) => resolve(code)));
+  const port = await new Promise<number>((resolve, reject) => {
+    let buf = '';
+    const onData = (chunk: Buffer): void => {
+      buf += chunk.toString();
+      let nl: number;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        logs.push(line);
+        const m = /listening on https?:\/\/[^:]+:(\d+)/.exec(line);
+        if (m) resolve(Number(m[1]));
+      }
+    };
+    proc.stderr?.on('data', onData);
+    proc.stdout?.on('data', onData);
+    void exited.then((code) => reject(new Error(`gateway exited with ${code} before listening:\n${logs.join('\n')}${buf}`)));
+  });
+  const scheme = (opts.args ?? []).includes('--tls-cert') ? 'https' : 'http';
+  const gw: Gateway = {
+    url: `${scheme}://127.0.0.1:${port}`,
+    port,
+    dataDir,
+    proc,
+    logs,
+    async stop(signal: NodeJS.Signals = 'SIGTERM') {
+      if (proc.exitCode !== null || proc.signalCode !== null) return proc.exitCode;
+      proc.kill(signal);
+      return exited;
+    },
+  };
+  t.teardown(async () => { await gw.stop('SIGKILL'); });
+  exited = exited.then((c) => c);
+  return gw;
+}
+
+export interface HttpResult { status: number; text: string; headers: Headers; json<T = unknown>(): T }
+
+export async function http(method: string, url: string, body?: string | Buffer | object, headers: Record<string, string> = {}): Promise<HttpResult> {
+  const init: RequestInit = { method, headers: { ...headers } };
+  if (body !== undefined) {
+    init.body = typeof body === 'string' || Buffer.isBuffer(body) ? (body as string) : JSON.stringify(body);
+    (init.headers as Record<string, string>)['content-type'] ??= 'application/json';
+  }
+  const res = await fetch(url, init);
+  const text = await res.text();
+  return { status: res.status, text, headers: res.headers, json: <T>() => JSON.parse(text) as T };
+}
+
+/** A device created through the CLI. */
+export async function addDevice(dataDir: string, name: string, extra: string[] = []): Promise<{ id: string; name: string; token: string }> {
+  return cliJson(['device', 'add', '--data-dir', dataDir, '--name', name, ...extra]);
+}
