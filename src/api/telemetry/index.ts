@@ -1,7 +1,12 @@
-/** Telemetry and attribute REST /api/plugins/telemetry (CONTRACT §5). */
+/** Telemetry and attribute REST under /api/plugins/telemetry (CONTRACT §5). */
 import type { Services } from '../../context.js';
 import type { HttpRouter } from '../../http/adapter.js';
+import { registerAttributeRoutes } from './attributes.js';
+import { registerDepthRoutes } from './depth.js';
+import { registerTimeseriesRoutes } from './timeseries.js';
 
-export function registerTelemetryApi(_router: HttpRouter, _s: Services): void {
-  // filled in by its issue
+export function registerTelemetryApi(router: HttpRouter, s: Services): void {
+  registerTimeseriesRoutes(router, s);
+  registerAttributeRoutes(router, s);
+  registerDepthRoutes(router, s);
 }
