@@ -36,7 +36,7 @@ const configOption = (): Option => new Option('--config <file>', 'JSON config fi
 export function buildCli(): Command {
   const program = new Command('outpost')
     .description('Outpost IoT edge gateway')
-    .showHelpAfterError()
+    // CONTRACT §1: failures print one line (commander's own "error: ..." line; `--help` shows usage)
     .exitOverride();
 
   program.command('serve')

@@ -33,6 +33,34 @@ export const DEFAULTS = {
     mapSizeBytes: IS_32BIT ? 1024 * 1024 * 1024 : 64 * 1024 * 1024 * 1024,
     /** ms; how long a raw point waits in the head before compaction into a chunk. */
     headWindowMs: 2 * 60 * 60 * 1000,
+    /**
+     * ms; span of one compressed chunk (aligned to epoch 0); every rollup tier divides it or is a multiple of it.
+     * 20 min keeps the raw edges of an aggregated query cheap to decode (≤ 120 points of 10-s data per chunk).
+     */
+    chunkWindowMs: 20 * 60 * 1000,
+  },
+  downsample: {
+    /**
+     * ms, ascending; rollup tier bucket sizes, each a multiple of the previous (issue 6; STYLE §13). 10 min, not
+     * 1 min, is the finest by default: a 1-min bucket of 10-s data holds 6 points, and its exact state costs more
+     * disk than the raw chunk and more time to read than the raw edge it would replace (BENCHMARKS.md).
+     * Add 60_000 in front for sparse 1-s data or when raw retention is short.
+     */
+    tiersMs: [600_000, 3_600_000, 86_400_000],
+    /**
+     * ms; raw points (chunks) older than this (counted back from the newest point) are dropped, answers there
+     * come from rollups; 0 keeps them. Default 0: CONTRACT §5 promises raw history at any ts (TB clients post
+     * ts 1000 next to server-time points); 30 days (2_592_000_000) is the recommended setting for SD cards.
+     */
+    rawRetentionMs: 0,
+    /** ms per tier (same order as tiersMs); 0 keeps that tier forever. */
+    tierRetentionMs: [365 * 24 * 3_600_000, 0, 0],
+    /** bytes; live LMDB pages above 90% of this drop the oldest raw chunks (rollups stay); 0 = no budget. */
+    maxDiskBytes: 0,
+    /** ms; time one background step (compaction, retention) may run before yielding the event loop. */
+    stepBudgetMs: 2,
+    /** ms; pause between background sweeps when there is no pending work. */
+    sweepIntervalMs: 1_000,
   },
   longPoll: {
     /** ms; `timeout` when the device gives none (CONTRACT §4). */
@@ -75,6 +103,8 @@ export const DEFAULTS = {
     /** s; idle sockets are closed (uWS sends pings). */
     idleTimeoutSec: 60,
     maxSubscriptionsPerSession: 1000,
+    /** ms; a socket opened without `?token=` must send `authCmd` within this (TB server.ws.auth_timeout_ms). */
+    authTimeoutMs: 10_000,
   },
   /** 'info' logs one line per lifecycle event; 'debug' adds per-request detail. */
   logLevel: 'info' as 'info' | 'debug' | 'silent',
@@ -105,7 +135,7 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 function mergeChecked(dst: Record<string, unknown>, src: Record<string, unknown>, shape: Record<string, unknown>, where: string, path = ''): void {
   for (const [k, v] of Object.entries(src)) {
     const name = path ? `${path}.${k}` : k;
-    if (!(k in shape)) throw new OutpostError('CONFIG_INVALID', `${where}: unknown config key "${name}"`);
+    if (!Object.hasOwn(shape, k)) throw new OutpostError('CONFIG_INVALID', `${where}: unknown config key "${name}"`);
     const expected = shape[k];
     if (isPlainObject(expected)) {
       if (!isPlainObject(v)) throw new OutpostError('CONFIG_INVALID', `${where}: "${name}" must be an object`);
@@ -133,7 +163,11 @@ function validate(c: Config): void {
     ['rpc.defaultTimeoutMs', c.rpc.defaultTimeoutMs], ['rpc.clientSideTimeoutMs', c.rpc.clientSideTimeoutMs],
     ['query.maxIntervals', c.query.maxIntervals], ['query.defaultLimit', c.query.defaultLimit],
     ['auth.accessTokenTtlSec', c.auth.accessTokenTtlSec], ['auth.refreshTokenTtlSec', c.auth.refreshTokenTtlSec],
-    ['store.mapSizeBytes', c.store.mapSizeBytes], ['ws.maxPayloadLength', c.ws.maxPayloadLength],
+    ['store.mapSizeBytes', c.store.mapSizeBytes],
+    ['store.headWindowMs', c.store.headWindowMs], ['store.chunkWindowMs', c.store.chunkWindowMs],
+    ['downsample.stepBudgetMs', c.downsample.stepBudgetMs], ['downsample.sweepIntervalMs', c.downsample.sweepIntervalMs],
+    ['ws.maxPayloadLength', c.ws.maxPayloadLength],
+    ['ws.authTimeoutMs', c.ws.authTimeoutMs],
   ];
   for (const [name, v] of positive) {
     if (!Number.isFinite(v) || v <= 0) throw new OutpostError('CONFIG_INVALID', `config: "${name}" must be > 0, got ${v}`);

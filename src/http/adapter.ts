@@ -71,7 +71,9 @@ function isStream(r: Reply | StreamReply): r is StreamReply {
 class Exchange implements HttpContext {
   aborted = false;
   done = false;
-  readonly query: URLSearchParams;
+  /** the raw query string, copied from `req` up front; parsed on first use (most device posts have none) */
+  private readonly rawQuery: string;
+  private parsedQuery: URLSearchParams | undefined;
   private readonly headers = new Map<string, string>();
   private abortCbs: Array<() => void> = [];
   private bodyPromise: Promise<Buffer> | undefined;
@@ -86,7 +88,7 @@ class Exchange implements HttpContext {
     private readonly maxBody: number,
     private readonly log: (msg: string) => void,
   ) {
-    this.query = new URLSearchParams(req.getQuery() ?? '');
+    this.rawQuery = req.getQuery() ?? '';
     for (const h of COPIED_HEADERS) {
       const v = req.getHeader(h);
       if (v !== '') this.headers.set(h, v);
@@ -101,6 +103,10 @@ class Exchange implements HttpContext {
       }
     });
     if (method === 'post' || method === 'put' || method === 'del' || method === 'delete') this.startBody();
+  }
+
+  get query(): URLSearchParams {
+    return (this.parsedQuery ??= new URLSearchParams(this.rawQuery));
   }
 
   header(name: string): string | undefined {
@@ -139,8 +145,9 @@ class Exchange implements HttpContext {
           reject(new OutpostError('PAYLOAD_TOO_LARGE', `Payload size exceeds the limit of ${cap} bytes`));
           return;
         }
-        // copy: uWS neuters `ab` when this callback returns
-        chunks.push(Buffer.from(ab.slice(0)));
+        // copy: uWS neuters `ab` when this callback returns. Buffer.from(Uint8Array) puts small chunks into
+        // Node's shared 8 KiB pool rather than a fresh ArrayBuffer per request (as ab.slice would).
+        chunks.push(Buffer.from(new Uint8Array(ab)));
         if (isLast) resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size));
       });
     });

@@ -5,12 +5,18 @@
  * - otherwise DOUBLE when its scale is ≤ 16, else STRING of its plain form;
  * - a string that NumberUtils.isParsable accepts ("42", "-1.5", ".5") is typed like a number literal;
  * - objects and arrays → JSON text; null → skipped.
+ *
+ * One deliberate difference: TB would expand `1E500000000` into a 500-million-digit string (or run out of
+ * memory); a literal whose plain form exceeds MAX_PLAIN_NUMBER_LENGTH is rejected with BAD_PAYLOAD instead.
  */
+import { OutpostError } from '../errors.js';
 import { type KvValue, kvBool, kvDouble, kvJson, kvLong, kvString } from '../model/kv.js';
 import { type JsonValue, NumLit, stringifyJson } from './json.js';
 
 const LONG_MAX = 9223372036854775807n;
 const LONG_MIN = -9223372036854775808n;
+/** characters; the longest plain-digit string a number literal may expand to (`1E400` → 401 is fine). */
+export const MAX_PLAIN_NUMBER_LENGTH = 4096;
 
 interface Decimal {
   readonly negative: boolean;
@@ -41,8 +47,13 @@ function stripTrailingZeros(d: Decimal): Decimal {
   return { negative: d.negative, digits: d.digits.slice(0, d.digits.length - z), scale: d.scale - z };
 }
 
-/** BigDecimal.toPlainString of the unstripped decimal. */
+/** BigDecimal.toPlainString of the decimal; BAD_PAYLOAD when that would exceed MAX_PLAIN_NUMBER_LENGTH. */
 function toPlainString(d: Decimal): string {
+  // digits plus the zeros an exponent adds on either side; Number(exp) may be huge or Infinity, both caught here
+  const plainLength = Math.max(d.digits.length, d.scale) + Math.max(0, -d.scale);
+  if (!(plainLength <= MAX_PLAIN_NUMBER_LENGTH)) {
+    throw new OutpostError('BAD_PAYLOAD', `Number is out of range (more than ${MAX_PLAIN_NUMBER_LENGTH} digits)`);
+  }
   let digits = d.digits === '' ? '0' : d.digits;
   let out: string;
   if (d.scale <= 0) {

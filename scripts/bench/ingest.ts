@@ -1,0 +1,267 @@
+/**
+ * Ingest benchmark (issue 2): 64 connections POSTing a 3-key telemetry body, side by side in the same run:
+ *   (a) bare    — a uWS handler that only collects and JSON.parses the body, then answers 200 (the ceiling);
+ *   (b) naive   — a durable handler written the obvious way: JSON.parse, one LMDB put per key (msgpack value,
+ *                 string key), ack after that commit is flushed (`await put; await db.flushed`);
+ *   (c) outpost — the real `outpost serve` (dist/src/main.js) with a device created through the CLI.
+ * Each variant is its own server process, started fresh per round on a fresh data dir (bare: none), so
+ * RssAnon and /proc/<pid>/io are the server's alone. Rounds interleave a, b, c; the table shows medians.
+ *
+ * Columns: req/s and points/s (3 per request) from autocannon; p50/p99 latency (ms); RssAnon of the server
+ * (max of samples every 250 ms during the run); bytes written to storage per point (write_bytes delta of
+ * /proc/<pid>/io over the measured run ÷ points acknowledged); server CPU per request (utime + stime delta of
+ * /proc/<pid>/stat ÷ requests), which says whether a variant is CPU-bound or waiting on fsync.
+ *
+ *   npm run bench:ingest [-- --duration 10 --rounds 3 --connections 64]
+ */
+import { type ChildProcess, execFileSync, fork, spawn } from 'node:child_process';
+import { closeSync, fdatasyncSync, mkdtempSync, openSync, readFileSync, rmSync, unlinkSync, writeSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { open } from 'lmdb';
+import * as uws from 'uWebSockets.js';
+
+const TOKEN = 'BENCH_TOKEN_0123456789';
+const BODY = '{"temperature":21.5,"humidity":40,"pressure":1013.25}';
+const POINTS_PER_REQUEST = 3;
+const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
+
+type Variant = 'bare' | 'naive' | 'outpost';
+const LABEL: Record<Variant, string> = {
+  bare: '(a) bare uWS, JSON.parse only',
+  naive: '(b) naive durable, 1 put per key',
+  outpost: '(c) outpost serve',
+};
+
+// ---------------------------------------------------------------------------------------------------------
+// Baseline servers (run in a child: this file with `--serve <variant> <dataDir>`)
+
+/** Collects a request body (copying uWS's neutered chunks), then calls `done`; nothing after an abort. */
+function onBody(res: uws.HttpResponse, done: (body: Buffer) => void): void {
+  const chunks: Buffer[] = [];
+  res.onData((ab, isLast) => {
+    chunks.push(Buffer.from(ab.slice(0)));
+    if (isLast) done(Buffer.concat(chunks));
+  });
+}
+
+function serveBaseline(variant: 'bare' | 'naive', dataDir: string): void {
+  const app = uws.App();
+  if (variant === 'bare') {
+    app.post('/api/v1/:token/telemetry', (res) => {
+      let aborted = false;
+      res.onAborted(() => { aborted = true; });
+      onBody(res, (body) => {
+        JSON.parse(body.toString('utf8'));
+        if (!aborted) res.cork(() => res.end());
+      });
+    });
+  } else {
+    // lmdb-js defaults (overlappingSync on Linux): a put's promise resolves on commit, `flushed` after fsync.
+    const db = open({ path: join(dataDir, 'naive.mdb') });
+    app.post('/api/v1/:token/telemetry', (res, req) => {
+      const token = req.getParameter(0) ?? '';
+      let aborted = false;
+      res.onAborted(() => { aborted = true; });
+      onBody(res, (body) => {
+        let values: Record<string, unknown>;
+        try {
+          values = JSON.parse(body.toString('utf8')) as Record<string, unknown>;
+        } catch {
+          if (!aborted) res.cork(() => res.writeStatus('400 Bad Request').end());
+          return;
+        }
+        const ts = Date.now();
+        let last: Promise<boolean> | undefined;
+        for (const [k, v] of Object.entries(values)) last = db.put([token, k, ts], v);
+        void Promise.resolve(last).then(() => db.flushed).then(() => {
+          if (!aborted) res.cork(() => res.end());
+        });
+      });
+    });
+  }
+  app.listen('127.0.0.1', 0, (ls) => {
+    if (!ls) throw new Error('cannot listen');
+    process.send?.({ port: uws.us_socket_local_port(ls as unknown as uws.us_socket) });
+  });
+  process.on('disconnect', () => process.exit(0));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Driver
+
+interface Server { readonly pid: number; readonly port: number; stop(): Promise<void> }
+
+async function startBaseline(variant: 'bare' | 'naive', dataDir: string): Promise<Server> {
+  const child: ChildProcess = fork(fileURLToPath(import.meta.url), ['--serve', variant, dataDir], { stdio: 'inherit' });
+  const port = await new Promise<number>((resolve, reject) => {
+    child.once('message', (m) => resolve((m as { port: number }).port));
+    child.once('exit', (code) => reject(new Error(`${variant} server exited with ${code}`)));
+  });
+  return { pid: child.pid as number, port, stop: () => stopChild(child) };
+}
+
+async function startOutpost(dataDir: string): Promise<Server> {
+  execFileSync(process.execPath, [MAIN, 'device', 'add', '--data-dir', dataDir, '--name', 'bench', '--token', TOKEN], { stdio: 'ignore' });
+  const child = spawn(process.execPath, [MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir], { stdio: ['ignore', 'pipe', 'pipe'] });
+  const port = await new Promise<number>((resolve, reject) => {
+    let buf = '';
+    const onData = (c: Buffer): void => {
+      buf += c.toString();
+      const m = /listening on https?:\/\/[^:]+:(\d+)/.exec(buf);
+      if (m) resolve(Number(m[1]));
+    };
+    child.stderr.on('data', onData);
+    child.stdout.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`outpost exited with ${code}: ${buf}`)));
+  });
+  return { pid: child.pid as number, port, stop: () => stopChild(child) };
+}
+
+function stopChild(child: ChildProcess): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => {
+    child.once('exit', () => resolve());
+    child.kill('SIGTERM');
+  });
+}
+
+/** kB → MB of one /proc/<pid>/status field. */
+function statusMb(pid: number, field: string): number {
+  const m = new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+/** CPU time (user + system, all threads) the process has used, in µs. */
+function cpuMicros(pid: number): number {
+  // /proc/<pid>/stat: fields after the ")" of the command name; utime and stime are the 12th and 13th of them
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  const ticks = Number(fields[11]) + Number(fields[12]);
+  return (ticks / CLOCK_TICKS) * 1e6;
+}
+// USER_HZ; 100 on every Linux this runs on (getconf CLK_TCK)
+const CLOCK_TICKS = 100;
+
+function writeBytes(pid: number): number {
+  const m = /^write_bytes:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'));
+  return m ? Number(m[1]) : NaN;
+}
+
+// autocannon ships no types; this is the part of its result we read.
+interface CannonResult { requests: { average: number }; latency: { p50: number; p99: number }; non2xx: number; errors: number; timeouts: number; '2xx': number }
+type Cannon = (opts: Record<string, unknown>) => Promise<CannonResult>;
+// Loaded through require so no ambient module declaration is needed (autocannon has no types).
+const autocannon = createRequire(import.meta.url)('autocannon') as Cannon;
+
+interface Sample { rps: number; p50: number; p99: number; rssAnonMb: number; bytesPerPoint: number; cpuPerReqUs: number; failed: number }
+
+async function measure(variant: Variant, connections: number, duration: number): Promise<Sample> {
+  const dataDir = mkdtempSync(join(tmpdir(), `outpost-bench-ingest-${variant}-`));
+  const server = variant === 'outpost' ? await startOutpost(dataDir) : await startBaseline(variant, dataDir);
+  try {
+    const opts = {
+      url: `http://127.0.0.1:${server.port}/api/v1/${TOKEN}/telemetry`, method: 'POST', body: BODY,
+      headers: { 'content-type': 'application/json' }, connections, pipelining: 1,
+    };
+    await autocannon({ ...opts, duration: 1 }); // warm-up: JIT, LMDB file growth; not recorded
+    const written0 = writeBytes(server.pid);
+    const cpu0 = cpuMicros(server.pid);
+    let rssMax = statusMb(server.pid, 'RssAnon');
+    const sampler = setInterval(() => { rssMax = Math.max(rssMax, statusMb(server.pid, 'RssAnon')); }, 250);
+    const r = await autocannon({ ...opts, duration });
+    clearInterval(sampler);
+    rssMax = Math.max(rssMax, statusMb(server.pid, 'RssAnon'));
+    const points = r['2xx'] * POINTS_PER_REQUEST;
+    return {
+      rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, rssAnonMb: rssMax,
+      bytesPerPoint: points > 0 ? (writeBytes(server.pid) - written0) / points : NaN,
+      cpuPerReqUs: r['2xx'] > 0 ? (cpuMicros(server.pid) - cpu0) / r['2xx'] : NaN,
+      failed: r.non2xx + r.errors + r.timeouts,
+    };
+  } finally {
+    await server.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+/**
+ * fdatasync latency of the filesystem the stores live on (4 KiB rewrite + fdatasync, 200 times), ms p50/p90:
+ * a durable ack cannot come sooner than one of these (LMDB's flush writes more than one page, so it is a floor).
+ */
+function fsyncLatency(): { p50: number; p90: number } {
+  const dir = mkdtempSync(join(tmpdir(), 'outpost-bench-fsync-'));
+  const file = join(dir, 'probe');
+  const fd = openSync(file, 'w');
+  const page = Buffer.alloc(4096, 1);
+  const lat: number[] = [];
+  try {
+    for (let i = 0; i < 200; i++) {
+      writeSync(fd, page, 0, page.length, (i % 16) * page.length);
+      const t0 = process.hrtime.bigint();
+      fdatasyncSync(fd);
+      lat.push(Number(process.hrtime.bigint() - t0) / 1e6);
+    }
+  } finally {
+    closeSync(fd);
+    unlinkSync(file);
+    rmSync(dir, { recursive: true, force: true });
+  }
+  lat.sort((a, b) => a - b);
+  return { p50: lat[100] as number, p90: lat[180] as number };
+}
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
+};
+
+function argValue(name: string, fallback: number): number {
+  const i = process.argv.indexOf(name);
+  const v = i >= 0 ? Number(process.argv[i + 1]) : NaN;
+  return Number.isFinite(v) && v > 0 ? v : fallback;
+}
+
+async function main(): Promise<void> {
+  const duration = argValue('--duration', 10);
+  const rounds = argValue('--rounds', 3);
+  const connections = argValue('--connections', 64);
+  const only = process.argv.indexOf('--only');
+  const variants: Variant[] = only >= 0 ? (process.argv[only + 1] ?? '').split(',') as Variant[] : ['bare', 'naive', 'outpost'];
+  const samples: Record<Variant, Sample[]> = { bare: [], naive: [], outpost: [] };
+  const fsyncs: Array<{ p50: number; p90: number }> = [];
+  for (let round = 0; round < rounds; round++) {
+    fsyncs.push(fsyncLatency());
+    for (const v of variants) {
+      const s = await measure(v, connections, duration);
+      if (s.failed > 0) throw new Error(`${v}: ${s.failed} failed requests`);
+      samples[v].push(s);
+      process.stderr.write(`round ${round + 1}/${rounds} ${v}: ${s.rps.toFixed(0)} req/s, p50 ${s.p50} ms, p99 ${s.p99} ms, ` +
+        `RssAnon ${s.rssAnonMb.toFixed(1)} MB, ${s.bytesPerPoint.toFixed(1)} B/point, ${s.cpuPerReqUs.toFixed(0)} µs CPU/req\n`);
+    }
+  }
+  const med = (v: Variant, f: (s: Sample) => number): number => median(samples[v].map(f));
+  const naiveRps = samples.naive.length > 0 ? med('naive', (s) => s.rps) : NaN;
+  console.log(`ingest bench: ${connections} connections, 3-key body, ${rounds} interleaved rounds × ${duration} s per variant ` +
+    '(fresh server process each), medians; latency ms (autocannon); RssAnon max during the run');
+  const fp50 = median(fsyncs.map((f) => f.p50));
+  console.log(`fdatasync of one 4 KiB page on the stores' filesystem (median of rounds): p50 ${fp50.toFixed(2)} ms, ` +
+    `p90 ${median(fsyncs.map((f) => f.p90)).toFixed(2)} ms; every ack of (b) and (c) waits for at least one LMDB commit + fsync`);
+  console.log('| variant | req/s | points/s | vs (b) | p50 / p99 ms | RssAnon MB | bytes written / point | server CPU µs / req |');
+  console.log('|---|---:|---:|---:|---:|---:|---:|---:|');
+  for (const v of variants) {
+    const rps = med(v, (s) => s.rps);
+    const bpp = med(v, (s) => s.bytesPerPoint);
+    console.log(`| ${LABEL[v]} | ${rps.toFixed(0)} | ${(rps * POINTS_PER_REQUEST).toFixed(0)} | ${(rps / naiveRps).toFixed(2)}× | ` +
+      `${med(v, (s) => s.p50)} / ${med(v, (s) => s.p99)} | ${med(v, (s) => s.rssAnonMb).toFixed(1)} | ${Number.isNaN(bpp) || v === 'bare' ? '–' : bpp.toFixed(1)} | ${med(v, (s) => s.cpuPerReqUs).toFixed(0)} |`);
+  }
+}
+
+if (process.argv[2] === '--serve') {
+  serveBaseline(process.argv[3] as 'bare' | 'naive', process.argv[4] as string);
+} else {
+  await main();
+}

@@ -1,0 +1,42 @@
+/**
+ * Reads what a (stopped or killed) daemon left in its data dir, straight from LMDB through the store's own
+ * TimeseriesStore seam: the black-box way to check "acknowledged means on disk" without a query API.
+ * Opens the environment read-only, reads, closes: no write ever happens from a test.
+ */
+import { DEFAULTS } from '../../src/config/index.js';
+import { type KvType, kvToString } from '../../src/model/kv.js';
+import { Dictionary } from '../../src/store/dict.js';
+import { openStoreEnv } from '../../src/store/env.js';
+import { LmdbTimeseriesStore } from '../../src/store/timeseries.js';
+
+/** A point as compared in tests: ts, TB type and the TB string rendering of the value. */
+export interface StoredPoint {
+  readonly ts: number;
+  readonly type: KvType;
+  readonly value: string;
+}
+
+export interface EntityDump {
+  /** key → latest point */
+  readonly latest: Record<string, StoredPoint>;
+  /** key → every raw point, ascending ts */
+  readonly points: Record<string, StoredPoint[]>;
+}
+
+/** Every series of one entity in `dataDir`. */
+export async function readEntity(dataDir: string, entityId: string): Promise<EntityDump> {
+  const env = openStoreEnv({ dataDir, mapSizeBytes: DEFAULTS.store.mapSizeBytes, readOnly: true });
+  try {
+    const store = new LmdbTimeseriesStore(env, new Dictionary(env));
+    const latest: Record<string, StoredPoint> = {};
+    const points: Record<string, StoredPoint[]> = {};
+    for (const [key, p] of store.latest(entityId)) latest[key] = { ts: p.ts, type: p.value.type, value: kvToString(p.value) };
+    for (const key of store.keys(entityId)) {
+      points[key] = [...store.range(entityId, key, { startTs: Number.MIN_SAFE_INTEGER, endTs: Number.MAX_SAFE_INTEGER, order: 'ASC' })]
+        .map((p) => ({ ts: p.ts, type: p.value.type, value: kvToString(p.value) }));
+    }
+    return { latest, points };
+  } finally {
+    await env.close();
+  }
+}
