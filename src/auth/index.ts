@@ -11,6 +11,9 @@ import type { EntityType } from '../types.js';
 import { type AccessClaims, loadSigningKey, signJwt, verifyJwt } from './jwt.js';
 import { verifyPassword } from './password.js';
 
+/** meta key prefix: [REVOKED, sessionId] → Unix seconds until which the session stays revoked */
+const REVOKED = 'revokedSession';
+
 export interface Principal {
   readonly userId: string;
   readonly email: string;
@@ -73,13 +76,23 @@ export class AuthService {
     if (!r.ok) throw this.failure(r.reason);
     if (r.claims.scopes?.[0] !== 'REFRESH_TOKEN') throw new OutpostError('AUTH_FAILED', 'Invalid refresh token');
     const user = this.entities.user(r.claims.userId);
-    if (!user || this.isRevoked(r.claims.sessionId)) throw new OutpostError('TOKEN_EXPIRED');
+    if (!user || !user.enabled || this.isRevoked(r.claims.sessionId)) throw new OutpostError('TOKEN_EXPIRED');
     return this.issue(user);
   }
 
   /** The session's access and refresh tokens stop working (TB "outdated" tokens → 401 code 11). */
   async logout(p: Principal): Promise<void> {
-    await this.env.meta.put(['revokedSession', p.sessionId], p.exp);
+    // Kept until the session's refresh token would expire; later entries are useless and pruned here, so the
+    // revocation list stays bounded by the sessions logged out within one refresh lifetime.
+    const keepUntilSec = p.iat + this.config.auth.refreshTokenTtlSec;
+    const nowSec = Math.floor(this.now() / 1000);
+    await this.env.root.transaction(() => {
+      for (const { key, value } of this.env.meta.getRange({ start: [REVOKED] })) {
+        if (!Array.isArray(key) || key[0] !== REVOKED) break;
+        if (typeof value !== 'number' || value <= nowSec) void this.env.meta.remove(key);
+      }
+      void this.env.meta.put([REVOKED, p.sessionId], keepUntilSec);
+    });
     await this.env.flushed();
     for (const [tok, cached] of this.cache) if (cached.sessionId === p.sessionId) this.cache.delete(tok);
   }
@@ -151,12 +164,19 @@ export class AuthService {
     throw new OutpostError('PERMISSION_DENIED');
   }
 
+  /** Drops cached tokens of deleted users, so their next request re-verifies and fails (401 code 11). */
+  forgetUsers(userIds: readonly string[]): void {
+    if (userIds.length === 0) return;
+    const gone = new Set(userIds);
+    for (const [tok, cached] of this.cache) if (gone.has(cached.userId)) this.cache.delete(tok);
+  }
+
   requireTenantAdmin(p: Principal): void {
     if (p.authority !== 'TENANT_ADMIN') throw new OutpostError('PERMISSION_DENIED');
   }
 
   private isRevoked(sessionId: string): boolean {
-    return this.env.meta.get(['revokedSession', sessionId]) !== undefined;
+    return this.env.meta.get([REVOKED, sessionId]) !== undefined;
   }
 
   private failure(reason: 'malformed' | 'signature' | 'expired'): OutpostError {

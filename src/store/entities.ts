@@ -59,6 +59,11 @@ export function randomAccessToken(): AccessToken {
   return (out.length === 20 ? out : out + randomAccessToken().slice(out.length)) as AccessToken;
 }
 
+/** "DEVICE" → "Device", for TB's messages ("Device with id [..] is not found"). */
+export function typeTitle(type: string): string {
+  return type.charAt(0) + type.slice(1).toLowerCase();
+}
+
 const nameKey = (tenantId: string, type: string, name: string): string[] => [tenantId, type, name];
 
 export interface NewDevice {
@@ -265,6 +270,130 @@ export class EntityStore {
     return updated;
   }
 
+  /**
+   * Assigns a device or asset to a customer (CONTRACT §2). 404 when either is missing. Re-assigning to the
+   * customer it already has is a no-op that still answers the record (TB behaviour).
+   */
+  async assignToCustomer(type: 'DEVICE' | 'ASSET', id: string, customerId: string): Promise<DeviceRecord | AssetRecord> {
+    const outcome = await this.env.root.transaction(() => {
+      const r = this.get(id);
+      if (!r || r.entityType !== type) return 'entity' as const;
+      if (!this.customer(customerId)) return 'customer' as const;
+      const next = { ...r, customerId: customerId as CustomerId };
+      void this.env.entities.put(id, next);
+      return next;
+    });
+    if (outcome === 'entity') throw new OutpostError('ENTITY_NOT_FOUND', `${typeTitle(type)} with id [${id}] is not found`);
+    if (outcome === 'customer') throw new OutpostError('ENTITY_NOT_FOUND', `Customer with id [${customerId}] is not found`);
+    await this.env.flushed();
+    return outcome;
+  }
+
+  /** Unassigns a device or asset: 400 "<Type> isn't assigned to any customer!" when it has none (TB). */
+  async unassignFromCustomer(type: 'DEVICE' | 'ASSET', id: string): Promise<DeviceRecord | AssetRecord> {
+    const outcome = await this.env.root.transaction(() => {
+      const r = this.get(id);
+      if (!r || r.entityType !== type) return 'entity' as const;
+      if (r.customerId === NULL_UUID) return 'unassigned' as const;
+      const next = { ...r, customerId: NULL_UUID };
+      void this.env.entities.put(id, next);
+      return next;
+    });
+    if (outcome === 'entity') throw new OutpostError('ENTITY_NOT_FOUND', `${typeTitle(type)} with id [${id}] is not found`);
+    if (outcome === 'unassigned') throw new OutpostError('BAD_PARAM', `${typeTitle(type)} isn't assigned to any customer!`);
+    await this.env.flushed();
+    return outcome;
+  }
+
+  /**
+   * Renames / retypes / relabels an existing device or asset (TB `POST /api/device` with an `id`). The name
+   * index moves in the same transaction; a name taken by another entity → 400.
+   */
+  async updateNamed(type: 'DEVICE' | 'ASSET', id: string, patch: { name?: string | undefined; type?: string | undefined; label?: string | null | undefined }): Promise<DeviceRecord | AssetRecord> {
+    if (patch.name !== undefined && (typeof patch.name !== 'string' || patch.name.trim() === '')) {
+      throw new OutpostError('BAD_PARAM', `${typeTitle(type)} name should be specified!`);
+    }
+    const outcome = await this.env.root.transaction(() => {
+      const r = this.get(id);
+      if (!r || r.entityType !== type) return 'entity' as const;
+      const name = patch.name ?? r.name;
+      if (name !== r.name) {
+        if (this.env.names.get(nameKey(r.tenantId, type, name)) !== undefined) return 'name' as const;
+        void this.env.names.remove(nameKey(r.tenantId, type, r.name));
+        void this.env.names.put(nameKey(r.tenantId, type, name), r.id);
+      }
+      const next = { ...r, name, type: patch.type ?? r.type, label: patch.label === undefined ? r.label : patch.label };
+      void this.env.entities.put(id, next);
+      return next;
+    });
+    if (outcome === 'entity') throw new OutpostError('ENTITY_NOT_FOUND', `${typeTitle(type)} with id [${id}] is not found`);
+    if (outcome === 'name') throw new OutpostError('BAD_PARAM', `${typeTitle(type)} with such name already exists!`);
+    await this.env.flushed();
+    return outcome;
+  }
+
+  /** Changes a customer's title (TB `POST /api/customer` with an `id`); a title taken by another → 400. */
+  async updateCustomer(id: string, title: string): Promise<CustomerRecord> {
+    if (typeof title !== 'string' || title.trim() === '') throw new OutpostError('BAD_PARAM', 'Customer title should be specified!');
+    const outcome = await this.env.root.transaction(() => {
+      const r = this.customer(id);
+      if (!r) return 'entity' as const;
+      if (title !== r.title) {
+        if (this.env.names.get(nameKey(r.tenantId, 'CUSTOMER', title)) !== undefined) return 'name' as const;
+        void this.env.names.remove(nameKey(r.tenantId, 'CUSTOMER', r.title));
+        void this.env.names.put(nameKey(r.tenantId, 'CUSTOMER', title), r.id);
+      }
+      const next: CustomerRecord = { ...r, title };
+      void this.env.entities.put(id, next);
+      return next;
+    });
+    if (outcome === 'entity') throw new OutpostError('ENTITY_NOT_FOUND', `Customer with id [${id}] is not found`);
+    if (outcome === 'name') throw new OutpostError('BAD_PARAM', 'Customer with such title already exists!');
+    await this.env.flushed();
+    return outcome;
+  }
+
+  /** Deletes an asset and its name index entry; false when there was none. */
+  async deleteAsset(id: string): Promise<boolean> {
+    const done = await this.env.root.transaction(() => {
+      const r = this.get(id);
+      if (!r || r.entityType !== 'ASSET') return false;
+      void this.env.entities.remove(id);
+      void this.env.names.remove(nameKey(r.tenantId, 'ASSET', r.name));
+      return true;
+    });
+    await this.env.flushed();
+    return done;
+  }
+
+  /**
+   * Deletes a customer as TB does: its devices and assets become unassigned and its users are deleted, all in
+   * one transaction. Returns the ids of the deleted users (their sessions must stop working), or undefined
+   * when there was no such customer.
+   */
+  async deleteCustomer(id: string): Promise<string[] | undefined> {
+    const deletedUsers = await this.env.root.transaction(() => {
+      const c = this.customer(id);
+      if (!c) return undefined;
+      const users: string[] = [];
+      for (const { value } of this.env.entities.getRange({})) {
+        const r = value as EntityRecord;
+        if ((r.entityType === 'DEVICE' || r.entityType === 'ASSET') && r.customerId === id) {
+          void this.env.entities.put(r.id, { ...r, customerId: NULL_UUID });
+        } else if (r.entityType === 'USER' && r.customerId === id) {
+          void this.env.entities.remove(r.id);
+          void this.env.users.remove(r.email.toLowerCase());
+          users.push(r.id);
+        }
+      }
+      void this.env.entities.remove(id);
+      void this.env.names.remove(nameKey(c.tenantId, 'CUSTOMER', c.title));
+      return users;
+    });
+    await this.env.flushed();
+    return deletedUsers;
+  }
+
   async deleteDevice(id: string): Promise<boolean> {
     const done = await this.env.root.transaction(() => {
       const r = this.device(id);
@@ -277,4 +406,55 @@ export class EntityStore {
     await this.env.flushed();
     return done;
   }
+}
+
+/** What a TB list endpoint asks for (`PageLink`): `page` is 0-based, `pageSize` ≥ 1. */
+export interface PageQuery {
+  readonly pageSize: number;
+  readonly page: number;
+  /** case-insensitive substring of the name (title for customers); empty or absent → no filter */
+  readonly textSearch?: string | undefined;
+  readonly sortProperty?: SortProperty | undefined;
+  readonly sortOrder?: 'ASC' | 'DESC' | undefined;
+}
+export const SORT_PROPERTIES = ['createdTime', 'name', 'title', 'type', 'label'] as const;
+export type SortProperty = (typeof SORT_PROPERTIES)[number];
+
+/** TB's `PageData`: `totalPages` = ceil(totalElements / pageSize); `hasNext` when a later page has items. */
+export interface Page<T> {
+  readonly data: T[];
+  readonly totalPages: number;
+  readonly totalElements: number;
+  readonly hasNext: boolean;
+}
+
+type Named = { readonly createdTime: number; readonly id: string; readonly name?: string; readonly title?: string; readonly type?: string; readonly label?: string | null };
+
+const displayName = (r: Named): string => r.name ?? r.title ?? '';
+
+/**
+ * Filters, sorts and slices `items` as TB's PageLink does. Items that tie on the sort property keep creation
+ * order (then id), so pages never overlap or skip an item between two identical requests.
+ */
+export function pageOf<T extends Named>(items: readonly T[], q: PageQuery): Page<T> {
+  const needle = q.textSearch?.toLowerCase() ?? '';
+  const matching = needle === '' ? [...items] : items.filter((r) => displayName(r).toLowerCase().includes(needle));
+  const prop = q.sortProperty ?? 'createdTime';
+  const sign = q.sortOrder === 'DESC' ? -1 : 1;
+  const value = (r: T): string | number => (prop === 'createdTime' ? r.createdTime
+    : prop === 'name' || prop === 'title' ? displayName(r) : (r[prop] ?? ''));
+  matching.sort((a, b) => {
+    const va = value(a);
+    const vb = value(b);
+    const primary = va < vb ? -1 : va > vb ? 1 : 0;
+    return sign * primary || a.createdTime - b.createdTime || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+  });
+  const total = matching.length;
+  const start = q.page * q.pageSize;
+  return {
+    data: matching.slice(start, start + q.pageSize),
+    totalPages: Math.ceil(total / q.pageSize),
+    totalElements: total,
+    hasNext: start + q.pageSize < total,
+  };
 }

@@ -1,7 +1,69 @@
-/** Login, refresh, logout and current user (CONTRACT §3). */
+/**
+ * Login, refresh, logout and current user (CONTRACT §3, reference §3.1–3.2). Handlers are thin: parse the
+ * body, call AuthService, render TB JSON. Every failure is an OutpostError, so it leaves as TB error JSON.
+ */
 import type { Services } from '../../context.js';
-import type { HttpRouter } from '../../http/adapter.js';
+import { OutpostError } from '../../errors.js';
+import { type HttpContext, type HttpRouter, json } from '../../http/adapter.js';
+import { userJson } from '../entities/render.js';
+import { principalOf } from '../principal.js';
 
-export function registerAuthApi(_router: HttpRouter, _s: Services): void {
-  // filled in by its issue
+/** bytes; auth bodies are tiny, so a small cap keeps a flood of huge bodies from costing memory. */
+const AUTH_MAX_BODY_BYTES = 16 * 1024;
+
+/**
+ * The JSON object body of a login/refresh request. TB answers 401 "Authentication failed" (errorCode 10) for
+ * an unparsable body, not 400: its security filter rejects before any controller runs (reference §3.1 quirk).
+ */
+async function authBody(ctx: HttpContext): Promise<Record<string, unknown>> {
+  const raw = await ctx.body();
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw.toString('utf8'));
+  } catch {
+    throw new OutpostError('AUTH_FAILED');
+  }
+  if (parsed === null || typeof parsed !== 'object' || Array.isArray(parsed)) throw new OutpostError('AUTH_FAILED');
+  return parsed as Record<string, unknown>;
+}
+
+const methodNotSupported = (): never => {
+  throw new OutpostError('AUTH_FAILED', 'Authentication method not supported');
+};
+
+export function registerAuthApi(router: HttpRouter, s: Services): void {
+  const opts = { maxBody: AUTH_MAX_BODY_BYTES };
+
+  // Bad credentials → 401 "Invalid username or password"; missing fields → 401 "Authentication failed".
+  router.route('post', '/api/auth/login', async (ctx) => {
+    const { username, password } = await authBody(ctx);
+    if (typeof username !== 'string' || typeof password !== 'string' || username.trim() === '' || password === '') {
+      throw new OutpostError('AUTH_FAILED');
+    }
+    return json(await s.auth.login(username, password));
+  }, opts);
+
+  // A refresh token → a brand-new pair (new session). An access token here → 401.
+  router.route('post', '/api/auth/token', async (ctx) => {
+    const { refreshToken } = await authBody(ctx);
+    return json(s.auth.refresh(refreshToken));
+  }, opts);
+
+  // TB: login and refresh are filters that answer any other method with 401.
+  router.route('get', '/api/auth/login', methodNotSupported);
+  router.route('get', '/api/auth/token', methodNotSupported);
+
+  // 200 with an empty body; the session's access and refresh tokens then answer 401 "Token has expired".
+  router.route('post', '/api/auth/logout', async (ctx) => {
+    await s.auth.logout(principalOf(s, ctx));
+    return {};
+  }, opts);
+
+  router.route('get', '/api/auth/user', (ctx) => {
+    const p = principalOf(s, ctx);
+    const user = s.entities.user(p.userId);
+    // Deleted users' tokens are dropped from the cache; this only races with a concurrent deletion.
+    if (!user) throw new OutpostError('TOKEN_EXPIRED');
+    return json(userJson(user));
+  });
 }

@@ -1,7 +1,11 @@
 /** Devices, customers and assets REST (CONTRACT §2). */
 import type { Services } from '../../context.js';
 import type { HttpRouter } from '../../http/adapter.js';
+import { registerCustomerRoutes } from './customers.js';
+import { registerNamedRoutes } from './named.js';
 
-export function registerEntityApi(_router: HttpRouter, _s: Services): void {
-  // filled in by its issue
+export function registerEntityApi(router: HttpRouter, s: Services): void {
+  registerNamedRoutes(router, s, 'DEVICE');
+  registerNamedRoutes(router, s, 'ASSET');
+  registerCustomerRoutes(router, s);
 }

@@ -1,0 +1,127 @@
+/**
+ * Devices and assets REST (CONTRACT §2, reference §6). Both are "named" entities of the tenant that can be
+ * assigned to a customer, so one set of handlers serves both, parameterised by type.
+ *
+ * Roles (reference §3.6): create, delete, assign and unassign are TENANT_ADMIN only (403 for customer users,
+ * checked before the id is parsed, as TB's @PreAuthorize runs first); read and update reach a customer user's
+ * own assigned entities. Unknown entity → 404, non-UUID id → 400.
+ */
+import type { Principal } from '../../auth/index.js';
+import type { Services } from '../../context.js';
+import { OutpostError } from '../../errors.js';
+import { type HttpContext, type HttpRouter, type Reply, json } from '../../http/adapter.js';
+import type { AssetRecord, DeviceRecord } from '../../store/entities.js';
+import { pageOf, typeTitle } from '../../store/entities.js';
+import { principalOf } from '../principal.js';
+import { bodyEntityId, jsonObjectBody, optionalString, parsePageQuery, parseUuid } from './params.js';
+import { assetJson, deviceCredentialsJson, deviceJson } from './render.js';
+
+type NamedType = 'DEVICE' | 'ASSET';
+type NamedRecord = DeviceRecord | AssetRecord;
+
+const render = (r: NamedRecord): Record<string, unknown> => (r.entityType === 'DEVICE' ? deviceJson(r) : assetJson(r));
+
+/** A label may be explicitly null (TB clears it); any other non-string → 400. */
+function labelOf(body: Record<string, unknown>): string | null | undefined {
+  if (body['label'] === null) return null;
+  return optionalString(body, 'label');
+}
+
+/** The path segment of a type: `/api/device`, `/api/asset`. */
+const segment = (type: NamedType): string => type.toLowerCase();
+
+export function registerNamedRoutes(router: HttpRouter, s: Services, type: NamedType): void {
+  const seg = segment(type);
+  const lookupParam = type === 'DEVICE' ? 'deviceName' : 'assetName';
+
+  const readable = (p: Principal, rawId: string | undefined): NamedRecord => {
+    const id = parseUuid(rawId, `${seg}Id`);
+    return s.auth.checkAccess(p, type, id, 'read') as NamedRecord;
+  };
+
+  // Create (no id) or update (TB: body with `id`). CONTRACT §2: duplicate name → 400.
+  router.route('post', `/api/${seg}`, async (ctx) => {
+    const p = principalOf(s, ctx);
+    const body = await jsonObjectBody(ctx);
+    const id = bodyEntityId(body);
+    const name = optionalString(body, 'name');
+    const subtype = optionalString(body, 'type');
+    const label = labelOf(body);
+    if (id !== undefined) {
+      s.auth.checkAccess(p, type, id, 'write');
+      return json(render(await s.entities.updateNamed(type, id, { name, type: subtype, label })));
+    }
+    s.auth.requireTenantAdmin(p);
+    if (name === undefined || name.trim() === '') throw new OutpostError('BAD_PARAM', `${typeTitle(type)} name should be specified!`);
+    if (type === 'DEVICE') {
+      const accessToken = ctx.query.get('accessToken');
+      return json(deviceJson(await s.entities.createDevice({ name, type: subtype, label, token: accessToken ?? undefined })));
+    }
+    return json(assetJson(await s.entities.createAsset({ name, type: subtype, label })));
+  });
+
+  router.route('get', `/api/${seg}/:id`, (ctx) => json(render(readable(principalOf(s, ctx), ctx.params[0]))));
+
+  router.route('del', `/api/${seg}/:id`, async (ctx) => {
+    const p = principalOf(s, ctx);
+    s.auth.requireTenantAdmin(p);
+    const rec = s.auth.checkAccess(p, type, parseUuid(ctx.params[0], `${seg}Id`), 'write');
+    const deleted = type === 'DEVICE' ? await s.entities.deleteDevice(rec.id) : await s.entities.deleteAsset(rec.id);
+    if (!deleted) throw new OutpostError('ENTITY_NOT_FOUND', `${typeTitle(type)} with id [${rec.id}] is not found`);
+    s.bus.publish('entityDeleted', { entityType: type, entityId: rec.id });
+    return {};
+  });
+
+  // Tenant list, or one entity by name (`?deviceName=` / `?assetName=`): TENANT_ADMIN only.
+  const tenantList = (ctx: HttpContext): Reply => {
+    const p = principalOf(s, ctx);
+    s.auth.requireTenantAdmin(p);
+    const byName = ctx.query.get(lookupParam);
+    if (byName !== null) {
+      const rec = s.entities.byName(type, byName);
+      if (!rec || rec.entityType !== type || rec.tenantId !== p.tenantId) throw new OutpostError('ENTITY_NOT_FOUND');
+      return json(render(rec));
+    }
+    const q = parsePageQuery(ctx.query);
+    const typeFilter = ctx.query.get('type') || undefined;
+    const all = s.entities.list(type, (r) => r.tenantId === p.tenantId && (typeFilter === undefined || r.type === typeFilter));
+    const page = pageOf<NamedRecord>(all, q);
+    return json({ ...page, data: page.data.map(render) });
+  };
+  router.route('get', `/api/tenant/${seg}s`, tenantList);
+  router.route('get', `/api/tenant/${seg}`, tenantList);
+
+  // A customer's entities: the tenant admin, or a user of that very customer.
+  router.route('get', `/api/customer/:customerId/${seg}s`, (ctx) => {
+    const p = principalOf(s, ctx);
+    const customer = s.auth.checkAccess(p, 'CUSTOMER', parseUuid(ctx.params[0], 'customerId'), 'read');
+    const q = parsePageQuery(ctx.query);
+    const typeFilter = ctx.query.get('type') || undefined;
+    const all = s.entities.list(type, (r) => r.customerId === (customer.id as string) && (typeFilter === undefined || r.type === typeFilter));
+    const page = pageOf<NamedRecord>(all, q);
+    return json({ ...page, data: page.data.map(render) });
+  });
+
+  router.route('post', `/api/customer/:customerId/${seg}/:id`, async (ctx) => {
+    const p = principalOf(s, ctx);
+    s.auth.requireTenantAdmin(p);
+    const customerId = parseUuid(ctx.params[0], 'customerId');
+    const id = parseUuid(ctx.params[1], `${seg}Id`);
+    s.auth.checkAccess(p, 'CUSTOMER', customerId, 'write');
+    s.auth.checkAccess(p, type, id, 'write');
+    return json(render(await s.entities.assignToCustomer(type, id, customerId)));
+  });
+
+  router.route('del', `/api/customer/${seg}/:id`, async (ctx) => {
+    const p = principalOf(s, ctx);
+    s.auth.requireTenantAdmin(p);
+    const rec = s.auth.checkAccess(p, type, parseUuid(ctx.params[0], `${seg}Id`), 'write');
+    return json(render(await s.entities.unassignFromCustomer(type, rec.id)));
+  });
+
+  if (type === 'DEVICE') {
+    router.route('get', '/api/device/:id/credentials', (ctx) => {
+      return json(deviceCredentialsJson(readable(principalOf(s, ctx), ctx.params[0]) as DeviceRecord));
+    });
+  }
+}
