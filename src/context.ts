@@ -10,6 +10,7 @@ import type { Dictionary } from './store/dict.js';
 import type { EntityStore } from './store/entities.js';
 import type { StoreEnv } from './store/env.js';
 import type { TimeseriesStore } from './store/timeseries.js';
+import type { DownsampleEngine } from './store/retention.js';
 
 export interface Logger {
   info(msg: string): void;
@@ -25,6 +26,8 @@ export interface Services {
   readonly dict: Dictionary;
   readonly entities: EntityStore;
   readonly timeseries: TimeseriesStore;
+  /** background compaction/rollups/retention of the timeseries store; `stats()` for status endpoints (issue 6) */
+  readonly downsample?: DownsampleEngine;
   readonly bus: EventBus;
   readonly ingest: TelemetryIngest;
   readonly auth: AuthService;

@@ -22,6 +22,7 @@ import { Dictionary } from './store/dict.js';
 import { EntityStore } from './store/entities.js';
 import { openStoreEnv } from './store/env.js';
 import { LmdbTimeseriesStore } from './store/timeseries.js';
+import { DownsampleEngine } from './store/retention.js';
 
 export interface RunningServer {
   readonly port: number;
@@ -30,6 +31,10 @@ export interface RunningServer {
 }
 
 export async function startServer(config: Readonly<Config>, log: Logger = makeLogger(config.logLevel)): Promise<RunningServer> {
+  // Configuration errors are reported before the store is created or touched.
+  for (const f of config.tls.cert ? [config.tls.cert, config.tls.key] : []) {
+    if (!existsSync(f)) throw new OutpostError('CONFIG_INVALID', `TLS file not found: ${f}`);
+  }
   const env = openStoreEnv({ dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes });
   const entities = new EntityStore(env);
   const { created } = await entities.ensureTenant();
@@ -38,10 +43,18 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
       `outpost user add --data-dir ${config.dataDir} --email admin@example.com --password <secret> --authority TENANT_ADMIN`);
   }
   const dict = new Dictionary(env);
-  const timeseries = new LmdbTimeseriesStore(env, dict);
+  const timeseries = new LmdbTimeseriesStore(env, dict, {
+    windowMs: config.store.chunkWindowMs, headWindowMs: config.store.headWindowMs,
+    tiersMs: config.downsample.tiersMs, tierRetentionMs: config.downsample.tierRetentionMs,
+  });
+  // Compaction, rollups, retention and the disk budget, in small background steps (issue 6).
+  const downsample = new DownsampleEngine(timeseries, {
+    rawRetentionMs: config.downsample.rawRetentionMs, maxDiskBytes: config.downsample.maxDiskBytes,
+    stepBudgetMs: config.downsample.stepBudgetMs, sweepIntervalMs: config.downsample.sweepIntervalMs, dataDir: config.dataDir,
+  }, Date.now, (m) => log.error(m));
   const bus = new EventBus((m) => log.error(m));
   const services: Services = {
-    config, log, env, dict, entities, timeseries, bus,
+    config, log, env, dict, entities, timeseries, bus, downsample,
     ingest: new TelemetryIngest(timeseries, bus),
     auth: new AuthService(config, env, entities),
     now: Date.now,
@@ -49,9 +62,6 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
 
   let app: uws.TemplatedApp;
   if (config.tls.cert) {
-    for (const f of [config.tls.cert, config.tls.key]) {
-      if (!existsSync(f)) throw new OutpostError('CONFIG_INVALID', `TLS file not found: ${f}`);
-    }
     app = uws.SSLApp({ cert_file_name: config.tls.cert, key_file_name: config.tls.key });
   } else {
     app = uws.App();
@@ -75,6 +85,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   const port = uws.us_socket_local_port(listenSocket as unknown as uws.us_socket);
   const scheme = config.tls.cert ? 'https' : 'http';
   log.info(`outpost listening on ${scheme}://${config.host}:${port} (data dir ${config.dataDir})`);
+  downsample.start();
 
   let closing: Promise<void> | undefined;
   return {
@@ -84,6 +95,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
       closing ??= (async () => {
         uws.us_listen_socket_close(listenSocket);
         app.close();
+        await downsample.stop();
         await env.flushed();
         await env.close();
       })();

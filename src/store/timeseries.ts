@@ -1,22 +1,31 @@
 /**
- * The timeseries store. CONTRACT §5 semantics live here: same (entity, key, ts) overwrites; "latest" follows
- * the newest ts and an older point never replaces it; ranges are [startTs, endTs).
+ * The timeseries store. CONTRACT §5 semantics live here: same (entity, key, ts) overwrites (the later write
+ * wins); "latest" follows the newest ts and an older point never replaces it; ranges are [startTs, endTs).
+ *
+ * Layout (issue 6, see chunks.ts): a write puts one compressed head fragment per (series, chunk window) it
+ * touches, so a TB array of 1,000 `{ts, values}` costs a handful of puts, not one per point. Compaction
+ * (`compactStep`, driven by the DownsampleEngine in retention.ts) folds fragments of windows older than
+ * `headWindowMs` into one compressed chunk per window and rebuilds that window's rollups (rollups.ts) in the
+ * same transaction. Reads merge chunks and fragments lazily, window by window.
  *
  * Write path (group commit): a request's puts are all issued in one synchronous turn, so lmdb-js puts them in
  * the same transaction as every other request of that turn; the request is acknowledged after that
  * transaction is committed *and* flushed. No fsync per request, and no request is half-stored.
- *
- * Layout seam for downsampling: raw points land in `head`; compaction into `chunks` and `rollups` belongs to
- * the downsampling engine, which reads and rewrites through this class.
  */
+import { performance } from 'node:perf_hooks';
+import { DEFAULTS } from '../config/index.js';
 import type { KvValue, TsKv } from '../model/kv.js';
 import type { TsRecord } from '../ingest/payload.js';
 import type { EntityIdx, KeyIdx } from './codec.js';
-import {
-  decodeStamped, decodeValue, encodeStamped, encodeValue, entityPrefix, pointKey, prefixEnd, readOrderedI64, seriesKey,
-} from './codec.js';
+import { decodeStamped, encodeStamped, entityPrefix, prefixEnd, readOrderedI64, seriesKey } from './codec.js';
+import { type WindowPoints, fragKey, fragmentPoints, headFragments, mergeWindow, seriesWindows, windowKey, windowStart } from './chunks.js';
 import type { Dictionary } from './dict.js';
 import type { StoreEnv } from './env.js';
+import { blockCount, decodePoints, encodePoints } from './gorilla.js';
+import { RollupStore, type TierSpec, makeTiers } from './rollups.js';
+import type { BucketAggregate, BucketSource } from '../query/history.js';
+import type { BucketPlan } from '../query/buckets.js';
+import { RollupPlanner } from '../query/planner.js';
 
 export type Order = 'ASC' | 'DESC';
 
@@ -47,35 +56,160 @@ export interface TimeseriesStore {
   latest(entityId: string, keys?: readonly string[]): Map<string, TsKv>;
   /** Timeseries keys that have a latest value, sorted. */
   keys(entityId: string): string[];
-  /** Raw points of one key in [startTs, endTs), in `order`, at most `limit`. Lazy: reads pages from LMDB. */
+  /** Raw points of one key in [startTs, endTs), in `order`, at most `limit`. Lazy: reads window by window. */
   range(entityId: string, key: string, q: RangeQuery): IterableIterator<TsKv>;
   /** Deletes points of `keys` in [startTs, endTs). Resolves once durable. */
   delete(entityId: string, req: DeleteRequest): Promise<void>;
 }
 
-export class LmdbTimeseriesStore implements TimeseriesStore {
+export interface StoreOptions {
+  /** ms; chunk window (config store.chunkWindowMs) */
+  readonly windowMs: number;
+  /** ms; fragments of windows ending more than this before `now` are compacted (config store.headWindowMs) */
+  readonly headWindowMs: number;
+  readonly tiersMs: readonly number[];
+  readonly tierRetentionMs: readonly number[];
+}
+
+export const DEFAULT_STORE_OPTIONS: StoreOptions = {
+  windowMs: DEFAULTS.store.chunkWindowMs,
+  headWindowMs: DEFAULTS.store.headWindowMs,
+  tiersMs: DEFAULTS.downsample.tiersMs,
+  tierRetentionMs: DEFAULTS.downsample.tierRetentionMs,
+};
+
+/** Counters since start (issue 6 §4: for the status/metrics endpoints). */
+export interface CompactionCounters {
+  /** windows folded into chunks */
+  compactedWindows: number;
+  /** head fragments consumed by compaction */
+  compactedFragments: number;
+  /** late points that arrived for windows whose raw data retention had already dropped (not stored) */
+  droppedLatePoints: number;
+  /** points older than the raw horizon when compacted: kept in rollups only (a backfill beyond retention) */
+  rollupOnlyPoints: number;
+}
+
+/** Head sequence numbers are reserved in blocks so a restart never reuses one (meta key `headSeq`). */
+const SEQ_RESERVATION = 1_000_000;
+
+export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
   /** latest ts per series, so concurrent writes in one batch never let an older point win */
   private readonly latestTs = new Map<EntityIdx, Map<KeyIdx, number>>();
+  readonly windowMs: number;
+  readonly headWindowMs: number;
+  readonly tiers: readonly TierSpec[];
+  readonly rollups: RollupStore;
+  readonly counters: CompactionCounters = { compactedWindows: 0, compactedFragments: 0, droppedLatePoints: 0, rollupOnlyPoints: 0 };
+  private seq: number;
+  private seqReserved: number;
+  private planner: RollupPlanner | undefined;
+  /** performance.now() of the latest write() call: background work yields to foreground writes */
+  lastWriteAt = 0;
+  /** the newest ts of any point written (lazily loaded from `latest`), the reference for retention */
+  private newest: number | undefined;
+  /** where the next compaction sweep resumes (a head key), undefined = from the beginning */
+  private compactCursor: Buffer | undefined;
 
-  constructor(private readonly env: StoreEnv, private readonly dict: Dictionary) {}
+  constructor(readonly env: StoreEnv, private readonly dict: Dictionary, opts: StoreOptions = DEFAULT_STORE_OPTIONS) {
+    this.windowMs = opts.windowMs;
+    this.headWindowMs = opts.headWindowMs;
+    this.tiers = makeTiers(opts.tiersMs, opts.tierRetentionMs, opts.windowMs);
+    this.rollups = new RollupStore(env, this.tiers, opts.windowMs, () => ({
+      raw: this.rawHorizonTs, tiers: this.tiers.map((t) => this.tierHorizonTs(t.index)),
+    }));
+    this.seq = (env.meta.get('headSeq') as number | undefined) ?? 1;
+    this.seqReserved = this.seq;
+  }
+
+  /**
+   * Raw chunks of windows starting before this ts were dropped by retention (meta `rawHorizonTs`);
+   * answers there come from rollups. Number.MIN_SAFE_INTEGER = nothing dropped.
+   */
+  get rawHorizonTs(): number {
+    return (this.env.meta.get('rawHorizonTs') as number | undefined) ?? Number.MIN_SAFE_INTEGER;
+  }
+
+  /** Per tier, the ts before which its rollup blocks were dropped (meta `tierHorizonTs`). */
+  tierHorizonTs(tier: number): number {
+    const all = this.env.meta.get('tierHorizonTs') as number[] | undefined;
+    return all?.[tier] ?? Number.MIN_SAFE_INTEGER;
+  }
+
+  /**
+   * The newest ts ever written to any series (from `latest`; deletes do not lower it). Retention counts back
+   * from min(now, this), as Prometheus counts from its newest block, so data with old timestamps (replays,
+   * tests at ts 1000) is not dropped just for being old, and one far-future point cannot drop everything.
+   */
+  newestTs(): number {
+    if (this.newest === undefined) {
+      let newest = Number.MIN_SAFE_INTEGER;
+      for (const { value } of this.env.latest.getRange({})) newest = Math.max(newest, readOrderedI64(value, 0));
+      this.newest = newest;
+    }
+    return this.newest;
+  }
+
+  seriesOf(entityId: string, key: string): { e: EntityIdx; k: KeyIdx } | undefined {
+    const e = this.dict.entityIdx(entityId);
+    const k = this.dict.keyIdx(key);
+    return e === undefined || k === undefined ? undefined : { e, k };
+  }
+
+  private nextSeq(): number {
+    const s = this.seq++;
+    if (this.seq > this.seqReserved) {
+      // Queued before this write's puts, so it commits in the same or an earlier transaction.
+      this.seqReserved = this.seq + SEQ_RESERVATION;
+      void this.env.meta.put('headSeq', this.seqReserved);
+    }
+    return s;
+  }
 
   write(entityId: string, records: readonly TsRecord[]): Promise<void> {
+    this.lastWriteAt = performance.now();
     let last: Promise<boolean> | undefined;
     if (records.length > 0) {
       const e = this.dict.internEntity(entityId);
+      // key → its points in request order (a later element wins on equal ts, as sequential TB upserts)
+      const bySeries = new Map<string, TsKv[]>();
       for (const rec of records) {
         for (const [key, value] of rec.values) {
+          let pts = bySeries.get(key);
+          if (pts === undefined) bySeries.set(key, (pts = []));
+          pts.push({ ts: rec.ts, value });
+        }
+      }
+      if (bySeries.size > 0) {
+        const seq = this.nextSeq();
+        for (const [key, raw] of bySeries) {
           const k = this.dict.internKey(key);
-          last = this.env.head.put(pointKey(e, k, rec.ts), encodeValue(value));
-          if (rec.ts >= this.cachedLatestTs(e, k)) {
-            this.setLatestTs(e, k, rec.ts);
-            last = this.env.latest.put(seriesKey(e, k), encodeStamped(rec.ts, value));
+          const pts = sortDistinct(raw);
+          let from = 0;
+          while (from < pts.length) {
+            const w = windowStart((pts[from] as TsKv).ts, this.windowMs);
+            let to = from + 1;
+            while (to < pts.length && (pts[to] as TsKv).ts < w + this.windowMs) to++;
+            const part = from === 0 && to === pts.length ? pts : pts.slice(from, to);
+            last = this.env.head.put(fragKey(e, k, (part[0] as TsKv).ts, seq), encodePoints(part));
+            from = to;
+          }
+          const newest = pts[pts.length - 1] as TsKv;
+          if (this.newest !== undefined && newest.ts > this.newest) this.newest = newest.ts;
+          if (newest.ts >= this.cachedLatestTs(e, k)) {
+            this.setLatestTs(e, k, newest.ts);
+            last = this.env.latest.put(seriesKey(e, k), encodeStamped(newest.ts, newest.value));
           }
         }
       }
     }
     if (last === undefined) return Promise.resolve();
-    return last.then(() => this.env.flushed());
+    // Subscribe to the flush of the batch holding these puts now, in the same synchronous turn: lmdb-js'
+    // `flushed` reads its pending-batch promise when `then` is called, so asking only after the commit
+    // resolves waits for whichever batch is pending by then (one more commit + fsync per request under load).
+    // A later batch's flush also covers ours: LMDB flushes in commit order.
+    const flushed = new Promise<void>((resolve, reject) => { this.env.root.flushed.then(() => resolve(), reject); });
+    return Promise.all([last, flushed]).then(() => undefined);
   }
 
   latest(entityId: string, keys?: readonly string[]): Map<string, TsKv> {
@@ -104,30 +238,49 @@ export class LmdbTimeseriesStore implements TimeseriesStore {
   }
 
   *range(entityId: string, key: string, q: RangeQuery): IterableIterator<TsKv> {
-    const e = this.dict.entityIdx(entityId);
-    const k = this.dict.keyIdx(key);
-    if (e === undefined || k === undefined || q.endTs <= q.startTs) return;
-    const limit = q.limit !== undefined ? { limit: q.limit } : {};
-    // Timestamps are integers, so [startTs, endTs) is [startTs, endTs - 1]; lmdb-js ranges include `start`
-    // and exclude `end` in either direction.
-    const opts = q.order === 'ASC'
-      ? { start: pointKey(e, k, q.startTs), end: pointKey(e, k, q.endTs), ...limit }
-      : { start: pointKey(e, k, q.endTs - 1), end: pointKey(e, k, q.startTs - 1), reverse: true, ...limit };
-    for (const { key: rk, value } of this.env.head.getRange(opts)) {
-      yield { ts: readOrderedI64(rk as Buffer, 8), value: decodeValue(value) };
+    const s = this.seriesOf(entityId, key);
+    if (s === undefined || q.endTs <= q.startTs) return;
+    yield* this.seriesRange(s.e, s.k, q);
+  }
+
+  /** range() by interned ids. */
+  *seriesRange(e: EntityIdx, k: KeyIdx, q: RangeQuery): IterableIterator<TsKv> {
+    let remaining = q.limit ?? Infinity;
+    if (remaining <= 0) return;
+    const desc = q.order === 'DESC';
+    for (const win of seriesWindows(this.env, e, k, q.startTs, q.endTs, this.windowMs, desc)) {
+      const pts = win.points;
+      for (let i = desc ? pts.length - 1 : 0; desc ? i >= 0 : i < pts.length; desc ? i-- : i++) {
+        const p = pts[i] as TsKv;
+        if (p.ts < q.startTs || p.ts >= q.endTs) continue;
+        yield p;
+        if (--remaining <= 0) return;
+      }
     }
+  }
+
+  /**
+   * BucketSource (history.ts seam): aggregated history answered from rollup tiers plus raw edges, exactly
+   * (src/query/planner.ts).
+   */
+  bucketAggs(entityId: string, key: string, plan: BucketPlan): Iterable<BucketAggregate> {
+    this.planner ??= new RollupPlanner(this);
+    return this.planner.bucketAggs(entityId, key, plan);
+  }
+
+  /** The merged windows of series (e, k) overlapping [fromTs, toTs), ascending. */
+  windowsOf(e: EntityIdx, k: KeyIdx, fromTs: number, toTs: number): IterableIterator<WindowPoints> {
+    return seriesWindows(this.env, e, k, fromTs, toTs, this.windowMs, false);
   }
 
   async delete(entityId: string, req: DeleteRequest): Promise<void> {
     const e = this.dict.entityIdx(entityId);
-    if (e === undefined) return;
-    await this.env.root.transaction(() => {
+    if (e === undefined || req.endTs <= req.startTs) return;
+    await this.env.root.transaction(() => this.rollups.batch(() => {
       for (const name of req.keys) {
         const k = this.dict.keyIdx(name);
         if (k === undefined) continue;
-        for (const rk of this.env.head.getKeys({ start: pointKey(e, k, req.startTs), end: pointKey(e, k, req.endTs) })) {
-          void this.env.head.remove(rk as Buffer);
-        }
+        this.deleteInTxn(e, k, req.startTs, req.endTs);
         const sk = seriesKey(e, k);
         const cur = this.env.latest.get(sk);
         if (!req.deleteLatest || cur === undefined) continue;
@@ -136,15 +289,120 @@ export class LmdbTimeseriesStore implements TimeseriesStore {
         void this.env.latest.remove(sk);
         this.latestTs.get(e)?.delete(k);
         if (req.rewriteLatest) {
-          for (const { key: rk, value } of this.env.head.getRange({ start: pointKey(e, k, Number.MAX_SAFE_INTEGER), end: pointKey(e, k, Number.MIN_SAFE_INTEGER), reverse: true, limit: 1 })) {
-            const pts = readOrderedI64(rk as Buffer, 8);
-            void this.env.latest.put(sk, encodeStamped(pts, decodeValue(value)));
-            this.setLatestTs(e, k, pts);
+          for (const p of this.seriesRange(e, k, { startTs: Number.MIN_SAFE_INTEGER, endTs: Number.MAX_SAFE_INTEGER, order: 'DESC', limit: 1 })) {
+            void this.env.latest.put(sk, encodeStamped(p.ts, p.value));
+            this.setLatestTs(e, k, p.ts);
           }
         }
       }
-    });
+    }));
+    this.rollups.clearReadCache();
     await this.env.flushed();
+  }
+
+  /** Removes [startTs, endTs) of series (e, k) from chunks (rebuilding their rollups) and head fragments. */
+  private deleteInTxn(e: EntityIdx, k: KeyIdx, startTs: number, endTs: number): void {
+    const lo = windowStart(startTs, this.windowMs);
+    const inRange = (p: TsKv): boolean => p.ts >= startTs && p.ts < endTs;
+    const chunkEntries = [...this.env.chunks.getRange({ start: windowKey(e, k, lo), end: windowKey(e, k, endTs) })];
+    for (const { key, value } of chunkEntries) {
+      const w = readOrderedI64(key as Buffer, 8);
+      const pts = decodePoints(value);
+      const kept = pts.filter((p) => !inRange(p));
+      if (kept.length === pts.length) continue;
+      if (kept.length === 0) void this.env.chunks.remove(key as Buffer);
+      else void this.env.chunks.put(key as Buffer, encodePoints(kept));
+      this.rollups.rebuildWindow(e, k, w, kept);
+    }
+    for (const f of headFragments(this.env, e, k, lo, endTs)) {
+      const pts = fragmentPoints(f);
+      const kept = pts.filter((p) => !inRange(p));
+      if (kept.length === pts.length) continue;
+      if (kept.length === 0 || f.key.length !== 24) void this.env.head.remove(f.key);
+      else void this.env.head.put(f.key, encodePoints(kept));
+    }
+  }
+
+  /**
+   * One bounded compaction step: folds the fragments of windows that ended at least `headWindowMs` before
+   * `now` into their chunks, one window at a time, until `budgetMs` of CPU is spent. One transaction.
+   * Resolves once committed, with the number of windows compacted, whether more are due, and the wall and
+   * CPU (process.cpuUsage) time spent inside the transaction callback: the event-loop block of this step. On a
+   * loaded machine wall time includes preemption; CPU time does not.
+   */
+  async compactStep(now: number, budgetMs: number): Promise<{ compacted: number; more: boolean; wallMs: number; cpuMs: number }> {
+    // A fragment is due when its whole window ended at least headWindowMs ago: firstTs < this cutoff.
+    const cutoff = windowStart(now - this.headWindowMs, this.windowMs);
+    let compacted = 0;
+    let more = false;
+    let wallMs = 0;
+    let cpuMs = 0;
+    const horizon = this.rawHorizonTs;
+    await this.env.root.transaction(() => {
+      const t0 = performance.now();
+      const c0 = process.cpuUsage();
+      try {
+        this.rollups.batch(() => {
+          for (;;) {
+            const target = this.nextCompactable(cutoff);
+            if (target === undefined) { this.compactCursor = undefined; return; }
+            this.compactWindow(target.e, target.k, target.w, horizon);
+            compacted++;
+            if (performance.now() - t0 >= budgetMs) { more = true; return; }
+          }
+        });
+      } finally {
+        wallMs = performance.now() - t0;
+        const c = process.cpuUsage(c0);
+        cpuMs = (c.user + c.system) / 1000;
+      }
+    });
+    if (compacted > 0) this.rollups.clearReadCache();
+    return { compacted, more, wallMs, cpuMs };
+  }
+
+  /** The next series window (from the sweep cursor) with a fragment whose firstTs < cutoff. */
+  private nextCompactable(cutoff: number): { e: EntityIdx; k: KeyIdx; w: number } | undefined {
+    let start: Buffer = this.compactCursor ?? Buffer.alloc(0);
+    for (;;) {
+      let found: Buffer | undefined;
+      for (const key of this.env.head.getKeys({ start, limit: 1 })) found = key as Buffer;
+      if (found === undefined) return undefined;
+      const e = found.readUInt32BE(0);
+      const k = found.readUInt32BE(4);
+      const firstTs = readOrderedI64(found, 8);
+      if (firstTs < cutoff) {
+        this.compactCursor = found;
+        return { e, k, w: windowStart(firstTs, this.windowMs) };
+      }
+      start = prefixEnd(seriesKey(e, k));
+    }
+  }
+
+  private compactWindow(e: EntityIdx, k: KeyIdx, w: number, rawHorizon: number): void {
+    const frags = headFragments(this.env, e, k, w, w + this.windowMs);
+    for (const f of frags) void this.env.head.remove(f.key);
+    this.counters.compactedFragments += frags.length;
+    if (w < rawHorizon) {
+      // Raw retention already dropped this window. Rollups built from its dropped chunk are final (a late point
+      // cannot be merged exactly: it might overwrite a dropped one), so it is dropped and counted; a window that
+      // never had data gets rollups from the late points alone (a backfill older than the raw retention).
+      if (this.rollups.hasFinestBuckets(e, k, w, w + this.windowMs)) {
+        for (const f of frags) this.counters.droppedLatePoints += f.key.length === 24 ? blockCount(f.value) : 1;
+      } else {
+        const points = mergeWindow(undefined, frags);
+        this.rollups.rebuildWindow(e, k, w, points);
+        this.counters.rollupOnlyPoints += points.length;
+      }
+      return;
+    }
+    const ck = windowKey(e, k, w);
+    const old = this.env.chunks.get(ck);
+    const merged = mergeWindow(old === undefined ? undefined : decodePoints(old), frags);
+    if (merged.length === 0) void this.env.chunks.remove(ck);
+    else void this.env.chunks.put(ck, encodePoints(merged));
+    this.rollups.rebuildWindow(e, k, w, merged);
+    this.counters.compactedWindows++;
   }
 
   private cachedLatestTs(e: EntityIdx, k: KeyIdx): number {
@@ -162,6 +420,24 @@ export class LmdbTimeseriesStore implements TimeseriesStore {
     if (m === undefined) this.latestTs.set(e, (m = new Map()));
     m.set(k, ts);
   }
+}
+
+/** Points sorted by ts with one per ts (the last given wins). Stable; no copy when already strictly ascending. */
+function sortDistinct(pts: TsKv[]): TsKv[] {
+  let ascending = true;
+  for (let i = 1; i < pts.length; i++) {
+    if ((pts[i] as TsKv).ts <= (pts[i - 1] as TsKv).ts) { ascending = false; break; }
+  }
+  if (ascending) return pts;
+  const idx = pts.map((_p, i) => i);
+  idx.sort((a, b) => ((pts[a] as TsKv).ts - (pts[b] as TsKv).ts) || (a - b));
+  const out: TsKv[] = [];
+  for (const i of idx) {
+    const p = pts[i] as TsKv;
+    if (out.length > 0 && (out[out.length - 1] as TsKv).ts === p.ts) out[out.length - 1] = p;
+    else out.push(p);
+  }
+  return out;
 }
 
 export type { KvValue };

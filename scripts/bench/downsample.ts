@@ -1,0 +1,392 @@
+/**
+ * Downsampling benchmark (issue 6). Loopback only, bounded in count and time.
+ *
+ * Outpost (the real server, `startServer`, in a child process so the load generator does not share its event
+ * loop) and InfluxDB 1.x (Debian `influxdb`, when installed; skipped with a note otherwise) receive the same
+ * month of 10-second data for 2 keys (a 2-decimal float and a counter: 518,400 points) as 1000-timestamp
+ * batches (TB `[{ts, values}]` arrays / 1000-line line-protocol bodies), 4 requests in flight. Then:
+ *   - ingest points/s, disk bytes per point (whole data dir ÷ points, after compaction), RssAnon;
+ *   - median latency of a month-range 2-hour-interval AVG and of a 1-hour 1-minute AVG (both keys), 20 runs;
+ *   - Outpost only: the longest event-loop block in the server (perf_hooks.monitorEventLoopDelay) while it
+ *     compacts, and the p99 of single-point posts while a week of backlog compacts vs with compaction paused.
+ *
+ *   npm run build && npm run bench:downsample [-- --days 30]
+ */
+import { type ChildProcess, execFileSync, fork, spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import http from 'node:http';
+import { type AddressInfo, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
+import { hashPassword } from '../../src/auth/password.js';
+import { loadConfig } from '../../src/config/index.js';
+import { makeLogger } from '../../src/context.js';
+import { startServer } from '../../src/server.js';
+import type { DownsampleStats } from '../../src/store/retention.js';
+
+const STEP_MS = 10_000;
+const BATCH = 1000;
+const IN_FLIGHT = 4;
+const QUERY_RUNS = 20;
+const HOUR = 3_600_000;
+const DAY = 24 * HOUR;
+
+interface Ready { port: number; jwt: string; devices: Array<{ id: string; token: string }> }
+interface ChildStats { stats: DownsampleStats; eldMaxMs: number; rssAnonKb: number }
+
+function rssAnonKb(pid: number | 'self'): number {
+  const m = /RssAnon:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) : NaN;
+}
+
+// ---------------------------------------------------------------- the server side (child process)
+
+async function serve(dataDir: string): Promise<void> {
+  const config = loadConfig({ dataDir, host: '127.0.0.1', port: 0 }, {}, { logLevel: 'silent' });
+  const eld = monitorEventLoopDelay({ resolution: 5 });
+  const server = await startServer(config, makeLogger('silent'));
+  const s = server.services;
+  const engine = s.downsample;
+  if (engine === undefined) throw new Error('server has no downsampling engine');
+  const user = await s.entities.createUser({ email: 'bench@example.com', passwordHash: await hashPassword('bench-pw'), authority: 'TENANT_ADMIN' });
+  const devices = [];
+  for (const name of ['month', 'backlog', 'probe']) devices.push(await s.entities.createDevice({ name }));
+  const { token } = s.auth.issue(user);
+  process.on('message', (m: string) => {
+    void (async () => {
+      if (m === 'stats') process.send?.({ stats: engine.stats(), eldMaxMs: eld.max / 1e6, rssAnonKb: rssAnonKb('self') } satisfies ChildStats);
+      else if (m === 'eld-start') { eld.reset(); eld.enable(); process.send?.('ok'); }
+      else if (m === 'payload') {
+        // Bytes of stored values (keys and LMDB page overhead excluded), comparable to InfluxDB's TSM payload.
+        let bytes = 0;
+        for (const db of [s.env.head, s.env.chunks, s.env.rollups]) for (const { value } of db.getRange({})) bytes += value.length;
+        process.send?.(bytes);
+      }
+      else if (m === 'pause') { await engine.stop(); process.send?.('ok'); }
+      else if (m === 'resume') { engine.start(); process.send?.('ok'); }
+    })();
+  });
+  process.on('disconnect', () => { void server.close().then(() => process.exit(0)); });
+  process.send?.({ port: server.port, jwt: token, devices: devices.map((d) => ({ id: d.id, token: d.token })) } satisfies Ready);
+}
+
+// ---------------------------------------------------------------- the load side
+
+const agent = new http.Agent({ keepAlive: true, maxSockets: IN_FLIGHT * 2 });
+
+function request(port: number, method: string, path: string, body?: string, headers: Record<string, string> = {}): Promise<{ status: number; text: string }> {
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host: '127.0.0.1', port, method, path, agent, headers: { 'content-type': 'application/json', ...headers } }, (res) => {
+      const parts: Buffer[] = [];
+      res.on('data', (c: Buffer) => parts.push(c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(parts).toString() }));
+    });
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+/** Sends every body with `IN_FLIGHT` requests outstanding; throws on a non-2xx answer. Resolves with elapsed ms. */
+async function sendAll(port: number, path: string, bodies: readonly string[]): Promise<number> {
+  let next = 0;
+  const t0 = performance.now();
+  const worker = async (): Promise<void> => {
+    while (next < bodies.length) {
+      const body = bodies[next++] as string;
+      const r = await request(port, 'POST', path, body);
+      if (r.status < 200 || r.status > 204) throw new Error(`POST ${path}: ${r.status} ${r.text.slice(0, 200)}`);
+    }
+  };
+  await Promise.all(Array.from({ length: IN_FLIGHT }, worker));
+  return performance.now() - t0;
+}
+
+/** mulberry32, so both databases get identical data in every run. */
+function rng(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let x = a;
+    x = Math.imul(x ^ (x >>> 15), x | 1);
+    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
+    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+interface Sample { ts: number; temperature: string; counter: number }
+
+/** Regular 10-s data: a 2-decimal temperature random walk and a counter. */
+function generate(start: number, count: number, seed: number): Sample[] {
+  const rand = rng(seed);
+  const out: Sample[] = [];
+  let temp = 2150;
+  let counter = 1_000_000;
+  for (let i = 0; i < count; i++) {
+    temp += Math.round((rand() - 0.5) * 20);
+    counter += Math.floor(rand() * 4);
+    // toFixed keeps a '.' so every value types as a DOUBLE (CONTRACT §4), as a real sensor's would.
+    out.push({ ts: start + i * STEP_MS, temperature: (temp / 100).toFixed(2), counter });
+  }
+  return out;
+}
+
+const tbBodies = (data: readonly Sample[]): string[] => {
+  const out: string[] = [];
+  for (let i = 0; i < data.length; i += BATCH) {
+    out.push(`[${data.slice(i, i + BATCH).map((s) => `{"ts":${s.ts},"values":{"temperature":${s.temperature},"counter":${s.counter}}}`).join(',')}]`);
+  }
+  return out;
+};
+
+const lineBodies = (data: readonly Sample[]): string[] => {
+  const out: string[] = [];
+  for (let i = 0; i < data.length; i += BATCH) {
+    out.push(data.slice(i, i + BATCH).map((s) => `m temperature=${s.temperature},counter=${s.counter}i ${s.ts}`).join('\n'));
+  }
+  return out;
+};
+
+/** Bytes of files under `dir` whose name ends with `suffix`. */
+function filesBytes(dir: string, suffix: string): number {
+  let total = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    if (e.isDirectory()) total += filesBytes(p, suffix);
+    else if (e.name.endsWith(suffix)) total += statSync(p).size;
+  }
+  return total;
+}
+
+function dirBytes(dir: string): number {
+  let total = 0;
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const p = join(dir, e.name);
+    total += e.isDirectory() ? dirBytes(p) : statSync(p).size;
+  }
+  return total;
+}
+
+const median = (xs: readonly number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
+};
+const p99 = (xs: readonly number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length - 1, Math.floor(s.length * 0.99))] as number;
+};
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function timeQuery(port: number, path: string, headers: Record<string, string>, check: (text: string) => void): Promise<number> {
+  return (await timeQueryRuns(port, path, headers, check)).median;
+}
+
+/** The first (cold) run and the median of QUERY_RUNS runs after 3 warm-up runs. */
+async function timeQueryRuns(port: number, path: string, headers: Record<string, string>, check: (text: string) => void): Promise<{ cold: number; median: number }> {
+  let cold = NaN;
+  const times: number[] = [];
+  for (let i = 0; i < QUERY_RUNS + 3; i++) {
+    const t0 = performance.now();
+    const r = await request(port, 'GET', path, undefined, headers);
+    const dt = performance.now() - t0;
+    if (r.status !== 200) throw new Error(`GET ${path}: ${r.status} ${r.text.slice(0, 200)}`);
+    if (i === 0) { check(r.text); cold = dt; }
+    if (i >= 3) times.push(dt); // 3 warm-up runs
+  }
+  return { cold, median: median(times) };
+}
+
+function ask<T>(child: ChildProcess, msg: string): Promise<T> {
+  return new Promise((resolve) => { child.once('message', (m) => resolve(m as T)); child.send(msg); });
+}
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve) => {
+    const srv = createServer();
+    srv.listen(0, '127.0.0.1', () => { const { port } = srv.address() as AddressInfo; srv.close(() => resolve(port)); });
+  });
+}
+
+interface Result {
+  ingestPps: number; bytesPerPoint: number; rssMb: number; monthMs: number; hourMs: number; note?: string;
+  /** InfluxDB: TSM files only (its series file preallocates 8 × 4 MiB segments) */
+  dataBytesPerPoint?: number;
+  /** the first (cold) month query */
+  monthColdMs?: number;
+}
+
+async function benchOutpost(month: readonly Sample[], backlog: readonly Sample[], probeStart: number): Promise<Result & {
+  eldMax: number; p99Idle: number; p99Busy: number; busySamples: number; compactS: number; live: number;
+  maxStepMs: number; maxStepCpuMs: number; stepsOver20: number; steps: number;
+}> {
+  const dataDir = mkdtempSync(join(tmpdir(), 'outpost-bench-ds-'));
+  const child = fork(fileURLToPath(import.meta.url), ['--serve', dataDir], { stdio: 'inherit' });
+  try {
+    const ready = await new Promise<Ready>((resolve, reject) => {
+      child.once('message', (m) => resolve(m as Ready));
+      child.once('exit', (code) => reject(new Error(`bench server exited with ${code}`)));
+    });
+    const [dev, backlogDev, probe] = ready.devices as [Ready['devices'][0], Ready['devices'][0], Ready['devices'][0]];
+    await ask(child, 'eld-start');
+    const ingestMs = await sendAll(ready.port, `/api/v1/${dev.token}/telemetry`, tbBodies(month));
+    const ingestPps = (month.length * 2) / (ingestMs / 1000);
+    // Wait until the compaction backlog is gone: no window compacted for two idle sweeps.
+    const t0 = performance.now();
+    let last = -1;
+    let st = await ask<ChildStats>(child, 'stats');
+    for (;;) {
+      await sleep(1200);
+      st = await ask<ChildStats>(child, 'stats');
+      if (st.stats.compactedWindows === last) break;
+      last = st.stats.compactedWindows;
+    }
+    // The backlog left once the last ingest request was answered (0 = compaction kept up; resolution 1.2 s).
+    const compactS = Math.max(0, (performance.now() - t0 - 2400) / 1000);
+    const bytesPerPoint = dirBytes(dataDir) / (month.length * 2);
+    const live = st.stats.liveBytes;
+    const dataBytesPerPoint = (await ask<number>(child, 'payload')) / (month.length * 2);
+    const rssMb = st.rssAnonKb / 1024;
+
+    const headers = { 'X-Authorization': `Bearer ${ready.jwt}` };
+    const end = (month[month.length - 1] as Sample).ts + STEP_MS;
+    const p = `/api/plugins/telemetry/DEVICE/${dev.id}/values/timeseries?keys=temperature,counter&agg=AVG`;
+    const expectBuckets = (n: number) => (text: string): void => {
+      const j = JSON.parse(text) as Record<string, unknown[]>;
+      if (j['temperature']?.length !== n || j['counter']?.length !== n) throw new Error(`expected ${n} buckets per key, got ${text.slice(0, 200)}`);
+    };
+    const monthQuery = await timeQueryRuns(ready.port, `${p}&startTs=${end - 30 * DAY}&endTs=${end}&interval=${2 * HOUR}`, headers, expectBuckets(360));
+    const monthMs = monthQuery.median;
+    const monthColdMs = monthQuery.cold;
+    const hourMs = await timeQuery(ready.port, `${p}&startTs=${end - HOUR}&endTs=${end}&interval=60000`, headers, expectBuckets(60));
+
+    // Ingest latency while a backlog compacts, vs with compaction paused (same backlog waiting).
+    await ask(child, 'pause');
+    await sendAll(ready.port, `/api/v1/${backlogDev.token}/telemetry`, tbBodies(backlog));
+    let probeTs = probeStart;
+    const probePost = async (): Promise<number> => {
+      const t = performance.now();
+      const r = await request(ready.port, 'POST', `/api/v1/${probe.token}/telemetry`, `{"ts":${probeTs},"values":{"x":${(probeTs % 1000) / 10 + 0.5}}}`);
+      probeTs += 1000;
+      if (r.status !== 200) throw new Error(`probe post: ${r.status}`);
+      return performance.now() - t;
+    };
+    const idle: number[] = [];
+    for (let i = 0; i < 400; i++) idle.push(await probePost());
+    const before = (await ask<ChildStats>(child, 'stats')).stats;
+    await ask(child, 'eld-start');
+    await ask(child, 'resume');
+    const busy: number[] = [];
+    let seen = before.compactedWindows;
+    for (;;) {
+      busy.push(await probePost());
+      if (busy.length % 50 === 0) {
+        // Done when a whole round of 50 posts saw no window compacted (the backlog is gone).
+        const now = (await ask<ChildStats>(child, 'stats')).stats;
+        if ((now.compactedWindows === seen && busy.length >= 200) || busy.length >= 20_000) break;
+        seen = now.compactedWindows;
+      }
+    }
+    const after = await ask<ChildStats>(child, 'stats');
+    // Event-loop delay while the backlog compacts under light load (the bulk-ingest phase saturates the loop
+    // with request work, which says nothing about background steps).
+    const eldMax = after.eldMaxMs;
+    if (after.stats.compactedWindows <= before.compactedWindows) throw new Error('backlog was not compacted');
+    return {
+      ingestPps, bytesPerPoint, dataBytesPerPoint, rssMb, monthMs, monthColdMs, hourMs, eldMax, p99Idle: p99(idle), p99Busy: p99(busy), busySamples: busy.length, compactS, live,
+      maxStepMs: after.stats.maxStepMs, maxStepCpuMs: after.stats.maxStepCpuMs, stepsOver20: after.stats.stepsOver20Ms, steps: after.stats.steps,
+    };
+  } finally {
+    child.disconnect();
+    await new Promise((r) => child.once('exit', r));
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+async function benchInflux(month: readonly Sample[]): Promise<Result> {
+  try {
+    execFileSync('influxd', ['version'], { stdio: 'ignore' });
+  } catch {
+    return { ingestPps: NaN, bytesPerPoint: NaN, rssMb: NaN, monthMs: NaN, hourMs: NaN, note: 'influxd not installed (apt-get install influxdb): skipped' };
+  }
+  const dir = mkdtempSync(join(tmpdir(), 'outpost-bench-influx-'));
+  const [httpPort, rpcPort] = [await freePort(), await freePort()];
+  for (const d of ['meta', 'data', 'wal']) mkdirSync(join(dir, d));
+  const proc = spawn('influxd', ['run'], {
+    stdio: 'ignore',
+    env: {
+      ...process.env,
+      INFLUXDB_META_DIR: join(dir, 'meta'), INFLUXDB_DATA_DIR: join(dir, 'data'), INFLUXDB_DATA_WAL_DIR: join(dir, 'wal'),
+      INFLUXDB_HTTP_BIND_ADDRESS: `127.0.0.1:${httpPort}`, INFLUXDB_BIND_ADDRESS: `127.0.0.1:${rpcPort}`,
+      INFLUXDB_REPORTING_DISABLED: 'true', INFLUXDB_MONITOR_STORE_ENABLED: 'false', INFLUXDB_HTTP_LOG_ENABLED: 'false',
+      INFLUXDB_DATA_QUERY_LOG_ENABLED: 'false', INFLUXDB_DATA_CACHE_SNAPSHOT_WRITE_COLD_DURATION: '1s',
+      INFLUXDB_DATA_COMPACT_FULL_WRITE_COLD_DURATION: '5s', INFLUXDB_CONTINUOUS_QUERIES_ENABLED: 'false',
+    },
+  });
+  try {
+    for (let i = 0; ; i++) {
+      try { if ((await request(httpPort, 'GET', '/ping')).status === 204) break; } catch { /* not up yet */ }
+      if (i > 100) throw new Error('influxd did not start');
+      await sleep(100);
+    }
+    await request(httpPort, 'POST', `/query?q=${encodeURIComponent('CREATE DATABASE bench')}`);
+    const ingestMs = await sendAll(httpPort, '/write?db=bench&precision=ms', lineBodies(month));
+    // Let the cache snapshot to TSM and compact (cold after 1 s / 5 s), then measure the whole dir.
+    let prev = -1;
+    for (let i = 0; i < 60; i++) {
+      await sleep(1000);
+      const size = dirBytes(dir);
+      if (size === prev && dirBytes(join(dir, 'wal')) < 64 * 1024) break;
+      prev = size;
+    }
+    const bytesPerPoint = dirBytes(dir) / (month.length * 2);
+    const dataBytesPerPoint = filesBytes(dir, '.tsm') / (month.length * 2);
+    const end = (month[month.length - 1] as Sample).ts + STEP_MS;
+    const q = (from: number, group: string): string => `/query?db=bench&epoch=ms&q=${encodeURIComponent(
+      `SELECT mean(temperature), mean(counter) FROM m WHERE time >= ${from}ms AND time < ${end}ms GROUP BY time(${group})`)}`;
+    const ok = (text: string): void => { if (!text.includes('"values"')) throw new Error(`influx answered ${text.slice(0, 200)}`); };
+    const monthMs = await timeQuery(httpPort, q(end - 30 * DAY, '2h'), {}, ok);
+    const hourMs = await timeQuery(httpPort, q(end - HOUR, '1m'), {}, ok);
+    const version = execFileSync('influxd', ['version']).toString().trim();
+    return { ingestPps: (month.length * 2) / (ingestMs / 1000), bytesPerPoint, dataBytesPerPoint, rssMb: rssAnonKb(proc.pid as number) / 1024, monthMs, hourMs, note: version };
+  } finally {
+    proc.kill('SIGTERM');
+    await new Promise((r) => proc.once('exit', r));
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+async function main(): Promise<void> {
+  const i = process.argv.indexOf('--days');
+  const days = i > 0 ? Math.max(2, Number(process.argv[i + 1])) : 30;
+  const end = Math.floor(Date.now() / STEP_MS) * STEP_MS;
+  const month = generate(end - days * DAY, (days * DAY) / STEP_MS, 42);
+  const backlog = generate(end - 60 * DAY, (7 * DAY) / STEP_MS, 7);
+  const o = await benchOutpost(month, backlog, end - 10 * DAY);
+  const x = await benchInflux(month);
+  const f = (n: number, d = 1): string => (Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : 'n/a');
+  console.log(`downsample bench: ${days} days × 8,640 ts × 2 keys = ${(month.length * 2).toLocaleString('en-US')} points, ${BATCH}-timestamp batches, ${IN_FLIGHT} in flight; query medians of ${QUERY_RUNS}; Node ${process.version}; baseline: ${x.note ?? 'InfluxDB'}`);
+  console.log('| metric | Outpost | InfluxDB (baseline) | Outpost ÷ InfluxDB | target |');
+  console.log('|---|---:|---:|---:|---|');
+  console.log(`| ingest, points/s | ${f(o.ingestPps, 0)} | ${f(x.ingestPps, 0)} | ${f(o.ingestPps / x.ingestPps, 2)}× | ≥ 1,500,000 |`);
+  console.log(`| disk, bytes/point (whole data dir) | ${f(o.bytesPerPoint, 2)} | ${f(x.bytesPerPoint, 2)} | ${f(o.bytesPerPoint / x.bytesPerPoint, 2)}× | ≤ 6 |`);
+  console.log(`| disk, bytes/point (Outpost: chunks + rollups + head values; InfluxDB: TSM files) | ${f(o.dataBytesPerPoint ?? NaN, 2)} | ${f(x.dataBytesPerPoint ?? NaN, 2)} | ${f((o.dataBytesPerPoint ?? NaN) / (x.dataBytesPerPoint ?? NaN), 2)}× | |`);
+  console.log(`| RssAnon after ingest, MiB | ${f(o.rssMb)} | ${f(x.rssMb)} | ${f(o.rssMb / x.rssMb, 2)}× | |`);
+  console.log(`| month, 2-h AVG (360 buckets × 2 keys), ms | ${f(o.monthMs, 2)} | ${f(x.monthMs, 2)} | ${f(o.monthMs / x.monthMs, 2)}× | < 15 |`);
+  console.log(`| Outpost: first (cold) month query, ms | ${f(o.monthColdMs ?? NaN, 2)} | | | |`);
+  console.log(`| hour, 1-min AVG (60 buckets × 2 keys), ms | ${f(o.hourMs, 2)} | ${f(x.hourMs, 2)} | ${f(o.hourMs / x.hourMs, 2)}× | |`);
+  console.log(`| month ÷ hour latency | ${f(o.monthMs / o.hourMs, 2)} | ${f(x.monthMs / x.hourMs, 2)} | | < 5 |`);
+  console.log(`| Outpost: live LMDB pages, bytes/point | ${f(o.live / (month.length * 2), 2)} | | | |`);
+  console.log(`| Outpost: compaction still running after the last ingest answer, s (0 = kept up) | ${f(o.compactS, 1)} | | | |`);
+  console.log(`| Outpost: longest background step (wall / CPU), ms; steps > 20 ms of ${o.steps} | ${f(o.maxStepMs, 1)} / ${f(o.maxStepCpuMs, 1)}; ${o.stepsOver20} | | | ≤ 20 |`);
+  console.log(`| Outpost: event-loop delay max while the backlog compacts, ms | ${f(o.eldMax, 1)} | | | |`);
+  console.log(`| Outpost: single-point post p99, compaction paused / running (${o.busySamples} samples), ms | ${f(o.p99Idle, 2)} / ${f(o.p99Busy, 2)} (${f(o.p99Busy / o.p99Idle, 2)}×) | | | ≤ 2× |`);
+  agent.destroy();
+}
+
+if (process.argv[2] === '--serve') {
+  await serve(process.argv[3] as string);
+} else {
+  await main();
+}

@@ -1,0 +1,254 @@
+/**
+ * A mergeable per-bucket aggregate state and the CONTRACT §5 aggregation rules.
+ *
+ * Mergeability contract (the downsampling tiers rely on it): for any split of a bucket's points into parts,
+ * `finalizeAgg(merge of the parts' states, fn)` equals `finalizeAgg(state of all points added one by one, fn)`
+ * exactly, in any order. That holds because every field is order-independent: counts, an exact integer sum
+ * of longs (bigint once it leaves the safe range), an exact sum of doubles (Shewchuk non-overlapping partials,
+ * as Python's math.fsum), min/max, and first/last by timestamp.
+ *
+ * Rounding (the one place a double is rounded): SUM with a double present and AVG use
+ * `S = the exact sum of all numeric values, rounded once to the nearest double (ties to even)`;
+ * AVG = S / (number of numeric points), one IEEE division.
+ */
+import { type KvValue, kvDouble, kvLong, kvString } from '../model/kv.js';
+import type { EpochMs } from '../types.js';
+
+/** The aggregation functions of CONTRACT §5 (NONE is a raw query, not a function). */
+export const AGG_FNS = ['MIN', 'MAX', 'AVG', 'SUM', 'COUNT'] as const;
+export type AggFn = (typeof AGG_FNS)[number];
+
+export function isAggFn(s: string): s is AggFn {
+  return (AGG_FNS as readonly string[]).includes(s);
+}
+
+/** An exactly-represented long: a JS number while it is a safe integer, a bigint beyond. */
+export type ExactLong = number | bigint;
+
+export interface BucketAgg {
+  /** points of every type */
+  count: number;
+  longCount: number;
+  doubleCount: number;
+  boolCount: number;
+  stringCount: number;
+  jsonCount: number;
+  /** exact sum of the long values */
+  longSum: ExactLong;
+  /** exact sum of the double values as non-overlapping partials, increasing magnitude (empty = 0) */
+  doubleSum: number[];
+  /** sum of non-finite doubles (±Infinity/NaN) kept apart: partials must stay finite */
+  doubleSpecial: number;
+  longMin: ExactLong | undefined;
+  longMax: ExactLong | undefined;
+  doubleMin: number | undefined;
+  doubleMax: number | undefined;
+  /** lexicographic (UTF-16 code unit order, as Java's String.compareTo) over STRING values */
+  stringMin: string | undefined;
+  stringMax: string | undefined;
+  /** earliest point; ties keep the value seen first */
+  firstTs: EpochMs;
+  first: KvValue | undefined;
+  /** newest point; ties keep the value seen last */
+  lastTs: EpochMs;
+  last: KvValue | undefined;
+}
+
+export function emptyAgg(): BucketAgg {
+  return {
+    count: 0, longCount: 0, doubleCount: 0, boolCount: 0, stringCount: 0, jsonCount: 0,
+    longSum: 0, doubleSum: [], doubleSpecial: 0,
+    longMin: undefined, longMax: undefined, doubleMin: undefined, doubleMax: undefined,
+    stringMin: undefined, stringMax: undefined,
+    firstTs: Infinity, first: undefined, lastTs: -Infinity, last: undefined,
+  };
+}
+
+const SAFE_MAX = Number.MAX_SAFE_INTEGER;
+
+function addLong(a: ExactLong, b: ExactLong): ExactLong {
+  if (typeof a === 'number' && typeof b === 'number') {
+    const s = a + b;
+    if (s <= SAFE_MAX && s >= -SAFE_MAX) return s;
+  }
+  const big = BigInt(a) + BigInt(b);
+  return big <= BigInt(SAFE_MAX) && big >= -BigInt(SAFE_MAX) ? Number(big) : big;
+}
+
+/** Exact comparison of two longs of either representation. */
+function cmpLong(a: ExactLong, b: ExactLong): number {
+  if (typeof a === 'number' && typeof b === 'number') return a - b;
+  const x = BigInt(a);
+  const y = BigInt(b);
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/** Adds finite `x` into the partials in place (Shewchuk's grow-expansion; exact). */
+function addPartial(partials: number[], x: number): void {
+  let i = 0;
+  for (let j = 0; j < partials.length; j++) {
+    let y = partials[j] as number;
+    if (Math.abs(x) < Math.abs(y)) { const t = x; x = y; y = t; }
+    const hi = x + y;
+    const lo = y - (hi - x);
+    if (lo !== 0) partials[i++] = lo;
+    x = hi;
+  }
+  partials.length = i;
+  partials.push(x);
+}
+
+/** The exact value of the partials rounded once to the nearest double, ties to even (math.fsum's last step). */
+function roundPartials(p: readonly number[]): number {
+  let n = p.length;
+  if (n === 0) return 0;
+  let hi = p[--n] as number;
+  let lo = 0;
+  while (n > 0) {
+    const x = hi;
+    const y = p[--n] as number;
+    hi = x + y;
+    const yr = hi - x;
+    lo = y - yr;
+    if (lo !== 0) break;
+  }
+  // Half-way case: the remaining partials decide the direction of rounding.
+  if (n > 0 && ((lo < 0 && (p[n - 1] as number) < 0) || (lo > 0 && (p[n - 1] as number) > 0))) {
+    const y = lo * 2;
+    const x = hi + y;
+    const yr = x - hi;
+    if (y === yr) hi = x;
+  }
+  return hi;
+}
+
+/** Splits an exact long into doubles whose sum is exactly it (one piece while it is a safe integer). */
+function longPieces(v: ExactLong): number[] {
+  if (typeof v === 'number') return [v];
+  const out: number[] = [];
+  let rest = v;
+  while (rest !== 0n) {
+    const piece = Number(rest);
+    out.push(piece);
+    rest -= BigInt(piece);
+  }
+  return out;
+}
+
+/** The exact sum of every numeric value of the bucket, rounded once to a double. */
+export function numericSum(agg: BucketAgg): number {
+  // ±Infinity or NaN (true for NaN too) dominate any finite sum.
+  if (agg.doubleSpecial !== 0) return agg.doubleSpecial;
+  const partials = agg.doubleSum.slice();
+  for (const piece of longPieces(agg.longSum)) addPartial(partials, piece);
+  return roundPartials(partials);
+}
+
+/** Adds one point. `value` is not retained beyond first/last. */
+export function addPoint(agg: BucketAgg, ts: EpochMs, value: KvValue): BucketAgg {
+  agg.count++;
+  switch (value.type) {
+    case 'LONG': {
+      const v = value.v;
+      agg.longCount++;
+      agg.longSum = addLong(agg.longSum, v);
+      if (agg.longMin === undefined || cmpLong(v, agg.longMin) < 0) agg.longMin = v;
+      if (agg.longMax === undefined || cmpLong(v, agg.longMax) > 0) agg.longMax = v;
+      break;
+    }
+    case 'DOUBLE': {
+      const v = value.v;
+      agg.doubleCount++;
+      if (Number.isFinite(v)) addPartial(agg.doubleSum, v);
+      else agg.doubleSpecial += v;
+      if (agg.doubleMin === undefined || v < agg.doubleMin) agg.doubleMin = v;
+      if (agg.doubleMax === undefined || v > agg.doubleMax) agg.doubleMax = v;
+      break;
+    }
+    case 'STRING': {
+      const v = value.v;
+      agg.stringCount++;
+      if (agg.stringMin === undefined || v < agg.stringMin) agg.stringMin = v;
+      if (agg.stringMax === undefined || v > agg.stringMax) agg.stringMax = v;
+      break;
+    }
+    case 'BOOLEAN': agg.boolCount++; break;
+    case 'JSON': agg.jsonCount++; break;
+  }
+  if (ts < agg.firstTs) { agg.firstTs = ts; agg.first = value; }
+  if (ts >= agg.lastTs) { agg.lastTs = ts; agg.last = value; }
+  return agg;
+}
+
+const minOf = <T>(a: T | undefined, b: T | undefined, less: (x: T, y: T) => boolean): T | undefined =>
+  a === undefined ? b : b === undefined ? a : less(b, a) ? b : a;
+
+/** A new state equal to having added the points of `a` and then those of `b`. Inputs are not modified. */
+export function mergeAgg(a: BucketAgg, b: BucketAgg): BucketAgg {
+  const doubleSum = a.doubleSum.slice();
+  for (const p of b.doubleSum) addPartial(doubleSum, p);
+  const lessLong = (x: ExactLong, y: ExactLong): boolean => cmpLong(x, y) < 0;
+  const moreLong = (x: ExactLong, y: ExactLong): boolean => cmpLong(x, y) > 0;
+  const less = <T>(x: T, y: T): boolean => x < y;
+  const more = <T>(x: T, y: T): boolean => x > y;
+  const firstFromB = b.firstTs < a.firstTs;
+  const lastFromB = b.lastTs >= a.lastTs && b.last !== undefined;
+  return {
+    count: a.count + b.count,
+    longCount: a.longCount + b.longCount,
+    doubleCount: a.doubleCount + b.doubleCount,
+    boolCount: a.boolCount + b.boolCount,
+    stringCount: a.stringCount + b.stringCount,
+    jsonCount: a.jsonCount + b.jsonCount,
+    longSum: addLong(a.longSum, b.longSum),
+    doubleSum,
+    doubleSpecial: a.doubleSpecial + b.doubleSpecial,
+    longMin: minOf(a.longMin, b.longMin, lessLong),
+    longMax: minOf(a.longMax, b.longMax, moreLong),
+    doubleMin: minOf(a.doubleMin, b.doubleMin, less),
+    doubleMax: minOf(a.doubleMax, b.doubleMax, more),
+    stringMin: minOf(a.stringMin, b.stringMin, less),
+    stringMax: minOf(a.stringMax, b.stringMax, more),
+    firstTs: firstFromB ? b.firstTs : a.firstTs,
+    first: firstFromB ? b.first : a.first,
+    lastTs: lastFromB ? b.lastTs : a.lastTs,
+    last: lastFromB ? b.last : a.last,
+  };
+}
+
+/**
+ * The bucket's value under `fn` (CONTRACT §5), or undefined when the bucket is omitted:
+ * - AVG → DOUBLE S / numeric count; omitted without numbers.
+ * - SUM → LONG exact sum when all numbers are longs, DOUBLE S when a double is present; omitted without numbers.
+ * - MIN/MAX → over numbers (LONG if all long, DOUBLE if any double); without numbers, lexicographic over
+ *   strings (STRING); omitted when the bucket holds only booleans/JSON.
+ * - COUNT → LONG number of points of every type; omitted when the bucket is empty.
+ */
+export function finalizeAgg(agg: BucketAgg, fn: AggFn): KvValue | undefined {
+  if (agg.count === 0) return undefined;
+  const numeric = agg.longCount + agg.doubleCount;
+  switch (fn) {
+    case 'COUNT':
+      return kvLong(agg.count);
+    case 'AVG':
+      return numeric === 0 ? undefined : kvDouble(numericSum(agg) / numeric);
+    case 'SUM':
+      if (numeric === 0) return undefined;
+      return agg.doubleCount > 0 ? kvDouble(numericSum(agg)) : kvLong(agg.longSum);
+    case 'MIN':
+    case 'MAX': {
+      const isMin = fn === 'MIN';
+      if (numeric > 0) {
+        const l = isMin ? agg.longMin : agg.longMax;
+        const d = isMin ? agg.doubleMin : agg.doubleMax;
+        if (d === undefined) return kvLong(l as ExactLong);
+        if (l === undefined) return kvDouble(d);
+        // Rounding a long to a double is monotonic, so comparing after conversion picks the same extreme.
+        const ld = Number(l);
+        return kvDouble(isMin ? Math.min(ld, d) : Math.max(ld, d));
+      }
+      const s = isMin ? agg.stringMin : agg.stringMax;
+      return s === undefined ? undefined : kvString(s);
+    }
+  }
+}

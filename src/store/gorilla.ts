@@ -1,0 +1,414 @@
+/**
+ * Point-block codec for compressed chunks and head fragments (issue 6). A block is a ts-ascending run of
+ * distinct-ts points of ONE series. Layout:
+ *
+ *   [mode u8][count varint][firstTs zigzag varint][ts stream length varint][ts stream][values]
+ *
+ * Timestamps: delta-of-delta, zigzag varints, zero runs run-length encoded, so a regular series costs a few
+ * bytes per block, not per point (Gorilla's idea, byte-aligned).
+ * Values, one mode per block, chosen at encode time as the smallest exact one:
+ *   - LONG_D1 / LONG_D2: every value a LONG with |v| < 2^50, first or second differences as zigzag varints with
+ *     zero runs collapsed (steady counters: D2 is one run of zeros);
+ *   - DEC_D1 / DEC_D2: every value a finite DOUBLE equal to m / 10^scale for an integer |m| < 2^50 and one
+ *     scale 0..9 (sensor decimals: 21.37 → 2137 at scale 2), differences of m as above; `[scale u8]` first;
+ *   - F64: every value a DOUBLE, 8 raw bytes each;
+ *   - TAGGED: anything else (mixed types, strings, JSON, booleans, 64-bit longs): `[len varint][encodeValue]`.
+ * Every mode round-trips exactly (type included: 42.0 stays DOUBLE, -0.0 stays -0.0 through F64/TAGGED).
+ */
+import type { KvValue, TsKv } from '../model/kv.js';
+import { kvDouble, kvLong } from '../model/kv.js';
+import { decodeValue, encodeValue } from './codec.js';
+
+const MODE_TAGGED = 0;
+const MODE_LONG_D1 = 1;
+const MODE_LONG_D2 = 2;
+const MODE_DEC_D1 = 3;
+const MODE_DEC_D2 = 4;
+const MODE_F64 = 5;
+
+/** Magnitude bound keeping first and second differences exact in zigzag form (< 2^53). */
+const INT_BOUND = 2 ** 50;
+const POW10 = [1, 10, 100, 1000, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9];
+
+/** A growable byte buffer with varint writers. */
+export class ByteWriter {
+  private buf: Buffer;
+  length = 0;
+
+  constructor(initial = 256) { this.buf = Buffer.allocUnsafe(initial); }
+
+  private ensure(n: number): void {
+    if (this.length + n <= this.buf.length) return;
+    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.length + n));
+    this.buf.copy(next, 0, 0, this.length);
+    this.buf = next;
+  }
+
+  u8(v: number): void {
+    this.ensure(1);
+    this.buf[this.length++] = v;
+  }
+
+  /** Unsigned integer 0 ≤ v < 2^53 as a LEB128 varint. */
+  uvar(v: number): void {
+    this.ensure(8);
+    while (v >= 0x80) {
+      this.buf[this.length++] = (v % 0x80) | 0x80;
+      v = Math.floor(v / 0x80);
+    }
+    this.buf[this.length++] = v;
+  }
+
+  /** Signed integer |v| < 2^52 as a zigzag varint. */
+  svar(v: number): void { this.uvar(v >= 0 ? v * 2 : -v * 2 - 1); }
+
+  bytes(b: Uint8Array): void {
+    this.ensure(b.length);
+    this.buf.set(b, this.length);
+    this.length += b.length;
+  }
+
+  f64(v: number): void {
+    this.ensure(8);
+    this.buf.writeDoubleBE(v, this.length);
+    this.length += 8;
+  }
+
+  /** A copy of the written bytes (the writer may be reused). */
+  finish(): Buffer { return Buffer.from(this.buf.subarray(0, this.length)); }
+}
+
+/** Cursor over a block. */
+export class ByteReader {
+  pos: number;
+  constructor(readonly buf: Buffer, pos = 0) { this.pos = pos; }
+  u8(): number {
+    const v = this.buf[this.pos++];
+    if (v === undefined) throw new Error('corrupt block: truncated');
+    return v;
+  }
+  uvar(): number {
+    let v = 0;
+    let mul = 1;
+    for (;;) {
+      const b = this.u8();
+      v += (b & 0x7f) * mul;
+      if (b < 0x80) return v;
+      mul *= 0x80;
+    }
+  }
+  svar(): number {
+    const z = this.uvar();
+    return z % 2 === 0 ? z / 2 : -(z + 1) / 2;
+  }
+  f64(): number {
+    const v = this.buf.readDoubleBE(this.pos);
+    this.pos += 8;
+    return v;
+  }
+  slice(n: number): Buffer {
+    const s = this.buf.subarray(this.pos, this.pos + n);
+    this.pos += n;
+    return s;
+  }
+}
+
+/**
+ * Writes `ints` as differences of order `order` (1 or 2), zigzag varints; a zero is followed by the count of
+ * further zeros (zero-run-length: regular timestamps and steady counters collapse, other values cost 1 varint).
+ */
+export function writeDiffs(w: ByteWriter, ints: ArrayLike<number>, order: 1 | 2): void {
+  let prev = 0;
+  let prevDelta = 0;
+  let zeros = -1;
+  for (let i = 0; i < ints.length; i++) {
+    const v = ints[i] as number;
+    const delta = v - prev;
+    const out = order === 1 ? delta : delta - prevDelta;
+    prev = v;
+    prevDelta = delta;
+    if (out === 0) { zeros++; continue; }
+    if (zeros >= 0) { w.u8(0); w.uvar(zeros); zeros = -1; }
+    w.svar(out);
+  }
+  if (zeros >= 0) { w.u8(0); w.uvar(zeros); }
+}
+
+/**
+ * Reads `n` values written by writeDiffs into `out` (appending). With `stopAtOrAbove`, stops right after the
+ * first value ≥ it (ascending streams: the rest is not needed); the reader is then left inside the stream.
+ * Varints are decoded inline: this loop is the hot path of every chunk read.
+ */
+export function readDiffs(r: ByteReader, n: number, order: 1 | 2, out: number[], stopAtOrAbove = Infinity): void {
+  const buf = r.buf;
+  let pos = r.pos;
+  let prev = 0;
+  let prevDelta = 0;
+  let len = out.length;
+  while (len < n) {
+    let b = buf[pos++] as number;
+    let z = b & 0x7f;
+    for (let mul = 0x80; b >= 0x80; mul *= 0x80) {
+      b = buf[pos++] as number;
+      z += (b & 0x7f) * mul;
+    }
+    if (b === undefined) throw new Error('corrupt block: truncated');
+    const d = z % 2 === 0 ? z / 2 : -(z + 1) / 2;
+    let repeats = 1;
+    if (d === 0) {
+      b = buf[pos++] as number;
+      let c = b & 0x7f;
+      for (let mul = 0x80; b >= 0x80; mul *= 0x80) {
+        b = buf[pos++] as number;
+        c += (b & 0x7f) * mul;
+      }
+      repeats = c + 1;
+    }
+    for (let j = 0; j < repeats && len < n; j++) {
+      const delta = order === 1 ? d : prevDelta + d;
+      prev += delta;
+      prevDelta = delta;
+      out.push(prev);
+      len++;
+      if (prev >= stopAtOrAbove) { r.pos = pos; return; }
+    }
+  }
+  r.pos = pos;
+}
+
+function diffSize(ints: ArrayLike<number>, order: 1 | 2): ByteWriter {
+  const w = new ByteWriter(ints.length * 2 + 16);
+  writeDiffs(w, ints, order);
+  return w;
+}
+
+/** The decimal scale (0..9) at which every value is m / 10^scale exactly, or -1. */
+function decimalScale(values: readonly KvValue[], mantissas: number[]): number {
+  let scale = 0;
+  for (const v of values) {
+    if (v.type !== 'DOUBLE' || !Number.isFinite(v.v) || Object.is(v.v, -0)) return -1;
+    for (;;) {
+      const p = POW10[scale] as number;
+      const m = Math.round(v.v * p);
+      if (Math.abs(m) < INT_BOUND && m / p === v.v) break;
+      if (++scale >= POW10.length) return -1;
+    }
+  }
+  mantissas.length = 0;
+  const p = POW10[scale] as number;
+  for (const v of values) {
+    const m = Math.round((v.v as number) * p);
+    if (m / p !== v.v) return -1;
+    mantissas.push(m);
+  }
+  return scale;
+}
+
+/** Encodes ts-ascending, distinct-ts points of one series. */
+export function encodePoints(points: readonly TsKv[]): Buffer {
+  const n = points.length;
+  const values = points.map((p) => p.value);
+  const w = new ByteWriter(n * 3 + 32);
+  let ints: number[] | undefined;
+  let mode = MODE_TAGGED;
+  let scale = 0;
+  if (n > 0 && values.every((v) => v.type === 'LONG' && typeof v.v === 'number' && Math.abs(v.v) < INT_BOUND)) {
+    ints = values.map((v) => v.v as number);
+    mode = MODE_LONG_D1;
+  } else if (n > 0 && values.every((v) => v.type === 'DOUBLE')) {
+    const mantissas: number[] = [];
+    scale = decimalScale(values, mantissas);
+    if (scale >= 0) { ints = mantissas; mode = MODE_DEC_D1; } else mode = MODE_F64;
+  }
+  let body: ByteWriter | undefined;
+  if (ints !== undefined) {
+    const d1 = diffSize(ints, 1);
+    const d2 = diffSize(ints, 2);
+    if (d2.length < d1.length) { body = d2; mode += 1; } else body = d1;
+  }
+  w.u8(mode);
+  w.uvar(n);
+  if (n === 0) return w.finish();
+  const first = (points[0] as TsKv).ts;
+  w.svar(first);
+  const rel = new Array<number>(n);
+  for (let i = 0; i < n; i++) rel[i] = (points[i] as TsKv).ts - first;
+  const tsStream = diffSize(rel, 2);
+  // The ts stream's length lets a reader stop decoding timestamps early and still find the values.
+  w.uvar(tsStream.length);
+  w.bytes(tsStream.finish());
+  if (body !== undefined) {
+    if (mode === MODE_DEC_D1 || mode === MODE_DEC_D2) w.u8(scale);
+    w.bytes(body.finish());
+  } else if (mode === MODE_F64) {
+    for (const v of values) w.f64(v.v as number);
+  } else {
+    for (const v of values) {
+      const b = encodeValue(v);
+      w.uvar(b.length);
+      w.bytes(b);
+    }
+  }
+  return w.finish();
+}
+
+/** Number of points in a block without decoding it. */
+export function blockCount(block: Buffer): number {
+  const r = new ByteReader(block, 1);
+  return r.uvar();
+}
+
+/** Decodes a block produced by encodePoints. */
+export function decodePoints(block: Buffer): TsKv[] {
+  return decodePointsIn(block, -Infinity, Infinity);
+}
+
+/**
+ * The block's points with ts in [fromTs, toTs), ascending. Only those points are materialised, and the
+ * value stream is read no further than the last of them (edge reads of the planner stay cheap).
+ */
+export function decodePointsIn(block: Buffer, fromTs: number, toTs: number): TsKv[] {
+  const r = new ByteReader(block);
+  const mode = r.u8();
+  const n = r.uvar();
+  if (n === 0) return [];
+  const first = r.svar();
+  const tsLen = r.uvar();
+  const valuesAt = r.pos + tsLen;
+  const ts: number[] = [];
+  readDiffs(r, n, 2, ts, toTs - first);
+  r.pos = valuesAt;
+  const m = ts.length;
+  let i0 = 0;
+  while (i0 < m && first + (ts[i0] as number) < fromTs) i0++;
+  let i1 = i0;
+  while (i1 < m && first + (ts[i1] as number) < toTs) i1++;
+  if (i1 === i0) return [];
+  const out = new Array<TsKv>(i1 - i0);
+  switch (mode) {
+    case MODE_LONG_D1:
+    case MODE_LONG_D2: {
+      const ints: number[] = [];
+      readDiffs(r, i1, mode === MODE_LONG_D1 ? 1 : 2, ints);
+      for (let i = i0; i < i1; i++) out[i - i0] = { ts: first + (ts[i] as number), value: kvLong(ints[i] as number) };
+      break;
+    }
+    case MODE_DEC_D1:
+    case MODE_DEC_D2: {
+      const p = POW10[r.u8()] as number;
+      const ints: number[] = [];
+      readDiffs(r, i1, mode === MODE_DEC_D1 ? 1 : 2, ints);
+      for (let i = i0; i < i1; i++) out[i - i0] = { ts: first + (ts[i] as number), value: kvDouble((ints[i] as number) / p) };
+      break;
+    }
+    case MODE_F64:
+      r.pos += 8 * i0;
+      for (let i = i0; i < i1; i++) out[i - i0] = { ts: first + (ts[i] as number), value: kvDouble(r.f64()) };
+      break;
+    case MODE_TAGGED:
+      for (let i = 0; i < i1; i++) {
+        const len = r.uvar();
+        const start = r.pos;
+        r.pos += len;
+        if (i >= i0) out[i - i0] = { ts: first + (ts[i] as number), value: decodeValue(block, start, start + len) };
+      }
+      break;
+    default:
+      throw new Error(`corrupt block: unknown mode ${mode}`);
+  }
+  return out;
+}
+
+/** Resumable reader of a writeDiffs stream: one value per `next()`. */
+class DiffReader {
+  private prev = 0;
+  private prevDelta = 0;
+  private d = 0;
+  private left = 0;
+
+  constructor(private readonly r: ByteReader, private readonly order: 1 | 2) {}
+
+  next(): number {
+    if (this.left === 0) {
+      this.d = this.r.svar();
+      this.left = this.d === 0 ? this.r.uvar() + 1 : 1;
+    }
+    this.left--;
+    const delta = this.order === 1 ? this.d : this.prevDelta + this.d;
+    this.prev += delta;
+    this.prevDelta = delta;
+    return this.prev;
+  }
+}
+
+/**
+ * Decodes one block lazily, front to back, for ascending non-overlapping range requests (the planner's raw
+ * pieces within one chunk): every point is decoded at most once, and nothing past the last requested ts.
+ */
+export class BlockCursor {
+  private readonly n: number;
+  private readonly first: number;
+  private readonly mode: number;
+  private readonly tsReader: DiffReader | undefined;
+  private readonly valReader: ByteReader;
+  private readonly ints: DiffReader | undefined;
+  private readonly scale: number;
+  /** decoded relative timestamps (ts - first), and values; `vals.length <= ts.length` */
+  private readonly ts: number[] = [];
+  private readonly vals: KvValue[] = [];
+  /** index of the first point not yet returned */
+  private at = 0;
+
+  constructor(block: Buffer) {
+    const r = new ByteReader(block);
+    this.mode = r.u8();
+    this.n = r.uvar();
+    this.first = this.n > 0 ? r.svar() : 0;
+    const tsLen = this.n > 0 ? r.uvar() : 0;
+    this.valReader = new ByteReader(block, r.pos + tsLen);
+    this.tsReader = this.n > 0 ? new DiffReader(r, 2) : undefined;
+    this.scale = 1;
+    if (this.n > 0 && (this.mode === MODE_DEC_D1 || this.mode === MODE_DEC_D2)) this.scale = POW10[this.valReader.u8()] as number;
+    this.ints = this.mode === MODE_TAGGED || this.mode === MODE_F64 || this.n === 0
+      ? undefined
+      : new DiffReader(this.valReader, this.mode === MODE_LONG_D1 || this.mode === MODE_DEC_D1 ? 1 : 2);
+  }
+
+  private tsAt(i: number): number {
+    while (this.ts.length <= i) this.ts.push((this.tsReader as DiffReader).next());
+    return this.first + (this.ts[i] as number);
+  }
+
+  private valueAt(i: number): KvValue {
+    while (this.vals.length <= i) {
+      switch (this.mode) {
+        case MODE_LONG_D1:
+        case MODE_LONG_D2: this.vals.push(kvLong((this.ints as DiffReader).next())); break;
+        case MODE_DEC_D1:
+        case MODE_DEC_D2: this.vals.push(kvDouble((this.ints as DiffReader).next() / this.scale)); break;
+        case MODE_F64: this.vals.push(kvDouble(this.valReader.f64())); break;
+        case MODE_TAGGED: {
+          const len = this.valReader.uvar();
+          const start = this.valReader.pos;
+          this.valReader.pos += len;
+          this.vals.push(decodeValue(this.valReader.buf, start, start + len));
+          break;
+        }
+        default: throw new Error(`corrupt block: unknown mode ${this.mode}`);
+      }
+    }
+    return this.vals[i] as KvValue;
+  }
+
+  /** Calls `fn` for each point with ts in [fromTs, toTs); `fromTs` must not precede an earlier call's `toTs`. */
+  forEachIn(fromTs: number, toTs: number, fn: (ts: number, value: KvValue) => void): void {
+    let i = this.at;
+    while (i < this.n && this.tsAt(i) < fromTs) i++;
+    for (; i < this.n; i++) {
+      const ts = this.tsAt(i);
+      if (ts >= toTs) break;
+      fn(ts, this.valueAt(i));
+    }
+    this.at = i;
+  }
+}

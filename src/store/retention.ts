@@ -1,0 +1,300 @@
+/**
+ * The downsampling engine's background work (issue 6 §4, §5): head → chunk compaction (with rollup rebuild),
+ * raw and per-tier retention, and the disk budget, all in small bounded steps.
+ *
+ * No stalls: every step is one LMDB transaction whose callback stops after about `stepBudgetMs`; between steps
+ * the loop pauses as long again, waits for a gap in foreground writes (bounded, see QUIET_MS) and, when nothing
+ * is due, sleeps `sweepIntervalMs`; every timer is unref'd. `stop()` waits for the step in progress, so the server can flush
+ * and close LMDB after it.
+ *
+ * Retention: raw chunks of windows before the raw horizon are dropped; the horizon is the later of
+ * `ref - rawRetentionMs` (ref = min(now, newest ts written), see LmdbTimeseriesStore.newestTs) and, when live
+ * LMDB pages exceed 90% of `maxDiskBytes`, one window past the oldest chunk (the oldest raw data goes first;
+ * rollups stay). The horizon is persisted (meta `rawHorizonTs`) before
+ * chunks are removed, so queries switch to rollups for that range at once (planner.ts). Tier blocks older than
+ * their tier's retention are dropped the same way (meta `tierHorizonTs`).
+ */
+import { statSync } from 'node:fs';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { prefixEnd, readOrderedI64 } from './codec.js';
+import { windowStart } from './chunks.js';
+import type { BinaryDb, StoreEnv } from './env.js';
+import { blockCount } from './gorilla.js';
+import type { CompactionCounters, LmdbTimeseriesStore } from './timeseries.js';
+
+export interface EngineOptions {
+  /** ms; 0 keeps raw chunks */
+  readonly rawRetentionMs: number;
+  /** bytes; 0 = no budget */
+  readonly maxDiskBytes: number;
+  /** ms of CPU per step */
+  readonly stepBudgetMs: number;
+  /** ms between sweeps when idle */
+  readonly sweepIntervalMs: number;
+  /** data dir, for the file size in stats() */
+  readonly dataDir: string;
+}
+
+/** Usage and what was dropped, for the status/metrics endpoints (issue 6 §4). Counters are since start. */
+export interface DownsampleStats extends CompactionCounters {
+  /** size of the LMDB file (its high-water mark: LMDB reuses freed pages but never shrinks the file) */
+  fileBytes: number;
+  /** pages in use by every database, in bytes (what the disk budget compares) */
+  liveBytes: number;
+  maxDiskBytes: number;
+  headFragments: number;
+  chunks: number;
+  rollupBlocks: number;
+  /** raw data before this ts was dropped (Number.MIN_SAFE_INTEGER = none) */
+  rawHorizonTs: number;
+  tierHorizonTs: number[];
+  droppedRawChunks: number;
+  droppedRawPoints: number;
+  droppedRollupBlocks: number;
+  /** longest background step so far: wall ms inside one transaction callback (= its event-loop block) */
+  maxStepMs: number;
+  /** the same in CPU ms (process.cpuUsage): excludes preemption on a loaded machine */
+  maxStepCpuMs: number;
+  /** steps whose callback blocked the event loop for more than 20 ms (wall) */
+  stepsOver20Ms: number;
+  steps: number;
+}
+
+/** ms without a foreground write before a background step starts … */
+const QUIET_MS = 5;
+/** … unless this long has passed since the previous step. */
+const MAX_DEFER_MS = 50;
+
+/** Live bytes of the environment: branch, leaf and overflow pages of every database. */
+export function liveBytes(env: StoreEnv): number {
+  const dbs = [env.root, env.meta, env.entities, env.names, env.tokens, env.users, env.dict, env.head, env.latest,
+    env.attributes, env.depth, env.rollups, env.chunks, env.outbox];
+  let pages = 0;
+  let pageSize = 4096;
+  for (const db of dbs) {
+    // lmdb-js returns MDB_stat fields for the database (typed loosely as `unknown` here).
+    const s = db.getStats() as { pageSize: number; treeBranchPageCount: number; treeLeafPageCount: number; overflowPages: number };
+    pageSize = s.pageSize;
+    pages += s.treeBranchPageCount + s.treeLeafPageCount + s.overflowPages;
+  }
+  return pages * pageSize;
+}
+
+/** O(1): the database's entry count from its MDB_stat. */
+function entryCount(db: BinaryDb): number {
+  return (db.getStats() as { entryCount: number }).entryCount;
+}
+
+function fileBytes(dataDir: string): number {
+  try {
+    const p = join(dataDir, 'outpost.mdb');
+    const st = statSync(p);
+    return st.isDirectory() ? statSync(join(p, 'data.mdb')).size : st.size;
+  } catch {
+    return 0;
+  }
+}
+
+/** A sweep over one database that removes, per series, every key whose ts lies before a horizon. */
+interface DropSweep {
+  readonly db: BinaryDb;
+  /** keys of this sweep lie in [from, to) */
+  readonly from: Buffer;
+  readonly to: Buffer;
+  /** length of the series prefix; the ts (ordered i64) follows it */
+  readonly prefixLen: number;
+  readonly horizon: number;
+  cursor: Buffer;
+  readonly onDrop: (value: Buffer) => void;
+}
+
+export class DownsampleEngine {
+  private readonly counters = {
+    droppedRawChunks: 0, droppedRawPoints: 0, droppedRollupBlocks: 0, maxStepMs: 0, maxStepCpuMs: 0, stepsOver20Ms: 0, steps: 0,
+  };
+  private stopped = true;
+  private loop: Promise<void> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private wake: (() => void) | undefined;
+  private sweeps: DropSweep[] = [];
+
+  constructor(private readonly store: LmdbTimeseriesStore, private readonly opts: EngineOptions, private readonly now: () => number,
+    private readonly onError: (msg: string) => void = () => undefined) {}
+
+  start(): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    this.loop = this.run();
+  }
+
+  /** Stops after the step in progress; resolves once no transaction of the engine is pending. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer !== undefined) clearTimeout(this.timer);
+    this.wake?.();
+    await this.loop;
+    this.loop = undefined;
+  }
+
+  private pause(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.wake = resolve;
+      this.timer = setTimeout(resolve, ms);
+      this.timer.unref();
+    }).then(() => { this.wake = undefined; });
+  }
+
+  private async run(): Promise<void> {
+    let lastStepAt = 0;
+    while (!this.stopped) {
+      // Foreground first: while writes keep arriving, a step waits for a quiet moment (no write for QUIET_MS),
+      // but never longer than MAX_DEFER_MS after the previous step, so a backlog still drains under load.
+      const sinceWrite = performance.now() - this.store.lastWriteAt;
+      const sinceStep = performance.now() - lastStepAt;
+      if (sinceWrite < QUIET_MS && sinceStep < MAX_DEFER_MS) {
+        await this.pause(Math.min(QUIET_MS - sinceWrite, MAX_DEFER_MS - sinceStep) + 0.5);
+        continue;
+      }
+      let more = false;
+      try {
+        more = await this.step();
+      } catch (err) {
+        this.onError(`downsampling step failed: ${(err as Error).message}`);
+      }
+      lastStepAt = performance.now();
+      if (this.stopped) break;
+      // Duty cycle: after a step, pause as long as a step may run (at most about half of the time goes to
+      // background work while a backlog drains); when nothing is due, sleep until the next sweep.
+      await this.pause(more ? this.opts.stepBudgetMs : this.opts.sweepIntervalMs);
+    }
+  }
+
+  /** One bounded step of whatever is due (retention first, then compaction). Resolves true when more is due. */
+  async step(): Promise<boolean> {
+    const now = this.now();
+    if (this.sweeps.length === 0) await this.planRetention(now);
+    if (this.sweeps.length > 0) return this.sweepStep();
+    const r = await this.store.compactStep(now, this.opts.stepBudgetMs);
+    this.noteStep(r.wallMs, r.cpuMs);
+    return r.more;
+  }
+
+  private noteStep(wallMs: number, cpuMs: number): void {
+    this.counters.steps++;
+    this.counters.maxStepMs = Math.max(this.counters.maxStepMs, wallMs);
+    this.counters.maxStepCpuMs = Math.max(this.counters.maxStepCpuMs, cpuMs);
+    if (wallMs > 20) this.counters.stepsOver20Ms++;
+  }
+
+  /** Moves horizons forward when due (persisted first) and queues the sweeps that drop what lies before them. */
+  private async planRetention(wallNow: number): Promise<void> {
+    const { store } = this;
+    const now = Math.min(wallNow, store.newestTs());
+    const env = store.env;
+    const W = store.windowMs;
+    let raw = store.rawHorizonTs;
+    if (this.opts.rawRetentionMs > 0) raw = Math.max(raw, windowStart(now - this.opts.rawRetentionMs, W));
+    if (this.opts.maxDiskBytes > 0 && liveBytes(env) > 0.9 * this.opts.maxDiskBytes) {
+      const oldest = this.oldestChunkWindow();
+      if (oldest !== undefined) raw = Math.max(raw, oldest + W);
+    }
+    const tiers = store.tiers.map((t) => {
+      const cur = store.tierHorizonTs(t.index);
+      return t.retentionMs > 0 ? Math.max(cur, windowStart(now - t.retentionMs, t.blockMs)) : cur;
+    });
+    const oldTiers = store.tiers.map((t) => store.tierHorizonTs(t.index));
+    const rawMoved = raw > store.rawHorizonTs;
+    const tierMoved = tiers.some((h, i) => h > (oldTiers[i] as number));
+    if (!rawMoved && !tierMoved) return;
+    await env.root.transaction(() => {
+      if (rawMoved) void env.meta.put('rawHorizonTs', raw);
+      if (tierMoved) void env.meta.put('tierHorizonTs', tiers);
+    });
+    if (rawMoved) {
+      this.sweeps.push({
+        db: env.chunks, from: Buffer.alloc(0), to: Buffer.from([0xff, 0xff, 0xff, 0xff, 0xff]), prefixLen: 8, horizon: raw, cursor: Buffer.alloc(0),
+        onDrop: (v) => { this.counters.droppedRawChunks++; this.counters.droppedRawPoints += blockCount(v); },
+      });
+    }
+    store.tiers.forEach((t, i) => {
+      if ((tiers[i] as number) <= (oldTiers[i] as number)) return;
+      const from = Buffer.from([t.index]);
+      this.sweeps.push({
+        db: env.rollups, from, to: Buffer.from([t.index + 1]), prefixLen: 9, horizon: tiers[i] as number, cursor: from,
+        onDrop: () => { this.counters.droppedRollupBlocks++; },
+      });
+    });
+  }
+
+  /** The earliest chunk window over all series (one seek per series). */
+  private oldestChunkWindow(): number | undefined {
+    let oldest: number | undefined;
+    let start: Buffer = Buffer.alloc(0);
+    for (;;) {
+      let found: Buffer | undefined;
+      for (const key of this.store.env.chunks.getKeys({ start, limit: 1 })) found = key as Buffer;
+      if (found === undefined) return oldest;
+      const w = readOrderedI64(found, 8);
+      oldest = oldest === undefined ? w : Math.min(oldest, w);
+      start = prefixEnd(found.subarray(0, 8));
+    }
+  }
+
+  /** Removes keys before the horizon of the first queued sweep, within the step budget. */
+  private async sweepStep(): Promise<boolean> {
+    const sweep = this.sweeps[0] as DropSweep;
+    let done = false;
+    let wallMs = 0;
+    let cpuMs = 0;
+    await this.store.env.root.transaction(() => {
+      const t0 = performance.now();
+      const c0 = process.cpuUsage();
+      try {
+        this.sweepInTxn(sweep, t0, () => { done = true; });
+      } finally {
+        wallMs = performance.now() - t0;
+        const c = process.cpuUsage(c0);
+        cpuMs = (c.user + c.system) / 1000;
+      }
+    });
+    this.noteStep(wallMs, cpuMs);
+    if (sweep.db === this.store.env.rollups) this.store.rollups.clearReadCache();
+    if (done) this.sweeps.shift();
+    return true;
+  }
+
+  /** Inside the transaction: removes keys of `sweep` before its horizon until done or out of budget. */
+  private sweepInTxn(sweep: DropSweep, t0: number, finished: () => void): void {
+    for (;;) {
+      let found: { key: Buffer; value: Buffer } | undefined;
+      for (const { key, value } of sweep.db.getRange({ start: sweep.cursor, end: sweep.to, limit: 1 })) found = { key: key as Buffer, value };
+      if (found === undefined) { finished(); return; }
+      const ts = readOrderedI64(found.key, sweep.prefixLen);
+      if (ts < sweep.horizon) {
+        void sweep.db.remove(found.key);
+        sweep.onDrop(found.value);
+        sweep.cursor = found.key;
+      } else {
+        sweep.cursor = prefixEnd(found.key.subarray(0, sweep.prefixLen));
+      }
+      if (performance.now() - t0 >= this.opts.stepBudgetMs) return;
+    }
+  }
+
+  stats(): DownsampleStats {
+    const { env } = this.store;
+    return {
+      ...this.store.counters,
+      ...this.counters,
+      fileBytes: fileBytes(this.opts.dataDir),
+      liveBytes: liveBytes(env),
+      maxDiskBytes: this.opts.maxDiskBytes,
+      headFragments: entryCount(env.head),
+      chunks: entryCount(env.chunks),
+      rollupBlocks: entryCount(env.rollups),
+      rawHorizonTs: this.store.rawHorizonTs,
+      tierHorizonTs: this.store.tiers.map((t) => this.store.tierHorizonTs(t.index)),
+    };
+  }
+}

@@ -1,0 +1,127 @@
+/**
+ * Compressed chunks and head fragments (issue 6 §1, §6): the point-block codec round-trips every TB value
+ * type exactly, and the LMDB store gives the same answers before and after compaction, under out-of-order
+ * points, same-ts overwrites and deletes.
+ */
+import t from 'tap';
+import { type KvValue, type TsKv, kvBool, kvDouble, kvJson, kvLong, kvString, kvToString } from '../src/model/kv.js';
+import { Dictionary } from '../src/store/dict.js';
+import { openStoreEnv } from '../src/store/env.js';
+import { decodePoints, decodePointsIn, encodePoints } from '../src/store/gorilla.js';
+import { LmdbTimeseriesStore } from '../src/store/timeseries.js';
+import { type Teardown, tempDir } from './helpers/server.js';
+
+const show = (pts: readonly TsKv[]): string[] => pts.map((p) => `${p.ts}:${p.value.type}:${kvToString(p.value)}:${Object.is(p.value.v, -0) ? '-0' : ''}`);
+const series = (n: number, f: (i: number) => KvValue, t0 = 1_700_000_000_000, step = 10_000): TsKv[] =>
+  Array.from({ length: n }, (_, i) => ({ ts: t0 + i * step, value: f(i) }));
+
+t.test('point blocks round-trip every value type exactly', async (t) => {
+  const cases: Array<[string, TsKv[], number]> = [
+    ['counter longs (delta-of-delta)', series(720, (i) => kvLong(1000 + i * 5)), 0.1],
+    ['decimal doubles', series(720, (i) => kvDouble(Math.round(2000 + 300 * Math.sin(i / 20)) / 100)), 2.5],
+    ['42.0 stays a double', series(3, () => kvDouble(42)), 10],
+    ['arbitrary doubles (raw f64)', series(50, (i) => kvDouble(Math.PI * i + 0.1 + 0.2)), 9],
+    ['-0.0, NaN and Infinity', [kvDouble(-0), kvDouble(NaN), kvDouble(Infinity), kvDouble(-Infinity)].map((value, i) => ({ ts: i, value })), 20],
+    ['mixed types', [kvLong(1), kvDouble(1.5), kvBool(true), kvString('abc'), kvJson('{"a":[1]}'), kvLong(1234567890123456789n)].map((value, i) => ({ ts: -5000 + i * 7, value })), 30],
+    ['large longs', series(5, (i) => kvLong(2 ** 52 + i)), 20],
+    ['irregular and negative timestamps', [-86_400_000, -1, 0, 1, 999, 1_000_000].map((ts, i) => ({ ts, value: kvLong(i) })), 20],
+    ['empty', [], 10],
+  ];
+  for (const [name, pts, maxBytesPerPoint] of cases) {
+    const block = encodePoints(pts);
+    t.same(show(decodePoints(block)), show(pts), name);
+    t.ok(block.length <= Math.max(16, pts.length * maxBytesPerPoint), `${name}: ${block.length} bytes for ${pts.length} points`);
+  }
+  const pts = series(100, (i) => kvDouble(i / 10));
+  const block = encodePoints(pts);
+  const from = pts[10]!.ts;
+  const to = pts[20]!.ts;
+  t.same(show(decodePointsIn(block, from, to)), show(pts.slice(10, 20)), 'partial decode [from, to)');
+  t.same(decodePointsIn(block, to, to), [], 'empty partial range');
+});
+
+function openStore(t: Teardown): { store: LmdbTimeseriesStore; close: () => Promise<void> } {
+  const env = openStoreEnv({ dataDir: tempDir(t), mapSizeBytes: 256 * 1024 * 1024 });
+  const store = new LmdbTimeseriesStore(env, new Dictionary(env), {
+    windowMs: 3_600_000, headWindowMs: 3_600_000, tiersMs: [60_000, 3_600_000, 86_400_000], tierRetentionMs: [0, 0, 0],
+  });
+  return { store, close: () => env.close() };
+}
+
+const ENTITY = '11111111-2222-3333-4444-555555555555';
+const all = (store: LmdbTimeseriesStore, key: string, order: 'ASC' | 'DESC' = 'ASC', limit?: number): string[] =>
+  show([...store.range(ENTITY, key, { startTs: Number.MIN_SAFE_INTEGER, endTs: Number.MAX_SAFE_INTEGER, order, ...(limit === undefined ? {} : { limit }) })]);
+
+async function compactAll(store: LmdbTimeseriesStore, now: number): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const r = await store.compactStep(now, 50);
+    total += r.compacted;
+    if (!r.more) return total;
+  }
+}
+
+t.test('store: fragments and chunks answer the same, overwrites and deletes included', async (t) => {
+  const { store, close } = openStore(t);
+  t.teardown(close);
+  const t0 = 1_700_000_000_000 - (1_700_000_000_000 % 3_600_000);
+  // One request of 1,000 records spanning 3 windows; ts 5 out of order and one duplicated (the later wins).
+  const recs = Array.from({ length: 1000 }, (_, i) => ({ ts: t0 + i * 10_000, values: [['a', kvLong(i)], ['b', kvDouble(i / 4)]] as Array<[string, KvValue]> }));
+  recs.push({ ts: t0 + 5 * 10_000, values: [['a', kvString('dup')]] });
+  recs.reverse();
+  await store.write(ENTITY, recs);
+  const expectA = Array.from({ length: 1000 }, (_, i) => `${t0 + i * 10_000}:${i === 5 ? 'STRING' : 'LONG'}:${i === 5 ? 'dup' : i}:`);
+  // Reversed request: for ts 5 the element now comes first, so the LONG (later in the array) wins.
+  expectA[5] = `${t0 + 5 * 10_000}:LONG:5:`;
+  t.same(all(store, 'a'), expectA, 'head read, ascending, later element of the request wins on equal ts');
+  t.same(all(store, 'a', 'DESC', 3), expectA.slice(-3).reverse(), 'descending with limit');
+  t.equal(store.latest(ENTITY).get('a')?.ts, t0 + 999 * 10_000, 'latest is the newest point');
+
+  const now = t0 + 1000 * 10_000 + 2 * 3_600_000;
+  const compacted = await compactAll(store, now);
+  t.ok(compacted >= 4, `compacted ${compacted} windows`);
+  t.same(all(store, 'a'), expectA, 'after compaction: same points');
+  const mid = t0 + 3_600_000 + 1234;
+  t.same(show([...store.range(ENTITY, 'b', { startTs: mid, endTs: mid + 60_000, order: 'ASC' })]),
+    show(series(6, (i) => kvDouble((361 + i) / 4), t0 + 3_610_000)), 'range inside one chunk, [start, end)');
+
+  // A late overwrite into a compacted window lands in head and wins; then compaction merges it.
+  await store.write(ENTITY, [{ ts: t0 + 10_000, values: [['a', kvDouble(-1.5)]] }, { ts: t0 + 15_000, values: [['a', kvLong(7)]] }]);
+  const withLate = expectA.slice();
+  withLate.splice(1, 1, `${t0 + 10_000}:DOUBLE:-1.5:`, `${t0 + 15_000}:LONG:7:`);
+  t.same(all(store, 'a'), withLate, 'late points merged over the chunk');
+  t.same(all(store, 'a', 'DESC'), withLate.slice().reverse(), 'descending over chunks and fragments');
+  t.same(all(store, 'a', 'DESC', 999), withLate.slice(-999).reverse(), 'descending with a limit across windows');
+  await compactAll(store, now);
+  t.same(all(store, 'a'), withLate, 'and after compacting them');
+
+  // Delete across a chunk boundary and head data.
+  await store.write(ENTITY, [{ ts: now, values: [['a', kvLong(-9)]] }]);
+  const delFrom = t0 + 300 * 10_000;
+  const delTo = t0 + 500 * 10_000;
+  await store.delete(ENTITY, { keys: ['a'], startTs: delFrom, endTs: delTo, deleteLatest: true, rewriteLatest: false });
+  const afterDelete = withLate.filter((s) => { const ts = Number(s.split(':')[0]); return ts < delFrom || ts >= delTo; });
+  afterDelete.push(`${now}:LONG:-9:`);
+  t.same(all(store, 'a'), afterDelete, 'delete removed [start, end) from chunks only');
+  await store.delete(ENTITY, { keys: ['a'], startTs: now, endTs: now + 1, deleteLatest: true, rewriteLatest: true });
+  t.equal(store.latest(ENTITY).get('a')?.ts, t0 + 999 * 10_000, 'rewriteLatest promotes the newest remaining point from a chunk');
+});
+
+t.test('store: bytes per point of compressed chunks', async (t) => {
+  const { store, close } = openStore(t);
+  t.teardown(close);
+  const t0 = 1_700_000_000_000;
+  for (let r = 0; r < 20; r++) {
+    await store.write(ENTITY, Array.from({ length: 1000 }, (_, i) => {
+      const n = r * 1000 + i;
+      return { ts: t0 + n * 10_000, values: [['t', kvDouble(Math.round(2000 + 500 * Math.sin(n / 100) + (n % 7)) / 100)], ['c', kvLong(n * 3)]] as Array<[string, KvValue]> };
+    }));
+  }
+  await compactAll(store, t0 + 20_000 * 10_000 + 3 * 3_600_000);
+  let bytes = 0;
+  let points = 0;
+  for (const { value } of store.env.chunks.getRange({})) { bytes += value.length; points += decodePoints(value).length; }
+  t.equal(points, 40_000, 'every window compacted');
+  t.ok(bytes / points < 1.5, `chunk payload ${(bytes / points).toFixed(2)} B/point`);
+  t.equal(store.env.head.getKeysCount(), 0, 'head emptied');
+});
