@@ -11,6 +11,8 @@ import type { EntityStore } from './store/entities.js';
 import type { StoreEnv } from './store/env.js';
 import type { TimeseriesStore } from './store/timeseries.js';
 import type { DownsampleEngine } from './store/retention.js';
+import type { AttributeStore } from './store/attributes.js';
+import type { RpcBroker } from './rpc/broker.js';
 
 export interface Logger {
   info(msg: string): void;
@@ -31,6 +33,10 @@ export interface Services {
   readonly bus: EventBus;
   readonly ingest: TelemetryIngest;
   readonly auth: AuthService;
+  /** attributes: client/server/shared scopes (CONTRACT §4, §5) */
+  readonly attributes: AttributeStore;
+  /** device long-polls, server- and client-side RPC (CONTRACT §4, §7) */
+  readonly rpc: RpcBroker;
   /** the clock; tests substitute a fake one */
   readonly now: () => number;
 }

@@ -23,6 +23,8 @@ import { EntityStore } from './store/entities.js';
 import { openStoreEnv } from './store/env.js';
 import { LmdbTimeseriesStore } from './store/timeseries.js';
 import { DownsampleEngine } from './store/retention.js';
+import { LmdbAttributeStore } from './store/attributes.js';
+import { RpcBroker } from './rpc/broker.js';
 
 export interface RunningServer {
   readonly port: number;
@@ -57,6 +59,11 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
     config, log, env, dict, entities, timeseries, bus, downsample,
     ingest: new TelemetryIngest(timeseries, bus),
     auth: new AuthService(config, env, entities),
+    attributes: new LmdbAttributeStore(env, dict, bus, Date.now, (m) => log.error(m)),
+    rpc: new RpcBroker(bus, {
+      maxPendingPerDevice: config.rpc.maxPendingPerDevice, maxOpenPolls: config.longPoll.maxOpen,
+      clientSideTimeoutMs: config.rpc.clientSideTimeoutMs, log: (m) => log.error(m),
+    }),
     now: Date.now,
   };
 
@@ -94,6 +101,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
     close() {
       closing ??= (async () => {
         uws.us_listen_socket_close(listenSocket);
+        services.rpc.close();
         app.close();
         await downsample.stop();
         await env.flushed();

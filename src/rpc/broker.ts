@@ -1,0 +1,292 @@
+/**
+ * Server ↔ device messaging for the HTTP device API (CONTRACT §4, §7):
+ * - server-side RPC: per-device ids from 0, a bounded pending queue with expiry, delivery to an open or the
+ *   next `GET /rpc`, replies through `POST /rpc/{id}`;
+ * - shared-attribute changes (bus `attributes`, SHARED_SCOPE of a DEVICE) answer every open
+ *   `GET /attributes/updates` of that device;
+ * - client-side RPC (`POST /rpc`): registered handlers, built-in `getCurrentTime`, otherwise held until the
+ *   client-side timeout;
+ * - a deleted device (bus `entityDeleted`) ends its held requests and pending RPCs.
+ *
+ * One timer wheel serves every deadline here (STYLE §11). Nothing here knows HTTP: outcomes are values.
+ */
+import type { EventBus } from '../bus/index.js';
+import { OutpostError } from '../errors.js';
+import { type KvValue, kvToJson } from '../model/kv.js';
+import type { DurationMs, EpochMs } from '../types.js';
+import { LongPollRegistry, type PollHandle, type PollOutcome } from './longpoll.js';
+import { TimerWheel, type WheelClock, type WheelEntry, realClock } from './timer-wheel.js';
+
+/** A server-side RPC as submitted through REST (CONTRACT §7). */
+export interface RpcSubmission {
+  readonly method: string;
+  /** `params` as JSON text, forwarded verbatim */
+  readonly paramsJson: string;
+  readonly oneway: boolean;
+  /** ms from now until the RPC expires (already raised to the configured minimum) */
+  readonly timeoutMs: DurationMs;
+}
+
+export type RpcOutcome =
+  /** one-way: handed to the device */
+  | { readonly kind: 'delivered' }
+  /** two-way: the device's reply body, verbatim (may be empty or not JSON) */
+  | { readonly kind: 'reply'; readonly body: string }
+  /** expired before any poll took it */
+  | { readonly kind: 'undelivered' }
+  /** two-way: delivered, but no reply before it expired */
+  | { readonly kind: 'unanswered' }
+  | { readonly kind: 'deviceDeleted' };
+
+/** A client-side RPC handler: the JSON reply text, or undefined to decline (the next handler or timeout). */
+export type ClientRpcHandler = (call: ClientRpcCall) => string | undefined | Promise<string | undefined>;
+export interface ClientRpcCall {
+  readonly deviceId: string;
+  readonly method: string;
+  /** `params` as JSON text ("null" when absent) */
+  readonly paramsJson: string;
+}
+
+export interface RpcBrokerOptions {
+  /** pending (queued, undelivered) server-side RPCs per device; one more → 429 */
+  readonly maxPendingPerDevice: number;
+  /** held requests over all devices; one more → 429 */
+  readonly maxOpenPolls: number;
+  /** ms; client-side RPC wait before `{"error":"timeout"}` */
+  readonly clientSideTimeoutMs: DurationMs;
+  readonly now?: () => EpochMs;
+  /** injected for tests; the real one unrefs its timer */
+  readonly clock?: WheelClock;
+  /** ms; wheel bucket width = the most a deadline fires late */
+  readonly tickMs?: DurationMs;
+  readonly log?: (msg: string) => void;
+}
+
+interface PendingRpc {
+  readonly id: number;
+  readonly deviceId: string;
+  readonly oneway: boolean;
+  /** `{"id":..,"method":..,"params":..}`: what the device's poll receives */
+  readonly body: string;
+  state: 'queued' | 'delivered' | 'done';
+  timer: WheelEntry | undefined;
+  readonly resolve: (o: RpcOutcome) => void;
+}
+
+interface DeviceRpcState {
+  /** queued, oldest first */
+  readonly queue: PendingRpc[];
+  /** delivered two-way RPCs awaiting `POST /rpc/{id}` */
+  readonly awaiting: Map<number, PendingRpc>;
+}
+
+export interface RpcStatus {
+  readonly openPolls: number;
+  readonly attributePolls: number;
+  readonly rpcPolls: number;
+  readonly clientRpcs: number;
+  readonly queuedRpcs: number;
+  readonly awaitingReplies: number;
+}
+
+export class RpcBroker {
+  readonly polls: LongPollRegistry;
+  private readonly wheel: TimerWheel;
+  private readonly now: () => EpochMs;
+  /** next RPC id per device; kept while the daemon runs (TB: per device-actor lifetime) */
+  private readonly seq = new Map<string, number>();
+  private readonly devices = new Map<string, DeviceRpcState>();
+  private readonly clientHandlers = new Map<string, ClientRpcHandler>();
+  private clientFallback: ClientRpcHandler | undefined;
+  private readonly unsubscribe: Array<() => void> = [];
+
+  constructor(bus: EventBus, private readonly opts: RpcBrokerOptions) {
+    this.now = opts.now ?? Date.now;
+    this.wheel = new TimerWheel(opts.tickMs ?? 50, opts.clock ?? realClock, opts.log);
+    this.polls = new LongPollRegistry(this.wheel, opts.maxOpenPolls);
+    this.clientHandlers.set('getCurrentTime', () => `{"time":${this.now()}}`);
+    this.unsubscribe.push(
+      bus.on('attributes', (ev) => {
+        // CONTRACT §4: only SHARED_SCOPE changes of the device wake its `/attributes/updates`.
+        if (ev.entityType !== 'DEVICE' || ev.scope !== 'SHARED_SCOPE') return;
+        if (this.polls.countFor(ev.entityId, 'attributes') === 0) return;
+        const body = ev.deleted.length > 0 ? JSON.stringify({ deleted: ev.deleted }) : updateBody(ev.updated);
+        if (ev.deleted.length === 0 && ev.updated.length === 0) return;
+        this.polls.answerAll(ev.entityId, 'attributes', body);
+      }),
+      bus.on('entityDeleted', (ev) => {
+        if (ev.entityType === 'DEVICE') this.deviceDeleted(ev.entityId);
+      }),
+    );
+  }
+
+  // ---- long-polls ------------------------------------------------------------------------------
+
+  /**
+   * `GET /attributes/updates`: held until the next shared-attribute change of the device or `timeoutMs`.
+   * Throws 429 when the registry is full.
+   */
+  waitAttributes(deviceId: string, timeoutMs: DurationMs, settle: (o: PollOutcome) => void): PollHandle {
+    return this.polls.open(deviceId, 'attributes', timeoutMs, settle);
+  }
+
+  /**
+   * `GET /rpc`: the oldest queued RPC at once (settled synchronously, returns undefined), else held until an
+   * RPC arrives or `timeoutMs`. Throws 429 when the registry is full.
+   */
+  waitRpc(deviceId: string, timeoutMs: DurationMs, settle: (o: PollOutcome) => void): PollHandle | undefined {
+    const st = this.devices.get(deviceId);
+    const next = st?.queue.shift();
+    if (next !== undefined) {
+      this.delivered(next);
+      settle({ kind: 'data', body: next.body });
+      return undefined;
+    }
+    return this.polls.open(deviceId, 'rpc', timeoutMs, settle);
+  }
+
+  // ---- server-side RPC -------------------------------------------------------------------------
+
+  /**
+   * Queues an RPC for the device, or hands it to an open poll at once. Resolves with its outcome (CONTRACT §7).
+   * Throws 429 (nothing queued) when the device already has `maxPendingPerDevice` queued RPCs.
+   */
+  submit(deviceId: string, req: RpcSubmission): Promise<RpcOutcome> {
+    let st = this.devices.get(deviceId);
+    if (st !== undefined && st.queue.length >= this.opts.maxPendingPerDevice) {
+      throw new OutpostError('TOO_MANY_REQUESTS', `Too many pending RPC requests for device ${deviceId} (limit ${this.opts.maxPendingPerDevice})`);
+    }
+    if (st === undefined) {
+      st = { queue: [], awaiting: new Map() };
+      this.devices.set(deviceId, st);
+    }
+    const id = this.seq.get(deviceId) ?? 0;
+    this.seq.set(deviceId, id + 1);
+    const body = `{"id":${id},"method":${JSON.stringify(req.method)},"params":${req.paramsJson}}`;
+    return new Promise<RpcOutcome>((resolve) => {
+      const p: PendingRpc = { id, deviceId, oneway: req.oneway, body, state: 'queued', timer: undefined, resolve };
+      p.timer = this.wheel.schedule(req.timeoutMs, () => this.expire(p));
+      if (this.polls.answerOldest(deviceId, 'rpc', body)) this.delivered(p);
+      else (st as DeviceRpcState).queue.push(p);
+    });
+  }
+
+  /** `POST /rpc/{id}`: the device's reply to a delivered two-way RPC. Unknown or stale ids are ignored. */
+  reply(deviceId: string, id: number, body: string): boolean {
+    const p = this.devices.get(deviceId)?.awaiting.get(id);
+    if (p === undefined) return false;
+    this.finish(p, { kind: 'reply', body });
+    return true;
+  }
+
+  // ---- client-side RPC -------------------------------------------------------------------------
+
+  /** Registers a handler for a client-side RPC method (replaces an earlier one). */
+  registerClientRpc(method: string, handler: ClientRpcHandler): void {
+    this.clientHandlers.set(method, handler);
+  }
+
+  /** A handler for methods nobody registered (the sync issue forwards them upstream). */
+  setClientRpcFallback(handler: ClientRpcHandler | undefined): void {
+    this.clientFallback = handler;
+  }
+
+  /**
+   * `POST /rpc` (CONTRACT §4): a registered handler's reply, or the fallback's, else `{"error":"timeout"}`
+   * after the client-side timeout. The wait is a held request: bounded, and dropped on client abort.
+   */
+  clientRpc(call: ClientRpcCall, settle: (o: PollOutcome) => void): PollHandle | undefined {
+    const handler = this.clientHandlers.get(call.method) ?? this.clientFallback;
+    const out = handler?.(call);
+    if (typeof out === 'string') {
+      settle({ kind: 'data', body: out });
+      return undefined;
+    }
+    const poll = this.polls.open(call.deviceId, 'clientRpc', this.opts.clientSideTimeoutMs, (o) => {
+      settle(o.kind === 'timeout' ? { kind: 'data', body: '{"error":"timeout"}' } : o);
+    });
+    out?.then(
+      (body) => { if (body !== undefined) poll.answer(body); },
+      (err: unknown) => { this.opts.log?.(`client-side RPC ${call.method} failed: ${String(err)}`); },
+    );
+    return poll;
+  }
+
+  // ---- status and lifecycle --------------------------------------------------------------------
+
+  status(): RpcStatus {
+    let queued = 0;
+    let awaiting = 0;
+    for (const st of this.devices.values()) {
+      queued += st.queue.length;
+      awaiting += st.awaiting.size;
+    }
+    return {
+      openPolls: this.polls.openCount,
+      attributePolls: this.polls.countKind('attributes'),
+      rpcPolls: this.polls.countKind('rpc'),
+      clientRpcs: this.polls.countKind('clientRpc'),
+      queuedRpcs: queued,
+      awaitingReplies: awaiting,
+    };
+  }
+
+  /** Shutdown: forget held requests and stop the timer (the server closes the connections). */
+  close(): void {
+    for (const off of this.unsubscribe) off();
+    this.polls.closeAll();
+    this.wheel.close();
+  }
+
+  // ---- internals -------------------------------------------------------------------------------
+
+  private delivered(p: PendingRpc): void {
+    if (p.oneway) {
+      this.finish(p, { kind: 'delivered' });
+      return;
+    }
+    p.state = 'delivered';
+    this.devices.get(p.deviceId)?.awaiting.set(p.id, p);
+  }
+
+  private expire(p: PendingRpc): void {
+    if (p.state === 'done') return;
+    this.finish(p, p.state === 'queued' ? { kind: 'undelivered' } : { kind: 'unanswered' });
+  }
+
+  private finish(p: PendingRpc, o: RpcOutcome): void {
+    if (p.state === 'done') return;
+    const st = this.devices.get(p.deviceId);
+    if (st !== undefined) {
+      if (p.state === 'queued') {
+        const i = st.queue.indexOf(p);
+        if (i >= 0) st.queue.splice(i, 1);
+      }
+      st.awaiting.delete(p.id);
+      if (st.queue.length === 0 && st.awaiting.size === 0) this.devices.delete(p.deviceId);
+    }
+    p.state = 'done';
+    p.timer?.cancel();
+    p.resolve(o);
+  }
+
+  private deviceDeleted(deviceId: string): void {
+    this.polls.endDevice(deviceId);
+    const st = this.devices.get(deviceId);
+    if (st !== undefined) {
+      for (const p of [...st.queue, ...st.awaiting.values()]) this.finish(p, { kind: 'deviceDeleted' });
+    }
+    this.devices.delete(deviceId);
+    this.seq.delete(deviceId);
+  }
+}
+
+/** CONTRACT §4: a flat `{k:v}` of the changed shared keys with typed values. */
+function updateBody(updated: ReadonlyArray<readonly [string, KvValue]>): string {
+  let out = '{';
+  for (let i = 0; i < updated.length; i++) {
+    const [k, v] = updated[i] as readonly [string, KvValue];
+    out += `${i === 0 ? '' : ','}${JSON.stringify(k)}:${kvToJson(v)}`;
+  }
+  return `${out}}`;
+}
