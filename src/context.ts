@@ -13,6 +13,7 @@ import type { TimeseriesStore } from './store/timeseries.js';
 import type { DownsampleEngine } from './store/retention.js';
 import type { AttributeStore } from './store/attributes.js';
 import type { RpcBroker } from './rpc/broker.js';
+import type { DepthStore } from './store/depth.js';
 
 export interface Logger {
   info(msg: string): void;
@@ -30,6 +31,8 @@ export interface Services {
   readonly timeseries: TimeseriesStore;
   /** background compaction/rollups/retention of the timeseries store; `stats()` for status endpoints (issue 6) */
   readonly downsample?: DownsampleEngine;
+  /** depth series (CONTRACT §4, §5, §8) */
+  readonly depth: DepthStore;
   readonly bus: EventBus;
   readonly ingest: TelemetryIngest;
   readonly auth: AuthService;

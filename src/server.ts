@@ -25,6 +25,7 @@ import { LmdbTimeseriesStore } from './store/timeseries.js';
 import { DownsampleEngine } from './store/retention.js';
 import { LmdbAttributeStore } from './store/attributes.js';
 import { RpcBroker } from './rpc/broker.js';
+import { LmdbDepthStore } from './store/depth.js';
 
 export interface RunningServer {
   readonly port: number;
@@ -58,6 +59,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   const services: Services = {
     config, log, env, dict, entities, timeseries, bus, downsample,
     ingest: new TelemetryIngest(timeseries, bus),
+    depth: new LmdbDepthStore(env, dict, bus, (m) => log.error(m)),
     auth: new AuthService(config, env, entities),
     attributes: new LmdbAttributeStore(env, dict, bus, Date.now, (m) => log.error(m)),
     rpc: new RpcBroker(bus, {

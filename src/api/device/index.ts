@@ -1,6 +1,7 @@
 /** The ThingsBoard device HTTP API, `/api/v1/{token}/...` (CONTRACT §4). */
 import type { Services } from '../../context.js';
 import type { HttpRouter } from '../../http/adapter.js';
+import { postDepthTelemetry } from './depth.js';
 import { postTelemetry } from './telemetry.js';
 import { getAttributeUpdates, getAttributes, postAttributes } from './attributes.js';
 import { getRpc, postClientRpc, postRpcReply } from './rpc.js';
@@ -14,4 +15,5 @@ export function registerDeviceApi(router: HttpRouter, s: Services): void {
   router.route('get', '/api/v1/:token/rpc', getRpc(s));
   router.route('post', '/api/v1/:token/rpc', postClientRpc(s), { maxBody: s.config.http.maxRpcBodyBytes });
   router.route('post', '/api/v1/:token/rpc/:id', postRpcReply(s), { maxBody: s.config.http.maxRpcBodyBytes });
+  router.route('post', '/api/v1/:token/depth/telemetry', postDepthTelemetry(s));
 }

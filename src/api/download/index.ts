@@ -1,7 +1,10 @@
-/** CSV downloads (CONTRACT §8). */
+/** CSV downloads (CONTRACT §8): GET, user JWT in `Authorization: Bearer` (X-Authorization also accepted). */
 import type { Services } from '../../context.js';
 import type { HttpRouter } from '../../http/adapter.js';
+import { downloadAttributes } from './attributes.js';
+import { downloadSeries } from './series.js';
 
-export function registerDownloadApi(_router: HttpRouter, _s: Services): void {
-  // filled in by its issue
+export function registerDownloadApi(router: HttpRouter, s: Services): void {
+  router.route('get', '/api/download/deviceSeriesData', downloadSeries(s));
+  router.route('get', '/api/download/deviceAttributesData', downloadAttributes(s));
 }

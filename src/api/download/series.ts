@@ -1,0 +1,24 @@
+/**
+ * GET /api/download/deviceSeriesData?deviceId=&type=ts|ds&startValue=&endValue= (CONTRACT §8): the device's
+ * time series (type=ts, epoch-ms bounds) or depth series (type=ds, depth bounds) as a wide CSV, bounds
+ * inclusive, streamed. Order of checks: 401 (no valid user), 400 (parameters), 404 (unknown device),
+ * 403 (not the user's device).
+ */
+import type { Services } from '../../context.js';
+import type { HttpContext, StreamReply } from '../../http/adapter.js';
+import { principalOf } from '../principal.js';
+import { seriesParams } from './params.js';
+import { depthColumn, formatDs, formatTs, timeseriesColumn } from './sources.js';
+import { csvAttachment } from './stream.js';
+
+export function downloadSeries(s: Services) {
+  return (ctx: HttpContext): StreamReply => {
+    const principal = principalOf(s, ctx);
+    const q = seriesParams(ctx);
+    s.auth.checkAccess(principal, 'DEVICE', q.deviceId, 'read');
+    const named = q.type === 'ts'
+      ? s.timeseries.keys(q.deviceId).map((k) => [k, timeseriesColumn(s.timeseries, q.deviceId, k, q.start, q.end, s.config.store.chunkWindowMs)] as const)
+      : s.depth.keys(q.deviceId).map((k) => [k, depthColumn(s.depth, q.deviceId, k, q.start, q.end)] as const);
+    return csvAttachment('device_data.csv', { positionColumn: q.type, named, formatPos: q.type === 'ts' ? formatTs : formatDs });
+  };
+}
