@@ -1,7 +1,184 @@
-/** Websocket telemetry API (CONTRACT §6). */
-import type { TemplatedApp } from 'uWebSockets.js';
+/**
+ * Websocket telemetry API (CONTRACT §6, reference §4): the only uWS websocket code.
+ *
+ * - `/api/ws/plugins/telemetry?token=<jwt>`: legacy frames `{"tsSubCmds","historyCmds","attrSubCmds"}`.
+ * - `/api/ws[?token=<jwt>]`: `{"authCmd":{cmdId,token},"cmds":[{type,...}]}` (TB's current endpoint).
+ * - any other `/api/ws/plugins/<x>`: accepted, then closed 1007 "Unknown session type" (TB).
+ *
+ * The token is verified during the upgrade (synchronously: `req` is dead after it returns); an invalid one is
+ * accepted and then closed 1011 with the reason, as TB does. Without a token the session waits up to
+ * config.ws.authTimeoutMs for a frame with `authCmd` (else 1008).
+ *
+ * Limits (STYLE §11): inbound frames ≤ config.ws.maxPayloadLength (uWS closes bigger ones); outbound buffer
+ * ≤ config.ws.maxBackpressure: a send that would exceed it is dropped and the socket force-closed at once, so
+ * a consumer that stops reading costs at most that much memory; idle sockets are pinged and closed after
+ * config.ws.idleTimeoutSec; at most config.ws.maxSubscriptionsPerSession subscriptions per socket.
+ */
+import type { HttpRequest, HttpResponse, TemplatedApp, WebSocket, WebSocketBehavior, us_socket_context_t } from 'uWebSockets.js';
+import type { Principal } from '../../auth/index.js';
 import type { Services } from '../../context.js';
+import { OutpostError } from '../../errors.js';
+import { runCommand, type CommandDeps } from './commands.js';
+import { FrameError, type WsFormat, parseFrame } from './protocol.js';
+import { SubscriptionRegistry, type WsSink } from './registry.js';
+import { PARSE_ERROR_FRAME } from './render.js';
 
-export function registerWsApi(_app: TemplatedApp, _s: Services): void {
-  // filled in by its issue
+/** RFC 6455 close codes used here (TB's choices, reference §4.1). */
+const CLOSE = { BAD_DATA: 1007, POLICY_VIOLATION: 1008, SERVER_ERROR: 1011 } as const;
+
+/** uWS `send` results */
+const SEND_DROPPED = 2;
+
+interface SessionData {
+  readonly format: WsFormat | 'UNKNOWN';
+  readonly principal: Principal | undefined;
+  /** set when `?token=` did not verify: the socket is closed 1011 with this reason on open */
+  readonly authError: string | undefined;
+  session: Session | undefined;
+}
+
+/** One websocket: its user, its open/closed state and its bounded outbound path. */
+class Session implements WsSink {
+  open = true;
+  principal: Principal | undefined;
+  authTimer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly ws: WebSocket<SessionData>,
+    readonly format: WsFormat,
+    principal: Principal | undefined,
+    private readonly onSlowConsumer: (bufferedBytes: number) => void,
+  ) {
+    this.principal = principal;
+  }
+
+  /**
+   * Never sends after close. A dropped frame means the client let more than maxBackpressure bytes pile up:
+   * the socket is force-closed at once (no close frame: it could not be delivered either), freeing its buffer.
+   */
+  send(text: string): void {
+    if (!this.open) return;
+    let status = 0;
+    this.ws.cork(() => { status = this.ws.send(text, false, false); });
+    if (status === SEND_DROPPED && this.open) {
+      this.onSlowConsumer(this.ws.getBufferedAmount());
+      this.ws.close();
+    }
+  }
+
+  end(code: number, reason: string): void {
+    if (!this.open) return;
+    this.open = false;
+    // RFC 6455: a close reason is at most 123 bytes of UTF-8.
+    let bytes = Buffer.from(reason, 'utf8');
+    if (bytes.length > 123) bytes = Buffer.from(bytes.subarray(0, 123).toString('utf8').replace(/\uFFFD$/, ''), 'utf8');
+    this.ws.end(code, bytes);
+  }
+}
+
+/** TB's close reason for a token that did not verify. */
+function authFailure(err: unknown): string {
+  if (err instanceof OutpostError && err.code === 'TOKEN_EXPIRED') return err.message;
+  if (err instanceof OutpostError) return `Invalid JWT token: ${err.message}`;
+  return 'Invalid JWT token';
+}
+
+export function registerWsApi(app: TemplatedApp, s: Services): SubscriptionRegistry {
+  const registry = new SubscriptionRegistry();
+  const deps: CommandDeps = { s, registry, attributes: s.attributes };
+
+  // Registered once for the whole server; each event reaches only the written entity's subscribers.
+  s.bus.on('telemetry', (ev) => registry.onTelemetry(ev));
+  s.bus.on('telemetryDeleted', (ev) => registry.onTelemetryDeleted(ev, (keys) => s.timeseries.latest(ev.entityId, keys)));
+  s.bus.on('attributes', (ev) => registry.onAttributes(ev));
+  s.bus.on('entityDeleted', (ev) => registry.onEntityDeleted(ev.entityId));
+
+  const handleFrame = (session: Session, text: string): void => {
+    let frame;
+    try {
+      frame = parseFrame(text, session.format);
+    } catch (err) {
+      if (!(err instanceof FrameError)) throw err;
+      s.log.debug(`ws: unparsable frame: ${err.message}`);
+      session.send(PARSE_ERROR_FRAME);
+      return;
+    }
+    if (session.principal === undefined) {
+      if (frame.auth === undefined) return session.end(CLOSE.POLICY_VIOLATION, 'Auth cmd is missing');
+      try {
+        session.principal = s.auth.authenticateToken(frame.auth.token);
+      } catch (err) {
+        return session.end(CLOSE.BAD_DATA, authFailure(err));
+      }
+      clearTimeout(session.authTimer);
+      session.authTimer = undefined;
+    }
+    for (const cmd of frame.cmds) {
+      if (!session.open) return;
+      runCommand(deps, session, session.principal, cmd);
+    }
+  };
+
+  const behavior = (format: WsFormat | 'UNKNOWN'): WebSocketBehavior<SessionData> => ({
+    maxPayloadLength: s.config.ws.maxPayloadLength,
+    idleTimeout: s.config.ws.idleTimeoutSec,
+    maxBackpressure: s.config.ws.maxBackpressure,
+    closeOnBackpressureLimit: true,
+    sendPingsAutomatically: true,
+    upgrade: (res: HttpResponse, req: HttpRequest, context: us_socket_context_t) => {
+      // Everything from `req` is read here, synchronously.
+      const key = req.getHeader('sec-websocket-key');
+      const protocol = req.getHeader('sec-websocket-protocol');
+      const extensions = req.getHeader('sec-websocket-extensions');
+      const token = req.getQuery('token');
+      let principal: Principal | undefined;
+      let authError: string | undefined;
+      if (format !== 'UNKNOWN' && token !== undefined && token !== '') {
+        try {
+          principal = s.auth.authenticateToken(token);
+        } catch (err) {
+          authError = authFailure(err);
+        }
+      }
+      const data: SessionData = { format, principal, authError, session: undefined };
+      res.upgrade(data, key, protocol, extensions, context);
+    },
+    open: (ws: WebSocket<SessionData>) => {
+      const data = ws.getUserData();
+      const session = new Session(ws, format === 'UNKNOWN' ? 'LEGACY' : format, data.principal, (buffered) => {
+        s.log.warn(`ws: closed a slow consumer (${buffered} bytes unsent, limit ${s.config.ws.maxBackpressure})`);
+      });
+      data.session = session;
+      if (format === 'UNKNOWN') return session.end(CLOSE.BAD_DATA, 'Unknown session type');
+      if (data.authError !== undefined) return session.end(CLOSE.SERVER_ERROR, data.authError);
+      if (session.principal === undefined) {
+        session.authTimer = setTimeout(() => session.end(CLOSE.POLICY_VIOLATION, 'Auth timeout'), s.config.ws.authTimeoutMs);
+        session.authTimer.unref();
+      }
+    },
+    message: (ws: WebSocket<SessionData>, message: ArrayBuffer) => {
+      const session = ws.getUserData().session;
+      if (session === undefined || !session.open) return;
+      // Decoding copies the bytes: uWS neuters `message` when this callback returns.
+      const text = Buffer.from(message).toString('utf8');
+      try {
+        handleFrame(session, text);
+      } catch (err) {
+        s.log.error(`ws: frame handling failed: ${(err as Error)?.stack ?? String(err)}`);
+        session.end(CLOSE.SERVER_ERROR, 'Internal server error');
+      }
+    },
+    close: (ws: WebSocket<SessionData>) => {
+      const session = ws.getUserData().session;
+      if (session === undefined) return;
+      session.open = false;
+      clearTimeout(session.authTimer);
+      registry.removeSession(session);
+    },
+  });
+
+  app.ws<SessionData>('/api/ws/plugins/telemetry', behavior('LEGACY'));
+  app.ws<SessionData>('/api/ws', behavior('GENERAL'));
+  app.ws<SessionData>('/api/ws/plugins/*', behavior('UNKNOWN'));
+  return registry;
 }
