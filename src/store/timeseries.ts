@@ -166,22 +166,57 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
     return s;
   }
 
+  /**
+   * Group commit (issue 2): write() only queues the points; every request of the current event-loop turn is
+   * written by one `flushPending()` at setImmediate, merged per series, so 64 concurrent 3-key posts to a
+   * device cost 3 fragment puts and 3 latest puts in one transaction instead of 384 puts. All of a turn's puts
+   * share one LMDB transaction, so each request is still all-or-nothing, and each is acknowledged once that
+   * transaction is committed and flushed. Points are kept in call order, so on an equal ts the later request
+   * wins, exactly as sequential upserts.
+   */
   write(entityId: string, records: readonly TsRecord[]): Promise<void> {
     this.lastWriteAt = performance.now();
-    let last: Promise<boolean> | undefined;
-    if (records.length > 0) {
-      const e = this.dict.internEntity(entityId);
-      // key → its points in request order (a later element wins on equal ts, as sequential TB upserts)
-      const bySeries = new Map<string, TsKv[]>();
-      for (const rec of records) {
-        for (const [key, value] of rec.values) {
-          let pts = bySeries.get(key);
-          if (pts === undefined) bySeries.set(key, (pts = []));
-          pts.push({ ts: rec.ts, value });
-        }
+    let queued = false;
+    for (const rec of records) {
+      if (rec.values.length === 0) continue;
+      let bySeries = this.pending.get(entityId);
+      if (bySeries === undefined) this.pending.set(entityId, (bySeries = new Map()));
+      for (const [key, value] of rec.values) {
+        let pts = bySeries.get(key);
+        if (pts === undefined) bySeries.set(key, (pts = []));
+        pts.push({ ts: rec.ts, value });
+        queued = true;
       }
-      if (bySeries.size > 0) {
-        const seq = this.nextSeq();
+    }
+    if (!queued) return Promise.resolve();
+    if (this.pendingDone === undefined) {
+      this.pendingDone = new Promise<void>((resolve, reject) => { this.settlePending = { resolve, reject }; });
+      // While a batch is committing, the next one keeps filling; it is written the moment that commit lands.
+      if (!this.committing) setImmediate(() => this.flushPending());
+    }
+    return this.pendingDone;
+  }
+
+  /** entity UUID → key → points in call order, waiting for this turn's flush */
+  private pending = new Map<string, Map<string, TsKv[]>>();
+  private pendingDone: Promise<void> | undefined;
+  private settlePending: { resolve: () => void; reject: (err: unknown) => void } | undefined;
+  /** a flushed batch whose transaction has not committed yet */
+  private committing = false;
+
+  /** Writes every queued point in one synchronous pass (one LMDB transaction); idempotent when nothing is queued. */
+  flushPending(): void {
+    const batch = this.pending;
+    const settle = this.settlePending;
+    if (settle === undefined) return;
+    this.pending = new Map();
+    this.pendingDone = undefined;
+    this.settlePending = undefined;
+    let last: Promise<boolean> | undefined;
+    try {
+      const seq = this.nextSeq();
+      for (const [entityId, bySeries] of batch) {
+        const e = this.dict.internEntity(entityId);
         for (const [key, raw] of bySeries) {
           const k = this.dict.internKey(key);
           const pts = sortDistinct(raw);
@@ -202,14 +237,26 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
           }
         }
       }
+    } catch (err) {
+      settle.reject(err);
+      return;
     }
-    if (last === undefined) return Promise.resolve();
+    if (last === undefined) {
+      settle.resolve();
+      return;
+    }
     // Subscribe to the flush of the batch holding these puts now, in the same synchronous turn: lmdb-js'
     // `flushed` reads its pending-batch promise when `then` is called, so asking only after the commit
-    // resolves waits for whichever batch is pending by then (one more commit + fsync per request under load).
-    // A later batch's flush also covers ours: LMDB flushes in commit order.
+    // resolves waits for whichever batch is pending by then. A later batch's flush also covers ours: LMDB
+    // flushes in commit order.
     const flushed = new Promise<void>((resolve, reject) => { this.env.root.flushed.then(() => resolve(), reject); });
-    return Promise.all([last, flushed]).then(() => undefined);
+    Promise.all([last, flushed]).then(() => settle.resolve(), settle.reject);
+    this.committing = true;
+    const next = (): void => {
+      this.committing = false;
+      if (this.settlePending !== undefined) this.flushPending();
+    };
+    last.then(next, next);
   }
 
   latest(entityId: string, keys?: readonly string[]): Map<string, TsKv> {
@@ -274,6 +321,8 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
   }
 
   async delete(entityId: string, req: DeleteRequest): Promise<void> {
+    // Points queued before this delete are written first, so the delete covers them (sequential semantics).
+    this.flushPending();
     const e = this.dict.entityIdx(entityId);
     if (e === undefined || req.endTs <= req.startTs) return;
     await this.env.root.transaction(() => this.rollups.batch(() => {
