@@ -9,6 +9,7 @@ import { bucketAt, bucketsOf, planBuckets } from '../src/query/buckets.js';
 import { type KeySeries, planHistory } from '../src/query/history.js';
 import { renderHistoryChunks } from '../src/query/render.js';
 import { parseHistoryParams, parseKeys } from '../src/query/params.js';
+import { rng } from './helpers/prng.js';
 
 function aggOf(points: ReadonlyArray<readonly [number, KvValue]>): BucketAgg {
   const a = emptyAgg();
@@ -76,18 +77,6 @@ t.test('exactness: long sums beyond 2^53 and double sums are exact / correctly r
   t.same(finalizeAgg(mixed, 'SUM'), kvDouble(9007199254740994), 'long beyond 2^53 plus double: one rounding');
   t.same(finalizeAgg(aggOf([[1, kvLong(9007199254740993n)], [2, kvLong(1)]]), 'MAX'), kvLong(9007199254740993n));
 });
-
-/** mulberry32: a small seeded PRNG (deterministic tests, STYLE §14). */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function randomValue(r: () => number): KvValue {
   const pick = r();

@@ -8,18 +8,7 @@ import {
   seriesKey, writeOrderedI64,
 } from '../src/store/codec.js';
 import { type KvValue, kvBool, kvDouble, kvJson, kvLong, kvString } from '../src/model/kv.js';
-
-/** Seeded PRNG (mulberry32) so failures reproduce. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { rng } from './helpers/prng.js';
 
 const I64_EDGES = [
   Number.MIN_SAFE_INTEGER, -(2 ** 32) - 1, -(2 ** 32), -(2 ** 31), -1000, -2, -1, 0, 1, 2, 1000, 2 ** 31, 2 ** 32 - 1,

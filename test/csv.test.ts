@@ -4,6 +4,7 @@ import { CHUNK_BYTES, csvAttachment } from '../src/api/download/stream.js';
 import { Column } from '../src/csv/column.js';
 import { wideCsvChunks } from '../src/csv/wide.js';
 import { parseCsv } from './helpers/csv-parse.js';
+import { rng } from './helpers/prng.js';
 
 t.test('csvField quotes exactly commas, quotes, CR and LF (RFC 4180)', async (t) => {
   const table: Array<[string, string]> = [
@@ -64,20 +65,8 @@ t.test('wideCsvChunks cuts chunks of at least chunkBytes, losing nothing', async
   t.ok(chunks.length > 5);
 });
 
-/** mulberry32: a small seeded PRNG so the round trip is deterministic. */
-function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 t.test('seeded round trip through an independent RFC 4180 parser', async (t) => {
-  const rnd = prng(20261121);
+  const rnd = rng(20261121);
   const alphabet = ['a', 'Z', '0', ',', '"', '\n', '\r', ' ', 'ä', '☃', '𝄞', '{', '}', ':', ';', '\t'];
   const randomText = (): string => {
     const n = Math.floor(rnd() * 12);

@@ -13,23 +13,12 @@ import { Dictionary } from '../src/store/dict.js';
 import { openStoreEnv } from '../src/store/env.js';
 import { LmdbTimeseriesStore } from '../src/store/timeseries.js';
 import { addDevice, startGateway } from './helpers/server.js';
+import { rng } from './helpers/prng.js';
 
 const SEED = Number(process.env['OUTPOST_FUZZ_SEED'] ?? 20_260_521);
 const REQUESTS = 2000;
 /** ms; the whole run stops early rather than exceed this (the test stays bounded on a slow machine) */
 const BUDGET_MS = 25_000;
-
-/** mulberry32: small, fast, seedable */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 class Gen {
   constructor(readonly next: () => number) {}

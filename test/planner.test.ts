@@ -13,18 +13,7 @@ import { openStoreEnv } from '../src/store/env.js';
 import { LmdbTimeseriesStore } from '../src/store/timeseries.js';
 import { RollupPlanner } from '../src/query/planner.js';
 import { tempDir } from './helpers/server.js';
-
-/** mulberry32: small seeded PRNG, deterministic across runs. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
+import { rng } from './helpers/prng.js';
 
 const ENTITY = '00000000-0000-0000-0000-00000000000a';
 const HOUR = 3_600_000;

@@ -9,19 +9,9 @@ import t from 'tap';
 import { javaDouble } from '../src/model/kv.js';
 import { addDevice, http, startGateway } from './helpers/server.js';
 import { addUser, authHeaders, login } from './helpers/users.js';
+import { rng } from './helpers/prng.js';
 
 const SEED = 0x5eed2026;
-
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 type RefValue =
   | { t: 'LONG'; v: bigint }

@@ -15,7 +15,7 @@
  *
  *   npm run bench:csv [-- --rows 1000000 --rounds 3] [-- --tuned "--max-semi-space-size=1"]
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { get } from 'node:http';
 import { tmpdir } from 'node:os';
@@ -29,6 +29,7 @@ import { Dictionary } from '../../src/store/dict.js';
 import { EntityStore } from '../../src/store/entities.js';
 import { openStoreEnv } from '../../src/store/env.js';
 import { LmdbTimeseriesStore } from '../../src/store/timeseries.js';
+import { median, rssAnonBytes, spawnListening } from './lib.js';
 
 const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
 const SELF = fileURLToPath(import.meta.url);
@@ -95,23 +96,7 @@ async function seed(dataDir: string, rows: number): Promise<{ deviceId: string; 
 interface Server { proc: ChildProcess; port: number }
 
 function startChild(args: string[], nodeFlags: string[] = []): Promise<Server> {
-  const proc = spawn(process.execPath, [...nodeFlags, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
-  return new Promise((resolve, reject) => {
-    let buf = '';
-    const onData = (c: Buffer): void => {
-      buf += c.toString();
-      const m = /listening on https?:\/\/[^:]+:(\d+)/.exec(buf);
-      if (m) resolve({ proc, port: Number(m[1]) });
-    };
-    proc.stdout?.on('data', onData);
-    proc.stderr?.on('data', onData);
-    proc.once('exit', (code) => reject(new Error(`server exited with ${code}: ${buf}`)));
-  });
-}
-
-function rssAnonBytes(pid: number): number {
-  const m = /RssAnon:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) * 1024 : NaN;
+  return spawnListening([...nodeFlags, ...args], 'server');
 }
 
 interface Download { rows: number; bytes: number; seconds: number; peakGrowth: number }
@@ -143,12 +128,6 @@ function download(port: number, path: string, headers: Record<string, string>, p
     }).on('error', reject);
   });
 }
-
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
-};
 
 async function main(): Promise<void> {
   const rows = arg('--rows', 1_000_000);

@@ -25,6 +25,8 @@ import { loadConfig } from '../../src/config/index.js';
 import { makeLogger } from '../../src/context.js';
 import { startServer } from '../../src/server.js';
 import type { DownsampleStats } from '../../src/store/retention.js';
+import { rng } from '../../test/helpers/prng.js';
+import { median } from './lib.js';
 
 const STEP_MS = 10_000;
 const BATCH = 1000;
@@ -103,18 +105,6 @@ async function sendAll(port: number, path: string, bodies: readonly string[]): P
   return performance.now() - t0;
 }
 
-/** mulberry32, so both databases get identical data in every run. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let x = a;
-    x = Math.imul(x ^ (x >>> 15), x | 1);
-    x ^= x + Math.imul(x ^ (x >>> 7), x | 61);
-    return ((x ^ (x >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 interface Sample { ts: number; temperature: string; counter: number }
 
 /** Regular 10-s data: a 2-decimal temperature random walk and a counter. */
@@ -168,11 +158,6 @@ function dirBytes(dir: string): number {
   return total;
 }
 
-const median = (xs: readonly number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
-};
 const p99 = (xs: readonly number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
   return s[Math.min(s.length - 1, Math.floor(s.length * 0.99))] as number;

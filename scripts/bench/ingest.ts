@@ -14,7 +14,7 @@
  *
  *   npm run bench:ingest [-- --duration 10 --rounds 3 --connections 64]
  */
-import { type ChildProcess, execFileSync, fork, spawn } from 'node:child_process';
+import { type ChildProcess, execFileSync, fork } from 'node:child_process';
 import { closeSync, fdatasyncSync, mkdtempSync, openSync, readFileSync, rmSync, unlinkSync, writeSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
@@ -22,6 +22,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { open } from 'lmdb';
 import * as uws from 'uWebSockets.js';
+import { argValue, median, spawnListening } from './lib.js';
 
 const TOKEN = 'BENCH_TOKEN_0123456789';
 const BODY = '{"temperature":21.5,"humidity":40,"pressure":1013.25}';
@@ -105,19 +106,8 @@ async function startBaseline(variant: 'bare' | 'naive', dataDir: string): Promis
 
 async function startOutpost(dataDir: string): Promise<Server> {
   execFileSync(process.execPath, [MAIN, 'device', 'add', '--data-dir', dataDir, '--name', 'bench', '--token', TOKEN], { stdio: 'ignore' });
-  const child = spawn(process.execPath, [MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir], { stdio: ['ignore', 'pipe', 'pipe'] });
-  const port = await new Promise<number>((resolve, reject) => {
-    let buf = '';
-    const onData = (c: Buffer): void => {
-      buf += c.toString();
-      const m = /listening on https?:\/\/[^:]+:(\d+)/.exec(buf);
-      if (m) resolve(Number(m[1]));
-    };
-    child.stderr.on('data', onData);
-    child.stdout.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`outpost exited with ${code}: ${buf}`)));
-  });
-  return { pid: child.pid as number, port, stop: () => stopChild(child) };
+  const { proc, port } = await spawnListening([MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir], 'outpost');
+  return { pid: proc.pid as number, port, stop: () => stopChild(proc) };
 }
 
 function stopChild(child: ChildProcess): Promise<void> {
@@ -211,18 +201,6 @@ function fsyncLatency(): { p50: number; p90: number } {
   }
   lat.sort((a, b) => a - b);
   return { p50: lat[100] as number, p90: lat[180] as number };
-}
-
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
-};
-
-function argValue(name: string, fallback: number): number {
-  const i = process.argv.indexOf(name);
-  const v = i >= 0 ? Number(process.argv[i + 1]) : NaN;
-  return Number.isFinite(v) && v > 0 ? v : fallback;
 }
 
 async function main(): Promise<void> {

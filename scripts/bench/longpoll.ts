@@ -10,8 +10,8 @@
  *
  *   npm run bench:longpoll [-- --devices 10000 --rounds 3 --concurrency 64]
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +19,7 @@ import { fileURLToPath } from 'node:url';
 import { hashPassword } from '../../src/auth/password.js';
 import { EntityStore } from '../../src/store/entities.js';
 import { openStoreEnv } from '../../src/store/env.js';
+import { median, rssAnonBytes, spawnListening } from './lib.js';
 
 interface Args { devices: number; rounds: number; concurrency: number }
 
@@ -35,18 +36,6 @@ function parseArgs(argv: string[]): Args {
 const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
 const MB = 1024 * 1024;
 
-function rssAnonBytes(pid: number): number {
-  const m = /RssAnon:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  if (!m) throw new Error('RssAnon not found in /proc/<pid>/status (Linux only)');
-  return Number(m[1]) * 1024;
-}
-
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = s.length >> 1;
-  return s.length % 2 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
-};
-
 async function setup(dataDir: string, n: number): Promise<Array<{ id: string; token: string }>> {
   const env = openStoreEnv({ dataDir, mapSizeBytes: 4 * 1024 * MB });
   const entities = new EntityStore(env);
@@ -61,20 +50,8 @@ async function setup(dataDir: string, n: number): Promise<Array<{ id: string; to
   return out;
 }
 
-async function startDaemon(dataDir: string): Promise<{ proc: ChildProcess; port: number }> {
-  const proc = spawn(process.execPath, [MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir], { stdio: ['ignore', 'pipe', 'pipe'] });
-  const port = await new Promise<number>((resolve, reject) => {
-    let buf = '';
-    const onData = (c: Buffer): void => {
-      buf += c.toString();
-      const m = /listening on https?:\/\/[^:]+:(\d+)/.exec(buf);
-      if (m) resolve(Number(m[1]));
-    };
-    proc.stderr?.on('data', onData);
-    proc.stdout?.on('data', onData);
-    proc.once('exit', (code) => reject(new Error(`daemon exited with ${code}: ${buf}`)));
-  });
-  return { proc, port };
+function startDaemon(dataDir: string): Promise<{ proc: ChildProcess; port: number }> {
+  return spawnListening([MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir], 'daemon');
 }
 
 async function openPollCount(base: string, auth: Record<string, string>): Promise<number> {

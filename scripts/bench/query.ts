@@ -36,6 +36,7 @@ import { Dictionary } from '../../src/store/dict.js';
 import { type EntityRecord, EntityStore } from '../../src/store/entities.js';
 import { openStoreEnv } from '../../src/store/env.js';
 import { LmdbTimeseriesStore } from '../../src/store/timeseries.js';
+import { argValue, median } from './lib.js';
 
 const DAY_START = Date.UTC(2026, 0, 1);
 const HOUR = 3_600_000;
@@ -185,18 +186,6 @@ const autocannon = createRequire(import.meta.url)('autocannon') as Cannon;
 async function run(url: string, headers: Record<string, string>, connections: number, duration: number): Promise<Sample> {
   const r = await autocannon({ url, connections, duration, headers, pipelining: 1 });
   return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx + r.errors };
-}
-
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
-}
-
-function argValue(name: string, fallback: number): number {
-  const i = process.argv.indexOf(name);
-  const v = i >= 0 ? Number(process.argv[i + 1]) : NaN;
-  return Number.isFinite(v) && v > 0 ? v : fallback;
 }
 
 async function main(): Promise<void> {

@@ -15,8 +15,8 @@
  *
  *   npm run bench:ws [-- --subscribers 1000 --devices 100 --rate 1000 --seconds 8 --rounds 2 --dir /tmp]
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -26,6 +26,7 @@ import WebSocket from 'ws';
 import { hashPassword } from '../../src/auth/password.js';
 import { EntityStore } from '../../src/store/entities.js';
 import { openStoreEnv } from '../../src/store/env.js';
+import { median, rssAnonBytes, spawnListening } from './lib.js';
 
 interface Args { subscribers: number; devices: number; rate: number; seconds: number; rounds: number; dir: string }
 
@@ -50,18 +51,6 @@ const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
 const MB = 1024 * 1024;
 /** ms; the first second of writing warms both servers and the client; its latencies are not counted */
 const WARMUP_MS = 1000;
-
-function rssAnonBytes(pid: number): number {
-  const m = /RssAnon:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  if (!m) throw new Error('RssAnon not found in /proc/<pid>/status (Linux only)');
-  return Number(m[1]) * 1024;
-}
-
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  const mid = s.length >> 1;
-  return s.length % 2 ? (s[mid] as number) : ((s[mid - 1] as number) + (s[mid] as number)) / 2;
-};
 
 const quantile = (sorted: number[], q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN;
 
@@ -116,20 +105,8 @@ interface Target {
   sentAt(frame: string): number | undefined;
 }
 
-async function startProcess(args: string[]): Promise<{ proc: ChildProcess; port: number }> {
-  const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
-  const port = await new Promise<number>((resolve, reject) => {
-    let buf = '';
-    const onData = (c: Buffer): void => {
-      buf += c.toString();
-      const m = /listening on https?:\/\/[^:]+:(\d+)/.exec(buf);
-      if (m) resolve(Number(m[1]));
-    };
-    proc.stderr?.on('data', onData);
-    proc.stdout?.on('data', onData);
-    proc.once('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}: ${buf}`)));
-  });
-  return { proc, port };
+function startProcess(args: string[]): Promise<{ proc: ChildProcess; port: number }> {
+  return spawnListening(args);
 }
 
 async function setupOutpost(dataDir: string, devices: number): Promise<Array<{ id: string; token: string }>> {
