@@ -2,7 +2,8 @@
  * The daemon: opens the store, wires services, registers every API module on one uWS app and listens.
  * `close()` is the graceful path for SIGTERM: stop listening, close live connections, flush and close LMDB.
  */
-import { existsSync } from 'node:fs';
+import { existsSync, statSync, statfsSync } from 'node:fs';
+import { join } from 'node:path';
 import * as uws from 'uWebSockets.js';
 import { registerAuthApi } from './api/auth/index.js';
 import { registerDeviceApi } from './api/device/index.js';
@@ -51,8 +52,10 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
     tiersMs: config.downsample.tiersMs, tierRetentionMs: config.downsample.tierRetentionMs,
   });
   // Compaction, rollups, retention and the disk budget, in small background steps (issue 6).
+  const maxDiskBytes = diskBudget(config);
+  log.info(maxDiskBytes > 0 ? `disk budget ${(maxDiskBytes / 2 ** 20).toFixed(0)} MiB: past 90% the oldest raw chunks go (rollups stay)` : 'no disk budget');
   const downsample = new DownsampleEngine(timeseries, {
-    rawRetentionMs: config.downsample.rawRetentionMs, maxDiskBytes: config.downsample.maxDiskBytes,
+    rawRetentionMs: config.downsample.rawRetentionMs, maxDiskBytes,
     stepBudgetMs: config.downsample.stepBudgetMs, sweepIntervalMs: config.downsample.sweepIntervalMs, dataDir: config.dataDir,
   }, Date.now, (m) => log.error(m));
   const bus = new EventBus((m) => log.error(m));
@@ -112,4 +115,18 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
       return closing;
     },
   };
+}
+
+/**
+ * The store's disk budget in bytes (0 = none). `downsample.maxDiskBytes: 0` means automatic: 80% of what the
+ * filesystem can give the store now (its current size + the space free to this user), so a gateway whose SD card
+ * is shared with logs and the OS never fills it; the budget is fixed at start, not re-read.
+ */
+export function diskBudget(config: Readonly<Config>): number {
+  const b = config.downsample.maxDiskBytes;
+  if (b !== 0) return Math.max(0, b);
+  let storeBytes = 0;
+  try { storeBytes = statSync(join(config.dataDir, 'outpost.mdb')).size; } catch { /* first start */ }
+  const fsStat = statfsSync(config.dataDir);
+  return Math.floor(0.8 * (storeBytes + fsStat.bavail * fsStat.bsize));
 }

@@ -55,7 +55,11 @@ export const DEFAULTS = {
     rawRetentionMs: 0,
     /** ms per tier (same order as tiersMs); 0 keeps that tier forever. */
     tierRetentionMs: [365 * 24 * 3_600_000, 0, 0],
-    /** bytes; live LMDB pages above 90% of this drop the oldest raw chunks (rollups stay); 0 = no budget. */
+    /**
+     * bytes; live LMDB pages above 90% of this drop the oldest raw chunks (rollups stay). 0 = automatic: 80% of
+     * what the data dir's filesystem can hold for the store at start (store size + free space), so an SD card
+     * never fills; -1 = no budget.
+     */
     maxDiskBytes: 0,
     /** ms; time one background step (compaction, retention) may run before yielding the event loop. */
     stepBudgetMs: 2,
@@ -173,6 +177,10 @@ function validate(c: Config): void {
     if (!Number.isFinite(v) || v <= 0) throw new OutpostError('CONFIG_INVALID', `config: "${name}" must be > 0, got ${v}`);
   }
   parsePort(c.port, 'config');
+  const budget = c.downsample.maxDiskBytes;
+  if (!Number.isInteger(budget) || (budget < 0 && budget !== -1)) {
+    throw new OutpostError('CONFIG_INVALID', `config: "downsample.maxDiskBytes" must be bytes, 0 (automatic) or -1 (none), got ${budget}`);
+  }
   if (Boolean(c.tls.cert) !== Boolean(c.tls.key)) {
     throw new OutpostError('CONFIG_INVALID', 'config: TLS needs both a certificate and a key');
   }
