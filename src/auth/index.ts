@@ -32,8 +32,12 @@ export type AccessOp = 'read' | 'write';
 
 export class AuthService {
   private readonly key: Buffer;
-  /** token → principal; insertion order doubles as an LRU by re-inserting on hit */
-  private readonly cache = new Map<string, Principal>();
+  /**
+   * Verified tokens, keyed by the token's last CACHE_KEY_CHARS characters (part of its HMAC signature: hashing
+   * 32 characters instead of the whole JWT); a hit still compares the whole token. Eviction is CLOCK (second
+   * chance): a hit only sets `used`, the evictor moves used entries to the back, so hits never reorder the Map.
+   */
+  private readonly cache = new Map<string, CachedToken>();
 
   constructor(
     private readonly config: Readonly<Config>,
@@ -94,7 +98,7 @@ export class AuthService {
       void this.env.meta.put([REVOKED, p.sessionId], keepUntilSec);
     });
     await this.env.flushed();
-    for (const [tok, cached] of this.cache) if (cached.sessionId === p.sessionId) this.cache.delete(tok);
+    for (const [k, cached] of this.cache) if (cached.p.sessionId === p.sessionId) this.cache.delete(k);
   }
 
   /**
@@ -103,20 +107,25 @@ export class AuthService {
    * 401 "Token has expired" (errorCode 11, as TB reports bad signatures); not a JWT → 401 code 10.
    */
   authenticateHeader(xAuthorization: string | undefined, authorization: string | undefined): Principal {
-    const header = xAuthorization && xAuthorization.trim() !== '' ? xAuthorization : authorization;
+    const header = xAuthorization && !isBlank(xAuthorization) ? xAuthorization : authorization;
     if (!header || !header.startsWith('Bearer ')) throw new OutpostError('AUTH_FAILED');
-    return this.authenticateToken(header.slice(7).trim());
+    const last = header.charCodeAt(header.length - 1);
+    const first = header.charCodeAt(7);
+    // trim() only when there is something to trim (it copies)
+    return this.authenticateToken(first > 32 && first < 127 && last > 32 && last < 127 ? header.slice(7) : header.slice(7).trim());
   }
 
   authenticateToken(token: string): Principal {
     const nowSec = Math.floor(this.now() / 1000);
-    const cached = this.cache.get(token);
-    if (cached && cached.exp > nowSec) {
-      this.cache.delete(token);
-      this.cache.set(token, cached);
-      return cached;
+    const key = token.slice(-CACHE_KEY_CHARS);
+    const cached = this.cache.get(key);
+    if (cached !== undefined && cached.token === token) {
+      if (cached.p.exp > nowSec) {
+        cached.used = true;
+        return cached.p;
+      }
+      this.cache.delete(key);
     }
-    if (cached) this.cache.delete(token);
     const r = verifyJwt(token, this.key, nowSec);
     if (!r.ok) throw this.failure(r.reason);
     const c = r.claims;
@@ -128,12 +137,25 @@ export class AuthService {
       userId: c.userId, email: c.sub, authority, tenantId: c.tenantId, customerId: c.customerId,
       sessionId: c.sessionId, exp: c.exp, iat: c.iat,
     };
-    this.cache.set(token, p);
-    if (this.cache.size > this.config.auth.tokenCacheSize) {
-      const oldest = this.cache.keys().next().value;
-      if (oldest !== undefined) this.cache.delete(oldest);
-    }
+    this.cache.delete(key);
+    this.cache.set(key, { token, p, used: false });
+    if (this.cache.size > this.config.auth.tokenCacheSize) this.evictOne();
     return p;
+  }
+
+  /** CLOCK: the oldest entry not used since it was last passed over; bounded by one pass over the cache. */
+  private evictOne(): void {
+    for (let n = this.cache.size; n > 0; n--) {
+      const first = this.cache.entries().next().value;
+      if (first === undefined) return;
+      const [k, e] = first;
+      this.cache.delete(k);
+      if (!e.used) return;
+      e.used = false;
+      this.cache.set(k, e);
+    }
+    const oldest = this.cache.keys().next().value;
+    if (oldest !== undefined) this.cache.delete(oldest);
   }
 
   /**
@@ -168,7 +190,7 @@ export class AuthService {
   forgetUsers(userIds: readonly string[]): void {
     if (userIds.length === 0) return;
     const gone = new Set(userIds);
-    for (const [tok, cached] of this.cache) if (gone.has(cached.userId)) this.cache.delete(tok);
+    for (const [k, cached] of this.cache) if (gone.has(cached.p.userId)) this.cache.delete(k);
   }
 
   requireTenantAdmin(p: Principal): void {
@@ -182,6 +204,23 @@ export class AuthService {
   private failure(reason: 'malformed' | 'signature' | 'expired'): OutpostError {
     return reason === 'malformed' ? new OutpostError('BAD_CREDENTIALS') : new OutpostError('TOKEN_EXPIRED');
   }
+}
+
+/** characters of a token's end used as its cache key: all signature (HS512: 86 base64url characters) */
+const CACHE_KEY_CHARS = 32;
+
+interface CachedToken {
+  readonly token: string;
+  readonly p: Principal;
+  /** hit since the evictor last passed it */
+  used: boolean;
+}
+
+/** String.prototype.trim() === '' without the copy in the common case. */
+function isBlank(s: string): boolean {
+  const c = s.charCodeAt(0);
+  if (c > 32 && c < 127) return false;
+  return s.trim() === '';
 }
 
 function titleCase(s: string): string {

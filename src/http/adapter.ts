@@ -63,6 +63,12 @@ const STATUS_TEXT: Record<number, string> = {
 };
 export const statusLine = (s: number): string => STATUS_TEXT[s] ?? `${s} Status`;
 
+const EMPTY_REPLY: Reply = Object.freeze({});
+
+function isPromise<T>(v: T | Promise<T>): v is Promise<T> {
+  return typeof (v as { then?: unknown } | undefined)?.then === 'function';
+}
+
 function isStream(r: Reply | StreamReply): r is StreamReply {
   return typeof (r as StreamReply).produce === 'function';
 }
@@ -74,10 +80,17 @@ class Exchange implements HttpContext {
   /** the raw query string, copied from `req` up front; parsed on first use (most device posts have none) */
   private readonly rawQuery: string;
   private parsedQuery: URLSearchParams | undefined;
-  private readonly headers = new Map<string, string>();
-  private abortCbs: Array<() => void> = [];
-  private bodyPromise: Promise<Buffer> | undefined;
-  private bodyReject: ((e: unknown) => void) | undefined;
+  /** COPIED_HEADERS in order; '' when absent */
+  private readonly headerValues: string[];
+  private abortCbs: Array<() => void> | undefined;
+  /**
+   * Body collection, without a promise until a handler asks (most device posts ask once, after auth):
+   * `bodyState` is 'none' (no body expected), 'reading', 'done' (bodyBuf) or 'failed' (bodyErr).
+   */
+  private bodyState: 'none' | 'reading' | 'done' | 'failed' = 'none';
+  private bodyBuf: Buffer | undefined;
+  private bodyErr: unknown;
+  private bodyWaiter: { resolve: (b: Buffer) => void; reject: (e: unknown) => void } | undefined;
 
   constructor(
     readonly res: HttpResponse,
@@ -89,17 +102,18 @@ class Exchange implements HttpContext {
     private readonly log: (msg: string) => void,
   ) {
     this.rawQuery = req.getQuery() ?? '';
-    for (const h of COPIED_HEADERS) {
-      const v = req.getHeader(h);
-      if (v !== '') this.headers.set(h, v);
-    }
+    // same order as COPIED_HEADERS
+    this.headerValues = [req.getHeader('content-length'), req.getHeader('content-type'), req.getHeader('authorization'),
+      req.getHeader('x-authorization'), req.getHeader('accept')];
     res.onAborted(() => {
       this.aborted = true;
-      this.bodyReject?.(new OutpostError('BAD_PAYLOAD', 'client went away'));
+      if (this.bodyState === 'reading') this.failBody(new OutpostError('BAD_PAYLOAD', 'client went away'));
       const cbs = this.abortCbs;
-      this.abortCbs = [];
-      for (const cb of cbs) {
-        try { cb(); } catch (err) { this.log(`abort callback failed: ${String(err)}`); }
+      this.abortCbs = undefined;
+      if (cbs) {
+        for (const cb of cbs) {
+          try { cb(); } catch (err) { this.log(`abort callback failed: ${String(err)}`); }
+        }
       }
     });
     if (method === 'post' || method === 'put' || method === 'del' || method === 'delete') this.startBody();
@@ -110,49 +124,75 @@ class Exchange implements HttpContext {
   }
 
   header(name: string): string | undefined {
-    return this.headers.get(name);
+    const i = (COPIED_HEADERS as readonly string[]).indexOf(name);
+    const v = i < 0 ? '' : (this.headerValues[i] as string);
+    return v === '' ? undefined : v;
   }
 
   onAbort(cb: () => void): void {
     if (this.aborted) cb();
-    else this.abortCbs.push(cb);
+    else (this.abortCbs ??= []).push(cb);
   }
 
   body(): Promise<Buffer> {
-    return this.bodyPromise ?? Promise.resolve(Buffer.alloc(0));
+    switch (this.bodyState) {
+      case 'none': return Promise.resolve(Buffer.alloc(0));
+      case 'done': return Promise.resolve(this.bodyBuf as Buffer);
+      case 'failed': return Promise.reject(this.bodyErr);
+      case 'reading':
+        return new Promise<Buffer>((resolve, reject) => {
+          const prev = this.bodyWaiter;
+          // a second caller while reading: both get the outcome
+          this.bodyWaiter = prev
+            ? { resolve: (b) => { prev.resolve(b); resolve(b); }, reject: (e) => { prev.reject(e); reject(e); } }
+            : { resolve, reject };
+        });
+    }
+  }
+
+  private finishBody(buf: Buffer): void {
+    this.bodyState = 'done';
+    this.bodyBuf = buf;
+    const w = this.bodyWaiter;
+    this.bodyWaiter = undefined;
+    w?.resolve(buf);
+  }
+
+  private failBody(err: unknown): void {
+    this.bodyState = 'failed';
+    this.bodyErr = err;
+    const w = this.bodyWaiter;
+    this.bodyWaiter = undefined;
+    w?.reject(err);
   }
 
   /** Must run synchronously inside the uWS handler: data can arrive in the same loop iteration. */
   private startBody(): void {
-    const declared = Number(this.headers.get('content-length') ?? '0');
+    const declared = Number(this.headerValues[0] || '0');
     const cap = this.maxBody;
-    this.bodyPromise = new Promise<Buffer>((resolve, reject) => {
-      this.bodyReject = reject;
-      if (declared > cap) {
-        reject(new OutpostError('PAYLOAD_TOO_LARGE', `Payload size exceeds the limit of ${cap} bytes`));
-        // keep draining into the void so the connection stays usable
-        this.res.onData(() => undefined);
+    this.bodyState = 'reading';
+    if (declared > cap) {
+      this.failBody(new OutpostError('PAYLOAD_TOO_LARGE', `Payload size exceeds the limit of ${cap} bytes`));
+      // keep draining into the void so the connection stays usable
+      this.res.onData(() => undefined);
+      return;
+    }
+    let chunks: Buffer[] | undefined;
+    let size = 0;
+    this.res.onData((ab, isLast) => {
+      if (this.bodyState !== 'reading') return;
+      size += ab.byteLength;
+      if (size > cap) {
+        this.failBody(new OutpostError('PAYLOAD_TOO_LARGE', `Payload size exceeds the limit of ${cap} bytes`));
         return;
       }
-      const chunks: Buffer[] = [];
-      let size = 0;
-      let failed = false;
-      this.res.onData((ab, isLast) => {
-        if (failed) return;
-        size += ab.byteLength;
-        if (size > cap) {
-          failed = true;
-          reject(new OutpostError('PAYLOAD_TOO_LARGE', `Payload size exceeds the limit of ${cap} bytes`));
-          return;
-        }
-        // copy: uWS neuters `ab` when this callback returns. Buffer.from(Uint8Array) puts small chunks into
-        // Node's shared 8 KiB pool rather than a fresh ArrayBuffer per request (as ab.slice would).
-        chunks.push(Buffer.from(new Uint8Array(ab)));
-        if (isLast) resolve(chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks, size));
-      });
+      // copy: uWS neuters `ab` when this callback returns. Buffer.from(Uint8Array) puts small chunks into
+      // Node's shared 8 KiB pool rather than a fresh ArrayBuffer per request (as ab.slice would).
+      const chunk = Buffer.from(new Uint8Array(ab));
+      if (isLast && chunks === undefined) { this.finishBody(chunk); return; }
+      (chunks ??= []).push(chunk);
+      if (isLast) this.finishBody(Buffer.concat(chunks, size));
     });
-    // A handler that rejects before awaiting the body must not leave an unhandled rejection behind.
-    this.bodyPromise.catch(() => undefined);
   }
 
   send(reply: Reply): void {
@@ -160,7 +200,8 @@ class Exchange implements HttpContext {
     this.done = true;
     const res = this.res;
     res.cork(() => {
-      res.writeStatus(statusLine(reply.status ?? 200));
+      // uWS writes "200 OK" itself when no status was written
+      if (reply.status !== undefined && reply.status !== 200) res.writeStatus(statusLine(reply.status));
       if (reply.contentType) res.writeHeader('Content-Type', reply.contentType);
       if (reply.headers) for (const [k, v] of Object.entries(reply.headers)) res.writeHeader(k, v);
       res.end(reply.body ?? '');
@@ -229,7 +270,10 @@ export class HttpRouter {
     const maxBody = options.maxBody ?? this.opts.maxBodyBytes;
     this.app[method](pattern, (res, req) => {
       const params: string[] = [];
-      for (let i = 0; i < paramCount; i++) params.push(decodeURIComponent(req.getParameter(i) ?? ''));
+      for (let i = 0; i < paramCount; i++) {
+        const raw = req.getParameter(i) ?? '';
+        params.push(raw.includes('%') ? decodeURIComponent(raw) : raw);
+      }
       const ex = new Exchange(res, req, method, req.getUrl(), params, maxBody, this.opts.log);
       this.run(ex, handler);
     });
@@ -254,13 +298,23 @@ export class HttpRouter {
       ex.sendError(err);
       return;
     }
-    Promise.resolve(out).then(
-      async (reply) => {
-        if (reply && isStream(reply)) await ex.stream(reply);
-        else ex.send(reply ?? {});
-      },
-      (err: unknown) => ex.sendError(err),
-    ).finally(() => { this.inFlight--; });
+    if (isPromise(out)) {
+      out.then((reply: Reply | StreamReply | void) => this.finish(ex, reply), (err: unknown) => {
+        this.inFlight--;
+        ex.sendError(err);
+      });
+    } else {
+      this.finish(ex, out);
+    }
+  }
+
+  private finish(ex: Exchange, reply: Reply | StreamReply | void): void {
+    if (reply && isStream(reply)) {
+      void ex.stream(reply).finally(() => { this.inFlight--; });
+      return;
+    }
+    this.inFlight--;
+    ex.send(reply ?? EMPTY_REPLY);
   }
 }
 

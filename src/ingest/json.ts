@@ -87,14 +87,24 @@ export function parseJson(text: string): JsonValue {
     if (text.charCodeAt(i) === 45) i++;
     const intStart = i;
     let c = text.charCodeAt(i);
+    /** the integer part's value while it has at most 15 digits (exact in a double) */
+    let acc = 0;
     if (c === 48) {
       i++;
     } else if (c >= 49 && c <= 57) {
-      while (i < n && (c = text.charCodeAt(i)) >= 48 && c <= 57) i++;
+      while (i < n && (c = text.charCodeAt(i)) >= 48 && c <= 57) {
+        acc = acc * 10 + (c - 48);
+        i++;
+      }
     } else {
       fail('Bad number');
     }
     const intLen = i - intStart;
+    c = text.charCodeAt(i);
+    // plain integer of at most 15 digits, not "-0": its value without slicing the literal
+    if (intLen <= 15 && c !== 46 && c !== 101 && c !== 69 && !(acc === 0 && start !== intStart)) {
+      return start !== intStart ? -acc : acc;
+    }
     if (text.charCodeAt(i) === 46) {
       simple = false;
       i++;

@@ -31,6 +31,9 @@ export function parseBody(body: Buffer | string): JsonValue {
 }
 
 export function checkKey(key: string): void {
+  const c0 = key.charCodeAt(0);
+  // a printable ASCII first character means "not blank" without trim()'s copy
+  if (c0 > 32 && c0 < 127 && key.length <= MAX_KEY_LENGTH) return;
   if (key.trim() === '') throw new OutpostError('BAD_PAYLOAD', 'Key cannot be blank');
   if (key.length > MAX_KEY_LENGTH) throw new OutpostError('BAD_PAYLOAD', `Key is longer than ${MAX_KEY_LENGTH} characters: "${key.slice(0, 32)}…"`);
 }

@@ -12,7 +12,8 @@ export class TelemetryIngest {
   constructor(private readonly store: TimeseriesStore, private readonly bus: EventBus) {}
 
   async save(entityType: EntityType, entityId: string, records: readonly TsRecord[]): Promise<void> {
-    const nonEmpty = records.filter((r) => r.values.length > 0);
+    // filter (a copy) only when some record is empty, the rare case
+    const nonEmpty = records.some((r) => r.values.length === 0) ? records.filter((r) => r.values.length > 0) : records;
     if (nonEmpty.length === 0) return;
     await this.store.write(entityId, nonEmpty);
     this.bus.publish('telemetry', { entityType, entityId, records: nonEmpty });

@@ -65,8 +65,34 @@ function toPlainString(d: Decimal): string {
   return d.negative && d.digits !== '' ? `-${out}` : out;
 }
 
+/**
+ * The common case without building a Decimal: `-?digits.digits` (no exponent) is a "simple decimal", never a
+ * LONG, and a DOUBLE when it has at most 16 fraction digits (its unstripped scale). undefined → general path.
+ */
+function simpleDecimalDouble(lit: string): KvValue | undefined {
+  const n = lit.length;
+  let i = lit.charCodeAt(0) === 45 ? 1 : 0;
+  const intStart = i;
+  while (i < n) {
+    const c = lit.charCodeAt(i);
+    if (c < 48 || c > 57) break;
+    i++;
+  }
+  if (i === intStart || i === n || lit.charCodeAt(i) !== 46) return undefined;
+  const dot = i++;
+  while (i < n) {
+    const c = lit.charCodeAt(i);
+    if (c < 48 || c > 57) return undefined;
+    i++;
+  }
+  const fracLen = n - dot - 1;
+  return fracLen >= 1 && fracLen <= 16 ? kvDouble(Number(lit)) : undefined;
+}
+
 /** Types a number literal exactly as TB's buildNumericKeyValueProto does. */
 export function typeNumberLiteral(lit: string): KvValue {
+  const fast = simpleDecimalDouble(lit);
+  if (fast !== undefined) return fast;
   const dec = parseDecimal(lit);
   const stripped = stripTrailingZeros(dec);
   const simpleDecimal = lit.includes('.') && !/[eE]/.test(lit);
@@ -84,6 +110,9 @@ export function typeNumberLiteral(lit: string): KvValue {
 }
 
 const PARSABLE = /^-?(?:\d+(?:\.\d+)?|\.\d+)$/;
+
+/** NumberUtils.isParsable as TB uses it: a string typed like a number literal. */
+export const isParsableNumber = (s: string): boolean => PARSABLE.test(s);
 
 /** TB's value typing for one JSON value; undefined means "skip" (JSON null). */
 export function typeJsonValue(v: JsonValue): KvValue | undefined {

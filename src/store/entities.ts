@@ -83,8 +83,96 @@ export interface NewUser {
   readonly lastName?: string | null;
 }
 
+/**
+ * meta key rewritten by every EntityStore write transaction, in any process (daemon or CLI), in the same
+ * transaction as the change: a reader that sees the same value sees the same entities, tokens and users.
+ */
+const ENTITIES_GEN = 'entitiesGen';
+
+/** entries per decoded-record cache (by id, by token); the oldest is dropped beyond this */
+export const ENTITY_CACHE_SIZE = 10_000;
+
 export class EntityStore {
+  /**
+   * Decoded records by id and devices by token, valid while meta[ENTITIES_GEN] reads back as `gen`: one small
+   * LMDB read per lookup instead of a read and a msgpack decode per table. Misses are not cached. Records are
+   * frozen because they are shared between requests.
+   */
+  private readonly byId = new Map<string, EntityRecord>();
+  private readonly byToken = new Map<string, DeviceRecord>();
+  private gen: unknown = undefined;
+  private genKnown = false;
+  /**
+   * true from a generation check until the end of the current event-loop iteration (setImmediate): later
+   * lookups in the same iteration skip the read. LMDB's read snapshot itself is kept for at least a timer
+   * tick (lmdb-js renews it in a setTimeout), so this adds no staleness beyond what a raw read has.
+   */
+  private genCheckedThisTurn = false;
+  private readonly endTurn = (): void => { this.genCheckedThisTurn = false; };
+  /** > 0 while a write transaction's callback runs: reads then go to the write transaction, never the cache */
+  private inTxn = 0;
+
   constructor(private readonly env: StoreEnv) {}
+
+  /**
+   * Runs `fn` in one LMDB write transaction that also bumps ENTITIES_GEN, so every process's caches drop
+   * what they hold once the transaction commits.
+   */
+  private async writeTxn<T>(fn: () => T): Promise<T> {
+    try {
+      return await this.env.root.transaction(() => {
+        this.inTxn++;
+        try {
+          const out = fn();
+          const g = this.env.meta.get(ENTITIES_GEN);
+          void this.env.meta.put(ENTITIES_GEN, (typeof g === 'number' ? g : 0) + 1);
+          return out;
+        } finally {
+          this.inTxn--;
+        }
+      });
+    } finally {
+      this.invalidate();
+    }
+  }
+
+  private invalidate(): void {
+    this.byId.clear();
+    this.byToken.clear();
+    this.genKnown = false;
+    this.genCheckedThisTurn = false;
+  }
+
+  /** Drops the caches when another transaction (this process or another) changed entities since they were filled. */
+  private checkGen(): void {
+    if (this.genCheckedThisTurn) return;
+    this.genCheckedThisTurn = true;
+    setImmediate(this.endTurn);
+    const g = this.env.meta.get(ENTITIES_GEN);
+    if (this.genKnown && g === this.gen) return;
+    this.byId.clear();
+    this.byToken.clear();
+    this.gen = g;
+    this.genKnown = true;
+  }
+
+  private remember<V>(map: Map<string, V>, key: string, v: V): void {
+    if (map.size >= ENTITY_CACHE_SIZE) {
+      const oldest = map.keys().next().value;
+      if (oldest !== undefined) map.delete(oldest);
+    }
+    map.set(key, v);
+  }
+
+  /** get() without the generation check; the caller has just made it. */
+  private cachedGet(id: string): EntityRecord | undefined {
+    let r = this.byId.get(id);
+    if (r === undefined) {
+      r = this.env.entities.get(id) as EntityRecord | undefined;
+      if (r !== undefined) this.remember(this.byId, id, Object.freeze(r));
+    }
+    return r;
+  }
 
   /** The gateway's one tenant, created on first start (CONTRACT §1). */
   async ensureTenant(): Promise<{ tenant: TenantRecord; created: boolean }> {
@@ -92,7 +180,7 @@ export class EntityStore {
     if (existing) return { tenant: existing, created: false };
     const id = randomUUID() as EntityId;
     const rec: TenantRecord = { entityType: 'TENANT', id, tenantId: id as string as TenantId, createdTime: Date.now(), title: 'Default tenant' };
-    const created = await this.env.root.transaction(() => {
+    const created = await this.writeTxn(() => {
       if (this.env.meta.get('tenantId') !== undefined) return false;
       void this.env.entities.put(rec.id, rec);
       void this.env.meta.put('tenantId', rec.id);
@@ -115,8 +203,11 @@ export class EntityStore {
     return t;
   }
 
+  /** A fresh view: writes committed by any process are seen as soon as LMDB's read snapshot shows them. */
   get(id: string): EntityRecord | undefined {
-    return this.env.entities.get(id) as EntityRecord | undefined;
+    if (this.inTxn > 0) return this.env.entities.get(id) as EntityRecord | undefined;
+    this.checkGen();
+    return this.cachedGet(id);
   }
 
   device(id: string): DeviceRecord | undefined {
@@ -134,10 +225,21 @@ export class EntityStore {
     return r?.entityType === 'USER' ? r : undefined;
   }
 
-  /** The device an access token belongs to; a fresh read every time, so CLI changes show at once. */
+  /** The device an access token belongs to; as fresh as get(), so CLI changes show at once. */
   deviceByToken(token: string): DeviceRecord | undefined {
+    if (this.inTxn > 0) {
+      const id = this.env.tokens.get(token);
+      return id === undefined ? undefined : this.device(id);
+    }
+    this.checkGen();
+    const hit = this.byToken.get(token);
+    if (hit !== undefined) return hit;
     const id = this.env.tokens.get(token);
-    return id === undefined ? undefined : this.device(id);
+    if (id === undefined) return undefined;
+    const r = this.cachedGet(id);
+    if (r?.entityType !== 'DEVICE') return undefined;
+    this.remember(this.byToken, token, r);
+    return r;
   }
 
   userByEmail(email: string): UserRecord | undefined {
@@ -175,7 +277,7 @@ export class EntityStore {
     if (typeof title !== 'string' || title.trim() === '') throw new OutpostError('BAD_PARAM', 'Customer title should be specified!');
     const t = this.requireTenant();
     const rec: CustomerRecord = { entityType: 'CUSTOMER', id: randomUUID() as EntityId, tenantId: t.id as string as TenantId, createdTime: Date.now(), title };
-    const ok = await this.env.root.transaction(() => {
+    const ok = await this.writeTxn(() => {
       if (this.env.names.get(nameKey(t.id, 'CUSTOMER', title)) !== undefined) return false;
       void this.env.entities.put(rec.id, rec);
       void this.env.names.put(nameKey(t.id, 'CUSTOMER', title), rec.id);
@@ -200,7 +302,7 @@ export class EntityStore {
       customerId: d.customerId ?? NULL_UUID, name: d.name, type: d.type ?? 'default', label: d.label ?? null,
       token: (d.token ?? randomAccessToken()) as AccessToken,
     };
-    const outcome = await this.env.root.transaction(() => {
+    const outcome = await this.writeTxn(() => {
       if (this.env.names.get(nameKey(t.id, 'DEVICE', d.name)) !== undefined) return 'name';
       if (this.env.tokens.get(rec.token) !== undefined) return 'token';
       void this.env.entities.put(rec.id, rec);
@@ -221,7 +323,7 @@ export class EntityStore {
       entityType: 'ASSET', id: randomUUID() as EntityId, tenantId: t.id as string as TenantId, createdTime: Date.now(),
       customerId: NULL_UUID, name: a.name, type: a.type ?? 'default', label: a.label ?? null,
     };
-    const ok = await this.env.root.transaction(() => {
+    const ok = await this.writeTxn(() => {
       if (this.env.names.get(nameKey(t.id, 'ASSET', a.name)) !== undefined) return false;
       void this.env.entities.put(rec.id, rec);
       void this.env.names.put(nameKey(t.id, 'ASSET', a.name), rec.id);
@@ -245,7 +347,7 @@ export class EntityStore {
       email, authority: u.authority, firstName: u.firstName ?? null, lastName: u.lastName ?? null,
       passwordHash: u.passwordHash, enabled: true,
     };
-    const ok = await this.env.root.transaction(() => {
+    const ok = await this.writeTxn(() => {
       if (this.env.users.get(email.toLowerCase()) !== undefined) return false;
       void this.env.entities.put(rec.id, rec);
       void this.env.users.put(email.toLowerCase(), rec.id);
@@ -258,7 +360,7 @@ export class EntityStore {
 
   /** Assigns (customerId) or unassigns (NULL_UUID) a device or asset. */
   async setCustomer(id: string, customerId: CustomerId): Promise<DeviceRecord | AssetRecord> {
-    const updated = await this.env.root.transaction(() => {
+    const updated = await this.writeTxn(() => {
       const r = this.get(id);
       if (!r || (r.entityType !== 'DEVICE' && r.entityType !== 'ASSET')) return undefined;
       const next = { ...r, customerId };
@@ -275,7 +377,7 @@ export class EntityStore {
    * customer it already has is a no-op that still answers the record (TB behaviour).
    */
   async assignToCustomer(type: 'DEVICE' | 'ASSET', id: string, customerId: string): Promise<DeviceRecord | AssetRecord> {
-    const outcome = await this.env.root.transaction(() => {
+    const outcome = await this.writeTxn(() => {
       const r = this.get(id);
       if (!r || r.entityType !== type) return 'entity' as const;
       if (!this.customer(customerId)) return 'customer' as const;
@@ -291,7 +393,7 @@ export class EntityStore {
 
   /** Unassigns a device or asset: 400 "<Type> isn't assigned to any customer!" when it has none (TB). */
   async unassignFromCustomer(type: 'DEVICE' | 'ASSET', id: string): Promise<DeviceRecord | AssetRecord> {
-    const outcome = await this.env.root.transaction(() => {
+    const outcome = await this.writeTxn(() => {
       const r = this.get(id);
       if (!r || r.entityType !== type) return 'entity' as const;
       if (r.customerId === NULL_UUID) return 'unassigned' as const;
@@ -313,7 +415,7 @@ export class EntityStore {
     if (patch.name !== undefined && (typeof patch.name !== 'string' || patch.name.trim() === '')) {
       throw new OutpostError('BAD_PARAM', `${typeTitle(type)} name should be specified!`);
     }
-    const outcome = await this.env.root.transaction(() => {
+    const outcome = await this.writeTxn(() => {
       const r = this.get(id);
       if (!r || r.entityType !== type) return 'entity' as const;
       const name = patch.name ?? r.name;
@@ -335,7 +437,7 @@ export class EntityStore {
   /** Changes a customer's title (TB `POST /api/customer` with an `id`); a title taken by another → 400. */
   async updateCustomer(id: string, title: string): Promise<CustomerRecord> {
     if (typeof title !== 'string' || title.trim() === '') throw new OutpostError('BAD_PARAM', 'Customer title should be specified!');
-    const outcome = await this.env.root.transaction(() => {
+    const outcome = await this.writeTxn(() => {
       const r = this.customer(id);
       if (!r) return 'entity' as const;
       if (title !== r.title) {
@@ -355,7 +457,7 @@ export class EntityStore {
 
   /** Deletes an asset and its name index entry; false when there was none. */
   async deleteAsset(id: string): Promise<boolean> {
-    const done = await this.env.root.transaction(() => {
+    const done = await this.writeTxn(() => {
       const r = this.get(id);
       if (!r || r.entityType !== 'ASSET') return false;
       void this.env.entities.remove(id);
@@ -372,7 +474,7 @@ export class EntityStore {
    * when there was no such customer.
    */
   async deleteCustomer(id: string): Promise<string[] | undefined> {
-    const deletedUsers = await this.env.root.transaction(() => {
+    const deletedUsers = await this.writeTxn(() => {
       const c = this.customer(id);
       if (!c) return undefined;
       const users: string[] = [];
@@ -395,7 +497,7 @@ export class EntityStore {
   }
 
   async deleteDevice(id: string): Promise<boolean> {
-    const done = await this.env.root.transaction(() => {
+    const done = await this.writeTxn(() => {
       const r = this.device(id);
       if (!r) return false;
       void this.env.entities.remove(id);

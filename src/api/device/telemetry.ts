@@ -4,14 +4,14 @@
  */
 import type { Services } from '../../context.js';
 import type { HttpContext } from '../../http/adapter.js';
-import { parseBody, parseTelemetry } from '../../ingest/payload.js';
+import { parseTelemetryBody } from '../../ingest/fastpath.js';
 import { authenticateDevice } from './auth.js';
 
 export function postTelemetry(s: Services) {
   return async (ctx: HttpContext): Promise<void> => {
     const device = authenticateDevice(s.entities, ctx);
     const body = await ctx.body();
-    const records = parseTelemetry(parseBody(body), s.now());
+    const records = parseTelemetryBody(body, s.now());
     await s.ingest.save('DEVICE', device.id, records);
   };
 }

@@ -1,0 +1,310 @@
+/**
+ * A one-pass parser for the common telemetry bodies (CONTRACT §4) that builds the typed records directly,
+ * without the intermediate JsonValue tree: `{k:v,..}`, `{"ts":ms,"values":{k:v,..}}` or an array of those,
+ * with scalar values. It answers `undefined` ("not mine") for anything else and for every error, and the
+ * general path (parseJson → parseTelemetry) then decides, so each error and each rarity (escapes in strings,
+ * nested values, duplicate keys, keys starting with a digit, a "ts" that is not a plain integer, null under
+ * rejectNull, ...) is handled in exactly one place. A successful answer equals what the general path gives.
+ */
+import { type KvValue, kvBool, kvDouble, kvLong, kvString } from '../model/kv.js';
+import type { EpochMs } from '../types.js';
+import { type KvEntry, MAX_KEY_LENGTH, type TsRecord, parseBody, parseTelemetry } from './payload.js';
+import { isParsableNumber, typeNumberLiteral } from './typing.js';
+
+/** 10^0 … 10^16, each exact in a double */
+const POW10 = Array.from({ length: 17 }, (_, k) => 10 ** k);
+
+/** thrown inside this module only: "hand over to the general path" */
+const BAIL = Symbol('bail');
+
+/** at most this many keys per object (duplicate detection is quadratic) */
+const MAX_FAST_KEYS = 64;
+
+/** A telemetry body → records: the fast path when it applies, else parseBody + parseTelemetry. */
+export function parseTelemetryBody(body: Buffer, now: EpochMs, rejectNull = false): TsRecord[] {
+  const text = body.toString('utf8');
+  return parseTelemetryFast(text, now, rejectNull) ?? parseTelemetry(parseBody(text), now, rejectNull);
+}
+
+export function parseTelemetryFast(text: string, now: EpochMs, rejectNull: boolean): TsRecord[] | undefined {
+  try {
+    return new FastParser(text, now, rejectNull).telemetry();
+  } catch {
+    // BAIL, or a typing error (a literal out of range) perhaps in a member the general path ignores: it decides
+    return undefined;
+  }
+}
+
+class FastParser {
+  private i = 0;
+  private readonly n: number;
+  /** set by value(): the key "ts"'s integer when the last value was a plain integer */
+  private lastInt = 0;
+  private lastWasInt = false;
+  /** keys of the object being parsed at each level (0: record, 1: its "values"), for duplicate detection; the
+   * first `count` entries are the current object's */
+  private readonly seen: [string[], string[]] = [[], []];
+  /**
+   * keys of the previous object at each level by position: a body of many records repeats its keys, and
+   * reusing one string per key skips a copy here and lets later Map lookups reuse its cached hash
+   */
+  private readonly prev: [string[], string[]] = [[], []];
+
+  constructor(private readonly text: string, private readonly now: EpochMs, private readonly rejectNull: boolean) {
+    this.n = text.length;
+  }
+
+  telemetry(): TsRecord[] {
+    this.ws();
+    const c = this.text.charCodeAt(this.i);
+    const out: TsRecord[] = [];
+    if (c === 123) {
+      out.push(this.record());
+    } else if (c === 91) {
+      this.i++;
+      this.ws();
+      if (this.text.charCodeAt(this.i) === 93) {
+        this.i++;
+      } else {
+        for (;;) {
+          this.ws();
+          if (this.text.charCodeAt(this.i) !== 123) throw BAIL;
+          out.push(this.record());
+          this.ws();
+          const d = this.text.charCodeAt(this.i++);
+          if (d === 44) continue;
+          if (d === 93) break;
+          throw BAIL;
+        }
+      }
+    } else {
+      throw BAIL;
+    }
+    this.ws();
+    if (this.i !== this.n) throw BAIL;
+    return out;
+  }
+
+  /** One telemetry object at `{`: the flat or the timestamped form. */
+  private record(): TsRecord {
+    this.i++; // '{'
+    const flat: KvEntry[] = [];
+    let keyCount = 0;
+    let hasTs = false;
+    let ts = 0;
+    let values: KvEntry[] | undefined;
+    let hasValues = false;
+    this.ws();
+    if (this.text.charCodeAt(this.i) === 125) {
+      this.i++;
+      return { ts: this.now, values: flat };
+    }
+    for (;;) {
+      this.ws();
+      const key = this.key(0, keyCount++);
+      this.ws();
+      const c = this.text.charCodeAt(this.i);
+      if (key === 'values' && c === 123) {
+        hasValues = true;
+        values = this.flatObject();
+      } else {
+        const v = this.value();
+        if (key === 'ts') {
+          hasTs = true;
+          if (this.lastWasInt) ts = this.lastInt;
+        } else if (key === 'values') {
+          hasValues = true;
+        }
+        if (v !== undefined) flat.push([key, v]);
+        if (key === 'ts' && !this.lastWasInt) ts = NaN;
+      }
+      this.ws();
+      const d = this.text.charCodeAt(this.i++);
+      if (d === 44) continue;
+      if (d === 125) break;
+      throw BAIL;
+    }
+    if (hasTs && hasValues) {
+      // the timestamped form: values must be an object, ts a plain integer (anything else → general path)
+      if (values === undefined || Number.isNaN(ts)) throw BAIL;
+      return { ts, values };
+    }
+    // the flat form: a "values" object would be a JSON-typed value (rare: general path)
+    if (values !== undefined) throw BAIL;
+    return { ts: this.now, values: flat };
+  }
+
+  /** A `{k: scalar, ..}` object at `{` → typed entries, nulls skipped. */
+  private flatObject(): KvEntry[] {
+    this.i++;
+    const out: KvEntry[] = [];
+    let keyCount = 0;
+    this.ws();
+    if (this.text.charCodeAt(this.i) === 125) {
+      this.i++;
+      return out;
+    }
+    for (;;) {
+      this.ws();
+      const key = this.key(1, keyCount++);
+      this.ws();
+      const v = this.value();
+      if (v !== undefined) out.push([key, v]);
+      this.ws();
+      const d = this.text.charCodeAt(this.i++);
+      if (d === 44) continue;
+      if (d === 125) return out;
+      throw BAIL;
+    }
+  }
+
+  /**
+   * A member name at `"` and its `:`. BAIL for escapes, keys checkKey would refuse or that JS would enumerate
+   * out of document order (array indices: first character a digit), "__proto__", and duplicates.
+   */
+  private key(level: 0 | 1, count: number): string {
+    const text = this.text;
+    if (text.charCodeAt(this.i) !== 34 || count >= MAX_FAST_KEYS) throw BAIL;
+    const start = ++this.i;
+    for (;;) {
+      if (this.i >= this.n) throw BAIL;
+      const c = text.charCodeAt(this.i);
+      if (c === 34) break;
+      if (c === 92 || c < 32) throw BAIL;
+      this.i++;
+    }
+    const len = this.i - start;
+    const c0 = text.charCodeAt(start);
+    // printable ASCII first character, not a digit: not blank, not an array index
+    if (len === 0 || len > MAX_KEY_LENGTH || c0 <= 32 || c0 >= 127 || (c0 >= 48 && c0 <= 57)) throw BAIL;
+    const prev = this.prev[level];
+    const candidate = prev[count];
+    let key: string;
+    if (candidate !== undefined && candidate.length === len && text.startsWith(candidate, start)) {
+      key = candidate;
+    } else {
+      key = text.slice(start, this.i);
+      prev[count] = key;
+    }
+    this.i++;
+    if (key === '__proto__') throw BAIL;
+    const seen = this.seen[level];
+    for (let k = 0; k < count; k++) if (seen[k] === key) throw BAIL;
+    seen[count] = key;
+    this.ws();
+    if (text.charCodeAt(this.i) !== 58) throw BAIL;
+    this.i++;
+    return key;
+  }
+
+  /** A scalar value → its TB typing; undefined for null (skipped); BAIL for objects, arrays, escapes. */
+  private value(): KvValue | undefined {
+    const text = this.text;
+    this.lastWasInt = false;
+    const c = text.charCodeAt(this.i);
+    if (c === 34) {
+      const start = ++this.i;
+      for (;;) {
+        if (this.i >= this.n) throw BAIL;
+        const d = text.charCodeAt(this.i);
+        if (d === 34) break;
+        if (d === 92 || d < 32) throw BAIL;
+        this.i++;
+      }
+      const s = text.slice(start, this.i);
+      this.i++;
+      return isParsableNumber(s) ? typeNumberLiteral(s) : kvString(s);
+    }
+    if (c === 45 || (c >= 48 && c <= 57)) return this.number();
+    if (c === 116) { if (text.startsWith('true', this.i)) { this.i += 4; return kvBool(true); } throw BAIL; }
+    if (c === 102) { if (text.startsWith('false', this.i)) { this.i += 5; return kvBool(false); } throw BAIL; }
+    if (c === 110) {
+      if (!text.startsWith('null', this.i) || this.rejectNull) throw BAIL;
+      this.i += 4;
+      return undefined;
+    }
+    throw BAIL;
+  }
+
+  /** The general parser's number grammar and its split: plain safe integers are numbers, the rest literals. */
+  private number(): KvValue {
+    const text = this.text;
+    const n = this.n;
+    const start = this.i;
+    let i = start;
+    if (text.charCodeAt(i) === 45) i++;
+    const intStart = i;
+    let c = text.charCodeAt(i);
+    let acc = 0;
+    if (c === 48) {
+      i++;
+    } else if (c >= 49 && c <= 57) {
+      while (i < n && (c = text.charCodeAt(i)) >= 48 && c <= 57) {
+        acc = acc * 10 + (c - 48);
+        i++;
+      }
+    } else {
+      throw BAIL;
+    }
+    const intLen = i - intStart;
+    c = text.charCodeAt(i);
+    if (intLen <= 15 && c !== 46 && c !== 101 && c !== 69 && !(acc === 0 && start !== intStart)) {
+      this.i = i;
+      const v = start !== intStart ? -acc : acc;
+      this.lastWasInt = true;
+      this.lastInt = v;
+      return kvLong(v);
+    }
+    let simple = true;
+    let fracLen = 0;
+    let exp = false;
+    if (c === 46) {
+      simple = false;
+      i++;
+      const f = i;
+      while (i < n && (c = text.charCodeAt(i)) >= 48 && c <= 57) {
+        acc = acc * 10 + (c - 48);
+        i++;
+      }
+      if (i === f) throw BAIL;
+      fracLen = i - f;
+    }
+    c = text.charCodeAt(i);
+    if (c === 101 || c === 69) {
+      simple = false;
+      exp = true;
+      i++;
+      c = text.charCodeAt(i);
+      if (c === 43 || c === 45) i++;
+      const e = i;
+      while (i < n && (c = text.charCodeAt(i)) >= 48 && c <= 57) i++;
+      if (i === e) throw BAIL;
+    }
+    this.i = i;
+    // a simple decimal (no exponent) with at most 16 fraction digits is a DOUBLE (typeNumberLiteral's first rule).
+    // With at most 15 digits in all, digits ÷ 10^fracLen is exact ÷ exact, one rounding: the same double as
+    // Number(literal) (Clinger's fast path), without the string.
+    if (fracLen >= 1 && fracLen <= 16 && !exp) {
+      if (intLen + fracLen <= 15) {
+        const v = acc / (POW10[fracLen] as number);
+        return kvDouble(start !== intStart ? -v : v);
+      }
+      return kvDouble(Number(text.slice(start, i)));
+    }
+    const lit = text.slice(start, i);
+    if (simple && lit !== '-0') {
+      const v = Number(lit);
+      if (Number.isSafeInteger(v)) return kvLong(v);
+    }
+    return typeNumberLiteral(lit);
+  }
+
+  private ws(): void {
+    const text = this.text;
+    while (this.i < this.n) {
+      const c = text.charCodeAt(this.i);
+      if (c === 32 || c === 10 || c === 13 || c === 9) this.i++;
+      else break;
+    }
+  }
+}
