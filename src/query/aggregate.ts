@@ -94,8 +94,11 @@ function addPartial(partials: number[], x: number): void {
     if (lo !== 0) partials[i++] = lo;
     x = hi;
   }
-  partials.length = i;
-  partials.push(x);
+  // = `partials.length = i; partials.push(x)`, without shrinking the array in the common case.
+  if (i < partials.length) {
+    partials[i] = x;
+    if (i + 1 < partials.length) partials.length = i + 1;
+  } else partials.push(x);
 }
 
 /** The exact value of the partials rounded once to the nearest double, ties to even (math.fsum's last step). */
@@ -214,6 +217,121 @@ export function mergeAgg(a: BucketAgg, b: BucketAgg): BucketAgg {
     lastTs: lastFromB ? b.lastTs : a.lastTs,
     last: lastFromB ? b.last : a.last,
   };
+}
+
+/**
+ * Which fields of a state a merge maintains: 'all'; 'sums' (counts and sums: enough for COUNT, SUM, AVG);
+ * 'extremes' (counts, min and max: enough for MIN, MAX, COUNT). The other fields of a partial merge's result
+ * are meaningless.
+ */
+export type MergeFields = 'all' | 'sums' | 'extremes';
+
+/** The fields `fn` finalizes from ('all' when the function is not known). */
+export function fieldsFor(fn: AggFn | undefined): MergeFields {
+  if (fn === undefined) return 'all';
+  return fn === 'MIN' || fn === 'MAX' ? 'extremes' : 'sums';
+}
+
+/**
+ * Merges `b` into `acc` in place (with 'all', the same result as `mergeAgg(acc, b)`, without a new state).
+ * `b` is not modified and none of its arrays are shared with `acc`, so `b` may be a cached rollup bucket.
+ */
+export function mergeInto(acc: BucketAgg, b: BucketAgg, fields: MergeFields = 'all'): BucketAgg {
+  acc.count += b.count;
+  acc.longCount += b.longCount;
+  acc.doubleCount += b.doubleCount;
+  acc.boolCount += b.boolCount;
+  acc.stringCount += b.stringCount;
+  acc.jsonCount += b.jsonCount;
+  if (fields !== 'extremes') {
+    if (b.longSum !== 0) acc.longSum = addLong(acc.longSum, b.longSum);
+    const ps = b.doubleSum;
+    for (let j = 0; j < ps.length; j++) addPartial(acc.doubleSum, ps[j] as number);
+    acc.doubleSpecial += b.doubleSpecial;
+  }
+  if (fields !== 'sums') {
+    if (b.longMin !== undefined && (acc.longMin === undefined || cmpLong(b.longMin, acc.longMin) < 0)) acc.longMin = b.longMin;
+    if (b.longMax !== undefined && (acc.longMax === undefined || cmpLong(b.longMax, acc.longMax) > 0)) acc.longMax = b.longMax;
+    if (b.doubleMin !== undefined && (acc.doubleMin === undefined || b.doubleMin < acc.doubleMin)) acc.doubleMin = b.doubleMin;
+    if (b.doubleMax !== undefined && (acc.doubleMax === undefined || b.doubleMax > acc.doubleMax)) acc.doubleMax = b.doubleMax;
+    if (b.stringMin !== undefined && (acc.stringMin === undefined || b.stringMin < acc.stringMin)) acc.stringMin = b.stringMin;
+    if (b.stringMax !== undefined && (acc.stringMax === undefined || b.stringMax > acc.stringMax)) acc.stringMax = b.stringMax;
+  }
+  if (fields === 'all') {
+    if (b.firstTs < acc.firstTs) { acc.firstTs = b.firstTs; acc.first = b.first; }
+    if (b.lastTs >= acc.lastTs && b.last !== undefined) { acc.lastTs = b.lastTs; acc.last = b.last; }
+  }
+  return acc;
+}
+
+/**
+ * addPoint for a numeric value given as a number (a safe-integer LONG when `isLong`, else a DOUBLE), except
+ * first/last, which the caller maintains (the raw-edge fast path: no KvValue per point).
+ */
+export function addNumber(agg: BucketAgg, v: number, isLong: boolean): void {
+  agg.count++;
+  if (isLong) {
+    agg.longCount++;
+    agg.longSum = addLong(agg.longSum, v);
+    if (agg.longMin === undefined || cmpLong(v, agg.longMin) < 0) agg.longMin = v;
+    if (agg.longMax === undefined || cmpLong(v, agg.longMax) > 0) agg.longMax = v;
+    return;
+  }
+  agg.doubleCount++;
+  if (Number.isFinite(v)) addPartial(agg.doubleSum, v);
+  else agg.doubleSpecial += v;
+  if (agg.doubleMin === undefined || v < agg.doubleMin) agg.doubleMin = v;
+  if (agg.doubleMax === undefined || v > agg.doubleMax) agg.doubleMax = v;
+}
+
+/** Whether `fn` finalizes from counts and sums only, so `removePoint`/`removeNumber` may be applied. */
+export function subtractable(fn: AggFn | undefined): boolean {
+  return fn === 'COUNT' || fn === 'SUM' || fn === 'AVG';
+}
+
+/**
+ * Takes one point back out of a state that holds it: exact for the counts and sums (the fields COUNT, SUM and
+ * AVG finalize from), while min/max/first/last keep their old values and are no longer meaningful. The state
+ * must have no non-finite double (`doubleSpecial === 0`). Lets the planner answer a piece of a rollup bucket
+ * as the whole bucket minus the smaller rest.
+ */
+export function removePoint(agg: BucketAgg, value: KvValue): void {
+  agg.count--;
+  switch (value.type) {
+    case 'LONG': agg.longCount--; agg.longSum = addLong(agg.longSum, -value.v); break;
+    case 'DOUBLE': agg.doubleCount--; addPartial(agg.doubleSum, -value.v); break;
+    case 'STRING': agg.stringCount--; break;
+    case 'BOOLEAN': agg.boolCount--; break;
+    case 'JSON': agg.jsonCount--; break;
+  }
+}
+
+/**
+ * Takes the points of `b` back out of `acc`, a state that holds them (see removePoint: counts and sums only;
+ * `b.doubleSpecial` must be 0). `b` is not modified.
+ */
+export function removeAgg(acc: BucketAgg, b: BucketAgg): void {
+  acc.count -= b.count;
+  acc.longCount -= b.longCount;
+  acc.doubleCount -= b.doubleCount;
+  acc.boolCount -= b.boolCount;
+  acc.stringCount -= b.stringCount;
+  acc.jsonCount -= b.jsonCount;
+  if (b.longSum !== 0) acc.longSum = addLong(acc.longSum, -b.longSum);
+  const ps = b.doubleSum;
+  for (let j = 0; j < ps.length; j++) addPartial(acc.doubleSum, -(ps[j] as number));
+}
+
+/** removePoint for a numeric value given as a number (see addNumber). */
+export function removeNumber(agg: BucketAgg, v: number, isLong: boolean): void {
+  agg.count--;
+  if (isLong) {
+    agg.longCount--;
+    agg.longSum = addLong(agg.longSum, -v);
+  } else {
+    agg.doubleCount--;
+    addPartial(agg.doubleSum, -v);
+  }
 }
 
 /**

@@ -77,16 +77,18 @@ export interface BucketAggregate {
 export interface BucketSource {
   /**
    * The non-empty buckets of `plan` for one series, ascending by index, each holding exactly the points of
-   * [bucket.start, bucket.end). Lazy: callers may stop early.
+   * [bucket.start, bucket.end). Lazy: callers may stop early. `fn`, when given, is the only function the caller
+   * will finalize the states with: a source may then return states exact for `fn` only (the planner answers
+   * COUNT/SUM/AVG pieces as a rollup bucket minus the rest); without it, states must be exact for every function.
    */
-  bucketAggs(entityId: string, key: string, plan: BucketPlan): Iterable<BucketAggregate>;
+  bucketAggs(entityId: string, key: string, plan: BucketPlan, fn?: AggFn): Iterable<BucketAggregate>;
 }
 
 /** The default BucketSource: one ascending scan of raw points over the plan's range. */
 export class RawScanSource implements BucketSource {
   constructor(private readonly store: TimeseriesStore) {}
 
-  *bucketAggs(entityId: string, key: string, plan: BucketPlan): IterableIterator<BucketAggregate> {
+  *bucketAggs(entityId: string, key: string, plan: BucketPlan, _fn?: AggFn): IterableIterator<BucketAggregate> {
     if (plan.count === 0) return;
     let index = -1;
     let agg = emptyAgg();
@@ -117,7 +119,7 @@ export function bucketSourceOf(store: TimeseriesStore): BucketSource {
  * with no points, or whose function has no value (AVG/SUM without numbers, MIN/MAX of booleans/JSON), omitted.
  */
 export function* aggregateBuckets(source: BucketSource, entityId: string, key: string, plan: BucketPlan, fn: AggFn): IterableIterator<TsKv> {
-  for (const { index, agg } of source.bucketAggs(entityId, key, plan)) {
+  for (const { index, agg } of source.bucketAggs(entityId, key, plan, fn)) {
     const value = finalizeAgg(agg, fn);
     if (value !== undefined) yield { ts: bucketAt(plan, index).ts, value };
   }

@@ -8,6 +8,10 @@
  *     window (one with head fragments, which rollups do not reflect yet), T retained at c: the coarsest such T;
  *   - otherwise raw points of [c, next finest-tier boundary) (or to the end of the dirty window).
  * Each piece's BucketAgg is merged; BucketAgg merges exactly, so the result equals aggregating the raw points.
+ * A raw piece inside a finest-tier bucket B (issue 6: TB anchors buckets at startTs, so every request-bucket
+ * boundary splits one B) is read from B's rollup when it holds all or none of B's points, and, when the caller
+ * finalizes with COUNT/SUM/AVG (`fn`) and the piece spans more than half of B, as B minus the raw points of the
+ * rest: counts and exact sums subtract exactly. Merges keep only the fields `fn` finalizes from.
  *
  * Below the raw horizon (chunks dropped by retention or the disk budget) raw pieces are answered from the
  * finest retained tier instead: a tier bucket that straddles a request-bucket boundary is counted whole in the
@@ -16,11 +20,11 @@
 import type { TsKv } from '../model/kv.js';
 import { windowKey, windowStart } from '../store/chunks.js';
 import type { EntityIdx, KeyIdx } from '../store/codec.js';
-import { readOrderedI64 } from '../store/codec.js';
-import { BlockCursor } from '../store/gorilla.js';
+import { readOrderedI64, writeOrderedI64 } from '../store/codec.js';
+import { BlockColumns } from '../store/gorilla.js';
 import { type RollupBucket, type TierSpec, rollupKey } from '../store/rollups.js';
 import type { LmdbTimeseriesStore } from '../store/timeseries.js';
-import { type BucketAgg, addPoint, emptyAgg, mergeAgg } from './aggregate.js';
+import { type AggFn, type BucketAgg, type MergeFields, addNumber, addPoint, emptyAgg, fieldsFor, mergeInto, removeAgg, removeNumber, removePoint, subtractable } from './aggregate.js';
 import { type BucketPlan, bucketAt, bucketIndexOf } from './buckets.js';
 import { type BucketAggregate, type BucketSource, RawScanSource } from './history.js';
 
@@ -29,28 +33,34 @@ export interface PlanStats {
   rollupBuckets: number;
   rawPoints: number;
   rawPieces: number;
+  /** raw pieces answered as a finest-tier bucket minus the raw points of the rest of it */
+  subtractedPieces: number;
 }
 
 export class RollupPlanner implements BucketSource {
   private readonly raw: RawScanSource;
   /** stats of the most recent bucketAggs call */
-  lastStats: PlanStats = { rollupBuckets: 0, rawPoints: 0, rawPieces: 0 };
+  lastStats: PlanStats = { rollupBuckets: 0, rawPoints: 0, rawPieces: 0, subtractedPieces: 0 };
 
   constructor(private readonly store: LmdbTimeseriesStore) {
     this.raw = new RawScanSource(store);
   }
 
-  *bucketAggs(entityId: string, key: string, plan: BucketPlan): IterableIterator<BucketAggregate> {
+  /**
+   * With `fn` COUNT, SUM or AVG, the states returned are exact for that function only (see `SeriesReader`);
+   * without `fn`, for every function.
+   */
+  *bucketAggs(entityId: string, key: string, plan: BucketPlan, fn?: AggFn): IterableIterator<BucketAggregate> {
     if (plan.count === 0) return;
     const finest = this.store.tiers[0];
     // Buckets finer than the finest tier gain nothing from rollups: one raw scan is the cheapest exact answer.
     if (finest === undefined || plan.interval < finest.bucketMs) {
-      yield* this.raw.bucketAggs(entityId, key, plan);
+      yield* this.raw.bucketAggs(entityId, key, plan, fn);
       return;
     }
     const s = this.store.seriesOf(entityId, key);
     if (s === undefined) return;
-    const reader = new SeriesReader(this.store, s.e, s.k, plan.startTs, plan.endTs);
+    const reader = new SeriesReader(this.store, s.e, s.k, plan.startTs, plan.endTs, fn);
     this.lastStats = reader.stats;
     const extent = reader.extent();
     if (extent === undefined) return;
@@ -59,14 +69,14 @@ export class RollupPlanner implements BucketSource {
     for (let i = first; i <= last; i++) {
       const b = bucketAt(plan, i);
       const agg = reader.aggregate(b.start, b.end);
-      if (agg !== undefined && agg.count > 0) yield { index: i, agg };
+      if (agg.count > 0) yield { index: i, agg };
     }
   }
 }
 
 /** Per-query access to one series: dirty windows, cached rollup blocks and chunk buffers. */
 class SeriesReader {
-  readonly stats: PlanStats = { rollupBuckets: 0, rawPoints: 0, rawPieces: 0 };
+  readonly stats: PlanStats = { rollupBuckets: 0, rawPoints: 0, rawPieces: 0, subtractedPieces: 0 };
   private readonly W: number;
   private readonly tiers: readonly TierSpec[];
   private readonly rawHorizon: number;
@@ -74,12 +84,31 @@ class SeriesReader {
   /** ascending starts of windows with head fragments in the query range */
   private readonly dirty: number[] = [];
   private dirtyPos = 0;
-  private readonly blockCache = new Map<number, { start: number; buckets: readonly RollupBucket[] }>();
-  private chunkCache: { w: number; cursor: BlockCursor | undefined } | undefined;
+  private readonly blockCache: Array<{ start: number; buckets: readonly RollupBucket[]; pos: number } | undefined> = [];
+  /** the chunk window decoded in `chunkCols` (NaN: none yet), and whether it has a chunk */
+  private chunkW = NaN;
+  private chunkFound = false;
+  private readonly chunkCols = new BlockColumns();
+  private chunkBuf = Buffer.allocUnsafe(4096);
+  /** `chunkCols` holds the chunk's points before this ts */
+  private chunkTo = -Infinity;
   private dirtyCache: { w: number; points: TsKv[] } | undefined;
 
+  /**
+   * COUNT, SUM or AVG: a raw piece covering most of a finest-tier bucket may be answered as the bucket minus
+   * the raw points of the rest (removePoint: exact for counts and sums only)
+   */
+  private readonly subtract: boolean;
+  /** the state fields merges maintain: only those `fn` finalizes from (all when fn is not given) */
+  private readonly fields: MergeFields;
+  /** reused LMDB key of chunk reads */
+  private readonly chunkKey: Buffer;
+
   constructor(private readonly store: LmdbTimeseriesStore, private readonly e: EntityIdx, private readonly k: KeyIdx,
-    private readonly startTs: number, private readonly endTs: number) {
+    private readonly startTs: number, private readonly endTs: number, fn?: AggFn) {
+    this.subtract = subtractable(fn);
+    this.fields = fieldsFor(fn);
+    this.chunkKey = windowKey(e, k, 0);
     this.W = store.windowMs;
     this.tiers = store.tiers;
     this.rawHorizon = store.rawHorizonTs;
@@ -121,28 +150,29 @@ class SeriesReader {
     return this.dirty[this.dirtyPos];
   }
 
-  /** The merged state of every point in [bs, be), or undefined when there is none. */
-  aggregate(bs: number, be: number): BucketAgg | undefined {
-    let agg: BucketAgg | undefined;
-    // mergeAgg returns a new state: cached rollup buckets are never modified, not even by the caller.
-    const merge = (x: BucketAgg): void => { agg = mergeAgg(agg ?? emptyAgg(), x); };
+  /** The merged state of every point in [bs, be) (count 0 when there is none). */
+  aggregate(bs: number, be: number): BucketAgg {
+    // One fresh state per request bucket, merged into in place: cached rollup buckets are never modified.
+    const acc = emptyAgg();
     let c = bs;
     while (c < be) {
       const d = this.nextDirty(c);
       const inDirty = d !== undefined && d <= c;
       let next: number | undefined;
-      if (!inDirty) {
+      if (this.subtract && !inDirty) next = this.overhang(c, be, acc);
+      if (!inDirty && next === undefined) {
         for (let ti = this.tiers.length - 1; ti >= 0; ti--) {
           const tier = this.tiers[ti] as TierSpec;
           const T = tier.bucketMs;
-          if (c < (this.tierHorizon[ti] as number) || ((c % T) + T) % T !== 0 || c + T > be) continue;
+          // c % T is ±0 exactly when c is aligned to T (negative c included).
+          if (c + T > be || c % T !== 0 || c < (this.tierHorizon[ti] as number)) continue;
           let end = c + Math.floor((be - c) / T) * T;
           if (d !== undefined) end = Math.min(end, windowStart(d, T));
           // Stop where the next coarser tier aligns, so it takes over from there.
           const coarser = this.tiers[ti + 1];
           if (coarser !== undefined) end = Math.min(end, windowStart(c, coarser.bucketMs) + coarser.bucketMs);
           if (end <= c) continue;
-          this.tierBuckets(tier, c, end, merge);
+          this.tierBuckets(tier, c, end, acc);
           next = end;
           break;
         }
@@ -151,67 +181,272 @@ class SeriesReader {
         const finest = this.tiers[0] as TierSpec;
         let end = inDirty ? (d as number) + this.W : windowStart(c, finest.bucketMs) + finest.bucketMs;
         end = Math.min(end, be, windowStart(c, this.W) + this.W);
-        if (c < this.rawHorizon && !inDirty) this.approximate(c, end, merge);
-        else this.rawPiece(c, end, inDirty, merge);
+        if (c < this.rawHorizon && !inDirty) this.approximate(c, end, acc);
+        else if (inDirty) this.dirtyPiece(c, end, acc);
+        else this.rawPiece(c, end, acc);
         next = end;
       }
       c = next;
     }
-    return agg;
+    return acc;
   }
 
-  /** Raw points of [from, to), all inside one chunk window. Pieces arrive in ascending order. */
-  private rawPiece(from: number, to: number, dirty: boolean, merge: (a: BucketAgg) => void): void {
-    const w = windowStart(from, this.W);
-    const agg = emptyAgg();
-    if (dirty) {
-      if (this.dirtyCache?.w !== w) {
-        let points: TsKv[] = [];
-        for (const win of this.store.windowsOf(this.e, this.k, w, w + this.W)) points = win.points;
-        this.dirtyCache = { w, points };
-      }
-      for (const p of this.dirtyCache.points) if (p.ts >= from && p.ts < to) addPoint(agg, p.ts, p.value);
+  /**
+   * COUNT/SUM/AVG only: the piece from `c` to the next boundary of the second tier (T1, 1 h by default) as the
+   * T1 bucket H around it minus the part of H before `c`, or, when H overhangs `be`, [c, be) as H minus the part
+   * after `be`: whichever side holds fewer finest-tier (T0) buckets. TB anchors buckets at startTs, so every
+   * request bucket starts and ends inside some H. Returns where the next piece starts, or undefined when the
+   * ordinary left-to-right cut is cheaper or H cannot be used (not retained, dirty, a non-finite double).
+   */
+  private overhang(c: number, be: number, acc: BucketAgg): number | undefined {
+    const t0 = this.tiers[0] as TierSpec;
+    const t1 = this.tiers[1];
+    if (t1 === undefined || t0.bucketMs > this.W) return undefined;
+    const T0 = t0.bucketMs;
+    const S = windowStart(c, t1.bucketMs);
+    const E = S + t1.bucketMs;
+    let keepTo: number;
+    let remFrom: number;
+    let remTo: number;
+    if (S < c) {
+      if (E > be) return undefined;
+      keepTo = E;
+      remFrom = S;
+      remTo = c;
     } else {
-      if (this.chunkCache?.w !== w) {
-        const block = this.store.env.chunks.get(windowKey(this.e, this.k, w));
-        this.chunkCache = { w, cursor: block === undefined ? undefined : new BlockCursor(block) };
-      }
-      this.chunkCache.cursor?.forEachIn(from, to, (ts, v) => addPoint(agg, ts, v));
+      if (E <= be) return undefined;
+      keepTo = be;
+      remFrom = be;
+      remTo = E;
+    }
+    const ceil0 = (x: number): number => windowStart(x - 1, T0) + T0;
+    const forward = (windowStart(keepTo, T0) - ceil0(c)) / T0;
+    const backward = 1 + Math.max(0, (windowStart(remTo, T0) - ceil0(remFrom)) / T0);
+    if (backward >= forward) return undefined;
+    if (S < (this.tierHorizon[1] as number) || S < (this.tierHorizon[0] as number) || S < this.rawHorizon || this.anyDirty(S, E)) return undefined;
+    const H = this.tierBucket(t1, S);
+    if (H === undefined) return keepTo;
+    if (H.doubleSpecial !== 0) return undefined;
+    mergeInto(acc, H, this.fields);
+    this.stats.rollupBuckets++;
+    this.removeSpan(remFrom, remTo, acc);
+    return keepTo;
+  }
+
+  /** Whether a dirty window overlaps [from, to). */
+  private anyDirty(from: number, to: number): boolean {
+    for (const w of this.dirty) if (w < to && w + this.W > from) return true;
+    return false;
+  }
+
+  /** Takes the points of [x, y) back out of `acc` (inside one non-dirty T1 bucket whose points `acc` holds). */
+  private removeSpan(x: number, y: number, acc: BucketAgg): void {
+    const t0 = this.tiers[0] as TierSpec;
+    const T0 = t0.bucketMs;
+    const lo = windowStart(x - 1, T0) + T0;
+    const hi = windowStart(y, T0);
+    if (lo > hi) {
+      this.removeRaw(x, y, acc);
+      return;
+    }
+    this.removeRaw(x, lo, acc);
+    if (lo < hi) this.tierBuckets(t0, lo, hi, acc, true);
+    this.removeRaw(hi, y, acc);
+  }
+
+  /** Takes the points of [p, q) (inside one T0 bucket B) back out of `acc`: raw, or B minus the rest of B. */
+  private removeRaw(p: number, q: number, acc: BucketAgg): void {
+    if (q <= p) return;
+    const t0 = this.tiers[0] as TierSpec;
+    const T0 = t0.bucketMs;
+    const b = windowStart(p, T0);
+    const B = this.tierBucket(t0, b);
+    if (B === undefined || q <= B.firstTs || p > B.lastTs) return;
+    this.stats.rawPieces++;
+    if (p <= B.firstTs && q > B.lastTs) {
+      removeAgg(acc, B);
+      this.stats.rollupBuckets++;
+      return;
+    }
+    if (2 * (q - p) > T0) {
+      const cols = this.chunk(p, b + T0);
+      if (cols === undefined) return;
+      removeAgg(acc, B);
+      this.stats.rollupBuckets++;
+      this.stats.subtractedPieces++;
+      this.addRange(cols, b, p, acc);
+      this.addRange(cols, q, b + T0, acc);
+      return;
+    }
+    const cols = this.chunk(p, q);
+    if (cols !== undefined) this.removeRange(cols, p, q, acc);
+  }
+
+  /** Raw points of [from, to) inside one dirty window (chunk and fragments merged). */
+  private dirtyPiece(from: number, to: number, acc: BucketAgg): void {
+    const w = windowStart(from, this.W);
+    if (this.dirtyCache?.w !== w) {
+      let points: TsKv[] = [];
+      for (const win of this.store.windowsOf(this.e, this.k, w, w + this.W)) points = win.points;
+      this.dirtyCache = { w, points };
     }
     this.stats.rawPieces++;
-    if (agg.count === 0) return;
-    this.stats.rawPoints += agg.count;
-    merge(agg);
+    for (const p of this.dirtyCache.points) {
+      if (p.ts >= from && p.ts < to) {
+        addPoint(acc, p.ts, p.value);
+        this.stats.rawPoints++;
+      }
+    }
+  }
+
+  /**
+   * Raw points of [from, to): inside one chunk window (not dirty, above the raw horizon) and inside one
+   * finest-tier bucket B. B's rollup state is consulted first: no B, no points; [from, to) holding all of B's
+   * points, B itself; with `subtract` and [from, to) spanning more than half of B, B minus the raw points of
+   * the rest of B. Otherwise the points themselves, decoded from the window's chunk (decoded once per window).
+   */
+  private rawPiece(from: number, to: number, acc: BucketAgg): void {
+    this.stats.rawPieces++;
+    const finest = this.tiers[0] as TierSpec;
+    const T = finest.bucketMs;
+    if (T <= this.W && from >= (this.tierHorizon[0] as number)) {
+      const b = windowStart(from, T);
+      const B = this.tierBucket(finest, b);
+      if (B === undefined || to <= B.firstTs || from > B.lastTs) return;
+      if (from <= B.firstTs && to > B.lastTs) {
+        mergeInto(acc, B, this.fields);
+        this.stats.rollupBuckets++;
+        return;
+      }
+      if (this.subtract && B.doubleSpecial === 0 && 2 * (to - from) > T) {
+        const cols = this.chunk(from, b + T);
+        if (cols !== undefined) {
+          mergeInto(acc, B, this.fields);
+          this.stats.rollupBuckets++;
+          this.stats.subtractedPieces++;
+          this.removeRange(cols, b, from, acc);
+          this.removeRange(cols, to, b + T, acc);
+          return;
+        }
+      }
+    }
+    const cols = this.chunk(from, to);
+    if (cols !== undefined) this.addRange(cols, from, to, acc);
+  }
+
+  /** The tier's bucket starting at `b`, if it holds points. */
+  private tierBucket(tier: TierSpec, b: number): BucketAgg | undefined {
+    const blk = this.block(tier, windowStart(b, tier.blockMs));
+    const buckets = blk.buckets;
+    // Edges arrive in ascending order: scan forward from the block's cursor when it is not past `b`.
+    let i = blk.pos;
+    if (i > buckets.length || (i > 0 && (buckets[i - 1] as RollupBucket).start >= b)) i = lowerBound(buckets, b);
+    else while (i < buckets.length && (buckets[i] as RollupBucket).start < b) i++;
+    blk.pos = i;
+    const x = buckets[i];
+    return x !== undefined && x.start === b ? x.agg : undefined;
+  }
+
+  /**
+   * The chunk of the window holding `ts`, decoded up to `needTo` (exclusive; later points are not decoded until
+   * a piece needs them), or undefined when the window has none.
+   */
+  private chunk(ts: number, needTo: number): BlockColumns | undefined {
+    const w = windowStart(ts, this.W);
+    if (this.chunkW !== w) {
+      writeOrderedI64(this.chunkKey, w, 8);
+      // lmdb-js' shared read buffer, valid until the next read: copied at once into this reader's own buffer
+      // (no Buffer allocated per chunk; BlockColumns reads only the encoded bytes of a longer buffer).
+      const fast = this.store.env.chunks.getBinaryFast(this.chunkKey);
+      this.chunkW = w;
+      this.chunkFound = fast !== undefined;
+      this.chunkTo = -Infinity;
+      if (fast !== undefined) {
+        const n = fast.length;
+        if (this.chunkBuf.length < n) this.chunkBuf = Buffer.allocUnsafe(Math.max(n, 2 * this.chunkBuf.length));
+        // A plain loop: `fast.length` is lmdb-js' own property, so Buffer#copy would see the whole shared buffer.
+        const dst = this.chunkBuf;
+        for (let i = 0; i < n; i++) dst[i] = fast[i] as number;
+      }
+    }
+    if (!this.chunkFound) return undefined;
+    if (this.chunkTo < needTo) {
+      this.chunkCols.load(this.chunkBuf, needTo);
+      this.chunkTo = needTo;
+    }
+    return this.chunkCols;
+  }
+
+  /** Adds the chunk points of [from, to) to `acc` (numbers without a KvValue per point where the block allows). */
+  private addRange(cols: BlockColumns, from: number, to: number, acc: BucketAgg): void {
+    const i0 = cols.lowerBound(from);
+    const i1 = cols.lowerBound(to);
+    if (i1 <= i0) return;
+    this.stats.rawPoints += i1 - i0;
+    const kind = cols.numericKind;
+    if (kind === 'NONE') {
+      for (let i = i0; i < i1; i++) addPoint(acc, cols.tsAt(i), cols.valueAt(i));
+      return;
+    }
+    const isLong = kind === 'LONG';
+    for (let i = i0; i < i1; i++) addNumber(acc, cols.num(i), isLong);
+    // first/last exactly as addPoint would leave them: the points are ascending.
+    const t0 = cols.tsAt(i0);
+    if (t0 < acc.firstTs) { acc.firstTs = t0; acc.first = cols.valueAt(i0); }
+    const tn = cols.tsAt(i1 - 1);
+    if (tn >= acc.lastTs) { acc.lastTs = tn; acc.last = cols.valueAt(i1 - 1); }
+  }
+
+  /** Takes the chunk points of [from, to) back out of `acc` (removePoint: counts and sums only). */
+  private removeRange(cols: BlockColumns, from: number, to: number, acc: BucketAgg): void {
+    if (to <= from) return;
+    const i0 = cols.lowerBound(from);
+    const i1 = cols.lowerBound(to);
+    this.stats.rawPoints += i1 - i0;
+    const kind = cols.numericKind;
+    if (kind === 'NONE') {
+      for (let i = i0; i < i1; i++) removePoint(acc, cols.valueAt(i));
+      return;
+    }
+    const isLong = kind === 'LONG';
+    for (let i = i0; i < i1; i++) removeNumber(acc, cols.num(i), isLong);
   }
 
   /** Below the raw horizon: the finest retained tier's buckets whose start lies in [from, to). */
-  private approximate(from: number, to: number, merge: (a: BucketAgg) => void): void {
+  private approximate(from: number, to: number, acc: BucketAgg): void {
     for (let ti = 0; ti < this.tiers.length; ti++) {
       if (from >= (this.tierHorizon[ti] as number)) {
-        this.tierBuckets(this.tiers[ti] as TierSpec, from, to, merge);
+        this.tierBuckets(this.tiers[ti] as TierSpec, from, to, acc);
         return;
       }
     }
   }
 
-  /** Merges the tier's buckets with start in [from, to). */
-  private tierBuckets(tier: TierSpec, from: number, to: number, merge: (a: BucketAgg) => void): void {
+  /** Merges the tier's buckets with start in [from, to) into `acc`, or with `remove`, takes them out (removeAgg). */
+  private tierBuckets(tier: TierSpec, from: number, to: number, acc: BucketAgg, remove = false): void {
     for (let b = windowStart(from, tier.blockMs); b < to; b += tier.blockMs) {
-      const buckets = this.block(tier, b);
-      let i = lowerBound(buckets, from);
+      const blk = this.block(tier, b);
+      const buckets = blk.buckets;
+      // Pieces mostly arrive in ascending order: resume from the previous position when it is not past `from`.
+      let i = blk.pos;
+      if (i > buckets.length || (i > 0 && (buckets[i - 1] as RollupBucket).start >= from)) i = lowerBound(buckets, from);
+      else while (i < buckets.length && (buckets[i] as RollupBucket).start < from) i++;
       for (; i < buckets.length && (buckets[i] as RollupBucket).start < to; i++) {
-        merge((buckets[i] as RollupBucket).agg);
+        if (remove) removeAgg(acc, (buckets[i] as RollupBucket).agg);
+        else mergeInto(acc, (buckets[i] as RollupBucket).agg, this.fields);
         this.stats.rollupBuckets++;
       }
+      blk.pos = i;
     }
   }
 
-  private block(tier: TierSpec, blockStart: number): readonly RollupBucket[] {
-    const cached = this.blockCache.get(tier.index);
-    if (cached?.start === blockStart) return cached.buckets;
-    const buckets = this.store.rollups.readBlock(tier, this.e, this.k, blockStart);
-    this.blockCache.set(tier.index, { start: blockStart, buckets });
-    return buckets;
+  /** The tier's decoded block (one cached per tier), with the index after the last bucket merged from it. */
+  private block(tier: TierSpec, blockStart: number): { start: number; buckets: readonly RollupBucket[]; pos: number } {
+    const cached = this.blockCache[tier.index];
+    if (cached?.start === blockStart) return cached;
+    const blk = { start: blockStart, buckets: this.store.rollups.readBlock(tier, this.e, this.k, blockStart), pos: 0 };
+    this.blockCache[tier.index] = blk;
+    return blk;
   }
 }
 

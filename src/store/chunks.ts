@@ -15,7 +15,7 @@ import type { KvValue, TsKv } from '../model/kv.js';
 import type { EntityIdx, KeyIdx } from './codec.js';
 import { decodeValue, readOrderedI64, writeOrderedI64 } from './codec.js';
 import type { StoreEnv } from './env.js';
-import { decodePoints } from './gorilla.js';
+import { BlockColumns, decodePoints } from './gorilla.js';
 
 /** The start of the window holding `ts` (inclusive); the window is [start, start + W). */
 export function windowStart(ts: number, windowMs: number): number {
@@ -103,13 +103,21 @@ class Peek<T> {
 
 interface Entry { readonly key: Buffer; readonly value: Buffer }
 
+/** One window of a series as stored: its chunk (if any) and its head fragments in key order, not decoded. */
+export interface WindowEntries {
+  readonly start: number;
+  readonly chunk: Buffer | undefined;
+  /** ascending by (firstTs, seq): NOT seq order */
+  readonly fragments: HeadFragment[];
+}
+
 /**
  * The windows of series (e, k) overlapping [fromTs, toTs) that hold data, in ascending or descending window
- * order, each merged (chunk + fragments). Lazy: a window is read and decoded only when it is pulled.
+ * order, undecoded. Lazy: a window is read only when it is pulled.
  */
-export function* seriesWindows(
+export function* seriesEntries(
   env: StoreEnv, e: EntityIdx, k: KeyIdx, fromTs: number, toTs: number, windowMs: number, descending: boolean,
-): IterableIterator<WindowPoints> {
+): IterableIterator<WindowEntries> {
   const lo = windowStart(fromTs, windowMs);
   if (toTs <= lo) return;
   // lmdb-js ranges include `start` and exclude `end` in either direction.
@@ -133,16 +141,143 @@ export function* seriesWindows(
     if (cw === undefined) w = hw as number;
     else if (hw === undefined) w = cw;
     else w = before(cw, hw) ? cw : hw;
-    let chunkPoints: TsKv[] | undefined;
+    let chunk: Buffer | undefined;
     if (cw === w && c !== undefined) {
-      chunkPoints = decodePoints(c.value);
+      chunk = c.value;
       chunks.next();
     }
-    const frags: HeadFragment[] = [];
+    const fragments: HeadFragment[] = [];
     for (let f = head.value; f !== undefined && windowStart(readOrderedI64(f.key, 8), windowMs) === w; f = head.value) {
-      frags.push(fragmentOf(f.key, f.value));
+      fragments.push(fragmentOf(f.key, f.value));
       head.next();
     }
-    yield { start: w, points: mergeWindow(chunkPoints, frags), dirty: frags.length > 0 };
+    // A descending scan meets a window's fragments in descending key order.
+    if (descending && fragments.length > 1) fragments.reverse();
+    yield { start: w, chunk, fragments };
+  }
+}
+
+/**
+ * The windows of series (e, k) overlapping [fromTs, toTs) that hold data, in ascending or descending window
+ * order, each merged (chunk + fragments) into an array. Lazy per window. (Compaction and the planner's dirty
+ * windows; `seriesPoints` streams without the arrays.)
+ */
+export function* seriesWindows(
+  env: StoreEnv, e: EntityIdx, k: KeyIdx, fromTs: number, toTs: number, windowMs: number, descending: boolean,
+): IterableIterator<WindowPoints> {
+  for (const win of seriesEntries(env, e, k, fromTs, toTs, windowMs, descending)) {
+    const chunkPoints = win.chunk === undefined ? undefined : decodePoints(win.chunk);
+    yield { start: win.start, points: mergeWindow(chunkPoints, win.fragments), dirty: win.fragments.length > 0 };
+  }
+}
+
+/** Idle BlockColumns (and their typed arrays), shared by every `seriesPoints` iteration of the process. */
+const columnPool: BlockColumns[] = [];
+const COLUMN_POOL_MAX = 32;
+
+/**
+ * The points of series (e, k) with ts in [fromTs, toTs), ascending or descending, streamed (issue 7): each
+ * window's chunk and fragments are decoded into reused typed-array columns (BlockColumns) and merged lazily;
+ * the only per-point allocations are the yielded TsKv and its value. Same answer as seriesWindows + filter:
+ * distinct ts, and on an equal ts a fragment beats the chunk and a later fragment (higher seq) beats an
+ * earlier one. At most `limit` points. Callers that stop early must call `return()` (for-of does) to release
+ * the LMDB iterators.
+ */
+export function* seriesPoints(
+  env: StoreEnv, e: EntityIdx, k: KeyIdx, fromTs: number, toTs: number, windowMs: number, descending: boolean, limit = Infinity,
+): Generator<TsKv, void, undefined> {
+  let remaining = limit;
+  if (remaining <= 0) return;
+  /** this iteration's columns; source i of a window (0 = lowest priority) uses cols[i] */
+  const cols: BlockColumns[] = [];
+  const col = (i: number): BlockColumns => (cols[i] ??= columnPool.pop() ?? new BlockColumns());
+  // merge state, reused across windows: per source its next index and its bound, and a heap of sources
+  const pos: number[] = [];
+  const stop: number[] = [];
+  const heap: number[] = [];
+  try {
+    for (const win of seriesEntries(env, e, k, fromTs, toTs, windowMs, descending)) {
+      const frags = win.fragments;
+      if (frags.length > 1) frags.sort((a, b) => a.seq - b.seq);
+      let n = 0;
+      if (win.chunk !== undefined) col(n++).load(win.chunk, toTs);
+      for (const f of frags) {
+        const c = col(n++);
+        if (f.key.length === 16) c.loadSingle(f.firstTs, f.value, toTs);
+        else c.load(f.value, toTs);
+      }
+      if (n === 1) {
+        const c = cols[0] as BlockColumns;
+        const lo = c.lowerBound(fromTs);
+        if (descending) {
+          for (let i = c.count - 1; i >= lo; i--) {
+            yield { ts: c.tsAt(i), value: c.valueAt(i) };
+            if (--remaining <= 0) return;
+          }
+        } else {
+          for (let i = lo; i < c.count; i++) {
+            yield { ts: c.tsAt(i), value: c.valueAt(i) };
+            if (--remaining <= 0) return;
+          }
+        }
+        continue;
+      }
+      // k-way merge. Heap order: the next ts first (smallest ascending, largest descending); on an equal ts
+      // the source of higher priority (index) first, so the top is the winner of its ts.
+      const first = (a: number, b: number): boolean => {
+        const ta = (cols[a] as BlockColumns).tsAt(pos[a] as number);
+        const tb = (cols[b] as BlockColumns).tsAt(pos[b] as number);
+        if (ta !== tb) return descending ? ta > tb : ta < tb;
+        return a > b;
+      };
+      const siftDown = (i: number): void => {
+        const len = heap.length;
+        for (;;) {
+          const l = 2 * i + 1;
+          if (l >= len) return;
+          const r = l + 1;
+          const m = r < len && first(heap[r] as number, heap[l] as number) ? r : l;
+          if (!first(heap[m] as number, heap[i] as number)) return;
+          const t = heap[i] as number;
+          heap[i] = heap[m] as number;
+          heap[m] = t;
+          i = m;
+        }
+      };
+      heap.length = 0;
+      for (let i = 0; i < n; i++) {
+        const c = cols[i] as BlockColumns;
+        const lo = c.lowerBound(fromTs);
+        if (lo >= c.count) continue;
+        pos[i] = descending ? c.count - 1 : lo;
+        stop[i] = descending ? lo - 1 : c.count;
+        heap.push(i);
+      }
+      for (let i = (heap.length >> 1) - 1; i >= 0; i--) siftDown(i);
+      const step = descending ? -1 : 1;
+      while (heap.length > 0) {
+        const top = heap[0] as number;
+        const c = cols[top] as BlockColumns;
+        const ts = c.tsAt(pos[top] as number);
+        const value = c.valueAt(pos[top] as number);
+        // Advance every source positioned at this ts (the winner and the ones it overwrites).
+        for (;;) {
+          const s = heap[0] as number;
+          if ((cols[s] as BlockColumns).tsAt(pos[s] as number) !== ts) break;
+          const next = (pos[s] as number) + step;
+          pos[s] = next;
+          if (next === stop[s]) {
+            const last = heap.pop() as number;
+            if (heap.length === 0) break;
+            heap[0] = last;
+          }
+          siftDown(0);
+        }
+        yield { ts, value };
+        if (--remaining <= 0) return;
+      }
+    }
+  } finally {
+    for (const c of cols) if (columnPool.length < COLUMN_POOL_MAX) columnPool.push(c.release());
   }
 }

@@ -319,96 +319,226 @@ export function decodePointsIn(block: Buffer, fromTs: number, toTs: number): TsK
   return out;
 }
 
-/** Resumable reader of a writeDiffs stream: one value per `next()`. */
-class DiffReader {
+/** Mode of a `BlockColumns` loaded from a legacy single-point head value (a 16-byte key: `encodeValue` bytes). */
+const MODE_SINGLE = -1;
+const EMPTY_BLOCK = Buffer.alloc(0);
+
+/** How a loaded block's values read as plain numbers (`BlockColumns.num`), without a KvValue per point. */
+export type NumericKind = 'LONG' | 'DOUBLE' | 'NONE';
+
+/**
+ * Random access to one block's points without an object per point (issue 7: `range` streams, issue 6: the
+ * planner's raw edges). `load` decodes the timestamps below `toTs` into a reused Float64Array; values are
+ * decoded on demand: difference streams sequentially up to the highest index asked, into a reused
+ * Float64Array; F64 by offset; TAGGED through a lazily built offset table. A KvValue is allocated only by
+ * `valueAt`. Reusable: `load` resets it for another block. The block is referenced, not copied, so it must
+ * stay unmodified while loaded (lmdb-js hands out copies of stored values).
+ */
+export class BlockColumns {
+  /** points loaded: the block's points with ts < the `toTs` given to `load` (a prefix of the block) */
+  count = 0;
+  private tsCol = new Float64Array(16);
+  private block: Buffer = EMPTY_BLOCK;
+  private mode = MODE_TAGGED;
+  private div = 1;
+  private valuesAt = 0;
+  /** LONG/DEC: decoded integers; TAGGED: value start offsets */
+  private ints = new Float64Array(16);
+  /** TAGGED: value end offsets */
+  private ends = new Float64Array(0);
+  /** values decoded into `ints`/`ends` so far */
+  private done = 0;
+  /** the value stream cursor and the difference decoder's state */
+  private vpos = 0;
   private prev = 0;
   private prevDelta = 0;
   private d = 0;
   private left = 0;
+  private order: 1 | 2 = 1;
 
-  constructor(private readonly r: ByteReader, private readonly order: 1 | 2) {}
-
-  next(): number {
-    if (this.left === 0) {
-      this.d = this.r.svar();
-      this.left = this.d === 0 ? this.r.uvar() + 1 : 1;
-    }
-    this.left--;
-    const delta = this.order === 1 ? this.d : this.prevDelta + this.d;
-    this.prev += delta;
-    this.prevDelta = delta;
-    return this.prev;
-  }
-}
-
-/**
- * Decodes one block lazily, front to back, for ascending non-overlapping range requests (the planner's raw
- * pieces within one chunk): every point is decoded at most once, and nothing past the last requested ts.
- */
-export class BlockCursor {
-  private readonly n: number;
-  private readonly first: number;
-  private readonly mode: number;
-  private readonly tsReader: DiffReader | undefined;
-  private readonly valReader: ByteReader;
-  private readonly ints: DiffReader | undefined;
-  private readonly scale: number;
-  /** decoded relative timestamps (ts - first), and values; `vals.length <= ts.length` */
-  private readonly ts: number[] = [];
-  private readonly vals: KvValue[] = [];
-  /** index of the first point not yet returned */
-  private at = 0;
-
-  constructor(block: Buffer) {
-    const r = new ByteReader(block);
-    this.mode = r.u8();
-    this.n = r.uvar();
-    this.first = this.n > 0 ? r.svar() : 0;
-    const tsLen = this.n > 0 ? r.uvar() : 0;
-    this.valReader = new ByteReader(block, r.pos + tsLen);
-    this.tsReader = this.n > 0 ? new DiffReader(r, 2) : undefined;
-    this.scale = 1;
-    if (this.n > 0 && (this.mode === MODE_DEC_D1 || this.mode === MODE_DEC_D2)) this.scale = POW10[this.valReader.u8()] as number;
-    this.ints = this.mode === MODE_TAGGED || this.mode === MODE_F64 || this.n === 0
-      ? undefined
-      : new DiffReader(this.valReader, this.mode === MODE_LONG_D1 || this.mode === MODE_DEC_D1 ? 1 : 2);
-  }
-
-  private tsAt(i: number): number {
-    while (this.ts.length <= i) this.ts.push((this.tsReader as DiffReader).next());
-    return this.first + (this.ts[i] as number);
-  }
-
-  private valueAt(i: number): KvValue {
-    while (this.vals.length <= i) {
-      switch (this.mode) {
-        case MODE_LONG_D1:
-        case MODE_LONG_D2: this.vals.push(kvLong((this.ints as DiffReader).next())); break;
-        case MODE_DEC_D1:
-        case MODE_DEC_D2: this.vals.push(kvDouble((this.ints as DiffReader).next() / this.scale)); break;
-        case MODE_F64: this.vals.push(kvDouble(this.valReader.f64())); break;
-        case MODE_TAGGED: {
-          const len = this.valReader.uvar();
-          const start = this.valReader.pos;
-          this.valReader.pos += len;
-          this.vals.push(decodeValue(this.valReader.buf, start, start + len));
-          break;
-        }
-        default: throw new Error(`corrupt block: unknown mode ${this.mode}`);
+  /** Loads a point block (encodePoints; `block` may extend past it), keeping its points with ts < toTs. */
+  load(block: Buffer, toTs = Infinity): this {
+    this.block = block;
+    this.count = 0;
+    this.done = 0;
+    let pos = 0;
+    const mode = block[pos++] as number;
+    if (mode < MODE_TAGGED || mode > MODE_F64) throw new Error(`corrupt block: unknown mode ${String(mode)}`);
+    this.mode = mode;
+    // count, first (zigzag) and the ts stream length: plain varints
+    let n = 0;
+    for (let mul = 1; ; mul *= 0x80) { const b = block[pos++] as number; n += (b & 0x7f) * mul; if (b < 0x80) break; }
+    if (n === 0) return this;
+    let z = 0;
+    for (let mul = 1; ; mul *= 0x80) { const b = block[pos++] as number; z += (b & 0x7f) * mul; if (b < 0x80) break; }
+    const first = z % 2 === 0 ? z / 2 : -(z + 1) / 2;
+    let tsLen = 0;
+    for (let mul = 1; ; mul *= 0x80) { const b = block[pos++] as number; tsLen += (b & 0x7f) * mul; if (b < 0x80) break; }
+    this.valuesAt = pos + tsLen;
+    if (this.tsCol.length < n) this.tsCol = new Float64Array(Math.max(n, this.tsCol.length * 2));
+    const ts = this.tsCol;
+    // The ts stream: second differences of (ts - first), zero runs collapsed (writeDiffs order 2).
+    let prev = 0;
+    let prevDelta = 0;
+    let len = 0;
+    const limit = toTs - first;
+    outer: while (len < n) {
+      let b = block[pos++] as number;
+      let v = b & 0x7f;
+      for (let mul = 0x80; b >= 0x80; mul *= 0x80) { b = block[pos++] as number; v += (b & 0x7f) * mul; }
+      if (b === undefined) throw new Error('corrupt block: truncated');
+      const dd = v % 2 === 0 ? v / 2 : -(v + 1) / 2;
+      let repeats = 1;
+      if (dd === 0) {
+        b = block[pos++] as number;
+        let c = b & 0x7f;
+        for (let mul = 0x80; b >= 0x80; mul *= 0x80) { b = block[pos++] as number; c += (b & 0x7f) * mul; }
+        repeats = c + 1;
+      }
+      for (let j = 0; j < repeats && len < n; j++) {
+        prevDelta += dd;
+        prev += prevDelta;
+        if (prev >= limit) break outer;
+        ts[len++] = first + prev;
       }
     }
-    return this.vals[i] as KvValue;
+    this.count = len;
+    this.vpos = this.valuesAt;
+    this.div = 1;
+    if (mode === MODE_DEC_D1 || mode === MODE_DEC_D2) this.div = POW10[block[this.vpos++] as number] as number;
+    this.order = mode === MODE_LONG_D2 || mode === MODE_DEC_D2 ? 2 : 1;
+    this.prev = 0;
+    this.prevDelta = 0;
+    this.left = 0;
+    if (mode !== MODE_F64 && this.ints.length < len) this.ints = new Float64Array(Math.max(len, this.ints.length * 2));
+    if (mode === MODE_TAGGED && this.ends.length < len) this.ends = new Float64Array(Math.max(len, 16, this.ends.length * 2));
+    return this;
   }
 
-  /** Calls `fn` for each point with ts in [fromTs, toTs); `fromTs` must not precede an earlier call's `toTs`. */
-  forEachIn(fromTs: number, toTs: number, fn: (ts: number, value: KvValue) => void): void {
-    let i = this.at;
-    while (i < this.n && this.tsAt(i) < fromTs) i++;
-    for (; i < this.n; i++) {
-      const ts = this.tsAt(i);
-      if (ts >= toTs) break;
-      fn(ts, this.valueAt(i));
+  /** Loads one legacy head point (16-byte key: ts in the key, `encodeValue` bytes as the value). */
+  loadSingle(ts: number, value: Buffer, toTs = Infinity): this {
+    this.block = value;
+    this.mode = MODE_SINGLE;
+    this.done = 0;
+    this.count = ts < toTs ? 1 : 0;
+    this.tsCol[0] = ts;
+    return this;
+  }
+
+  /** Drops the reference to the block (before pooling); load again before use. */
+  release(): this {
+    this.block = EMPTY_BLOCK;
+    this.count = 0;
+    return this;
+  }
+
+  /** The ts of point i (0 ≤ i < count). */
+  tsAt(i: number): number { return this.tsCol[i] as number; }
+
+  /** The first index whose ts ≥ `ts` (count when none). */
+  lowerBound(ts: number): number {
+    let lo = 0;
+    let hi = this.count;
+    const col = this.tsCol;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if ((col[mid] as number) < ts) lo = mid + 1;
+      else hi = mid;
     }
-    this.at = i;
+    return lo;
+  }
+
+  /** What `num` returns for this block's values. */
+  get numericKind(): NumericKind {
+    switch (this.mode) {
+      case MODE_LONG_D1: case MODE_LONG_D2: return 'LONG';
+      case MODE_DEC_D1: case MODE_DEC_D2: case MODE_F64: return 'DOUBLE';
+      default: return 'NONE';
+    }
+  }
+
+  /** The value of point i as a number when `numericKind` is LONG (a safe integer) or DOUBLE. */
+  num(i: number): number {
+    if (this.mode === MODE_F64) return this.block.readDoubleBE(this.valuesAt + 8 * i);
+    if (i >= this.done) this.decodeInts(i);
+    return this.div === 1 ? this.ints[i] as number : (this.ints[i] as number) / this.div;
+  }
+
+  /** The value of point i (0 ≤ i < count), a new KvValue. */
+  valueAt(i: number): KvValue {
+    switch (this.mode) {
+      case MODE_LONG_D1:
+      case MODE_LONG_D2:
+        if (i >= this.done) this.decodeInts(i);
+        return kvLong(this.ints[i] as number);
+      case MODE_DEC_D1:
+      case MODE_DEC_D2:
+        if (i >= this.done) this.decodeInts(i);
+        return kvDouble((this.ints[i] as number) / this.div);
+      case MODE_F64:
+        return kvDouble(this.block.readDoubleBE(this.valuesAt + 8 * i));
+      case MODE_SINGLE:
+        return decodeValue(this.block);
+      default: {
+        if (i >= this.done) this.decodeOffsets(i);
+        return decodeValue(this.block, this.ints[i] as number, this.ends[i] as number);
+      }
+    }
+  }
+
+  /** Decodes the difference stream's values up to index i. */
+  private decodeInts(i: number): void {
+    const block = this.block;
+    const ints = this.ints;
+    let { done, vpos: pos, prev, prevDelta, d, left } = this;
+    const order = this.order;
+    while (done <= i) {
+      if (left === 0) {
+        let b = block[pos++] as number;
+        let z = b & 0x7f;
+        for (let mul = 0x80; b >= 0x80; mul *= 0x80) { b = block[pos++] as number; z += (b & 0x7f) * mul; }
+        if (b === undefined) throw new Error('corrupt block: truncated');
+        d = z % 2 === 0 ? z / 2 : -(z + 1) / 2;
+        left = 1;
+        if (d === 0) {
+          b = block[pos++] as number;
+          let c = b & 0x7f;
+          for (let mul = 0x80; b >= 0x80; mul *= 0x80) { b = block[pos++] as number; c += (b & 0x7f) * mul; }
+          left = c + 1;
+        }
+      }
+      left--;
+      const delta = order === 1 ? d : prevDelta + d;
+      prev += delta;
+      prevDelta = delta;
+      ints[done++] = prev;
+    }
+    this.done = done;
+    this.vpos = pos;
+    this.prev = prev;
+    this.prevDelta = prevDelta;
+    this.d = d;
+    this.left = left;
+  }
+
+  /** Walks the TAGGED value stream's `[len varint][bytes]` entries up to index i. */
+  private decodeOffsets(i: number): void {
+    const block = this.block;
+    let pos = this.vpos;
+    let done = this.done;
+    while (done <= i) {
+      let len = 0;
+      for (let mul = 1; ; mul *= 0x80) {
+        const b = block[pos++];
+        if (b === undefined) throw new Error('corrupt block: truncated');
+        len += (b & 0x7f) * mul;
+        if (b < 0x80) break;
+      }
+      this.ints[done] = pos;
+      pos += len;
+      this.ends[done++] = pos;
+    }
+    this.done = done;
+    this.vpos = pos;
   }
 }

@@ -6,7 +6,8 @@
  * touches, so a TB array of 1,000 `{ts, values}` costs a handful of puts, not one per point. Compaction
  * (`compactStep`, driven by the DownsampleEngine in retention.ts) folds fragments of windows older than
  * `headWindowMs` into one compressed chunk per window and rebuilds that window's rollups (rollups.ts) in the
- * same transaction. Reads merge chunks and fragments lazily, window by window.
+ * same transaction. Reads stream: each window's chunk and fragments are decoded into reused columns and merged
+ * point by point (issue 7: no window-sized arrays of point objects).
  *
  * Write path (group commit): a request's puts are all issued in one synchronous turn, so lmdb-js puts them in
  * the same transaction as every other request of that turn; the request is acknowledged after that
@@ -18,11 +19,12 @@ import type { KvValue, TsKv } from '../model/kv.js';
 import type { TsRecord } from '../ingest/payload.js';
 import type { EntityIdx, KeyIdx } from './codec.js';
 import { decodeStamped, encodeStamped, entityPrefix, prefixEnd, readOrderedI64, seriesKey } from './codec.js';
-import { type WindowPoints, fragKey, fragmentPoints, headFragments, mergeWindow, seriesWindows, windowKey, windowStart } from './chunks.js';
+import { type WindowPoints, fragKey, fragmentPoints, headFragments, mergeWindow, seriesPoints, seriesWindows, windowKey, windowStart } from './chunks.js';
 import type { Dictionary } from './dict.js';
 import type { StoreEnv } from './env.js';
 import { blockCount, decodePoints, encodePoints } from './gorilla.js';
 import { RollupStore, type TierSpec, makeTiers } from './rollups.js';
+import type { AggFn } from '../query/aggregate.js';
 import type { BucketAggregate, BucketSource } from '../query/history.js';
 import type { BucketPlan } from '../query/buckets.js';
 import { RollupPlanner } from '../query/planner.js';
@@ -284,35 +286,24 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
     return [...this.latest(entityId).keys()].sort();
   }
 
-  *range(entityId: string, key: string, q: RangeQuery): IterableIterator<TsKv> {
+  range(entityId: string, key: string, q: RangeQuery): IterableIterator<TsKv> {
     const s = this.seriesOf(entityId, key);
-    if (s === undefined || q.endTs <= q.startTs) return;
-    yield* this.seriesRange(s.e, s.k, q);
+    if (s === undefined || q.endTs <= q.startTs) return [][Symbol.iterator]();
+    return this.seriesRange(s.e, s.k, q);
   }
 
-  /** range() by interned ids. */
-  *seriesRange(e: EntityIdx, k: KeyIdx, q: RangeQuery): IterableIterator<TsKv> {
-    let remaining = q.limit ?? Infinity;
-    if (remaining <= 0) return;
-    const desc = q.order === 'DESC';
-    for (const win of seriesWindows(this.env, e, k, q.startTs, q.endTs, this.windowMs, desc)) {
-      const pts = win.points;
-      for (let i = desc ? pts.length - 1 : 0; desc ? i >= 0 : i < pts.length; desc ? i-- : i++) {
-        const p = pts[i] as TsKv;
-        if (p.ts < q.startTs || p.ts >= q.endTs) continue;
-        yield p;
-        if (--remaining <= 0) return;
-      }
-    }
+  /** range() by interned ids: streamed point by point from the decoded blocks (chunks.ts `seriesPoints`). */
+  seriesRange(e: EntityIdx, k: KeyIdx, q: RangeQuery): IterableIterator<TsKv> {
+    return seriesPoints(this.env, e, k, q.startTs, q.endTs, this.windowMs, q.order === 'DESC', q.limit ?? Infinity);
   }
 
   /**
    * BucketSource (history.ts seam): aggregated history answered from rollup tiers plus raw edges, exactly
    * (src/query/planner.ts).
    */
-  bucketAggs(entityId: string, key: string, plan: BucketPlan): Iterable<BucketAggregate> {
+  bucketAggs(entityId: string, key: string, plan: BucketPlan, fn?: AggFn): Iterable<BucketAggregate> {
     this.planner ??= new RollupPlanner(this);
-    return this.planner.bucketAggs(entityId, key, plan);
+    return this.planner.bucketAggs(entityId, key, plan, fn);
   }
 
   /** The merged windows of series (e, k) overlapping [fromTs, toTs), ascending. */
