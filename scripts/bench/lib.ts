@@ -37,3 +37,11 @@ export function spawnListening(args: readonly string[], label = args.join(' ')):
     proc.once('exit', (code) => reject(new Error(`${label} exited with ${code}: ${buf}`)));
   });
 }
+
+/** `--name <positive integer>` from argv, `def` when absent; anything else is an error (no silent fallback). */
+export function intArg(argv: readonly string[], name: string, def: number): number {
+  const i = argv.indexOf(`--${name}`);
+  const v = i >= 0 ? Number(argv[i + 1]) : def;
+  if (!Number.isInteger(v) || v <= 0) throw new Error(`--${name} must be a positive integer`);
+  return v;
+}

@@ -19,17 +19,12 @@ import { fileURLToPath } from 'node:url';
 import { hashPassword } from '../../src/auth/password.js';
 import { EntityStore } from '../../src/store/entities.js';
 import { openStoreEnv } from '../../src/store/env.js';
-import { median, rssAnonBytes, spawnListening } from './lib.js';
+import { intArg, median, rssAnonBytes, spawnListening } from './lib.js';
 
 interface Args { devices: number; rounds: number; concurrency: number }
 
 function parseArgs(argv: string[]): Args {
-  const get = (name: string, def: number): number => {
-    const i = argv.indexOf(`--${name}`);
-    const v = i >= 0 ? Number(argv[i + 1]) : def;
-    if (!Number.isInteger(v) || v <= 0) throw new Error(`--${name} must be a positive integer`);
-    return v;
-  };
+  const get = (name: string, def: number): number => intArg(argv, name, def);
   return { devices: get('devices', 10_000), rounds: get('rounds', 3), concurrency: get('concurrency', 64) };
 }
 

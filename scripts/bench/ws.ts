@@ -26,17 +26,12 @@ import WebSocket from 'ws';
 import { hashPassword } from '../../src/auth/password.js';
 import { EntityStore } from '../../src/store/entities.js';
 import { openStoreEnv } from '../../src/store/env.js';
-import { median, rssAnonBytes, spawnListening } from './lib.js';
+import { intArg, median, rssAnonBytes, spawnListening } from './lib.js';
 
 interface Args { subscribers: number; devices: number; rate: number; seconds: number; rounds: number; dir: string }
 
 function parseArgs(argv: string[]): Args {
-  const get = (name: string, def: number): number => {
-    const i = argv.indexOf(`--${name}`);
-    const v = i >= 0 ? Number(argv[i + 1]) : def;
-    if (!Number.isInteger(v) || v <= 0) throw new Error(`--${name} must be a positive integer`);
-    return v;
-  };
+  const get = (name: string, def: number): number => intArg(argv, name, def);
   const di = argv.indexOf('--dir');
   const a = {
     subscribers: get('subscribers', 1000), devices: get('devices', 100), rate: get('rate', 1000), seconds: get('seconds', 8),

@@ -15,7 +15,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { DEFAULTS } from '../config/index.js';
-import type { KvValue, TsKv } from '../model/kv.js';
+import type { TsKv } from '../model/kv.js';
 import type { TsRecord } from '../ingest/payload.js';
 import type { EntityIdx, KeyIdx } from './codec.js';
 import { decodeStamped, encodeStamped, entityPrefix, prefixEnd, readOrderedI64, seriesKey } from './codec.js';
@@ -96,6 +96,15 @@ export interface CompactionCounters {
 const SEQ_RESERVATION = 1_000_000;
 
 export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
+  /**
+   * entity UUID → key → points in call order, waiting for this turn's flush. Bounded by the requests in flight:
+   * each caller awaits the batch, and bodies are capped (http.maxBodyBytes).
+   */
+  private pending = new Map<string, Map<string, TsKv[]>>();
+  private pendingDone: Promise<void> | undefined;
+  private settlePending: { resolve: () => void; reject: (err: unknown) => void } | undefined;
+  /** a flushed batch whose transaction has not committed yet */
+  private committing = false;
   /** latest ts per series, so concurrent writes in one batch never let an older point win */
   private readonly latestTs = new Map<EntityIdx, Map<KeyIdx, number>>();
   readonly windowMs: number;
@@ -198,13 +207,6 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
     }
     return this.pendingDone;
   }
-
-  /** entity UUID → key → points in call order, waiting for this turn's flush */
-  private pending = new Map<string, Map<string, TsKv[]>>();
-  private pendingDone: Promise<void> | undefined;
-  private settlePending: { resolve: () => void; reject: (err: unknown) => void } | undefined;
-  /** a flushed batch whose transaction has not committed yet */
-  private committing = false;
 
   /** Writes every queued point in one synchronous pass (one LMDB transaction); idempotent when nothing is queued. */
   flushPending(): void {
@@ -480,4 +482,3 @@ function sortDistinct(pts: TsKv[]): TsKv[] {
   return out;
 }
 
-export type { KvValue };
