@@ -3,19 +3,23 @@
  *   (a) bare    — a uWS handler that only collects and JSON.parses the body, then answers 200 (the ceiling);
  *   (b) naive   — a durable handler written the obvious way: JSON.parse, one LMDB put per key (msgpack value,
  *                 string key), ack after that commit is flushed (`await put; await db.flushed`);
- *   (c) outpost — the real `outpost serve` (dist/src/main.js) with a device created through the CLI.
+ *   (c) outpost — the real `outpost serve` (dist/src/main.js) with a device created through the CLI;
+ *   (d) floor   — the least an LMDB-durable handler can do: JSON.parse, one put of the raw body, ack after
+ *                 commit + flush. At a fixed connection count every durable variant waits for the same commit +
+ *                 fsync cycle, so (d) is the req/s that cycle allows: what "ack only once on disk" costs here.
  * Each variant is its own server process, started fresh per round on a fresh data dir (bare: none), so
- * RssAnon and /proc/<pid>/io are the server's alone. Rounds interleave a, b, c; the table shows medians.
+ * RssAnon and /proc/<pid>/io are the server's alone. Rounds interleave a, b, c, d; the table shows medians.
  *
- * Columns: req/s and points/s (3 per request) from autocannon; p50/p99 latency (ms); RssAnon of the server
+ * Load comes from wrk (Debian's, one thread) when it is installed, else autocannon (npm; `--client` picks).
+ * Columns: req/s and points/s (3 per request); p50/p99 latency (ms); RssAnon of the server
  * (max of samples every 250 ms during the run); bytes written to storage per point (write_bytes delta of
  * /proc/<pid>/io over the measured run ÷ points acknowledged); server CPU per request (utime + stime delta of
  * /proc/<pid>/stat ÷ requests), which says whether a variant is CPU-bound or waiting on fsync.
  *
- *   npm run bench:ingest [-- --duration 10 --rounds 3 --connections 64]
+ *   npm run bench:ingest [-- --duration 10 --rounds 3 --connections 64 --client wrk|autocannon --only bare,outpost]
  */
-import { type ChildProcess, execFileSync, fork } from 'node:child_process';
-import { closeSync, fdatasyncSync, mkdtempSync, openSync, readFileSync, rmSync, unlinkSync, writeSync } from 'node:fs';
+import { type ChildProcess, execFile, execFileSync, fork } from 'node:child_process';
+import { closeSync, fdatasyncSync, mkdtempSync, openSync, readFileSync, rmSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -29,10 +33,11 @@ const BODY = '{"temperature":21.5,"humidity":40,"pressure":1013.25}';
 const POINTS_PER_REQUEST = 3;
 const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
 
-type Variant = 'bare' | 'naive' | 'outpost';
+type Variant = 'bare' | 'naive' | 'floor' | 'outpost';
 const LABEL: Record<Variant, string> = {
   bare: '(a) bare uWS, JSON.parse only',
   naive: '(b) naive durable, 1 put per key',
+  floor: '(d) durable floor, 1 put per request',
   outpost: '(c) outpost serve',
 };
 
@@ -48,7 +53,7 @@ function onBody(res: uws.HttpResponse, done: (body: Buffer) => void): void {
   });
 }
 
-function serveBaseline(variant: 'bare' | 'naive', dataDir: string): void {
+function serveBaseline(variant: Exclude<Variant, 'outpost'>, dataDir: string): void {
   const app = uws.App();
   if (variant === 'bare') {
     app.post('/api/v1/:token/telemetry', (res) => {
@@ -57,6 +62,23 @@ function serveBaseline(variant: 'bare' | 'naive', dataDir: string): void {
       onBody(res, (body) => {
         JSON.parse(body.toString('utf8'));
         if (!aborted) res.cork(() => res.end());
+      });
+    });
+  } else if (variant === 'floor') {
+    // The least any LMDB-durable handler can do: validate, one put of the raw body under a sequence key,
+    // ack after commit + flush. Its req/s is what the commit + fsync cycle allows at this concurrency.
+    const db = open({ path: join(dataDir, 'floor.mdb') });
+    let seq = 0;
+    app.post('/api/v1/:token/telemetry', (res) => {
+      let aborted = false;
+      res.onAborted(() => { aborted = true; });
+      onBody(res, (body) => {
+        JSON.parse(body.toString('utf8'));
+        const committed = db.put(seq++, body);
+        const flushed = db.flushed;
+        void Promise.all([committed, flushed]).then(() => {
+          if (!aborted) res.cork(() => res.end());
+        });
       });
     });
   } else {
@@ -95,7 +117,7 @@ function serveBaseline(variant: 'bare' | 'naive', dataDir: string): void {
 
 interface Server { readonly pid: number; readonly port: number; stop(): Promise<void> }
 
-async function startBaseline(variant: 'bare' | 'naive', dataDir: string): Promise<Server> {
+async function startBaseline(variant: Exclude<Variant, 'outpost'>, dataDir: string): Promise<Server> {
   const child: ChildProcess = fork(fileURLToPath(import.meta.url), ['--serve', variant, dataDir], { stdio: 'inherit' });
   const port = await new Promise<number>((resolve, reject) => {
     child.once('message', (m) => resolve((m as { port: number }).port));
@@ -146,30 +168,76 @@ type Cannon = (opts: Record<string, unknown>) => Promise<CannonResult>;
 // Loaded through require so no ambient module declaration is needed (autocannon has no types).
 const autocannon = createRequire(import.meta.url)('autocannon') as Cannon;
 
+/** What one load run tells: the same fields from either client. */
+interface LoadResult { rps: number; ok: number; p50: number; p99: number; failed: number }
+type LoadClient = 'wrk' | 'autocannon';
+
+function hasWrk(): boolean {
+  try {
+    execFileSync('wrk', ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch (err) {
+    // wrk --version exits 1 after printing its version; only a missing binary is ENOENT
+    return (err as NodeJS.ErrnoException).code !== 'ENOENT';
+  }
+}
+
+/**
+ * wrk (C, one thread) costs the shared 2 cores far less CPU per request than autocannon (JS), so the
+ * servers keep more of the machine; autocannon is the fallback where Debian's wrk is not installed.
+ */
+async function load(client: LoadClient, url: string, connections: number, duration: number): Promise<LoadResult> {
+  if (client === 'autocannon') {
+    const r = await autocannon({
+      url, method: 'POST', body: BODY, headers: { 'content-type': 'application/json' }, connections, pipelining: 1, duration,
+    });
+    return { rps: r.requests.average, ok: r['2xx'], p50: r.latency.p50, p99: r.latency.p99, failed: r.non2xx + r.errors + r.timeouts };
+  }
+  const script = join(tmpdir(), `outpost-bench-wrk-${process.pid}.lua`);
+  writeFileSync(script, `wrk.method = "POST"\nwrk.body = '${BODY}'\nwrk.headers["Content-Type"] = "application/json"\n`);
+  try {
+    const out = await new Promise<string>((resolve, reject) => {
+      execFile('wrk', ['-t1', `-c${connections}`, `-d${duration}s`, '--latency', '-s', script, url], (err, stdout) => {
+        if (err) reject(err); else resolve(stdout);
+      });
+    });
+    const num = (re: RegExp): number => { const m = re.exec(out); return m ? Number(m[1]) : 0; };
+    const ms = (q: string): number => {
+      const m = new RegExp(`^\\s+${q}%\\s+([\\d.]+)(us|ms|s)`, 'm').exec(out);
+      if (!m) return NaN;
+      const f = m[2] === 'us' ? 1e-3 : m[2] === 's' ? 1e3 : 1;
+      return Number(m[1]) * f;
+    };
+    const total = num(/(\d+) requests in/);
+    const sock = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
+    const failed = num(/Non-2xx or 3xx responses: (\d+)/) + (sock ? sock.slice(1).reduce((a, x) => a + Number(x), 0) : 0);
+    return { rps: num(/Requests\/sec:\s+([\d.]+)/), ok: total - failed, p50: ms('50'), p99: ms('99'), failed };
+  } finally {
+    rmSync(script, { force: true });
+  }
+}
+
 interface Sample { rps: number; p50: number; p99: number; rssAnonMb: number; bytesPerPoint: number; cpuPerReqUs: number; failed: number }
 
-async function measure(variant: Variant, connections: number, duration: number): Promise<Sample> {
+async function measure(client: LoadClient, variant: Variant, connections: number, duration: number): Promise<Sample> {
   const dataDir = mkdtempSync(join(tmpdir(), `outpost-bench-ingest-${variant}-`));
   const server = variant === 'outpost' ? await startOutpost(dataDir) : await startBaseline(variant, dataDir);
   try {
-    const opts = {
-      url: `http://127.0.0.1:${server.port}/api/v1/${TOKEN}/telemetry`, method: 'POST', body: BODY,
-      headers: { 'content-type': 'application/json' }, connections, pipelining: 1,
-    };
-    await autocannon({ ...opts, duration: 1 }); // warm-up: JIT, LMDB file growth; not recorded
+    const url = `http://127.0.0.1:${server.port}/api/v1/${TOKEN}/telemetry`;
+    await load(client, url, connections, 1); // warm-up: JIT, LMDB file growth; not recorded
     const written0 = writeBytes(server.pid);
     const cpu0 = cpuMicros(server.pid);
     let rssMax = statusMb(server.pid, 'RssAnon');
     const sampler = setInterval(() => { rssMax = Math.max(rssMax, statusMb(server.pid, 'RssAnon')); }, 250);
-    const r = await autocannon({ ...opts, duration });
+    const r = await load(client, url, connections, duration);
     clearInterval(sampler);
     rssMax = Math.max(rssMax, statusMb(server.pid, 'RssAnon'));
-    const points = r['2xx'] * POINTS_PER_REQUEST;
+    const points = r.ok * POINTS_PER_REQUEST;
     return {
-      rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, rssAnonMb: rssMax,
+      rps: r.rps, p50: r.p50, p99: r.p99, rssAnonMb: rssMax,
       bytesPerPoint: points > 0 ? (writeBytes(server.pid) - written0) / points : NaN,
-      cpuPerReqUs: r['2xx'] > 0 ? (cpuMicros(server.pid) - cpu0) / r['2xx'] : NaN,
-      failed: r.non2xx + r.errors + r.timeouts,
+      cpuPerReqUs: r.ok > 0 ? (cpuMicros(server.pid) - cpu0) / r.ok : NaN,
+      failed: r.failed,
     };
   } finally {
     await server.stop();
@@ -207,14 +275,17 @@ async function main(): Promise<void> {
   const duration = argValue('--duration', 10);
   const rounds = argValue('--rounds', 3);
   const connections = argValue('--connections', 64);
+  const clientFlag = process.argv.indexOf('--client');
+  const client = clientFlag >= 0 ? process.argv[clientFlag + 1] : hasWrk() ? 'wrk' : 'autocannon';
+  if (client !== 'wrk' && client !== 'autocannon') throw new Error(`--client: wrk or autocannon, not ${client}`);
   const only = process.argv.indexOf('--only');
-  const variants: Variant[] = only >= 0 ? (process.argv[only + 1] ?? '').split(',') as Variant[] : ['bare', 'naive', 'outpost'];
-  const samples: Record<Variant, Sample[]> = { bare: [], naive: [], outpost: [] };
+  const variants: Variant[] = only >= 0 ? (process.argv[only + 1] ?? '').split(',') as Variant[] : ['bare', 'naive', 'outpost', 'floor'];
+  const samples: Record<Variant, Sample[]> = { bare: [], naive: [], floor: [], outpost: [] };
   const fsyncs: Array<{ p50: number; p90: number }> = [];
   for (let round = 0; round < rounds; round++) {
     fsyncs.push(fsyncLatency());
     for (const v of variants) {
-      const s = await measure(v, connections, duration);
+      const s = await measure(client, v, connections, duration);
       if (s.failed > 0) throw new Error(`${v}: ${s.failed} failed requests`);
       samples[v].push(s);
       process.stderr.write(`round ${round + 1}/${rounds} ${v}: ${s.rps.toFixed(0)} req/s, p50 ${s.p50} ms, p99 ${s.p99} ms, ` +
@@ -224,10 +295,10 @@ async function main(): Promise<void> {
   const med = (v: Variant, f: (s: Sample) => number): number => median(samples[v].map(f));
   const naiveRps = samples.naive.length > 0 ? med('naive', (s) => s.rps) : NaN;
   console.log(`ingest bench: ${connections} connections, 3-key body, ${rounds} interleaved rounds × ${duration} s per variant ` +
-    '(fresh server process each), medians; latency ms (autocannon); RssAnon max during the run');
+    `(fresh server process each), medians; load and latency ms from ${client}; RssAnon max during the run`);
   const fp50 = median(fsyncs.map((f) => f.p50));
   console.log(`fdatasync of one 4 KiB page on the stores' filesystem (median of rounds): p50 ${fp50.toFixed(2)} ms, ` +
-    `p90 ${median(fsyncs.map((f) => f.p90)).toFixed(2)} ms; every ack of (b) and (c) waits for at least one LMDB commit + fsync`);
+    `p90 ${median(fsyncs.map((f) => f.p90)).toFixed(2)} ms; every ack of (b), (c) and (d) waits for at least one LMDB commit + fsync`);
   console.log('| variant | req/s | points/s | vs (b) | p50 / p99 ms | RssAnon MB | bytes written / point | server CPU µs / req |');
   console.log('|---|---:|---:|---:|---:|---:|---:|---:|');
   for (const v of variants) {
@@ -239,7 +310,7 @@ async function main(): Promise<void> {
 }
 
 if (process.argv[2] === '--serve') {
-  serveBaseline(process.argv[3] as 'bare' | 'naive', process.argv[4] as string);
+  serveBaseline(process.argv[3] as Exclude<Variant, 'outpost'>, process.argv[4] as string);
 } else {
   await main();
 }
