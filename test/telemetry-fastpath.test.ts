@@ -44,6 +44,11 @@ t.test('table: rarities agree or hand over', async (t) => {
     ['{"a":-0,"b":-0.0,"c":0,"d":1E+1,"e":101E-1,"f":12345678901234567890,"g":9007199254740993,"h":0.12345678901234567}', true],
     ['{"a":"42","b":"-1.5","c":".5","d":"1e5","e":"","f":true,"g":false,"h":null}', true],
     ['{"ts":5,"a":1}', true],
+    // a flat object with a device key named "ts": it keeps its place among the other keys
+    ['{"a":1,"ts":5,"b":2}', true],
+    ['{"a":1,"b":2,"ts":5}', true],
+    ['{"a":1,"ts":null,"b":2}', true],
+    ['{"ts":"x","a":1}', true],
     ['{"ts":"5","values":{"a":1}}', false],
     ['{"ts":1.5,"values":{"a":1}}', false],
     ['{"ts":5,"values":7}', false],

@@ -88,7 +88,12 @@ class FastParser {
   /** One telemetry object at `{`: the flat or the timestamped form. */
   private record(): TsRecord {
     this.i++; // '{'
-    const flat: KvEntry[] = [];
+    // The flat form's entries, allocated only when a member other than "ts" and "values" appears: a batch of
+    // timestamped records then allocates nothing here. "ts" is kept aside with its position, in case the
+    // object turns out to be the flat form after all (a device key named "ts").
+    let flat: KvEntry[] | undefined;
+    let tsValue: KvValue | undefined;
+    let tsAt = 0;
     let keyCount = 0;
     let hasTs = false;
     let ts = 0;
@@ -97,7 +102,7 @@ class FastParser {
     this.ws();
     if (this.text.charCodeAt(this.i) === 125) {
       this.i++;
-      return { ts: this.now, values: flat };
+      return { ts: this.now, values: [] };
     }
     for (;;) {
       this.ws();
@@ -110,13 +115,15 @@ class FastParser {
       } else {
         const v = this.value();
         if (key === 'ts') {
+          // key() refuses a duplicate, so this runs at most once per object
           hasTs = true;
-          if (this.lastWasInt) ts = this.lastInt;
-        } else if (key === 'values') {
-          hasValues = true;
+          ts = this.lastWasInt ? this.lastInt : NaN;
+          tsValue = v;
+          tsAt = flat === undefined ? 0 : flat.length;
+        } else {
+          if (key === 'values') hasValues = true;
+          if (v !== undefined) (flat ??= []).push([key, v]);
         }
-        if (v !== undefined) flat.push([key, v]);
-        if (key === 'ts' && !this.lastWasInt) ts = NaN;
       }
       this.ws();
       const d = this.text.charCodeAt(this.i++);
@@ -131,7 +138,9 @@ class FastParser {
     }
     // the flat form: a "values" object would be a JSON-typed value (rare: general path)
     if (values !== undefined) throw BAIL;
-    return { ts: this.now, values: flat };
+    const entries = flat ?? [];
+    if (tsValue !== undefined) entries.splice(tsAt, 0, ['ts', tsValue]);
+    return { ts: this.now, values: entries };
   }
 
   /** A `{k: scalar, ..}` object at `{` → typed entries, nulls skipped. */
