@@ -7,6 +7,8 @@
  * batches (TB `[{ts, values}]` arrays / 1000-line line-protocol bodies), 4 requests in flight. Then:
  *   - ingest points/s, disk bytes per point (whole data dir ÷ points, after compaction), RssAnon;
  *   - median latency of a month-range 2-hour-interval AVG and of a 1-hour 1-minute AVG (both keys), 20 runs;
+ *   - the ingest ceiling: the same bodies, client and concurrency against a bare uWS handler that only
+ *     JSON.parses them (what this load generator and machine allow before anything is typed or stored);
  *   - Outpost only: the longest event-loop block in the server (perf_hooks.monitorEventLoopDelay) while it
  *     compacts, and the p99 of single-point posts while a week of backlog compacts vs with compaction paused.
  *
@@ -20,6 +22,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
+import * as uws from 'uWebSockets.js';
 import { hashPassword } from '../../src/auth/password.js';
 import { loadConfig } from '../../src/config/index.js';
 import { makeLogger } from '../../src/context.js';
@@ -72,6 +75,46 @@ async function serve(dataDir: string): Promise<void> {
   });
   process.on('disconnect', () => { void server.close().then(() => process.exit(0)); });
   process.send?.({ port: server.port, jwt: token, devices: devices.map((d) => ({ id: d.id, token: d.token })) } satisfies Ready);
+}
+
+/**
+ * The ingest ceiling: a bare uWS handler that collects the body, JSON.parses it and answers 200 (nothing
+ * typed, nothing stored). What this load generator and machine allow for these bodies.
+ */
+function serveBare(): void {
+  const app = uws.App();
+  app.post('/*', (res) => {
+    let aborted = false;
+    res.onAborted(() => { aborted = true; });
+    const chunks: Buffer[] = [];
+    res.onData((ab, isLast) => {
+      chunks.push(Buffer.from(ab.slice(0)));
+      if (!isLast) return;
+      JSON.parse(Buffer.concat(chunks).toString('utf8'));
+      if (!aborted) res.cork(() => res.end());
+    });
+  });
+  app.listen('127.0.0.1', 0, (ls) => {
+    if (!ls) throw new Error('cannot listen');
+    process.send?.({ port: uws.us_socket_local_port(ls as unknown as uws.us_socket) });
+  });
+  process.on('disconnect', () => process.exit(0));
+}
+
+async function benchBare(month: readonly Sample[]): Promise<number> {
+  const child = fork(fileURLToPath(import.meta.url), ['--bare'], { stdio: 'inherit' });
+  try {
+    const { port } = await new Promise<{ port: number }>((resolve, reject) => {
+      child.once('message', (m) => resolve(m as { port: number }));
+      child.once('exit', (code) => reject(new Error(`bare server exited with ${code}`)));
+    });
+    const bodies = tbBodies(month);
+    await sendAll(port, '/api/v1/bare/telemetry', bodies.slice(0, 20)); // warm-up
+    return (month.length * 2) / ((await sendAll(port, '/api/v1/bare/telemetry', bodies)) / 1000);
+  } finally {
+    child.disconnect();
+    await new Promise((r) => child.once('exit', r));
+  }
 }
 
 // ---------------------------------------------------------------- the load side
@@ -350,11 +393,13 @@ async function main(): Promise<void> {
   const backlog = generate(end - 60 * DAY, (7 * DAY) / STEP_MS, 7);
   const o = await benchOutpost(month, backlog, end - 10 * DAY);
   const x = await benchInflux(month);
+  const barePps = await benchBare(month);
   const f = (n: number, d = 1): string => (Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : 'n/a');
   console.log(`downsample bench: ${days} days × 8,640 ts × 2 keys = ${(month.length * 2).toLocaleString('en-US')} points, ${BATCH}-timestamp batches, ${IN_FLIGHT} in flight; query medians of ${QUERY_RUNS}; Node ${process.version}; baseline: ${x.note ?? 'InfluxDB'}`);
   console.log('| metric | Outpost | InfluxDB (baseline) | Outpost ÷ InfluxDB | target |');
   console.log('|---|---:|---:|---:|---|');
   console.log(`| ingest, points/s | ${f(o.ingestPps, 0)} | ${f(x.ingestPps, 0)} | ${f(o.ingestPps / x.ingestPps, 2)}× | ≥ 1,500,000 |`);
+  console.log(`| ingest ceiling: bare uWS + JSON.parse, same bodies and client, points/s (Outpost ÷ it) | ${f(barePps, 0)} (${f(o.ingestPps / barePps, 2)}×) | | | |`);
   console.log(`| disk, bytes/point (whole data dir) | ${f(o.bytesPerPoint, 2)} | ${f(x.bytesPerPoint, 2)} | ${f(o.bytesPerPoint / x.bytesPerPoint, 2)}× | ≤ 6 |`);
   console.log(`| disk, bytes/point (Outpost: chunks + rollups + head values; InfluxDB: TSM files) | ${f(o.dataBytesPerPoint ?? NaN, 2)} | ${f(x.dataBytesPerPoint ?? NaN, 2)} | ${f((o.dataBytesPerPoint ?? NaN) / (x.dataBytesPerPoint ?? NaN), 2)}× | |`);
   console.log(`| RssAnon after ingest, MiB | ${f(o.rssMb)} | ${f(x.rssMb)} | ${f(o.rssMb / x.rssMb, 2)}× | |`);
@@ -372,6 +417,8 @@ async function main(): Promise<void> {
 
 if (process.argv[2] === '--serve') {
   await serve(process.argv[3] as string);
+} else if (process.argv[2] === '--bare') {
+  serveBare();
 } else {
   await main();
 }
