@@ -65,6 +65,13 @@ export interface DownsampleStats extends CompactionCounters {
 const QUIET_MS = 5;
 /** … unless this long has passed since the previous step. */
 const MAX_DEFER_MS = 50;
+/**
+ * While foreground writes keep arriving (one in the last ACTIVE_MS), background steps take at most this share
+ * of wall time, so a burst (a device replaying a day of buffered data) is acknowledged at nearly full speed and
+ * the compaction it causes catches up afterwards; when writes stop, steps take about half of the time.
+ */
+const BUSY_SHARE = 0.1;
+const ACTIVE_MS = 100;
 
 /** Live bytes of the environment: branch, leaf and overflow pages of every database. */
 export function liveBytes(env: StoreEnv): number {
@@ -157,6 +164,7 @@ export class DownsampleEngine {
         continue;
       }
       let more = false;
+      const stepStart = performance.now();
       try {
         more = await this.step();
       } catch (err) {
@@ -164,9 +172,12 @@ export class DownsampleEngine {
       }
       lastStepAt = performance.now();
       if (this.stopped) break;
-      // Duty cycle: after a step, pause as long as a step may run (at most about half of the time goes to
-      // background work while a backlog drains); when nothing is due, sleep until the next sweep.
-      await this.pause(more ? this.opts.stepBudgetMs : this.opts.sweepIntervalMs);
+      // Duty cycle while a backlog drains: under foreground writes a step's wall time (callback and commit) is
+      // at most BUSY_SHARE of the time; otherwise pause about as long as the step took. When nothing is due,
+      // sleep until the next sweep.
+      const took = lastStepAt - stepStart;
+      const active = lastStepAt - this.store.lastWriteAt < ACTIVE_MS;
+      await this.pause(!more ? this.opts.sweepIntervalMs : active ? took * (1 / BUSY_SHARE - 1) : Math.max(this.opts.stepBudgetMs, took));
     }
   }
 
