@@ -59,6 +59,8 @@ export interface DownsampleStats extends CompactionCounters {
   /** steps whose callback blocked the event loop for more than 20 ms (wall) */
   stepsOver20Ms: number;
   steps: number;
+  /** wall ms of the engine's steps (callbacks and commits) since start: its share of the time */
+  backgroundMs: number;
 }
 
 /** ms without a foreground write before a background step starts … */
@@ -119,6 +121,7 @@ interface DropSweep {
 export class DownsampleEngine {
   private readonly counters = {
     droppedRawChunks: 0, droppedRawPoints: 0, droppedRollupBlocks: 0, maxStepMs: 0, maxStepCpuMs: 0, stepsOver20Ms: 0, steps: 0,
+    backgroundMs: 0,
   };
   private stopped = true;
   private loop: Promise<void> | undefined;
@@ -176,6 +179,7 @@ export class DownsampleEngine {
       // at most BUSY_SHARE of the time; otherwise pause about as long as the step took. When nothing is due,
       // sleep until the next sweep.
       const took = lastStepAt - stepStart;
+      this.counters.backgroundMs += took;
       const active = lastStepAt - this.store.lastWriteAt < ACTIVE_MS;
       await this.pause(!more ? this.opts.sweepIntervalMs : active ? took * (1 / BUSY_SHARE - 1) : Math.max(this.opts.stepBudgetMs, took));
     }
