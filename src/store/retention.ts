@@ -54,7 +54,11 @@ export interface DownsampleStats extends CompactionCounters {
   droppedRollupBlocks: number;
   /** longest background step so far: wall ms inside one transaction callback (= its event-loop block) */
   maxStepMs: number;
-  /** the same in CPU ms (process.cpuUsage): excludes preemption on a loaded machine */
+  /**
+   * the same in CPU ms, excluding preemption on a loaded machine: process.cpuUsage counts every thread (GC
+   * helpers, lmdb-js' writer), so a step counts the lesser of its CPU and its wall time, each a bound on
+   * the main thread's time in the step
+   */
   maxStepCpuMs: number;
   /** steps whose callback blocked the event loop for more than 20 ms (wall) */
   stepsOver20Ms: number;
@@ -198,7 +202,7 @@ export class DownsampleEngine {
   private noteStep(wallMs: number, cpuMs: number): void {
     this.counters.steps++;
     this.counters.maxStepMs = Math.max(this.counters.maxStepMs, wallMs);
-    this.counters.maxStepCpuMs = Math.max(this.counters.maxStepCpuMs, cpuMs);
+    this.counters.maxStepCpuMs = Math.max(this.counters.maxStepCpuMs, Math.min(cpuMs, wallMs));
     if (wallMs > 20) this.counters.stepsOver20Ms++;
   }
 
