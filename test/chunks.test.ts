@@ -4,11 +4,13 @@
  * points, same-ts overwrites and deletes.
  */
 import t from 'tap';
+import { SeriesColumn } from '../src/model/batch.js';
 import { type KvValue, type TsKv, kvBool, kvDouble, kvJson, kvLong, kvString, kvToString } from '../src/model/kv.js';
 import { Dictionary } from '../src/store/dict.js';
 import { openStoreEnv } from '../src/store/env.js';
-import { decodePoints, decodePointsIn, encodePoints } from '../src/store/gorilla.js';
+import { decodePoints, decodePointsIn, encodeColumn, encodePoints } from '../src/store/gorilla.js';
 import { LmdbTimeseriesStore } from '../src/store/timeseries.js';
+import { rng } from './helpers/prng.js';
 import { type Teardown, tempDir } from './helpers/server.js';
 
 const show = (pts: readonly TsKv[]): string[] => pts.map((p) => `${p.ts}:${p.value.type}:${kvToString(p.value)}:${Object.is(p.value.v, -0) ? '-0' : ''}`);
@@ -38,6 +40,38 @@ t.test('point blocks round-trip every value type exactly', async (t) => {
   const to = pts[20]!.ts;
   t.same(show(decodePointsIn(block, from, to)), show(pts.slice(10, 20)), 'partial decode [from, to)');
   t.same(decodePointsIn(block, to, to), [], 'empty partial range');
+});
+
+t.test('columns: a slice of any column encodes as its points do, and sortedDistinct keeps the last posted', async (t) => {
+  // The ingest path encodes head fragments straight from columns (model/batch.ts); compaction encodes point
+  // arrays. Both must give the same block, so a slice of a mixed (BOXED) column that happens to be all
+  // DOUBLE or all LONG still gets the numeric modes.
+  const next = rng(4_242);
+  const pool = [() => kvLong(Math.floor(next() * 1000)), () => kvDouble(Math.floor(next() * 10000) / 100), () => kvDouble(next()),
+    () => kvLong(2 ** 51 + 3), () => kvLong(1234567890123456789n), () => kvString('s'), () => kvBool(next() < 0.5), () => kvDouble(-0)];
+  for (let c = 0; c < 400; c++) {
+    const col = new SeriesColumn();
+    const kinds = pool.slice(0, 1 + Math.floor(next() * pool.length));
+    let ts = -50_000 + Math.floor(next() * 100_000);
+    const runs = 1 + Math.floor(next() * 4);
+    for (let r = 0; r < runs; r++) {
+      const make = kinds[Math.floor(next() * kinds.length)]!;
+      for (let i = 0, n = 1 + Math.floor(next() * 40); i < n; i++) col.push((ts += 1 + Math.floor(next() * 3)), make());
+    }
+    const from = Math.floor(next() * col.length);
+    const to = from + Math.floor(next() * (col.length - from + 1));
+    const points = col.toPoints(from, to);
+    t.same(encodeColumn(col, from, to), encodePoints(points), `column ${c} (${col.kind}) [${from}, ${to}) encodes as its points`);
+    t.same(show(decodePoints(encodeColumn(col, from, to))), show(points), `column ${c} round-trips`);
+  }
+  const col = new SeriesColumn();
+  for (const [ts, v] of [[30, 1], [10, 2], [30, 3], [20, 4], [10, 5]] as const) col.pushLong(ts, v);
+  col.pushDouble(20, 6.5);
+  t.same(show(col.sortedDistinct().toPoints()), ['10:LONG:5:', '20:DOUBLE:6.5:', '30:LONG:3:'], 'ts order, the last posted per ts, types kept');
+  const asc = new SeriesColumn();
+  asc.pushDouble(1, 1.5);
+  asc.pushDouble(2, 2.5);
+  t.equal(asc.sortedDistinct(), asc, 'an ascending column is not copied');
 });
 
 function openStore(t: Teardown): { store: LmdbTimeseriesStore; close: () => Promise<void> } {

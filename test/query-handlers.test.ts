@@ -53,7 +53,7 @@ t.test('REST writes and deletes publish on the bus', async (t) => {
   t.equal(written.length, 1, 'one telemetry event per write');
   t.equal(written[0]?.entityType, 'ASSET');
   t.equal(written[0]?.entityId, asset.id);
-  t.same(written[0]?.records.map((r) => r.ts), [1000, 2000]);
+  t.same([...(written[0]?.series ?? new Map())].map(([k, col]) => [k, col.ts]), [['a', [1000, 2000]], ['b', [1000, 2000]], ['c', [1000, 2000]]]);
 
   await t.rejects(postTimeseries(s)(context([...path, 'ANY'], '', token, '{"a":null}')), { code: 'BAD_PAYLOAD' }, 'null value → 400');
   t.equal(written.length, 1, 'a rejected write publishes nothing');

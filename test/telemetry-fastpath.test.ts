@@ -1,24 +1,26 @@
 /**
  * The telemetry fast path (src/ingest/fastpath.ts) against the general path (parseJson → parseTelemetry),
- * CONTRACT §4: whenever the fast path answers, its records equal the general path's exactly (key order, value
- * types, -0, bigints); when the general path refuses a body, the fast path must not answer. Table-driven for
+ * CONTRACT §4: whenever the fast path answers, its columns equal those of the general path's records exactly
+ * (key order, point order, value types, -0, bigints); when the general path refuses a body, the fast path must not answer. Table-driven for
  * the rarities, then seeded random bodies and mutations of them.
  */
 import t, { type Test } from 'tap';
 import type { KvValue } from '../src/model/kv.js';
 import { parseTelemetryFast } from '../src/ingest/fastpath.js';
-import { type TsRecord, parseBody, parseTelemetry } from '../src/ingest/payload.js';
+import { parseBody, parseTelemetry } from '../src/ingest/payload.js';
+import { TelemetryBatch } from '../src/model/batch.js';
 import { rng } from './helpers/prng.js';
 
 const NOW = 1_700_000_000_000;
 
 const show = (v: KvValue): string => `${v.type}:${typeof v.v}:${Object.is(v.v, -0) ? '-0' : String(v.v)}`;
-const render = (rs: readonly TsRecord[]): string =>
-  JSON.stringify(rs.map((r) => [r.ts, r.values.map(([k, v]) => [k, show(v)])]));
+/** key by key (in order of first appearance), each point's ts and typed value */
+const render = (b: TelemetryBatch): string =>
+  JSON.stringify([...b.series].map(([k, col]) => [k, col.ts, col.ts.map((_ts, i) => show(col.value(i)))]));
 
 function general(text: string, rejectNull: boolean): { ok: true; out: string } | { ok: false; err: string } {
   try {
-    return { ok: true, out: render(parseTelemetry(parseBody(text), NOW, rejectNull)) };
+    return { ok: true, out: render(TelemetryBatch.fromRecords(parseTelemetry(parseBody(text), NOW, rejectNull))) };
   } catch (err) {
     return { ok: false, err: String(err) };
   }
@@ -106,6 +108,44 @@ t.test('seeded random bodies: the fast path never disagrees', async (t) => {
   t.ok(answered > N / 20, `the fast path answered ${answered} of ${N}`);
 });
 
+t.test('batches that repeat a record shape (the record template) agree with the general path', async (t) => {
+  // The fast path reuses the text between the numbers of a `{"ts":..,"values":{..}}` record for the records
+  // that follow. Each body here repeats one shape with fresh numbers, and some records deviate from it.
+  const next = rng(11_212_026);
+  const int = (n: number): number => Math.floor(next() * n);
+  const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)] as T;
+  const plain = (): string => pick([String(int(1e6)), `-${int(1000)}`, `${int(100)}.${int(100)}`, `-${int(10)}.${1 + int(9)}`, '0', '42.0']);
+  const exotic = (): string => pick(['-0', '1E+1', '101E-1', '1e400', '9223372036854775808', '0.12345678901234567', '1234567890123456',
+    '"17"', '"x"', 'null', 'true', '{}', '[1]', '01', '1.', '-', '1E999999999']);
+  const keyPool = ['temperature', 'counter', 'a', 'ts', 'values', 'k1', 'é'];
+  let bodies = 0;
+  for (let b = 0; b < 3000; b++) {
+    const keys = [...new Set(Array.from({ length: 1 + int(3) }, () => pick(keyPool)))];
+    const spaced = next() < 0.2;
+    const rec = (ts: string, values: string[], ks = keys): string => {
+      const inner = ks.map((k, j) => `${JSON.stringify(k)}:${spaced ? ' ' : ''}${values[j] ?? plain()}`).join(',');
+      return `{"ts":${ts},"values":{${inner}}}`;
+    };
+    let ts = 1_600_000_000_000 + int(1e9);
+    const records: string[] = [];
+    for (let r = 0, n = 2 + int(7); r < n; r++) {
+      ts += 1 + int(20_000);
+      const values = keys.map(() => plain());
+      const variant = next();
+      if (variant < 0.7) records.push(rec(String(ts), values));
+      else if (variant < 0.78) records.push(rec(String(ts), values.map((v) => (next() < 0.5 ? exotic() : v))));
+      else if (variant < 0.82) records.push(rec(pick(['"17"', '1.5', '-0', 'null', '12345678901234567', '-5']), values));
+      else if (variant < 0.86) records.push(rec(String(ts), values, [...keys].reverse()));
+      else if (variant < 0.9) records.push(rec(String(ts), [...values, plain()], [...keys, keys[0] as string]));
+      else if (variant < 0.93) records.push(rec(String(ts), values).replace('}}', `},"z":${plain()}}`));
+      else if (variant < 0.96) records.push(rec(String(ts), values).replace(':', ' : '));
+      else records.push(`{"values":{${keys.map((k, j) => `${JSON.stringify(k)}:${values[j] as string}`).join(',')}},"ts":${ts}}`);
+    }
+    if (agree(t, `[${records.join(',')}]`, next() < 0.1)) bodies++;
+  }
+  t.ok(bodies > 1000, `the fast path answered ${bodies} of 3000 bodies`);
+});
+
 t.test('decimals typed without the string: the same double as Number(literal)', async (t) => {
   const next = rng(7_031_953);
   const digits = (n: number): string => Array.from({ length: n }, () => String(Math.floor(next() * 10))).join('');
@@ -116,7 +156,7 @@ t.test('decimals typed without the string: the same double as Number(literal)', 
     const lit = `${next() < 0.3 ? '-' : ''}${int}.${digits(1 + Math.floor(next() * 17))}`;
     const fast = parseTelemetryFast(`{"v":${lit}}`, NOW, false);
     const want = parseTelemetry(parseBody(`{"v":${lit}}`), NOW, false);
-    const got = fast?.[0]?.values[0]?.[1];
+    const got = fast?.series.get('v')?.value(0);
     const exp = want[0]?.values[0]?.[1];
     if (got === undefined || exp === undefined || show(got) !== show(exp)) {
       t.equal(got && show(got), exp && show(exp), lit);

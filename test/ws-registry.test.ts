@@ -7,6 +7,7 @@ import { FrameError, parseFrame, splitKeys } from '../src/api/ws/protocol.js';
 import { type Subscription, SubscriptionRegistry, type WsSink } from '../src/api/ws/registry.js';
 import { PARSE_ERROR_FRAME, renderData, renderError, renderPoint } from '../src/api/ws/render.js';
 import type { TelemetryEvent } from '../src/bus/index.js';
+import { TelemetryBatch } from '../src/model/batch.js';
 import { type KvValue, kvDouble, kvLong, kvString } from '../src/model/kv.js';
 
 class Sink implements WsSink {
@@ -25,7 +26,7 @@ function tsSub(session: WsSink, cmdId: number, entityId: string, keys?: string[]
 }
 
 function write(entityId: string, ...records: Array<[number, Record<string, KvValue>]>): TelemetryEvent {
-  return { entityType: 'DEVICE', entityId, records: records.map(([ts, v]) => ({ ts, values: Object.entries(v) })) };
+  return { entityType: 'DEVICE', entityId, series: TelemetryBatch.fromRecords(records.map(([ts, v]) => ({ ts, values: Object.entries(v) }))).series };
 }
 
 t.test('parseFrame: legacy arrays, strict like Jackson', async (t) => {

@@ -3,6 +3,7 @@
  * subscriptions and the sync outbox listen. Publishers never know their listeners, and a listener that
  * throws is logged and skipped, never breaking the write that published.
  */
+import type { SeriesColumn } from '../model/batch.js';
 import type { KvValue } from '../model/kv.js';
 import type { EntityType } from '../types.js';
 
@@ -11,8 +12,8 @@ export type AttributeScope = 'CLIENT_SCOPE' | 'SERVER_SCOPE' | 'SHARED_SCOPE';
 export interface TelemetryEvent {
   readonly entityType: EntityType;
   readonly entityId: string;
-  /** every stored point, grouped by timestamp as posted */
-  readonly records: ReadonlyArray<{ readonly ts: number; readonly values: ReadonlyArray<readonly [string, KvValue]> }>;
+  /** every stored point: key → its points in posted order (not yet sorted or deduplicated) */
+  readonly series: ReadonlyMap<string, SeriesColumn>;
 }
 
 export interface TelemetryDeleteEvent {

@@ -6,13 +6,19 @@
  * nested values, duplicate keys, keys starting with a digit, a "ts" that is not a plain integer, null under
  * rejectNull, ...) is handled in exactly one place. A successful answer equals what the general path gives.
  */
+import { type SeriesColumn, TelemetryBatch } from '../model/batch.js';
 import { type KvValue, kvBool, kvDouble, kvLong, kvString } from '../model/kv.js';
 import type { EpochMs } from '../types.js';
-import { type KvEntry, MAX_KEY_LENGTH, type TsRecord, parseBody, parseTelemetry } from './payload.js';
+import { type KvEntry, MAX_KEY_LENGTH, parseBody, parseTelemetry } from './payload.js';
 import { isParsableNumber, typeNumberLiteral } from './typing.js';
 
 /** 10^0 … 10^16, each exact in a double */
 const POW10 = Array.from({ length: 17 }, (_, k) => 10 ** k);
+
+/** number() results */
+const NUM_LONG = 0;
+const NUM_DOUBLE = 1;
+const NUM_OTHER = 2;
 
 /** thrown inside this module only: "hand over to the general path" */
 const BAIL = Symbol('bail');
@@ -20,13 +26,13 @@ const BAIL = Symbol('bail');
 /** at most this many keys per object (duplicate detection is quadratic) */
 const MAX_FAST_KEYS = 64;
 
-/** A telemetry body → records: the fast path when it applies, else parseBody + parseTelemetry. */
-export function parseTelemetryBody(body: Buffer, now: EpochMs, rejectNull = false): TsRecord[] {
+/** A telemetry body → its columns: the fast path when it applies, else parseBody + parseTelemetry. */
+export function parseTelemetryBody(body: Buffer, now: EpochMs, rejectNull = false): TelemetryBatch {
   const text = body.toString('utf8');
-  return parseTelemetryFast(text, now, rejectNull) ?? parseTelemetry(parseBody(text), now, rejectNull);
+  return parseTelemetryFast(text, now, rejectNull) ?? TelemetryBatch.fromRecords(parseTelemetry(parseBody(text), now, rejectNull));
 }
 
-export function parseTelemetryFast(text: string, now: EpochMs, rejectNull: boolean): TsRecord[] | undefined {
+export function parseTelemetryFast(text: string, now: EpochMs, rejectNull: boolean): TelemetryBatch | undefined {
   try {
     return new FastParser(text, now, rejectNull).telemetry();
   } catch {
@@ -41,6 +47,28 @@ class FastParser {
   /** set by value(): the key "ts"'s integer when the last value was a plain integer */
   private lastInt = 0;
   private lastWasInt = false;
+  /** set by number(): LONG (a safe integer in `num`), DOUBLE (in `num`), or OTHER (the value in `numOther`) */
+  private numKind = NUM_LONG;
+  private num = 0;
+  private numOther: KvValue | undefined;
+  private readonly batch = new TelemetryBatch();
+  /** the column of the key last seen at each position of a "values" object: batches repeat their keys */
+  private readonly colKey: string[] = [];
+  private readonly colAt: SeriesColumn[] = [];
+  /**
+   * The last `{"ts":<int>,"values":{<numbers>}}` record's text between its values, and its columns: the next
+   * records of a batch usually repeat it byte for byte but for the numbers (see recordFromTemplate).
+   */
+  private template: { readonly segments: string[]; readonly columns: SeriesColumn[] } | undefined;
+  /** pourValues' account of the object it read: value spans and columns, and whether all were plain numbers */
+  private pourCount = 0;
+  private pourNumeric = true;
+  private readonly pourStart: number[] = [];
+  private readonly pourEnd: number[] = [];
+  private readonly pourCols: SeriesColumn[] = [];
+  /** recordFromTemplate's numbers, pushed only once the whole record matched */
+  private readonly tplKinds: number[] = [];
+  private readonly tplNums: number[] = [];
   /** keys of the object being parsed at each level (0: record, 1: its "values"), for duplicate detection; the
    * first `count` entries are the current object's */
   private readonly seen: [string[], string[]] = [[], []];
@@ -54,12 +82,11 @@ class FastParser {
     this.n = text.length;
   }
 
-  telemetry(): TsRecord[] {
+  telemetry(): TelemetryBatch {
     this.ws();
     const c = this.text.charCodeAt(this.i);
-    const out: TsRecord[] = [];
     if (c === 123) {
-      out.push(this.record());
+      this.record();
     } else if (c === 91) {
       this.i++;
       this.ws();
@@ -69,7 +96,7 @@ class FastParser {
         for (;;) {
           this.ws();
           if (this.text.charCodeAt(this.i) !== 123) throw BAIL;
-          out.push(this.record());
+          if (!this.recordFromTemplate()) this.record();
           this.ws();
           const d = this.text.charCodeAt(this.i++);
           if (d === 44) continue;
@@ -82,12 +109,19 @@ class FastParser {
     }
     this.ws();
     if (this.i !== this.n) throw BAIL;
-    return out;
+    return this.batch;
   }
 
-  /** One telemetry object at `{`: the flat or the timestamped form. */
-  private record(): TsRecord {
+  /**
+   * One telemetry object at `{`, the flat or the timestamped form, into the batch's columns. The common
+   * `{"ts":<int>,"values":{..}}` pours its values straight into the columns; the rest collects entries first,
+   * since the form is known only at the object's end.
+   */
+  private record(): void {
+    const recStart = this.i;
     this.i++; // '{'
+    let tsStart = 0;
+    let tsEnd = 0;
     // The flat form's entries, allocated only when a member other than "ts" and "values" appears: a batch of
     // timestamped records then allocates nothing here. "ts" is kept aside with its position, in case the
     // object turns out to be the flat form after all (a device key named "ts").
@@ -98,11 +132,13 @@ class FastParser {
     let hasTs = false;
     let ts = 0;
     let values: KvEntry[] | undefined;
+    /** "values" went straight into the columns (with `ts`) */
+    let poured = false;
     let hasValues = false;
     this.ws();
     if (this.text.charCodeAt(this.i) === 125) {
       this.i++;
-      return { ts: this.now, values: [] };
+      return;
     }
     for (;;) {
       this.ws();
@@ -111,10 +147,20 @@ class FastParser {
       const c = this.text.charCodeAt(this.i);
       if (key === 'values' && c === 123) {
         hasValues = true;
-        values = this.flatObject();
+        // With an integer "ts" already seen, this object is the timestamped form whatever follows (key()
+        // refuses a second "values" or "ts", and any error discards the whole batch).
+        if (hasTs && !Number.isNaN(ts)) {
+          this.pourValues(ts);
+          poured = true;
+        } else {
+          values = this.flatObject();
+        }
       } else {
+        const valueStart = this.i;
         const v = this.value();
         if (key === 'ts') {
+          tsStart = valueStart;
+          tsEnd = this.i;
           // key() refuses a duplicate, so this runs at most once per object
           hasTs = true;
           ts = this.lastWasInt ? this.lastInt : NaN;
@@ -131,16 +177,135 @@ class FastParser {
       if (d === 125) break;
       throw BAIL;
     }
+    if (poured) {
+      // {"ts":<int>,"values":{..}} and nothing else, all values plain numbers: the next record's template
+      if (keyCount === 2 && tsStart < tsEnd && this.pourNumeric && this.pourCount > 0) this.makeTemplate(recStart, tsStart, tsEnd);
+      return;
+    }
     if (hasTs && hasValues) {
       // the timestamped form: values must be an object, ts a plain integer (anything else → general path)
       if (values === undefined || Number.isNaN(ts)) throw BAIL;
-      return { ts, values };
+      this.entriesAt(ts, values);
+      return;
     }
     // the flat form: a "values" object would be a JSON-typed value (rare: general path)
     if (values !== undefined) throw BAIL;
     const entries = flat ?? [];
     if (tsValue !== undefined) entries.splice(tsAt, 0, ['ts', tsValue]);
-    return { ts: this.now, values: entries };
+    this.entriesAt(this.now, entries);
+  }
+
+  /** Keeps the text around the values of the record just parsed (see recordFromTemplate). */
+  private makeTemplate(recStart: number, tsStart: number, tsEnd: number): void {
+    const text = this.text;
+    const n = this.pourCount;
+    const segments = [text.slice(recStart, tsStart), text.slice(tsEnd, this.pourStart[0])];
+    for (let j = 1; j < n; j++) segments.push(text.slice(this.pourEnd[j - 1], this.pourStart[j]));
+    segments.push(text.slice(this.pourEnd[n - 1], this.i));
+    this.template = { segments, columns: this.pourCols.slice(0, n) };
+  }
+
+  /**
+   * A record at `{` that repeats the template's text exactly but for its numbers (an integer ts and plain
+   * LONG/DOUBLE values): its values go straight to the template's columns, with no key scanning, duplicate
+   * checks or column lookups; the keys and structure were checked when the template was made. Anything else
+   * (other keys, spacing, a null, a string, a literal the general typing must see) → false with nothing
+   * consumed or stored, and record() parses it.
+   */
+  private recordFromTemplate(): boolean {
+    const tpl = this.template;
+    if (tpl === undefined) return false;
+    const text = this.text;
+    const { segments, columns } = tpl;
+    const start = this.i;
+    let seg = segments[0] as string;
+    if (!text.startsWith(seg, start)) return false;
+    this.i = start + seg.length;
+    this.lastWasInt = false;
+    if (!this.atNumber()) { this.i = start; return false; }
+    this.number();
+    if (!this.lastWasInt) { this.i = start; return false; }
+    const ts = this.lastInt;
+    const kinds = this.tplKinds;
+    const nums = this.tplNums;
+    const n = columns.length;
+    for (let j = 0; j <= n; j++) {
+      seg = segments[j + 1] as string;
+      if (!text.startsWith(seg, this.i)) { this.i = start; return false; }
+      this.i += seg.length;
+      if (j === n) break;
+      if (!this.atNumber()) { this.i = start; return false; }
+      this.number();
+      if (this.numKind === NUM_OTHER) { this.i = start; return false; }
+      kinds[j] = this.numKind;
+      nums[j] = this.num;
+    }
+    for (let j = 0; j < n; j++) {
+      const col = columns[j] as SeriesColumn;
+      if (kinds[j] === NUM_LONG) col.pushLong(ts, nums[j] as number);
+      else col.pushDouble(ts, nums[j] as number);
+    }
+    return true;
+  }
+
+  private atNumber(): boolean {
+    const c = this.text.charCodeAt(this.i);
+    return c === 45 || (c >= 48 && c <= 57);
+  }
+
+  /** The column of `key`, found at position `pos` of a "values" object (created at its first point). */
+  private columnAt(pos: number, key: string): SeriesColumn {
+    const col = this.colAt[pos];
+    if (col !== undefined && this.colKey[pos] === key) return col;
+    const found = this.batch.column(key);
+    this.colAt[pos] = found;
+    this.colKey[pos] = key;
+    return found;
+  }
+
+  private entriesAt(ts: number, entries: readonly KvEntry[]): void {
+    for (const [key, v] of entries) this.batch.column(key).push(ts, v);
+  }
+
+  /** A `{k: scalar, ..}` object at `{` → straight into the columns at `ts`, numbers unboxed; nulls skipped. */
+  private pourValues(ts: number): void {
+    this.i++;
+    let keyCount = 0;
+    this.pourCount = 0;
+    this.pourNumeric = true;
+    this.ws();
+    if (this.text.charCodeAt(this.i) === 125) {
+      this.i++;
+      return;
+    }
+    for (;;) {
+      this.ws();
+      const pos = keyCount;
+      const key = this.key(1, keyCount++);
+      this.ws();
+      const c = this.text.charCodeAt(this.i);
+      if (c === 45 || (c >= 48 && c <= 57)) {
+        const start = this.i;
+        this.number();
+        const col = this.columnAt(pos, key);
+        if (this.numKind === NUM_LONG) col.pushLong(ts, this.num);
+        else if (this.numKind === NUM_DOUBLE) col.pushDouble(ts, this.num);
+        else { col.push(ts, this.numOther as KvValue); this.pourNumeric = false; }
+        this.pourStart[pos] = start;
+        this.pourEnd[pos] = this.i;
+        this.pourCols[pos] = col;
+        this.pourCount = keyCount;
+      } else {
+        this.pourNumeric = false;
+        const v = this.value();
+        if (v !== undefined) this.columnAt(pos, key).push(ts, v);
+      }
+      this.ws();
+      const d = this.text.charCodeAt(this.i++);
+      if (d === 44) continue;
+      if (d === 125) return;
+      throw BAIL;
+    }
   }
 
   /** A `{k: scalar, ..}` object at `{` → typed entries, nulls skipped. */
@@ -224,7 +389,12 @@ class FastParser {
       this.i++;
       return isParsableNumber(s) ? typeNumberLiteral(s) : kvString(s);
     }
-    if (c === 45 || (c >= 48 && c <= 57)) return this.number();
+    if (c === 45 || (c >= 48 && c <= 57)) {
+      this.number();
+      if (this.numKind === NUM_LONG) return kvLong(this.num);
+      if (this.numKind === NUM_DOUBLE) return kvDouble(this.num);
+      return this.numOther;
+    }
     if (c === 116) { if (text.startsWith('true', this.i)) { this.i += 4; return kvBool(true); } throw BAIL; }
     if (c === 102) { if (text.startsWith('false', this.i)) { this.i += 5; return kvBool(false); } throw BAIL; }
     if (c === 110) {
@@ -235,8 +405,11 @@ class FastParser {
     throw BAIL;
   }
 
-  /** The general parser's number grammar and its split: plain safe integers are numbers, the rest literals. */
-  private number(): KvValue {
+  /**
+   * The general parser's number grammar and its split: plain safe integers are numbers, the rest literals.
+   * The result goes to numKind/num/numOther, so a column takes it without a KvValue.
+   */
+  private number(): void {
     const text = this.text;
     const n = this.n;
     const start = this.i;
@@ -262,7 +435,9 @@ class FastParser {
       const v = start !== intStart ? -acc : acc;
       this.lastWasInt = true;
       this.lastInt = v;
-      return kvLong(v);
+      this.numKind = NUM_LONG;
+      this.num = v;
+      return;
     }
     let simple = true;
     let fracLen = 0;
@@ -296,16 +471,25 @@ class FastParser {
     if (fracLen >= 1 && fracLen <= 16 && !exp) {
       if (intLen + fracLen <= 15) {
         const v = acc / (POW10[fracLen] as number);
-        return kvDouble(start !== intStart ? -v : v);
+        this.numKind = NUM_DOUBLE;
+        this.num = start !== intStart ? -v : v;
+        return;
       }
-      return kvDouble(Number(text.slice(start, i)));
+      this.numKind = NUM_DOUBLE;
+      this.num = Number(text.slice(start, i));
+      return;
     }
     const lit = text.slice(start, i);
     if (simple && lit !== '-0') {
       const v = Number(lit);
-      if (Number.isSafeInteger(v)) return kvLong(v);
+      if (Number.isSafeInteger(v)) {
+        this.numKind = NUM_LONG;
+        this.num = v;
+        return;
+      }
     }
-    return typeNumberLiteral(lit);
+    this.numKind = NUM_OTHER;
+    this.numOther = typeNumberLiteral(lit);
   }
 
   private ws(): void {

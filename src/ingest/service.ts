@@ -4,6 +4,7 @@
  * committed write exactly once.
  */
 import type { EventBus } from '../bus/index.js';
+import { TelemetryBatch } from '../model/batch.js';
 import type { TimeseriesStore } from '../store/timeseries.js';
 import type { EntityType } from '../types.js';
 import type { TsRecord } from './payload.js';
@@ -11,11 +12,11 @@ import type { TsRecord } from './payload.js';
 export class TelemetryIngest {
   constructor(private readonly store: TimeseriesStore, private readonly bus: EventBus) {}
 
-  async save(entityType: EntityType, entityId: string, records: readonly TsRecord[]): Promise<void> {
-    // filter (a copy) only when some record is empty, the rare case
-    const nonEmpty = records.some((r) => r.values.length === 0) ? records.filter((r) => r.values.length > 0) : records;
-    if (nonEmpty.length === 0) return;
-    await this.store.write(entityId, nonEmpty);
-    this.bus.publish('telemetry', { entityType, entityId, records: nonEmpty });
+  /** Records (TB's shape, from the general parser) are converted to the columnar batch. */
+  async save(entityType: EntityType, entityId: string, points: TelemetryBatch | readonly TsRecord[]): Promise<void> {
+    const batch = points instanceof TelemetryBatch ? points : TelemetryBatch.fromRecords(points);
+    if (batch.pointCount === 0) return;
+    await this.store.write(entityId, batch);
+    this.bus.publish('telemetry', { entityType, entityId, series: batch.series });
   }
 }

@@ -17,6 +17,7 @@
  */
 import type { KvValue, TsKv } from '../model/kv.js';
 import { kvDouble, kvLong } from '../model/kv.js';
+import { SeriesColumn } from '../model/batch.js';
 import { decodeValue, encodeValue } from './codec.js';
 
 const MODE_TAGGED = 0;
@@ -74,6 +75,13 @@ export class ByteWriter {
     this.length += 8;
   }
 
+  /** Appends what another writer holds. */
+  append(other: ByteWriter): void {
+    this.ensure(other.length);
+    other.buf.copy(this.buf, this.length, 0, other.length);
+    this.length += other.length;
+  }
+
   /** A copy of the written bytes (the writer may be reused). */
   finish(): Buffer { return Buffer.from(this.buf.subarray(0, this.length)); }
 }
@@ -114,15 +122,16 @@ export class ByteReader {
 }
 
 /**
- * Writes `ints` as differences of order `order` (1 or 2), zigzag varints; a zero is followed by the count of
- * further zeros (zero-run-length: regular timestamps and steady counters collapse, other values cost 1 varint).
+ * Writes `ints[from..to)` as differences of order `order` (1 or 2), zigzag varints; a zero is followed by the
+ * count of further zeros (zero-run-length: regular timestamps and steady counters collapse, other values cost
+ * 1 varint). `base` is subtracted from every value first (timestamps relative to the block's first).
  */
-export function writeDiffs(w: ByteWriter, ints: ArrayLike<number>, order: 1 | 2): void {
+export function writeDiffs(w: ByteWriter, ints: ArrayLike<number>, order: 1 | 2, from = 0, to = ints.length, base = 0): void {
   let prev = 0;
   let prevDelta = 0;
   let zeros = -1;
-  for (let i = 0; i < ints.length; i++) {
-    const v = ints[i] as number;
+  for (let i = from; i < to; i++) {
+    const v = (ints[i] as number) - base;
     const delta = v - prev;
     const out = order === 1 ? delta : delta - prevDelta;
     prev = v;
@@ -133,7 +142,6 @@ export function writeDiffs(w: ByteWriter, ints: ArrayLike<number>, order: 1 | 2)
   }
   if (zeros >= 0) { w.u8(0); w.uvar(zeros); }
 }
-
 /**
  * Reads `n` values written by writeDiffs into `out` (appending). With `stopAtOrAbove`, stops right after the
  * first value ≥ it (ascending streams: the rest is not needed); the reader is then left inside the stream.
@@ -176,75 +184,108 @@ export function readDiffs(r: ByteReader, n: number, order: 1 | 2, out: number[],
   r.pos = pos;
 }
 
-function diffSize(ints: ArrayLike<number>, order: 1 | 2): ByteWriter {
-  const w = new ByteWriter(ints.length * 2 + 16);
-  writeDiffs(w, ints, order);
-  return w;
-}
+/**
+ * Scratch writers for the difference streams, reused across blocks: encoding runs synchronously, and only
+ * finish() copies bytes out. The encoder tries both difference orders and keeps the smaller.
+ */
+const scratch = { ts: new ByteWriter(4096), d1: new ByteWriter(4096), d2: new ByteWriter(4096), mantissas: [] as number[] };
 
-/** The decimal scale (0..9) at which every value is m / 10^scale exactly, or -1. */
-function decimalScale(values: readonly KvValue[], mantissas: number[]): number {
+/** The decimal scale (0..9) at which every value of nums[from..to) is m / 10^scale exactly (m into `out`), or -1. */
+function decimalScale(nums: readonly number[], from: number, to: number, out: number[]): number {
   let scale = 0;
-  for (const v of values) {
-    if (v.type !== 'DOUBLE' || !Number.isFinite(v.v) || Object.is(v.v, -0)) return -1;
+  for (let i = from; i < to; i++) {
+    const v = nums[i] as number;
+    if (!Number.isFinite(v) || Object.is(v, -0)) return -1;
     for (;;) {
       const p = POW10[scale] as number;
-      const m = Math.round(v.v * p);
-      if (Math.abs(m) < INT_BOUND && m / p === v.v) break;
+      const m = Math.round(v * p);
+      if (Math.abs(m) < INT_BOUND && m / p === v) break;
       if (++scale >= POW10.length) return -1;
     }
   }
-  mantissas.length = 0;
+  out.length = 0;
   const p = POW10[scale] as number;
-  for (const v of values) {
-    const m = Math.round((v.v as number) * p);
-    if (m / p !== v.v) return -1;
-    mantissas.push(m);
+  for (let i = from; i < to; i++) {
+    const v = nums[i] as number;
+    const m = Math.round(v * p);
+    if (m / p !== v) return -1;
+    out.push(m);
   }
   return scale;
 }
 
 /** Encodes ts-ascending, distinct-ts points of one series. */
 export function encodePoints(points: readonly TsKv[]): Buffer {
-  const n = points.length;
-  const values = points.map((p) => p.value);
-  const w = new ByteWriter(n * 3 + 32);
+  return encodeColumn(SeriesColumn.fromPoints(points));
+}
+
+/**
+ * Encodes points [from, to) of a column (ts-ascending, distinct ts) as one block: the same bytes as
+ * encodePoints of the same points. Numeric columns are read without a KvValue per point.
+ */
+export function encodeColumn(col: SeriesColumn, from = 0, to = col.length): Buffer {
+  const n = to - from;
+  let kind = col.kind;
+  let nums = col.nums;
+  let lo = from;
+  let hi = to;
+  if (kind === 'BOXED' && n > 0) {
+    // a slice of a mixed column may still be all LONG or all DOUBLE: the numeric modes apply to it
+    const boxed = col.boxed;
+    const t0 = (boxed[from] as KvValue).type;
+    let same = t0 === 'LONG' || t0 === 'DOUBLE';
+    for (let i = from; same && i < to; i++) {
+      const v = boxed[i] as KvValue;
+      same = v.type === t0 && typeof v.v === 'number';
+    }
+    if (same) {
+      nums = [];
+      for (let i = from; i < to; i++) nums.push((boxed[i] as KvValue).v as number);
+      kind = t0 as 'LONG' | 'DOUBLE';
+      lo = 0;
+      hi = n;
+    }
+  }
   let ints: number[] | undefined;
   let mode = MODE_TAGGED;
   let scale = 0;
-  if (n > 0 && values.every((v) => v.type === 'LONG' && typeof v.v === 'number' && Math.abs(v.v) < INT_BOUND)) {
-    ints = values.map((v) => v.v as number);
-    mode = MODE_LONG_D1;
-  } else if (n > 0 && values.every((v) => v.type === 'DOUBLE')) {
-    const mantissas: number[] = [];
-    scale = decimalScale(values, mantissas);
-    if (scale >= 0) { ints = mantissas; mode = MODE_DEC_D1; } else mode = MODE_F64;
+  if (n > 0 && kind === 'LONG') {
+    let small = true;
+    for (let i = lo; i < hi && small; i++) small = Math.abs(nums[i] as number) < INT_BOUND;
+    if (small) { ints = nums; mode = MODE_LONG_D1; }
+  } else if (n > 0 && kind === 'DOUBLE') {
+    scale = decimalScale(nums, lo, hi, scratch.mantissas);
+    if (scale >= 0) { ints = scratch.mantissas; mode = MODE_DEC_D1; lo = 0; hi = n; } else mode = MODE_F64;
   }
   let body: ByteWriter | undefined;
   if (ints !== undefined) {
-    const d1 = diffSize(ints, 1);
-    const d2 = diffSize(ints, 2);
+    const { d1, d2 } = scratch;
+    d1.length = 0;
+    d2.length = 0;
+    writeDiffs(d1, ints, 1, lo, hi);
+    writeDiffs(d2, ints, 2, lo, hi);
     if (d2.length < d1.length) { body = d2; mode += 1; } else body = d1;
   }
+  const w = new ByteWriter(n * 3 + 32);
   w.u8(mode);
   w.uvar(n);
   if (n === 0) return w.finish();
-  const first = (points[0] as TsKv).ts;
+  const first = col.ts[from] as number;
   w.svar(first);
-  const rel = new Array<number>(n);
-  for (let i = 0; i < n; i++) rel[i] = (points[i] as TsKv).ts - first;
-  const tsStream = diffSize(rel, 2);
+  const tsStream = scratch.ts;
+  tsStream.length = 0;
+  writeDiffs(tsStream, col.ts, 2, from, to, first);
   // The ts stream's length lets a reader stop decoding timestamps early and still find the values.
   w.uvar(tsStream.length);
-  w.bytes(tsStream.finish());
+  w.append(tsStream);
   if (body !== undefined) {
     if (mode === MODE_DEC_D1 || mode === MODE_DEC_D2) w.u8(scale);
-    w.bytes(body.finish());
+    w.append(body);
   } else if (mode === MODE_F64) {
-    for (const v of values) w.f64(v.v as number);
+    for (let i = lo; i < hi; i++) w.f64(nums[i] as number);
   } else {
-    for (const v of values) {
-      const b = encodeValue(v);
+    for (let i = from; i < to; i++) {
+      const b = encodeValue(col.value(i));
       w.uvar(b.length);
       w.bytes(b);
     }

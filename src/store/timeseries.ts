@@ -17,12 +17,13 @@ import { performance } from 'node:perf_hooks';
 import { DEFAULTS } from '../config/index.js';
 import type { TsKv } from '../model/kv.js';
 import type { TsRecord } from '../ingest/payload.js';
+import { SeriesColumn, TelemetryBatch } from '../model/batch.js';
 import type { EntityIdx, KeyIdx } from './codec.js';
 import { decodeStamped, encodeStamped, entityPrefix, prefixEnd, readOrderedI64, seriesKey } from './codec.js';
 import { type WindowPoints, fragKey, fragmentPoints, headFragments, mergeWindow, seriesPoints, seriesWindows, windowKey, windowStart } from './chunks.js';
 import type { Dictionary } from './dict.js';
 import type { StoreEnv } from './env.js';
-import { blockCount, decodePoints, encodePoints } from './gorilla.js';
+import { blockCount, decodePoints, encodeColumn, encodePoints } from './gorilla.js';
 import { RollupStore, type TierSpec, makeTiers } from './rollups.js';
 import type { AggFn } from '../query/aggregate.js';
 import type { BucketAggregate, BucketSource } from '../query/history.js';
@@ -52,8 +53,11 @@ export interface DeleteRequest {
 
 /** The storage seam the query layer, websocket and downloads read through (STYLE §2). */
 export interface TimeseriesStore {
-  /** Stores every point of `records` for one entity; resolves once they are on disk. */
-  write(entityId: string, records: readonly TsRecord[]): Promise<void>;
+  /**
+   * Stores every point for one entity; resolves once they are on disk. Records (TB's shape) are converted to
+   * the columnar batch the ingest path parses into.
+   */
+  write(entityId: string, points: TelemetryBatch | readonly TsRecord[]): Promise<void>;
   /** Latest value per key; all keys of the entity when `keys` is undefined. Missing keys are absent. */
   latest(entityId: string, keys?: readonly string[]): Map<string, TsKv>;
   /** Timeseries keys that have a latest value, sorted. */
@@ -97,10 +101,10 @@ const SEQ_RESERVATION = 1_000_000;
 
 export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
   /**
-   * entity UUID → key → points in call order, waiting for this turn's flush. Bounded by the requests in flight:
+   * entity UUID → key → the columns written to it, in call order, waiting for this turn's flush. Bounded by the requests in flight:
    * each caller awaits the batch, and bodies are capped (http.maxBodyBytes).
    */
-  private pending = new Map<string, Map<string, TsKv[]>>();
+  private pending = new Map<string, Map<string, SeriesColumn[]>>();
   private pendingDone: Promise<void> | undefined;
   private settlePending: { resolve: () => void; reject: (err: unknown) => void } | undefined;
   /** a flushed batch whose transaction has not committed yet */
@@ -185,19 +189,18 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
    * transaction is committed and flushed. Points are kept in call order, so on an equal ts the later request
    * wins, exactly as sequential upserts.
    */
-  write(entityId: string, records: readonly TsRecord[]): Promise<void> {
+  write(entityId: string, points: TelemetryBatch | readonly TsRecord[]): Promise<void> {
     this.lastWriteAt = performance.now();
+    const batch = points instanceof TelemetryBatch ? points : TelemetryBatch.fromRecords(points);
     let queued = false;
-    for (const rec of records) {
-      if (rec.values.length === 0) continue;
+    for (const [key, col] of batch.series) {
+      if (col.length === 0) continue;
       let bySeries = this.pending.get(entityId);
       if (bySeries === undefined) this.pending.set(entityId, (bySeries = new Map()));
-      for (const [key, value] of rec.values) {
-        let pts = bySeries.get(key);
-        if (pts === undefined) bySeries.set(key, (pts = []));
-        pts.push({ ts: rec.ts, value });
-        queued = true;
-      }
+      const queuedCols = bySeries.get(key);
+      if (queuedCols === undefined) bySeries.set(key, [col]);
+      else queuedCols.push(col);
+      queued = true;
     }
     if (!queued) return Promise.resolve();
     if (this.pendingDone === undefined) {
@@ -221,23 +224,30 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
       const seq = this.nextSeq();
       for (const [entityId, bySeries] of batch) {
         const e = this.dict.internEntity(entityId);
-        for (const [key, raw] of bySeries) {
+        for (const [key, cols] of bySeries) {
           const k = this.dict.internKey(key);
-          const pts = sortDistinct(raw);
+          // one column per request that wrote this series in this turn, in call order (the later one wins)
+          let col = cols[0] as SeriesColumn;
+          if (cols.length > 1) {
+            col = new SeriesColumn();
+            for (const c of cols) col.append(c);
+          }
+          col = col.sortedDistinct();
+          const ts = col.ts;
+          const n = ts.length;
           let from = 0;
-          while (from < pts.length) {
-            const w = windowStart((pts[from] as TsKv).ts, this.windowMs);
+          while (from < n) {
+            const w = windowStart(ts[from] as number, this.windowMs);
             let to = from + 1;
-            while (to < pts.length && (pts[to] as TsKv).ts < w + this.windowMs) to++;
-            const part = from === 0 && to === pts.length ? pts : pts.slice(from, to);
-            last = this.env.head.put(fragKey(e, k, (part[0] as TsKv).ts, seq), encodePoints(part));
+            while (to < n && (ts[to] as number) < w + this.windowMs) to++;
+            last = this.env.head.put(fragKey(e, k, ts[from] as number, seq), encodeColumn(col, from, to));
             from = to;
           }
-          const newest = pts[pts.length - 1] as TsKv;
-          if (this.newest !== undefined && newest.ts > this.newest) this.newest = newest.ts;
-          if (newest.ts >= this.cachedLatestTs(e, k)) {
-            this.setLatestTs(e, k, newest.ts);
-            last = this.env.latest.put(seriesKey(e, k), encodeStamped(newest.ts, newest.value));
+          const newestTs = ts[n - 1] as number;
+          if (this.newest !== undefined && newestTs > this.newest) this.newest = newestTs;
+          if (newestTs >= this.cachedLatestTs(e, k)) {
+            this.setLatestTs(e, k, newestTs);
+            last = this.env.latest.put(seriesKey(e, k), encodeStamped(newestTs, col.value(n - 1)));
           }
         }
       }
@@ -463,22 +473,3 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
     m.set(k, ts);
   }
 }
-
-/** Points sorted by ts with one per ts (the last given wins). Stable; no copy when already strictly ascending. */
-function sortDistinct(pts: TsKv[]): TsKv[] {
-  let ascending = true;
-  for (let i = 1; i < pts.length; i++) {
-    if ((pts[i] as TsKv).ts <= (pts[i - 1] as TsKv).ts) { ascending = false; break; }
-  }
-  if (ascending) return pts;
-  const idx = pts.map((_p, i) => i);
-  idx.sort((a, b) => ((pts[a] as TsKv).ts - (pts[b] as TsKv).ts) || (a - b));
-  const out: TsKv[] = [];
-  for (const i of idx) {
-    const p = pts[i] as TsKv;
-    if (out.length > 0 && (out[out.length - 1] as TsKv).ts === p.ts) out[out.length - 1] = p;
-    else out.push(p);
-  }
-  return out;
-}
-

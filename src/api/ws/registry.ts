@@ -109,12 +109,11 @@ export class SubscriptionRegistry {
     const subs = this.tsByEntity.get(ev.entityId);
     if (subs === undefined || subs.size === 0) return;
     const perKey = new Map<string, RenderedPoint[]>();
-    for (const rec of ev.records) {
-      for (const [key, value] of rec.values) {
-        let pts = perKey.get(key);
-        if (pts === undefined) perKey.set(key, (pts = []));
-        pts.push(renderPoint(rec.ts, kvToString(value)));
-      }
+    for (const [key, col] of ev.series) {
+      if (col.length === 0) continue;
+      const pts: RenderedPoint[] = [];
+      for (let i = 0; i < col.length; i++) pts.push(renderPoint(col.ts[i] as number, kvToString(col.value(i))));
+      perKey.set(key, pts);
     }
     const keys = [...perKey.keys()].sort();
     const points: RenderedPoint[][] = keys.map((k) => {
