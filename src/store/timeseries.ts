@@ -377,22 +377,19 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
 
   /**
    * One bounded compaction step: folds the fragments of windows that ended at least `headWindowMs` before
-   * `now` into their chunks, one window at a time, until `budgetMs` of CPU is spent. One transaction.
-   * Resolves once committed, with the number of windows compacted, whether more are due, and the wall and
-   * CPU (process.cpuUsage) time spent inside the transaction callback: the event-loop block of this step. On a
-   * loaded machine wall time includes preemption; CPU time does not.
+   * `now` into their chunks, one window at a time, until `budgetMs` have passed. One transaction. Resolves
+   * once committed, with the number of windows compacted, whether more are due, and the wall time spent
+   * inside the transaction callback: the event-loop block of this step.
    */
-  async compactStep(now: number, budgetMs: number): Promise<{ compacted: number; more: boolean; wallMs: number; cpuMs: number }> {
+  async compactStep(now: number, budgetMs: number): Promise<{ compacted: number; more: boolean; wallMs: number }> {
     // A fragment is due when its whole window ended at least headWindowMs ago: firstTs < this cutoff.
     const cutoff = windowStart(now - this.headWindowMs, this.windowMs);
     let compacted = 0;
     let more = false;
     let wallMs = 0;
-    let cpuMs = 0;
     const horizon = this.rawHorizonTs;
     await this.env.root.transaction(() => {
       const t0 = performance.now();
-      const c0 = process.cpuUsage();
       try {
         this.rollups.batch(() => {
           for (;;) {
@@ -405,12 +402,10 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
         });
       } finally {
         wallMs = performance.now() - t0;
-        const c = process.cpuUsage(c0);
-        cpuMs = (c.user + c.system) / 1000;
       }
     });
     if (compacted > 0) this.rollups.clearReadCache();
-    return { compacted, more, wallMs, cpuMs };
+    return { compacted, more, wallMs };
   }
 
   /** The next series window (from the sweep cursor) with a fragment whose firstTs < cutoff. */
