@@ -28,7 +28,7 @@ function general(text: string, rejectNull: boolean): { ok: true; out: string } |
 
 /** Checks one body both ways; true when the fast path answered. */
 function agree(t: Test, text: string, rejectNull = false): boolean {
-  const fast = parseTelemetryFast(text, NOW, rejectNull);
+  const fast = parseTelemetryFast(Buffer.from(text), NOW, rejectNull);
   const g = general(text, rejectNull);
   if (fast === undefined) return false;
   if (!g.ok) {
@@ -76,9 +76,14 @@ t.test('table: rarities agree or hand over', async (t) => {
     [' \n{ "a" : 1 } \t', true],
     ['{"a":1} x', false],
     ['"text"', false],
+    // the fast path reads ASCII only; the general path decodes UTF-8
+    ['{"é":1}', false],
+    ['{"a":"21 °C"}', false],
+    ['[{"ts":1,"values":{"a":1}},{"ts":2,"values":{"a":"é"}}]', false],
   ];
   for (const [body, fast] of cases) t.equal(agree(t, body), fast, `fast path ${fast ? 'answers' : 'hands over'}: ${body.slice(0, 60)}`);
   t.equal(agree(t, '{"a":null}', true), false, 'null under rejectNull hands over');
+  t.equal(parseTelemetryFast(Buffer.from([0x7b, 0x22, 0x61, 0xff, 0x22, 0x3a, 0x31, 0x7d]), NOW, false), undefined, 'invalid UTF-8 hands over');
   t.equal(agree(t, '{"a":1}', true), true, 'rejectNull without nulls');
 });
 
@@ -154,7 +159,7 @@ t.test('decimals typed without the string: the same double as Number(literal)', 
     const intLen = 1 + Math.floor(next() * 10);
     const int = intLen === 1 ? digits(1) : String(1 + Math.floor(next() * 9)) + digits(intLen - 1);
     const lit = `${next() < 0.3 ? '-' : ''}${int}.${digits(1 + Math.floor(next() * 17))}`;
-    const fast = parseTelemetryFast(`{"v":${lit}}`, NOW, false);
+    const fast = parseTelemetryFast(Buffer.from(`{"v":${lit}}`), NOW, false);
     const want = parseTelemetry(parseBody(`{"v":${lit}}`), NOW, false);
     const got = fast?.series.get('v')?.value(0);
     const exp = want[0]?.values[0]?.[1];

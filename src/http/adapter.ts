@@ -177,17 +177,32 @@ class Exchange implements HttpContext {
       this.res.onData(() => undefined);
       return;
     }
+    // A declared length (already ≤ cap) gets one buffer up front that every chunk is copied into: a 60 KB
+    // batch arrives in several chunks, and a buffer per chunk plus a concat cost more than the copies.
+    let whole: Buffer | undefined = Number.isSafeInteger(declared) && declared > 0 ? Buffer.allocUnsafe(declared) : undefined;
     let chunks: Buffer[] | undefined;
     let size = 0;
     this.res.onData((ab, isLast) => {
       if (this.bodyState !== 'reading') return;
+      const at = size;
       size += ab.byteLength;
       if (size > cap) {
         this.failBody(new OutpostError('PAYLOAD_TOO_LARGE', `Payload size exceeds the limit of ${cap} bytes`));
         return;
       }
-      // copy: uWS neuters `ab` when this callback returns. Buffer.from(Uint8Array) puts small chunks into
-      // Node's shared 8 KiB pool rather than a fresh ArrayBuffer per request (as ab.slice would).
+      if (whole !== undefined && size <= whole.length) {
+        // copy: uWS neuters `ab` when this callback returns
+        whole.set(new Uint8Array(ab), at);
+        if (isLast) this.finishBody(size === whole.length ? whole : whole.subarray(0, size));
+        return;
+      }
+      if (whole !== undefined) {
+        // more than declared (uWS enforces Content-Length, so only if it did not): fall back to chunks
+        chunks = [whole.subarray(0, at)];
+        whole = undefined;
+      }
+      // Buffer.from(Uint8Array) puts small chunks into Node's shared 8 KiB pool rather than a fresh
+      // ArrayBuffer per request (as ab.slice would).
       const chunk = Buffer.from(new Uint8Array(ab));
       if (isLast && chunks === undefined) { this.finishBody(chunk); return; }
       (chunks ??= []).push(chunk);

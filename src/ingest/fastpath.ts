@@ -1,10 +1,12 @@
 /**
- * A one-pass parser for the common telemetry bodies (CONTRACT §4) that builds the typed records directly,
+ * A one-pass parser for the common telemetry bodies (CONTRACT §4) that fills the per-key columns directly,
  * without the intermediate JsonValue tree: `{k:v,..}`, `{"ts":ms,"values":{k:v,..}}` or an array of those,
- * with scalar values. It answers `undefined` ("not mine") for anything else and for every error, and the
- * general path (parseJson → parseTelemetry) then decides, so each error and each rarity (escapes in strings,
- * nested values, duplicate keys, keys starting with a digit, a "ts" that is not a plain integer, null under
- * rejectNull, ...) is handled in exactly one place. A successful answer equals what the general path gives.
+ * with scalar values. It reads the body's bytes (indexing a Buffer is ~3× faster than charCodeAt here, and
+ * the string is never built) and takes ASCII keys and strings only. It answers `undefined` ("not mine") for
+ * anything else and for every error, and the general path (parseJson → parseTelemetry) then decides, so each
+ * error and each rarity (non-ASCII text, escapes in strings, nested values, duplicate keys, keys starting
+ * with a digit, a "ts" that is not a plain integer, null under rejectNull, ...) is handled in exactly one
+ * place. A successful answer equals what the general path gives.
  */
 import { type SeriesColumn, TelemetryBatch } from '../model/batch.js';
 import { type KvValue, kvBool, kvDouble, kvLong, kvString } from '../model/kv.js';
@@ -28,13 +30,12 @@ const MAX_FAST_KEYS = 64;
 
 /** A telemetry body → its columns: the fast path when it applies, else parseBody + parseTelemetry. */
 export function parseTelemetryBody(body: Buffer, now: EpochMs, rejectNull = false): TelemetryBatch {
-  const text = body.toString('utf8');
-  return parseTelemetryFast(text, now, rejectNull) ?? TelemetryBatch.fromRecords(parseTelemetry(parseBody(text), now, rejectNull));
+  return parseTelemetryFast(body, now, rejectNull) ?? TelemetryBatch.fromRecords(parseTelemetry(parseBody(body), now, rejectNull));
 }
 
-export function parseTelemetryFast(text: string, now: EpochMs, rejectNull: boolean): TelemetryBatch | undefined {
+export function parseTelemetryFast(body: Buffer, now: EpochMs, rejectNull: boolean): TelemetryBatch | undefined {
   try {
-    return new FastParser(text, now, rejectNull).telemetry();
+    return new FastParser(body, now, rejectNull).telemetry();
   } catch {
     // BAIL, or a typing error (a literal out of range) perhaps in a member the general path ignores: it decides
     return undefined;
@@ -56,10 +57,10 @@ class FastParser {
   private readonly colKey: string[] = [];
   private readonly colAt: SeriesColumn[] = [];
   /**
-   * The last `{"ts":<int>,"values":{<numbers>}}` record's text between its values, and its columns: the next
+   * The last `{"ts":<int>,"values":{<numbers>}}` record's bytes between its values, and its columns: the next
    * records of a batch usually repeat it byte for byte but for the numbers (see recordFromTemplate).
    */
-  private template: { readonly segments: string[]; readonly columns: SeriesColumn[] } | undefined;
+  private template: { readonly segments: Buffer[]; readonly columns: SeriesColumn[] } | undefined;
   /** pourValues' account of the object it read: value spans and columns, and whether all were plain numbers */
   private pourCount = 0;
   private pourNumeric = true;
@@ -78,27 +79,27 @@ class FastParser {
    */
   private readonly prev: [string[], string[]] = [[], []];
 
-  constructor(private readonly text: string, private readonly now: EpochMs, private readonly rejectNull: boolean) {
-    this.n = text.length;
+  constructor(private readonly buf: Buffer, private readonly now: EpochMs, private readonly rejectNull: boolean) {
+    this.n = buf.length;
   }
 
   telemetry(): TelemetryBatch {
     this.ws();
-    const c = this.text.charCodeAt(this.i);
+    const c = this.buf[this.i];
     if (c === 123) {
       this.record();
     } else if (c === 91) {
       this.i++;
       this.ws();
-      if (this.text.charCodeAt(this.i) === 93) {
+      if (this.buf[this.i] === 93) {
         this.i++;
       } else {
         for (;;) {
           this.ws();
-          if (this.text.charCodeAt(this.i) !== 123) throw BAIL;
+          if (this.buf[this.i] !== 123) throw BAIL;
           if (!this.recordFromTemplate()) this.record();
           this.ws();
-          const d = this.text.charCodeAt(this.i++);
+          const d = this.buf[this.i++];
           if (d === 44) continue;
           if (d === 93) break;
           throw BAIL;
@@ -136,7 +137,7 @@ class FastParser {
     let poured = false;
     let hasValues = false;
     this.ws();
-    if (this.text.charCodeAt(this.i) === 125) {
+    if (this.buf[this.i] === 125) {
       this.i++;
       return;
     }
@@ -144,7 +145,7 @@ class FastParser {
       this.ws();
       const key = this.key(0, keyCount++);
       this.ws();
-      const c = this.text.charCodeAt(this.i);
+      const c = this.buf[this.i];
       if (key === 'values' && c === 123) {
         hasValues = true;
         // With an integer "ts" already seen, this object is the timestamped form whatever follows (key()
@@ -172,7 +173,7 @@ class FastParser {
         }
       }
       this.ws();
-      const d = this.text.charCodeAt(this.i++);
+      const d = this.buf[this.i++];
       if (d === 44) continue;
       if (d === 125) break;
       throw BAIL;
@@ -195,18 +196,19 @@ class FastParser {
     this.entriesAt(this.now, entries);
   }
 
-  /** Keeps the text around the values of the record just parsed (see recordFromTemplate). */
+  /** Keeps the bytes around the values of the record just parsed (see recordFromTemplate). */
   private makeTemplate(recStart: number, tsStart: number, tsEnd: number): void {
-    const text = this.text;
+    const buf = this.buf;
     const n = this.pourCount;
-    const segments = [text.slice(recStart, tsStart), text.slice(tsEnd, this.pourStart[0])];
-    for (let j = 1; j < n; j++) segments.push(text.slice(this.pourEnd[j - 1], this.pourStart[j]));
-    segments.push(text.slice(this.pourEnd[n - 1], this.i));
+    // views, not copies: the template lives as long as this parser, which lives as long as the body
+    const segments = [buf.subarray(recStart, tsStart), buf.subarray(tsEnd, this.pourStart[0])];
+    for (let j = 1; j < n; j++) segments.push(buf.subarray(this.pourEnd[j - 1], this.pourStart[j]));
+    segments.push(buf.subarray(this.pourEnd[n - 1], this.i));
     this.template = { segments, columns: this.pourCols.slice(0, n) };
   }
 
   /**
-   * A record at `{` that repeats the template's text exactly but for its numbers (an integer ts and plain
+   * A record at `{` that repeats the template's bytes exactly but for its numbers (an integer ts and plain
    * LONG/DOUBLE values): its values go straight to the template's columns, with no key scanning, duplicate
    * checks or column lookups; the keys and structure were checked when the template was made. Anything else
    * (other keys, spacing, a null, a string, a literal the general typing must see) → false with nothing
@@ -215,11 +217,10 @@ class FastParser {
   private recordFromTemplate(): boolean {
     const tpl = this.template;
     if (tpl === undefined) return false;
-    const text = this.text;
     const { segments, columns } = tpl;
     const start = this.i;
-    let seg = segments[0] as string;
-    if (!text.startsWith(seg, start)) return false;
+    let seg = segments[0] as Buffer;
+    if (!this.bytesAt(seg, start)) return false;
     this.i = start + seg.length;
     this.lastWasInt = false;
     if (!this.atNumber()) { this.i = start; return false; }
@@ -230,8 +231,8 @@ class FastParser {
     const nums = this.tplNums;
     const n = columns.length;
     for (let j = 0; j <= n; j++) {
-      seg = segments[j + 1] as string;
-      if (!text.startsWith(seg, this.i)) { this.i = start; return false; }
+      seg = segments[j + 1] as Buffer;
+      if (!this.bytesAt(seg, this.i)) { this.i = start; return false; }
       this.i += seg.length;
       if (j === n) break;
       if (!this.atNumber()) { this.i = start; return false; }
@@ -249,8 +250,29 @@ class FastParser {
   }
 
   private atNumber(): boolean {
-    const c = this.text.charCodeAt(this.i);
+    const c = this.buf[this.i] as number;
     return c === 45 || (c >= 48 && c <= 57);
+  }
+
+  /** Whether the body holds `bytes` at `at`. */
+  private bytesAt(bytes: Uint8Array, at: number): boolean {
+    const buf = this.buf;
+    if (at + bytes.length > this.n) return false;
+    for (let j = 0; j < bytes.length; j++) if (buf[at + j] !== bytes[j]) return false;
+    return true;
+  }
+
+  /** Whether the body holds the ASCII `word` at `at`. */
+  private wordAt(word: string, at: number): boolean {
+    const buf = this.buf;
+    if (at + word.length > this.n) return false;
+    for (let j = 0; j < word.length; j++) if (buf[at + j] !== word.charCodeAt(j)) return false;
+    return true;
+  }
+
+  /** The ASCII bytes [start, end) as a string. */
+  private ascii(start: number, end: number): string {
+    return this.buf.toString('latin1', start, end);
   }
 
   /** The column of `key`, found at position `pos` of a "values" object (created at its first point). */
@@ -274,7 +296,7 @@ class FastParser {
     this.pourCount = 0;
     this.pourNumeric = true;
     this.ws();
-    if (this.text.charCodeAt(this.i) === 125) {
+    if (this.buf[this.i] === 125) {
       this.i++;
       return;
     }
@@ -283,8 +305,7 @@ class FastParser {
       const pos = keyCount;
       const key = this.key(1, keyCount++);
       this.ws();
-      const c = this.text.charCodeAt(this.i);
-      if (c === 45 || (c >= 48 && c <= 57)) {
+      if (this.atNumber()) {
         const start = this.i;
         this.number();
         const col = this.columnAt(pos, key);
@@ -301,7 +322,7 @@ class FastParser {
         if (v !== undefined) this.columnAt(pos, key).push(ts, v);
       }
       this.ws();
-      const d = this.text.charCodeAt(this.i++);
+      const d = this.buf[this.i++];
       if (d === 44) continue;
       if (d === 125) return;
       throw BAIL;
@@ -314,7 +335,7 @@ class FastParser {
     const out: KvEntry[] = [];
     let keyCount = 0;
     this.ws();
-    if (this.text.charCodeAt(this.i) === 125) {
+    if (this.buf[this.i] === 125) {
       this.i++;
       return out;
     }
@@ -325,7 +346,7 @@ class FastParser {
       const v = this.value();
       if (v !== undefined) out.push([key, v]);
       this.ws();
-      const d = this.text.charCodeAt(this.i++);
+      const d = this.buf[this.i++];
       if (d === 44) continue;
       if (d === 125) return out;
       throw BAIL;
@@ -337,27 +358,27 @@ class FastParser {
    * out of document order (array indices: first character a digit), "__proto__", and duplicates.
    */
   private key(level: 0 | 1, count: number): string {
-    const text = this.text;
-    if (text.charCodeAt(this.i) !== 34 || count >= MAX_FAST_KEYS) throw BAIL;
+    const buf = this.buf;
+    if (buf[this.i] !== 34 || count >= MAX_FAST_KEYS) throw BAIL;
     const start = ++this.i;
     for (;;) {
       if (this.i >= this.n) throw BAIL;
-      const c = text.charCodeAt(this.i);
+      const c = buf[this.i] as number;
       if (c === 34) break;
-      if (c === 92 || c < 32) throw BAIL;
+      if (c === 92 || c < 32 || c >= 128) throw BAIL;
       this.i++;
     }
     const len = this.i - start;
-    const c0 = text.charCodeAt(start);
+    const c0 = buf[start] as number;
     // printable ASCII first character, not a digit: not blank, not an array index
     if (len === 0 || len > MAX_KEY_LENGTH || c0 <= 32 || c0 >= 127 || (c0 >= 48 && c0 <= 57)) throw BAIL;
     const prev = this.prev[level];
     const candidate = prev[count];
     let key: string;
-    if (candidate !== undefined && candidate.length === len && text.startsWith(candidate, start)) {
+    if (candidate !== undefined && candidate.length === len && this.wordAt(candidate, start)) {
       key = candidate;
     } else {
-      key = text.slice(start, this.i);
+      key = this.ascii(start, this.i);
       prev[count] = key;
     }
     this.i++;
@@ -366,26 +387,26 @@ class FastParser {
     for (let k = 0; k < count; k++) if (seen[k] === key) throw BAIL;
     seen[count] = key;
     this.ws();
-    if (text.charCodeAt(this.i) !== 58) throw BAIL;
+    if (buf[this.i] !== 58) throw BAIL;
     this.i++;
     return key;
   }
 
   /** A scalar value → its TB typing; undefined for null (skipped); BAIL for objects, arrays, escapes. */
   private value(): KvValue | undefined {
-    const text = this.text;
+    const buf = this.buf;
     this.lastWasInt = false;
-    const c = text.charCodeAt(this.i);
+    const c = buf[this.i] as number;
     if (c === 34) {
       const start = ++this.i;
       for (;;) {
         if (this.i >= this.n) throw BAIL;
-        const d = text.charCodeAt(this.i);
+        const d = buf[this.i] as number;
         if (d === 34) break;
-        if (d === 92 || d < 32) throw BAIL;
+        if (d === 92 || d < 32 || d >= 128) throw BAIL;
         this.i++;
       }
-      const s = text.slice(start, this.i);
+      const s = this.ascii(start, this.i);
       this.i++;
       return isParsableNumber(s) ? typeNumberLiteral(s) : kvString(s);
     }
@@ -395,10 +416,10 @@ class FastParser {
       if (this.numKind === NUM_DOUBLE) return kvDouble(this.num);
       return this.numOther;
     }
-    if (c === 116) { if (text.startsWith('true', this.i)) { this.i += 4; return kvBool(true); } throw BAIL; }
-    if (c === 102) { if (text.startsWith('false', this.i)) { this.i += 5; return kvBool(false); } throw BAIL; }
+    if (c === 116) { if (this.wordAt('true', this.i)) { this.i += 4; return kvBool(true); } throw BAIL; }
+    if (c === 102) { if (this.wordAt('false', this.i)) { this.i += 5; return kvBool(false); } throw BAIL; }
     if (c === 110) {
-      if (!text.startsWith('null', this.i) || this.rejectNull) throw BAIL;
+      if (!this.wordAt('null', this.i) || this.rejectNull) throw BAIL;
       this.i += 4;
       return undefined;
     }
@@ -410,18 +431,18 @@ class FastParser {
    * The result goes to numKind/num/numOther, so a column takes it without a KvValue.
    */
   private number(): void {
-    const text = this.text;
+    const buf = this.buf;
     const n = this.n;
     const start = this.i;
     let i = start;
-    if (text.charCodeAt(i) === 45) i++;
+    if ((buf[i] as number) === 45) i++;
     const intStart = i;
-    let c = text.charCodeAt(i);
+    let c = (buf[i] as number);
     let acc = 0;
     if (c === 48) {
       i++;
     } else if (c >= 49 && c <= 57) {
-      while (i < n && (c = text.charCodeAt(i)) >= 48 && c <= 57) {
+      while (i < n && (c = (buf[i] as number)) >= 48 && c <= 57) {
         acc = acc * 10 + (c - 48);
         i++;
       }
@@ -429,7 +450,7 @@ class FastParser {
       throw BAIL;
     }
     const intLen = i - intStart;
-    c = text.charCodeAt(i);
+    c = (buf[i] as number);
     if (intLen <= 15 && c !== 46 && c !== 101 && c !== 69 && !(acc === 0 && start !== intStart)) {
       this.i = i;
       const v = start !== intStart ? -acc : acc;
@@ -446,22 +467,22 @@ class FastParser {
       simple = false;
       i++;
       const f = i;
-      while (i < n && (c = text.charCodeAt(i)) >= 48 && c <= 57) {
+      while (i < n && (c = (buf[i] as number)) >= 48 && c <= 57) {
         acc = acc * 10 + (c - 48);
         i++;
       }
       if (i === f) throw BAIL;
       fracLen = i - f;
     }
-    c = text.charCodeAt(i);
+    c = (buf[i] as number);
     if (c === 101 || c === 69) {
       simple = false;
       exp = true;
       i++;
-      c = text.charCodeAt(i);
+      c = (buf[i] as number);
       if (c === 43 || c === 45) i++;
       const e = i;
-      while (i < n && (c = text.charCodeAt(i)) >= 48 && c <= 57) i++;
+      while (i < n && (c = (buf[i] as number)) >= 48 && c <= 57) i++;
       if (i === e) throw BAIL;
     }
     this.i = i;
@@ -476,10 +497,10 @@ class FastParser {
         return;
       }
       this.numKind = NUM_DOUBLE;
-      this.num = Number(text.slice(start, i));
+      this.num = Number(this.ascii(start, i));
       return;
     }
-    const lit = text.slice(start, i);
+    const lit = this.ascii(start, i);
     if (simple && lit !== '-0') {
       const v = Number(lit);
       if (Number.isSafeInteger(v)) {
@@ -493,9 +514,9 @@ class FastParser {
   }
 
   private ws(): void {
-    const text = this.text;
+    const buf = this.buf;
     while (this.i < this.n) {
-      const c = text.charCodeAt(this.i);
+      const c = buf[this.i] as number;
       if (c === 32 || c === 10 || c === 13 || c === 9) this.i++;
       else break;
     }
