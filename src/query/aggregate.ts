@@ -66,7 +66,8 @@ export function emptyAgg(): BucketAgg {
 
 const SAFE_MAX = Number.MAX_SAFE_INTEGER;
 
-function addLong(a: ExactLong, b: ExactLong): ExactLong {
+/** a + b exactly (a bigint once the sum leaves the safe range). */
+export function addLong(a: ExactLong, b: ExactLong): ExactLong {
   if (typeof a === 'number' && typeof b === 'number') {
     const s = a + b;
     if (s <= SAFE_MAX && s >= -SAFE_MAX) return s;
@@ -84,7 +85,7 @@ function cmpLong(a: ExactLong, b: ExactLong): number {
 }
 
 /** Adds finite `x` into the partials in place (Shewchuk's grow-expansion; exact). */
-function addPartial(partials: number[], x: number): void {
+export function addPartial(partials: number[], x: number): void {
   let i = 0;
   for (let j = 0; j < partials.length; j++) {
     let y = partials[j] as number;

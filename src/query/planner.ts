@@ -20,11 +20,11 @@
 import type { TsKv } from '../model/kv.js';
 import { windowKey, windowStart } from '../store/chunks.js';
 import type { EntityIdx, KeyIdx } from '../store/codec.js';
-import { readOrderedI64, writeOrderedI64 } from '../store/codec.js';
-import { BlockColumns } from '../store/gorilla.js';
+import { readOrderedI64 } from '../store/codec.js';
+import type { BlockColumns } from '../store/gorilla.js';
 import { type RollupBucket, type TierSpec, rollupKey } from '../store/rollups.js';
 import type { LmdbTimeseriesStore } from '../store/timeseries.js';
-import { type AggFn, type BucketAgg, type MergeFields, addNumber, addPoint, emptyAgg, fieldsFor, mergeInto, removeAgg, removeNumber, removePoint, subtractable } from './aggregate.js';
+import { type AggFn, type BucketAgg, type MergeFields, addLong, addNumber, addPartial, addPoint, emptyAgg, fieldsFor, mergeInto, removeAgg, subtractable } from './aggregate.js';
 import { type BucketPlan, bucketAt, bucketIndexOf } from './buckets.js';
 import { type BucketAggregate, type BucketSource, RawScanSource } from './history.js';
 
@@ -85,14 +85,12 @@ class SeriesReader {
   private readonly dirty: number[] = [];
   private dirtyPos = 0;
   private readonly blockCache: Array<{ start: number; buckets: readonly RollupBucket[]; pos: number } | undefined> = [];
-  /** the chunk window decoded in `chunkCols` (NaN: none yet), and whether it has a chunk */
+  /** the chunk window in `chunkCols` (NaN: none yet; `chunkCols` undefined: the window has no chunk) */
   private chunkW = NaN;
-  private chunkFound = false;
-  private readonly chunkCols = new BlockColumns();
-  private chunkBuf = Buffer.allocUnsafe(4096);
-  /** `chunkCols` holds the chunk's points before this ts */
-  private chunkTo = -Infinity;
+  private chunkCols: BlockColumns | undefined;
   private dirtyCache: { w: number; points: TsKv[] } | undefined;
+  /** the last raw span read by rawSpan, with its counts and sums */
+  private lastSpan: { from: number; to: number; agg: BucketAgg } | undefined;
 
   /**
    * COUNT, SUM or AVG: a raw piece covering most of a finest-tier bucket may be answered as the bucket minus
@@ -101,14 +99,11 @@ class SeriesReader {
   private readonly subtract: boolean;
   /** the state fields merges maintain: only those `fn` finalizes from (all when fn is not given) */
   private readonly fields: MergeFields;
-  /** reused LMDB key of chunk reads */
-  private readonly chunkKey: Buffer;
 
   constructor(private readonly store: LmdbTimeseriesStore, private readonly e: EntityIdx, private readonly k: KeyIdx,
     private readonly startTs: number, private readonly endTs: number, fn?: AggFn) {
     this.subtract = subtractable(fn);
     this.fields = fieldsFor(fn);
-    this.chunkKey = windowKey(e, k, 0);
     this.W = store.windowMs;
     this.tiers = store.tiers;
     this.rawHorizon = store.rawHorizonTs;
@@ -269,17 +264,17 @@ class SeriesReader {
       return;
     }
     if (2 * (q - p) > T0) {
-      const cols = this.chunk(p, b + T0);
+      const cols = this.chunk(p);
       if (cols === undefined) return;
       removeAgg(acc, B);
       this.stats.rollupBuckets++;
       this.stats.subtractedPieces++;
-      this.addRange(cols, b, p, acc);
-      this.addRange(cols, q, b + T0, acc);
+      this.rawSpan(cols, b, p, acc, 1);
+      this.rawSpan(cols, q, b + T0, acc, 1);
       return;
     }
-    const cols = this.chunk(p, q);
-    if (cols !== undefined) this.removeRange(cols, p, q, acc);
+    const cols = this.chunk(p);
+    if (cols !== undefined) this.rawSpan(cols, p, q, acc, -1);
   }
 
   /** Raw points of [from, to) inside one dirty window (chunk and fragments merged). */
@@ -319,19 +314,21 @@ class SeriesReader {
         return;
       }
       if (this.subtract && B.doubleSpecial === 0 && 2 * (to - from) > T) {
-        const cols = this.chunk(from, b + T);
+        const cols = this.chunk(from);
         if (cols !== undefined) {
           mergeInto(acc, B, this.fields);
           this.stats.rollupBuckets++;
           this.stats.subtractedPieces++;
-          this.removeRange(cols, b, from, acc);
-          this.removeRange(cols, to, b + T, acc);
+          this.rawSpan(cols, b, from, acc, -1);
+          this.rawSpan(cols, to, b + T, acc, -1);
           return;
         }
       }
     }
-    const cols = this.chunk(from, to);
-    if (cols !== undefined) this.addRange(cols, from, to, acc);
+    const cols = this.chunk(from);
+    if (cols === undefined) return;
+    if (this.subtract) this.rawSpan(cols, from, to, acc, 1);
+    else this.addRange(cols, from, to, acc);
   }
 
   /** The tier's bucket starting at `b`, if it holds points. */
@@ -347,32 +344,12 @@ class SeriesReader {
     return x !== undefined && x.start === b ? x.agg : undefined;
   }
 
-  /**
-   * The chunk of the window holding `ts`, decoded up to `needTo` (exclusive; later points are not decoded until
-   * a piece needs them), or undefined when the window has none.
-   */
-  private chunk(ts: number, needTo: number): BlockColumns | undefined {
+  /** The decoded chunk of the window holding `ts` (the store's shared cache), or undefined when it has none. */
+  private chunk(ts: number): BlockColumns | undefined {
     const w = windowStart(ts, this.W);
     if (this.chunkW !== w) {
-      writeOrderedI64(this.chunkKey, w, 8);
-      // lmdb-js' shared read buffer, valid until the next read: copied at once into this reader's own buffer
-      // (no Buffer allocated per chunk; BlockColumns reads only the encoded bytes of a longer buffer).
-      const fast = this.store.env.chunks.getBinaryFast(this.chunkKey);
       this.chunkW = w;
-      this.chunkFound = fast !== undefined;
-      this.chunkTo = -Infinity;
-      if (fast !== undefined) {
-        const n = fast.length;
-        if (this.chunkBuf.length < n) this.chunkBuf = Buffer.allocUnsafe(Math.max(n, 2 * this.chunkBuf.length));
-        // A plain loop: `fast.length` is lmdb-js' own property, so Buffer#copy would see the whole shared buffer.
-        const dst = this.chunkBuf;
-        for (let i = 0; i < n; i++) dst[i] = fast[i] as number;
-      }
-    }
-    if (!this.chunkFound) return undefined;
-    if (this.chunkTo < needTo) {
-      this.chunkCols.load(this.chunkBuf, needTo);
-      this.chunkTo = needTo;
+      this.chunkCols = this.store.chunkColumns(this.e, this.k, w);
     }
     return this.chunkCols;
   }
@@ -397,19 +374,61 @@ class SeriesReader {
     if (tn >= acc.lastTs) { acc.lastTs = tn; acc.last = cols.valueAt(i1 - 1); }
   }
 
-  /** Takes the chunk points of [from, to) back out of `acc` (removePoint: counts and sums only). */
-  private removeRange(cols: BlockColumns, from: number, to: number, acc: BucketAgg): void {
+  /**
+   * COUNT/SUM/AVG: the chunk points of [from, to) added to `acc` (sign 1) or taken back out of it (sign -1),
+   * through the state of the previous such span. TB's buckets share their boundaries, and the raw stretch
+   * between a boundary and the edge of the finest-tier bucket around it is wanted by both neighbours, one
+   * adding it and the next subtracting it (or the other way round): so each boundary's points are read once.
+   */
+  private rawSpan(cols: BlockColumns, from: number, to: number, acc: BucketAgg, sign: 1 | -1): void {
     if (to <= from) return;
+    let span = this.lastSpan;
+    if (span === undefined || span.from !== from || span.to !== to) {
+      const agg = emptyAgg();
+      this.sumRange(cols, from, to, agg);
+      span = this.lastSpan = { from, to, agg };
+    }
+    if (sign > 0) mergeInto(acc, span.agg, this.fields);
+    else removeAgg(acc, span.agg);
+  }
+
+  /**
+   * Adds the counts and sums of the chunk points of [from, to) to `agg` (the fields COUNT, SUM and AVG
+   * finalize from; min/max/first/last are left alone). Longs are summed in a plain number while that stays
+   * exact, then added once.
+   */
+  private sumRange(cols: BlockColumns, from: number, to: number, agg: BucketAgg): void {
     const i0 = cols.lowerBound(from);
     const i1 = cols.lowerBound(to);
+    if (i1 <= i0) return;
     this.stats.rawPoints += i1 - i0;
     const kind = cols.numericKind;
     if (kind === 'NONE') {
-      for (let i = i0; i < i1; i++) removePoint(acc, cols.valueAt(i));
+      for (let i = i0; i < i1; i++) addPoint(agg, cols.tsAt(i), cols.valueAt(i));
       return;
     }
-    const isLong = kind === 'LONG';
-    for (let i = i0; i < i1; i++) removeNumber(acc, cols.num(i), isLong);
+    if (kind === 'LONG') {
+      let sum = 0;
+      for (let i = i0; i < i1; i++) {
+        sum += cols.num(i);
+        // a sum of safe integers is exact while it stays within ±2^53; past that, point by point
+        if (sum > Number.MAX_SAFE_INTEGER || sum < -Number.MAX_SAFE_INTEGER) {
+          for (let j = i0; j < i1; j++) addNumber(agg, cols.num(j), true);
+          return;
+        }
+      }
+      agg.count += i1 - i0;
+      agg.longCount += i1 - i0;
+      agg.longSum = addLong(agg.longSum, sum);
+      return;
+    }
+    for (let i = i0; i < i1; i++) {
+      const v = cols.num(i);
+      if (Number.isFinite(v)) addPartial(agg.doubleSum, v);
+      else agg.doubleSpecial += v;
+    }
+    agg.count += i1 - i0;
+    agg.doubleCount += i1 - i0;
   }
 
   /** Below the raw horizon: the finest retained tier's buckets whose start lies in [from, to). */

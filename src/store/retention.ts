@@ -276,7 +276,7 @@ export class DownsampleEngine {
       }
     });
     this.noteStep(wallMs);
-    if (sweep.db === this.store.env.rollups) this.store.rollups.clearReadCache();
+    this.store.clearReadCaches();
     if (done) this.sweeps.shift();
     return true;
   }

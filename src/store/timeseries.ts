@@ -23,7 +23,7 @@ import { decodeStamped, encodeStamped, entityPrefix, prefixEnd, readOrderedI64, 
 import { type WindowPoints, fragKey, fragmentPoints, headFragments, mergeWindow, seriesPoints, seriesWindows, windowKey, windowStart } from './chunks.js';
 import type { Dictionary } from './dict.js';
 import type { StoreEnv } from './env.js';
-import { blockCount, decodePoints, encodeColumn, encodePoints } from './gorilla.js';
+import { BlockColumns, blockCount, decodePoints, encodeColumn, encodePoints } from './gorilla.js';
 import { RollupStore, type TierSpec, makeTiers } from './rollups.js';
 import type { AggFn } from '../query/aggregate.js';
 import type { BucketAggregate, BucketSource } from '../query/history.js';
@@ -96,6 +96,13 @@ export interface CompactionCounters {
   rollupOnlyPoints: number;
 }
 
+/**
+ * Decoded chunks kept for the planner's raw edges: a month query at a 2-h interval reads one chunk per bucket
+ * boundary (720 for two keys), and a dashboard re-polling "the last 30 days" moves its boundaries by seconds,
+ * so nearly the same windows again. ~2 KB each for 20-min windows of 10-s data: ≤ ~2 MB.
+ */
+const CHUNK_CACHE_WINDOWS = 1024;
+
 /** Head sequence numbers are reserved in blocks so a restart never reuses one (meta key `headSeq`). */
 const SEQ_RESERVATION = 1_000_000;
 
@@ -125,6 +132,8 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
   private newest: number | undefined;
   /** where the next compaction sweep resumes (a head key), undefined = from the beginning */
   private compactCursor: Buffer | undefined;
+  /** chunk key (latin1) → its decoded columns (null: no chunk), LRU; see chunkColumns */
+  private readonly chunkCache = new Map<string, BlockColumns | null>();
 
   constructor(readonly env: StoreEnv, private readonly dict: Dictionary, opts: StoreOptions = DEFAULT_STORE_OPTIONS) {
     this.windowMs = opts.windowMs;
@@ -318,6 +327,33 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
     return this.planner.bucketAggs(entityId, key, plan, fn);
   }
 
+  /**
+   * The committed chunk of window `w` of series (e, k), decoded (all timestamps; values on demand), or
+   * undefined when it has none. Shared with other readers through an LRU cache: callers must not load another
+   * block into it. Whoever changes chunks calls `clearReadCaches()` once the transaction has committed.
+   */
+  chunkColumns(e: EntityIdx, k: KeyIdx, w: number): BlockColumns | undefined {
+    const key = windowKey(e, k, w);
+    const id = key.toString('latin1');
+    const hit = this.chunkCache.get(id);
+    if (hit !== undefined) {
+      this.chunkCache.delete(id);
+      this.chunkCache.set(id, hit);
+      return hit ?? undefined;
+    }
+    const raw = this.env.chunks.getBinary(key);
+    const cols = raw === undefined ? null : new BlockColumns().load(raw);
+    this.chunkCache.set(id, cols);
+    if (this.chunkCache.size > CHUNK_CACHE_WINDOWS) this.chunkCache.delete(this.chunkCache.keys().next().value as string);
+    return cols ?? undefined;
+  }
+
+  /** Drops the decoded chunks and rollup blocks readers share (after a committed change to either). */
+  clearReadCaches(): void {
+    this.chunkCache.clear();
+    this.rollups.clearReadCache();
+  }
+
   /** The merged windows of series (e, k) overlapping [fromTs, toTs), ascending. */
   windowsOf(e: EntityIdx, k: KeyIdx, fromTs: number, toTs: number): IterableIterator<WindowPoints> {
     return seriesWindows(this.env, e, k, fromTs, toTs, this.windowMs, false);
@@ -348,7 +384,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
         }
       }
     }));
-    this.rollups.clearReadCache();
+    this.clearReadCaches();
     await this.env.flushed();
   }
 
@@ -404,7 +440,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
         wallMs = performance.now() - t0;
       }
     });
-    if (compacted > 0) this.rollups.clearReadCache();
+    if (compacted > 0) this.clearReadCaches();
     return { compacted, more, wallMs };
   }
 
