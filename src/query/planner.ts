@@ -23,7 +23,7 @@ import type { EntityIdx, KeyIdx } from '../store/codec.js';
 import { readOrderedI64 } from '../store/codec.js';
 import type { BlockColumns } from '../store/gorilla.js';
 import { type RollupBucket, type TierSpec, rollupKey } from '../store/rollups.js';
-import type { LmdbTimeseriesStore } from '../store/timeseries.js';
+import type { LmdbTimeseriesStore, SeriesChunks } from '../store/timeseries.js';
 import { type AggFn, type BucketAgg, type MergeFields, addLong, addNumber, addPartial, addPoint, emptyAgg, fieldsFor, mergeInto, removeAgg, subtractable } from './aggregate.js';
 import { type BucketPlan, bucketAt, bucketIndexOf } from './buckets.js';
 import { type BucketAggregate, type BucketSource, RawScanSource } from './history.js';
@@ -88,6 +88,8 @@ class SeriesReader {
   /** the chunk window in `chunkCols` (NaN: none yet; `chunkCols` undefined: the window has no chunk) */
   private chunkW = NaN;
   private chunkCols: BlockColumns | undefined;
+  /** the store's decoded chunks of this series */
+  private readonly chunks: SeriesChunks;
   private dirtyCache: { w: number; points: TsKv[] } | undefined;
   /** the last raw span read by rawSpan, with its counts and sums */
   private lastSpan: { from: number; to: number; agg: BucketAgg } | undefined;
@@ -105,6 +107,7 @@ class SeriesReader {
     this.subtract = subtractable(fn);
     this.fields = fieldsFor(fn);
     this.W = store.windowMs;
+    this.chunks = store.seriesChunks(e, k);
     this.tiers = store.tiers;
     this.rawHorizon = store.rawHorizonTs;
     this.tierHorizon = this.tiers.map((t) => store.tierHorizonTs(t.index));
@@ -349,7 +352,7 @@ class SeriesReader {
     const w = windowStart(ts, this.W);
     if (this.chunkW !== w) {
       this.chunkW = w;
-      this.chunkCols = this.store.chunkColumns(this.e, this.k, w);
+      this.chunkCols = this.store.chunkColumns(this.e, this.k, w, this.chunks);
     }
     return this.chunkCols;
   }
@@ -407,28 +410,31 @@ class SeriesReader {
       for (let i = i0; i < i1; i++) addPoint(agg, cols.tsAt(i), cols.valueAt(i));
       return;
     }
+    const n = i1 - i0;
+    const ints = cols.intsUpTo(i1);
     if (kind === 'LONG') {
       let sum = 0;
       for (let i = i0; i < i1; i++) {
-        sum += cols.num(i);
+        sum += ints === undefined ? cols.num(i) : (ints[i] as number);
         // a sum of safe integers is exact while it stays within ±2^53; past that, point by point
         if (sum > Number.MAX_SAFE_INTEGER || sum < -Number.MAX_SAFE_INTEGER) {
           for (let j = i0; j < i1; j++) addNumber(agg, cols.num(j), true);
           return;
         }
       }
-      agg.count += i1 - i0;
-      agg.longCount += i1 - i0;
+      agg.count += n;
+      agg.longCount += n;
       agg.longSum = addLong(agg.longSum, sum);
       return;
     }
+    const div = cols.divisor;
     for (let i = i0; i < i1; i++) {
-      const v = cols.num(i);
+      const v = ints === undefined ? cols.num(i) : (ints[i] as number) / div;
       if (Number.isFinite(v)) addPartial(agg.doubleSum, v);
       else agg.doubleSpecial += v;
     }
-    agg.count += i1 - i0;
-    agg.doubleCount += i1 - i0;
+    agg.count += n;
+    agg.doubleCount += n;
   }
 
   /** Below the raw horizon: the finest retained tier's buckets whose start lies in [from, to). */

@@ -505,6 +505,19 @@ export class BlockColumns {
     return this.div === 1 ? this.ints[i] as number : (this.ints[i] as number) / this.div;
   }
 
+  /**
+   * LONG/DEC blocks: the decoded integers, valid for indices below `upTo` (a point's value is the integer, or
+   * for DEC the integer ÷ `divisor`); undefined for other blocks (use `num`).
+   */
+  intsUpTo(upTo: number): Float64Array | undefined {
+    if (this.mode < MODE_LONG_D1 || this.mode > MODE_DEC_D2) return undefined;
+    if (upTo > this.done) this.decodeInts(upTo - 1);
+    return this.ints;
+  }
+
+  /** DEC blocks: 10^scale; 1 otherwise. */
+  get divisor(): number { return this.div; }
+
   /** The value of point i (0 ≤ i < count), a new KvValue. */
   valueAt(i: number): KvValue {
     switch (this.mode) {

@@ -103,6 +103,9 @@ export interface CompactionCounters {
  */
 const CHUNK_CACHE_WINDOWS = 1024;
 
+/** One series' decoded chunks by window start; null: the window has no chunk. */
+export type SeriesChunks = Map<number, BlockColumns | null>;
+
 /** Head sequence numbers are reserved in blocks so a restart never reuses one (meta key `headSeq`). */
 const SEQ_RESERVATION = 1_000_000;
 
@@ -132,8 +135,10 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
   private newest: number | undefined;
   /** where the next compaction sweep resumes (a head key), undefined = from the beginning */
   private compactCursor: Buffer | undefined;
-  /** chunk key (latin1) → its decoded columns (null: no chunk), LRU; see chunkColumns */
-  private readonly chunkCache = new Map<string, BlockColumns | null>();
+  /** "e:k" → that series' decoded chunks by window start (null: no chunk); series in LRU order */
+  private readonly chunkCache = new Map<string, SeriesChunks>();
+  /** windows held in chunkCache */
+  private chunkCacheSize = 0;
 
   constructor(readonly env: StoreEnv, private readonly dict: Dictionary, opts: StoreOptions = DEFAULT_STORE_OPTIONS) {
     this.windowMs = opts.windowMs;
@@ -327,30 +332,42 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
     return this.planner.bucketAggs(entityId, key, plan, fn);
   }
 
+  /** The decoded-chunk cache of series (e, k), for chunkColumns (a query looks it up once). */
+  seriesChunks(e: EntityIdx, k: KeyIdx): SeriesChunks {
+    const id = `${e}:${k}`;
+    let chunks = this.chunkCache.get(id);
+    if (chunks !== undefined) this.chunkCache.delete(id);
+    else chunks = new Map();
+    this.chunkCache.set(id, chunks);
+    return chunks;
+  }
+
   /**
    * The committed chunk of window `w` of series (e, k), decoded (all timestamps; values on demand), or
-   * undefined when it has none. Shared with other readers through an LRU cache: callers must not load another
-   * block into it. Whoever changes chunks calls `clearReadCaches()` once the transaction has committed.
+   * undefined when it has none. Shared with other readers through `chunks` (seriesChunks(e, k)): callers must
+   * not load another block into it. Whoever changes chunks calls `clearReadCaches()` once the transaction has
+   * committed. Beyond CHUNK_CACHE_WINDOWS, the least recently used series go first.
    */
-  chunkColumns(e: EntityIdx, k: KeyIdx, w: number): BlockColumns | undefined {
-    const key = windowKey(e, k, w);
-    const id = key.toString('latin1');
-    const hit = this.chunkCache.get(id);
-    if (hit !== undefined) {
-      this.chunkCache.delete(id);
-      this.chunkCache.set(id, hit);
-      return hit ?? undefined;
-    }
-    const raw = this.env.chunks.getBinary(key);
+  chunkColumns(e: EntityIdx, k: KeyIdx, w: number, chunks: SeriesChunks = this.seriesChunks(e, k)): BlockColumns | undefined {
+    const hit = chunks.get(w);
+    if (hit !== undefined) return hit ?? undefined;
+    const raw = this.env.chunks.getBinary(windowKey(e, k, w));
     const cols = raw === undefined ? null : new BlockColumns().load(raw);
-    this.chunkCache.set(id, cols);
-    if (this.chunkCache.size > CHUNK_CACHE_WINDOWS) this.chunkCache.delete(this.chunkCache.keys().next().value as string);
+    chunks.set(w, cols);
+    this.chunkCacheSize++;
+    while (this.chunkCacheSize > CHUNK_CACHE_WINDOWS) {
+      const [id, oldest] = this.chunkCache.entries().next().value as [string, SeriesChunks];
+      this.chunkCacheSize -= oldest.size;
+      if (oldest === chunks) { chunks.clear(); break; }
+      this.chunkCache.delete(id);
+    }
     return cols ?? undefined;
   }
 
   /** Drops the decoded chunks and rollup blocks readers share (after a committed change to either). */
   clearReadCaches(): void {
     this.chunkCache.clear();
+    this.chunkCacheSize = 0;
     this.rollups.clearReadCache();
   }
 
