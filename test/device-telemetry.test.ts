@@ -237,3 +237,27 @@ t.test('a device created by the CLI while the daemon runs is usable at once', as
   const dump: EntityDump = await readEntity(gw.dataDir, dev.id);
   t.same(dump.points['a'], [{ ts: 1, type: 'LONG', value: '1' }]);
 });
+
+t.test('batches arrive whole: one buffer of the declared length, or chunks collected past 256 KiB', async (t) => {
+  const gw = await startGateway(t);
+  const dev = await addDevice(gw.dataDir, 'batches', ['--token', 'batch-token']);
+  const url = `${gw.url}/api/v1/batch-token/telemetry`;
+  const batch = (from: number, n: number): string =>
+    `[${Array.from({ length: n }, (_, i) => `{"ts":${from + i},"values":{"t":${(i % 997) / 4},"c":${from + i},"s":"v${i % 5}"}}`).join(',')}]`;
+  const sizes: Array<[from: number, n: number]> = [[1_000_000, 1000], [2_000_000, 6000]];
+  for (const [from, n] of sizes) {
+    const body = Buffer.from(batch(from, n));
+    for (const chunked of [false, true]) {
+      const r = await rawPost(url, body, chunked);
+      t.equal(r.status, 200, `${n} records, ${body.length} bytes, ${chunked ? 'chunked' : 'with a Content-Length'}`);
+    }
+  }
+  t.equal(await gw.stop(), 0);
+  const dump = await readEntity(gw.dataDir, dev.id);
+  t.equal(dump.points['c']?.length, 7000, 'every record of both batches is stored once (the re-post overwrote)');
+  // "t" posts 0, 0.25, 0.5, …, 1, 1.25: a LONG among DOUBLEs, each typed as posted
+  t.same(dump.points['t']?.slice(0, 3), [{ ts: 1_000_000, type: 'LONG', value: '0' }, { ts: 1_000_001, type: 'DOUBLE', value: '0.25' },
+    { ts: 1_000_002, type: 'DOUBLE', value: '0.5' }], 'a column mixing LONG and DOUBLE keeps each type');
+  t.same(dump.points['s']?.at(-1), { ts: 2_005_999, type: 'STRING', value: 'v4' });
+  t.same(dump.points['c']?.at(-1), { ts: 2_005_999, type: 'LONG', value: '2005999' });
+});

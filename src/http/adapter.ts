@@ -53,6 +53,9 @@ export interface RouteOptions {
   readonly maxBody?: number;
 }
 
+/** bodies up to this declared size are read into one buffer allocated up front (see startBody) */
+const PREALLOCATE_MAX = 256 * 1024;
+
 const COPIED_HEADERS = ['content-length', 'content-type', 'authorization', 'x-authorization', 'accept'] as const;
 
 const STATUS_TEXT: Record<number, string> = {
@@ -177,9 +180,10 @@ class Exchange implements HttpContext {
       this.res.onData(() => undefined);
       return;
     }
-    // A declared length (already ≤ cap) gets one buffer up front that every chunk is copied into: a 60 KB
-    // batch arrives in several chunks, and a buffer per chunk plus a concat cost more than the copies.
-    let whole: Buffer | undefined = Number.isSafeInteger(declared) && declared > 0 ? Buffer.allocUnsafe(declared) : undefined;
+    // A declared length up to PREALLOCATE_MAX gets one buffer up front that every chunk is copied into: a
+    // 60 KB batch arrives in several chunks, and a buffer per chunk plus a concat cost more than the copies.
+    // Larger bodies are collected as they arrive, so memory follows the bytes received, not a declared size.
+    let whole: Buffer | undefined = Number.isSafeInteger(declared) && declared > 0 && declared <= PREALLOCATE_MAX ? Buffer.allocUnsafe(declared) : undefined;
     let chunks: Buffer[] | undefined;
     let size = 0;
     this.res.onData((ab, isLast) => {
