@@ -3,12 +3,18 @@
  * Values are strings as TB renders them (`kvToString`: "42", "42.0", "1.0E10", "true", JSON text) unless
  * `strict` (useStrictDataTypes=true), then native JSON (`kvToJson`). A missing latest value is `null`.
  */
-import { type KvValue, type TsKv, kvToJson, kvToString } from '../model/kv.js';
+import { type KvValue, type TsKv, javaDouble, kvToJson, kvToString } from '../model/kv.js';
 import type { KeySeries, LatestPoint } from './history.js';
 
 export function renderValue(v: KvValue | null, strict: boolean): string {
   if (v === null) return 'null';
-  return strict ? kvToJson(v) : JSON.stringify(kvToString(v));
+  if (strict) return kvToJson(v);
+  switch (v.type) {
+    // digits, '.', 'E', '-', "NaN", "Infinity": nothing to escape, so no second JSON.stringify per value
+    case 'DOUBLE': return `"${javaDouble(v.v)}"`;
+    case 'LONG': return `"${String(v.v)}"`;
+    default: return JSON.stringify(kvToString(v));
+  }
 }
 
 export function renderPoint(p: TsKv | LatestPoint, strict: boolean): string {
