@@ -136,11 +136,7 @@ class FastParser {
     /** "values" went straight into the columns (with `ts`) */
     let poured = false;
     let hasValues = false;
-    this.ws();
-    if (this.buf[this.i] === 125) {
-      this.i++;
-      return;
-    }
+    if (this.emptyObjectRest()) return;
     for (;;) {
       this.ws();
       const key = this.key(0, keyCount++);
@@ -295,11 +291,7 @@ class FastParser {
     let keyCount = 0;
     this.pourCount = 0;
     this.pourNumeric = true;
-    this.ws();
-    if (this.buf[this.i] === 125) {
-      this.i++;
-      return;
-    }
+    if (this.emptyObjectRest()) return;
     for (;;) {
       this.ws();
       const pos = keyCount;
@@ -334,11 +326,7 @@ class FastParser {
     this.i++;
     const out: KvEntry[] = [];
     let keyCount = 0;
-    this.ws();
-    if (this.buf[this.i] === 125) {
-      this.i++;
-      return out;
-    }
+    if (this.emptyObjectRest()) return out;
     for (;;) {
       this.ws();
       const key = this.key(1, keyCount++);
@@ -511,6 +499,14 @@ class FastParser {
     }
     this.numKind = NUM_OTHER;
     this.numOther = typeNumberLiteral(lit);
+  }
+
+  /** Just past an object's `{`: whether it is empty, its `}` then consumed. */
+  private emptyObjectRest(): boolean {
+    this.ws();
+    if (this.buf[this.i] !== 125) return false;
+    this.i++;
+    return true;
   }
 
   private ws(): void {
