@@ -38,17 +38,20 @@ function brute(model: Map<number, KvValue>, plan: BucketPlan, fn: (typeof AGG_FN
   return out;
 }
 
-const LADDERS = [
+const LADDERS: Array<{ windowMs: number; tiersMs: number[]; seed: number; readCacheBytes?: number }> = [
   { windowMs: 20 * MIN, tiersMs: [10 * MIN, HOUR, 24 * HOUR], seed: 11 },
   { windowMs: HOUR, tiersMs: [MIN, 10 * MIN, HOUR, 2 * HOUR], seed: 12 },
   { windowMs: 20 * MIN, tiersMs: [HOUR, 3 * HOUR], seed: 13 },
+  // read caches far below one query's needs: decoded blocks and chunks are evicted while the planner runs
+  { windowMs: 20 * MIN, tiersMs: [10 * MIN, HOUR, 24 * HOUR], seed: 14, readCacheBytes: 24 * 1024 },
 ];
 
-for (const ladder of LADDERS) t.test(`planner with fn equals brute force (window ${ladder.windowMs / MIN} min, tiers ${ladder.tiersMs.map((x) => x / MIN).join('/')} min)`, async (t) => {
+for (const ladder of LADDERS) t.test(`planner with fn equals brute force (window ${ladder.windowMs / MIN} min, tiers ${ladder.tiersMs.map((x) => x / MIN).join('/')} min${ladder.readCacheBytes === undefined ? '' : `, read caches of ${ladder.readCacheBytes} bytes`})`, async (t) => {
   const env = openStoreEnv({ dataDir: tempDir(t), mapSizeBytes: 256 * 1024 * 1024 });
   t.teardown(() => env.close());
   const store = new LmdbTimeseriesStore(env, new Dictionary(env), {
     windowMs: ladder.windowMs, headWindowMs: HOUR, tiersMs: ladder.tiersMs, tierRetentionMs: ladder.tiersMs.map(() => 0),
+    ...(ladder.readCacheBytes === undefined ? {} : { readCacheBytes: ladder.readCacheBytes }),
   });
   const planner = new RollupPlanner(store);
   const rand = rng(ladder.seed);
@@ -118,4 +121,11 @@ for (const ladder of LADDERS) t.test(`planner with fn equals brute force (window
   }
   t.pass(`${queries} random (query, fn) pairs matched brute force`);
   if (ladder.tiersMs[0]! <= ladder.windowMs) t.ok(subtracted > 50, `edges answered as bucket minus rest: ${subtracted}`);
+  if (ladder.readCacheBytes !== undefined) {
+    const use = store.readCacheUsage();
+    // each cache may exceed its share by the one entry it just took (a block of ≤ 120 buckets, a chunk)
+    t.ok(use.chunkBytes <= use.chunkBudget + 4096, `decoded chunks held ${use.chunkBytes} B of a ${use.chunkBudget} B budget`);
+    t.ok(use.chunkBytes > 0 && use.rollupBytes > 0, 'both caches were in use');
+    t.ok(use.rollupBytes <= ladder.readCacheBytes - use.chunkBudget + 120 * 560 + 256, `decoded rollup blocks held ${use.rollupBytes} B`);
+  }
 });

@@ -229,17 +229,27 @@ interface PendingBlock {
 }
 
 /**
+ * Approximate heap bytes of one decoded bucket (a BucketAgg with its partials, values and wrapper; 528 measured
+ * over a month of 10-s data) and of a decoded block besides its buckets: the read cache's accounting unit.
+ */
+const DECODED_BUCKET_BYTES = 560;
+const DECODED_BLOCK_BYTES = 256;
+
+/**
  * Reads and writes the tiers of every series. All methods are synchronous LMDB work for a transaction.
  * Inside `batch`, touched blocks stay decoded in memory and are encoded and written once at its end: a
  * compaction step that folds many windows of one series rewrites each block once, not once per window.
  */
-/** Decoded blocks kept for readers (a month of 10-min and 1-h buckets for a few series). */
-const READ_CACHE_BLOCKS = 128;
+const blockBytes = (buckets: readonly RollupBucket[]): number => DECODED_BLOCK_BYTES + buckets.length * DECODED_BUCKET_BYTES;
 
 export class RollupStore {
   private pending: Map<string, PendingBlock> | undefined;
-  /** rollup key (latin1) → decoded committed block; cleared after every transaction that writes rollups */
+  /**
+   * rollup key (latin1) → decoded committed block, least recently used first, within `readCacheBytes`; cleared
+   * after every transaction that writes rollups
+   */
   private readonly readCache = new Map<string, RollupBucket[]>();
+  private readCacheSize = 0;
 
   /**
    * `horizons` reports what retention dropped: raw chunks of windows before `raw`, tier i's blocks before
@@ -247,7 +257,8 @@ export class RollupStore {
    * tier whose finer tier is gone there is recomputed from raw chunks, or left as it is when those are gone too.
    */
   constructor(private readonly env: StoreEnv, readonly tiers: readonly TierSpec[], readonly windowMs: number,
-    private readonly horizons: () => { raw: number; tiers: readonly number[] } = () => ({ raw: Number.MIN_SAFE_INTEGER, tiers: [] })) {}
+    private readonly horizons: () => { raw: number; tiers: readonly number[] } = () => ({ raw: Number.MIN_SAFE_INTEGER, tiers: [] }),
+    private readonly readCacheBytes = 12 * 1024 * 1024) {}
 
   /** Buckets of `tier` with start in [fromTs, toTs), ascending, as stored. Lazy per block. */
   *buckets(tier: TierSpec, e: EntityIdx, k: KeyIdx, fromTs: number, toTs: number): IterableIterator<RollupBucket> {
@@ -277,13 +288,22 @@ export class RollupStore {
     const raw = this.env.rollups.get(key);
     const buckets = raw === undefined ? [] : decodeBlock(raw, blockStart, tier.bucketMs);
     this.readCache.set(id, buckets);
-    if (this.readCache.size > READ_CACHE_BLOCKS) this.readCache.delete(this.readCache.keys().next().value as string);
+    this.readCacheSize += blockBytes(buckets);
+    while (this.readCacheSize > this.readCacheBytes && this.readCache.size > 1) {
+      const [oldest, old] = this.readCache.entries().next().value as [string, RollupBucket[]];
+      this.readCache.delete(oldest);
+      this.readCacheSize -= blockBytes(old);
+    }
     return buckets;
   }
 
   clearReadCache(): void {
     this.readCache.clear();
+    this.readCacheSize = 0;
   }
+
+  /** Accounted bytes of the decoded blocks held for readers. */
+  get readCacheUsage(): number { return this.readCacheSize; }
 
   /** Runs `fn` (inside a transaction) with block writes deferred to its end. */
   batch<T>(fn: () => T): T {

@@ -75,6 +75,8 @@ export interface StoreOptions {
   readonly headWindowMs: number;
   readonly tiersMs: readonly number[];
   readonly tierRetentionMs: readonly number[];
+  /** bytes for decoded rollup blocks and chunks kept for readers (config query.readCacheBytes) */
+  readonly readCacheBytes?: number;
 }
 
 export const DEFAULT_STORE_OPTIONS: StoreOptions = {
@@ -97,14 +99,16 @@ export interface CompactionCounters {
 }
 
 /**
- * Decoded chunks kept for the planner's raw edges: a month query at a 2-h interval reads one chunk per bucket
- * boundary (720 for two keys), and a dashboard re-polling "the last 30 days" moves its boundaries by seconds,
- * so nearly the same windows again. ~1.4 KB each for 20-min windows of 10-s data (measured): ≤ ~1.5 MB.
+ * Approximate bytes of a decoded chunk (BlockColumns, its typed arrays and its own copy of the block; ~1.4 KB
+ * measured for 120 points of 10-s data) besides 16 per point: the chunk cache's accounting unit.
  */
-const CHUNK_CACHE_WINDOWS = 1024;
+const DECODED_CHUNK_BYTES = 512;
+const DECODED_POINT_BYTES = 16;
 
 /** One series' decoded chunks by window start; null: the window has no chunk. */
 export type SeriesChunks = Map<number, BlockColumns | null>;
+
+const chunkBytes = (cols: BlockColumns | null): number => DECODED_CHUNK_BYTES + (cols === null ? 0 : cols.count * DECODED_POINT_BYTES);
 
 /** Head sequence numbers are reserved in blocks so a restart never reuses one (meta key `headSeq`). */
 const SEQ_RESERVATION = 1_000_000;
@@ -135,18 +139,26 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
   private newest: number | undefined;
   /** where the next compaction sweep resumes (a head key), undefined = from the beginning */
   private compactCursor: Buffer | undefined;
-  /** "e:k" → that series' decoded chunks by window start (null: no chunk); series in LRU order */
+  /**
+   * Decoded chunks kept for the planner's raw edges: a month query at a 2-h interval reads one chunk per bucket
+   * boundary (360 per key), and a dashboard re-polling "the last 30 days" moves its boundaries by seconds, so
+   * nearly the same windows again. "e:k" → that series' chunks by window start (null: no chunk), series least
+   * recently used first, within a quarter of `readCacheBytes` (the rollup read cache has the rest).
+   */
   private readonly chunkCache = new Map<string, SeriesChunks>();
-  /** windows held in chunkCache */
+  /** accounted bytes held in chunkCache */
   private chunkCacheSize = 0;
+  private readonly chunkCacheBytes: number;
 
   constructor(readonly env: StoreEnv, private readonly dict: Dictionary, opts: StoreOptions = DEFAULT_STORE_OPTIONS) {
     this.windowMs = opts.windowMs;
     this.headWindowMs = opts.headWindowMs;
     this.tiers = makeTiers(opts.tiersMs, opts.tierRetentionMs, opts.windowMs);
+    const cacheBytes = opts.readCacheBytes ?? DEFAULTS.query.readCacheBytes;
+    this.chunkCacheBytes = cacheBytes / 4;
     this.rollups = new RollupStore(env, this.tiers, opts.windowMs, () => ({
       raw: this.rawHorizonTs, tiers: this.tiers.map((t) => this.tierHorizonTs(t.index)),
-    }));
+    }), cacheBytes - this.chunkCacheBytes);
     this.seq = (env.meta.get('headSeq') as number | undefined) ?? 1;
     this.seqReserved = this.seq;
   }
@@ -346,7 +358,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
    * The committed chunk of window `w` of series (e, k), decoded (all timestamps; values on demand), or
    * undefined when it has none. Shared with other readers through `chunks` (seriesChunks(e, k)): callers must
    * not load another block into it. Whoever changes chunks calls `clearReadCaches()` once the transaction has
-   * committed. Beyond CHUNK_CACHE_WINDOWS, the least recently used series go first.
+   * committed. Past the cache's bytes, the least recently used series go first.
    */
   chunkColumns(e: EntityIdx, k: KeyIdx, w: number, chunks: SeriesChunks = this.seriesChunks(e, k)): BlockColumns | undefined {
     const hit = chunks.get(w);
@@ -360,14 +372,25 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
       cols = new BlockColumns().load(own);
     }
     chunks.set(w, cols);
-    this.chunkCacheSize++;
-    while (this.chunkCacheSize > CHUNK_CACHE_WINDOWS) {
+    // a reader's map dropped by clearReadCaches() mid-query is no longer the cache's: not counted
+    if (this.chunkCache.get(`${e}:${k}`) !== chunks) return cols ?? undefined;
+    this.chunkCacheSize += chunkBytes(cols);
+    // Evict window by window: from the least recently used series, its first-read windows first.
+    while (this.chunkCacheSize > this.chunkCacheBytes) {
       const [id, oldest] = this.chunkCache.entries().next().value as [string, SeriesChunks];
-      this.chunkCacheSize -= oldest.size;
-      if (oldest === chunks) { chunks.clear(); break; }
-      this.chunkCache.delete(id);
+      const first = oldest.entries().next();
+      if (first.done) { this.chunkCache.delete(id); continue; }
+      const [firstW, firstCols] = first.value;
+      if (oldest === chunks && firstW === w) break; // the window just read stays
+      oldest.delete(firstW);
+      this.chunkCacheSize -= chunkBytes(firstCols);
     }
     return cols ?? undefined;
+  }
+
+  /** Accounted bytes of the decoded chunks and rollup blocks held for readers, against their budgets. */
+  readCacheUsage(): { chunkBytes: number; chunkBudget: number; rollupBytes: number } {
+    return { chunkBytes: this.chunkCacheSize, chunkBudget: this.chunkCacheBytes, rollupBytes: this.rollups.readCacheUsage };
   }
 
   /** Drops the decoded chunks and rollup blocks readers share (after a committed change to either). */
