@@ -10,6 +10,8 @@ import { Dictionary } from '../src/store/dict.js';
 import { openStoreEnv } from '../src/store/env.js';
 import { decodePoints, decodePointsIn, encodeColumn, encodePoints } from '../src/store/gorilla.js';
 import { LmdbTimeseriesStore } from '../src/store/timeseries.js';
+import { addPoint, emptyAgg, finalizeAgg } from '../src/query/aggregate.js';
+import { bucketsOf, planBuckets } from '../src/query/buckets.js';
 import { rng } from './helpers/prng.js';
 import { type Teardown, tempDir } from './helpers/server.js';
 
@@ -139,6 +141,48 @@ t.test('store: fragments and chunks answer the same, overwrites and deletes incl
   t.same(all(store, 'a'), afterDelete, 'delete removed [start, end) from chunks only');
   await store.delete(ENTITY, { keys: ['a'], startTs: now, endTs: now + 1, deleteLatest: true, rewriteLatest: true });
   t.equal(store.latest(ENTITY).get('a')?.ts, t0 + 999 * 10_000, 'rewriteLatest promotes the newest remaining point from a chunk');
+});
+
+t.test('read caches: emptied by a compaction that changes chunks, never filled while it may be committing', async (t) => {
+  const { store, close } = openStore(t);
+  t.teardown(close);
+  const H = 3_600_000;
+  const t0 = 1_700_000_000_000 - (1_700_000_000_000 % H);
+  const model = new Map<number, KvValue>();
+  await store.write(ENTITY, Array.from({ length: 3 * 360 }, (_, i) => {
+    const v = kvDouble((i % 97) / 4);
+    model.set(t0 + i * 10_000, v);
+    return { ts: t0 + i * 10_000, values: [['v', v]] as Array<[string, KvValue]> };
+  }));
+  // the first two hour-windows compacted (chunks and rollups), the third still head fragments
+  while ((await store.compactStep(t0 + 3 * H, 50)).more) { /* until no more */ }
+  const plan = planBuckets(t0 + 7 * 60_000 + 1234, t0 + 3 * H, 25 * 60_000, { maxIntervals: 1000 });
+  const answer = (): string => [...store.bucketAggs(ENTITY, 'v', plan, 'AVG')].map(({ index, agg }) => `${index}:${finalizeAgg(agg, 'AVG')?.v}`).join(' ');
+  const want = [...bucketsOf(plan)].map((b, index) => {
+    const agg = emptyAgg();
+    for (const [ts, v] of model) if (ts >= b.start && ts < b.end) addPoint(agg, ts, v);
+    return `${index}:${finalizeAgg(agg, 'AVG')?.v}`;
+  }).join(' ');
+  t.equal(answer(), want, 'exact before');
+  t.ok(store.readCacheUsage().chunkBytes > 0 && store.readCacheUsage().rollupBytes > 0, 'the query filled both caches');
+
+  // Compact the third window while querying at every turn until the step has resolved.
+  let resolved = false;
+  const step = store.compactStep(t0 + 4 * H, 50).then((r) => { resolved = true; return r; });
+  let emptied = false;
+  let turns = 0;
+  while (!resolved) {
+    t.equal(answer(), want, `exact at turn ${turns}`);
+    const use = store.readCacheUsage();
+    if (use.chunkBytes === 0 && use.rollupBytes === 0) emptied = true;
+    else if (emptied) t.fail(`the caches were filled again at turn ${turns} before the commit resolved`);
+    turns++;
+    await new Promise((r) => setImmediate(r));
+  }
+  t.equal((await step).compacted, 1, 'the step compacted the third window');
+  t.ok(emptied, `the caches were emptied while the step was pending (${turns} turns)`);
+  t.equal(answer(), want, 'exact after');
+  t.ok(store.readCacheUsage().rollupBytes > 0, 'and the caches fill again');
 });
 
 t.test('store: bytes per point of compressed chunks', async (t) => {

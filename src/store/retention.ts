@@ -267,7 +267,7 @@ export class DownsampleEngine {
     const sweep = this.sweeps[0] as DropSweep;
     let done = false;
     let wallMs = 0;
-    await this.store.env.root.transaction(() => {
+    await this.store.writeChunks(() => {
       const t0 = performance.now();
       try {
         this.sweepInTxn(sweep, t0, () => { done = true; });
@@ -276,7 +276,6 @@ export class DownsampleEngine {
       }
     });
     this.noteStep(wallMs);
-    this.store.clearReadCaches();
     if (done) this.sweeps.shift();
     return true;
   }
@@ -289,6 +288,7 @@ export class DownsampleEngine {
       if (found === undefined) { finished(); return; }
       const ts = readOrderedI64(found.key, sweep.prefixLen);
       if (ts < sweep.horizon) {
+        this.store.clearReadCaches();
         void sweep.db.remove(found.key);
         sweep.onDrop(found.value);
         sweep.cursor = found.key;

@@ -258,7 +258,9 @@ export class RollupStore {
    */
   constructor(private readonly env: StoreEnv, readonly tiers: readonly TierSpec[], readonly windowMs: number,
     private readonly horizons: () => { raw: number; tiers: readonly number[] } = () => ({ raw: Number.MIN_SAFE_INTEGER, tiers: [] }),
-    private readonly readCacheBytes = 12 * 1024 * 1024) {}
+    private readonly readCacheBytes = 12 * 1024 * 1024,
+    /** false while a change to rollups may be committing (see LmdbTimeseriesStore.writeChunks) */
+    private readonly cacheable: () => boolean = () => true) {}
 
   /** Buckets of `tier` with start in [fromTs, toTs), ascending, as stored. Lazy per block. */
   *buckets(tier: TierSpec, e: EntityIdx, k: KeyIdx, fromTs: number, toTs: number): IterableIterator<RollupBucket> {
@@ -273,8 +275,9 @@ export class RollupStore {
   }
 
   /**
-   * The committed buckets of one block, decoded; shared with other readers, so never modified. Callers that
-   * write rollups call `clearReadCache()` once their transaction has committed.
+   * The committed buckets of one block, decoded; shared with other readers, so never modified. Rollups are
+   * written inside LmdbTimeseriesStore.writeChunks, which empties this cache and keeps it unfilled until the
+   * change has committed.
    */
   readBlock(tier: TierSpec, e: EntityIdx, k: KeyIdx, blockStart: number): readonly RollupBucket[] {
     const key = rollupKey(tier.index, e, k, blockStart);
@@ -287,6 +290,7 @@ export class RollupStore {
     }
     const raw = this.env.rollups.get(key);
     const buckets = raw === undefined ? [] : decodeBlock(raw, blockStart, tier.bucketMs);
+    if (!this.cacheable()) return buckets;
     this.readCache.set(id, buckets);
     this.readCacheSize += blockBytes(buckets);
     while (this.readCacheSize > this.readCacheBytes && this.readCache.size > 1) {

@@ -149,6 +149,8 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
   /** accounted bytes held in chunkCache */
   private chunkCacheSize = 0;
   private readonly chunkCacheBytes: number;
+  /** transactions that change chunks or rollups and have not resolved yet: readers must not fill the caches */
+  private cacheHolds = 0;
 
   constructor(readonly env: StoreEnv, private readonly dict: Dictionary, opts: StoreOptions = DEFAULT_STORE_OPTIONS) {
     this.windowMs = opts.windowMs;
@@ -158,7 +160,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
     this.chunkCacheBytes = cacheBytes / 4;
     this.rollups = new RollupStore(env, this.tiers, opts.windowMs, () => ({
       raw: this.rawHorizonTs, tiers: this.tiers.map((t) => this.tierHorizonTs(t.index)),
-    }), cacheBytes - this.chunkCacheBytes);
+    }), cacheBytes - this.chunkCacheBytes, () => this.cacheHolds === 0);
     this.seq = (env.meta.get('headSeq') as number | undefined) ?? 1;
     this.seqReserved = this.seq;
   }
@@ -357,8 +359,8 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
   /**
    * The committed chunk of window `w` of series (e, k), decoded (all timestamps; values on demand), or
    * undefined when it has none. Shared with other readers through `chunks` (seriesChunks(e, k)): callers must
-   * not load another block into it. Whoever changes chunks calls `clearReadCaches()` once the transaction has
-   * committed. Past the cache's bytes, the least recently used series go first.
+   * not load another block into it. Chunks change only inside `writeChunks`, which keeps the cache empty until
+   * the change has committed. Past the cache's bytes, the least recently used series go first.
    */
   chunkColumns(e: EntityIdx, k: KeyIdx, w: number, chunks: SeriesChunks = this.seriesChunks(e, k)): BlockColumns | undefined {
     const hit = chunks.get(w);
@@ -371,6 +373,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
       own.set(new Uint8Array(fast.buffer, fast.byteOffset, fast.length));
       cols = new BlockColumns().load(own);
     }
+    if (this.cacheHolds > 0) return cols ?? undefined;
     chunks.set(w, cols);
     // a reader's map dropped by clearReadCaches() mid-query is no longer the cache's: not counted
     if (this.chunkCache.get(`${e}:${k}`) !== chunks) return cols ?? undefined;
@@ -393,7 +396,22 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
     return { chunkBytes: this.chunkCacheSize, chunkBudget: this.chunkCacheBytes, rollupBytes: this.rollups.readCacheUsage };
   }
 
-  /** Drops the decoded chunks and rollup blocks readers share (after a committed change to either). */
+  /**
+   * Runs `fn` in a write transaction that may change chunks or rollups; `fn` calls `clearReadCaches()` before
+   * it changes any. Until the commit has resolved, readers do not fill the caches: once LMDB has committed, a
+   * reader already sees the new state (a window's head fragments gone) while a decoded chunk or block cached
+   * from the old one would miss their points. A step that changes nothing leaves the caches as they are.
+   */
+  async writeChunks<T>(fn: () => T): Promise<T> {
+    this.cacheHolds++;
+    try {
+      return await this.env.root.transaction(fn);
+    } finally {
+      this.cacheHolds--;
+    }
+  }
+
+  /** Drops the decoded chunks and rollup blocks readers share. */
   clearReadCaches(): void {
     this.chunkCache.clear();
     this.chunkCacheSize = 0;
@@ -410,7 +428,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
     this.flushPending();
     const e = this.dict.entityIdx(entityId);
     if (e === undefined || req.endTs <= req.startTs) return;
-    await this.env.root.transaction(() => this.rollups.batch(() => {
+    await this.writeChunks(() => this.rollups.batch(() => {
       for (const name of req.keys) {
         const k = this.dict.keyIdx(name);
         if (k === undefined) continue;
@@ -430,12 +448,12 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
         }
       }
     }));
-    this.clearReadCaches();
     await this.env.flushed();
   }
 
   /** Removes [startTs, endTs) of series (e, k) from chunks (rebuilding their rollups) and head fragments. */
   private deleteInTxn(e: EntityIdx, k: KeyIdx, startTs: number, endTs: number): void {
+    this.clearReadCaches();
     const lo = windowStart(startTs, this.windowMs);
     const inRange = (p: TsKv): boolean => p.ts >= startTs && p.ts < endTs;
     const chunkEntries = [...this.env.chunks.getRange({ start: windowKey(e, k, lo), end: windowKey(e, k, endTs) })];
@@ -470,7 +488,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
     let more = false;
     let wallMs = 0;
     const horizon = this.rawHorizonTs;
-    await this.env.root.transaction(() => {
+    await this.writeChunks(() => {
       const t0 = performance.now();
       try {
         this.rollups.batch(() => {
@@ -486,7 +504,6 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
         wallMs = performance.now() - t0;
       }
     });
-    if (compacted > 0) this.clearReadCaches();
     return { compacted, more, wallMs };
   }
 
@@ -509,6 +526,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
   }
 
   private compactWindow(e: EntityIdx, k: KeyIdx, w: number, rawHorizon: number): void {
+    this.clearReadCaches();
     const frags = headFragments(this.env, e, k, w, w + this.windowMs);
     for (const f of frags) void this.env.head.remove(f.key);
     this.counters.compactedFragments += frags.length;
