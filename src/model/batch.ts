@@ -25,25 +25,9 @@ export class SeriesColumn {
   get length(): number { return this.ts.length; }
 
   /** A LONG that is a safe integer. */
-  pushLong(ts: number, v: number): void {
-    if (this.kind === 'LONG' || this.kind === undefined) {
-      this.kind = 'LONG';
-      this.ts.push(ts);
-      this.nums.push(v);
-    } else {
-      this.pushBoxed(ts, kvLong(v));
-    }
-  }
+  pushLong(ts: number, v: number): void { this.pushNumber(ts, v, 'LONG'); }
 
-  pushDouble(ts: number, v: number): void {
-    if (this.kind === 'DOUBLE' || this.kind === undefined) {
-      this.kind = 'DOUBLE';
-      this.ts.push(ts);
-      this.nums.push(v);
-    } else {
-      this.pushBoxed(ts, kvDouble(v));
-    }
-  }
+  pushDouble(ts: number, v: number): void { this.pushNumber(ts, v, 'DOUBLE'); }
 
   push(ts: number, v: KvValue): void {
     if (v.type === 'DOUBLE') this.pushDouble(ts, v.v);
@@ -102,6 +86,16 @@ export class SeriesColumn {
     const col = new SeriesColumn();
     for (const p of points) col.push(p.ts, p.value);
     return col;
+  }
+
+  private pushNumber(ts: number, v: number, kind: 'LONG' | 'DOUBLE'): void {
+    if (this.kind === kind || this.kind === undefined) {
+      this.kind = kind;
+      this.ts.push(ts);
+      this.nums.push(v);
+    } else {
+      this.pushBoxed(ts, kind === 'LONG' ? kvLong(v) : kvDouble(v));
+    }
   }
 
   private pushBoxed(ts: number, v: KvValue): void {
