@@ -115,8 +115,8 @@ const SEQ_RESERVATION = 1_000_000;
 
 export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
   /**
-   * entity UUID → key → the columns written to it, in call order, waiting for this turn's flush. Bounded by the requests in flight:
-   * each caller awaits the batch, and bodies are capped (http.maxBodyBytes).
+   * entity UUID → key → the columns written to it, in call order, waiting for this turn's flush. Bounded by
+   * the requests in flight: each caller awaits the batch, and bodies are capped (http.maxBodyBytes).
    */
   private pending = new Map<string, Map<string, SeriesColumn[]>>();
   private pendingDone: Promise<void> | undefined;
