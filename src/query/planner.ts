@@ -401,15 +401,16 @@ class SeriesReader {
    * exact, then added once.
    */
   private sumRange(cols: BlockColumns, from: number, to: number, agg: BucketAgg): void {
+    const kind = cols.numericKind;
+    // a block of mixed or non-numeric values: point by point, every field
+    if (kind === 'NONE') {
+      this.addRange(cols, from, to, agg);
+      return;
+    }
     const i0 = cols.lowerBound(from);
     const i1 = cols.lowerBound(to);
     if (i1 <= i0) return;
     this.stats.rawPoints += i1 - i0;
-    const kind = cols.numericKind;
-    if (kind === 'NONE') {
-      for (let i = i0; i < i1; i++) addPoint(agg, cols.tsAt(i), cols.valueAt(i));
-      return;
-    }
     const n = i1 - i0;
     const ints = cols.intsUpTo(i1);
     if (kind === 'LONG') {
