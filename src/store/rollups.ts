@@ -245,8 +245,8 @@ const blockBytes = (buckets: readonly RollupBucket[]): number => DECODED_BLOCK_B
 export class RollupStore {
   private pending: Map<string, PendingBlock> | undefined;
   /**
-   * rollup key (latin1) → decoded committed block, least recently used first, within `readCacheBytes`; cleared
-   * after every transaction that writes rollups
+   * rollup key (latin1) → decoded committed block, least recently used first, within `readCacheBytes`; emptied
+   * before a transaction changes rollups and left unfilled until it has committed (LmdbTimeseriesStore.writeChunks)
    */
   private readonly readCache = new Map<string, RollupBucket[]>();
   private readCacheSize = 0;
