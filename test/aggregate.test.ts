@@ -4,7 +4,7 @@
  */
 import t from 'tap';
 import { type KvValue, kvBool, kvDouble, kvJson, kvLong, kvString } from '../src/model/kv.js';
-import { type AggFn, AGG_FNS, type BucketAgg, addPoint, emptyAgg, finalizeAgg, mergeAgg, numericSum } from '../src/query/aggregate.js';
+import { type AggFn, AGG_FNS, type BucketAgg, addPartial, addPoint, addScaledExactly, emptyAgg, finalizeAgg, mergeAgg, numericSum } from '../src/query/aggregate.js';
 import { bucketAt, bucketsOf, planBuckets } from '../src/query/buckets.js';
 import { type KeySeries, planHistory } from '../src/query/history.js';
 import { renderHistoryChunks } from '../src/query/render.js';
@@ -76,6 +76,37 @@ t.test('exactness: long sums beyond 2^53 and double sums are exact / correctly r
   const mixed = aggOf([[1, kvLong(9007199254740993n)], [2, kvDouble(0.5)]]);
   t.same(finalizeAgg(mixed, 'SUM'), kvDouble(9007199254740994), 'long beyond 2^53 plus double: one rounding');
   t.same(finalizeAgg(aggOf([[1, kvLong(9007199254740993n)], [2, kvLong(1)]]), 'MAX'), kvLong(9007199254740993n));
+});
+
+t.test('addScaledExactly: the same exact sum as adding each value to the partials, or nothing and false', async (t) => {
+  const r = rng(20261122);
+  const sumOf = (partials: number[]): number => { const a = emptyAgg(); a.doubleSum = partials; return numericSum(a); };
+  let fast = 0;
+  let declined = 0;
+  for (let round = 0; round < 400; round++) {
+    const n = 1 + Math.floor(r() * 60);
+    const div = 10 ** Math.floor(r() * 4);
+    // a sensor-like walk, or magnitudes from 1e-3 to 1e15 (rounding errors too far apart for one term)
+    const wide = r() < 0.3;
+    const ints = Float64Array.from({ length: n }, () => wide
+      ? Math.round((r() - 0.5) * 10 ** Math.floor(r() * 18))
+      : 2000 + Math.round((r() - 0.5) * 500));
+    const i0 = Math.floor(r() * n);
+    const i1 = i0 + Math.floor(r() * (n - i0 + 1));
+    const expected: number[] = [0.1];
+    for (let i = i0; i < i1; i++) addPartial(expected, (ints[i] as number) / div);
+    const got: number[] = [0.1];
+    if (addScaledExactly(got, ints, div, i0, i1)) {
+      fast++;
+      t.equal(sumOf(got), sumOf(expected), `round ${round}`);
+    } else {
+      declined++;
+      t.same(got, [0.1], `round ${round}: declined, partials untouched`);
+    }
+  }
+  t.ok(fast > 300, `fast path taken (${fast})`);
+  t.ok(declined > 0, `fallback exercised (${declined})`);
+  t.notOk(addScaledExactly([], Float64Array.of(1.7e308, 1.7e308), 1, 0, 2), 'an overflowing sum is declined');
 });
 
 function randomValue(r: () => number): KvValue {

@@ -102,6 +102,35 @@ export function addPartial(partials: number[], x: number): void {
   } else partials.push(x);
 }
 
+/**
+ * Adds the doubles ints[i] / div, i in [i0, i1) (a decimal chunk's values), to `partials` exactly, or returns
+ * false having added nothing.
+ * A running sum plus one compensation term, each step's rounding error caught exactly by TwoSum: the pair
+ * (sum, comp) is the exact total as long as adding each error to `comp` was itself exact, which is checked.
+ * About 3× cheaper per point than addPartial; when a check fails (or the sum overflows), the caller adds the
+ * values one by one.
+ */
+export function addScaledExactly(partials: number[], ints: Float64Array, div: number, i0: number, i1: number): boolean {
+  let sum = 0;
+  let comp = 0;
+  for (let i = i0; i < i1; i++) {
+    const v = (ints[i] as number) / div;
+    const t = sum + v;
+    const tv = t - sum;
+    const err = (sum - (t - tv)) + (v - tv);
+    sum = t;
+    const c = comp + err;
+    const ce = c - comp;
+    if ((comp - (c - ce)) + (err - ce) !== 0) return false;
+    comp = c;
+  }
+  // (sum, comp) may overlap; addPartial keeps the partials exact and non-overlapping whatever it is given.
+  if (!Number.isFinite(sum)) return false;
+  if (comp !== 0) addPartial(partials, comp);
+  addPartial(partials, sum);
+  return true;
+}
+
 /** The exact value of the partials rounded once to the nearest double, ties to even (math.fsum's last step). */
 function roundPartials(p: readonly number[]): number {
   let n = p.length;

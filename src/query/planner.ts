@@ -22,9 +22,12 @@ import { windowKey, windowStart } from '../store/chunks.js';
 import type { EntityIdx, KeyIdx } from '../store/codec.js';
 import { readOrderedI64 } from '../store/codec.js';
 import type { BlockColumns } from '../store/gorilla.js';
-import { type RollupBucket, type TierSpec, rollupKey } from '../store/rollups.js';
+import {
+  type DecodedBlock, type RollupBucket, SUM_COUNT, SUM_DOUBLE_COUNT, SUM_FIRST_TS, SUM_LAST_TS, SUM_LONG_COUNT, SUM_LONG_SUM, SUM_PARTIALS, SUM_PARTIAL_0,
+  SUM_STRIDE, type TierSpec, rollupKey,
+} from '../store/rollups.js';
 import type { LmdbTimeseriesStore, SeriesChunks } from '../store/timeseries.js';
-import { type AggFn, type BucketAgg, type MergeFields, addLong, addNumber, addPartial, addPoint, emptyAgg, fieldsFor, mergeInto, removeAgg, subtractable } from './aggregate.js';
+import { type AggFn, type BucketAgg, type MergeFields, addLong, addNumber, addPartial, addPoint, addScaledExactly, emptyAgg, fieldsFor, mergeInto, removeAgg, subtractable } from './aggregate.js';
 import { type BucketPlan, bucketAt, bucketIndexOf } from './buckets.js';
 import { type BucketAggregate, type BucketSource, RawScanSource } from './history.js';
 
@@ -74,6 +77,13 @@ export class RollupPlanner implements BucketSource {
   }
 }
 
+/** A decoded rollup block, with the index after the last bucket a piece took from it. */
+interface CachedBlock {
+  readonly start: number;
+  readonly blk: DecodedBlock;
+  pos: number;
+}
+
 /** Per-query access to one series: dirty windows, cached rollup blocks and chunk buffers. */
 class SeriesReader {
   readonly stats: PlanStats = { rollupBuckets: 0, rawPoints: 0, rawPieces: 0, subtractedPieces: 0 };
@@ -84,7 +94,7 @@ class SeriesReader {
   /** ascending starts of windows with head fragments in the query range */
   private readonly dirty: number[] = [];
   private dirtyPos = 0;
-  private readonly blockCache: Array<{ start: number; buckets: readonly RollupBucket[]; pos: number } | undefined> = [];
+  private readonly blockCache: Array<CachedBlock | undefined> = [];
   /** the chunk window in `chunkCols` (NaN: none yet; `chunkCols` undefined: the window has no chunk) */
   private chunkW = NaN;
   private chunkCols: BlockColumns | undefined;
@@ -222,10 +232,11 @@ class SeriesReader {
     const backward = 1 + Math.max(0, (windowStart(remTo, T0) - ceil0(remFrom)) / T0);
     if (backward >= forward) return undefined;
     if (S < (this.tierHorizon[1] as number) || S < (this.tierHorizon[0] as number) || S < this.rawHorizon || this.anyDirty(S, E)) return undefined;
-    const H = this.tierBucket(t1, S);
-    if (H === undefined) return keepTo;
-    if (H.doubleSpecial !== 0) return undefined;
-    mergeInto(acc, H, this.fields);
+    const hb = this.block(t1, windowStart(S, t1.blockMs));
+    const h = this.tierBucket(t1, hb, S);
+    if (h < 0) return keepTo;
+    if (!subtractableBucket(hb.blk, h)) return undefined;
+    this.merge(hb.blk, h, acc, 1);
     this.stats.rollupBuckets++;
     this.removeSpan(remFrom, remTo, acc);
     return keepTo;
@@ -258,18 +269,23 @@ class SeriesReader {
     const t0 = this.tiers[0] as TierSpec;
     const T0 = t0.bucketMs;
     const b = windowStart(p, T0);
-    const B = this.tierBucket(t0, b);
-    if (B === undefined || q <= B.firstTs || p > B.lastTs) return;
+    const cb = this.block(t0, windowStart(b, t0.blockMs));
+    const i = this.tierBucket(t0, cb, b);
+    if (i < 0) return;
+    const sums = cb.blk.sums;
+    const firstTs = sums[i * SUM_STRIDE + SUM_FIRST_TS] as number;
+    const lastTs = sums[i * SUM_STRIDE + SUM_LAST_TS] as number;
+    if (q <= firstTs || p > lastTs) return;
     this.stats.rawPieces++;
-    if (p <= B.firstTs && q > B.lastTs) {
-      removeAgg(acc, B);
+    if (p <= firstTs && q > lastTs) {
+      this.merge(cb.blk, i, acc, -1);
       this.stats.rollupBuckets++;
       return;
     }
     if (2 * (q - p) > T0) {
       const cols = this.chunk(p);
       if (cols === undefined) return;
-      removeAgg(acc, B);
+      this.merge(cb.blk, i, acc, -1);
       this.stats.rollupBuckets++;
       this.stats.subtractedPieces++;
       this.rawSpan(cols, b, p, acc, 1);
@@ -309,17 +325,22 @@ class SeriesReader {
     const T = finest.bucketMs;
     if (T <= this.W && from >= (this.tierHorizon[0] as number)) {
       const b = windowStart(from, T);
-      const B = this.tierBucket(finest, b);
-      if (B === undefined || to <= B.firstTs || from > B.lastTs) return;
-      if (from <= B.firstTs && to > B.lastTs) {
-        mergeInto(acc, B, this.fields);
+      const cb = this.block(finest, windowStart(b, finest.blockMs));
+      const i = this.tierBucket(finest, cb, b);
+      if (i < 0) return;
+      const sums = cb.blk.sums;
+      const firstTs = sums[i * SUM_STRIDE + SUM_FIRST_TS] as number;
+      const lastTs = sums[i * SUM_STRIDE + SUM_LAST_TS] as number;
+      if (to <= firstTs || from > lastTs) return;
+      if (from <= firstTs && to > lastTs) {
+        this.merge(cb.blk, i, acc, 1);
         this.stats.rollupBuckets++;
         return;
       }
-      if (this.subtract && B.doubleSpecial === 0 && 2 * (to - from) > T) {
+      if (this.subtract && subtractableBucket(cb.blk, i) && 2 * (to - from) > T) {
         const cols = this.chunk(from);
         if (cols !== undefined) {
-          mergeInto(acc, B, this.fields);
+          this.merge(cb.blk, i, acc, 1);
           this.stats.rollupBuckets++;
           this.stats.subtractedPieces++;
           this.rawSpan(cols, b, from, acc, -1);
@@ -334,17 +355,34 @@ class SeriesReader {
     else this.addRange(cols, from, to, acc);
   }
 
-  /** The tier's bucket starting at `b`, if it holds points. */
-  private tierBucket(tier: TierSpec, b: number): BucketAgg | undefined {
-    const blk = this.block(tier, windowStart(b, tier.blockMs));
-    const buckets = blk.buckets;
-    // Edges arrive in ascending order: scan forward from the block's cursor when it is not past `b`.
-    let i = blk.pos;
-    if (i > buckets.length || (i > 0 && (buckets[i - 1] as RollupBucket).start >= b)) i = lowerBound(buckets, b);
-    else while (i < buckets.length && (buckets[i] as RollupBucket).start < b) i++;
-    blk.pos = i;
-    const x = buckets[i];
-    return x !== undefined && x.start === b ? x.agg : undefined;
+  /** The index in `cb` (the block holding `b`) of the tier's bucket starting at `b`; -1 when it has no points. */
+  private tierBucket(tier: TierSpec, cb: CachedBlock, b: number): number {
+    const i = seek(cb, tier.bucketMs, b);
+    cb.pos = i;
+    return i < cb.blk.length && cb.blk.starts[i] === b ? i : -1;
+  }
+
+  /**
+   * Merges bucket i of `blk` into `acc` (sign 1) or takes it back out (sign -1: removeAgg's terms). For
+   * COUNT/SUM/AVG, from the block's columns when the bucket has a compact form: the same fields, in the same
+   * order, as mergeInto(…, 'sums') and removeAgg would add.
+   */
+  private merge(blk: DecodedBlock, i: number, acc: BucketAgg, sign: 1 | -1): void {
+    const s = blk.sums;
+    const o = i * SUM_STRIDE;
+    const np = s[o + SUM_PARTIALS] as number;
+    if (this.fields !== 'sums' || np < 0) {
+      const agg = (blk.buckets[i] as RollupBucket).agg;
+      if (sign > 0) mergeInto(acc, agg, this.fields);
+      else removeAgg(acc, agg);
+      return;
+    }
+    acc.count += sign * (s[o + SUM_COUNT] as number);
+    acc.longCount += sign * (s[o + SUM_LONG_COUNT] as number);
+    acc.doubleCount += sign * (s[o + SUM_DOUBLE_COUNT] as number);
+    const ls = s[o + SUM_LONG_SUM] as number;
+    if (ls !== 0) acc.longSum = addLong(acc.longSum, sign * ls);
+    for (let j = 0; j < np; j++) addPartial(acc.doubleSum, sign * (s[o + SUM_PARTIAL_0 + j] as number));
   }
 
   /** The decoded chunk of the window holding `ts` (the store's shared cache), or undefined when it has none. */
@@ -428,11 +466,12 @@ class SeriesReader {
       agg.longSum = addLong(agg.longSum, sum);
       return;
     }
-    const div = cols.divisor;
-    for (let i = i0; i < i1; i++) {
-      const v = ints === undefined ? cols.num(i) : (ints[i] as number) / div;
-      if (Number.isFinite(v)) addPartial(agg.doubleSum, v);
-      else agg.doubleSpecial += v;
+    if (ints === undefined || !addScaledExactly(agg.doubleSum, ints, cols.divisor, i0, i1)) {
+      for (let i = i0; i < i1; i++) {
+        const v = cols.num(i);
+        if (Number.isFinite(v)) addPartial(agg.doubleSum, v);
+        else agg.doubleSpecial += v;
+      }
     }
     agg.count += n;
     agg.doubleCount += n;
@@ -451,37 +490,52 @@ class SeriesReader {
   /** Merges the tier's buckets with start in [from, to) into `acc`, or with `remove`, takes them out (removeAgg). */
   private tierBuckets(tier: TierSpec, from: number, to: number, acc: BucketAgg, remove = false): void {
     for (let b = windowStart(from, tier.blockMs); b < to; b += tier.blockMs) {
-      const blk = this.block(tier, b);
-      const buckets = blk.buckets;
-      // Pieces mostly arrive in ascending order: resume from the previous position when it is not past `from`.
-      let i = blk.pos;
-      if (i > buckets.length || (i > 0 && (buckets[i - 1] as RollupBucket).start >= from)) i = lowerBound(buckets, from);
-      else while (i < buckets.length && (buckets[i] as RollupBucket).start < from) i++;
-      for (; i < buckets.length && (buckets[i] as RollupBucket).start < to; i++) {
-        if (remove) removeAgg(acc, (buckets[i] as RollupBucket).agg);
-        else mergeInto(acc, (buckets[i] as RollupBucket).agg, this.fields);
+      const cb = this.block(tier, b);
+      const { starts } = cb.blk;
+      let i = seek(cb, tier.bucketMs, from);
+      for (; i < starts.length && (starts[i] as number) < to; i++) {
+        this.merge(cb.blk, i, acc, remove ? -1 : 1);
         this.stats.rollupBuckets++;
       }
-      blk.pos = i;
+      cb.pos = i;
     }
   }
 
   /** The tier's decoded block (one cached per tier), with the index after the last bucket merged from it. */
-  private block(tier: TierSpec, blockStart: number): { start: number; buckets: readonly RollupBucket[]; pos: number } {
+  private block(tier: TierSpec, blockStart: number): CachedBlock {
     const cached = this.blockCache[tier.index];
     if (cached?.start === blockStart) return cached;
-    const blk = { start: blockStart, buckets: this.store.rollups.readBlock(tier, this.e, this.k, blockStart), pos: 0 };
-    this.blockCache[tier.index] = blk;
-    return blk;
+    const cb = { start: blockStart, blk: this.store.rollups.readBlock(tier, this.e, this.k, blockStart), pos: 0 };
+    this.blockCache[tier.index] = cb;
+    return cb;
   }
 }
 
-function lowerBound(buckets: readonly RollupBucket[], ts: number): number {
+/** Whether bucket i of `blk` may be subtracted (removeAgg: its double sum must be finite). */
+function subtractableBucket(blk: DecodedBlock, i: number): boolean {
+  return (blk.sums[i * SUM_STRIDE + SUM_PARTIALS] as number) >= 0 || (blk.buckets[i] as RollupBucket).agg.doubleSpecial === 0;
+}
+
+/** The index of the first bucket of `cb` starting at or after `ts`. */
+function seek(cb: CachedBlock, T: number, ts: number): number {
+  const starts = cb.blk.starts;
+  const n = starts.length;
+  // A block with no gap before `ts` holds it at its offset in the block: regular data makes this the usual case.
+  const k = Math.max(0, Math.ceil((ts - cb.start) / T));
+  if (k < n && (starts[k] as number) >= ts && (k === 0 || (starts[k - 1] as number) < ts)) return k;
+  // Pieces mostly arrive in ascending order: resume from the previous position when it is not past `ts`.
+  let i = cb.pos;
+  if (i > n || (i > 0 && (starts[i - 1] as number) >= ts)) return lowerBound(starts, ts);
+  while (i < n && (starts[i] as number) < ts) i++;
+  return i;
+}
+
+function lowerBound(starts: Float64Array, ts: number): number {
   let lo = 0;
-  let hi = buckets.length;
+  let hi = starts.length;
   while (lo < hi) {
     const mid = (lo + hi) >>> 1;
-    if ((buckets[mid] as RollupBucket).start < ts) lo = mid + 1;
+    if ((starts[mid] as number) < ts) lo = mid + 1;
     else hi = mid;
   }
   return lo;

@@ -478,9 +478,16 @@ export class BlockColumns {
 
   /** The first index whose ts ≥ `ts` (count when none). */
   lowerBound(ts: number): number {
-    let lo = 0;
-    let hi = this.count;
+    const n = this.count;
     const col = this.tsCol;
+    if (n === 0 || ts <= (col[0] as number)) return 0;
+    const last = col[n - 1] as number;
+    if (ts > last) return n;
+    // Regularly sampled series (the usual device) hold `ts` at its interpolated index: probe there first.
+    const k = Math.ceil(((ts - (col[0] as number)) * (n - 1)) / (last - (col[0] as number)));
+    if (k > 0 && k < n && (col[k] as number) >= ts && (col[k - 1] as number) < ts) return k;
+    let lo = 0;
+    let hi = n;
     while (lo < hi) {
       const mid = (lo + hi) >>> 1;
       if ((col[mid] as number) < ts) lo = mid + 1;

@@ -228,19 +228,74 @@ interface PendingBlock {
   buckets: RollupBucket[];
 }
 
+/** Numbers per bucket in DecodedBlock.sums. */
+export const SUM_STRIDE = 9;
+/** Offsets in a bucket's stride of DecodedBlock.sums. */
+export const SUM_COUNT = 0;
+export const SUM_LONG_COUNT = 1;
+export const SUM_DOUBLE_COUNT = 2;
+export const SUM_FIRST_TS = 3;
+export const SUM_LAST_TS = 4;
+export const SUM_LONG_SUM = 5;
+/** the number of double-sum partials (0–2), or -1 when the bucket has no compact form */
+export const SUM_PARTIALS = 6;
+export const SUM_PARTIAL_0 = 7;
+
+/**
+ * A committed block as queries read it: the decoded bucket states, plus their starts and, for COUNT/SUM/AVG,
+ * their counts and sums in flat columns. A month query visits two or three buckets in each of ~700 blocks it
+ * has decoded before; reading a few numbers from a typed array, rather than chasing a bucket object and its
+ * state across the heap, is what keeps those visits cheap. A bucket has a compact form when its long sum is a
+ * safe integer, its double sum has at most two partials, and it holds numbers only (no non-finite doubles,
+ * booleans, strings or JSON); readers fall back to `buckets` for the others.
+ */
+export class DecodedBlock {
+  /** bucket starts, ascending */
+  readonly starts: Float64Array;
+  /** SUM_STRIDE numbers per bucket (SUM_* offsets) */
+  readonly sums: Float64Array;
+
+  constructor(readonly buckets: readonly RollupBucket[]) {
+    const n = buckets.length;
+    this.starts = new Float64Array(n);
+    const sums = (this.sums = new Float64Array(n * SUM_STRIDE));
+    for (let i = 0; i < n; i++) {
+      const { start, agg } = buckets[i] as RollupBucket;
+      this.starts[i] = start;
+      const o = i * SUM_STRIDE;
+      sums[o + SUM_COUNT] = agg.count;
+      sums[o + SUM_LONG_COUNT] = agg.longCount;
+      sums[o + SUM_DOUBLE_COUNT] = agg.doubleCount;
+      sums[o + SUM_FIRST_TS] = agg.firstTs;
+      sums[o + SUM_LAST_TS] = agg.lastTs;
+      const compact = typeof agg.longSum === 'number' && agg.doubleSum.length <= 2 && agg.doubleSpecial === 0
+        && agg.boolCount === 0 && agg.stringCount === 0 && agg.jsonCount === 0;
+      sums[o + SUM_PARTIALS] = compact ? agg.doubleSum.length : -1;
+      if (!compact) continue;
+      sums[o + SUM_LONG_SUM] = agg.longSum as number;
+      for (let j = 0; j < agg.doubleSum.length; j++) sums[o + SUM_PARTIAL_0 + j] = agg.doubleSum[j] as number;
+    }
+  }
+
+  get length(): number { return this.starts.length; }
+}
+
+const EMPTY_BLOCK = new DecodedBlock([]);
+
 /**
  * Approximate heap bytes of one decoded bucket (a BucketAgg with its partials, values and wrapper; 528 measured
- * over a month of 10-s data) and of a decoded block besides its buckets: the read cache's accounting unit.
+ * over a month of 10-s data; plus its 80 bytes of columns) and of a decoded block besides its buckets: the read
+ * cache's accounting unit.
  */
-const DECODED_BUCKET_BYTES = 560;
-const DECODED_BLOCK_BYTES = 256;
+const DECODED_BUCKET_BYTES = 640;
+const DECODED_BLOCK_BYTES = 320;
 
 /**
  * Reads and writes the tiers of every series. All methods are synchronous LMDB work for a transaction.
  * Inside `batch`, touched blocks stay decoded in memory and are encoded and written once at its end: a
  * compaction step that folds many windows of one series rewrites each block once, not once per window.
  */
-const blockBytes = (buckets: readonly RollupBucket[]): number => DECODED_BLOCK_BYTES + buckets.length * DECODED_BUCKET_BYTES;
+const blockBytes = (blk: DecodedBlock): number => DECODED_BLOCK_BYTES + blk.length * DECODED_BUCKET_BYTES;
 
 export class RollupStore {
   private pending: Map<string, PendingBlock> | undefined;
@@ -248,7 +303,7 @@ export class RollupStore {
    * rollup key (latin1) → decoded committed block, least recently used first, within `readCacheBytes`; emptied
    * before a transaction changes rollups and left unfilled until it has committed (LmdbTimeseriesStore.writeChunks)
    */
-  private readonly readCache = new Map<string, RollupBucket[]>();
+  private readonly readCache = new Map<string, DecodedBlock>();
   private readCacheSize = 0;
 
   /**
@@ -279,7 +334,7 @@ export class RollupStore {
    * written inside LmdbTimeseriesStore.writeChunks, which empties this cache and keeps it unfilled until the
    * change has committed.
    */
-  readBlock(tier: TierSpec, e: EntityIdx, k: KeyIdx, blockStart: number): readonly RollupBucket[] {
+  readBlock(tier: TierSpec, e: EntityIdx, k: KeyIdx, blockStart: number): DecodedBlock {
     const key = rollupKey(tier.index, e, k, blockStart);
     const id = key.toString('latin1');
     const hit = this.readCache.get(id);
@@ -289,16 +344,16 @@ export class RollupStore {
       return hit;
     }
     const raw = this.env.rollups.get(key);
-    const buckets = raw === undefined ? [] : decodeBlock(raw, blockStart, tier.bucketMs);
-    if (!this.cacheable()) return buckets;
-    this.readCache.set(id, buckets);
-    this.readCacheSize += blockBytes(buckets);
+    const blk = raw === undefined ? EMPTY_BLOCK : new DecodedBlock(decodeBlock(raw, blockStart, tier.bucketMs));
+    if (!this.cacheable()) return blk;
+    this.readCache.set(id, blk);
+    this.readCacheSize += blockBytes(blk);
     while (this.readCacheSize > this.readCacheBytes && this.readCache.size > 1) {
-      const [oldest, old] = this.readCache.entries().next().value as [string, RollupBucket[]];
+      const [oldest, old] = this.readCache.entries().next().value as [string, DecodedBlock];
       this.readCache.delete(oldest);
       this.readCacheSize -= blockBytes(old);
     }
-    return buckets;
+    return blk;
   }
 
   clearReadCache(): void {
