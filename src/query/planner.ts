@@ -18,10 +18,10 @@
  * request bucket holding its start (the documented edge approximation; README "Downsampling").
  */
 import type { TsKv } from '../model/kv.js';
-import { windowKey, windowStart } from '../store/chunks.js';
+import { seriesEntries, windowKey, windowStart } from '../store/chunks.js';
 import type { EntityIdx, KeyIdx } from '../store/codec.js';
 import { readOrderedI64 } from '../store/codec.js';
-import type { BlockColumns } from '../store/gorilla.js';
+import { BlockColumns } from '../store/gorilla.js';
 import {
   type DecodedBlock, type RollupBucket, SUM_COUNT, SUM_DOUBLE_COUNT, SUM_FIRST_TS, SUM_LAST_TS, SUM_LONG_COUNT, SUM_LONG_SUM, SUM_PARTIALS, SUM_PARTIAL_0,
   SUM_STRIDE, type TierSpec, rollupKey,
@@ -38,12 +38,14 @@ export interface PlanStats {
   rawPieces: number;
   /** raw pieces answered as a finest-tier bucket minus the raw points of the rest of it */
   subtractedPieces: number;
+  /** raw pieces in dirty windows summed from the fragments' columns, without merging the window */
+  plainDirtyPieces: number;
 }
 
 export class RollupPlanner implements BucketSource {
   private readonly raw: RawScanSource;
   /** stats of the most recent bucketAggs call */
-  lastStats: PlanStats = { rollupBuckets: 0, rawPoints: 0, rawPieces: 0, subtractedPieces: 0 };
+  lastStats: PlanStats = { rollupBuckets: 0, rawPoints: 0, rawPieces: 0, subtractedPieces: 0, plainDirtyPieces: 0 };
 
   constructor(private readonly store: LmdbTimeseriesStore) {
     this.raw = new RawScanSource(store);
@@ -86,7 +88,7 @@ interface CachedBlock {
 
 /** Per-query access to one series: dirty windows, cached rollup blocks and chunk buffers. */
 class SeriesReader {
-  readonly stats: PlanStats = { rollupBuckets: 0, rawPoints: 0, rawPieces: 0, subtractedPieces: 0 };
+  readonly stats: PlanStats = { rollupBuckets: 0, rawPoints: 0, rawPieces: 0, subtractedPieces: 0, plainDirtyPieces: 0 };
   private readonly W: number;
   private readonly tiers: readonly TierSpec[];
   private readonly rawHorizon: number;
@@ -101,6 +103,8 @@ class SeriesReader {
   /** the store's decoded chunks of this series */
   private readonly chunks: SeriesChunks;
   private dirtyCache: { w: number; points: TsKv[] } | undefined;
+  /** a dirty window's fragments as columns when no merge is needed (see `plainFragments`) */
+  private fragmentCache: { w: number; cols: BlockColumns[] | undefined } | undefined;
   /** the last raw span read by rawSpan, with its counts and sums */
   private lastSpan: { from: number; to: number; agg: BucketAgg } | undefined;
 
@@ -299,6 +303,15 @@ class SeriesReader {
   /** Raw points of [from, to) inside one dirty window (chunk and fragments merged). */
   private dirtyPiece(from: number, to: number, acc: BucketAgg): void {
     const w = windowStart(from, this.W);
+    if (this.subtract) {
+      const cols = this.plainFragments(w);
+      if (cols !== undefined) {
+        this.stats.rawPieces++;
+        this.stats.plainDirtyPieces++;
+        for (const c of cols) this.sumRange(c, from, to, acc);
+        return;
+      }
+    }
     if (this.dirtyCache?.w !== w) {
       let points: TsKv[] = [];
       for (const win of this.store.windowsOf(this.e, this.k, w, w + this.W)) points = win.points;
@@ -311,6 +324,39 @@ class SeriesReader {
         this.stats.rawPoints++;
       }
     }
+  }
+
+  /**
+   * The fragments of dirty window `w` decoded into columns, when the window's points are exactly theirs: no
+   * chunk, and fragments whose ts ranges do not overlap, so no point overwrites another (in-order ingest, the
+   * usual head). Otherwise undefined, and dirtyPiece merges the window point by point.
+   */
+  private plainFragments(w: number): BlockColumns[] | undefined {
+    if (this.fragmentCache?.w === w) return this.fragmentCache.cols;
+    let cols: BlockColumns[] | undefined = [];
+    for (const win of seriesEntries(this.store.env, this.e, this.k, w, w + this.W, this.W, false)) {
+      // 16-byte keys: single points from before fragments existed
+      if (win.chunk !== undefined || win.fragments.some((f) => f.key.length === 16)) {
+        cols = undefined;
+        break;
+      }
+      // ascending by first ts: each must start after the previous one ends
+      let prevLast = -Infinity;
+      for (const f of win.fragments) {
+        const c = new BlockColumns().load(f.value);
+        if (c.count === 0) continue;
+        if (c.tsAt(0) <= prevLast) {
+          cols = undefined;
+          break;
+        }
+        prevLast = c.tsAt(c.count - 1);
+        c.intsUpTo(c.count);
+        cols.push(c);
+      }
+      if (cols === undefined) break;
+    }
+    this.fragmentCache = { w, cols };
+    return cols;
   }
 
   /**
