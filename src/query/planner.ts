@@ -275,13 +275,10 @@ class SeriesReader {
     const b = windowStart(p, T0);
     const cb = this.block(t0, windowStart(b, t0.blockMs));
     const i = this.tierBucket(t0, cb, b);
-    if (i < 0) return;
-    const sums = cb.blk.sums;
-    const firstTs = sums[i * SUM_STRIDE + SUM_FIRST_TS] as number;
-    const lastTs = sums[i * SUM_STRIDE + SUM_LAST_TS] as number;
-    if (q <= firstTs || p > lastTs) return;
+    const cover = coverage(cb.blk, i, p, q);
+    if (cover === 'none') return;
     this.stats.rawPieces++;
-    if (p <= firstTs && q > lastTs) {
+    if (cover === 'all') {
       this.merge(cb.blk, i, acc, -1);
       this.stats.rollupBuckets++;
       return;
@@ -373,12 +370,9 @@ class SeriesReader {
       const b = windowStart(from, T);
       const cb = this.block(finest, windowStart(b, finest.blockMs));
       const i = this.tierBucket(finest, cb, b);
-      if (i < 0) return;
-      const sums = cb.blk.sums;
-      const firstTs = sums[i * SUM_STRIDE + SUM_FIRST_TS] as number;
-      const lastTs = sums[i * SUM_STRIDE + SUM_LAST_TS] as number;
-      if (to <= firstTs || from > lastTs) return;
-      if (from <= firstTs && to > lastTs) {
+      const cover = coverage(cb.blk, i, from, to);
+      if (cover === 'none') return;
+      if (cover === 'all') {
         this.merge(cb.blk, i, acc, 1);
         this.stats.rollupBuckets++;
         return;
@@ -555,6 +549,15 @@ class SeriesReader {
     this.blockCache[tier.index] = cb;
     return cb;
   }
+}
+
+/** Which of bucket i of `blk`'s points (i < 0: a bucket without points) lie in [from, to). */
+function coverage(blk: DecodedBlock, i: number, from: number, to: number): 'none' | 'some' | 'all' {
+  if (i < 0) return 'none';
+  const firstTs = blk.sums[i * SUM_STRIDE + SUM_FIRST_TS] as number;
+  const lastTs = blk.sums[i * SUM_STRIDE + SUM_LAST_TS] as number;
+  if (to <= firstTs || from > lastTs) return 'none';
+  return from <= firstTs && to > lastTs ? 'all' : 'some';
 }
 
 /** Whether bucket i of `blk` may be subtracted (removeAgg: its double sum must be finite). */
