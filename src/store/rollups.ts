@@ -290,12 +290,13 @@ const EMPTY_BLOCK = new DecodedBlock([]);
 const DECODED_BUCKET_BYTES = 640;
 const DECODED_BLOCK_BYTES = 320;
 
+const blockBytes = (blk: DecodedBlock): number => DECODED_BLOCK_BYTES + blk.length * DECODED_BUCKET_BYTES;
+
 /**
  * Reads and writes the tiers of every series. All methods are synchronous LMDB work for a transaction.
  * Inside `batch`, touched blocks stay decoded in memory and are encoded and written once at its end: a
  * compaction step that folds many windows of one series rewrites each block once, not once per window.
  */
-const blockBytes = (blk: DecodedBlock): number => DECODED_BLOCK_BYTES + blk.length * DECODED_BUCKET_BYTES;
 
 export class RollupStore {
   private pending: Map<string, PendingBlock> | undefined;
