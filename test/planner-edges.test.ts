@@ -78,7 +78,7 @@ for (const ladder of LADDERS) t.test(`planner with fn equals brute force (window
   let queries = 0;
   let subtracted = 0;
   let plainDirty = 0;
-  let dirtyPieces = 0;
+  let rawPieces = 0;
   for (let round = 0; round < 10; round++) {
     mode = round % 4;
     const recs: Array<{ ts: number; values: Array<[string, KvValue]> }> = [];
@@ -108,7 +108,7 @@ for (const ladder of LADDERS) t.test(`planner with fn equals brute force (window
         const states = [...planner.bucketAggs(ENTITY, 'x', plan, fn)];
         subtracted += planner.lastStats.subtractedPieces;
         plainDirty += planner.lastStats.plainDirtyPieces;
-        dirtyPieces += planner.lastStats.rawPieces;
+        rawPieces += planner.lastStats.rawPieces;
         const got = states.flatMap(({ index, agg }) => {
           const v = finalizeAgg(agg, fn);
           const b = [...bucketsOf(plan)][index]!;
@@ -125,7 +125,7 @@ for (const ladder of LADDERS) t.test(`planner with fn equals brute force (window
   }
   t.pass(`${queries} random (query, fn) pairs matched brute force`);
   if (ladder.tiersMs[0]! <= ladder.windowMs) t.ok(subtracted > 50, `edges answered as bucket minus rest: ${subtracted}`);
-  t.ok(plainDirty > 20, `dirty pieces summed from fragment columns: ${plainDirty} of ${dirtyPieces} raw pieces`);
+  t.ok(plainDirty > 20, `dirty pieces summed from fragment columns: ${plainDirty} of ${rawPieces} raw pieces`);
   if (ladder.readCacheBytes !== undefined) {
     const use = store.readCacheUsage();
     // each cache may exceed its share by the one entry it just took (a block of ≤ 120 buckets, a chunk)
