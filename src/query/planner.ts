@@ -18,7 +18,7 @@
  * request bucket holding its start (the documented edge approximation; README "Downsampling").
  */
 import type { TsKv } from '../model/kv.js';
-import { seriesEntries, windowKey, windowStart } from '../store/chunks.js';
+import { type HeadFragment, fragmentOf, windowKey, windowStart } from '../store/chunks.js';
 import type { EntityIdx, KeyIdx } from '../store/codec.js';
 import { readOrderedI64 } from '../store/codec.js';
 import { BlockColumns } from '../store/gorilla.js';
@@ -27,7 +27,7 @@ import {
   SUM_STRIDE, type TierSpec, rollupKey,
 } from '../store/rollups.js';
 import type { LmdbTimeseriesStore, SeriesChunks } from '../store/timeseries.js';
-import { type AggFn, type BucketAgg, type MergeFields, addLong, addNumber, addPartial, addPoint, addScaledExactly, emptyAgg, fieldsFor, mergeInto, removeAgg, subtractable } from './aggregate.js';
+import { type AggFn, type BucketAgg, type MergeFields, addLong, addNumber, addPartial, addPoint, addScaledExactly, clearAgg, emptyAgg, fieldsFor, mergeInto, removeAgg, subtractable } from './aggregate.js';
 import { type BucketPlan, bucketAt, bucketIndexOf } from './buckets.js';
 import { type BucketAggregate, type BucketSource, RawScanSource } from './history.js';
 
@@ -95,6 +95,8 @@ class SeriesReader {
   private readonly tierHorizon: number[];
   /** ascending starts of windows with head fragments in the query range */
   private readonly dirty: number[] = [];
+  /** the head fragments of each window of `dirty` (same index), as read once by the constructor */
+  private readonly dirtyFragments: HeadFragment[][] = [];
   private dirtyPos = 0;
   private readonly blockCache: Array<CachedBlock | undefined> = [];
   /** the chunk window in `chunkCols` (NaN: none yet; `chunkCols` undefined: the window has no chunk) */
@@ -105,8 +107,10 @@ class SeriesReader {
   private dirtyCache: { w: number; points: TsKv[] } | undefined;
   /** a dirty window's fragments as columns when no merge is needed (see `plainFragments`) */
   private fragmentCache: { w: number; cols: BlockColumns[] | undefined } | undefined;
-  /** the last raw span read by rawSpan, with its counts and sums */
-  private lastSpan: { from: number; to: number; agg: BucketAgg } | undefined;
+  /** the last raw span read by rawSpan, [spanFrom, spanTo), with its counts and sums (reused: no state per span) */
+  private spanFrom = NaN;
+  private spanTo = NaN;
+  private readonly spanAgg = emptyAgg();
 
   /**
    * COUNT, SUM or AVG: a raw piece covering most of a finest-tier bucket may be answered as the bucket minus
@@ -124,32 +128,44 @@ class SeriesReader {
     this.chunks = store.seriesChunks(e, k);
     this.tiers = store.tiers;
     this.rawHorizon = store.rawHorizonTs;
-    this.tierHorizon = this.tiers.map((t) => store.tierHorizonTs(t.index));
+    this.tierHorizon = store.tierHorizonsTs();
     const lo = windowStart(startTs, this.W);
-    for (const key of store.env.head.getKeys({ start: windowKey(e, k, lo), end: windowKey(e, k, endTs) })) {
-      const w = windowStart(readOrderedI64(key as Buffer, 8), this.W);
-      if (this.dirty[this.dirty.length - 1] !== w) this.dirty.push(w);
+    // One range read for the whole query: the head holds a few windows, and a range per window costs more than
+    // their bytes (lmdb-js cursor set-up).
+    for (const { key, value } of store.env.head.getRange({ start: windowKey(e, k, lo), end: windowKey(e, k, endTs) })) {
+      const f = fragmentOf(key as Buffer, value as Buffer);
+      const w = windowStart(f.firstTs, this.W);
+      if (this.dirty[this.dirty.length - 1] !== w) {
+        this.dirty.push(w);
+        this.dirtyFragments.push([]);
+      }
+      (this.dirtyFragments[this.dirtyFragments.length - 1] as HeadFragment[]).push(f);
     }
   }
 
-  /** [lo, hi) covering every stored datum of the series in the query range, window/block granular. */
+  /**
+   * [lo, hi) covering every stored datum of the series in the query range, window/block granular, except that
+   * the scans stop as soon as lo ≤ startTs (or hi ≥ endTs) is known: the caller only trims buckets before lo and
+   * after hi. A dense series (the usual dashboard) costs one chunk scan and no more, not two per db and tier.
+   */
   extent(): { lo: number; hi: number } | undefined {
     const { env } = this.store;
     let lo = Infinity;
     let hi = -Infinity;
+    if (this.dirty.length > 0) {
+      lo = this.dirty[0] as number;
+      hi = (this.dirty[this.dirty.length - 1] as number) + this.W;
+    }
     // `tsOff` is also the length of the series prefix: a reverse range ending at the bare prefix (exclusive)
     // includes `from` itself.
     const scan = (db: typeof env.chunks, from: Buffer, to: Buffer, tsOff: number, span: number): void => {
-      for (const key of db.getKeys({ start: from, end: to, limit: 1 })) lo = Math.min(lo, readOrderedI64(key as Buffer, tsOff));
-      for (const key of db.getKeys({ start: to, end: from.subarray(0, tsOff), reverse: true, limit: 1 })) hi = Math.max(hi, readOrderedI64(key as Buffer, tsOff) + span);
+      if (lo > this.startTs) for (const key of db.getKeys({ start: from, end: to, limit: 1 })) lo = Math.min(lo, readOrderedI64(key as Buffer, tsOff));
+      if (hi < this.endTs) for (const key of db.getKeys({ start: to, end: from.subarray(0, tsOff), reverse: true, limit: 1 })) hi = Math.max(hi, readOrderedI64(key as Buffer, tsOff) + span);
     };
     const w0 = windowStart(this.startTs, this.W);
     scan(env.chunks, windowKey(this.e, this.k, w0), windowKey(this.e, this.k, this.endTs), 8, this.W);
-    if (this.dirty.length > 0) {
-      lo = Math.min(lo, this.dirty[0] as number);
-      hi = Math.max(hi, (this.dirty[this.dirty.length - 1] as number) + this.W);
-    }
     for (const t of this.tiers) {
+      if (lo <= this.startTs && hi >= this.endTs) break;
       const b0 = windowStart(this.startTs, t.blockMs);
       scan(env.rollups, rollupKey(t.index, this.e, this.k, b0), rollupKey(t.index, this.e, this.k, this.endTs), 9, t.blockMs);
     }
@@ -176,8 +192,7 @@ class SeriesReader {
         for (let ti = this.tiers.length - 1; ti >= 0; ti--) {
           const tier = this.tiers[ti] as TierSpec;
           const T = tier.bucketMs;
-          // c % T is ±0 exactly when c is aligned to T (negative c included).
-          if (c + T > be || c % T !== 0 || c < (this.tierHorizon[ti] as number)) continue;
+          if (c + T > be || !aligned(c, T) || c < (this.tierHorizon[ti] as number)) continue;
           let end = c + Math.floor((be - c) / T) * T;
           if (d !== undefined) end = Math.min(end, windowStart(d, T));
           // Stop where the next coarser tier aligns, so it takes over from there.
@@ -231,9 +246,8 @@ class SeriesReader {
       remFrom = be;
       remTo = E;
     }
-    const ceil0 = (x: number): number => windowStart(x - 1, T0) + T0;
-    const forward = (windowStart(keepTo, T0) - ceil0(c)) / T0;
-    const backward = 1 + Math.max(0, (windowStart(remTo, T0) - ceil0(remFrom)) / T0);
+    const forward = (windowStart(keepTo, T0) - alignUp(c, T0)) / T0;
+    const backward = 1 + Math.max(0, (windowStart(remTo, T0) - alignUp(remFrom, T0)) / T0);
     if (backward >= forward) return undefined;
     if (S < (this.tierHorizon[1] as number) || S < (this.tierHorizon[0] as number) || S < this.rawHorizon || this.anyDirty(S, E)) return undefined;
     const hb = this.block(t1, windowStart(S, t1.blockMs));
@@ -256,7 +270,7 @@ class SeriesReader {
   private removeSpan(x: number, y: number, acc: BucketAgg): void {
     const t0 = this.tiers[0] as TierSpec;
     const T0 = t0.bucketMs;
-    const lo = windowStart(x - 1, T0) + T0;
+    const lo = alignUp(x, T0);
     const hi = windowStart(y, T0);
     if (lo > hi) {
       this.removeRaw(x, y, acc);
@@ -330,29 +344,25 @@ class SeriesReader {
    */
   private plainFragments(w: number): BlockColumns[] | undefined {
     if (this.fragmentCache?.w === w) return this.fragmentCache.cols;
-    let cols: BlockColumns[] | undefined = [];
-    for (const win of seriesEntries(this.store.env, this.e, this.k, w, w + this.W, this.W, false)) {
-      // 16-byte keys: single points from before fragments existed
-      if (win.chunk !== undefined || win.fragments.some((f) => f.key.length === 16)) {
-        cols = undefined;
-        break;
-      }
-      // ascending by first ts: each must start after the previous one ends
-      let prevLast = -Infinity;
-      for (const f of win.fragments) {
-        const c = new BlockColumns().load(f.value);
-        if (c.count === 0) continue;
-        if (c.tsAt(0) <= prevLast) {
-          cols = undefined;
-          break;
-        }
-        prevLast = c.tsAt(c.count - 1);
-        c.intsUpTo(c.count);
-        cols.push(c);
-      }
-      if (cols === undefined) break;
-    }
+    const fragments = this.dirtyFragments[this.dirty.indexOf(w)] ?? [];
+    let cols: BlockColumns[] | undefined;
+    // 16-byte keys: single points from before fragments existed
+    if (this.chunk(w) === undefined && !fragments.some((f) => f.key.length === 16)) cols = this.columnsIfDisjoint(fragments);
     this.fragmentCache = { w, cols };
+    return cols;
+  }
+
+  /** The fragments (ascending by first ts) decoded, when each starts after the previous one ends; else undefined. */
+  private columnsIfDisjoint(fragments: readonly HeadFragment[]): BlockColumns[] | undefined {
+    const cols: BlockColumns[] = [];
+    let prevLast = -Infinity;
+    for (const f of fragments) {
+      const c = this.store.fragmentColumns(f);
+      if (c.count === 0) continue;
+      if (c.tsAt(0) <= prevLast) return undefined;
+      prevLast = c.tsAt(c.count - 1);
+      cols.push(c);
+    }
     return cols;
   }
 
@@ -463,20 +473,21 @@ class SeriesReader {
    */
   private rawSpan(cols: BlockColumns, from: number, to: number, acc: BucketAgg, sign: 1 | -1): void {
     if (to <= from) return;
-    let span = this.lastSpan;
-    if (span === undefined || span.from !== from || span.to !== to) {
-      const agg = emptyAgg();
-      this.sumRange(cols, from, to, agg);
-      span = this.lastSpan = { from, to, agg };
+    const span = this.spanAgg;
+    if (this.spanFrom !== from || this.spanTo !== to) {
+      clearAgg(span);
+      this.sumRange(cols, from, to, span);
+      this.spanFrom = from;
+      this.spanTo = to;
     }
-    if (sign > 0) mergeInto(acc, span.agg, this.fields);
-    else removeAgg(acc, span.agg);
+    if (sign > 0) mergeInto(acc, span, this.fields);
+    else removeAgg(acc, span);
   }
 
   /**
-   * Adds the counts and sums of the chunk points of [from, to) to `agg` (the fields COUNT, SUM and AVG
-   * finalize from; min/max/first/last are left alone). Longs are summed in a plain number while that stays
-   * exact, then added once.
+   * Adds the counts and sums of the points of [from, to) of `cols` (a cached chunk or fragment) to `agg` (the
+   * fields COUNT, SUM and AVG finalize from; min/max/first/last are left alone): from its prefix sums when it has
+   * them, else point by point, longs in a plain number while that stays exact, then added once.
    */
   private sumRange(cols: BlockColumns, from: number, to: number, agg: BucketAgg): void {
     const kind = cols.numericKind;
@@ -490,6 +501,24 @@ class SeriesReader {
     if (i1 <= i0) return;
     this.stats.rawPoints += i1 - i0;
     const n = i1 - i0;
+    const pre = cols.prefixSums();
+    if (pre !== undefined) {
+      agg.count += n;
+      const { hi, lo } = pre;
+      if (lo === undefined) {
+        agg.longCount += n;
+        agg.longSum = addLong(agg.longSum, (hi[i1] as number) - (hi[i0] as number));
+        return;
+      }
+      agg.doubleCount += n;
+      // (hi + lo)[i1] - (hi + lo)[i0], exactly: partials take each term
+      const d = agg.doubleSum;
+      addPartial(d, hi[i1] as number);
+      if (lo[i1] !== 0) addPartial(d, lo[i1] as number);
+      addPartial(d, -(hi[i0] as number));
+      if (lo[i0] !== 0) addPartial(d, -(lo[i0] as number));
+      return;
+    }
     const ints = cols.intsUpTo(i1);
     if (kind === 'LONG') {
       let sum = 0;
@@ -549,6 +578,19 @@ class SeriesReader {
     this.blockCache[tier.index] = cb;
     return cb;
   }
+}
+
+/**
+ * Whether integer `ts` is a multiple of `T`. Not ts % T === 0: timestamps are doubles, and their % is a call to
+ * fmod, ~5× the cost of this division, on every piece of every bucket.
+ */
+function aligned(ts: number, T: number): boolean {
+  return windowStart(ts, T) === ts;
+}
+
+/** The first multiple of `T` at or after integer `ts`. */
+function alignUp(ts: number, T: number): number {
+  return windowStart(ts - 1, T) + T;
 }
 
 /** Which of bucket i of `blk`'s points (i < 0: a bucket without points) lie in [from, to). */

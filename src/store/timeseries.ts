@@ -20,7 +20,7 @@ import type { TsRecord } from '../ingest/payload.js';
 import { SeriesColumn, TelemetryBatch } from '../model/batch.js';
 import type { EntityIdx, KeyIdx } from './codec.js';
 import { decodeStamped, encodeStamped, entityPrefix, prefixEnd, readOrderedI64, seriesKey } from './codec.js';
-import { type WindowPoints, fragKey, fragmentPoints, headFragments, mergeWindow, seriesPoints, seriesWindows, windowKey, windowStart } from './chunks.js';
+import { type HeadFragment, type WindowPoints, fragKey, fragmentPoints, headFragments, mergeWindow, seriesPoints, seriesWindows, windowKey, windowStart } from './chunks.js';
 import type { Dictionary } from './dict.js';
 import type { StoreEnv } from './env.js';
 import { BlockColumns, blockCount, decodePoints, encodeColumn, encodePoints } from './gorilla.js';
@@ -100,10 +100,11 @@ export interface CompactionCounters {
 
 /**
  * Approximate bytes of a decoded chunk (BlockColumns, its typed arrays and its own copy of the block; ~1.4 KB
- * measured for 120 points of 10-s data) besides 16 per point: the chunk cache's accounting unit.
+ * measured for 120 points of 10-s data) besides 32 per point (ts and value columns, and the prefix sums the
+ * planner builds on first use): the chunk and fragment caches' accounting unit.
  */
 const DECODED_CHUNK_BYTES = 512;
-const DECODED_POINT_BYTES = 16;
+const DECODED_POINT_BYTES = 32;
 
 /** One series' decoded chunks by window start; null: the window has no chunk. */
 export type SeriesChunks = Map<number, BlockColumns | null>;
@@ -149,6 +150,14 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
   /** accounted bytes held in chunkCache */
   private chunkCacheSize = 0;
   private readonly chunkCacheBytes: number;
+  /**
+   * Decoded head fragments for the planner's dirty windows (the last hours, which a dashboard re-polls), by
+   * fragment key (latin1), least recently used first, within `fragmentCacheBytes`. A fragment's value never
+   * changes under its key: every write takes a new seq, and the one rewrite (a delete) empties this cache first.
+   */
+  private readonly fragmentCache = new Map<string, BlockColumns>();
+  private fragmentCacheSize = 0;
+  private readonly fragmentCacheBytes: number;
   /** transactions that change chunks or rollups and have not resolved yet: readers must not fill the caches */
   private cacheHolds = 0;
 
@@ -158,9 +167,10 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
     this.tiers = makeTiers(opts.tiersMs, opts.tierRetentionMs, opts.windowMs);
     const cacheBytes = opts.readCacheBytes ?? DEFAULTS.query.readCacheBytes;
     this.chunkCacheBytes = cacheBytes / 4;
+    this.fragmentCacheBytes = cacheBytes / 16;
     this.rollups = new RollupStore(env, this.tiers, opts.windowMs, () => ({
       raw: this.rawHorizonTs, tiers: this.tiers.map((t) => this.tierHorizonTs(t.index)),
-    }), cacheBytes - this.chunkCacheBytes, () => this.cacheHolds === 0);
+    }), cacheBytes - this.chunkCacheBytes - this.fragmentCacheBytes, () => this.cacheHolds === 0);
     this.seq = (env.meta.get('headSeq') as number | undefined) ?? 1;
     this.seqReserved = this.seq;
   }
@@ -175,8 +185,13 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
 
   /** Per tier, the ts before which its rollup blocks were dropped (meta `tierHorizonTs`). */
   tierHorizonTs(tier: number): number {
+    return this.tierHorizonsTs()[tier] ?? Number.MIN_SAFE_INTEGER;
+  }
+
+  /** tierHorizonTs of every tier (by index), in one read. */
+  tierHorizonsTs(): number[] {
     const all = this.env.meta.get('tierHorizonTs') as number[] | undefined;
-    return all?.[tier] ?? Number.MIN_SAFE_INTEGER;
+    return this.tiers.map((t) => all?.[t.index] ?? Number.MIN_SAFE_INTEGER);
   }
 
   /**
@@ -391,9 +406,38 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
     return cols ?? undefined;
   }
 
+  /**
+   * Head fragment `f` (24-byte key: a point block) decoded, values included: shared with other readers through
+   * the fragment cache, so callers must not load another block into it.
+   */
+  fragmentColumns(f: HeadFragment): BlockColumns {
+    const id = f.key.toString('latin1');
+    const hit = this.fragmentCache.get(id);
+    if (hit !== undefined) {
+      this.fragmentCache.delete(id);
+      this.fragmentCache.set(id, hit);
+      return hit;
+    }
+    // its own copy, of exactly its size: a range's value may be a view into a larger buffer
+    const cols = new BlockColumns().load(Buffer.from(f.value));
+    cols.intsUpTo(cols.count);
+    if (this.cacheHolds > 0) return cols;
+    this.fragmentCache.set(id, cols);
+    this.fragmentCacheSize += chunkBytes(cols);
+    while (this.fragmentCacheSize > this.fragmentCacheBytes && this.fragmentCache.size > 1) {
+      const [oldest, old] = this.fragmentCache.entries().next().value as [string, BlockColumns];
+      this.fragmentCache.delete(oldest);
+      this.fragmentCacheSize -= chunkBytes(old);
+    }
+    return cols;
+  }
+
   /** Accounted bytes of the decoded chunks and rollup blocks held for readers, against their budgets. */
-  readCacheUsage(): { chunkBytes: number; chunkBudget: number; rollupBytes: number } {
-    return { chunkBytes: this.chunkCacheSize, chunkBudget: this.chunkCacheBytes, rollupBytes: this.rollups.readCacheUsage };
+  readCacheUsage(): { chunkBytes: number; chunkBudget: number; fragmentBytes: number; fragmentBudget: number; rollupBytes: number } {
+    return {
+      chunkBytes: this.chunkCacheSize, chunkBudget: this.chunkCacheBytes,
+      fragmentBytes: this.fragmentCacheSize, fragmentBudget: this.fragmentCacheBytes, rollupBytes: this.rollups.readCacheUsage,
+    };
   }
 
   /**
@@ -415,6 +459,8 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
   clearReadCaches(): void {
     this.chunkCache.clear();
     this.chunkCacheSize = 0;
+    this.fragmentCache.clear();
+    this.fragmentCacheSize = 0;
     this.rollups.clearReadCache();
   }
 
