@@ -4,9 +4,7 @@
  */
 import t from 'tap';
 import { type KvValue, kvBool, kvDouble, kvJson, kvLong, kvString } from '../src/model/kv.js';
-import {
-  type AggFn, AGG_FNS, type BucketAgg, addPartial, addPoint, addScaledExactly, decimalPrefixSums, emptyAgg, finalizeAgg, longPrefixSums, mergeAgg, numericSum,
-} from '../src/query/aggregate.js';
+import { type AggFn, AGG_FNS, type BucketAgg, addPartial, addPoint, addScaledExactly, emptyAgg, finalizeAgg, mergeAgg, numericSum } from '../src/query/aggregate.js';
 import { bucketAt, bucketsOf, planBuckets } from '../src/query/buckets.js';
 import { type KeySeries, planHistory } from '../src/query/history.js';
 import { renderHistoryChunks } from '../src/query/render.js';
@@ -109,45 +107,6 @@ t.test('addScaledExactly: the same exact sum as adding each value to the partial
   t.ok(fast > 300, `fast path taken (${fast})`);
   t.ok(declined > 0, `fallback exercised (${declined})`);
   t.notOk(addScaledExactly([], Float64Array.of(1.7e308, 1.7e308), 1, 0, 2), 'an overflowing sum is declined');
-});
-
-t.test('prefix sums: any stretch [i0, i1) as two lookups, exactly the sum of adding its values one by one', async (t) => {
-  const r = rng(20261123);
-  const sumOf = (partials: number[]): number => { const a = emptyAgg(); a.doubleSum = partials; return numericSum(a); };
-  let built = 0;
-  let declined = 0;
-  let stretches = 0;
-  for (let round = 0; round < 300; round++) {
-    const n = 1 + Math.floor(r() * 150);
-    const div = 10 ** Math.floor(r() * 4);
-    const wide = r() < 0.3;
-    const ints = Float64Array.from({ length: n }, () => wide
-      ? Math.round((r() - 0.5) * 10 ** Math.floor(r() * 18))
-      : 2000 + Math.round((r() - 0.5) * 500));
-    const pre = decimalPrefixSums(ints, div, n);
-    if (pre === undefined) { declined++; continue; }
-    built++;
-    const lo = pre.lo as Float64Array;
-    for (let q = 0; q < 10; q++) {
-      const i0 = Math.floor(r() * (n + 1));
-      const i1 = i0 + Math.floor(r() * (n - i0 + 1));
-      const expected: number[] = [];
-      for (let i = i0; i < i1; i++) addPartial(expected, (ints[i] as number) / div);
-      // expected minus the lookups is exactly zero (a rounded sum of exact partials is 0 only then)
-      const diff = [...expected];
-      for (const x of [-(pre.hi[i1] as number), -(lo[i1] as number), pre.hi[i0] as number, lo[i0] as number]) addPartial(diff, x);
-      if (sumOf(diff) !== 0) t.fail(`round ${round} [${i0}, ${i1}): off by ${sumOf(diff)}`);
-      stretches++;
-    }
-  }
-  t.ok(built > 200 && stretches > 2000, `${stretches} stretches of ${built} blocks matched`);
-  t.ok(declined > 0, `blocks whose running sum does not fit two doubles are declined (${declined})`);
-  t.equal(decimalPrefixSums(Float64Array.of(1.7e308, 1.7e308), 1, 2), undefined, 'an overflowing sum is declined');
-
-  const longs = Float64Array.of(5, -7, 2 ** 50, 3, -(2 ** 50));
-  const lp = longPrefixSums(longs, longs.length);
-  t.same([...(lp?.hi ?? [])], [0, 5, -2, 2 ** 50 - 2, 2 ** 50 + 1, 1], 'long prefix sums');
-  t.equal(longPrefixSums(Float64Array.of(2 ** 51, 2 ** 51, 1), 3), undefined, 'a running long sum past 2^52 is declined');
 });
 
 function randomValue(r: () => number): KvValue {

@@ -68,7 +68,7 @@ export function emptyAgg(): BucketAgg {
 export function clearAgg(agg: BucketAgg): void {
   agg.count = agg.longCount = agg.doubleCount = agg.boolCount = agg.stringCount = agg.jsonCount = 0;
   agg.longSum = 0;
-  agg.doubleSum.length = 0;
+  while (agg.doubleSum.length > 0) agg.doubleSum.pop();
   agg.doubleSpecial = 0;
   agg.longMin = agg.longMax = agg.doubleMin = agg.doubleMax = undefined;
   agg.stringMin = agg.stringMax = undefined;
@@ -109,10 +109,10 @@ export function addPartial(partials: number[], x: number): void {
     if (lo !== 0) partials[i++] = lo;
     x = hi;
   }
-  // = `partials.length = i; partials.push(x)`, without shrinking the array in the common case.
+  // = `partials.length = i; partials.push(x)`: pop, not a length store, which is a runtime call.
   if (i < partials.length) {
     partials[i] = x;
-    if (i + 1 < partials.length) partials.length = i + 1;
+    while (partials.length > i + 1) partials.pop();
   } else partials.push(x);
 }
 
@@ -143,58 +143,6 @@ export function addScaledExactly(partials: number[], ints: Float64Array, div: nu
   if (comp !== 0) addPartial(partials, comp);
   addPartial(partials, sum);
   return true;
-}
-
-/**
- * Exact running sums of a block's numbers, so that the sum of any stretch [i0, i1) is two lookups: the
- * planner's raw edges (COUNT/SUM/AVG) read one stretch per request-bucket boundary.
- * LONG: `hi[i]` is the sum of values [0, i), every one within ±2^52, so a difference of two is an exact safe
- * integer. DOUBLE: `hi[i] + lo[i]` is the exact sum of values [0, i) (a double-double).
- */
-export interface PrefixSums {
-  readonly hi: Float64Array;
-  /** DOUBLE only */
-  readonly lo: Float64Array | undefined;
-}
-
-/** LONG prefix sums of ints[0, n), or undefined when a running sum leaves ±2^52. */
-export function longPrefixSums(ints: Float64Array, n: number): PrefixSums | undefined {
-  const hi = new Float64Array(n + 1);
-  let sum = 0;
-  for (let i = 0; i < n; i++) {
-    sum += ints[i] as number;
-    if (sum > 2 ** 52 || sum < -(2 ** 52)) return undefined;
-    hi[i + 1] = sum;
-  }
-  return { hi, lo: undefined };
-}
-
-/**
- * DOUBLE prefix sums of the doubles ints[i] / div, i in [0, n) (a decimal chunk's values), or undefined when a
- * running sum cannot be held exactly in two doubles (each step's rounding error is caught by TwoSum, and adding
- * it to the low part is checked to be exact, as in addScaledExactly) or overflows.
- */
-export function decimalPrefixSums(ints: Float64Array, div: number, n: number): PrefixSums | undefined {
-  const hi = new Float64Array(n + 1);
-  const lo = new Float64Array(n + 1);
-  let h = 0;
-  let l = 0;
-  for (let i = 0; i < n; i++) {
-    const v = (ints[i] as number) / div;
-    const t = h + v;
-    const tv = t - h;
-    const err = (h - (t - tv)) + (v - tv);
-    const c = l + err;
-    const ce = c - l;
-    if ((l - (c - ce)) + (err - ce) !== 0) return undefined;
-    // renormalize (TwoSum of t and c, exact): keeps the low part small, so later checks keep passing
-    h = t + c;
-    const hc = h - t;
-    l = (t - (h - hc)) + (c - hc);
-    hi[i + 1] = h;
-    lo[i + 1] = l;
-  }
-  return Number.isFinite(h) ? { hi, lo } : undefined;
 }
 
 /** The exact value of the partials rounded once to the nearest double, ties to even (math.fsum's last step). */

@@ -485,9 +485,9 @@ class SeriesReader {
   }
 
   /**
-   * Adds the counts and sums of the points of [from, to) of `cols` (a cached chunk or fragment) to `agg` (the
-   * fields COUNT, SUM and AVG finalize from; min/max/first/last are left alone): from its prefix sums when it has
-   * them, else point by point, longs in a plain number while that stays exact, then added once.
+   * Adds the counts and sums of the points of [from, to) of `cols` (a chunk or fragment) to `agg` (the fields
+   * COUNT, SUM and AVG finalize from; min/max/first/last are left alone). Longs are summed in a plain number
+   * while that stays exact, then added once.
    */
   private sumRange(cols: BlockColumns, from: number, to: number, agg: BucketAgg): void {
     const kind = cols.numericKind;
@@ -501,24 +501,6 @@ class SeriesReader {
     if (i1 <= i0) return;
     this.stats.rawPoints += i1 - i0;
     const n = i1 - i0;
-    const pre = cols.prefixSums();
-    if (pre !== undefined) {
-      agg.count += n;
-      const { hi, lo } = pre;
-      if (lo === undefined) {
-        agg.longCount += n;
-        agg.longSum = addLong(agg.longSum, (hi[i1] as number) - (hi[i0] as number));
-        return;
-      }
-      agg.doubleCount += n;
-      // (hi + lo)[i1] - (hi + lo)[i0], exactly: partials take each term
-      const d = agg.doubleSum;
-      addPartial(d, hi[i1] as number);
-      if (lo[i1] !== 0) addPartial(d, lo[i1] as number);
-      addPartial(d, -(hi[i0] as number));
-      if (lo[i0] !== 0) addPartial(d, -(lo[i0] as number));
-      return;
-    }
     const ints = cols.intsUpTo(i1);
     if (kind === 'LONG') {
       let sum = 0;

@@ -18,7 +18,6 @@
 import type { KvValue, TsKv } from '../model/kv.js';
 import { kvDouble, kvLong } from '../model/kv.js';
 import { SeriesColumn } from '../model/batch.js';
-import { type PrefixSums, decimalPrefixSums, longPrefixSums } from '../query/aggregate.js';
 import { decodeValue, encodeValue } from './codec.js';
 
 const MODE_TAGGED = 0;
@@ -397,15 +396,12 @@ export class BlockColumns {
   private d = 0;
   private left = 0;
   private order: 1 | 2 = 1;
-  /** built on first use since `load` (null: the block has none) */
-  private prefix: PrefixSums | null | undefined;
 
   /** Loads a point block (encodePoints; `block` may extend past it), keeping its points with ts < toTs. */
   load(block: Buffer, toTs = Infinity): this {
     this.block = block;
     this.count = 0;
     this.done = 0;
-    this.prefix = undefined;
     let pos = 0;
     const mode = block[pos++] as number;
     if (mode < MODE_TAGGED || mode > MODE_F64) throw new Error(`corrupt block: unknown mode ${String(mode)}`);
@@ -463,7 +459,6 @@ export class BlockColumns {
   /** Loads one legacy head point (16-byte key: ts in the key, `encodeValue` bytes as the value). */
   loadSingle(ts: number, value: Buffer, toTs = Infinity): this {
     this.block = value;
-    this.prefix = undefined;
     this.mode = MODE_SINGLE;
     this.done = 0;
     this.count = ts < toTs ? 1 : 0;
@@ -525,21 +520,6 @@ export class BlockColumns {
     if (this.mode < MODE_LONG_D1 || this.mode > MODE_DEC_D2) return undefined;
     if (upTo > this.done) this.decodeInts(upTo - 1);
     return this.ints;
-  }
-
-  /**
-   * LONG/DEC blocks: exact running sums of the loaded points' values (PrefixSums), built on the first call:
-   * for readers that sum many stretches of one block, e.g. of a cached chunk. Undefined for other blocks, or
-   * when the sums do not fit (see longPrefixSums, decimalPrefixSums).
-   */
-  prefixSums(): PrefixSums | undefined {
-    if (this.prefix === undefined) {
-      const ints = this.intsUpTo(this.count);
-      const n = this.count;
-      const sums = ints === undefined ? undefined : this.numericKind === 'LONG' ? longPrefixSums(ints, n) : decimalPrefixSums(ints, this.div, n);
-      this.prefix = sums ?? null;
-    }
-    return this.prefix ?? undefined;
   }
 
   /** DEC blocks: 10^scale; 1 otherwise. */

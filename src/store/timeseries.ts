@@ -100,11 +100,10 @@ export interface CompactionCounters {
 
 /**
  * Approximate bytes of a decoded chunk (BlockColumns, its typed arrays and its own copy of the block; ~1.4 KB
- * measured for 120 points of 10-s data) besides 32 per point (ts and value columns, and the prefix sums the
- * planner builds on first use): the chunk and fragment caches' accounting unit.
+ * measured for 120 points of 10-s data) besides 16 per point: the chunk and fragment caches' accounting unit.
  */
 const DECODED_CHUNK_BYTES = 512;
-const DECODED_POINT_BYTES = 32;
+const DECODED_POINT_BYTES = 16;
 
 /** One series' decoded chunks by window start; null: the window has no chunk. */
 export type SeriesChunks = Map<number, BlockColumns | null>;
