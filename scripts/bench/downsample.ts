@@ -8,7 +8,7 @@
  * with the month's first 20 bodies (re-sent in the timed run as same-value upserts). Then:
  *   - ingest points/s, disk bytes per point (whole data dir ÷ points, after compaction), RssAnon;
  *   - median latency of a month-range 2-hour-interval AVG and of a 1-hour 1-minute AVG (both keys), 20 runs
- *     after 20 untimed ones;
+ *     after 20 untimed ones, each query alone, then the two alternating (timeQueries);
  *   - the ingest ceiling: the same bodies, client and concurrency against a bare uWS handler that only
  *     JSON.parses them (what this load generator and machine allow before anything is typed or stored);
  *   - Outpost only: the longest event-loop block in the server (perf_hooks.monitorEventLoopDelay) while it
@@ -219,23 +219,36 @@ const p99 = (xs: readonly number[]): number => {
 };
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-async function timeQuery(port: number, path: string, headers: Record<string, string>, check: (text: string) => void): Promise<number> {
-  return (await timeQueryRuns(port, path, headers, check)).median;
+interface Query { path: string; check: (text: string) => void }
+interface QueryTimes { cold: number; median: number }
+
+/**
+ * Median latencies of `queries` two ways. `alone`: each query's QUERY_WARM_UP untimed and QUERY_RUNS timed runs
+ * back to back, one query after the other (each in its steady state; a noisy stretch of the machine may land on
+ * one query only). `mixed`: the same, in rounds that run every query once, so noise weighs on all alike; each
+ * query then also runs right after the other (caches and heap as the other left them). Per query: the first
+ * (cold) run, checked with `check`, and the median of the timed runs.
+ */
+async function timeQueries(port: number, queries: readonly Query[], headers: Record<string, string>): Promise<{ alone: QueryTimes[]; mixed: QueryTimes[] }> {
+  const alone: QueryTimes[] = [];
+  for (const q of queries) alone.push((await timeRounds(port, [q], headers))[0] as QueryTimes);
+  return { alone, mixed: await timeRounds(port, queries, headers) };
 }
 
-/** The first (cold) run and the median of QUERY_RUNS runs after QUERY_WARM_UP runs. */
-async function timeQueryRuns(port: number, path: string, headers: Record<string, string>, check: (text: string) => void): Promise<{ cold: number; median: number }> {
-  let cold = NaN;
-  const times: number[] = [];
-  for (let i = 0; i < QUERY_RUNS + QUERY_WARM_UP; i++) {
-    const t0 = performance.now();
-    const r = await request(port, 'GET', path, undefined, headers);
-    const dt = performance.now() - t0;
-    if (r.status !== 200) throw new Error(`GET ${path}: ${r.status} ${r.text.slice(0, 200)}`);
-    if (i === 0) { check(r.text); cold = dt; }
-    if (i >= QUERY_WARM_UP) times.push(dt);
+async function timeRounds(port: number, queries: readonly Query[], headers: Record<string, string>): Promise<QueryTimes[]> {
+  const cold: number[] = [];
+  const times: number[][] = queries.map(() => []);
+  for (let round = 0; round < QUERY_WARM_UP + QUERY_RUNS; round++) {
+    for (const [i, q] of queries.entries()) {
+      const t0 = performance.now();
+      const r = await request(port, 'GET', q.path, undefined, headers);
+      const dt = performance.now() - t0;
+      if (r.status !== 200) throw new Error(`GET ${q.path}: ${r.status} ${r.text.slice(0, 200)}`);
+      if (round === 0) { q.check(r.text); cold[i] = dt; }
+      if (round >= QUERY_WARM_UP) (times[i] as number[]).push(dt);
+    }
   }
-  return { cold, median: median(times) };
+  return queries.map((_, i) => ({ cold: cold[i] as number, median: median(times[i] as number[]) }));
 }
 
 function ask<T>(child: ChildProcess, msg: string): Promise<T> {
@@ -255,6 +268,9 @@ interface Result {
   dataBytesPerPoint?: number;
   /** the first (cold) month query */
   monthColdMs?: number;
+  /** month and hour timed in alternation (see timeQueries) */
+  monthMixedMs?: number;
+  hourMixedMs?: number;
 }
 
 async function benchOutpost(month: readonly Sample[], backlog: readonly Sample[], probeStart: number): Promise<Result & {
@@ -298,10 +314,15 @@ async function benchOutpost(month: readonly Sample[], backlog: readonly Sample[]
       const j = JSON.parse(text) as Record<string, unknown[]>;
       if (j['temperature']?.length !== n || j['counter']?.length !== n) throw new Error(`expected ${n} buckets per key, got ${text.slice(0, 200)}`);
     };
-    const monthQuery = await timeQueryRuns(ready.port, `${p}&startTs=${end - 30 * DAY}&endTs=${end}&interval=${2 * HOUR}`, headers, expectBuckets(360));
-    const monthMs = monthQuery.median;
-    const monthColdMs = monthQuery.cold;
-    const hourMs = await timeQuery(ready.port, `${p}&startTs=${end - HOUR}&endTs=${end}&interval=60000`, headers, expectBuckets(60));
+    const { alone: [monthQuery, hourQuery], mixed: [monthMixed, hourMixed] } = await timeQueries(ready.port, [
+      { path: `${p}&startTs=${end - 30 * DAY}&endTs=${end}&interval=${2 * HOUR}`, check: expectBuckets(360) },
+      { path: `${p}&startTs=${end - HOUR}&endTs=${end}&interval=60000`, check: expectBuckets(60) },
+    ], headers);
+    const monthMs = monthQuery?.median ?? NaN;
+    const monthColdMs = monthQuery?.cold ?? NaN;
+    const hourMs = hourQuery?.median ?? NaN;
+    const monthMixedMs = monthMixed?.median ?? NaN;
+    const hourMixedMs = hourMixed?.median ?? NaN;
 
     // Ingest latency while a backlog compacts, vs with compaction paused (same backlog waiting).
     await ask(child, 'pause');
@@ -336,7 +357,7 @@ async function benchOutpost(month: readonly Sample[], backlog: readonly Sample[]
     const eldMax = after.eldMaxMs;
     if (after.stats.compactedWindows <= before.compactedWindows) throw new Error('backlog was not compacted');
     return {
-      ingestPps, bytesPerPoint, dataBytesPerPoint, rssMb, monthMs, monthColdMs, hourMs, eldMax, p99Idle: p99(idle), p99Busy: p99(busy), busySamples: busy.length, compactS, live,
+      ingestPps, bytesPerPoint, dataBytesPerPoint, rssMb, monthMs, monthColdMs, hourMs, monthMixedMs, hourMixedMs, eldMax, p99Idle: p99(idle), p99Busy: p99(busy), busySamples: busy.length, compactS, live,
       maxStepMs: after.stats.maxStepMs, stepsOver20: after.stats.stepsOver20Ms, steps: after.stats.steps,
     };
   } finally {
@@ -390,10 +411,13 @@ async function benchInflux(month: readonly Sample[]): Promise<Result> {
     const q = (from: number, group: string): string => `/query?db=bench&epoch=ms&q=${encodeURIComponent(
       `SELECT mean(temperature), mean(counter) FROM m WHERE time >= ${from}ms AND time < ${end}ms GROUP BY time(${group})`)}`;
     const ok = (text: string): void => { if (!text.includes('"values"')) throw new Error(`influx answered ${text.slice(0, 200)}`); };
-    const monthMs = await timeQuery(httpPort, q(end - 30 * DAY, '2h'), {}, ok);
-    const hourMs = await timeQuery(httpPort, q(end - HOUR, '1m'), {}, ok);
+    const { alone: [monthQuery, hourQuery], mixed: [monthMixed, hourMixed] } = await timeQueries(httpPort, [{ path: q(end - 30 * DAY, '2h'), check: ok }, { path: q(end - HOUR, '1m'), check: ok }], {});
+    const monthMs = monthQuery?.median ?? NaN;
+    const hourMs = hourQuery?.median ?? NaN;
+    const monthMixedMs = monthMixed?.median ?? NaN;
+    const hourMixedMs = hourMixed?.median ?? NaN;
     const version = execFileSync('influxd', ['version']).toString().trim();
-    return { ingestPps: (month.length * 2) / (ingestMs / 1000), bytesPerPoint, dataBytesPerPoint, rssMb: rssAnonKb(proc.pid as number) / 1024, monthMs, hourMs, note: version };
+    return { ingestPps: (month.length * 2) / (ingestMs / 1000), bytesPerPoint, dataBytesPerPoint, rssMb: rssAnonKb(proc.pid as number) / 1024, monthMs, hourMs, monthMixedMs, hourMixedMs, note: version };
   } finally {
     proc.kill('SIGTERM');
     await new Promise((r) => proc.once('exit', r));
@@ -423,6 +447,8 @@ async function main(): Promise<void> {
   console.log(`| Outpost: first (cold) month query, ms | ${f(o.monthColdMs ?? NaN, 2)} | | | |`);
   console.log(`| hour, 1-min AVG (60 buckets × 2 keys), ms | ${f(o.hourMs, 2)} | ${f(x.hourMs, 2)} | ${f(o.hourMs / x.hourMs, 2)}× | |`);
   console.log(`| month ÷ hour latency | ${f(o.monthMs / o.hourMs, 2)} | ${f(x.monthMs / x.hourMs, 2)} | | < 5 |`);
+  const mixed = (r: Result): string => `${f(r.monthMixedMs ?? NaN, 2)} / ${f(r.hourMixedMs ?? NaN, 2)} = ${f((r.monthMixedMs ?? NaN) / (r.hourMixedMs ?? NaN), 2)}`;
+  console.log(`| month / hour, the two alternating, ms | ${mixed(o)} | ${mixed(x)} | | |`);
   console.log(`| Outpost: live LMDB pages, bytes/point | ${f(o.live / (month.length * 2), 2)} | | | |`);
   console.log(`| Outpost: compaction still running after the last ingest answer, s (0 = kept up) | ${f(o.compactS, 1)} | | | |`);
   console.log(`| Outpost: longest background step (wall), ms; steps > 20 ms of ${o.steps} | ${f(o.maxStepMs, 1)}; ${o.stepsOver20} | | | ≤ 20 |`);
