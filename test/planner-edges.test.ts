@@ -46,14 +46,16 @@ const LADDERS: Array<{ windowMs: number; tiersMs: number[]; seed: number; readCa
   { windowMs: 20 * MIN, tiersMs: [10 * MIN, HOUR, 24 * HOUR], seed: 14, readCacheBytes: 24 * 1024 },
 ];
 
-for (const ladder of LADDERS) t.test(`planner with fn equals brute force (window ${ladder.windowMs / MIN} min, tiers ${ladder.tiersMs.map((x) => x / MIN).join('/')} min${ladder.readCacheBytes === undefined ? '' : `, read caches of ${ladder.readCacheBytes} bytes`})`, async (t) => {
+// Each ladder runs with COUNT/SUM/AVG buckets answered by their boundaries where possible (the default), and
+// with that path off, so the piece-by-piece path (buckets near the head take it) is checked as hard.
+for (const boundaries of [true, false]) for (const ladder of LADDERS) t.test(`planner with fn equals brute force (window ${ladder.windowMs / MIN} min, tiers ${ladder.tiersMs.map((x) => x / MIN).join('/')} min${ladder.readCacheBytes === undefined ? '' : `, read caches of ${ladder.readCacheBytes} bytes`}${boundaries ? '' : ', boundaries off'})`, async (t) => {
   const env = openStoreEnv({ dataDir: tempDir(t), mapSizeBytes: 256 * 1024 * 1024 });
   t.teardown(() => env.close());
   const store = new LmdbTimeseriesStore(env, new Dictionary(env), {
     windowMs: ladder.windowMs, headWindowMs: HOUR, tiersMs: ladder.tiersMs, tierRetentionMs: ladder.tiersMs.map(() => 0),
     ...(ladder.readCacheBytes === undefined ? {} : { readCacheBytes: ladder.readCacheBytes }),
   });
-  const planner = new RollupPlanner(store);
+  const planner = new RollupPlanner(store, { boundaries });
   const rand = rng(ladder.seed);
   const int = (n: number): number => Math.floor(rand() * n);
   const t0 = 1_700_000_000_000 - (1_700_000_000_000 % (2 * HOUR)) - 5 * HOUR;
@@ -79,6 +81,7 @@ for (const ladder of LADDERS) t.test(`planner with fn equals brute force (window
   let subtracted = 0;
   let plainDirty = 0;
   let rawPieces = 0;
+  let byBoundaries = 0;
   // the head fragment cache is emptied by every compaction: its peak is what the budget must bound
   let fragmentPeak = 0;
   for (let round = 0; round < 10; round++) {
@@ -111,6 +114,7 @@ for (const ladder of LADDERS) t.test(`planner with fn equals brute force (window
         subtracted += planner.lastStats.subtractedPieces;
         plainDirty += planner.lastStats.plainDirtyPieces;
         rawPieces += planner.lastStats.rawPieces;
+        byBoundaries += planner.lastStats.boundaryBuckets;
         fragmentPeak = Math.max(fragmentPeak, store.readCacheUsage().fragmentBytes);
         const got = states.flatMap(({ index, agg }) => {
           const v = finalizeAgg(agg, fn);
@@ -127,7 +131,9 @@ for (const ladder of LADDERS) t.test(`planner with fn equals brute force (window
     }
   }
   t.pass(`${queries} random (query, fn) pairs matched brute force`);
-  if (ladder.tiersMs[0]! <= ladder.windowMs) t.ok(subtracted > 50, `edges answered as bucket minus rest: ${subtracted}`);
+  if (!boundaries) t.equal(byBoundaries, 0, 'no bucket answered by its boundaries');
+  else if (ladder.tiersMs[0]! <= ladder.windowMs) t.ok(byBoundaries > 500, `buckets answered by their boundaries: ${byBoundaries}`);
+  if (!boundaries && ladder.tiersMs[0]! <= ladder.windowMs) t.ok(subtracted > 50, `edges answered as bucket minus rest: ${subtracted}`);
   t.ok(plainDirty > 20, `dirty pieces summed from fragment columns: ${plainDirty} of ${rawPieces} raw pieces`);
   if (ladder.readCacheBytes !== undefined) {
     const use = store.readCacheUsage();

@@ -13,6 +13,12 @@
  * finalizes with COUNT/SUM/AVG (`fn`) and the piece spans more than half of B, as B minus the raw points of the
  * rest: counts and exact sums subtract exactly. Merges keep only the fields `fn` finalizes from.
  *
+ * COUNT/SUM/AVG take a shorter way first wherever no dirty window or horizon is near (`byBoundaries`): both
+ * boundaries of [bs, be) move to their nearest finest-tier boundary, the tier buckets between those are merged,
+ * and the raw points between each boundary and where it moved are added or taken out. A month of 2-h buckets
+ * then costs per bucket two 1-h merges and one raw stretch of at most half a finest-tier bucket, shared with
+ * the neighbouring bucket.
+ *
  * Below the raw horizon (chunks dropped by retention or the disk budget) raw pieces are answered from the
  * finest retained tier instead: a tier bucket that straddles a request-bucket boundary is counted whole in the
  * request bucket holding its start (the documented edge approximation; README "Downsampling").
@@ -40,14 +46,26 @@ export interface PlanStats {
   subtractedPieces: number;
   /** raw pieces in dirty windows summed from the fragments' columns, without merging the window */
   plainDirtyPieces: number;
+  /** request buckets answered by moving their boundaries to the finest tier's (SeriesReader.byBoundaries) */
+  boundaryBuckets: number;
+}
+
+const noStats = (): PlanStats => ({ rollupBuckets: 0, rawPoints: 0, rawPieces: 0, subtractedPieces: 0, plainDirtyPieces: 0, boundaryBuckets: 0 });
+
+export interface PlannerOptions {
+  /**
+   * false: COUNT/SUM/AVG buckets are cut piece by piece like the others, never by their boundaries (tests run
+   * both ways, so the piece-by-piece path, which buckets near the head still take, is checked as hard)
+   */
+  readonly boundaries?: boolean;
 }
 
 export class RollupPlanner implements BucketSource {
   private readonly raw: RawScanSource;
   /** stats of the most recent bucketAggs call */
-  lastStats: PlanStats = { rollupBuckets: 0, rawPoints: 0, rawPieces: 0, subtractedPieces: 0, plainDirtyPieces: 0 };
+  lastStats: PlanStats = noStats();
 
-  constructor(private readonly store: LmdbTimeseriesStore) {
+  constructor(private readonly store: LmdbTimeseriesStore, private readonly opts: PlannerOptions = {}) {
     this.raw = new RawScanSource(store);
   }
 
@@ -65,7 +83,7 @@ export class RollupPlanner implements BucketSource {
     }
     const s = this.store.seriesOf(entityId, key);
     if (s === undefined) return;
-    const reader = new SeriesReader(this.store, s.e, s.k, plan.startTs, plan.endTs, fn);
+    const reader = new SeriesReader(this.store, s.e, s.k, plan.startTs, plan.endTs, fn, this.opts.boundaries === false ? undefined : plan.interval);
     this.lastStats = reader.stats;
     const extent = reader.extent();
     if (extent === undefined) return;
@@ -88,11 +106,17 @@ interface CachedBlock {
 
 /** Per-query access to one series: dirty windows, cached rollup blocks and chunk buffers. */
 class SeriesReader {
-  readonly stats: PlanStats = { rollupBuckets: 0, rawPoints: 0, rawPieces: 0, subtractedPieces: 0, plainDirtyPieces: 0 };
+  readonly stats: PlanStats = noStats();
   private readonly W: number;
   private readonly tiers: readonly TierSpec[];
   private readonly rawHorizon: number;
   private readonly tierHorizon: number[];
+  /** the highest horizon: from here up, raw chunks and every tier are whole */
+  private readonly floor: number;
+  /** byBoundaries anchors boundaries on this tier's grid (-1: byBoundaries is off) */
+  private readonly top: number;
+  /** the last two corrections computed by `correction`, newest first */
+  private readonly corrections: Array<{ x: number; anchor: number; state: BucketAgg; ok: boolean } | undefined> = [];
   /** ascending starts of windows with head fragments in the query range */
   private readonly dirty: number[] = [];
   /** the head fragments of each window of `dirty` (same index), as read once by the constructor */
@@ -121,7 +145,7 @@ class SeriesReader {
   private readonly fields: MergeFields;
 
   constructor(private readonly store: LmdbTimeseriesStore, private readonly e: EntityIdx, private readonly k: KeyIdx,
-    private readonly startTs: number, private readonly endTs: number, fn?: AggFn) {
+    private readonly startTs: number, private readonly endTs: number, fn: AggFn | undefined, boundaryInterval: number | undefined) {
     this.subtract = subtractable(fn);
     this.fields = fieldsFor(fn);
     this.W = store.windowMs;
@@ -129,6 +153,12 @@ class SeriesReader {
     this.tiers = store.tiers;
     this.rawHorizon = store.rawHorizonTs;
     this.tierHorizon = store.tierHorizonsTs();
+    this.floor = Math.max(this.rawHorizon, ...this.tierHorizon);
+    // the coarsest tier no wider than the request interval; byBoundaries needs the finest to divide the window
+    this.top = -1;
+    if (this.subtract && boundaryInterval !== undefined && (this.tiers[0] as TierSpec).bucketMs <= this.W) {
+      while (this.top + 1 < this.tiers.length && (this.tiers[this.top + 1] as TierSpec).bucketMs <= boundaryInterval) this.top++;
+    }
     const lo = windowStart(startTs, this.W);
     // One range read for the whole query: the head holds a few windows, and a range per window costs more than
     // their bytes (lmdb-js cursor set-up).
@@ -182,6 +212,13 @@ class SeriesReader {
   aggregate(bs: number, be: number): BucketAgg {
     // One fresh state per request bucket, merged into in place: cached rollup buckets are never modified.
     const acc = emptyAgg();
+    if (this.top >= 0) {
+      if (this.byBoundaries(bs, be, acc)) {
+        this.stats.boundaryBuckets++;
+        return acc;
+      }
+      clearAgg(acc);
+    }
     let c = bs;
     while (c < be) {
       const d = this.nextDirty(c);
@@ -216,6 +253,113 @@ class SeriesReader {
       c = next;
     }
     return acc;
+  }
+
+  /**
+   * COUNT/SUM/AVG only, the usual request bucket: S(x) being the state of every point before x, the bucket is
+   * S(be) - S(bs). Each boundary x moves to an anchor X(x) on the grid of the coarsest tier no wider than the
+   * request interval, and S(x) = S(X) + C(x): the correction C is the raw points between x and the finest tier's
+   * nearest boundary, then the finest tier's buckets between that and the next tier's nearest boundary, and so on
+   * up, each added or taken out by which side it lies on. So the bucket is the tier buckets of [X(bs), X(be))
+   * plus C(be) minus C(bs). Every step moves at most half a bucket of the tier below, and neighbouring request
+   * buckets share a boundary, so its correction is computed once. Returns false, leaving `acc` to be cleared,
+   * when a dirty window, a horizon or a non-finite double (which cannot be taken out) is in the way; `aggregate`
+   * then cuts the bucket piece by piece.
+   */
+  private byBoundaries(bs: number, be: number, acc: BucketAgg): boolean {
+    const from = this.correction(bs);
+    if (from === undefined) return false;
+    const fromAnchor = from.anchor;
+    const fromState = from.state;
+    const to = this.correction(be);
+    if (to === undefined) return false;
+    // the tier buckets of [X(bs), X(be)), coarsest first
+    let c = fromAnchor;
+    const B = to.anchor;
+    if (c < B && this.anyDirty(c, B)) return false;
+    while (c < B) {
+      let ti = this.tiers.length - 1;
+      // the anchors are multiples of tier `top`, so some tier fits
+      while (ti > 0 && (c + (this.tiers[ti] as TierSpec).bucketMs > B || !aligned(c, (this.tiers[ti] as TierSpec).bucketMs))) ti--;
+      const tier = this.tiers[ti] as TierSpec;
+      const T = tier.bucketMs;
+      let end = c + Math.floor((B - c) / T) * T;
+      // stop where the next coarser tier aligns, so it takes over from there
+      const coarser = this.tiers[ti + 1];
+      if (coarser !== undefined) end = Math.min(end, windowStart(c, coarser.bucketMs) + coarser.bucketMs);
+      this.tierBuckets(tier, c, end, acc);
+      c = end;
+    }
+    mergeInto(acc, to.state, 'sums');
+    removeAgg(acc, fromState);
+    return true;
+  }
+
+  /**
+   * Boundary x's anchor X and correction C (see byBoundaries), or undefined when a dirty window or a horizon
+   * lies between them, or a part of C holds a non-finite double. The last two results are kept: the correction
+   * of a bucket's end is asked for again as the next bucket's start. The state is valid until the call after
+   * next.
+   */
+  private correction(x: number): { anchor: number; state: BucketAgg } | undefined {
+    const cached = this.corrections[0];
+    if (cached !== undefined && cached.x === x) return cached.ok ? cached : undefined;
+    const slot = this.corrections[1] ?? { x: NaN, anchor: NaN, state: emptyAgg(), ok: false };
+    this.corrections[1] = cached;
+    this.corrections[0] = slot;
+    slot.x = x;
+    slot.ok = false;
+    const state = slot.state;
+    clearAgg(state);
+    // the anchors, level by level: lo..hi is what the correction spans
+    const T0 = (this.tiers[0] as TierSpec).bucketMs;
+    let X = nearestMultiple(x, T0);
+    let lo = Math.min(x, X);
+    let hi = Math.max(x, X);
+    for (let ti = 1; ti <= this.top; ti++) {
+      X = nearestMultiple(X, (this.tiers[ti] as TierSpec).bucketMs);
+      lo = Math.min(lo, X);
+      hi = Math.max(hi, X);
+    }
+    if (lo < this.floor || (lo < hi && this.anyDirty(lo, hi))) return undefined;
+    // raw points between x and the finest tier's nearest boundary
+    let at = nearestMultiple(x, T0);
+    if (at !== x) {
+      const a = Math.min(x, at);
+      const cols = this.chunk(a);
+      if (cols !== undefined) {
+        const span = this.span(cols, a, Math.max(x, at));
+        if (span.doubleSpecial !== 0) return undefined;
+        if (at < x) mergeInto(state, span, 'sums');
+        else removeAgg(state, span);
+      }
+    }
+    // then each tier's buckets between its nearest boundary and the next tier's
+    for (let ti = 1; ti <= this.top; ti++) {
+      const finer = this.tiers[ti - 1] as TierSpec;
+      const next = nearestMultiple(at, (this.tiers[ti] as TierSpec).bucketMs);
+      if (next !== at && !this.tierRun(finer, Math.min(at, next), Math.max(at, next), state, next < at ? 1 : -1)) return undefined;
+      at = next;
+    }
+    slot.anchor = at;
+    slot.ok = true;
+    return slot;
+  }
+
+  /** tierBuckets with a sign, declining (false) a bucket holding a non-finite double. */
+  private tierRun(tier: TierSpec, from: number, to: number, acc: BucketAgg, sign: 1 | -1): boolean {
+    for (let b = windowStart(from, tier.blockMs); b < to; b += tier.blockMs) {
+      const cb = this.block(tier, b);
+      const { starts } = cb.blk;
+      let i = seek(cb, tier.bucketMs, from);
+      for (; i < starts.length && (starts[i] as number) < to; i++) {
+        if (!subtractableBucket(cb.blk, i)) return false;
+        this.merge(cb.blk, i, acc, sign);
+        this.stats.rollupBuckets++;
+      }
+      cb.pos = i;
+    }
+    return true;
   }
 
   /**
@@ -473,6 +617,13 @@ class SeriesReader {
    */
   private rawSpan(cols: BlockColumns, from: number, to: number, acc: BucketAgg, sign: 1 | -1): void {
     if (to <= from) return;
+    const span = this.span(cols, from, to);
+    if (sign > 0) mergeInto(acc, span, this.fields);
+    else removeAgg(acc, span);
+  }
+
+  /** The counts and sums of the chunk points of [from, to): the previous span's state when it is the same one. */
+  private span(cols: BlockColumns, from: number, to: number): BucketAgg {
     const span = this.spanAgg;
     if (this.spanFrom !== from || this.spanTo !== to) {
       clearAgg(span);
@@ -480,8 +631,7 @@ class SeriesReader {
       this.spanFrom = from;
       this.spanTo = to;
     }
-    if (sign > 0) mergeInto(acc, span, this.fields);
-    else removeAgg(acc, span);
+    return span;
   }
 
   /**
@@ -568,6 +718,12 @@ class SeriesReader {
  */
 function aligned(ts: number, T: number): boolean {
   return windowStart(ts, T) === ts;
+}
+
+/** The multiple of `T` nearest to integer `ts` (the lower one on a tie). */
+function nearestMultiple(ts: number, T: number): number {
+  const down = windowStart(ts, T);
+  return ts - down > T / 2 ? down + T : down;
 }
 
 /** The first multiple of `T` at or after integer `ts`. */
