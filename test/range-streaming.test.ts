@@ -26,6 +26,8 @@ t.test('BlockColumns reads every block mode like decodePoints, with a ts bound a
     Array.from({ length: 300 }, (_, i) => ({ ts: t0 + i * 1000, value: kvLong((i * 7919) % 1000 - 500) })),
     Array.from({ length: 200 }, (_, i) => ({ ts: t0 + i * 997, value: kvDouble(Math.round(2000 + 300 * Math.sin(i / 9)) / 100) })),
     Array.from({ length: 50 }, (_, i) => ({ ts: -50_000 + i * 2000, value: kvDouble(Math.PI * i) })),
+    // irregular: a late point every 7th, and a gap
+    Array.from({ length: 100 }, (_, i) => ({ ts: t0 + i * 1000 + (i % 7 === 3 ? 400 : 0) + (i > 60 ? 50_000 : 0), value: kvLong(i) })),
     [kvDouble(-0), kvDouble(NaN), kvDouble(Infinity), kvLong(1), kvBool(true), kvString('a,"b"'), kvJson('{"x":1}'), kvLong(2n ** 62n)]
       .map((value, i) => ({ ts: i * 3, value })),
     [],
@@ -45,7 +47,11 @@ t.test('BlockColumns reads every block mode like decodePoints, with a ts bound a
       if (cols.numericKind !== 'NONE') {
         t.same(want.map((p, i) => cols.num(i) === p.value.v || (Number.isNaN(cols.num(i)) && Number.isNaN(p.value.v as number))), want.map(() => true), 'num()');
       }
-      if (want.length > 0) t.equal(cols.lowerBound((want[want.length - 1] as TsKv).ts), want.length - 1, 'lowerBound');
+      // lowerBound (computed on a regular grid, searched otherwise) against a scan, around every point
+      const scan = (x: number): number => want.findIndex((p) => p.ts >= x) === -1 ? want.length : want.findIndex((p) => p.ts >= x);
+      const probes = want.flatMap((p) => [p.ts - 1, p.ts, p.ts + 1, p.ts + 499]).concat([-1e15, 1e15]);
+      const wrong = probes.filter((x) => cols.lowerBound(x) !== scan(x));
+      t.same(wrong, [], `lowerBound around all ${want.length} points`);
     }
   }
   cols.loadSingle(42, encodeValue(kvString('legacy')), 100);
