@@ -406,6 +406,9 @@ class SeriesReader {
 
   /** Whether a dirty window overlaps [from, to). */
   private anyDirty(from: number, to: number): boolean {
+    const n = this.dirty.length;
+    // the head is the last few windows: most of a long range lies before all of them
+    if (n === 0 || to <= (this.dirty[0] as number) || from >= (this.dirty[n - 1] as number) + this.W) return false;
     for (const w of this.dirty) if (w < to && w + this.W > from) return true;
     return false;
   }
