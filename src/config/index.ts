@@ -90,8 +90,8 @@ export const DEFAULTS = {
     /** raw points per key when no `limit` is given. */
     defaultLimit: 100,
     /**
-     * bytes; decoded rollup blocks (3/4) and edge chunks (1/4) kept for aggregated queries until compaction,
-     * a delete or retention changes them. A month at a 2-h interval needs ~2.6 MiB of blocks and ~0.5 MiB of
+     * bytes; decoded rollup blocks (11/16), edge chunks (1/4) and head fragments (1/16) kept for aggregated
+     * queries until compaction, a delete or retention changes them. A month at a 2-h interval needs ~2.6 MiB of blocks and ~0.5 MiB of
      * chunks per key: 48 MiB keeps ~13 keys' month views warm, 16 MiB ~4. Filled by queries only.
      */
     readCacheBytes: LOW_RAM ? 16 * 1024 * 1024 : 48 * 1024 * 1024,
