@@ -21,6 +21,7 @@ import type { EntityIdx, KeyIdx } from './codec.js';
 import { readOrderedI64, writeOrderedI64 } from './codec.js';
 import { windowKey, windowStart } from './chunks.js';
 import type { StoreEnv } from './env.js';
+import { ByteLru } from './lru.js';
 import { ByteReader, ByteWriter, decodePoints, encodePoints, readDiffs, writeDiffs } from './gorilla.js';
 
 const BUCKETS_PER_BLOCK = 120;
@@ -310,8 +311,7 @@ export class RollupStore {
    * rollup key (latin1) → decoded committed block, least recently used first, within `readCacheBytes`; emptied
    * before a transaction changes rollups and left unfilled until it has committed (LmdbTimeseriesStore.writeChunks)
    */
-  private readonly readCache = new Map<string, DecodedBlock>();
-  private readCacheSize = 0;
+  private readonly readCache: ByteLru<string, DecodedBlock>;
 
   /**
    * `horizons` reports what retention dropped: raw chunks of windows before `raw`, tier i's blocks before
@@ -320,9 +320,11 @@ export class RollupStore {
    */
   constructor(private readonly env: StoreEnv, readonly tiers: readonly TierSpec[], readonly windowMs: number,
     private readonly horizons: () => { raw: number; tiers: readonly number[] } = () => ({ raw: Number.MIN_SAFE_INTEGER, tiers: [] }),
-    private readonly readCacheBytes = 12 * 1024 * 1024,
+    readCacheBytes = 12 * 1024 * 1024,
     /** false while a change to rollups may be committing (see LmdbTimeseriesStore.writeChunks) */
-    private readonly cacheable: () => boolean = () => true) {}
+    private readonly cacheable: () => boolean = () => true) {
+    this.readCache = new ByteLru(readCacheBytes, blockBytes);
+  }
 
   /** Buckets of `tier` with start in [fromTs, toTs), ascending, as stored. Lazy per block. */
   *buckets(tier: TierSpec, e: EntityIdx, k: KeyIdx, fromTs: number, toTs: number): IterableIterator<RollupBucket> {
@@ -345,31 +347,20 @@ export class RollupStore {
     const key = rollupKey(tier.index, e, k, blockStart);
     const id = key.toString('latin1');
     const hit = this.readCache.get(id);
-    if (hit !== undefined) {
-      this.readCache.delete(id);
-      this.readCache.set(id, hit);
-      return hit;
-    }
+    if (hit !== undefined) return hit;
     const raw = this.env.rollups.get(key);
     const blk = raw === undefined ? EMPTY_BLOCK : new DecodedBlock(decodeBlock(raw, blockStart, tier.bucketMs));
     if (!this.cacheable()) return blk;
-    this.readCache.set(id, blk);
-    this.readCacheSize += blockBytes(blk);
-    while (this.readCacheSize > this.readCacheBytes && this.readCache.size > 1) {
-      const [oldest, old] = this.readCache.entries().next().value as [string, DecodedBlock];
-      this.readCache.delete(oldest);
-      this.readCacheSize -= blockBytes(old);
-    }
+    this.readCache.add(id, blk);
     return blk;
   }
 
   clearReadCache(): void {
     this.readCache.clear();
-    this.readCacheSize = 0;
   }
 
   /** Accounted bytes of the decoded blocks held for readers. */
-  get readCacheUsage(): number { return this.readCacheSize; }
+  get readCacheUsage(): number { return this.readCache.bytes; }
 
   /** Runs `fn` (inside a transaction) with block writes deferred to its end. */
   batch<T>(fn: () => T): T {

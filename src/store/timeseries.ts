@@ -23,6 +23,7 @@ import { decodeStamped, encodeStamped, entityPrefix, prefixEnd, readOrderedI64, 
 import { type HeadFragment, type WindowPoints, fragKey, fragmentPoints, headFragments, mergeWindow, seriesPoints, seriesWindows, windowKey, windowStart } from './chunks.js';
 import type { Dictionary } from './dict.js';
 import type { StoreEnv } from './env.js';
+import { ByteLru } from './lru.js';
 import { BlockColumns, blockCount, decodePoints, encodeColumn, encodePoints } from './gorilla.js';
 import { RollupStore, type TierSpec, makeTiers } from './rollups.js';
 import type { AggFn } from '../query/aggregate.js';
@@ -151,12 +152,10 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
   private readonly chunkCacheBytes: number;
   /**
    * Decoded head fragments for the planner's dirty windows (the last hours, which a dashboard re-polls), by
-   * fragment key (latin1), least recently used first, within `fragmentCacheBytes`. A fragment's value never
+   * fragment key (latin1), least recently used first, within 1/16 of `readCacheBytes`. A fragment's value never
    * changes under its key: every write takes a new seq, and the one rewrite (a delete) empties this cache first.
    */
-  private readonly fragmentCache = new Map<string, BlockColumns>();
-  private fragmentCacheSize = 0;
-  private readonly fragmentCacheBytes: number;
+  private readonly fragmentCache: ByteLru<string, BlockColumns>;
   /** transactions that change chunks or rollups and have not resolved yet: readers must not fill the caches */
   private cacheHolds = 0;
 
@@ -166,10 +165,10 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
     this.tiers = makeTiers(opts.tiersMs, opts.tierRetentionMs, opts.windowMs);
     const cacheBytes = opts.readCacheBytes ?? DEFAULTS.query.readCacheBytes;
     this.chunkCacheBytes = cacheBytes / 4;
-    this.fragmentCacheBytes = cacheBytes / 16;
+    this.fragmentCache = new ByteLru<string, BlockColumns>(cacheBytes / 16, chunkBytes);
     this.rollups = new RollupStore(env, this.tiers, opts.windowMs, () => ({
       raw: this.rawHorizonTs, tiers: this.tiers.map((t) => this.tierHorizonTs(t.index)),
-    }), cacheBytes - this.chunkCacheBytes - this.fragmentCacheBytes, () => this.cacheHolds === 0);
+    }), cacheBytes - this.chunkCacheBytes - this.fragmentCache.budget, () => this.cacheHolds === 0);
     this.seq = (env.meta.get('headSeq') as number | undefined) ?? 1;
     this.seqReserved = this.seq;
   }
@@ -412,22 +411,11 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
   fragmentColumns(f: HeadFragment): BlockColumns {
     const id = f.key.toString('latin1');
     const hit = this.fragmentCache.get(id);
-    if (hit !== undefined) {
-      this.fragmentCache.delete(id);
-      this.fragmentCache.set(id, hit);
-      return hit;
-    }
+    if (hit !== undefined) return hit;
     // its own copy, of exactly its size: a range's value may be a view into a larger buffer
     const cols = new BlockColumns().load(Buffer.from(f.value));
     cols.intsUpTo(cols.count);
-    if (this.cacheHolds > 0) return cols;
-    this.fragmentCache.set(id, cols);
-    this.fragmentCacheSize += chunkBytes(cols);
-    while (this.fragmentCacheSize > this.fragmentCacheBytes && this.fragmentCache.size > 1) {
-      const [oldest, old] = this.fragmentCache.entries().next().value as [string, BlockColumns];
-      this.fragmentCache.delete(oldest);
-      this.fragmentCacheSize -= chunkBytes(old);
-    }
+    if (this.cacheHolds === 0) this.fragmentCache.add(id, cols);
     return cols;
   }
 
@@ -435,7 +423,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
   readCacheUsage(): { chunkBytes: number; chunkBudget: number; fragmentBytes: number; fragmentBudget: number; rollupBytes: number } {
     return {
       chunkBytes: this.chunkCacheSize, chunkBudget: this.chunkCacheBytes,
-      fragmentBytes: this.fragmentCacheSize, fragmentBudget: this.fragmentCacheBytes, rollupBytes: this.rollups.readCacheUsage,
+      fragmentBytes: this.fragmentCache.bytes, fragmentBudget: this.fragmentCache.budget, rollupBytes: this.rollups.readCacheUsage,
     };
   }
 
@@ -459,7 +447,6 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
     this.chunkCache.clear();
     this.chunkCacheSize = 0;
     this.fragmentCache.clear();
-    this.fragmentCacheSize = 0;
     this.rollups.clearReadCache();
   }
 
