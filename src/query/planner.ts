@@ -13,11 +13,12 @@
  * finalizes with COUNT/SUM/AVG (`fn`) and the piece spans more than half of B, as B minus the raw points of the
  * rest: counts and exact sums subtract exactly. Merges keep only the fields `fn` finalizes from.
  *
- * COUNT/SUM/AVG take a shorter way first wherever no dirty window or horizon is near (`byBoundaries`): both
- * boundaries of [bs, be) move to their nearest finest-tier boundary, the tier buckets between those are merged,
- * and the raw points between each boundary and where it moved are added or taken out. A month of 2-h buckets
- * then costs per bucket two 1-h merges and one raw stretch of at most half a finest-tier bucket, shared with
- * the neighbouring bucket.
+ * COUNT/SUM/AVG take a shorter way first wherever no dirty window or horizon is near (`byBoundaries`): each
+ * boundary of [bs, be) moves, one tier at a time, to an anchor on the grid of the coarsest tier no wider than the
+ * interval; the tier buckets between the two anchors are merged, and what each boundary moved over (raw points,
+ * then finer tier buckets) is added or taken out. A month of 2-h buckets then costs per bucket two 1-h merges,
+ * at most three 10-min ones and a raw stretch of at most 5 minutes, the last two shared with the neighbouring
+ * bucket.
  *
  * Below the raw horizon (chunks dropped by retention or the disk budget) raw pieces are answered from the
  * finest retained tier instead: a tier bucket that straddles a request-bucket boundary is counted whole in the
@@ -46,7 +47,7 @@ export interface PlanStats {
   subtractedPieces: number;
   /** raw pieces in dirty windows summed from the fragments' columns, without merging the window */
   plainDirtyPieces: number;
-  /** request buckets answered by moving their boundaries to the finest tier's (SeriesReader.byBoundaries) */
+  /** request buckets answered by moving their boundaries to tier anchors (SeriesReader.byBoundaries) */
   boundaryBuckets: number;
 }
 
@@ -338,28 +339,12 @@ class SeriesReader {
     for (let ti = 1; ti <= this.top; ti++) {
       const finer = this.tiers[ti - 1] as TierSpec;
       const next = nearestMultiple(at, (this.tiers[ti] as TierSpec).bucketMs);
-      if (next !== at && !this.tierRun(finer, Math.min(at, next), Math.max(at, next), state, next < at ? 1 : -1)) return undefined;
+      if (next !== at && !this.tierBuckets(finer, Math.min(at, next), Math.max(at, next), state, next < at ? 1 : -1, true)) return undefined;
       at = next;
     }
     slot.anchor = at;
     slot.ok = true;
     return slot;
-  }
-
-  /** tierBuckets with a sign, declining (false) a bucket holding a non-finite double. */
-  private tierRun(tier: TierSpec, from: number, to: number, acc: BucketAgg, sign: 1 | -1): boolean {
-    for (let b = windowStart(from, tier.blockMs); b < to; b += tier.blockMs) {
-      const cb = this.block(tier, b);
-      const { starts } = cb.blk;
-      let i = seek(cb, tier.bucketMs, from);
-      for (; i < starts.length && (starts[i] as number) < to; i++) {
-        if (!subtractableBucket(cb.blk, i)) return false;
-        this.merge(cb.blk, i, acc, sign);
-        this.stats.rollupBuckets++;
-      }
-      cb.pos = i;
-    }
-    return true;
   }
 
   /**
@@ -424,7 +409,7 @@ class SeriesReader {
       return;
     }
     this.removeRaw(x, lo, acc);
-    if (lo < hi) this.tierBuckets(t0, lo, hi, acc, true);
+    if (lo < hi) this.tierBuckets(t0, lo, hi, acc, -1);
     this.removeRaw(hi, y, acc);
   }
 
@@ -691,18 +676,23 @@ class SeriesReader {
     }
   }
 
-  /** Merges the tier's buckets with start in [from, to) into `acc`, or with `remove`, takes them out (removeAgg). */
-  private tierBuckets(tier: TierSpec, from: number, to: number, acc: BucketAgg, remove = false): void {
+  /**
+   * Merges the tier's buckets with start in [from, to) into `acc` (sign 1), or takes them out (-1: removeAgg).
+   * With `finiteOnly`, stops at a bucket holding a non-finite double and returns false (`acc` then partial).
+   */
+  private tierBuckets(tier: TierSpec, from: number, to: number, acc: BucketAgg, sign: 1 | -1 = 1, finiteOnly = false): boolean {
     for (let b = windowStart(from, tier.blockMs); b < to; b += tier.blockMs) {
       const cb = this.block(tier, b);
       const { starts } = cb.blk;
       let i = seek(cb, tier.bucketMs, from);
       for (; i < starts.length && (starts[i] as number) < to; i++) {
-        this.merge(cb.blk, i, acc, remove ? -1 : 1);
+        if (finiteOnly && !subtractableBucket(cb.blk, i)) return false;
+        this.merge(cb.blk, i, acc, sign);
         this.stats.rollupBuckets++;
       }
       cb.pos = i;
     }
+    return true;
   }
 
   /** The tier's decoded block (one cached per tier), with the index after the last bucket merged from it. */

@@ -253,8 +253,8 @@ export const SUM_PARTIAL_0 = 7;
  * their counts and sums in flat columns. A month query visits two or three buckets in each of ~700 blocks it
  * has decoded before; reading a few numbers from a typed array, rather than chasing a bucket object and its
  * state across the heap, is what keeps those visits cheap. A bucket has a compact form when its long sum is a
- * safe integer, its double sum has at most SUM_MAX_PARTIALS partials, and it holds numbers only (no non-finite doubles,
- * booleans, strings or JSON); readers fall back to `buckets` for the others.
+ * safe integer, its double sum has at most SUM_MAX_PARTIALS partials, and it holds numbers only (no non-finite
+ * doubles, booleans, strings or JSON); readers fall back to `buckets` for the others.
  */
 export class DecodedBlock {
   /** bucket starts, ascending */

@@ -419,7 +419,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
     return cols;
   }
 
-  /** Accounted bytes of the decoded chunks and rollup blocks held for readers, against their budgets. */
+  /** Accounted bytes of the decoded chunks, head fragments and rollup blocks held for readers, and budgets. */
   readCacheUsage(): { chunkBytes: number; chunkBudget: number; fragmentBytes: number; fragmentBudget: number; rollupBytes: number } {
     return {
       chunkBytes: this.chunkCacheSize, chunkBudget: this.chunkCacheBytes,
