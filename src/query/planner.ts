@@ -25,7 +25,7 @@
  * request bucket holding its start (the documented edge approximation; README "Downsampling").
  */
 import type { TsKv } from '../model/kv.js';
-import { type HeadFragment, fragmentOf, windowKey, windowStart } from '../store/chunks.js';
+import { windowKey, windowStart } from '../store/chunks.js';
 import type { EntityIdx, KeyIdx } from '../store/codec.js';
 import { readOrderedI64 } from '../store/codec.js';
 import { BlockColumns } from '../store/gorilla.js';
@@ -120,8 +120,8 @@ class SeriesReader {
   private readonly corrections: Array<{ x: number; anchor: number; state: BucketAgg; ok: boolean } | undefined> = [];
   /** ascending starts of windows with head fragments in the query range */
   private readonly dirty: number[] = [];
-  /** the head fragments of each window of `dirty` (same index), as read once by the constructor */
-  private readonly dirtyFragments: HeadFragment[][] = [];
+  /** the head fragment keys of each window of `dirty` (same index), as read once by the constructor */
+  private readonly dirtyFragments: Buffer[][] = [];
   private dirtyPos = 0;
   private readonly blockCache: Array<CachedBlock | undefined> = [];
   /** the chunk window in `chunkCols` (NaN: none yet; `chunkCols` undefined: the window has no chunk) */
@@ -161,16 +161,15 @@ class SeriesReader {
       while (this.top + 1 < this.tiers.length && (this.tiers[this.top + 1] as TierSpec).bucketMs <= boundaryInterval) this.top++;
     }
     const lo = windowStart(startTs, this.W);
-    // One range read for the whole query: the head holds a few windows, and a range per window costs more than
-    // their bytes (lmdb-js cursor set-up).
-    for (const { key, value } of store.env.head.getRange({ start: windowKey(e, k, lo), end: windowKey(e, k, endTs) })) {
-      const f = fragmentOf(key as Buffer, value as Buffer);
-      const w = windowStart(f.firstTs, this.W);
+    // One range read of keys for the whole query: a range per window costs more than the head's few windows
+    // (lmdb-js cursor set-up), and values are read only for fragments not decoded yet (fragmentColumns).
+    for (const key of store.env.head.getKeys({ start: windowKey(e, k, lo), end: windowKey(e, k, endTs) })) {
+      const w = windowStart(readOrderedI64(key as Buffer, 8), this.W);
       if (this.dirty[this.dirty.length - 1] !== w) {
         this.dirty.push(w);
         this.dirtyFragments.push([]);
       }
-      (this.dirtyFragments[this.dirtyFragments.length - 1] as HeadFragment[]).push(f);
+      (this.dirtyFragments[this.dirtyFragments.length - 1] as Buffer[]).push(key as Buffer);
     }
   }
 
@@ -476,20 +475,24 @@ class SeriesReader {
    */
   private plainFragments(w: number): BlockColumns[] | undefined {
     if (this.fragmentCache?.w === w) return this.fragmentCache.cols;
-    const fragments = this.dirtyFragments[this.dirty.indexOf(w)] ?? [];
+    const keys = this.dirtyFragments[this.dirty.indexOf(w)] ?? [];
     let cols: BlockColumns[] | undefined;
     // 16-byte keys: single points from before fragments existed
-    if (this.chunk(w) === undefined && !fragments.some((f) => f.key.length === 16)) cols = this.columnsIfDisjoint(fragments);
+    if (this.chunk(w) === undefined && !keys.some((key) => key.length === 16)) cols = this.columnsIfDisjoint(keys);
     this.fragmentCache = { w, cols };
     return cols;
   }
 
-  /** The fragments (ascending by first ts) decoded, when each starts after the previous one ends; else undefined. */
-  private columnsIfDisjoint(fragments: readonly HeadFragment[]): BlockColumns[] | undefined {
+  /**
+   * The fragments (keys ascending by first ts) decoded, when each starts after the previous one ends; else (or
+   * when one is gone: compacted since the constructor read the keys) undefined.
+   */
+  private columnsIfDisjoint(keys: readonly Buffer[]): BlockColumns[] | undefined {
     const cols: BlockColumns[] = [];
     let prevLast = -Infinity;
-    for (const f of fragments) {
-      const c = this.store.fragmentColumns(f);
+    for (const key of keys) {
+      const c = this.store.fragmentColumns(key);
+      if (c === undefined) return undefined;
       if (c.count === 0) continue;
       if (c.tsAt(0) <= prevLast) return undefined;
       prevLast = c.tsAt(c.count - 1);

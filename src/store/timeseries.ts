@@ -20,7 +20,7 @@ import type { TsRecord } from '../ingest/payload.js';
 import { SeriesColumn, TelemetryBatch } from '../model/batch.js';
 import type { EntityIdx, KeyIdx } from './codec.js';
 import { decodeStamped, encodeStamped, entityPrefix, prefixEnd, readOrderedI64, seriesKey } from './codec.js';
-import { type HeadFragment, type WindowPoints, fragKey, fragmentPoints, headFragments, mergeWindow, seriesPoints, seriesWindows, windowKey, windowStart } from './chunks.js';
+import { type WindowPoints, fragKey, fragmentPoints, headFragments, mergeWindow, seriesPoints, seriesWindows, windowKey, windowStart } from './chunks.js';
 import type { Dictionary } from './dict.js';
 import type { StoreEnv } from './env.js';
 import { ByteLru } from './lru.js';
@@ -105,6 +105,18 @@ export interface CompactionCounters {
  */
 const DECODED_CHUNK_BYTES = 512;
 const DECODED_POINT_BYTES = 16;
+
+/**
+ * The value under `key` in a buffer of its own and of exactly its size, for a cache to keep: lmdb-js'
+ * getBinaryFast hands out its shared read buffer, and getBinary's copies hold ~4 KB each.
+ */
+function readOwnCopy(db: StoreEnv['head'], key: Buffer): Buffer | undefined {
+  const fast = db.getBinaryFast(key);
+  if (fast === undefined) return undefined;
+  const own = Buffer.allocUnsafeSlow(fast.length);
+  own.set(new Uint8Array(fast.buffer, fast.byteOffset, fast.length));
+  return own;
+}
 
 /** One series' decoded chunks by window start; null: the window has no chunk. */
 export type SeriesChunks = Map<number, BlockColumns | null>;
@@ -378,14 +390,8 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
   chunkColumns(e: EntityIdx, k: KeyIdx, w: number, chunks: SeriesChunks = this.seriesChunks(e, k)): BlockColumns | undefined {
     const hit = chunks.get(w);
     if (hit !== undefined) return hit ?? undefined;
-    // lmdb-js' shared read buffer, copied into one of exactly its size: getBinary's copies hold ~4 KB each
-    const fast = this.env.chunks.getBinaryFast(windowKey(e, k, w));
-    let cols: BlockColumns | null = null;
-    if (fast !== undefined) {
-      const own = Buffer.allocUnsafeSlow(fast.length);
-      own.set(new Uint8Array(fast.buffer, fast.byteOffset, fast.length));
-      cols = new BlockColumns().load(own);
-    }
+    const block = readOwnCopy(this.env.chunks, windowKey(e, k, w));
+    const cols = block === undefined ? null : new BlockColumns().load(block);
     if (this.cacheHolds > 0) return cols ?? undefined;
     chunks.set(w, cols);
     // a reader's map dropped by clearReadCaches() mid-query is no longer the cache's: not counted
@@ -405,15 +411,16 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
   }
 
   /**
-   * Head fragment `f` (24-byte key: a point block) decoded, values included: shared with other readers through
-   * the fragment cache, so callers must not load another block into it.
+   * The head fragment under `key` (24 bytes: a point block) decoded, values included, or undefined when it is
+   * gone. Shared with other readers through the fragment cache, so callers must not load another block into it.
    */
-  fragmentColumns(f: HeadFragment): BlockColumns {
-    const id = f.key.toString('latin1');
+  fragmentColumns(key: Buffer): BlockColumns | undefined {
+    const id = key.toString('latin1');
     const hit = this.fragmentCache.get(id);
     if (hit !== undefined) return hit;
-    // its own copy, of exactly its size: a range's value may be a view into a larger buffer
-    const cols = new BlockColumns().load(Buffer.from(f.value));
+    const block = readOwnCopy(this.env.head, key);
+    if (block === undefined) return undefined;
+    const cols = new BlockColumns().load(block);
     cols.intsUpTo(cols.count);
     if (this.cacheHolds === 0) this.fragmentCache.add(id, cols);
     return cols;
