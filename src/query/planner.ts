@@ -277,6 +277,8 @@ class SeriesReader {
     let c = fromAnchor;
     const B = to.anchor;
     if (c < B && this.anyDirty(c, B)) return false;
+    // aggregate()'s tier loop without its horizon and dirty-window cuts (checked above): a shared helper with
+    // them measured 5-12% slower on the month query
     while (c < B) {
       let ti = this.tiers.length - 1;
       // the anchors are multiples of tier `top`, so some tier fits
