@@ -38,6 +38,7 @@ export const ERRORS = {
   INTERNAL: { status: 500, tbCode: TB.GENERAL, message: 'Internal server error' },
   CONFIG_INVALID: { status: 500, tbCode: TB.GENERAL, message: 'Invalid configuration' },
   STORE_FAILED: { status: 500, tbCode: TB.GENERAL, message: 'Storage failure' },
+  STORE_FULL: { status: 507, tbCode: TB.GENERAL, message: 'Storage is full' },
 } as const satisfies Record<string, CatalogueEntry>;
 
 export type ErrorCode = keyof typeof ERRORS;

@@ -39,7 +39,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   for (const f of config.tls.cert ? [config.tls.cert, config.tls.key] : []) {
     if (!existsSync(f)) throw new OutpostError('CONFIG_INVALID', `TLS file not found: ${f}`);
   }
-  const env = openStoreEnv({ dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes });
+  const env = openStoreEnv({ dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes, onCommitFailure: commitFailureLog(log) });
   const entities = new EntityStore(env);
   const { created } = await entities.ensureTenant();
   if (created) {
@@ -118,10 +118,31 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   };
 }
 
+/** the least time between two log lines about failed commits: a full disk fails every write, and logs share it */
+const COMMIT_FAILURE_LOG_MS = 60_000;
+
+/** Logs failed commits, the first at once and then at most one line a minute with how many failed meanwhile. */
+function commitFailureLog(log: Logger): (err: OutpostError) => void {
+  let lastAt = -Infinity;
+  let missed = 0;
+  return (err) => {
+    const now = Date.now();
+    if (now - lastAt < COMMIT_FAILURE_LOG_MS) {
+      missed++;
+      return;
+    }
+    const cause = err.cause instanceof Error ? err.cause.message : String(err.cause);
+    log.error(`store write failed (${err.code}): ${cause}${missed > 0 ? `; ${missed} more since the last report` : ''}`);
+    lastAt = now;
+    missed = 0;
+  };
+}
+
 /**
  * The store's disk budget in bytes (0 = none). `downsample.maxDiskBytes: 0` means automatic: 80% of what the
  * filesystem can give the store now (its current size + the space free to this user), so a gateway whose SD card
- * is shared with logs and the OS never fills it; the budget is fixed at start, not re-read.
+ * is shared with logs and the OS never fills it; the budget is fixed at start, not re-read. Should the disk
+ * still fill (other files grow), writes answer 507 STORE_FULL and nothing is kept.
  */
 export function diskBudget(config: Readonly<Config>): number {
   const b = config.downsample.maxDiskBytes;

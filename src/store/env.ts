@@ -55,7 +55,99 @@ export interface OpenOptions {
   readonly dataDir: string;
   readonly mapSizeBytes: number;
   readonly readOnly?: boolean;
+  /** told of every failed commit (once per transaction), with the error its writes were rejected with */
+  readonly onCommitFailure?: (err: OutpostError) => void;
 }
+
+/** errno / LMDB codes meaning "the store cannot grow": ENOSPC, EFBIG, EDQUOT, MDB_MAP_FULL */
+const STORE_FULL_CODES: ReadonlySet<number> = new Set([28, 27, 122, -30792]);
+/** how long a failed write waits for lmdb-js to name the cause before it is reported without one */
+const CAUSE_WAIT_MS = 1000;
+
+/**
+ * The error a failed commit's writes are rejected with. lmdb-js rejects each of them with a generic "Commit
+ * failed" whose cause is a second promise (`err.commitError`); that one is handled here, which also keeps it
+ * from ending the process as an unhandled rejection (kriszyp/lmdb-js#368: a full disk would otherwise crash
+ * the daemon at its first write). Anything else (an exception in a transaction callback) passes unchanged.
+ */
+async function commitFailure(err: unknown): Promise<unknown> {
+  const pending = (err as { commitError?: unknown } | null)?.commitError;
+  if (!(pending instanceof Promise)) return err;
+  let timer: NodeJS.Timeout | undefined;
+  const cause = await Promise.race([
+    pending.then(() => undefined, (e: unknown) => e),
+    new Promise<void>((resolve) => { timer = setTimeout(resolve, CAUSE_WAIT_MS); }),
+  ]);
+  clearTimeout(timer);
+  const code = (cause as { code?: unknown } | undefined)?.code;
+  const full = typeof code === 'number' && STORE_FULL_CODES.has(code);
+  // the cause is lmdb-js' own error, the same object for every write of the transaction
+  return new OutpostError(full ? 'STORE_FULL' : 'STORE_FAILED', undefined, { cause: cause ?? err });
+}
+
+/**
+ * lmdb-js also rejects a promise of its own for each failed event-turn batch, which nothing can reach: the
+ * one it makes for the batch's start instruction. Its error is the same "Commit failed", with `commitError`.
+ * Those two are dropped here (the writes' own promises, guarded below, carry the failure to their callers);
+ * any other unhandled rejection is thrown on, so it ends the process as it would without this listener.
+ */
+let rejectionGuardInstalled = false;
+function installRejectionGuard(): void {
+  if (rejectionGuardInstalled) return;
+  rejectionGuardInstalled = true;
+  process.on('unhandledRejection', (reason: unknown) => {
+    const pending = (reason as { commitError?: unknown } | null)?.commitError;
+    if (reason instanceof Error && pending instanceof Promise) {
+      pending.catch(() => undefined);
+      return;
+    }
+    throw reason;
+  });
+}
+
+type Writer = (...args: never[]) => Promise<unknown>;
+
+/** What the guarded writes report: every failed commit, and whether the latest one failed. */
+interface CommitWatch {
+  /** the latest commit failed: lmdb-js then waits for its flush forever (`flushed`, `close`) */
+  lastFailed: boolean;
+  failed(err: OutpostError): void;
+}
+
+/**
+ * Wraps `db`'s write methods so their promises reject with commitFailure's error and never go unhandled: a
+ * `void` put in a failed transaction must not end the process, and whoever awaits the transaction learns
+ * what failed. lmdb-js hands every write of one transaction the same promise, so each transaction's is
+ * wrapped once; the resolved promises of writes inside a transaction callback pass through as they are.
+ */
+function guardWrites(db: object, methods: readonly string[], watch: CommitWatch): void {
+  let lastIn: Promise<unknown> | undefined;
+  let lastOut: Promise<unknown> | undefined;
+  const guard = (p: Promise<unknown>): Promise<unknown> => {
+    if (p === lastIn) return lastOut as Promise<unknown>;
+    if ((p as { isSync?: boolean }).isSync === true) return p;
+    const out = p.then((v) => {
+      watch.lastFailed = false;
+      return v;
+    }, async (err: unknown) => {
+      const failure = await commitFailure(err);
+      if (failure instanceof OutpostError) watch.failed(failure);
+      throw failure;
+    });
+    out.catch(() => undefined);
+    lastIn = p;
+    lastOut = out;
+    return out;
+  };
+  const target = db as Record<string, Writer>;
+  for (const name of methods) {
+    const write = (target[name] as Writer).bind(db);
+    target[name] = ((...args: never[]) => guard(write(...args))) as Writer;
+  }
+}
+
+/** how long closing waits for lmdb-js after a failed commit (see CommitWatch.lastFailed) */
+const CLOSE_AFTER_FAILURE_MS = 2000;
 
 export function openStoreEnv(opts: OpenOptions): StoreEnv {
   let root: RootDatabase;
@@ -72,8 +164,25 @@ export function openStoreEnv(opts: OpenOptions): StoreEnv {
   } catch (err) {
     throw new OutpostError('STORE_FAILED', `opening store at ${opts.dataDir}: ${(err as Error).message}`, { cause: err });
   }
-  const obj = <V>(name: string): ObjectDb<V> => root.openDB<V, string | number | Array<string | number>>({ name, encoding: 'msgpack' });
-  const bin = (name: string): BinaryDb => root.openDB<Buffer, Buffer>({ name, encoding: 'binary', keyEncoding: 'binary' });
+  if (!opts.readOnly) installRejectionGuard();
+  // One failure reaches onCommitFailure once, however many databases its transaction wrote.
+  let reported: unknown;
+  const watch: CommitWatch = {
+    lastFailed: false,
+    failed(err) {
+      watch.lastFailed = true;
+      if (err.cause === reported) return;
+      reported = err.cause;
+      opts.onCommitFailure?.(err);
+    },
+  };
+  const guarded = <D extends object>(db: D): D => {
+    if (!opts.readOnly) guardWrites(db, ['put', 'remove'], watch);
+    return db;
+  };
+  if (!opts.readOnly) guardWrites(root, ['transaction'], watch);
+  const obj = <V>(name: string): ObjectDb<V> => guarded(root.openDB<V, string | number | Array<string | number>>({ name, encoding: 'msgpack' }));
+  const bin = (name: string): BinaryDb => guarded(root.openDB<Buffer, Buffer>({ name, encoding: 'binary', keyEncoding: 'binary' }));
 
   const env: StoreEnv = {
     root,
@@ -90,8 +199,14 @@ export function openStoreEnv(opts: OpenOptions): StoreEnv {
     rollups: bin('rollups'),
     chunks: bin('chunks'),
     outbox: obj('outbox'),
-    flushed: () => Promise.resolve(root.flushed).then(() => undefined),
-    close: () => root.close(),
+    // After a failed commit nothing of it is left to flush, and what was acknowledged before it was flushed then.
+    flushed: () => (watch.lastFailed ? Promise.resolve() : Promise.resolve(root.flushed).then(() => undefined)),
+    close: () => {
+      if (!watch.lastFailed) return root.close();
+      let timer: NodeJS.Timeout | undefined;
+      return Promise.race([root.close(), new Promise<void>((resolve) => { timer = setTimeout(resolve, CLOSE_AFTER_FAILURE_MS); })])
+        .finally(() => clearTimeout(timer));
+    },
   };
   if (!opts.readOnly) {
     const v = env.meta.get('schemaVersion');

@@ -323,7 +323,21 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
       this.committing = false;
       if (this.settlePending !== undefined) this.flushPending();
     };
-    last.then(next, next);
+    last.then(next, () => {
+      this.forgetUncommitted();
+      next();
+    });
+  }
+
+  /**
+   * After a batch failed to commit (a full disk): what this store believed of it in memory goes. The newest ts
+   * per series and overall are read again from `latest`, and the next batch reserves seqs again, since the
+   * failed one may have held the reservation that the seqs handed out since rely on.
+   */
+  private forgetUncommitted(): void {
+    this.latestTs.clear();
+    this.newest = undefined;
+    this.seqReserved = this.seq;
   }
 
   latest(entityId: string, keys?: readonly string[]): Map<string, TsKv> {
