@@ -141,14 +141,16 @@ function commitFailureLog(log: Logger): (err: OutpostError) => void {
 /**
  * The store's disk budget in bytes (0 = none). `downsample.maxDiskBytes: 0` means automatic: 80% of what the
  * filesystem can give the store now (its current size + the space free to this user), so a gateway whose SD card
- * is shared with logs and the OS never fills it; the budget is fixed at start, not re-read. Should the disk
- * still fill (other files grow), writes answer 507 STORE_FULL and nothing is kept.
+ * is shared with logs and the OS never fills it; the budget is fixed at start, not re-read. Either way at most
+ * the map size. Should the disk still fill (other files grow), writes answer 507 STORE_FULL and nothing is kept.
  */
 export function diskBudget(config: Readonly<Config>): number {
   const b = config.downsample.maxDiskBytes;
-  if (b !== 0) return Math.max(0, b);
+  if (b === -1) return 0;
+  if (b > 0) return Math.min(b, config.store.mapSizeBytes);
   let storeBytes = 0;
   try { storeBytes = statSync(join(config.dataDir, 'outpost.mdb')).size; } catch { /* first start */ }
   const fsStat = statfsSync(config.dataDir);
-  return Math.floor(0.8 * (storeBytes + fsStat.bavail * fsStat.bsize));
+  // A 32-bit build maps 1 GiB: there the map, not the SD card, is what fills first.
+  return Math.floor(Math.min(0.8 * (storeBytes + fsStat.bavail * fsStat.bsize), config.store.mapSizeBytes));
 }

@@ -58,7 +58,7 @@ export const DEFAULTS = {
     /**
      * bytes; live LMDB pages above 90% of this drop the oldest raw chunks (rollups stay). 0 = automatic: 80% of
      * what the data dir's filesystem can hold for the store at start (store size + free space), so an SD card
-     * never fills; -1 = no budget.
+     * never fills; -1 = no budget. Never more than store.mapSizeBytes (a 32-bit build maps 1 GiB).
      */
     maxDiskBytes: 0,
     /** ms; time one background step (compaction, retention) may run before yielding the event loop. */
