@@ -3,7 +3,8 @@
  * user's copies) still can. Then every write answers 507 STORE_FULL with nothing of it stored, the daemon keeps
  * running and says so in its log (not once per request), writes succeed again once space is freed, and nothing
  * acknowledged is lost across a restart: not a key first seen while the disk was full, not a `latest` value
- * older than a point that failed. Runs on a 16 MiB tmpfs, so it needs root (skipped otherwise).
+ * older than a point that failed. Background compaction backs off meanwhile. Runs on a 16 MiB tmpfs, so it
+ * needs root (skipped otherwise).
  */
 import { execFileSync } from 'node:child_process';
 import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, rmdirSync, writeSync } from 'node:fs';
@@ -85,6 +86,11 @@ t.test('writes on a full disk answer 507 and store nothing; the daemon stays up 
   t.equal(gw.proc.exitCode, null, 'the daemon is still running');
   const reports = gw.logs.filter((l) => /store write failed \(STORE_FULL\)/.test(l));
   t.equal(reports.length, 1, `one log line for the burst of failures, not one per request:\n${reports.join('\n')}`);
+  // The writes went quiet, so compaction runs, and fails: it retries ever later (1, 2, 4, ... s) and logs
+  // the 1st, 2nd, 4th, ... failure in a row (one line a second otherwise).
+  await new Promise((r) => setTimeout(r, 6000));
+  const stepFailures = gw.logs.filter((l) => /downsampling step failed \(\d+ in a row\): Storage is full/.test(l));
+  t.ok(stepFailures.length >= 1 && stepFailures.length <= 3, `compaction failed and backed off:\n${stepFailures.join('\n')}`);
 
   rmSync(junk);
   // After the failure: the key it first brought, and `a` at a ts newer than every acknowledged point but older

@@ -97,6 +97,16 @@ export function liveBytes(env: StoreEnv): number {
   return pages * pageSize;
 }
 
+/** the longest pause between two attempts after failed steps */
+const MAX_RETRY_MS = 60_000;
+
+/** An error for the log: its message, and its cause's (a store failure's cause says what the disk said). */
+function describe(err: unknown): string {
+  const e = err as { message?: unknown; cause?: { message?: unknown } } | null;
+  const cause = e?.cause?.message;
+  return `${String(e?.message ?? err)}${typeof cause === 'string' ? `: ${cause}` : ''}`;
+}
+
 /** O(1): the database's entry count from its MDB_stat. */
 function entryCount(db: BinaryDb): number {
   return (db.getStats() as { entryCount: number }).entryCount;
@@ -164,6 +174,7 @@ export class DownsampleEngine {
 
   private async run(): Promise<void> {
     let lastStepAt = 0;
+    let failures = 0;
     while (!this.stopped) {
       // Foreground first: while writes keep arriving, a step waits for a quiet moment (no write for QUIET_MS),
       // but never longer than MAX_DEFER_MS after the previous step, so a backlog still drains under load.
@@ -177,8 +188,16 @@ export class DownsampleEngine {
       const stepStart = performance.now();
       try {
         more = await this.step();
+        failures = 0;
       } catch (err) {
-        this.onError(`downsampling step failed: ${(err as Error).message}`);
+        // A full disk fails every step until space is freed: retry ever later (up to a minute) and say so at
+        // the 1st, 2nd, 4th, 8th, ... failure in a row, not once a second into logs that share the disk.
+        failures++;
+        if ((failures & (failures - 1)) === 0) this.onError(`downsampling step failed (${failures} in a row): ${describe(err)}`);
+        lastStepAt = performance.now();
+        if (this.stopped) break;
+        await this.pause(Math.min(this.opts.sweepIntervalMs * 2 ** Math.min(failures, 16), MAX_RETRY_MS));
+        continue;
       }
       lastStepAt = performance.now();
       if (this.stopped) break;
