@@ -63,6 +63,13 @@ export function errorBody(err: OutpostError, now: number = Date.now()): string {
   return JSON.stringify({ status: err.status, message: err.message, errorCode: err.tbCode, timestamp: now });
 }
 
+/** An error for the log: its message, then its cause's (a store failure's cause says what the disk said). */
+export function describeError(err: unknown): string {
+  const e = err as { message?: unknown; cause?: { message?: unknown } } | null;
+  const cause = e?.cause?.message;
+  return `${String(e?.message ?? err)}${typeof cause === 'string' ? `: ${cause}` : ''}`;
+}
+
 export function asOutpostError(err: unknown): OutpostError {
   if (err instanceof OutpostError) return err;
   return new OutpostError('INTERNAL', undefined, { cause: err });

@@ -16,7 +16,7 @@ import { AuthService } from './auth/index.js';
 import { EventBus } from './bus/index.js';
 import type { Config } from './config/index.js';
 import { type Logger, type Services, makeLogger } from './context.js';
-import { OutpostError } from './errors.js';
+import { OutpostError, describeError } from './errors.js';
 import { HttpRouter } from './http/adapter.js';
 import { TelemetryIngest } from './ingest/service.js';
 import { Dictionary } from './store/dict.js';
@@ -131,8 +131,7 @@ function commitFailureLog(log: Logger): (err: OutpostError) => void {
       missed++;
       return;
     }
-    const cause = err.cause instanceof Error ? err.cause.message : String(err.cause);
-    log.error(`store write failed (${err.code}): ${cause}${missed > 0 ? `; ${missed} more since the last report` : ''}`);
+    log.error(`store write failed (${err.code}): ${describeError(err)}${missed > 0 ? `; ${missed} more since the last report` : ''}`);
     lastAt = now;
     missed = 0;
   };

@@ -17,6 +17,7 @@
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { describeError } from '../errors.js';
 import { prefixEnd, readOrderedI64 } from './codec.js';
 import { windowStart } from './chunks.js';
 import type { BinaryDb, StoreEnv } from './env.js';
@@ -100,13 +101,6 @@ export function liveBytes(env: StoreEnv): number {
 /** the longest pause between two attempts after failed steps */
 const MAX_RETRY_MS = 60_000;
 
-/** An error for the log: its message, and its cause's (a store failure's cause says what the disk said). */
-function describe(err: unknown): string {
-  const e = err as { message?: unknown; cause?: { message?: unknown } } | null;
-  const cause = e?.cause?.message;
-  return `${String(e?.message ?? err)}${typeof cause === 'string' ? `: ${cause}` : ''}`;
-}
-
 /** O(1): the database's entry count from its MDB_stat. */
 function entryCount(db: BinaryDb): number {
   return (db.getStats() as { entryCount: number }).entryCount;
@@ -185,6 +179,7 @@ export class DownsampleEngine {
         continue;
       }
       let more = false;
+      let failed = false;
       const stepStart = performance.now();
       try {
         more = await this.step();
@@ -192,15 +187,16 @@ export class DownsampleEngine {
       } catch (err) {
         // A full disk fails every step until space is freed: retry ever later (up to a minute) and say so at
         // the 1st, 2nd, 4th, 8th, ... failure in a row, not once a second into logs that share the disk.
+        failed = true;
         failures++;
-        if ((failures & (failures - 1)) === 0) this.onError(`downsampling step failed (${failures} in a row): ${describe(err)}`);
-        lastStepAt = performance.now();
-        if (this.stopped) break;
-        await this.pause(Math.min(this.opts.sweepIntervalMs * 2 ** Math.min(failures, 16), MAX_RETRY_MS));
-        continue;
+        if ((failures & (failures - 1)) === 0) this.onError(`downsampling step failed (${failures} in a row): ${describeError(err)}`);
       }
       lastStepAt = performance.now();
       if (this.stopped) break;
+      if (failed) {
+        await this.pause(Math.min(this.opts.sweepIntervalMs * 2 ** Math.min(failures, 16), MAX_RETRY_MS));
+        continue;
+      }
       // Duty cycle while a backlog drains: under foreground writes a step's wall time (callback and commit) is
       // at most BUSY_SHARE of the time; otherwise pause about as long as the step took. When nothing is due,
       // sleep until the next sweep.
