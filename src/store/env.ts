@@ -7,8 +7,9 @@
  * by the daemon alone.
  */
 import { mkdirSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { join } from 'node:path';
-import { type Database, type RootDatabase, open } from 'lmdb';
+import { type Database, type RootDatabase, open as openLmdb } from 'lmdb';
 import { OutpostError } from '../errors.js';
 
 export const SCHEMA_VERSION = 1;
@@ -112,6 +113,8 @@ interface CommitWatch {
   /** the latest commit failed: lmdb-js then waits for its flush forever (`flushed`, `close`) */
   lastFailed: boolean;
   failed(err: OutpostError): void;
+  /** resolves at the next failed commit */
+  nextFailure(): Promise<void>;
 }
 
 /**
@@ -149,12 +152,22 @@ function guardWrites(db: object, methods: readonly string[], watch: CommitWatch)
 /** how long closing waits for lmdb-js after a failed commit (see CommitWatch.lastFailed) */
 const CLOSE_AFTER_FAILURE_MS = 2000;
 
+async function syncFile(path: string): Promise<void> {
+  const file = await open(path, 'r');
+  try {
+    await file.datasync();
+  } finally {
+    await file.close();
+  }
+}
+
 export function openStoreEnv(opts: OpenOptions): StoreEnv {
   let root: RootDatabase;
+  const dataFile = join(opts.dataDir, 'outpost.mdb');
   try {
     mkdirSync(opts.dataDir, { recursive: true });
-    root = open({
-      path: join(opts.dataDir, 'outpost.mdb'),
+    root = openLmdb({
+      path: dataFile,
       mapSize: opts.mapSizeBytes,
       // Commit returns before fsync; durability is awaited explicitly through `flushed` (CONTRACT §4).
       overlappingSync: true,
@@ -167,13 +180,24 @@ export function openStoreEnv(opts: OpenOptions): StoreEnv {
   if (!opts.readOnly) installRejectionGuard();
   // One failure reaches onCommitFailure once, however many databases its transaction wrote.
   let reported: unknown;
+  let failure: { promise: Promise<void>; resolve: () => void } | undefined;
   const watch: CommitWatch = {
     lastFailed: false,
     failed(err) {
       watch.lastFailed = true;
+      failure?.resolve();
+      failure = undefined;
       if (err.cause === reported) return;
       reported = err.cause;
       opts.onCommitFailure?.(err);
+    },
+    nextFailure() {
+      if (failure === undefined) {
+        let resolve = (): void => undefined;
+        const promise = new Promise<void>((r) => { resolve = r; });
+        failure = { promise, resolve };
+      }
+      return failure.promise;
     },
   };
   const guarded = <D extends object>(db: D): D => {
@@ -199,8 +223,15 @@ export function openStoreEnv(opts: OpenOptions): StoreEnv {
     rollups: bin('rollups'),
     chunks: bin('chunks'),
     outbox: obj('outbox'),
-    // After a failed commit nothing of it is left to flush, and what was acknowledged before it was flushed then.
-    flushed: () => (watch.lastFailed ? Promise.resolve() : Promise.resolve(root.flushed).then(() => undefined)),
+    // lmdb-js waits on the flush of the latest transaction, which never comes when that one failed. A failed
+    // transaction wrote nothing, so after a failure, already seen or still to come, one fdatasync of the file
+    // of our own covers every transaction committed before it.
+    flushed: () => (watch.lastFailed
+      ? syncFile(dataFile)
+      : Promise.race([
+        new Promise<void>((resolve, reject) => { root.flushed.then(() => resolve(), reject); }),
+        watch.nextFailure().then(() => syncFile(dataFile)),
+      ])),
     close: () => {
       if (!watch.lastFailed) return root.close();
       let timer: NodeJS.Timeout | undefined;
