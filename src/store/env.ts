@@ -113,8 +113,8 @@ interface CommitWatch {
   /** the latest commit failed: lmdb-js then waits for its flush forever (`flushed`, `close`) */
   lastFailed: boolean;
   failed(err: OutpostError): void;
-  /** resolves at the next failed commit */
-  nextFailure(): Promise<void>;
+  /** calls `cb` at the next failed commit, unless the returned function is called first */
+  onNextFailure(cb: () => void): () => void;
 }
 
 /**
@@ -180,24 +180,22 @@ export function openStoreEnv(opts: OpenOptions): StoreEnv {
   if (!opts.readOnly) installRejectionGuard();
   // One failure reaches onCommitFailure once, however many databases its transaction wrote.
   let reported: unknown;
-  let failure: { promise: Promise<void>; resolve: () => void } | undefined;
+  // bounded by the flushed() calls still waiting: each removes itself when its flush comes
+  const failureWaiters = new Set<() => void>();
   const watch: CommitWatch = {
     lastFailed: false,
     failed(err) {
       watch.lastFailed = true;
-      failure?.resolve();
-      failure = undefined;
+      const waiters = [...failureWaiters];
+      failureWaiters.clear();
+      for (const cb of waiters) cb();
       if (err.cause === reported) return;
       reported = err.cause;
       opts.onCommitFailure?.(err);
     },
-    nextFailure() {
-      if (failure === undefined) {
-        let resolve = (): void => undefined;
-        const promise = new Promise<void>((r) => { resolve = r; });
-        failure = { promise, resolve };
-      }
-      return failure.promise;
+    onNextFailure(cb) {
+      failureWaiters.add(cb);
+      return () => { failureWaiters.delete(cb); };
     },
   };
   const guarded = <D extends object>(db: D): D => {
@@ -226,12 +224,13 @@ export function openStoreEnv(opts: OpenOptions): StoreEnv {
     // lmdb-js waits on the flush of the latest transaction, which never comes when that one failed. A failed
     // transaction wrote nothing, so after a failure, already seen or still to come, one fdatasync of the file
     // of our own covers every transaction committed before it.
-    flushed: () => (watch.lastFailed
-      ? syncFile(dataFile)
-      : Promise.race([
-        new Promise<void>((resolve, reject) => { root.flushed.then(() => resolve(), reject); }),
-        watch.nextFailure().then(() => syncFile(dataFile)),
-      ])),
+    flushed: () => {
+      if (watch.lastFailed) return syncFile(dataFile);
+      return new Promise<void>((resolve, reject) => {
+        const forget = watch.onNextFailure(() => { syncFile(dataFile).then(resolve, reject); });
+        root.flushed.then(() => { forget(); resolve(); }, (err: unknown) => { forget(); reject(err); });
+      });
+    },
     close: () => {
       if (!watch.lastFailed) return root.close();
       let timer: NodeJS.Timeout | undefined;
