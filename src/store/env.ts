@@ -6,7 +6,7 @@
  * that safe). The CLI only writes entities, users and credentials; interned ids and timeseries are written
  * by the daemon alone.
  */
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, statfsSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type Database, type RootDatabase, open as openLmdb } from 'lmdb';
@@ -56,8 +56,61 @@ export interface OpenOptions {
   readonly dataDir: string;
   readonly mapSizeBytes: number;
   readonly readOnly?: boolean;
-  /** told of every failed commit (once per transaction), with the error its writes were rejected with */
+  /**
+   * told of every failed commit (once per transaction) and every turn's writes refused for want of space (see
+   * minFreeBytes), with the error the writes were rejected with
+   */
   readonly onCommitFailure?: (err: OutpostError) => void;
+  /**
+   * bytes; writes are refused (STORE_FULL) while the data dir's filesystem has less free than this, before
+   * lmdb-js sees them. Default: 10% of the filesystem, at most 32 MiB.
+   */
+  readonly minFreeBytes?: number;
+}
+
+/** how often the free space of the data dir's filesystem is read */
+const FREE_SPACE_CHECK_MS = 1000;
+const MAX_MIN_FREE_BYTES = 32 * 1024 * 1024;
+
+interface SpaceCheck {
+  readonly low: boolean;
+  stop(): void;
+}
+
+const NO_SPACE_CHECK: SpaceCheck = { low: false, stop: () => undefined };
+
+/**
+ * Whether the data dir's filesystem is below its reserve. Read on a timer, not per write, so every write of
+ * one event-loop turn (one transaction) gets the same answer: a batch is refused whole or not at all.
+ */
+class FreeSpace implements SpaceCheck {
+  low = false;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(private readonly dir: string, private readonly minFree: number) {
+    this.check();
+    this.timer = setInterval(() => this.check(), FREE_SPACE_CHECK_MS);
+    this.timer.unref();
+  }
+
+  private check(): void {
+    try {
+      const fs = statfsSync(this.dir);
+      this.low = fs.bavail * fs.bsize < this.minFree;
+    } catch {
+      // an unreadable statfs says nothing about space: lmdb-js' own errors still apply
+      this.low = false;
+    }
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+}
+
+function defaultMinFree(dir: string): number {
+  const fs = statfsSync(dir);
+  return Math.min(MAX_MIN_FREE_BYTES, Math.floor(0.1 * fs.blocks * fs.bsize));
 }
 
 /** errno / LMDB codes meaning "the store cannot grow": ENOSPC, EFBIG, EDQUOT, MDB_MAP_FULL */
@@ -112,7 +165,11 @@ type Writer = (...args: never[]) => Promise<unknown>;
 interface CommitWatch {
   /** the latest commit failed: lmdb-js then waits for its flush forever (`flushed`, `close`) */
   lastFailed: boolean;
+  /** writes are refused before lmdb-js sees them (the filesystem is below its reserve) */
+  readonly space: SpaceCheck;
   failed(err: OutpostError): void;
+  /** the error for writes refused for want of space, one per event-loop turn, reported once: lmdb-js never sees them */
+  refusal(): OutpostError;
   /** calls `cb` at the next failed commit, unless the returned function is called first */
   onNextFailure(cb: () => void): () => void;
 }
@@ -122,10 +179,18 @@ interface CommitWatch {
  * `void` put in a failed transaction must not end the process, and whoever awaits the transaction learns
  * what failed. lmdb-js hands every write of one transaction the same promise, so each transaction's is
  * wrapped once; the resolved promises of writes inside a transaction callback pass through as they are.
+ * While the filesystem is below its reserve, writes are refused here: lmdb-js' native code, once a commit
+ * failed on a full disk, has been seen to corrupt its heap (glibc aborts the process later, at exit or
+ * sooner), so it is kept from running into the full disk at all where we can see it coming.
  */
 function guardWrites(db: object, methods: readonly string[], watch: CommitWatch): void {
   let lastIn: Promise<unknown> | undefined;
   let lastOut: Promise<unknown> | undefined;
+  const refuse = (): Promise<unknown> => {
+    const p = Promise.reject(watch.refusal());
+    p.catch(() => undefined);
+    return p;
+  };
   const guard = (p: Promise<unknown>): Promise<unknown> => {
     if (p === lastIn) return lastOut as Promise<unknown>;
     if ((p as { isSync?: boolean }).isSync === true) return p;
@@ -145,7 +210,7 @@ function guardWrites(db: object, methods: readonly string[], watch: CommitWatch)
   const target = db as Record<string, Writer>;
   for (const name of methods) {
     const write = (target[name] as Writer).bind(db);
-    target[name] = ((...args: never[]) => guard(write(...args))) as Writer;
+    target[name] = ((...args: never[]) => (watch.space.low ? refuse() : guard(write(...args)))) as Writer;
   }
 }
 
@@ -182,8 +247,18 @@ export function openStoreEnv(opts: OpenOptions): StoreEnv {
   let reported: unknown;
   // bounded by the flushed() calls still waiting: each removes itself when its flush comes
   const failureWaiters = new Set<() => void>();
+  let refusal: OutpostError | undefined;
   const watch: CommitWatch = {
     lastFailed: false,
+    space: opts.readOnly ? NO_SPACE_CHECK : new FreeSpace(opts.dataDir, opts.minFreeBytes ?? defaultMinFree(opts.dataDir)),
+    refusal() {
+      if (refusal === undefined) {
+        refusal = new OutpostError('STORE_FULL', undefined, { cause: new Error('the data dir\'s filesystem is below its free-space reserve') });
+        opts.onCommitFailure?.(refusal);
+        setImmediate(() => { refusal = undefined; });
+      }
+      return refusal;
+    },
     failed(err) {
       watch.lastFailed = true;
       const waiters = [...failureWaiters];
@@ -232,6 +307,7 @@ export function openStoreEnv(opts: OpenOptions): StoreEnv {
       });
     },
     close: () => {
+      watch.space.stop();
       if (!watch.lastFailed) return root.close();
       let timer: NodeJS.Timeout | undefined;
       return Promise.race([root.close(), new Promise<void>((resolve) => { timer = setTimeout(resolve, CLOSE_AFTER_FAILURE_MS); })])
