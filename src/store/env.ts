@@ -87,7 +87,12 @@ class FreeSpace implements SpaceCheck {
   low = false;
   private readonly timer: NodeJS.Timeout;
 
-  constructor(private readonly dir: string, private readonly minFree: number) {
+  private readonly minFree: number;
+
+  /** `minFree` defaults to 10% of the filesystem, at most MAX_MIN_FREE_BYTES */
+  constructor(private readonly dir: string, minFree: number | undefined) {
+    const fs = statfsSync(dir);
+    this.minFree = minFree ?? Math.min(MAX_MIN_FREE_BYTES, Math.floor(0.1 * fs.blocks * fs.bsize));
     this.check();
     this.timer = setInterval(() => this.check(), FREE_SPACE_CHECK_MS);
     this.timer.unref();
@@ -108,15 +113,20 @@ class FreeSpace implements SpaceCheck {
   }
 }
 
-function defaultMinFree(dir: string): number {
-  const fs = statfsSync(dir);
-  return Math.min(MAX_MIN_FREE_BYTES, Math.floor(0.1 * fs.blocks * fs.bsize));
-}
-
 /** errno / LMDB codes meaning "the store cannot grow": ENOSPC, EFBIG, EDQUOT, MDB_MAP_FULL */
 const STORE_FULL_CODES: ReadonlySet<number> = new Set([28, 27, 122, -30792]);
 /** how long a failed write waits for lmdb-js to name the cause before it is reported without one */
 const CAUSE_WAIT_MS = 1000;
+
+/** `p`'s value, or undefined once `ms` have passed without it. */
+async function settledWithin<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([p, new Promise<undefined>((resolve) => { timer = setTimeout(() => resolve(undefined), ms); })]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 /**
  * The error a failed commit's writes are rejected with. lmdb-js rejects each of them with a generic "Commit
@@ -127,12 +137,7 @@ const CAUSE_WAIT_MS = 1000;
 async function commitFailure(err: unknown): Promise<unknown> {
   const pending = (err as { commitError?: unknown } | null)?.commitError;
   if (!(pending instanceof Promise)) return err;
-  let timer: NodeJS.Timeout | undefined;
-  const cause = await Promise.race([
-    pending.then(() => undefined, (e: unknown) => e),
-    new Promise<void>((resolve) => { timer = setTimeout(resolve, CAUSE_WAIT_MS); }),
-  ]);
-  clearTimeout(timer);
+  const cause = await settledWithin(pending.then(() => undefined, (e: unknown) => e), CAUSE_WAIT_MS);
   const code = (cause as { code?: unknown } | undefined)?.code;
   const full = typeof code === 'number' && STORE_FULL_CODES.has(code);
   // the cause is lmdb-js' own error, the same object for every write of the transaction
@@ -250,7 +255,7 @@ export function openStoreEnv(opts: OpenOptions): StoreEnv {
   let refusal: OutpostError | undefined;
   const watch: CommitWatch = {
     lastFailed: false,
-    space: opts.readOnly ? NO_SPACE_CHECK : new FreeSpace(opts.dataDir, opts.minFreeBytes ?? defaultMinFree(opts.dataDir)),
+    space: opts.readOnly ? NO_SPACE_CHECK : new FreeSpace(opts.dataDir, opts.minFreeBytes),
     refusal() {
       if (refusal === undefined) {
         refusal = new OutpostError('STORE_FULL', undefined, { cause: new Error('the data dir\'s filesystem is below its free-space reserve') });
@@ -309,9 +314,7 @@ export function openStoreEnv(opts: OpenOptions): StoreEnv {
     close: () => {
       watch.space.stop();
       if (!watch.lastFailed) return root.close();
-      let timer: NodeJS.Timeout | undefined;
-      return Promise.race([root.close(), new Promise<void>((resolve) => { timer = setTimeout(resolve, CLOSE_AFTER_FAILURE_MS); })])
-        .finally(() => clearTimeout(timer));
+      return settledWithin(root.close(), CLOSE_AFTER_FAILURE_MS).then(() => undefined);
     },
   };
   if (!opts.readOnly) {
