@@ -6,9 +6,8 @@
 import t from 'tap';
 import { AGG_FNS, addPoint, emptyAgg, finalizeAgg } from '../src/query/aggregate.js';
 import { bucketsOf, planBuckets } from '../src/query/buckets.js';
-import { DEFAULTS } from '../src/config/index.js';
 import { type KvValue, kvDouble, kvLong, kvToString } from '../src/model/kv.js';
-import { openStoreEnv } from '../src/store/env.js';
+import { storeEntries } from './helpers/readback.js';
 import { addDevice, http, startGateway } from './helpers/server.js';
 import { addUser, authHeaders, login } from './helpers/users.js';
 
@@ -17,19 +16,6 @@ const DAY = 24 * HOUR;
 const T0 = Date.UTC(2026, 0, 1);
 const STEP = 20_000;
 const POINTS = (2 * DAY) / STEP;
-
-interface Entries { head: number; chunks: number; rollups: number }
-
-/** Entry counts of the daemon's store, read through a read-only LMDB handle (multi-process safe). */
-async function entries(dataDir: string): Promise<Entries> {
-  const env = openStoreEnv({ dataDir, mapSizeBytes: DEFAULTS.store.mapSizeBytes, readOnly: true });
-  try {
-    const count = (db: typeof env.head): number => (db.getStats() as { entryCount: number }).entryCount;
-    return { head: count(env.head), chunks: count(env.chunks), rollups: count(env.rollups) };
-  } finally {
-    await env.close();
-  }
-}
 
 t.test('the daemon compacts, and aggregated answers stay equal to the raw computation', async (t) => {
   const gw = await startGateway(t);
@@ -83,11 +69,11 @@ t.test('the daemon compacts, and aggregated answers stay equal to the raw comput
   await check(gw.url, 'as posted');
 
   // Wait for the event: the engine has folded every head fragment (all windows are older than the head window).
-  for (let i = 0; (await entries(gw.dataDir)).head > 0; i++) {
+  for (let i = 0; (await storeEntries(gw.dataDir)).head > 0; i++) {
     if (i > 300) throw new Error('the daemon never compacted');
     await new Promise((r) => setTimeout(r, 50));
   }
-  const after = await entries(gw.dataDir);
+  const after = await storeEntries(gw.dataDir);
   t.ok(after.chunks >= 144 && after.rollups > 0, `compacted into ${after.chunks} chunks and ${after.rollups} rollup blocks`);
   await check(gw.url, 'after compaction');
 

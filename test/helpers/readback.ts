@@ -40,3 +40,14 @@ export async function readEntity(dataDir: string, entityId: string): Promise<Ent
     await env.close();
   }
 }
+
+/** Entry counts of the head, chunk and rollup databases of `dataDir` (read-only, safe beside a running daemon). */
+export async function storeEntries(dataDir: string): Promise<{ head: number; chunks: number; rollups: number }> {
+  const env = openStoreEnv({ dataDir, mapSizeBytes: DEFAULTS.store.mapSizeBytes, readOnly: true });
+  try {
+    const count = (db: typeof env.head): number => (db.getStats() as { entryCount: number }).entryCount;
+    return { head: count(env.head), chunks: count(env.chunks), rollups: count(env.rollups) };
+  } finally {
+    await env.close();
+  }
+}
