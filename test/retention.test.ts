@@ -10,6 +10,7 @@ import { AGG_FNS, type BucketAgg, addPoint, emptyAgg, finalizeAgg } from '../src
 import { type BucketPlan, bucketsOf, planBuckets } from '../src/query/buckets.js';
 import { type KvValue, kvDouble, kvLong, kvToString } from '../src/model/kv.js';
 import { windowStart } from '../src/store/chunks.js';
+import { readOrderedI64 } from '../src/store/codec.js';
 import { Dictionary } from '../src/store/dict.js';
 import { openStoreEnv } from '../src/store/env.js';
 import { DownsampleEngine, type EngineOptions, liveBytes } from '../src/store/retention.js';
@@ -130,6 +131,28 @@ t.test('disk budget: the oldest raw windows go first, rollups stay', async (t) =
   t.ok(st.rawHorizonTs > T0, 'the horizon moved past the oldest window');
   const first = [...store.range(ENTITY, 'v', { startTs: Number.MIN_SAFE_INTEGER, endTs: Number.MAX_SAFE_INTEGER, order: 'ASC', limit: 1 })][0];
   t.equal(first?.ts, st.rawHorizonTs, 'raw data starts at the horizon: the oldest went first');
+});
+
+t.test('a sweep cut short by a restart is finished after it, so the budget holds again', async (t) => {
+  const { store, dataDir } = setup(t);
+  await load(store, 3);
+  const newest = T0 + (POINTS - 1) * STEP;
+  const now = (): number => newest + MIN;
+  await drain(engine(store, dataDir, now));
+  // A zero step budget removes one key per step: the first window's sweep over 4 series takes 4 steps.
+  const opts = { maxDiskBytes: Math.floor(liveBytes(store.env) * 0.95), stepBudgetMs: 0 };
+  const first = engine(store, dataDir, now, opts);
+  while (first.stats().droppedRawChunks === 0) await first.step();
+  const horizon = first.stats().rawHorizonTs;
+  const below = (): number => [...store.env.chunks.getKeys({})].filter((k) => readOrderedI64(k as Buffer, 8) < horizon).length;
+  t.equal(below(), 3, 'stopped after one step of the sweep: 3 chunks below the persisted horizon are left');
+
+  // The daemon restarts: a new engine, the horizon read back from disk, the sweep's progress gone with memory.
+  const second = engine(store, dataDir, now, opts);
+  await drain(second);
+  t.equal(below(), 0, 'the next engine drops what the cut-short sweep left');
+  const st = second.stats();
+  t.ok(st.rawHorizonTs > horizon && st.liveBytes <= 0.9 * opts.maxDiskBytes, `and the budget is enforced again (horizon moved on; live ${st.liveBytes} B)`);
 });
 
 t.test('tier retention drops blocks but the planner stays exact (raw kept)', async (t) => {

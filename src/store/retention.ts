@@ -139,6 +139,15 @@ export class DownsampleEngine {
   private timer: NodeJS.Timeout | undefined;
   private wake: (() => void) | undefined;
   private sweeps: DropSweep[] = [];
+  /**
+   * The horizons this engine has queued sweeps up to. A sweep takes many steps and its progress lives in
+   * memory only, so a stop or a crash in the middle of one leaves keys below a persisted horizon. Starting
+   * from "none" makes the first plan after a start sweep up to the persisted horizons again (a seek per
+   * series when nothing is left): otherwise, under the disk budget, the oldest chunk stays below the horizon,
+   * the horizon never moves again, and the budget is no longer enforced.
+   */
+  private sweptRaw = Number.MIN_SAFE_INTEGER;
+  private readonly sweptTiers: number[] = [];
 
   constructor(private readonly store: LmdbTimeseriesStore, private readonly opts: EngineOptions, private readonly now: () => number,
     private readonly onError: (msg: string) => void = () => undefined) {}
@@ -223,7 +232,10 @@ export class DownsampleEngine {
     if (wallMs > 20) this.counters.stepsOver20Ms++;
   }
 
-  /** Moves horizons forward when due (persisted first) and queues the sweeps that drop what lies before them. */
+  /**
+   * Moves horizons forward when due (persisted first) and queues the sweeps that drop what lies before them;
+   * the first plan after a start also sweeps up to the persisted horizons (see sweptRaw).
+   */
   private async planRetention(wallNow: number): Promise<void> {
     const { store } = this;
     const now = Math.min(wallNow, store.newestTs());
@@ -242,22 +254,26 @@ export class DownsampleEngine {
     const oldTiers = store.tiers.map((t) => store.tierHorizonTs(t.index));
     const rawMoved = raw > store.rawHorizonTs;
     const tierMoved = tiers.some((h, i) => h > (oldTiers[i] as number));
-    if (!rawMoved && !tierMoved) return;
-    await env.root.transaction(() => {
-      if (rawMoved) void env.meta.put('rawHorizonTs', raw);
-      if (tierMoved) void env.meta.put('tierHorizonTs', tiers);
-    });
-    if (rawMoved) {
+    if (rawMoved || tierMoved) {
+      await env.root.transaction(() => {
+        if (rawMoved) void env.meta.put('rawHorizonTs', raw);
+        if (tierMoved) void env.meta.put('tierHorizonTs', tiers);
+      });
+    }
+    if (raw > this.sweptRaw) {
+      this.sweptRaw = raw;
       this.sweeps.push({
         db: env.chunks, from: Buffer.alloc(0), to: Buffer.from([0xff, 0xff, 0xff, 0xff, 0xff]), prefixLen: 8, horizon: raw, cursor: Buffer.alloc(0),
         onDrop: (v) => { this.counters.droppedRawChunks++; this.counters.droppedRawPoints += blockCount(v); },
       });
     }
     store.tiers.forEach((t, i) => {
-      if ((tiers[i] as number) <= (oldTiers[i] as number)) return;
+      const horizon = tiers[i] as number;
+      if (horizon <= (this.sweptTiers[i] ?? Number.MIN_SAFE_INTEGER)) return;
+      this.sweptTiers[i] = horizon;
       const from = Buffer.from([t.index]);
       this.sweeps.push({
-        db: env.rollups, from, to: Buffer.from([t.index + 1]), prefixLen: 9, horizon: tiers[i] as number, cursor: from,
+        db: env.rollups, from, to: Buffer.from([t.index + 1]), prefixLen: 9, horizon, cursor: from,
         onDrop: () => { this.counters.droppedRollupBlocks++; },
       });
     });
