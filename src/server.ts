@@ -50,7 +50,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   const timeseries = new LmdbTimeseriesStore(env, dict, {
     windowMs: config.store.chunkWindowMs, headWindowMs: config.store.headWindowMs,
     tiersMs: config.downsample.tiersMs, tierRetentionMs: config.downsample.tierRetentionMs,
-    readCacheBytes: config.query.readCacheBytes,
+    readCacheBytes: config.query.readCacheBytes, stepBudgetMs: config.downsample.stepBudgetMs,
   });
   // Compaction, rollups, retention and the disk budget, in small background steps (issue 6).
   const maxDiskBytes = diskBudget(config);

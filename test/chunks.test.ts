@@ -76,10 +76,11 @@ t.test('columns: a slice of any column encodes as its points do, and sortedDisti
   t.equal(asc.sortedDistinct(), asc, 'an ascending column is not copied');
 });
 
-function openStore(t: Teardown): { store: LmdbTimeseriesStore; close: () => Promise<void> } {
+function openStore(t: Teardown, stepBudgetMs?: number): { store: LmdbTimeseriesStore; close: () => Promise<void> } {
   const env = openStoreEnv({ dataDir: tempDir(t), mapSizeBytes: 256 * 1024 * 1024 });
   const store = new LmdbTimeseriesStore(env, new Dictionary(env), {
     windowMs: 3_600_000, headWindowMs: 3_600_000, tiersMs: [60_000, 3_600_000, 86_400_000], tierRetentionMs: [0, 0, 0],
+    ...(stepBudgetMs === undefined ? {} : { stepBudgetMs }),
   });
   return { store, close: () => env.close() };
 }
@@ -141,6 +142,34 @@ t.test('store: fragments and chunks answer the same, overwrites and deletes incl
   t.same(all(store, 'a'), afterDelete, 'delete removed [start, end) from chunks only');
   await store.delete(ENTITY, { keys: ['a'], startTs: now, endTs: now + 1, deleteLatest: true, rewriteLatest: true });
   t.equal(store.latest(ENTITY).get('a')?.ts, t0 + 999 * 10_000, 'rewriteLatest promotes the newest remaining point from a chunk');
+});
+
+t.test('a delete over many windows runs in steps: a write is acknowledged while it runs', async (t) => {
+  // A zero step budget: one window per transaction.
+  const { store, close } = openStore(t, 0);
+  t.teardown(close);
+  const H = 3_600_000;
+  const t0 = 1_700_000_000_000 - (1_700_000_000_000 % H);
+  const hours = 200;
+  for (let h = 0; h < hours; h += 20) {
+    await store.write(ENTITY, Array.from({ length: 20 * 60 }, (_, i) => ({
+      ts: t0 + h * H + i * 60_000, values: [['a', kvLong(i)], ['b', kvDouble(i / 4)]] as Array<[string, KvValue]>,
+    })));
+  }
+  const now = t0 + (hours + 2) * H;
+  await compactAll(store, now);
+  const b = all(store, 'b');
+
+  const deleting = store.delete(ENTITY, { keys: ['a'], startTs: Number.MIN_SAFE_INTEGER, endTs: Number.MAX_SAFE_INTEGER, deleteLatest: true, rewriteLatest: false });
+  await store.write(ENTITY, [{ ts: now, values: [['b', kvLong(-1)]] }]);
+  const left = all(store, 'a').length;
+  t.ok(left > 0 && left < hours * 60, `the write was acknowledged while the delete was under way (${left} of ${hours * 60} points left)`);
+  await deleting;
+  t.same(all(store, 'a'), [], 'then every point of the key is gone');
+  t.equal(store.latest(ENTITY).get('a'), undefined, 'with its latest value');
+  const plan = planBuckets(t0, now, 6 * H, { maxIntervals: 100 });
+  t.same([...store.bucketAggs(ENTITY, 'a', plan, 'COUNT')], [], 'and its rollups');
+  t.same(all(store, 'b'), [...b, `${now}:LONG:-1:`], 'the other key keeps its points and the new one');
 });
 
 t.test('read caches: emptied by a compaction that changes chunks, never filled while it may be committing', async (t) => {

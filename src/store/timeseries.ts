@@ -78,6 +78,8 @@ export interface StoreOptions {
   readonly tierRetentionMs: readonly number[];
   /** bytes for decoded rollup blocks and chunks kept for readers (config query.readCacheBytes) */
   readonly readCacheBytes?: number;
+  /** ms one transaction of a delete may run before yielding the event loop (config downsample.stepBudgetMs) */
+  readonly stepBudgetMs?: number;
 }
 
 export const DEFAULT_STORE_OPTIONS: StoreOptions = {
@@ -140,6 +142,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
   private readonly latestTs = new Map<EntityIdx, Map<KeyIdx, number>>();
   readonly windowMs: number;
   readonly headWindowMs: number;
+  private readonly stepBudgetMs: number;
   readonly tiers: readonly TierSpec[];
   readonly rollups: RollupStore;
   readonly counters: CompactionCounters = { compactedWindows: 0, compactedFragments: 0, droppedLatePoints: 0, rollupOnlyPoints: 0 };
@@ -174,6 +177,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
   constructor(readonly env: StoreEnv, private readonly dict: Dictionary, opts: StoreOptions = DEFAULT_STORE_OPTIONS) {
     this.windowMs = opts.windowMs;
     this.headWindowMs = opts.headWindowMs;
+    this.stepBudgetMs = opts.stepBudgetMs ?? DEFAULTS.downsample.stepBudgetMs;
     this.tiers = makeTiers(opts.tiersMs, opts.tierRetentionMs, opts.windowMs);
     const cacheBytes = opts.readCacheBytes ?? DEFAULTS.query.readCacheBytes;
     this.chunkCacheBytes = cacheBytes / 4;
@@ -476,55 +480,83 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
     return seriesWindows(this.env, e, k, fromTs, toTs, this.windowMs, false);
   }
 
+  /**
+   * Removes [startTs, endTs) of the keys from chunks (rebuilding their rollups) and head fragments, then their
+   * latest values as asked. A range of months is done window by window in transactions of about
+   * `stepBudgetMs` each (a month of one key is ~150 ms of decoding and rollup rebuilding here), so a large
+   * delete does not hold the event loop, and with it every device's acknowledgement, for seconds; the promise
+   * resolves after the last step, committed and flushed. Between steps readers may see part of the range
+   * gone, and a point written meanwhile into a window the delete has not reached yet goes with it (a write
+   * concurrent with a delete has no order in TB either). A crash between steps leaves the delete partial:
+   * its request was not answered, and repeating it finishes it.
+   */
   async delete(entityId: string, req: DeleteRequest): Promise<void> {
     // Points queued before this delete are written first, so the delete covers them (sequential semantics).
     this.flushPending();
     const e = this.dict.entityIdx(entityId);
     if (e === undefined || req.endTs <= req.startTs) return;
-    await this.writeChunks(() => this.rollups.batch(() => {
-      for (const name of req.keys) {
-        const k = this.dict.keyIdx(name);
-        if (k === undefined) continue;
-        this.deleteInTxn(e, k, req.startTs, req.endTs);
-        const sk = seriesKey(e, k);
-        const cur = this.env.latest.get(sk);
-        if (!req.deleteLatest || cur === undefined) continue;
-        const { ts } = decodeStamped(cur);
-        if (ts < req.startTs || ts >= req.endTs) continue;
-        void this.env.latest.remove(sk);
-        this.latestTs.get(e)?.delete(k);
-        if (req.rewriteLatest) {
-          for (const p of this.seriesRange(e, k, { startTs: Number.MIN_SAFE_INTEGER, endTs: Number.MAX_SAFE_INTEGER, order: 'DESC', limit: 1 })) {
-            void this.env.latest.put(sk, encodeStamped(p.ts, p.value));
-            this.setLatestTs(e, k, p.ts);
-          }
-        }
-      }
-    }));
+    for (const name of req.keys) {
+      const k = this.dict.keyIdx(name);
+      if (k === undefined) continue;
+      const cursor = { w: windowStart(req.startTs, this.windowMs) };
+      let done = false;
+      while (!done) done = await this.writeChunks(() => this.rollups.batch(() => this.deleteStep(e, k, req, cursor)));
+      if (req.deleteLatest) await this.env.root.transaction(() => this.dropLatest(e, k, req));
+    }
     await this.env.flushed();
   }
 
-  /** Removes [startTs, endTs) of series (e, k) from chunks (rebuilding their rollups) and head fragments. */
-  private deleteInTxn(e: EntityIdx, k: KeyIdx, startTs: number, endTs: number): void {
+  /**
+   * Inside a transaction: deletes the range from the windows of series (e, k) from `cursor.w` on, one window
+   * (its chunk and its fragments) at a time, until `stepBudgetMs` have passed. Returns true when done.
+   */
+  private deleteStep(e: EntityIdx, k: KeyIdx, req: DeleteRequest, cursor: { w: number }): boolean {
+    const t0 = performance.now();
     this.clearReadCaches();
-    const lo = windowStart(startTs, this.windowMs);
-    const inRange = (p: TsKv): boolean => p.ts >= startTs && p.ts < endTs;
-    const chunkEntries = [...this.env.chunks.getRange({ start: windowKey(e, k, lo), end: windowKey(e, k, endTs) })];
-    for (const { key, value } of chunkEntries) {
-      const w = readOrderedI64(key as Buffer, 8);
-      const pts = decodePoints(value);
-      const kept = pts.filter((p) => !inRange(p));
-      if (kept.length === pts.length) continue;
-      if (kept.length === 0) void this.env.chunks.remove(key as Buffer);
-      else void this.env.chunks.put(key as Buffer, encodePoints(kept));
-      this.rollups.rebuildWindow(e, k, w, kept);
+    const W = this.windowMs;
+    const inRange = (p: TsKv): boolean => p.ts >= req.startTs && p.ts < req.endTs;
+    const end = windowKey(e, k, req.endTs);
+    for (;;) {
+      // the next window holding a chunk or a fragment of the series
+      let w = Infinity;
+      for (const db of [this.env.chunks, this.env.head]) {
+        for (const key of db.getKeys({ start: windowKey(e, k, cursor.w), end, limit: 1 })) w = Math.min(w, windowStart(readOrderedI64(key as Buffer, 8), W));
+      }
+      if (w === Infinity) return true;
+      const ck = windowKey(e, k, w);
+      const chunk = this.env.chunks.get(ck);
+      if (chunk !== undefined) {
+        // a window inside the range goes whole, without decoding it
+        const kept = w >= req.startTs && w + W <= req.endTs ? [] : decodePoints(chunk).filter((p) => !inRange(p));
+        if (kept.length === 0) void this.env.chunks.remove(ck);
+        else if (kept.length < blockCount(chunk)) void this.env.chunks.put(ck, encodePoints(kept));
+        if (kept.length < blockCount(chunk)) this.rollups.rebuildWindow(e, k, w, kept);
+      }
+      for (const f of headFragments(this.env, e, k, w, w + W)) {
+        const pts = fragmentPoints(f);
+        const kept = pts.filter((p) => !inRange(p));
+        if (kept.length === pts.length) continue;
+        if (kept.length === 0 || f.key.length !== 24) void this.env.head.remove(f.key);
+        else void this.env.head.put(f.key, encodePoints(kept));
+      }
+      cursor.w = w + W;
+      if (performance.now() - t0 >= this.stepBudgetMs) return false;
     }
-    for (const f of headFragments(this.env, e, k, lo, endTs)) {
-      const pts = fragmentPoints(f);
-      const kept = pts.filter((p) => !inRange(p));
-      if (kept.length === pts.length) continue;
-      if (kept.length === 0 || f.key.length !== 24) void this.env.head.remove(f.key);
-      else void this.env.head.put(f.key, encodePoints(kept));
+  }
+
+  /** Inside a transaction: the latest value of series (e, k) goes when it lies in the range (then rewritten if asked). */
+  private dropLatest(e: EntityIdx, k: KeyIdx, req: DeleteRequest): void {
+    const sk = seriesKey(e, k);
+    const cur = this.env.latest.get(sk);
+    if (cur === undefined) return;
+    const { ts } = decodeStamped(cur);
+    if (ts < req.startTs || ts >= req.endTs) return;
+    void this.env.latest.remove(sk);
+    this.latestTs.get(e)?.delete(k);
+    if (!req.rewriteLatest) return;
+    for (const p of this.seriesRange(e, k, { startTs: Number.MIN_SAFE_INTEGER, endTs: Number.MAX_SAFE_INTEGER, order: 'DESC', limit: 1 })) {
+      void this.env.latest.put(sk, encodeStamped(p.ts, p.value));
+      this.setLatestTs(e, k, p.ts);
     }
   }
 
