@@ -528,9 +528,11 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
       if (chunk !== undefined) {
         // a window inside the range goes whole, without decoding it
         const kept = w >= req.startTs && w + W <= req.endTs ? [] : decodePoints(chunk).filter((p) => !inRange(p));
-        if (kept.length === 0) void this.env.chunks.remove(ck);
-        else if (kept.length < blockCount(chunk)) void this.env.chunks.put(ck, encodePoints(kept));
-        if (kept.length < blockCount(chunk)) this.rollups.rebuildWindow(e, k, w, kept);
+        if (kept.length < blockCount(chunk)) {
+          if (kept.length === 0) void this.env.chunks.remove(ck);
+          else void this.env.chunks.put(ck, encodePoints(kept));
+          this.rollups.rebuildWindow(e, k, w, kept);
+        }
       }
       for (const f of headFragments(this.env, e, k, w, w + W)) {
         const pts = fragmentPoints(f);
