@@ -63,9 +63,9 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   const services: Services = {
     config, log, env, dict, entities, timeseries, bus, downsample,
     ingest: new TelemetryIngest(timeseries, bus),
-    depth: new LmdbDepthStore(env, dict, bus, (m) => log.error(m)),
+    depth: new LmdbDepthStore(env, dict),
     auth: new AuthService(config, env, entities),
-    attributes: new LmdbAttributeStore(env, dict, bus, Date.now, (m) => log.error(m)),
+    attributes: new LmdbAttributeStore(env, dict, bus, Date.now),
     rpc: new RpcBroker(bus, {
       maxPendingPerDevice: config.rpc.maxPendingPerDevice, maxOpenPolls: config.longPoll.maxOpen,
       clientSideTimeoutMs: config.rpc.clientSideTimeoutMs, log: (m) => log.error(m),

@@ -56,11 +56,6 @@ t.test('store: scopes, order, typed values, overwrite, delete, events after comm
   const n = events.length;
   t.same(await store.delete('DEVICE', DEV, 'SHARED_SCOPE', ['nope']), []);
   t.equal(events.length, n, 'deleting nothing publishes nothing');
-
-  bus.publish('entityDeleted', { entityType: 'DEVICE', entityId: DEV });
-  await store.dropEntity(DEV);
-  t.same(store.get(DEV), [], 'a deleted entity keeps no attributes');
-  t.equal(store.get(OTHER).length, 1);
 });
 
 t.test('device and REST attribute APIs, bad input, access, durability', async (t) => {

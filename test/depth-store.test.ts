@@ -3,7 +3,6 @@ import { kvDouble, kvLong, kvString, kvToString } from '../src/model/kv.js';
 import { Dictionary } from '../src/store/dict.js';
 import { LmdbDepthStore, depthKey, readOrderedF64, writeOrderedF64 } from '../src/store/depth.js';
 import { openStoreEnv } from '../src/store/env.js';
-import { EventBus } from '../src/bus/index.js';
 import { tempDir } from './helpers/server.js';
 
 t.test('ordered f64: byte order is numeric order, and it round-trips', async (t) => {
@@ -69,23 +68,4 @@ t.test('LmdbDepthStore: overwrite, keys, latest, inclusive ranges, paging, limit
   t.ok(ordered, 'strictly ascending across page boundaries');
   t.equal(kvToString(all[2499]!.value), '2499');
   t.equal([...store.range(dev, 'gr', { startDs: -1000, endDs: 1000, limit: 2000 })].length, 2000, 'limit across pages');
-});
-
-t.test('LmdbDepthStore: a deleted entity loses its depth series (bus entityDeleted)', async (t) => {
-  const env = openStoreEnv({ dataDir: tempDir(t), mapSizeBytes: 64 * 1024 * 1024 });
-  t.teardown(() => env.close());
-  const bus = new EventBus();
-  const store = new LmdbDepthStore(env, new Dictionary(env), bus);
-  await store.write('gone', Array.from({ length: 50 }, (_, i) => ({ ds: i, values: [['a', kvLong(i)]] as const })).map((r) => ({ ds: r.ds, values: [...r.values] })));
-  await store.write('kept', [{ ds: 1, values: [['a', kvLong(1)]] }]);
-  t.same(store.keys('gone'), ['a']);
-  await store.dropEntity('gone');
-  t.same(store.keys('gone'), []);
-  t.same([...store.range('gone', 'a', { startDs: -Infinity, endDs: Infinity })], []);
-  t.same(store.keys('kept'), ['a'], 'other entities untouched');
-  await store.write('gone2', [{ ds: 1, values: [['b', kvLong(1)]] }]);
-  bus.publish('entityDeleted', { entityType: 'DEVICE', entityId: 'gone2' });
-  await env.flushed();
-  for (let i = 0; i < 50 && store.keys('gone2').length > 0; i++) await new Promise((r) => setImmediate(r));
-  t.same(store.keys('gone2'), [], 'dropped on the bus event');
 });

@@ -50,8 +50,6 @@ export interface AttributeStore {
   get(entityId: string, scope?: AttributeScope, keys?: readonly string[]): AttributeKv[];
   /** Key names of one scope or of all scopes (a key in two scopes appears twice, TB behaviour). */
   keys(entityId: string, scope?: AttributeScope): string[];
-  /** Removes every attribute of the entity (it was deleted); no event. */
-  dropEntity(entityId: string): Promise<void>;
 }
 
 function scopePrefix(e: EntityIdx, scope: AttributeScope): Buffer {
@@ -82,13 +80,7 @@ export class LmdbAttributeStore implements AttributeStore {
     private readonly dict: Dictionary,
     private readonly bus: EventBus,
     private readonly now: () => EpochMs = Date.now,
-    log: (msg: string) => void = () => undefined,
-  ) {
-    // A deleted entity's attributes are garbage: drop them (its UUID is never reused).
-    bus.on('entityDeleted', (ev) => {
-      this.dropEntity(ev.entityId).catch((err: unknown) => log(`dropping attributes of ${ev.entityId} failed: ${String(err)}`));
-    });
-  }
+  ) {}
 
   async save(entityType: EntityType, entityId: string, scope: AttributeScope, entries: ReadonlyArray<readonly [string, KvValue]>, ts: EpochMs): Promise<void> {
     if (entries.length === 0) return;
@@ -156,14 +148,5 @@ export class LmdbAttributeStore implements AttributeStore {
     const out: string[] = [];
     for (const key of this.env.attributes.getKeys(range)) out.push((key as Buffer).toString('utf8', 5));
     return out;
-  }
-
-  async dropEntity(entityId: string): Promise<void> {
-    const e = this.dict.entityIdx(entityId);
-    if (e === undefined) return;
-    await this.env.root.transaction(() => {
-      for (const key of this.env.attributes.getKeys(entityRange(e))) void this.env.attributes.remove(key as Buffer);
-    });
-    await this.env.flushed();
   }
 }

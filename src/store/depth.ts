@@ -13,7 +13,6 @@
  * Reads are paged: each page is read to the end inside one short read transaction before anything is
  * yielded, so a slow consumer (a CSV download) never pins an LMDB snapshot.
  */
-import type { EventBus } from '../bus/index.js';
 import type { KvEntry } from '../ingest/payload.js';
 import type { KvValue } from '../model/kv.js';
 import type { EntityIdx, KeyIdx } from './codec.js';
@@ -54,8 +53,6 @@ export interface DepthStore {
   latest(entityId: string, keys?: readonly string[]): Map<string, DsKv>;
   /** Points of one key with startDs ≤ ds ≤ endDs, ascending by depth, at most `limit`. Lazy and paged. */
   range(entityId: string, key: string, q: DepthRangeQuery): IterableIterator<DsKv>;
-  /** Removes every depth point of the entity (it was deleted). Resolves once durable. */
-  dropEntity(entityId: string): Promise<void>;
 }
 
 /** Points read per LMDB read transaction in `range`. */
@@ -93,29 +90,7 @@ export function depthKey(e: EntityIdx, k: KeyIdx, ds: Depth): Buffer {
 }
 
 export class LmdbDepthStore implements DepthStore {
-  /** With a bus, a deleted entity's depth series are dropped (bus `entityDeleted`). */
-  constructor(private readonly env: StoreEnv, private readonly dict: Dictionary, bus?: EventBus, log: (msg: string) => void = () => undefined) {
-    bus?.on('entityDeleted', (ev) => {
-      this.dropEntity(ev.entityId).catch((err: unknown) => log(`dropping depth series of ${ev.entityId} failed: ${String(err)}`));
-    });
-  }
-
-  async dropEntity(entityId: string): Promise<void> {
-    const e = this.dict.entityIdx(entityId);
-    if (e === undefined) return;
-    const prefix = entityPrefix(e);
-    const end = prefixEnd(prefix);
-    // Bounded transactions: keys are collected (copied) a batch at a time, then removed.
-    for (;;) {
-      const batch: Buffer[] = [];
-      for (const k of this.env.depth.getKeys({ start: prefix, end, limit: 10_000 })) batch.push(Buffer.from(k as Buffer));
-      if (batch.length === 0) break;
-      await this.env.root.transaction(() => {
-        for (const k of batch) void this.env.depth.remove(k);
-      });
-    }
-    await this.env.flushed();
-  }
+  constructor(private readonly env: StoreEnv, private readonly dict: Dictionary) {}
 
   write(entityId: string, records: readonly DsRecord[]): Promise<void> {
     // All puts are issued in one synchronous turn: lmdb-js commits them in one transaction (all-or-nothing),

@@ -7,6 +7,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { OutpostError } from '../errors.js';
 import { type AccessToken, type CustomerId, type EntityId, NULL_UUID, type TenantId, type UserId } from '../types.js';
 import type { StoreEnv } from './env.js';
+import { queuePurge } from './purge.js';
 
 export type Authority = 'TENANT_ADMIN' | 'CUSTOMER_USER';
 
@@ -455,13 +456,14 @@ export class EntityStore {
     return outcome;
   }
 
-  /** Deletes an asset and its name index entry; false when there was none. */
+  /** Deletes an asset and its name index entry, and queues its data for removal (purge.ts); false when there was none. */
   async deleteAsset(id: string): Promise<boolean> {
     const done = await this.writeTxn(() => {
       const r = this.get(id);
       if (!r || r.entityType !== 'ASSET') return false;
       void this.env.entities.remove(id);
       void this.env.names.remove(nameKey(r.tenantId, 'ASSET', r.name));
+      queuePurge(this.env, id);
       return true;
     });
     await this.env.flushed();
@@ -470,7 +472,7 @@ export class EntityStore {
 
   /**
    * Deletes a customer as TB does: its devices and assets become unassigned and its users are deleted, all in
-   * one transaction. Returns the ids of the deleted users (their sessions must stop working), or undefined
+   * one transaction (the data of the customer and its users queued for removal, purge.ts). Returns the ids of the deleted users (their sessions must stop working), or undefined
    * when there was no such customer.
    */
   async deleteCustomer(id: string): Promise<string[] | undefined> {
@@ -485,17 +487,20 @@ export class EntityStore {
         } else if (r.entityType === 'USER' && r.customerId === id) {
           void this.env.entities.remove(r.id);
           void this.env.users.remove(r.email.toLowerCase());
+          queuePurge(this.env, r.id);
           users.push(r.id);
         }
       }
       void this.env.entities.remove(id);
       void this.env.names.remove(nameKey(c.tenantId, 'CUSTOMER', c.title));
+      queuePurge(this.env, id);
       return users;
     });
     await this.env.flushed();
     return deletedUsers;
   }
 
+  /** Deletes a device, its name and token entries, and queues its data for removal (purge.ts); false when there was none. */
   async deleteDevice(id: string): Promise<boolean> {
     const done = await this.writeTxn(() => {
       const r = this.device(id);
@@ -503,6 +508,7 @@ export class EntityStore {
       void this.env.entities.remove(id);
       void this.env.names.remove(nameKey(r.tenantId, 'DEVICE', r.name));
       void this.env.tokens.remove(r.token);
+      queuePurge(this.env, id);
       return true;
     });
     await this.env.flushed();

@@ -1,6 +1,7 @@
 /**
  * The downsampling engine's background work (issue 6 §4, §5): head → chunk compaction (with rollup rebuild),
- * raw and per-tier retention, and the disk budget, all in small bounded steps.
+ * raw and per-tier retention, the disk budget and the removal of deleted entities' data (purge.ts), all in
+ * small bounded steps.
  *
  * No stalls: every step is one LMDB transaction whose callback stops after about `stepBudgetMs`; between steps
  * the loop pauses as long again, waits for a gap in foreground writes (bounded, see QUIET_MS) and, when nothing
@@ -22,6 +23,7 @@ import { prefixEnd, readOrderedI64 } from './codec.js';
 import { windowStart } from './chunks.js';
 import type { BinaryDb, StoreEnv } from './env.js';
 import { blockCount } from './gorilla.js';
+import { nextPurge, purgeStep } from './purge.js';
 import type { CompactionCounters, LmdbTimeseriesStore } from './timeseries.js';
 
 export interface EngineOptions {
@@ -53,6 +55,9 @@ export interface DownsampleStats extends CompactionCounters {
   droppedRawChunks: number;
   droppedRawPoints: number;
   droppedRollupBlocks: number;
+  /** deleted entities whose data has been removed (purge.ts), and the entries removed for them */
+  purgedEntities: number;
+  purgedEntries: number;
   /**
    * longest background step so far: wall ms inside one transaction callback (= its event-loop block). Wall,
    * not CPU: process.cpuUsage (getrusage over every thread) took 0.5–5 ms per call under ingest load here,
@@ -131,8 +136,8 @@ interface DropSweep {
 
 export class DownsampleEngine {
   private readonly counters = {
-    droppedRawChunks: 0, droppedRawPoints: 0, droppedRollupBlocks: 0, maxStepMs: 0, stepsOver20Ms: 0, steps: 0,
-    backgroundMs: 0,
+    droppedRawChunks: 0, droppedRawPoints: 0, droppedRollupBlocks: 0, purgedEntities: 0, purgedEntries: 0, maxStepMs: 0,
+    stepsOver20Ms: 0, steps: 0, backgroundMs: 0,
   };
   private stopped = true;
   private loop: Promise<void> | undefined;
@@ -216,11 +221,16 @@ export class DownsampleEngine {
     }
   }
 
-  /** One bounded step of whatever is due (retention first, then compaction). Resolves true when more is due. */
+  /**
+   * One bounded step of whatever is due (retention first, then the data of deleted entities, then compaction).
+   * Resolves true when more is due.
+   */
   async step(): Promise<boolean> {
     const now = this.now();
     if (this.sweeps.length === 0) await this.planRetention(now);
     if (this.sweeps.length > 0) return this.sweepStep();
+    const purge = nextPurge(this.store.env);
+    if (purge !== undefined) return this.purgeStep(purge);
     const r = await this.store.compactStep(now, this.opts.stepBudgetMs);
     this.noteStep(r.wallMs);
     return r.more;
@@ -308,6 +318,29 @@ export class DownsampleEngine {
     });
     this.noteStep(wallMs);
     if (done) this.sweeps.shift();
+    return true;
+  }
+
+  /** Removes data of deleted entity `entityId` within the step budget (purge.ts). */
+  private async purgeStep(entityId: string): Promise<boolean> {
+    const { store } = this;
+    const e = store.entityIdx(entityId);
+    let wallMs = 0;
+    const r = await store.writeChunks(() => {
+      const t0 = performance.now();
+      try {
+        store.clearReadCaches();
+        return purgeStep(store.env, entityId, e, store.tiers.length, t0, this.opts.stepBudgetMs);
+      } finally {
+        wallMs = performance.now() - t0;
+      }
+    });
+    this.noteStep(wallMs);
+    this.counters.purgedEntries += r.removed;
+    if (r.done) {
+      this.counters.purgedEntities++;
+      if (e !== undefined) store.forgetEntity(e);
+    }
     return true;
   }
 

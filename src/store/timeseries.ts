@@ -389,6 +389,16 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
     return this.planner.bucketAggs(entityId, key, plan, fn);
   }
 
+  /** The interned index of an entity, undefined when it never stored a point or attribute. */
+  entityIdx(entityId: string): EntityIdx | undefined {
+    return this.dict.entityIdx(entityId);
+  }
+
+  /** Forgets what is kept in memory of entity `e` (its data has been purged). */
+  forgetEntity(e: EntityIdx): void {
+    this.latestTs.delete(e);
+  }
+
   /** The decoded-chunk cache of series (e, k), for chunkColumns (a query looks it up once). */
   seriesChunks(e: EntityIdx, k: KeyIdx): SeriesChunks {
     const id = `${e}:${k}`;
