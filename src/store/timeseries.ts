@@ -153,8 +153,17 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
   lastWriteAt = 0;
   /** the newest ts of any point written (lazily loaded from `latest`), the reference for retention */
   private newest: number | undefined;
-  /** where the next compaction sweep resumes (a head key), undefined = from the beginning */
-  private compactCursor: Buffer | undefined;
+  /**
+   * Per series with head fragments, the smallest firstTs among them as far as this process knows: never
+   * above the truth (every fragment put lowers it; compaction, deletes and purges leave it low, and the seek
+   * that finds it stale corrects it). Read from the head once at start. It tells compaction which series
+   * have a window due without a seek per series at every sweep: with 10,000 live series that scan held the
+   * event loop 45-90 ms every second.
+   */
+  private readonly headFirstTs = new Map<EntityIdx, Map<KeyIdx, number>>();
+  /** the series the compaction sweep in progress visits (due when it began), and its position; undefined: none */
+  private dueSeries: Array<readonly [EntityIdx, KeyIdx]> | undefined;
+  private duePos = 0;
   /**
    * Decoded chunks kept for the planner's raw edges: a month query at a 2-h interval reads one chunk per bucket
    * boundary (360 per key), and a dashboard re-polling "the last 30 days" moves its boundaries by seconds, so
@@ -187,6 +196,17 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
     }), cacheBytes - this.chunkCacheBytes - this.fragmentCache.budget, () => this.cacheHolds === 0);
     this.seq = (env.meta.get('headSeq') as number | undefined) ?? 1;
     this.seqReserved = this.seq;
+    // one seek per series with head data, once
+    let start: Buffer = Buffer.alloc(0);
+    for (;;) {
+      let found: Buffer | undefined;
+      for (const key of env.head.getKeys({ start, limit: 1 })) found = key as Buffer;
+      if (found === undefined) break;
+      const e = found.readUInt32BE(0);
+      const k = found.readUInt32BE(4);
+      this.noteHeadFragment(e, k, readOrderedI64(found, 8));
+      start = prefixEnd(seriesKey(e, k));
+    }
   }
 
   /**
@@ -298,6 +318,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
             let to = from + 1;
             while (to < n && (ts[to] as number) < w + this.windowMs) to++;
             last = this.env.head.put(fragKey(e, k, ts[from] as number, seq), encodeColumn(col, from, to));
+            this.noteHeadFragment(e, k, ts[from] as number);
             from = to;
           }
           const newestTs = ts[n - 1] as number;
@@ -591,7 +612,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
         this.rollups.batch(() => {
           for (;;) {
             const target = this.nextCompactable(cutoff);
-            if (target === undefined) { this.compactCursor = undefined; return; }
+            if (target === undefined) return;
             this.compactWindow(target.e, target.k, target.w, horizon);
             compacted++;
             if (performance.now() - t0 >= budgetMs) { more = true; return; }
@@ -604,22 +625,38 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
     return { compacted, more, wallMs };
   }
 
-  /** The next series window (from the sweep cursor) with a fragment whose firstTs < cutoff. */
+  /**
+   * The next window of the sweep in progress with a fragment whose firstTs < cutoff; a new sweep starts with the
+   * series that headFirstTs says have one. Undefined when the sweep is over.
+   */
   private nextCompactable(cutoff: number): { e: EntityIdx; k: KeyIdx; w: number } | undefined {
-    let start: Buffer = this.compactCursor ?? Buffer.alloc(0);
-    for (;;) {
-      let found: Buffer | undefined;
-      for (const key of this.env.head.getKeys({ start, limit: 1 })) found = key as Buffer;
-      if (found === undefined) return undefined;
-      const e = found.readUInt32BE(0);
-      const k = found.readUInt32BE(4);
-      const firstTs = readOrderedI64(found, 8);
-      if (firstTs < cutoff) {
-        this.compactCursor = found;
-        return { e, k, w: windowStart(firstTs, this.windowMs) };
-      }
-      start = prefixEnd(seriesKey(e, k));
+    if (this.dueSeries === undefined) {
+      this.dueSeries = [];
+      this.duePos = 0;
+      for (const [e, byKey] of this.headFirstTs) for (const [k, ts] of byKey) if (ts < cutoff) this.dueSeries.push([e, k]);
     }
+    while (this.duePos < this.dueSeries.length) {
+      const [e, k] = this.dueSeries[this.duePos] as readonly [EntityIdx, KeyIdx];
+      // the series' first fragment as it is now (compaction of its previous window removed some)
+      const sk = seriesKey(e, k);
+      let firstTs: number | undefined;
+      for (const key of this.env.head.getKeys({ start: sk, end: prefixEnd(sk), limit: 1 })) firstTs = readOrderedI64(key as Buffer, 8);
+      const byKey = this.headFirstTs.get(e);
+      if (firstTs === undefined) byKey?.delete(k);
+      else byKey?.set(k, firstTs);
+      if (firstTs !== undefined && firstTs < cutoff) return { e, k, w: windowStart(firstTs, this.windowMs) };
+      this.duePos++;
+    }
+    this.dueSeries = undefined;
+    return undefined;
+  }
+
+  /** Lowers series (e, k)'s smallest known head firstTs to `firstTs`. */
+  private noteHeadFragment(e: EntityIdx, k: KeyIdx, firstTs: number): void {
+    let byKey = this.headFirstTs.get(e);
+    if (byKey === undefined) this.headFirstTs.set(e, (byKey = new Map()));
+    const cur = byKey.get(k);
+    if (cur === undefined || firstTs < cur) byKey.set(k, firstTs);
   }
 
   private compactWindow(e: EntityIdx, k: KeyIdx, w: number, rawHorizon: number): void {
