@@ -418,6 +418,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
   /** Forgets what is kept in memory of entity `e` (its data has been purged). */
   forgetEntity(e: EntityIdx): void {
     this.latestTs.delete(e);
+    this.headFirstTs.delete(e);
   }
 
   /** The decoded-chunk cache of series (e, k), for chunkColumns (a query looks it up once). */
