@@ -472,8 +472,9 @@ export class EntityStore {
 
   /**
    * Deletes a customer as TB does: its devices and assets become unassigned and its users are deleted, all in
-   * one transaction (the data of the customer and its users queued for removal, purge.ts). Returns the ids of the deleted users (their sessions must stop working), or undefined
-   * when there was no such customer.
+   * one transaction, which also queues the data of the customer and its users for removal (purge.ts). Returns
+   * the ids of the deleted users (their sessions must stop working), or undefined when there was no such
+   * customer.
    */
   async deleteCustomer(id: string): Promise<string[] | undefined> {
     const deletedUsers = await this.writeTxn(() => {

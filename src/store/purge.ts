@@ -45,10 +45,8 @@ export function purgeStep(env: StoreEnv, entityId: string, e: EntityIdx | undefi
     for (let tier = 0; tier < tierCount; tier++) ranges.push({ db: env.rollups, ...entityRange(e, tier) });
     for (const { db, start, end } of ranges) {
       for (;;) {
-        // Read a batch, then remove it (a range read is not kept open across the removals). Each key is
-        // copied: lmdb-js hands out keys in one buffer that the next read overwrites.
-        const keys: Buffer[] = [];
-        for (const key of db.getKeys({ start, end, limit: BATCH })) keys.push(Buffer.from(key as Buffer));
+        // read a batch, then remove it: a range read is not kept open across the removals
+        const keys = [...db.getKeys({ start, end, limit: BATCH })] as Buffer[];
         if (keys.length === 0) break;
         for (const key of keys) void db.remove(key);
         removed += keys.length;
