@@ -51,6 +51,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
     windowMs: config.store.chunkWindowMs, headWindowMs: config.store.headWindowMs,
     tiersMs: config.downsample.tiersMs, tierRetentionMs: config.downsample.tierRetentionMs,
     readCacheBytes: config.query.readCacheBytes, stepBudgetMs: config.downsample.stepBudgetMs,
+    commitDelayMs: config.store.commitDelayMs,
   });
   // Compaction, rollups, retention and the disk budget, in small background steps (issue 6).
   const maxDiskBytes = diskBudget(config);
@@ -110,6 +111,8 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
         services.rpc.close();
         app.close();
         await downsample.stop();
+        // a batch held back by store.commitDelayMs is written now, not after the store is closed
+        timeseries.flushPending();
         await env.flushed();
         await env.close();
       })();

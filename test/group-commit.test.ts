@@ -8,14 +8,14 @@ import { kvLong } from '../src/model/kv.js';
 import { headFragments } from '../src/store/chunks.js';
 import { Dictionary } from '../src/store/dict.js';
 import { openStoreEnv } from '../src/store/env.js';
-import { LmdbTimeseriesStore } from '../src/store/timeseries.js';
+import { DEFAULT_STORE_OPTIONS, LmdbTimeseriesStore } from '../src/store/timeseries.js';
 import { type Teardown, tempDir } from './helpers/server.js';
 
-function open(t: Teardown) {
+function open(t: Teardown, commitDelayMs?: number) {
   const env = openStoreEnv({ dataDir: tempDir(t), mapSizeBytes: 64 * 1024 * 1024 });
   t.teardown(() => env.close());
   const dict = new Dictionary(env);
-  return { env, dict, store: new LmdbTimeseriesStore(env, dict) };
+  return { env, dict, store: new LmdbTimeseriesStore(env, dict, { ...DEFAULT_STORE_OPTIONS, ...(commitDelayMs === undefined ? {} : { commitDelayMs }) }) };
 }
 
 const ENTITY = '11111111-2222-3333-4444-555555555555';
@@ -63,4 +63,27 @@ t.test('an empty write resolves at once and stores nothing', async (t) => {
   const { store } = open(t);
   await store.write(ENTITY, [{ ts: BASE, values: [] }]);
   t.same(store.keys(ENTITY), []);
+});
+
+t.test('store.commitDelayMs: writes spread over the delay share one commit, each answered once it is on disk', async (t) => {
+  const spaced = async (commitDelayMs?: number): Promise<{ fragments: number; firstAnsweredAfterMs: number }> => {
+    const { env, dict, store } = open(t, commitDelayMs);
+    const t0 = performance.now();
+    let firstAnswer = NaN;
+    const writes = [];
+    for (let i = 0; i < 5; i++) {
+      writes.push(store.write(ENTITY, [{ ts: BASE + i * 1000, values: [['a', kvLong(i)]] }]).then(() => { firstAnswer = Number.isNaN(firstAnswer) ? performance.now() - t0 : firstAnswer; }));
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    await Promise.all(writes);
+    const e = dict.entityIdx(ENTITY) as number;
+    const k = dict.keyIdx('a') as number;
+    t.equal([...store.range(ENTITY, 'a', { startTs: BASE, endTs: BASE + 5000, order: 'ASC' })].length, 5, 'every point stored');
+    return { fragments: headFragments(env, e, k, BASE, BASE + 5000).length, firstAnsweredAfterMs: firstAnswer };
+  };
+  const plain = await spaced();
+  t.equal(plain.fragments, 5, 'without a delay, writes 20 ms apart get a commit (and a fragment) each');
+  const delayed = await spaced(300);
+  t.equal(delayed.fragments, 1, 'with 300 ms, the five writes of 80 ms share one commit');
+  t.ok(delayed.firstAnsweredAfterMs >= 290, `and the first is answered only with that commit (${delayed.firstAnsweredAfterMs.toFixed(0)} ms)`);
 });

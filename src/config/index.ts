@@ -38,6 +38,12 @@ export const DEFAULTS = {
      * 20 min keeps the raw edges of an aggregated query cheap to decode (≤ 120 points of 10-s data per chunk).
      */
     chunkWindowMs: 20 * 60 * 1000,
+    /**
+     * ms a telemetry write may wait for others to share its commit; 0: the next event-loop turn. Each post is
+     * still answered only once its commit is flushed. Every commit writes ~32 KB whatever it holds, so devices
+     * posting one at a time cost that per post (BENCHMARKS.md); a delay trades response time for SD-card wear.
+     */
+    commitDelayMs: 0,
   },
   downsample: {
     /**
@@ -181,6 +187,10 @@ function validate(c: Config): void {
   ];
   for (const [name, v] of positive) {
     if (!Number.isFinite(v) || v <= 0) throw new OutpostError('CONFIG_INVALID', `config: "${name}" must be > 0, got ${v}`);
+  }
+  const delay = c.store.commitDelayMs;
+  if (!Number.isInteger(delay) || delay < 0 || delay > 60_000) {
+    throw new OutpostError('CONFIG_INVALID', `config: "store.commitDelayMs" must be an integer 0..60000, got ${delay}`);
   }
   parsePort(c.port, 'config');
   const budget = c.downsample.maxDiskBytes;

@@ -80,6 +80,8 @@ export interface StoreOptions {
   readonly readCacheBytes?: number;
   /** ms one transaction of a delete may run before yielding the event loop (config downsample.stepBudgetMs) */
   readonly stepBudgetMs?: number;
+  /** ms a write may wait for others to share its commit; 0: the next event-loop turn (config store.commitDelayMs) */
+  readonly commitDelayMs?: number;
 }
 
 export const DEFAULT_STORE_OPTIONS: StoreOptions = {
@@ -143,6 +145,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
   readonly windowMs: number;
   readonly headWindowMs: number;
   private readonly stepBudgetMs: number;
+  private readonly commitDelayMs: number;
   readonly tiers: readonly TierSpec[];
   readonly rollups: RollupStore;
   readonly counters: CompactionCounters = { compactedWindows: 0, compactedFragments: 0, droppedLatePoints: 0, rollupOnlyPoints: 0 };
@@ -187,6 +190,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
     this.windowMs = opts.windowMs;
     this.headWindowMs = opts.headWindowMs;
     this.stepBudgetMs = opts.stepBudgetMs ?? DEFAULTS.downsample.stepBudgetMs;
+    this.commitDelayMs = opts.commitDelayMs ?? 0;
     this.tiers = makeTiers(opts.tiersMs, opts.tierRetentionMs, opts.windowMs);
     const cacheBytes = opts.readCacheBytes ?? DEFAULTS.query.readCacheBytes;
     this.chunkCacheBytes = cacheBytes / 4;
@@ -259,8 +263,8 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
   }
 
   /**
-   * Group commit (issue 2): write() only queues the points; every request of the current event-loop turn is
-   * written by one `flushPending()` at setImmediate, merged per series, so 64 concurrent 3-key posts to a
+   * Group commit (issue 2): write() only queues the points; every request of the current event-loop turn (or
+   * of the next `commitDelayMs`, when set) is written by one `flushPending()`, merged per series, so 64 concurrent 3-key posts to a
    * device cost 3 fragment puts and 3 latest puts in one transaction instead of 384 puts. All of a turn's puts
    * share one LMDB transaction, so each request is still all-or-nothing, and each is acknowledged once that
    * transaction is committed and flushed. Points are kept in call order, so on an equal ts the later request
@@ -283,7 +287,10 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
     if (this.pendingDone === undefined) {
       this.pendingDone = new Promise<void>((resolve, reject) => { this.settlePending = { resolve, reject }; });
       // While a batch is committing, the next one keeps filling; it is written the moment that commit lands.
-      if (!this.committing) setImmediate(() => this.flushPending());
+      if (!this.committing) {
+        if (this.commitDelayMs > 0) setTimeout(() => this.flushPending(), this.commitDelayMs);
+        else setImmediate(() => this.flushPending());
+      }
     }
     return this.pendingDone;
   }
