@@ -264,11 +264,11 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
 
   /**
    * Group commit (issue 2): write() only queues the points; every request of the current event-loop turn (or
-   * of the next `commitDelayMs`, when set) is written by one `flushPending()`, merged per series, so 64 concurrent 3-key posts to a
-   * device cost 3 fragment puts and 3 latest puts in one transaction instead of 384 puts. All of a turn's puts
-   * share one LMDB transaction, so each request is still all-or-nothing, and each is acknowledged once that
-   * transaction is committed and flushed. Points are kept in call order, so on an equal ts the later request
-   * wins, exactly as sequential upserts.
+   * of the next `commitDelayMs`, when set) is written by one `flushPending()`, merged per series, so 64
+   * concurrent 3-key posts to a device cost 3 fragment puts and 3 latest puts in one transaction instead of 384
+   * puts. All of a batch's puts share one LMDB transaction, so each request is still all-or-nothing, and each is
+   * acknowledged once that transaction is committed and flushed. Points are kept in call order, so on an equal
+   * ts the later request wins, exactly as sequential upserts.
    */
   write(entityId: string, points: TelemetryBatch | readonly TsRecord[]): Promise<void> {
     this.lastWriteAt = performance.now();
