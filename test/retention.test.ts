@@ -155,6 +155,18 @@ t.test('a sweep cut short by a restart is finished after it, so the budget holds
   t.ok(st.rawHorizonTs > horizon && st.liveBytes <= 0.9 * opts.maxDiskBytes, `and the budget is enforced again (horizon moved on; live ${st.liveBytes} B)`);
 });
 
+t.test('disk budget: over it before anything is compacted, the chunks compacted later still go', async (t) => {
+  const { store, dataDir } = setup(t);
+  await load(store, 3);
+  const newest = T0 + (POINTS - 1) * STEP;
+  // Everything is still in the head: the first plan finds no chunk to drop.
+  const eng = engine(store, dataDir, () => newest + MIN, { maxDiskBytes: Math.floor(liveBytes(store.env) * 0.5) });
+  await drain(eng);
+  const st = eng.stats();
+  t.ok(st.compactedWindows > 0, `compaction made chunks of ${st.compactedWindows} windows`);
+  t.ok(st.droppedRawChunks > 0 && st.liveBytes <= 0.9 * st.maxDiskBytes, `and the budget then dropped ${st.droppedRawChunks} of them (live ${st.liveBytes} of ${st.maxDiskBytes} B)`);
+});
+
 t.test('tier retention drops blocks but the planner stays exact (raw kept)', async (t) => {
   const { store, dataDir } = setup(t, [DAY, 0, 0]);
   const model = await load(store);

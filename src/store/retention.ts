@@ -156,13 +156,15 @@ export class DownsampleEngine {
   private sweptRaw = Number.MIN_SAFE_INTEGER;
   private readonly sweptTiers: number[] = [];
   /**
-   * The oldest chunk window as the last raw sweep found it (Infinity: no chunk; undefined: not known yet).
-   * Finding it takes a seek per series (8 ms for 2,000 series here, 40+ for 10,000), so the disk budget
-   * takes it from the sweeps, which visit every series anyway in bounded steps, instead of scanning in one
-   * block at each plan. Deletes can only make it older than the truth: the horizon then moves less than a
-   * window's worth, and that sweep finds the real one.
+   * The oldest chunk window as the last raw sweep found it (undefined: not known, or that sweep found no
+   * chunk, which compaction may have made since). Finding it takes a seek per series (8 ms for 2,000 series
+   * here, 40+ for 10,000), so the disk budget takes it from the sweeps, which visit every series anyway in
+   * bounded steps, instead of scanning in one block at each plan. Deletes can only make it older than the
+   * truth: the horizon then moves less than a window's worth, and that sweep finds the real one.
    */
   private oldestChunk: number | undefined;
+  /** store.counters.compactedWindows when a raw sweep last found no chunk: no new sweep for it until that moves */
+  private noChunkAt: number | undefined;
 
   constructor(private readonly store: LmdbTimeseriesStore, private readonly opts: EngineOptions, private readonly now: () => number,
     private readonly onError: (msg: string) => void = () => undefined) {}
@@ -267,8 +269,8 @@ export class DownsampleEngine {
     // nothing new); the next plan moves the horizon past it.
     let measure = false;
     if (this.opts.maxDiskBytes > 0 && liveBytes(env) > 0.9 * this.opts.maxDiskBytes) {
-      if (this.oldestChunk === undefined) measure = true;
-      else if (this.oldestChunk !== Infinity) raw = Math.max(raw, windowStart(this.oldestChunk, W) + W);
+      if (this.oldestChunk === undefined) measure = this.noChunkAt !== store.counters.compactedWindows;
+      else raw = Math.max(raw, windowStart(this.oldestChunk, W) + W);
     }
     const tiers = store.tiers.map((t) => {
       const cur = store.tierHorizonTs(t.index);
@@ -318,7 +320,11 @@ export class DownsampleEngine {
     this.noteStep(wallMs);
     if (done) {
       this.sweeps.shift();
-      if (sweep.db === this.store.env.chunks) this.oldestChunk = sweep.oldestKept;
+      if (sweep.db === this.store.env.chunks) {
+        const found = Number.isFinite(sweep.oldestKept);
+        this.oldestChunk = found ? sweep.oldestKept : undefined;
+        this.noChunkAt = found ? undefined : this.store.counters.compactedWindows;
+      }
     }
     return true;
   }
