@@ -14,6 +14,7 @@ import type { DownsampleEngine } from './store/retention.js';
 import type { AttributeStore } from './store/attributes.js';
 import type { RpcBroker } from './rpc/broker.js';
 import type { DepthStore } from './store/depth.js';
+import type { SyncStatusSource } from './sync/status.js';
 
 export interface Logger {
   info(msg: string): void;
@@ -40,6 +41,8 @@ export interface Services {
   readonly attributes: AttributeStore;
   /** device long-polls, server- and client-side RPC (CONTRACT §4, §7) */
   readonly rpc: RpcBroker;
+  /** upstream store-and-forward (CONTRACT §9); absent when `sync.url` is unset */
+  readonly sync?: SyncStatusSource;
   /** the clock; tests substitute a fake one */
   readonly now: () => number;
 }
