@@ -10,8 +10,9 @@ import { Dictionary } from '../src/store/dict.js';
 import { openStoreEnv } from '../src/store/env.js';
 import { decodePoints, decodePointsIn, encodeColumn, encodePoints } from '../src/store/gorilla.js';
 import { LmdbTimeseriesStore } from '../src/store/timeseries.js';
-import { addPoint, emptyAgg, finalizeAgg } from '../src/query/aggregate.js';
-import { bucketsOf, planBuckets } from '../src/query/buckets.js';
+import { addPoint, emptyAgg } from '../src/store/aggregate.js';
+import { finalizeAgg } from '../src/query/aggregate.js';
+import { bucketsOf, planBuckets } from '../src/store/buckets.js';
 import { rng } from './helpers/prng.js';
 import { type Teardown, tempDir } from './helpers/server.js';
 

@@ -7,14 +7,15 @@
  * non-finite doubles, overwrites, deletes and dirty (uncompacted) windows.
  */
 import t from 'tap';
-import { AGG_FNS, addPoint, emptyAgg, finalizeAgg } from '../src/query/aggregate.js';
-import { type BucketPlan, bucketsOf, planBuckets } from '../src/query/buckets.js';
+import { AGG_FNS, addPoint, emptyAgg } from '../src/store/aggregate.js';
+import { finalizeAgg } from '../src/query/aggregate.js';
+import { type BucketPlan, bucketsOf, planBuckets } from '../src/store/buckets.js';
 import { aggregateBuckets } from '../src/query/history.js';
 import { type KvValue, kvBool, kvDouble, kvLong, kvString, kvToString } from '../src/model/kv.js';
 import { Dictionary } from '../src/store/dict.js';
 import { openStoreEnv } from '../src/store/env.js';
 import { LmdbTimeseriesStore } from '../src/store/timeseries.js';
-import { RollupPlanner } from '../src/query/planner.js';
+import { RollupPlanner } from '../src/store/planner.js';
 import { tempDir } from './helpers/server.js';
 import { rng } from './helpers/prng.js';
 

@@ -6,8 +6,9 @@
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import t from 'tap';
-import { AGG_FNS, type BucketAgg, addPoint, emptyAgg, finalizeAgg } from '../src/query/aggregate.js';
-import { type BucketPlan, bucketsOf, planBuckets } from '../src/query/buckets.js';
+import { AGG_FNS, type BucketAgg, addPoint, emptyAgg } from '../src/store/aggregate.js';
+import { finalizeAgg } from '../src/query/aggregate.js';
+import { type BucketPlan, bucketsOf, planBuckets } from '../src/store/buckets.js';
 import { type KvValue, kvDouble, kvLong, kvToString } from '../src/model/kv.js';
 import { windowStart } from '../src/store/chunks.js';
 import { readOrderedI64 } from '../src/store/codec.js';

@@ -4,8 +4,9 @@
  * out-of-order points, same-ts overwrites and deletes. TB's worked example goes through the planner.
  */
 import t, { type Test } from 'tap';
-import { AGG_FNS, type BucketAgg, addPoint, emptyAgg, finalizeAgg } from '../src/query/aggregate.js';
-import { planBuckets } from '../src/query/buckets.js';
+import { AGG_FNS, type BucketAgg, addPoint, emptyAgg } from '../src/store/aggregate.js';
+import { finalizeAgg } from '../src/query/aggregate.js';
+import { planBuckets } from '../src/store/buckets.js';
 import { aggregateBuckets } from '../src/query/history.js';
 import { type KvValue, type TsKv, kvBool, kvDouble, kvJson, kvLong, kvString, kvToString } from '../src/model/kv.js';
 import { windowStart } from '../src/store/chunks.js';

@@ -17,6 +17,9 @@ import { decodeValue, readOrderedI64, writeOrderedI64 } from './codec.js';
 import type { StoreEnv } from './env.js';
 import { BlockColumns, decodePoints } from './gorilla.js';
 
+/** One series' decoded chunks by window start; null: the window has no chunk. */
+export type SeriesChunks = Map<number, BlockColumns | null>;
+
 /** The start of the window holding `ts` (inclusive); the window is [start, start + W). */
 export function windowStart(ts: number, windowMs: number): number {
   return Math.floor(ts / windowMs) * windowMs;

@@ -1,6 +1,6 @@
 /**
  * Rollup tiers (issue 6, STYLE §13): per series and tier, the mergeable aggregate state (`BucketAgg` of
- * src/query/aggregate.ts) of every non-empty bucket [start, start + bucketMs), buckets aligned to epoch 0.
+ * aggregate.ts) of every non-empty bucket [start, start + bucketMs), buckets aligned to epoch 0.
  * Because BucketAgg merges exactly (exact long sums, Shewchuk partials for doubles), merging rollup buckets
  * gives the same finalized answer as aggregating the raw points.
  *
@@ -14,7 +14,7 @@
  * of 1-hour buckets is a handful of LMDB reads, and the per-entry overhead is spread over many buckets.
  */
 import { OutpostError } from '../errors.js';
-import { type BucketAgg, addPoint, emptyAgg, mergeAgg } from '../query/aggregate.js';
+import { type BucketAgg, addPoint, emptyAgg, mergeAgg } from './aggregate.js';
 import type { KvValue, TsKv } from '../model/kv.js';
 import { kvDouble, kvLong, kvString } from '../model/kv.js';
 import type { EntityIdx, KeyIdx } from './codec.js';

@@ -20,16 +20,16 @@ import type { TsRecord } from '../ingest/payload.js';
 import { SeriesColumn, TelemetryBatch } from '../model/batch.js';
 import type { EntityIdx, KeyIdx } from './codec.js';
 import { decodeStamped, encodeStamped, entityPrefix, prefixEnd, readOrderedI64, seriesKey } from './codec.js';
-import { type WindowPoints, fragKey, fragmentPoints, headFragments, mergeWindow, seriesPoints, seriesWindows, windowKey, windowStart } from './chunks.js';
+import { type SeriesChunks, type WindowPoints, fragKey, fragmentPoints, headFragments, mergeWindow, seriesPoints, seriesWindows, windowKey, windowStart } from './chunks.js';
 import type { Dictionary } from './dict.js';
 import type { StoreEnv } from './env.js';
 import { ByteLru } from './lru.js';
 import { BlockColumns, blockCount, decodePoints, encodeColumn, encodePoints } from './gorilla.js';
 import { RollupStore, type TierSpec, makeTiers } from './rollups.js';
-import type { AggFn } from '../query/aggregate.js';
-import type { BucketAggregate, BucketSource } from '../query/history.js';
-import type { BucketPlan } from '../query/buckets.js';
-import { RollupPlanner } from '../query/planner.js';
+import type { AggFn } from './aggregate.js';
+import type { BucketAggregate, BucketSource } from './bucket-source.js';
+import type { BucketPlan } from './buckets.js';
+import { type PlannedStore, RollupPlanner } from './planner.js';
 
 export type Order = 'ASC' | 'DESC';
 
@@ -122,15 +122,13 @@ function readOwnCopy(db: StoreEnv['head'], key: Buffer): Buffer | undefined {
   return own;
 }
 
-/** One series' decoded chunks by window start; null: the window has no chunk. */
-export type SeriesChunks = Map<number, BlockColumns | null>;
 
 const chunkBytes = (cols: BlockColumns | null): number => DECODED_CHUNK_BYTES + (cols === null ? 0 : cols.count * DECODED_POINT_BYTES);
 
 /** Head sequence numbers are reserved in blocks so a restart never reuses one (meta key `headSeq`). */
 const SEQ_RESERVATION = 1_000_000;
 
-export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
+export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, PlannedStore {
   /**
    * entity UUID → key → the columns written to it, in call order, waiting for this turn's flush. Bounded by
    * the requests in flight: each caller awaits the batch, and bodies are capped (http.maxBodyBytes).
@@ -409,8 +407,8 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource {
   }
 
   /**
-   * BucketSource (history.ts seam): aggregated history answered from rollup tiers plus raw edges, exactly
-   * (src/query/planner.ts).
+   * BucketSource (bucket-source.ts seam): aggregated history answered from rollup tiers plus raw edges, exactly
+   * (planner.ts).
    */
   bucketAggs(entityId: string, key: string, plan: BucketPlan, fn?: AggFn): Iterable<BucketAggregate> {
     this.planner ??= new RollupPlanner(this);

@@ -1,7 +1,7 @@
 /**
  * The downsampling query planner (issue 6 §2): answers aggregated history from rollup tiers where whole tier
  * buckets fit inside the request's buckets, and from raw points only at the unaligned edges. It is the
- * `BucketSource` of history.ts for the LMDB store, so every aggregated query goes through it.
+ * `BucketSource` (bucket-source.ts) of the LMDB store, so every aggregated query goes through it.
  *
  * Exactness (CONTRACT §5): a request bucket [bs, be) is cut greedily, left to right, into pieces:
  *   - runs of tier-T buckets [c, c + m·T) with c aligned to T, inside [bs, be), not overlapping a dirty chunk
@@ -25,18 +25,38 @@
  * request bucket holding its start (the documented edge approximation; README "Downsampling").
  */
 import type { TsKv } from '../model/kv.js';
-import { windowKey, windowStart } from '../store/chunks.js';
-import type { EntityIdx, KeyIdx } from '../store/codec.js';
-import { readOrderedI64 } from '../store/codec.js';
-import { BlockColumns } from '../store/gorilla.js';
-import {
-  type DecodedBlock, type RollupBucket, SUM_COUNT, SUM_DOUBLE_COUNT, SUM_FIRST_TS, SUM_LAST_TS, SUM_LONG_COUNT, SUM_LONG_SUM, SUM_PARTIALS, SUM_PARTIAL_0,
-  SUM_STRIDE, type TierSpec, rollupKey,
-} from '../store/rollups.js';
-import type { LmdbTimeseriesStore, SeriesChunks } from '../store/timeseries.js';
 import { type AggFn, type BucketAgg, type MergeFields, addLong, addNumber, addPartial, addPoint, addScaledExactly, clearAgg, emptyAgg, fieldsFor, mergeInto, removeAgg, subtractable } from './aggregate.js';
+import { type BucketAggregate, type BucketSource, RawScanSource } from './bucket-source.js';
 import { type BucketPlan, bucketAt, bucketIndexOf } from './buckets.js';
-import { type BucketAggregate, type BucketSource, RawScanSource } from './history.js';
+import { type SeriesChunks, type WindowPoints, windowKey, windowStart } from './chunks.js';
+import type { EntityIdx, KeyIdx } from './codec.js';
+import { readOrderedI64 } from './codec.js';
+import type { StoreEnv } from './env.js';
+import { BlockColumns } from './gorilla.js';
+import {
+  type DecodedBlock, type RollupBucket, type RollupStore, SUM_COUNT, SUM_DOUBLE_COUNT, SUM_FIRST_TS, SUM_LAST_TS, SUM_LONG_COUNT, SUM_LONG_SUM,
+  SUM_PARTIALS, SUM_PARTIAL_0, SUM_STRIDE, type TierSpec, rollupKey,
+} from './rollups.js';
+import type { TimeseriesStore } from './timeseries.js';
+
+/**
+ * What the planner reads of the LMDB timeseries store: its binary layout (head fragments, chunks, rollup
+ * blocks) and horizons. A narrow view, so the planner depends on the layout and the store on the planner, not
+ * each on the other.
+ */
+export interface PlannedStore extends TimeseriesStore {
+  readonly env: Pick<StoreEnv, 'head' | 'chunks' | 'rollups'>;
+  readonly windowMs: number;
+  readonly tiers: readonly TierSpec[];
+  readonly rollups: Pick<RollupStore, 'readBlock'>;
+  readonly rawHorizonTs: number;
+  tierHorizonsTs(): number[];
+  seriesOf(entityId: string, key: string): { e: EntityIdx; k: KeyIdx } | undefined;
+  seriesChunks(e: EntityIdx, k: KeyIdx): SeriesChunks;
+  chunkColumns(e: EntityIdx, k: KeyIdx, w: number, chunks?: SeriesChunks): BlockColumns | undefined;
+  fragmentColumns(key: Buffer): BlockColumns | undefined;
+  windowsOf(e: EntityIdx, k: KeyIdx, fromTs: number, toTs: number): IterableIterator<WindowPoints>;
+}
 
 /** What one query did (tests and the benchmark look at it). */
 export interface PlanStats {
@@ -66,7 +86,7 @@ export class RollupPlanner implements BucketSource {
   /** stats of the most recent bucketAggs call */
   lastStats: PlanStats = noStats();
 
-  constructor(private readonly store: LmdbTimeseriesStore, private readonly opts: PlannerOptions = {}) {
+  constructor(private readonly store: PlannedStore, private readonly opts: PlannerOptions = {}) {
     this.raw = new RawScanSource(store);
   }
 
@@ -145,7 +165,7 @@ class SeriesReader {
   /** the state fields merges maintain: only those `fn` finalizes from (all when fn is not given) */
   private readonly fields: MergeFields;
 
-  constructor(private readonly store: LmdbTimeseriesStore, private readonly e: EntityIdx, private readonly k: KeyIdx,
+  constructor(private readonly store: PlannedStore, private readonly e: EntityIdx, private readonly k: KeyIdx,
     private readonly startTs: number, private readonly endTs: number, fn: AggFn | undefined, boundaryInterval: number | undefined) {
     this.subtract = subtractable(fn);
     this.fields = fieldsFor(fn);
