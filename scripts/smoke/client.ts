@@ -1,0 +1,107 @@
+/**
+ * The host side of scripts/arm-smoke.sh: talks HTTP to a gateway running under qemu-user and checks its answers.
+ * Runs on the build machine's own Node (fast), so the emulated daemon is the only thing being measured.
+ *
+ *   node dist/scripts/smoke/client.js write  <url> <deviceToken> <deviceId> <email> <password>
+ *   node dist/scripts/smoke/client.js verify <url> <deviceId> <email> <password>
+ *   node dist/scripts/smoke/client.js load   <url> <deviceToken> <seconds> <connections> <pid>
+ * Each prints one JSON line; `write` and `verify` exit 1 when an answer is not what was posted.
+ */
+import { readFileSync } from 'node:fs';
+
+/** One hour of 10-s points (360) of `t` = 0..359 from a fixed, hour-aligned start. */
+const T0 = 1_700_000_000_000 - (1_700_000_000_000 % 3_600_000);
+const N = 360;
+const STEP = 10_000;
+
+function fail(msg: string): never {
+  process.stderr.write(`smoke: ${msg}\n`);
+  process.exit(1);
+}
+
+async function login(url: string, email: string, password: string): Promise<string> {
+  const r = await fetch(`${url}/api/auth/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username: email, password }),
+  });
+  if (r.status !== 200) fail(`login: ${r.status} ${await r.text()}`);
+  return ((await r.json()) as { token: string }).token;
+}
+
+type Series = Record<string, { ts: number; value: string }[]>;
+
+async function query(url: string, jwt: string, deviceId: string, params: string): Promise<Series> {
+  const r = await fetch(`${url}/api/plugins/telemetry/DEVICE/${deviceId}/values/timeseries?${params}`, {
+    headers: { 'x-authorization': `Bearer ${jwt}` },
+  });
+  if (r.status !== 200) fail(`query ${params}: ${r.status} ${await r.text()}`);
+  return (await r.json()) as Series;
+}
+
+/** Raw points back in order, and the hourly AVG (0..359 → 179.5), with their wall times. */
+async function readBack(url: string, jwt: string, deviceId: string): Promise<Record<string, number>> {
+  const range = `keys=t&startTs=${T0}&endTs=${T0 + N * STEP}`;
+  let t = performance.now();
+  const raw = (await query(url, jwt, deviceId, `${range}&limit=1000&orderBy=ASC`))['t'] ?? [];
+  const rawMs = performance.now() - t;
+  if (raw.length !== N) fail(`raw query: ${raw.length} points, want ${N}`);
+  raw.forEach((p, i) => {
+    if (p.ts !== T0 + i * STEP || Number(p.value) !== i) fail(`raw point ${i}: ${JSON.stringify(p)}`);
+  });
+  t = performance.now();
+  const agg = (await query(url, jwt, deviceId, `${range}&agg=AVG&interval=3600000`))['t'] ?? [];
+  const aggMs = performance.now() - t;
+  if (agg.length !== 1 || Number(agg[0]!.value) !== 179.5) fail(`AVG query: ${JSON.stringify(agg)}`);
+  return { rawPoints: raw.length, rawQueryMs: Math.round(rawMs), avg: Number(agg[0]!.value), aggQueryMs: Math.round(aggMs) };
+}
+
+async function write(url: string, token: string, deviceId: string, email: string, password: string): Promise<void> {
+  const t = performance.now();
+  // Six posts of 60 records: the array form devices use when they flush a buffer.
+  for (let b = 0; b < N / 60; b++) {
+    const body = Array.from({ length: 60 }, (_, j) => ({ ts: T0 + (b * 60 + j) * STEP, values: { t: b * 60 + j } }));
+    const r = await fetch(`${url}/api/v1/${token}/telemetry`, { method: 'POST', body: JSON.stringify(body) });
+    if (r.status !== 200) fail(`post ${b}: ${r.status} ${await r.text()}`);
+  }
+  const postMs = performance.now() - t;
+  const jwt = await login(url, email, password);
+  console.log(JSON.stringify({ posted: N, postMs: Math.round(postMs), ...(await readBack(url, jwt, deviceId)) }));
+}
+
+async function verify(url: string, deviceId: string, email: string, password: string): Promise<void> {
+  console.log(JSON.stringify(await readBack(url, await login(url, email, password), deviceId)));
+}
+
+function rssAnonKb(pid: number): number {
+  const m = /RssAnon:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) : 0;
+}
+
+/** `connections` loops posting a 10-key body for `seconds`; samples the daemon's RssAnon every 200 ms. */
+async function load(url: string, token: string, seconds: number, connections: number, pid: number): Promise<void> {
+  const end = performance.now() + seconds * 1000;
+  let posts = 0;
+  let maxRss = rssAnonKb(pid);
+  const sampler = setInterval(() => { maxRss = Math.max(maxRss, rssAnonKb(pid)); }, 200);
+  const worker = async (c: number): Promise<void> => {
+    while (performance.now() < end) {
+      const values: Record<string, number> = {};
+      for (let k = 0; k < 10; k++) values[`k${k}`] = c * 1000 + k + Math.random();
+      const r = await fetch(`${url}/api/v1/${token}/telemetry`, { method: 'POST', body: JSON.stringify(values) });
+      if (r.status !== 200) fail(`load post: ${r.status} ${await r.text()}`);
+      await r.arrayBuffer();
+      posts++;
+    }
+  };
+  await Promise.all(Array.from({ length: connections }, (_, c) => worker(c)));
+  clearInterval(sampler);
+  maxRss = Math.max(maxRss, rssAnonKb(pid));
+  console.log(JSON.stringify({ posts, postsPerSec: Math.round(posts / seconds), points: posts * 10, maxRssAnonKb: maxRss }));
+}
+
+const [cmd, ...a] = process.argv.slice(2);
+if (cmd === 'write' && a.length === 5) await write(a[0]!, a[1]!, a[2]!, a[3]!, a[4]!);
+else if (cmd === 'verify' && a.length === 4) await verify(a[0]!, a[1]!, a[2]!, a[3]!);
+else if (cmd === 'load' && a.length === 5) await load(a[0]!, a[1]!, Number(a[2]), Number(a[3]), Number(a[4]));
+else fail('usage: client.js write|verify|load ... (see the header of scripts/smoke/client.ts)');
