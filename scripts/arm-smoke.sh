@@ -90,15 +90,19 @@ t=$(now); device=$(outpost device add --name smoke-1 --token SMOKE_TOKEN_1)
 device_id=$(node -pe 'JSON.parse(process.argv[1]).id' "$device")
 log "CLI device add: $(since "$t") s ($device)"
 
+starts=0
 start_daemon() {
   local t; t=$(now)
-  "$prefix/bin/node" "$prefix/dist/src/main.js" serve > "$work/serve.log" 2>&1 &
+  starts=$((starts + 1))
+  serve_log=$work/serve-$starts.log
+  : > "$serve_log"
+  "$prefix/bin/node" "$prefix/dist/src/main.js" serve > "$serve_log" 2>&1 &
   daemon=$!
-  while ! grep -q 'listening on' "$work/serve.log"; do
-    kill -0 "$daemon" 2>/dev/null || { cat "$work/serve.log" >&2; log "daemon died"; exit 1; }
+  while ! grep -q 'listening on' "$serve_log"; do
+    kill -0 "$daemon" 2>/dev/null || { cat "$serve_log" >&2; log "daemon died"; exit 1; }
     sleep 0.1
   done
-  url=http://127.0.0.1:$(sed -n 's/.*listening on https\{0,1\}:\/\/[^ ]*:\([0-9]*\).*/\1/p' "$work/serve.log" | head -1)
+  url=http://127.0.0.1:$(sed -n 's/.*listening on https\{0,1\}:\/\/[^ ]*:\([0-9]*\).*/\1/p' "$serve_log" | head -1)
   log "daemon listening after $(since "$t") s at $url"
 }
 stop_daemon() {
@@ -107,7 +111,7 @@ stop_daemon() {
   wait "$daemon" || rc=$?
   daemon=''
   log "SIGTERM → exit $rc after $(since "$t") s"
-  [ "$rc" = 0 ] || { cat "$work/serve.log" >&2; exit 1; }
+  [ "$rc" = 0 ] || { cat "$serve_log" >&2; exit 1; }
 }
 
 start_daemon

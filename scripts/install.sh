@@ -82,14 +82,14 @@ node=${OUTPOST_NODE:-$(command -v node || true)}
 node=$(readlink -f "$node")
 nodever=$("$node" --version 2>/dev/null || true)
 major=${nodever#v}; major=${major%%.*}
-read -r want_arch want_majors < <("$node" -e '
-  const b = JSON.parse(require("fs").readFileSync(process.argv[1], "utf8"));
-  console.log(b.nodeArch, b.nodeMajors.join(","));' "$src/bundle.json" 2>/dev/null) || want_arch=''
+# bundle.json is one line that scripts/bundle.sh writes: read without Node, which is not checked yet.
+want_arch=$(sed -n 's/.*"nodeArch":"\([^"]*\)".*/\1/p' "$src/bundle.json")
+want_majors=$(sed -n 's/.*"nodeMajors":\[\([0-9,]*\)\].*/\1/p' "$src/bundle.json")
 case "$major" in
   18|20|21|22) ;;
   *) echo "outpost: Node ${nodever:-?} at $node is not supported: Outpost runs on Node 18 to 22" >&2; node_help; exit 1 ;;
 esac
-[ -n "$want_arch" ] || die "cannot read $src/bundle.json with $node"
+[ -n "$want_arch" ] && [ -n "$want_majors" ] || die "$src/bundle.json does not say nodeArch and nodeMajors"
 case ",$want_majors," in
   *",$major,"*) ;;
   *) echo "outpost: this bundle carries native binaries for Node ${want_majors//,/ and }, not for Node $major ($node)" >&2
