@@ -5,6 +5,7 @@
  *   node dist/scripts/smoke/client.js write  <url> <deviceToken> <deviceId> <email> <password>
  *   node dist/scripts/smoke/client.js verify <url> <deviceId> <email> <password>
  *   node dist/scripts/smoke/client.js load   <url> <deviceToken> <seconds> <connections> <pid>
+ *   node dist/scripts/smoke/client.js rss    <pid>
  * Each prints one JSON line; `write` and `verify` exit 1 when an answer is not what was posted.
  */
 import { readFileSync } from 'node:fs';
@@ -73,9 +74,27 @@ async function verify(url: string, deviceId: string, email: string, password: st
   console.log(JSON.stringify(await readBack(url, await login(url, email, password), deviceId)));
 }
 
-function rssAnonKb(pid: number): number {
+/**
+ * Anonymous resident memory of the daemon's process, in kB: `total` is RssAnon (under qemu-user: the emulator's
+ * process); `guest` counts only mappings below 2^44, where qemu-user puts the emulated program's memory (an armv7
+ * guest lives below 4 GiB, an arm64 guest's mmap area starts near 0x55_0000_0000), leaving out qemu's own heap,
+ * translated-code buffer and libraries (at 0x5555... and 0x7f...). Natively `guest` is the whole RssAnon minus
+ * anything mapped that high, i.e. about the same figure.
+ */
+export function anonKb(pid: number): { total: number; guest: number } {
   const m = /RssAnon:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
-  return m ? Number(m[1]) : 0;
+  let guest = 0;
+  let low = false;
+  for (const line of readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+    const range = /^([0-9a-f]+)-[0-9a-f]+ /.exec(line);
+    if (range) low = range[1]!.length < 12 || parseInt(range[1]!, 16) < 2 ** 44;
+    else if (low && line.startsWith('Anonymous:')) guest += Number(line.slice(10).trim().split(' ')[0]);
+  }
+  return { total: m ? Number(m[1]) : 0, guest };
+}
+
+function rssAnonKb(pid: number): number {
+  return anonKb(pid).total;
 }
 
 /** `connections` loops posting a 10-key body for `seconds`; samples the daemon's RssAnon every 200 ms. */
@@ -83,7 +102,13 @@ async function load(url: string, token: string, seconds: number, connections: nu
   const end = performance.now() + seconds * 1000;
   let posts = 0;
   let maxRss = rssAnonKb(pid);
-  const sampler = setInterval(() => { maxRss = Math.max(maxRss, rssAnonKb(pid)); }, 200);
+  let maxGuest = anonKb(pid).guest;
+  const sample = (): void => {
+    const a = anonKb(pid);
+    maxRss = Math.max(maxRss, a.total);
+    maxGuest = Math.max(maxGuest, a.guest);
+  };
+  const sampler = setInterval(sample, 200);
   const worker = async (c: number): Promise<void> => {
     while (performance.now() < end) {
       const values: Record<string, number> = {};
@@ -96,12 +121,13 @@ async function load(url: string, token: string, seconds: number, connections: nu
   };
   await Promise.all(Array.from({ length: connections }, (_, c) => worker(c)));
   clearInterval(sampler);
-  maxRss = Math.max(maxRss, rssAnonKb(pid));
-  console.log(JSON.stringify({ posts, postsPerSec: Math.round(posts / seconds), points: posts * 10, maxRssAnonKb: maxRss }));
+  sample();
+  console.log(JSON.stringify({ posts, postsPerSec: Math.round(posts / seconds), points: posts * 10, maxRssAnonKb: maxRss, maxGuestAnonKb: maxGuest }));
 }
 
 const [cmd, ...a] = process.argv.slice(2);
 if (cmd === 'write' && a.length === 5) await write(a[0]!, a[1]!, a[2]!, a[3]!, a[4]!);
 else if (cmd === 'verify' && a.length === 4) await verify(a[0]!, a[1]!, a[2]!, a[3]!);
+else if (cmd === 'rss' && a.length === 1) console.log(JSON.stringify(anonKb(Number(a[0]))));
 else if (cmd === 'load' && a.length === 5) await load(a[0]!, a[1]!, Number(a[2]), Number(a[3]), Number(a[4]));
 else fail('usage: client.js write|verify|load ... (see the header of scripts/smoke/client.ts)');
