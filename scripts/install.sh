@@ -150,9 +150,12 @@ cat > "$root$cmd.tmp" <<EOF
 # Installed by $prefix/install.sh: runs the Outpost CLI against the installed gateway.
 # Local commands need the data dir, which is the outpost user's alone: use \`sudo outpost ...\`.
 export OUTPOST_DATA_DIR="\${OUTPOST_DATA_DIR:-$data}"
-if [ -z "\${OUTPOST_CONFIG+x}" ] && [ -r $etc/outpost.json ]; then export OUTPOST_CONFIG=$etc/outpost.json; fi
+if [ -z "\${OUTPOST_CONFIG:-}" ] && [ -r $etc/outpost.json ]; then export OUTPOST_CONFIG=$etc/outpost.json; fi
 if [ "\$(id -u)" = 0 ] && id outpost >/dev/null 2>&1; then
-  exec setpriv --reuid=outpost --regid=outpost --init-groups -- $prefix/bin/node $prefix/dist/src/main.js "\$@"
+  if command -v setpriv >/dev/null; then
+    exec setpriv --reuid=outpost --regid=outpost --init-groups -- $prefix/bin/node $prefix/dist/src/main.js "\$@"
+  fi
+  exec runuser -u outpost -- $prefix/bin/node $prefix/dist/src/main.js "\$@"
 fi
 $prefix/bin/node $prefix/dist/src/main.js "\$@" && exit 0
 rc=\$?

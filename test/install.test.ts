@@ -94,7 +94,7 @@ t.test('install.sh --root: files, modes, the outpost command, upgrade, uninstall
   t.match(JSON.parse(dev.stdout), { name: 'pump-1' }, 'prints the device');
   t.ok(readdirSync(at('var/lib/outpost')).some((f) => f.endsWith('.mdb')), 'the store is in the installed data dir');
   writeFileSync(at('etc/outpost/outpost.json'), '{ "port": 8080, "noSuchKey": 1 }\n');
-  const bad = run(cmd, ['device', 'add', '--name', 'pump-2']);
+  const bad = run(cmd, ['device', 'add', '--name', 'pump-2'], { OUTPOST_DATA_DIR: '', OUTPOST_CONFIG: '' });
   t.not(bad.code, 0, 'and it reads the installed config (an unknown key is refused)');
   t.match(bad.stderr, /noSuchKey/, 'naming the key');
 
