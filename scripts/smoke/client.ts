@@ -4,8 +4,8 @@
  *
  *   node dist/scripts/smoke/client.js write  <url> <deviceToken> <deviceId> <email> <password>
  *   node dist/scripts/smoke/client.js verify <url> <deviceId> <email> <password>
- *   node dist/scripts/smoke/client.js load   <url> <deviceToken> <seconds> <connections> <pid>
- *   node dist/scripts/smoke/client.js rss    <pid>
+ *   node dist/scripts/smoke/client.js load   <url> <deviceToken> <seconds> <connections> <pid> guest32|-
+ *   node dist/scripts/smoke/client.js rss    <pid> guest32|-
  * Each prints one JSON line; `write` and `verify` exit 1 when an answer is not what was posted.
  */
 import { readFileSync } from 'node:fs';
@@ -76,21 +76,23 @@ async function verify(url: string, deviceId: string, email: string, password: st
 
 /**
  * Anonymous resident memory of the daemon's process, in kB: `total` is RssAnon (under qemu-user: the emulator's
- * process); `guest` counts only mappings below 2^44, where qemu-user puts the emulated program's memory (an armv7
- * guest lives below 4 GiB, an arm64 guest's mmap area starts near 0x55_0000_0000), leaving out qemu's own heap,
- * translated-code buffer and libraries (at 0x5555... and 0x7f...). Natively `guest` is the whole RssAnon minus
- * anything mapped that high, i.e. about the same figure.
+ * process, guest and qemu's own translated-code buffer and heap together: an upper bound). `guest` is given for a
+ * 32-bit guest only: qemu-user maps all of its memory below 4 GiB (guest_base 0 here), apart from qemu's own
+ * mappings (at 0x5555... and 0x7f...), so the sum below 4 GiB is the program's own figure. A 64-bit guest's V8
+ * places its heap at random 47-bit addresses among qemu's mappings: no such split there (null).
  */
-export function anonKb(pid: number): { total: number; guest: number } {
+export function anonKb(pid: number, guest32 = false): { total: number; guest: number | null } {
   const m = /RssAnon:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   let guest = 0;
   let low = false;
-  for (const line of readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
-    const range = /^([0-9a-f]+)-[0-9a-f]+ /.exec(line);
-    if (range) low = range[1]!.length < 12 || parseInt(range[1]!, 16) < 2 ** 44;
-    else if (low && line.startsWith('Anonymous:')) guest += Number(line.slice(10).trim().split(' ')[0]);
+  if (guest32) {
+    for (const line of readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
+      const range = /^([0-9a-f]+)-[0-9a-f]+ /.exec(line);
+      if (range) low = parseInt(range[1]!, 16) < 2 ** 32;
+      else if (low && line.startsWith('Anonymous:')) guest += Number(line.slice(10).trim().split(' ')[0]);
+    }
   }
-  return { total: m ? Number(m[1]) : 0, guest };
+  return { total: m ? Number(m[1]) : 0, guest: guest32 ? guest : null };
 }
 
 function rssAnonKb(pid: number): number {
@@ -98,15 +100,15 @@ function rssAnonKb(pid: number): number {
 }
 
 /** `connections` loops posting a 10-key body for `seconds`; samples the daemon's RssAnon every 200 ms. */
-async function load(url: string, token: string, seconds: number, connections: number, pid: number): Promise<void> {
+async function load(url: string, token: string, seconds: number, connections: number, pid: number, guest32: boolean): Promise<void> {
   const end = performance.now() + seconds * 1000;
   let posts = 0;
   let maxRss = rssAnonKb(pid);
-  let maxGuest = anonKb(pid).guest;
+  let maxGuest: number | null = null;
   const sample = (): void => {
-    const a = anonKb(pid);
+    const a = anonKb(pid, guest32);
     maxRss = Math.max(maxRss, a.total);
-    maxGuest = Math.max(maxGuest, a.guest);
+    if (a.guest !== null) maxGuest = Math.max(maxGuest ?? 0, a.guest);
   };
   const sampler = setInterval(sample, 200);
   const worker = async (c: number): Promise<void> => {
@@ -128,6 +130,6 @@ async function load(url: string, token: string, seconds: number, connections: nu
 const [cmd, ...a] = process.argv.slice(2);
 if (cmd === 'write' && a.length === 5) await write(a[0]!, a[1]!, a[2]!, a[3]!, a[4]!);
 else if (cmd === 'verify' && a.length === 4) await verify(a[0]!, a[1]!, a[2]!, a[3]!);
-else if (cmd === 'rss' && a.length === 1) console.log(JSON.stringify(anonKb(Number(a[0]))));
-else if (cmd === 'load' && a.length === 5) await load(a[0]!, a[1]!, Number(a[2]), Number(a[3]), Number(a[4]));
+else if (cmd === 'rss' && a.length === 2) console.log(JSON.stringify(anonKb(Number(a[0]), a[1] === 'guest32')));
+else if (cmd === 'load' && a.length === 6) await load(a[0]!, a[1]!, Number(a[2]), Number(a[3]), Number(a[4]), a[5] === 'guest32');
 else fail('usage: client.js write|verify|load ... (see the header of scripts/smoke/client.ts)');
