@@ -39,7 +39,7 @@ data=/var/lib/outpost
 unit=/etc/systemd/system/outpost.service
 cmd=/usr/local/bin/outpost
 
-staging || [ "$(id -u)" = 0 ] || die "run as root (sudo $0 $*), or use --root DIR to stage into a directory"
+staging || [ "$(id -u)" = 0 ] || die "run as root (sudo $0), or use --root DIR to stage into a directory"
 
 # systemd is running (not merely installed): the check sd_booted() makes.
 systemd_up() { ! staging && [ -d /run/systemd/system ] && command -v systemctl >/dev/null; }
