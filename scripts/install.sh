@@ -19,7 +19,7 @@ while [ $# -gt 0 ]; do
     --root=*) root=${1#--root=}; shift ;;
     --uninstall) mode=uninstall; shift ;;
     --purge) mode=uninstall; purge=1; shift ;;
-    -h|--help) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "install.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
