@@ -149,8 +149,13 @@ cat > "$root$cmd.tmp" <<EOF
 #!/bin/sh
 # Installed by $prefix/install.sh: runs the Outpost CLI against the installed gateway.
 # Local commands need the data dir, which is the outpost user's alone: use \`sudo outpost ...\`.
+# The unit's overrides in /etc/default/outpost (its EnvironmentFile) apply here too; the caller's environment wins.
+fromdefault() { [ -r /etc/default/outpost ] && sed -n "s/^[[:space:]]*\$1=[\"']\\{0,1\\}\\([^\"']*\\)[\"']\\{0,1\\}[[:space:]]*\$/\\1/p" /etc/default/outpost | tail -n 1; }
+[ -n "\${OUTPOST_DATA_DIR:-}" ] || OUTPOST_DATA_DIR=\$(fromdefault OUTPOST_DATA_DIR)
+[ -n "\${OUTPOST_CONFIG:-}" ] || OUTPOST_CONFIG=\$(fromdefault OUTPOST_CONFIG)
 export OUTPOST_DATA_DIR="\${OUTPOST_DATA_DIR:-$data}"
-if [ -z "\${OUTPOST_CONFIG:-}" ] && [ -r $etc/outpost.json ]; then export OUTPOST_CONFIG=$etc/outpost.json; fi
+if [ -z "\${OUTPOST_CONFIG:-}" ] && [ -r $etc/outpost.json ]; then OUTPOST_CONFIG=$etc/outpost.json; fi
+[ -z "\${OUTPOST_CONFIG:-}" ] || export OUTPOST_CONFIG
 if [ "\$(id -u)" = 0 ] && id outpost >/dev/null 2>&1; then
   if command -v setpriv >/dev/null; then
     exec setpriv --reuid=outpost --regid=outpost --init-groups -- $prefix/bin/node $prefix/dist/src/main.js "\$@"

@@ -6,7 +6,7 @@
  * native binaries, and the daemon and CLI running from it once installed.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, readdirSync, readlinkSync, realpathSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, readdirSync, readlinkSync, realpathSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
@@ -48,6 +48,7 @@ function stagedCommand(root: string, dir: string): string {
   const text = readFileSync(join(root, 'usr/local/bin/outpost'), 'utf8')
     .replaceAll('/opt/outpost', join(root, 'opt/outpost'))
     .replaceAll('/etc/outpost', join(root, 'etc/outpost'))
+    .replaceAll('/etc/default/outpost', join(root, 'etc/default/outpost'))
     .replaceAll('/var/lib/outpost', join(root, 'var/lib/outpost'))
     // The tests run as root in CI containers: no switch to a user that does not exist here.
     .replace('id outpost >/dev/null 2>&1', 'false');
@@ -93,6 +94,16 @@ t.test('install.sh --root: files, modes, the outpost command, upgrade, uninstall
   t.equal(dev.code, 0, `outpost device add${dev.code ? `: ${dev.stderr}` : ''}`);
   t.match(JSON.parse(dev.stdout), { name: 'pump-1' }, 'prints the device');
   t.ok(readdirSync(at('var/lib/outpost')).some((f) => f.endsWith('.mdb')), 'the store is in the installed data dir');
+  // The unit's EnvironmentFile moves the data dir for the daemon: the command follows it.
+  mkdirSync(at('etc/default'));
+  writeFileSync(at('etc/default/outpost'), `OUTPOST_PORT=8081\nOUTPOST_DATA_DIR="${join(dir, 'moved')}"\n`);
+  const moved = run(cmd, ['device', 'add', '--name', 'pump-m'], { OUTPOST_DATA_DIR: '', OUTPOST_CONFIG: '' });
+  t.equal(moved.code, 0, `outpost device add with /etc/default/outpost${moved.code ? `: ${moved.stderr}` : ''}`);
+  t.ok(readdirSync(join(dir, 'moved')).some((f) => f.endsWith('.mdb')), 'the store follows OUTPOST_DATA_DIR from /etc/default/outpost');
+  const mine = run(cmd, ['device', 'add', '--name', 'pump-e'], { OUTPOST_DATA_DIR: join(dir, 'mine'), OUTPOST_CONFIG: '' });
+  t.equal(mine.code, 0, 'the caller\'s OUTPOST_DATA_DIR');
+  t.ok(readdirSync(join(dir, 'mine')).some((f) => f.endsWith('.mdb')), 'wins over /etc/default/outpost');
+  rmSync(at('etc/default'), { recursive: true });
   writeFileSync(at('etc/outpost/outpost.json'), '{ "port": 8080, "noSuchKey": 1 }\n');
   const bad = run(cmd, ['device', 'add', '--name', 'pump-2'], { OUTPOST_DATA_DIR: '', OUTPOST_CONFIG: '' });
   t.not(bad.code, 0, 'and it reads the installed config (an unknown key is refused)');
