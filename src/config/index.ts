@@ -7,8 +7,18 @@ import { arch, totalmem } from 'node:os';
 import { resolve } from 'node:path';
 import { OutpostError } from '../errors.js';
 
-// 32-bit ARM (Pi Zero/2/3 on armv7 images) cannot map a large LMDB file into its 3 GB address space.
-const IS_32BIT = arch() === 'arm' || arch() === 'ia32';
+const GiB = 1024 * 1024 * 1024;
+// LMDB map size (address space reserved, not disk used) by platform:
+const MAP_SIZE_BYTES =
+  // 32-bit ARM (Pi Zero/2/3 on armv7 images) cannot map a large LMDB file into its 3 GB address space.
+  arch() === 'arm' || arch() === 'ia32' ? 1 * GiB
+  // Raspberry Pi arm64 kernels use 39-bit virtual addresses with 4 KiB pages (512 GiB per process; Pi 5's
+  // 16 KiB-page kernel: 47 bits). 64 GiB would fit, but 16 GiB leaves V8 (a wasm memory reserves ~10 GiB) wide
+  // room and is more than an SD card's store needs; it also runs under qemu-user on hosts with more RAM than
+  // the map (qemu 7.2 backs a file mapping's tail with accounted memory: 24 GiB segfaulted on a 24 GB host).
+  : arch() === 'arm64' ? 16 * GiB
+  // x64 and others: 47-bit address space.
+  : 64 * GiB;
 // Below 1 GiB of RAM keep fewer verified tokens and smaller websocket buffers.
 const LOW_RAM = totalmem() < 1024 * 1024 * 1024;
 
@@ -30,7 +40,7 @@ export const DEFAULTS = {
   },
   store: {
     /** bytes; LMDB map size (virtual address space reserved, not disk used). */
-    mapSizeBytes: IS_32BIT ? 1024 * 1024 * 1024 : 64 * 1024 * 1024 * 1024,
+    mapSizeBytes: MAP_SIZE_BYTES,
     /** ms; how long a raw point waits in the head before compaction into a chunk. */
     headWindowMs: 2 * 60 * 60 * 1000,
     /**
