@@ -6,12 +6,20 @@
 import { Command } from 'commander';
 import { registerCustomer } from './customer.js';
 import { registerDevice } from './device.js';
+import { registerExport } from './export.js';
+import { registerLogin } from './login.js';
+import { registerRead } from './read.js';
+import { registerRpc } from './rpc.js';
 import { registerServe } from './serve.js';
+import { registerStatus } from './status.js';
+import { registerTail } from './tail.js';
+import { registerTicket } from './ticket.js';
 import { registerUser } from './user.js';
 
 /** Every command group, in `outpost --help` order. */
 export const COMMAND_GROUPS: ReadonlyArray<(program: Command) => void> = [
   registerServe, registerUser, registerCustomer, registerDevice,
+  registerLogin, registerRead, registerTail, registerExport, registerRpc, registerStatus, registerTicket,
 ];
 
 export function buildCli(): Command {
