@@ -1,0 +1,76 @@
+/**
+ * `npm run bench:cli` (issue 17): wall time of `outpost latest <device>` locally and remotely next to
+ * `node -e 0` (the floor: Node's own start) in the same run, and `outpost query` over a month of 10-s data
+ * with `--interval 2h` (AVG), local (data dir read-only) vs REST (remote mode). Medians of RUNS runs each.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { argValue, median, spawnListening } from './lib.js';
+
+const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
+const RUNS = argValue('--runs', 15);
+const DAYS = argValue('--days', 30);
+
+function wall(args: readonly string[], env: NodeJS.ProcessEnv): number {
+  const t0 = performance.now();
+  execFileSync(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
+  return performance.now() - t0;
+}
+
+async function main(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'outpost-bench-cli-'));
+  const data = join(dir, 'data');
+  const env = { XDG_CONFIG_HOME: join(dir, 'cfg'), OUTPOST_URL: '' };
+  const run = (...a: string[]): string => execFileSync(process.execPath, [MAIN, ...a], { env: { ...process.env, ...env }, encoding: 'utf8' });
+  run('user', 'add', '--data-dir', data, '--email', 'b@example.com', '--password', 'pw', '--authority', 'TENANT_ADMIN');
+  run('device', 'add', '--data-dir', data, '--name', 'pump-1', '--token', 'PUMP1');
+  const { proc, port } = await spawnListening([MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', data]);
+  const url = `http://127.0.0.1:${port}`;
+  try {
+    // a month of 10-s points of one key, posted in day-sized batches, ending now
+    const end = Math.floor(Date.now() / 10_000) * 10_000;
+    const start = end - DAYS * 86_400_000;
+    for (let day = start; day < end; day += 86_400_000) {
+      const pts: string[] = [];
+      for (let ts = day; ts < Math.min(end, day + 86_400_000); ts += 10_000) pts.push(`{"ts":${ts},"values":{"t":${(20 + Math.sin(ts / 3.6e6) * 5).toFixed(2)}}}`);
+      const r = await fetch(`${url}/api/v1/PUMP1/telemetry`, { method: 'POST', body: `[${pts.join(',')}]`, headers: { 'content-type': 'application/json' } });
+      if (r.status !== 200) throw new Error(`post failed: ${r.status}`);
+    }
+    run('login', '--url', url, '--username', 'b@example.com', '--password', 'pw');
+    // let the daemon compact what it can (rollups), as a month-old store would have
+    await new Promise((r) => setTimeout(r, 5000));
+    const floor: number[] = [];
+    const latestLocal: number[] = [];
+    const latestRemote: number[] = [];
+    const queryLocal: number[] = [];
+    const queryRemote: number[] = [];
+    const q = ['query', 'pump-1', '--keys', 't', '--from', String(start), '--to', String(end), '--agg', 'AVG', '--interval', '2h', '--json'];
+    for (let i = 0; i < RUNS; i++) {
+      floor.push(wall(['-e', '0'], env));
+      latestLocal.push(wall([MAIN, 'latest', 'pump-1', '--json', '--data-dir', data], env));
+      latestRemote.push(wall([MAIN, 'latest', 'pump-1', '--json', '--url', url], env));
+      queryLocal.push(wall([MAIN, ...q, '--data-dir', data], env));
+      queryRemote.push(wall([MAIN, ...q, '--url', url], env));
+    }
+    const f = median(floor);
+    const rows: Array<[string, number]> = [
+      ['node -e 0 (floor)', f],
+      ['outpost latest pump-1 --json (local)', median(latestLocal)],
+      ['outpost latest pump-1 --json (remote)', median(latestRemote)],
+      [`outpost query, ${DAYS} days of 10-s data, AVG 2h (local)`, median(queryLocal)],
+      [`outpost query, ${DAYS} days of 10-s data, AVG 2h (remote/REST)`, median(queryRemote)],
+    ];
+    console.log(`| command (${RUNS} runs, median wall ms) | ms | over the floor |`);
+    console.log('|---|---:|---:|');
+    for (const [name, ms] of rows) console.log(`| ${name} | ${ms.toFixed(0)} | ${name.includes('floor') ? '' : `+${(ms - f).toFixed(0)}`} |`);
+  } finally {
+    proc.kill('SIGTERM');
+    await new Promise((r) => proc.once('exit', r));
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();
