@@ -2,8 +2,10 @@
  * `npm run bench:cli` (issue 17): wall time of `outpost latest <device>` locally and remotely next to
  * `node -e 0` (the floor: Node's own start) in the same run, and `outpost query` over a month of 10-s data
  * with `--interval 2h` (AVG), local (data dir read-only) vs REST (remote mode). Medians of RUNS runs each.
+ * Then the daemon's ingest latency (sequential one-point posts) alone and while local `outpost query` runs
+ * back to back beside it: a local reader must not delay the daemon's commits (no write txn, no lock).
  */
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +15,7 @@ import { argValue, median, spawnListening } from './lib.js';
 const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
 const RUNS = argValue('--runs', 15);
 const DAYS = argValue('--days', 30);
+const POSTS = argValue('--posts', 500);
 
 function wall(args: readonly string[], env: NodeJS.ProcessEnv): number {
   const t0 = performance.now();
@@ -55,6 +58,38 @@ async function main(): Promise<void> {
       queryLocal.push(wall([MAIN, ...q, '--data-dir', data], env));
       queryRemote.push(wall([MAIN, ...q, '--url', url], env));
     }
+    // ingest p99 alone, then with local queries running back to back (one at a time)
+    const posts = async (n: number): Promise<number[]> => {
+      const out: number[] = [];
+      for (let i = 0; i < n; i++) {
+        const t0 = performance.now();
+        const r = await fetch(`${url}/api/v1/PUMP1/telemetry`, { method: 'POST', body: `{"probe":${i}}`, headers: { 'content-type': 'application/json' } });
+        await r.arrayBuffer();
+        out.push(performance.now() - t0);
+      }
+      return out.sort((a, b) => a - b);
+    };
+    const pct = (xs: number[], p: number): number => xs[Math.min(xs.length - 1, Math.floor(xs.length * p))] as number;
+    const alone = await posts(POSTS);
+    /** POSTS posts while `args` run back to back as child processes; how many ran, and the latencies */
+    const besideOf = async (args: readonly string[]): Promise<[number, number[]]> => {
+      let stop = false;
+      let runs = 0;
+      const loop = (async () => {
+        while (!stop) {
+          await new Promise<void>((resolve) => execFile(process.execPath, args, { env: { ...process.env, ...env } }, () => resolve()));
+          runs++;
+        }
+      })();
+      const lat = await posts(POSTS);
+      stop = true;
+      await loop;
+      return [runs, lat];
+    };
+    const [readers, beside] = await besideOf([MAIN, ...q, '--data-dir', data]);
+    // the control: a process as busy for as long, that never opens the store (CPU contention alone)
+    const busyMs = Math.round(median(queryLocal));
+    const [busies, control] = await besideOf(['-e', `const t = Date.now(); while (Date.now() - t < ${busyMs});`]);
     const f = median(floor);
     const rows: Array<[string, number]> = [
       ['node -e 0 (floor)', f],
@@ -66,6 +101,12 @@ async function main(): Promise<void> {
     console.log(`| command (${RUNS} runs, median wall ms) | ms | over the floor |`);
     console.log('|---|---:|---:|');
     for (const [name, ms] of rows) console.log(`| ${name} | ${ms.toFixed(0)} | ${name.includes('floor') ? '' : `+${(ms - f).toFixed(0)}`} |`);
+    console.log('');
+    console.log(`| daemon ingest, ${POSTS} sequential posts | p50 ms | p99 ms | max ms |`);
+    console.log('|---|---:|---:|---:|');
+    console.log(`| alone | ${pct(alone, 0.5).toFixed(1)} | ${pct(alone, 0.99).toFixed(1)} | ${(alone.at(-1) as number).toFixed(1)} |`);
+    console.log(`| beside ${readers} local month queries, back to back | ${pct(beside, 0.5).toFixed(1)} | ${pct(beside, 0.99).toFixed(1)} | ${(beside.at(-1) as number).toFixed(1)} |`);
+    console.log(`| control: beside ${busies} busy node processes of ${busyMs} ms (no store) | ${pct(control, 0.5).toFixed(1)} | ${pct(control, 0.99).toFixed(1)} | ${(control.at(-1) as number).toFixed(1)} |`);
   } finally {
     proc.kill('SIGTERM');
     await new Promise((r) => proc.once('exit', r));

@@ -3,51 +3,42 @@
  * lock the writer waits for (a reader only pins the pages of its snapshot), and nothing here writes. Answers
  * come from the daemon's own query and render code, so they are REST's bytes.
  */
-import { watch } from 'node:fs';
+import { statSync, watch } from 'node:fs';
 import { join } from 'node:path';
-import { EventBus } from '../bus/index.js';
 import { type Config, loadConfig } from '../config/index.js';
-import { renderAttributeValues, renderHistoryChunks, renderLatest, renderValue } from '../query/render.js';
+import { renderHistoryChunks, renderLatest, renderValue } from '../query/render.js';
 import { queryHistory, queryLatest } from '../query/history.js';
-import { LmdbAttributeStore } from '../store/attributes.js';
-import { LmdbDepthStore } from '../store/depth.js';
+import type { AttributeScope } from '../store/attributes.js';
 import { Dictionary } from '../store/dict.js';
 import { EntityStore } from '../store/entities.js';
 import { type StoreEnv, openStoreEnv } from '../store/env.js';
 import { LmdbTimeseriesStore } from '../store/timeseries.js';
-import { liveBytes } from '../store/retention.js';
-import { SYNC_OFF } from '../sync/status.js';
-import { type StatusJson, clockSynchronized, outpostVersion } from '../status/index.js';
-import { seriesTable } from '../api/download/series.js';
-import { wideTableChunks } from '../api/download/stream.js';
+import type { StatusJson } from '../status/index.js';
 import { NULL_UUID } from '../types.js';
 import {
   type AttributeScopeArg, type Backend, type DeviceRef, type DeviceRow, type HistoryQuery, type ModeOptions, SCOPE_PARAM, type TailPoint,
 } from './backend.js';
 import { CliError } from './errors.js';
-import type { AttributeScope } from '../store/attributes.js';
-import { statSync } from 'node:fs';
 
 /** the fastest a local `tail` reads the store: a few reads a second at most, and none while nothing is written */
 const TAIL_MIN_GAP_MS = 250;
 
 export class LocalBackend implements Backend {
   readonly mode = 'local';
+  private readonly dict: Dictionary;
   private readonly entities: EntityStore;
   private readonly timeseries: LmdbTimeseriesStore;
-  private readonly depth: LmdbDepthStore;
-  private readonly attrs: LmdbAttributeStore;
 
   private constructor(private readonly config: Readonly<Config>, private readonly env: StoreEnv) {
+    // what `latest` needs is imported up front; the rest per command (`outpost latest` is timed: bench:cli)
     const dict = new Dictionary(env);
+    this.dict = dict;
     this.entities = new EntityStore(env);
     this.timeseries = new LmdbTimeseriesStore(env, dict, {
       windowMs: config.store.chunkWindowMs, headWindowMs: config.store.headWindowMs,
       tiersMs: config.downsample.tiersMs, tierRetentionMs: config.downsample.tierRetentionMs,
       readCacheBytes: config.query.readCacheBytes, stepBudgetMs: config.downsample.stepBudgetMs,
     });
-    this.depth = new LmdbDepthStore(env, dict);
-    this.attrs = new LmdbAttributeStore(env, dict, new EventBus());
   }
 
   static open(o: ModeOptions): LocalBackend {
@@ -82,14 +73,21 @@ export class LocalBackend implements Backend {
   }
 
   async exportCsv(deviceId: string, type: 'ts' | 'ds', start: number, end: number, write: (chunk: Buffer) => Promise<void>): Promise<void> {
-    const table = seriesTable({ timeseries: this.timeseries, depth: this.depth, config: this.config }, { deviceId, type, start, end });
+    const [{ LmdbDepthStore }, { seriesTable }, { wideTableChunks }] = await Promise.all([
+      import('../store/depth.js'), import('../api/download/series.js'), import('../api/download/stream.js'),
+    ]);
+    const depth = new LmdbDepthStore(this.env, this.dict);
+    const table = seriesTable({ timeseries: this.timeseries, depth, config: this.config }, { deviceId, type, start, end });
     // each chunk is a view of one reused buffer: written (and awaited) before the next is made
     for (const chunk of wideTableChunks(table)) await write(chunk);
   }
 
-  attributes(deviceId: string, scope: AttributeScopeArg | undefined): Promise<string> {
+  async attributes(deviceId: string, scope: AttributeScopeArg | undefined): Promise<string> {
+    const [{ LmdbAttributeStore }, { EventBus }, { renderAttributeValues }] = await Promise.all([
+      import('../store/attributes.js'), import('../bus/index.js'), import('../query/render.js'),
+    ]);
     const s = scope === undefined ? undefined : SCOPE_PARAM[scope] as AttributeScope;
-    return Promise.resolve(renderAttributeValues(this.attrs.get(deviceId, s)));
+    return renderAttributeValues(new LmdbAttributeStore(this.env, this.dict, new EventBus()).get(deviceId, s));
   }
 
   rpc(): Promise<string> {
@@ -135,7 +133,9 @@ export class LocalBackend implements Backend {
   }
 
   async status(): Promise<StatusJson> {
-    const { diskBudget } = await import('../server.js');
+    const [{ diskBudget }, { liveBytes }, { SYNC_OFF }, { clockSynchronized, outpostVersion }] = await Promise.all([
+      import('../server.js'), import('../store/retention.js'), import('../sync/status.js'), import('../status/index.js'),
+    ]);
     const stats = (db: { getStats(): unknown }): number => (db.getStats() as { entryCount: number }).entryCount;
     let fileBytes = 0;
     try { fileBytes = statSync(join(this.config.dataDir, 'outpost.mdb')).size; } catch { /* reported as 0 */ }
