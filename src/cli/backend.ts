@@ -55,6 +55,11 @@ export interface Backend {
 
 export const SCOPE_PARAM: Readonly<Record<AttributeScopeArg, string>> = { client: 'CLIENT_SCOPE', shared: 'SHARED_SCOPE', server: 'SERVER_SCOPE' };
 
+/** both modes list devices in this order, so `devices --json` is the same bytes */
+export function byName(a: { name: string }, b: { name: string }): number {
+  return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
+}
+
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /** A device by id or name (exact, then case-insensitive); else an error naming the nearest names. */

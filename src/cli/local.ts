@@ -16,7 +16,7 @@ import { LmdbTimeseriesStore } from '../store/timeseries.js';
 import type { StatusJson } from '../status/index.js';
 import { NULL_UUID } from '../types.js';
 import {
-  type AttributeScopeArg, type Backend, type DeviceRef, type DeviceRow, type HistoryQuery, type ModeOptions, SCOPE_PARAM, type TailPoint,
+  type AttributeScopeArg, type Backend, byName, type DeviceRef, type DeviceRow, type HistoryQuery, type ModeOptions, SCOPE_PARAM, type TailPoint,
 } from './backend.js';
 import { CliError } from './errors.js';
 
@@ -156,8 +156,4 @@ export class LocalBackend implements Backend {
   close(): Promise<void> {
     return this.env.close();
   }
-}
-
-function byName(a: { name: string }, b: { name: string }): number {
-  return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
 }

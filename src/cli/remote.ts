@@ -4,7 +4,7 @@
  */
 import type { StatusJson } from '../status/index.js';
 import {
-  type AttributeScopeArg, type Backend, type DeviceRef, type DeviceRow, type HistoryQuery, SCOPE_PARAM, type TailPoint,
+  type AttributeScopeArg, type Backend, byName, type DeviceRef, type DeviceRow, type HistoryQuery, SCOPE_PARAM, type TailPoint,
 } from './backend.js';
 import { CliError } from './errors.js';
 import { RemoteSession } from './session.js';
@@ -142,8 +142,4 @@ async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (t: T) => 
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
   return out;
-}
-
-function byName(a: { name: string }, b: { name: string }): number {
-  return a.name < b.name ? -1 : a.name > b.name ? 1 : 0;
 }
