@@ -70,9 +70,11 @@ t.test('every command, local and remote, against one daemon', async (t) => {
 
   // latest --json == REST latest, both modes
   const restLatest = (await http('GET', `${gw.url}/api/plugins/telemetry/DEVICE/${pump.id}/values/timeseries?keys=t,s`, undefined, H)).text;
-  for (const mode of [L, R]) {
-    t.equal(ok(t, await run(['latest', 'pump-1', '--keys', 't,s', ...mode, '--json']), 'latest').trim(), restLatest, `latest --json == REST (${mode[0]})`);
-    const human = ok(t, await run(['latest', pump.id, ...mode]), 'latest table');
+  // independent read-only commands run side by side (separate processes), in both modes
+  const latestRuns = await Promise.all([L, R].flatMap((mode) => [run(['latest', 'pump-1', '--keys', 't,s', ...mode, '--json']), run(['latest', pump.id, ...mode])]));
+  for (const [i, mode] of [L, R].entries()) {
+    t.equal(ok(t, latestRuns[2 * i] as CliResult, 'latest').trim(), restLatest, `latest --json == REST (${mode[0]})`);
+    const human = ok(t, latestRuns[2 * i + 1] as CliResult, 'latest table');
     t.match(human, /^KEY\s+VALUE\s+TIME\s+LAST HOUR\n/, 'latest: a table');
     t.match(human, /\nt\s+\S+\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\S*\s+[▁▂▃▄▅▆▇█ ]+\n/, 'latest: local time and a sparkline');
   }
@@ -85,12 +87,12 @@ t.test('every command, local and remote, against one daemon', async (t) => {
     [['--keys', 't,n', '--from', String(from), '--to', String(now), '--agg', 'AVG', '--interval', '20m'], `keys=t,n&startTs=${from}&endTs=${now}&interval=1200000&agg=AVG&orderBy=ASC`],
     [['--keys', 's,n', '--from', String(from), '--to', String(now), '--agg', 'MAX', '--interval', '3600000'], `keys=s,n&startTs=${from}&endTs=${now}&interval=3600000&agg=MAX&orderBy=ASC`],
   ];
-  for (const [args, qs] of queries) {
+  await Promise.all(queries.map(async ([args, qs]) => {
     const rest = (await http('GET', `${gw.url}/api/plugins/telemetry/DEVICE/${pump.id}/values/timeseries?${qs}`, undefined, H)).text;
     const [l, r] = await Promise.all([run(['query', 'pump-1', ...args, ...L, '--json']), run(['query', 'pump-1', ...args, ...R, '--json'])]);
     t.equal(ok(t, l, 'query local').trim(), rest, `query ${args.join(' ')}: local --json == REST`);
     t.equal(ok(t, r, 'query remote').trim(), rest, `query ${args.join(' ')}: remote --json == REST`);
-  }
+  }));
   const qa = ['query', 'pump-1', '--keys', 't,n', '--from', String(from), '--to', String(now), '--limit', '1000'];
   for (const fmt of ['--csv', '--chart', '--table']) {
     const extra = fmt === '--table' ? [] : [fmt];
@@ -104,38 +106,51 @@ t.test('every command, local and remote, against one daemon', async (t) => {
   t.ok(chart.every((l) => [...l].length <= 100), 'chart fits $COLUMNS');
   t.match(chart[0], /^t {2}min 20 {2}max 24 {2}\(120 points\)$/);
   t.ok(chart.some((l) => /[\u2801-\u28ff]/.test(l)), 'braille dots');
-  failsOneLine(t, await run(['query', 'pump-1', '--keys', 't', '--from', 'yesterday', ...L]), /^outpost: --from "yesterday": expected now, -6h/, 'bad time');
-  failsOneLine(t, await run(['query', 'pump-1', '--keys', 't', '--agg', 'AVG', ...L]), /needs --interval/, 'agg without interval');
-  failsOneLine(t, await run(['latest', 'pump1', ...L]), /^outpost: no device "pump1"; did you mean "pump-1"\?$/, 'did you mean (local)');
-  failsOneLine(t, await run(['latest', 'valve7', ...R]), /^outpost: no device "valve7"; did you mean "valve-7"\?$/, 'did you mean (remote)');
+  const failures: Array<[string[], RegExp, string]> = [
+    [['query', 'pump-1', '--keys', 't', '--from', 'yesterday', ...L], /^outpost: --from "yesterday": expected now, -6h/, 'bad time'],
+    [['query', 'pump-1', '--keys', 't', '--agg', 'AVG', ...L], /needs --interval/, 'agg without interval'],
+    [['latest', 'pump1', ...L], /^outpost: no device "pump1"; did you mean "pump-1"\?$/, 'did you mean (local)'],
+    [['latest', 'valve7', ...R], /^outpost: no device "valve7"; did you mean "valve-7"\?$/, 'did you mean (remote)'],
+    [['query', 'pump-1', '--keys', 't', '--from', '0', '--to', String(now), '--agg', 'AVG', '--interval', '1m', ...R], /^outpost: 400: /, 'REST refusal (too many buckets), one line'],
+    [['devices', '--data-dir', join(cfg, 'nowhere')], /^outpost: no store in /, 'no store here'],
+  ];
+  const failed = await Promise.all(failures.map(([args]) => run(args)));
+  failures.forEach(([, msg, what], i) => failsOneLine(t, failed[i] as CliResult, msg, what));
 
   // attributes --json == REST, both modes
-  for (const [scope, path] of [[undefined, ''], ['shared', '/SHARED_SCOPE'], ['client', '/CLIENT_SCOPE']] as const) {
+  await Promise.all(([[undefined, ''], ['shared', '/SHARED_SCOPE'], ['client', '/CLIENT_SCOPE']] as const).map(async ([scope, path]) => {
     const rest = (await http('GET', `${gw.url}/api/plugins/telemetry/DEVICE/${pump.id}/values/attributes${path}`, undefined, H)).text;
     const sc = scope === undefined ? [] : ['--scope', scope];
-    for (const mode of [L, R]) t.equal(ok(t, await run(['attributes', 'pump-1', ...sc, ...mode, '--json']), 'attributes').trim(), rest, `attributes ${scope ?? 'all'} == REST (${mode[0]})`);
-  }
+    const [l, r] = await Promise.all([L, R].map((mode) => run(['attributes', 'pump-1', ...sc, ...mode, '--json'])));
+    t.equal(ok(t, l as CliResult, 'attributes').trim(), rest, `attributes ${scope ?? 'all'} == REST (local)`);
+    t.equal(ok(t, r as CliResult, 'attributes').trim(), rest, `attributes ${scope ?? 'all'} == REST (remote)`);
+  }));
   t.match(ok(t, await run(['attributes', 'pump-1', ...L]), 'attributes table'), /fw\s+1\.2\.3/);
 
   // export: the REST download byte for byte, to stdout and to -o
   const restCsv = (await http('GET', `${gw.url}/api/download/deviceSeriesData?deviceId=${pump.id}&type=ts&startValue=${from}&endValue=${now}`, undefined, { Authorization: `Bearer ${token}` })).text;
   const out = tempDir(t);
-  for (const mode of [L, R]) {
-    t.equal(ok(t, await run(['export', 'pump-1', '--from', String(from), '--to', String(now), ...mode]), 'export'), restCsv, `export == REST download (${mode[0]})`);
+  await Promise.all([L, R].map(async (mode) => {
     const file = join(out, `e-${mode[0]?.slice(2)}.csv`);
-    ok(t, await run(['export', 'pump-1', '--from', String(from), '--to', String(now), ...mode, '-o', file]), 'export -o');
+    const [toStdout, toFile] = await Promise.all([
+      run(['export', 'pump-1', '--from', String(from), '--to', String(now), ...mode]),
+      run(['export', 'pump-1', '--from', String(from), '--to', String(now), ...mode, '-o', file]),
+    ]);
+    t.equal(ok(t, toStdout, 'export'), restCsv, `export == REST download (${mode[0]})`);
+    ok(t, toFile, 'export -o');
     t.equal(readFileSync(file, 'utf8'), restCsv, `export -o FILE == REST download (${mode[0]})`);
-  }
+  }));
   t.same(readdirSync(out).sort(), ['e-data-dir.csv', 'e-url.csv'], 'no partial files left');
 
   // status
-  const sl = JSON.parse(ok(t, await run(['status', ...L, '--json']), 'status local')) as Record<string, unknown>;
-  const sr = JSON.parse(ok(t, await run(['status', ...R, '--json']), 'status remote')) as Record<string, unknown>;
+  const [slr, srr, shr, sll] = await Promise.all([run(['status', ...L, '--json']), run(['status', ...R, '--json']), run(['status', ...R]), run(['status', ...L])]);
+  const sl = JSON.parse(ok(t, slr, 'status local')) as Record<string, unknown>;
+  const sr = JSON.parse(ok(t, srr, 'status remote')) as Record<string, unknown>;
   t.equal(sl['daemon'], false);
   t.equal(sr['daemon'], true);
   t.match(sr, { version: '0.1.0', ingest: { points: 360 }, sync: { enabled: false, state: 'off' }, longPoll: { openPolls: 0 } });
-  t.match(ok(t, await run(['status', ...R]), 'status human'), /^outpost 0\.1\.0 {2}up .*\nclock .*\ningest .*\nstore /);
-  t.match(ok(t, await run(['status', ...L]), 'status local human'), /data dir only/);
+  t.match(ok(t, shr, 'status human'), /^outpost 0\.1\.0 {2}up .*\nclock .*\ningest .*\nstore /);
+  t.match(ok(t, sll, 'status local human'), /data dir only/);
 
   // rpc: remote two-way through a device long-poll; local refuses with a hint
   const poll = http('GET', `${gw.url}/api/v1/VALVE7/rpc?timeout=20000`);

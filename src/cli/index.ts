@@ -1,39 +1,53 @@
 /**
  * The `outpost` command line: `serve` and the admin commands (CONTRACT §1), the technician's commands
- * (§10) and access tickets (§11). One file per command group, each exporting a `register(program)`; adding a
- * group is one line in COMMAND_GROUPS. Failures print one line on stderr and exit 1.
+ * (§10) and access tickets (§11). One file per command group, each exporting a `register(program)`.
+ *
+ * COMMAND_GROUPS maps each top-level command to the modules that register it; a run loads only the modules
+ * of the command it names (all of them for `--help` or an unknown command), so `outpost latest` does not
+ * load the code of twenty other commands (its wall time is benchmarked: scripts/bench/cli.ts). Adding a
+ * command, or subcommands to an existing group from a new file, is one entry here.
  */
 import { Command } from 'commander';
-import { registerCustomer } from './customer.js';
-import { registerDevice } from './device.js';
-import { registerExport } from './export.js';
-import { registerLogin } from './login.js';
-import { registerRead } from './read.js';
-import { registerRpc } from './rpc.js';
-import { registerServe } from './serve.js';
-import { registerStatus } from './status.js';
-import { registerTail } from './tail.js';
-import { registerTicket } from './ticket.js';
-import { registerUser } from './user.js';
 
-/** Every command group, in `outpost --help` order. */
-export const COMMAND_GROUPS: ReadonlyArray<(program: Command) => void> = [
-  registerServe, registerUser, registerCustomer, registerDevice,
-  registerLogin, registerRead, registerTail, registerExport, registerRpc, registerStatus, registerTicket,
-];
+type Register = (program: Command) => void;
+type Loader = () => Promise<Register>;
 
-export function buildCli(): Command {
+/** top-level command → the registering modules, in `outpost --help` order */
+export const COMMAND_GROUPS: Readonly<Record<string, readonly Loader[]>> = {
+  serve: [() => import('./serve.js').then((m) => m.registerServe)],
+  user: [() => import('./user.js').then((m) => m.registerUser)],
+  customer: [() => import('./customer.js').then((m) => m.registerCustomer)],
+  device: [() => import('./device.js').then((m) => m.registerDevice)],
+  login: [() => import('./login.js').then((m) => m.registerLogin)],
+  logout: [() => import('./login.js').then((m) => m.registerLogin)],
+  devices: [() => import('./read.js').then((m) => m.registerRead)],
+  latest: [() => import('./read.js').then((m) => m.registerRead)],
+  query: [() => import('./read.js').then((m) => m.registerRead)],
+  attributes: [() => import('./read.js').then((m) => m.registerRead)],
+  tail: [() => import('./tail.js').then((m) => m.registerTail)],
+  export: [() => import('./export.js').then((m) => m.registerExport)],
+  rpc: [() => import('./rpc.js').then((m) => m.registerRpc)],
+  status: [() => import('./status.js').then((m) => m.registerStatus)],
+  ticket: [() => import('./ticket.js').then((m) => m.registerTicket)],
+};
+
+/** The program with the commands `argv` needs: the named command's modules, or every module. */
+export async function buildCli(argv: readonly string[] = []): Promise<Command> {
   const program = new Command('outpost')
     .description('Outpost IoT edge gateway')
     // CONTRACT §1: failures print one line (commander's own "error: ..." line; `--help` shows usage)
     .exitOverride();
-  for (const register of COMMAND_GROUPS) register(program);
+  const named = argv[2] === undefined ? undefined : COMMAND_GROUPS[argv[2]];
+  const loaders = named ?? Object.values(COMMAND_GROUPS).flat();
+  // one module may register several commands (read.ts: devices, latest, ...): each registers once
+  const registers = [...new Set(await Promise.all(loaders.map((load) => load())))];
+  for (const register of registers) register(program);
   return program;
 }
 
 export async function runCli(argv: string[]): Promise<void> {
-  const program = buildCli();
   try {
+    const program = await buildCli(argv);
     await program.parseAsync(argv);
   } catch (err) {
     const e = err as { code?: string; exitCode?: number; message?: string };

@@ -4,17 +4,20 @@ import type { AggParam } from '../query/history.js';
 import { type AttributeScopeArg, type Backend, resolveDevice } from './backend.js';
 import { example } from './common.js';
 import { CliError } from './errors.js';
-import { localTime, style, table, terminalColumns } from './format.js';
 import { type TechOptions, keysOption, print, techOptions, withBackend } from './options.js';
-import {
-  HOUR_MS, SPARK_WIDTH, type SeriesJson, devicesTable, historyCharts, historyCsv, historyTable, latestTable, sparkOf,
-} from './render.js';
-import { parseDuration, parseTime } from './time.js';
-import { numericValue } from './chart.js';
+import type { SeriesJson } from './render.js';
+import { HOUR_MS, parseDuration, parseTime } from './time.js';
+
+/** the human views' modules, loaded only without --json */
+const views = async (): Promise<typeof import('./render.js') & typeof import('./format.js') & typeof import('./chart.js')> => {
+  const [render, format, chart] = await Promise.all([import('./render.js'), import('./format.js'), import('./chart.js')]);
+  return { ...render, ...format, ...chart };
+};
 
 /** A key's last hour as AVG buckets of SPARK_WIDTH per hour (the planner answers from rollups). */
 async function lastHour(b: Backend, deviceId: string, keys: readonly string[], now: number): Promise<SeriesJson> {
   if (keys.length === 0) return {};
+  const { SPARK_WIDTH } = await import('./render.js');
   const interval = HOUR_MS / SPARK_WIDTH;
   return JSON.parse(await b.history(deviceId, keys, { startTs: now - HOUR_MS, endTs: now, agg: 'AVG', interval })) as SeriesJson;
 }
@@ -25,6 +28,7 @@ export function registerRead(program: Command): void {
     .action(async (o: TechOptions) => withBackend(o, async (b) => {
       const rows = await b.devices();
       if (o.json) return print(JSON.stringify(rows));
+      const { numericValue, sparkOf, devicesTable } = await views();
       const now = Date.now();
       const sparks = new Map<string, string>();
       for (const d of rows) {
@@ -46,6 +50,7 @@ export function registerRead(program: Command): void {
       const dev = await resolveDevice(b, ref);
       const text = await b.latest(dev.id, keysOption(o.keys));
       if (o.json) return print(text);
+      const { sparkOf, latestTable } = await views();
       const latest = JSON.parse(text) as SeriesJson;
       const now = Date.now();
       const hour = await lastHour(b, dev.id, Object.keys(latest).filter((k) => (latest[k]?.[0]?.ts ?? 0) >= now - HOUR_MS), now);
@@ -80,6 +85,7 @@ export function registerRead(program: Command): void {
         const dev = await resolveDevice(b, ref);
         const text = await b.history(dev.id, keys, { startTs, endTs, agg: o.agg, interval, limit });
         if (o.json) return print(text);
+        const { historyCsv, historyCharts, historyTable } = await views();
         const series = JSON.parse(text) as SeriesJson;
         if (o.csv) return process.stdout.write(historyCsv(series));
         print(o.chart ? historyCharts(series, startTs, endTs) : historyTable(series));
@@ -94,6 +100,7 @@ export function registerRead(program: Command): void {
       const dev = await resolveDevice(b, ref);
       const text = await b.attributes(dev.id, o.scope);
       if (o.json) return print(text);
+      const { table, localTime, terminalColumns, style } = await views();
       const attrs = JSON.parse(text) as Array<{ lastUpdateTs: number; key: string; value: unknown }>;
       if (attrs.length === 0) return print(`(no attributes on ${dev.name})`);
       print(table(['KEY', 'VALUE', 'LAST UPDATE'], attrs.map((a) => [a.key, typeof a.value === 'string' ? a.value : JSON.stringify(a.value), localTime(a.lastUpdateTs)]),

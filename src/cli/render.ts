@@ -5,12 +5,12 @@
 import { type NumPoint, lineChart, numericValue, sparkline } from './chart.js';
 import { localTime, style, table, terminalColumns } from './format.js';
 import type { DeviceRow } from './backend.js';
+import { HOUR_MS } from './time.js';
 
 export type SeriesJson = Record<string, Array<{ ts: number; value: string | null }>>;
 
 /** characters of a "last hour" sparkline */
 export const SPARK_WIDTH = 20;
-export const HOUR_MS = 3_600_000;
 
 export function numericPoints(points: ReadonlyArray<{ ts: number; value: unknown }>): NumPoint[] {
   const out: NumPoint[] = [];

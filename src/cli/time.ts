@@ -6,6 +6,8 @@
 import type { DurationMs, EpochMs } from '../types.js';
 import { CliError } from './errors.js';
 
+export const HOUR_MS: DurationMs = 3_600_000;
+
 const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
 
 const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h|d|w)?$/;
