@@ -5,8 +5,8 @@
  * Then the daemon's ingest latency (sequential one-point posts) alone and while local `outpost query` runs
  * back to back beside it: a local reader must not delay the daemon's commits (no write txn, no lock).
  */
-import { execFile, execFileSync } from 'node:child_process';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { execFile, execFileSync, spawnSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -26,10 +26,26 @@ async function fetchOnce(url: string, init?: RequestInit): Promise<Response> {
   }
 }
 
-function wall(args: readonly string[], env: NodeJS.ProcessEnv): number {
+/** CPU ms (user + system) of each timed run, read through /usr/bin/time: less moved by other load than wall time */
+const cpu = new Map<readonly number[], number[]>();
+const TIME = existsSync('/usr/bin/time') ? '/usr/bin/time' : undefined;
+
+/** Wall ms of one run of `node args`; its CPU ms go to cpu.get(into) when /usr/bin/time exists. */
+function wall(args: readonly string[], env: NodeJS.ProcessEnv, into: number[]): number {
   const t0 = performance.now();
-  execFileSync(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
-  return performance.now() - t0;
+  if (TIME === undefined) {
+    execFileSync(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
+  } else {
+    const r = spawnSync(TIME, ['-f', 'cpu %U %S', process.execPath, ...args], { env: { ...process.env, ...env }, encoding: 'utf8' });
+    const m = /cpu ([\d.]+) ([\d.]+)\s*$/.exec(r.stderr);
+    if (r.status !== 0 || !m) throw new Error(`${args.join(' ')} failed: ${r.stderr}`);
+    const list = cpu.get(into) ?? [];
+    list.push((Number(m[1]) + Number(m[2])) * 1000);
+    cpu.set(into, list);
+  }
+  const ms = performance.now() - t0;
+  into.push(ms);
+  return ms;
 }
 
 async function main(): Promise<void> {
@@ -74,11 +90,11 @@ async function main(): Promise<void> {
     const queryRemote: number[] = [];
     const q = ['query', 'pump-1', '--keys', 't', '--from', String(start), '--to', String(end), '--agg', 'AVG', '--interval', '2h', '--json'];
     for (let i = 0; i < RUNS; i++) {
-      floor.push(wall(['-e', '0'], env));
-      latestLocal.push(wall([MAIN, 'latest', 'pump-1', '--json', '--data-dir', data], env));
-      latestRemote.push(wall([MAIN, 'latest', 'pump-1', '--json', '--url', url], env));
-      queryLocal.push(wall([MAIN, ...q, '--data-dir', data], env));
-      queryRemote.push(wall([MAIN, ...q, '--url', url], env));
+      wall(['-e', '0'], env, floor);
+      wall([MAIN, 'latest', 'pump-1', '--json', '--data-dir', data], env, latestLocal);
+      wall([MAIN, 'latest', 'pump-1', '--json', '--url', url], env, latestRemote);
+      wall([MAIN, ...q, '--data-dir', data], env, queryLocal);
+      wall([MAIN, ...q, '--url', url], env, queryRemote);
     }
     // ingest p99 alone, then with local queries running back to back (one at a time)
     const posts = async (n: number): Promise<number[]> => {
@@ -120,11 +136,14 @@ async function main(): Promise<void> {
       [`outpost query, ${DAYS} days of 10-s data, AVG 2h (local)`, queryLocal],
       [`outpost query, ${DAYS} days of 10-s data, AVG 2h (remote/REST)`, queryRemote],
     ];
-    console.log(`| command (${RUNS} runs, wall ms) | median | over the floor | first run |`);
-    console.log('|---|---:|---:|---:|');
+    const fc = median(cpu.get(floor) ?? [NaN]);
+    console.log(`| command (${RUNS} runs) | wall ms, median | over the floor | first run | CPU ms (user+sys), median | over the floor |`);
+    console.log('|---|---:|---:|---:|---:|---:|');
     for (const [name, xs] of rows) {
       const ms = median(xs);
-      console.log(`| ${name} | ${ms.toFixed(0)} | ${name.includes('floor') ? '' : `+${(ms - f).toFixed(0)}`} | ${(xs[0] as number).toFixed(0)} |`);
+      const c = median(cpu.get(xs) ?? [NaN]);
+      const over = (v: number, base: number): string => (name.includes('floor') ? '' : `+${(v - base).toFixed(0)}`);
+      console.log(`| ${name} | ${ms.toFixed(0)} | ${over(ms, f)} | ${(xs[0] as number).toFixed(0)} | ${c.toFixed(0)} | ${over(c, fc)} |`);
     }
     console.log('');
     console.log(`| daemon ingest, ${POSTS} sequential posts | p50 ms | p99 ms | max ms |`);
