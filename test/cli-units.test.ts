@@ -51,3 +51,19 @@ t.test('latency histogram and request kinds', async (t) => {
   t.equal(kindOf('get', '/api/plugins/telemetry/:entityType/:entityId/values/timeseries'), 'query');
   t.equal(kindOf('get', '/api/download/deviceSeriesData'), 'query');
 });
+
+t.test('every command has --help with a worked example', async (t) => {
+  const { buildCli } = await import('../src/cli/index.js');
+  const program = await buildCli();
+  const leaves = (c: import('commander').Command): Array<import('commander').Command> =>
+    c.commands.length === 0 ? [c] : c.commands.flatMap(leaves);
+  const all = program.commands.flatMap(leaves);
+  t.ok(all.length >= 16, `${all.length} commands`);
+  for (const cmd of all) {
+    let text = '';
+    cmd.configureOutput({ writeOut: (s) => { text += s; } });
+    cmd.outputHelp();
+    const name = cmd.parent && cmd.parent !== program ? `${cmd.parent.name()} ${cmd.name()}` : cmd.name();
+    t.match(text, new RegExp(`\\n {2}\\$ outpost ${name} `), `outpost ${name} --help has an example`);
+  }
+});
