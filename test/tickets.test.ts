@@ -89,6 +89,10 @@ t.test('ticket accept/reject matrix', async (t) => {
   const devs = await cli(['devices', '--url', gw.url, '--json'], env);
   t.equal(devs.code, 0, devs.stderr);
   t.same((JSON.parse(devs.stdout) as Array<{ name: string }>).map((d) => d.name), ['acme-pump'], 'a customer ticket sees its customer\'s devices');
+  // logout revokes the ticket on this gateway, cached verdict included
+  t.equal(await get(latest(mine.id), cust), 200);
+  t.equal((await cli(['logout', '--url', gw.url], env)).code, 0);
+  t.equal(await get(latest(mine.id), cust), 401, 'a logged-out ticket is refused');
   const bad = join(dir, 'bad.jwt');
   writeFileSync(bad, tampered);
   const lbad = await cli(['login', '--url', gw.url, '--ticket', bad], env);

@@ -95,7 +95,8 @@ export class AuthService {
   async logout(p: Principal): Promise<void> {
     // Kept until the session's refresh token would expire; later entries are useless and pruned here, so the
     // revocation list stays bounded by the sessions logged out within one refresh lifetime.
-    const keepUntilSec = p.iat + this.config.auth.refreshTokenTtlSec;
+    // (a ticket's own expiry may lie beyond that: its revocation stays until then)
+    const keepUntilSec = Math.max(p.exp, p.iat + this.config.auth.refreshTokenTtlSec);
     const nowSec = Math.floor(this.now() / 1000);
     await this.env.root.transaction(() => {
       for (const { key, value } of this.env.meta.getRange({ start: [REVOKED] })) {
