@@ -15,6 +15,7 @@ import type { AttributeStore } from './store/attributes.js';
 import type { RpcBroker } from './rpc/broker.js';
 import type { DepthStore } from './store/depth.js';
 import type { SyncStatusSource } from './sync/status.js';
+import type { Metrics } from './status/metrics.js';
 
 export interface Logger {
   info(msg: string): void;
@@ -43,6 +44,8 @@ export interface Services {
   readonly rpc: RpcBroker;
   /** upstream store-and-forward (CONTRACT §9); absent when `sync.url` is unset */
   readonly sync?: SyncStatusSource;
+  /** request, ingest and websocket counters for the status endpoints (issue 17); absent in unit tests */
+  readonly metrics?: Metrics;
   /** the clock; tests substitute a fake one */
   readonly now: () => number;
 }

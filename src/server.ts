@@ -27,6 +27,8 @@ import { DownsampleEngine } from './store/retention.js';
 import { LmdbAttributeStore } from './store/attributes.js';
 import { RpcBroker } from './rpc/broker.js';
 import { LmdbDepthStore } from './store/depth.js';
+import { registerStatusApi } from './api/status/index.js';
+import { Metrics } from './status/metrics.js';
 
 export interface RunningServer {
   readonly port: number;
@@ -61,8 +63,10 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
     stepBudgetMs: config.downsample.stepBudgetMs, sweepIntervalMs: config.downsample.sweepIntervalMs, dataDir: config.dataDir,
   }, Date.now, (m) => log.error(m));
   const bus = new EventBus((m) => log.error(m));
+  const metrics = new Metrics();
+  metrics.listen(bus);
   const services: Services = {
-    config, log, env, dict, entities, timeseries, bus, downsample,
+    config, log, env, dict, entities, timeseries, bus, downsample, metrics,
     ingest: new TelemetryIngest(timeseries, bus),
     depth: new LmdbDepthStore(env, dict),
     auth: new AuthService(config, env, entities),
@@ -80,13 +84,17 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   } else {
     app = uws.App();
   }
-  const router = new HttpRouter(app, { maxBodyBytes: config.http.maxBodyBytes, log: (m) => log.error(m) });
+  const router = new HttpRouter(app, {
+    maxBodyBytes: config.http.maxBodyBytes, log: (m) => log.error(m),
+    observe: (method, pattern, ms, failed) => metrics.observe(method, pattern, ms, failed),
+  });
   registerDeviceApi(router, services);
   registerAuthApi(router, services);
   registerEntityApi(router, services);
   registerTelemetryApi(router, services);
   registerRpcApi(router, services);
   registerDownloadApi(router, services);
+  registerStatusApi(router, services, metrics);
   registerWsApi(app, services);
   router.fallback();
 

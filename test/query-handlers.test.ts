@@ -23,6 +23,7 @@ function context(params: string[], query: string, token: string, body = ''): Htt
     header: (name) => (name === 'x-authorization' ? `Bearer ${token}` : undefined),
     body: () => Promise.resolve(Buffer.from(body)),
     onAbort: () => undefined,
+    remoteAddress: () => '127.0.0.1',
   };
 }
 

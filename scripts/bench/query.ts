@@ -72,6 +72,7 @@ function contextFor(path: string, deviceId: string, token: string): HttpContext 
     header: (name) => (name === 'x-authorization' ? `Bearer ${token}` : undefined),
     body: () => Promise.resolve(Buffer.alloc(0)),
     onAbort: () => undefined,
+    remoteAddress: () => '127.0.0.1',
   };
 }
 

@@ -7,9 +7,10 @@ import type { Config } from '../config/index.js';
 import { OutpostError } from '../errors.js';
 import type { EntityStore, EntityRecord, UserRecord, Authority } from '../store/entities.js';
 import type { StoreEnv } from '../store/env.js';
-import type { EntityType } from '../types.js';
+import { type EntityType, NULL_UUID } from '../types.js';
 import { type AccessClaims, loadSigningKey, signJwt, verifyJwt } from './jwt.js';
 import { verifyPassword } from './password.js';
+import { isTicket, verifyTicket } from './ticket.js';
 
 /** meta key prefix: [REVOKED, sessionId] → Unix seconds until which the session stays revoked */
 const REVOKED = 'revokedSession';
@@ -24,6 +25,8 @@ export interface Principal {
   /** Unix seconds */
   readonly exp: number;
   readonly iat: number;
+  /** authenticated by an access ticket (CONTRACT §11): userId and sessionId are the ticket's jti */
+  readonly ticket?: true;
 }
 
 export interface TokenPair { readonly token: string; readonly refreshToken: string }
@@ -46,7 +49,11 @@ export class AuthService {
     private readonly now: () => number = Date.now,
   ) {
     this.key = loadSigningKey(config.dataDir);
+    this.ticketKeys = config.auth.ticketKeys.map((k) => new Uint8Array(Buffer.from(k, 'base64url')));
   }
+
+  /** trusted operator keys (config auth.ticketKeys) */
+  private readonly ticketKeys: readonly Uint8Array[];
 
   /** Checks a password; 401 "Invalid username or password" on any mismatch (CONTRACT §3). */
   async login(username: string, password: string): Promise<TokenPair> {
@@ -88,7 +95,8 @@ export class AuthService {
   async logout(p: Principal): Promise<void> {
     // Kept until the session's refresh token would expire; later entries are useless and pruned here, so the
     // revocation list stays bounded by the sessions logged out within one refresh lifetime.
-    const keepUntilSec = p.iat + this.config.auth.refreshTokenTtlSec;
+    // (a ticket's own expiry may lie beyond that: its revocation stays until then)
+    const keepUntilSec = Math.max(p.exp, p.iat + this.config.auth.refreshTokenTtlSec);
     const nowSec = Math.floor(this.now() / 1000);
     await this.env.root.transaction(() => {
       for (const { key, value } of this.env.meta.getRange({ start: [REVOKED] })) {
@@ -126,6 +134,14 @@ export class AuthService {
       }
       this.cache.delete(key);
     }
+    const p = isTicket(token) ? this.ticketPrincipal(token, nowSec) : this.jwtPrincipal(token, nowSec);
+    this.cache.delete(key);
+    this.cache.set(key, { token, p, used: false });
+    if (this.cache.size > this.config.auth.tokenCacheSize) this.evictOne();
+    return p;
+  }
+
+  private jwtPrincipal(token: string, nowSec: number): Principal {
     const r = verifyJwt(token, this.key, nowSec);
     if (!r.ok) throw this.failure(r.reason);
     const c = r.claims;
@@ -133,14 +149,35 @@ export class AuthService {
     if (authority !== 'TENANT_ADMIN' && authority !== 'CUSTOMER_USER') throw new OutpostError('AUTH_FAILED');
     const user = this.entities.user(c.userId);
     if (!user || !user.enabled || this.isRevoked(c.sessionId)) throw new OutpostError('TOKEN_EXPIRED');
-    const p: Principal = {
+    return {
       userId: c.userId, email: c.sub, authority, tenantId: c.tenantId, customerId: c.customerId,
       sessionId: c.sessionId, exp: c.exp, iat: c.iat,
     };
-    this.cache.delete(key);
-    this.cache.set(key, { token, p, used: false });
-    if (this.cache.size > this.config.auth.tokenCacheSize) this.evictOne();
-    return p;
+  }
+
+  /**
+   * CONTRACT §11: a ticket signed by a key of `auth.ticketKeys` stands for its email with its authority on
+   * this gateway's tenant, whether or not such a user exists here. A customer ticket names its customer by id
+   * or title (ids differ between gateways); a customer this gateway does not know grants nothing (401).
+   * Tampered, untrusted, expired or logged-out tickets → 401 "Token has expired", as a bad JWT signature.
+   */
+  private ticketPrincipal(token: string, nowSec: number): Principal {
+    if (this.ticketKeys.length === 0) throw new OutpostError('TOKEN_EXPIRED');
+    const r = verifyTicket(token, this.ticketKeys, nowSec);
+    if (!r.ok) throw this.failure(r.reason);
+    const c = r.claims;
+    if (this.isRevoked(c.jti)) throw new OutpostError('TOKEN_EXPIRED');
+    const tenant = this.entities.requireTenant();
+    let customerId: string = NULL_UUID;
+    if (c.scopes[0] === 'CUSTOMER_USER') {
+      const customer = this.entities.findCustomer(c.customerId ?? '');
+      if (!customer) throw new OutpostError('AUTH_FAILED', `the ticket's customer "${c.customerId ?? ''}" is not known on this gateway`);
+      customerId = customer.id;
+    }
+    return {
+      userId: c.jti, email: c.sub, authority: c.scopes[0], tenantId: tenant.id, customerId,
+      sessionId: c.jti, exp: c.exp, iat: c.iat, ticket: true,
+    };
   }
 
   /** CLOCK: the oldest entry not used since it was last passed over; bounded by one pass over the cache. */

@@ -118,8 +118,20 @@ export const DEFAULTS = {
     /** s; refresh JWT lifetime. */
     refreshTokenTtlSec: 604_800,
     issuer: 'thingsboard.io',
-    /** verified tokens kept in memory until they expire. */
+    /** verified tokens (and access tickets) kept in memory until they expire. */
     tokenCacheSize: LOW_RAM ? 256 : 4096,
+    /**
+     * Ed25519 public keys (base64url, 32 bytes) of the operators whose access tickets this gateway accepts
+     * (CONTRACT §11; `outpost ticket keygen` prints one). Empty: tickets are refused.
+     */
+    ticketKeys: [] as string[],
+  },
+  metrics: {
+    /**
+     * `GET /metrics` answers loopback clients; with a token set, others too when they send
+     * `Authorization: Bearer <token>`. Empty: loopback only.
+     */
+    token: '',
   },
   ws: {
     /** bytes; inbound frame cap (TB: 32768). */
@@ -209,6 +221,11 @@ function validate(c: Config): void {
   }
   if (Boolean(c.tls.cert) !== Boolean(c.tls.key)) {
     throw new OutpostError('CONFIG_INVALID', 'config: TLS needs both a certificate and a key');
+  }
+  for (const k of c.auth.ticketKeys as unknown[]) {
+    if (typeof k !== 'string' || !/^[A-Za-z0-9_-]{43}$/.test(k) || Buffer.from(k, 'base64url').length !== 32) {
+      throw new OutpostError('CONFIG_INVALID', `config: "auth.ticketKeys" holds ${JSON.stringify(k)}, not a base64url Ed25519 public key (outpost ticket keygen prints one)`);
+    }
   }
   if (!['info', 'debug', 'silent'].includes(c.logLevel)) {
     throw new OutpostError('CONFIG_INVALID', `config: "logLevel" must be info, debug or silent`);

@@ -44,6 +44,8 @@ export interface HttpContext {
   readonly aborted: boolean;
   /** called once if the client goes away before the reply; for long-poll registries */
   onAbort(cb: () => void): void;
+  /** the peer's address as text (IPv6 in full form); call before the first await */
+  remoteAddress(): string;
 }
 
 export type Handler = (ctx: HttpContext) => Promise<Reply | StreamReply | void> | Reply | StreamReply | void;
@@ -120,6 +122,10 @@ class Exchange implements HttpContext {
       }
     });
     if (method === 'post' || method === 'put' || method === 'del' || method === 'delete') this.startBody();
+  }
+
+  remoteAddress(): string {
+    return Buffer.from(this.res.getRemoteAddressAsText()).toString('latin1');
   }
 
   get query(): URLSearchParams {
@@ -276,6 +282,8 @@ class Exchange implements HttpContext {
 export interface HttpRouterOptions {
   readonly maxBodyBytes: number;
   readonly log: (msg: string) => void;
+  /** told of every routed request once it is answered: wall ms from the handler's start, and whether it failed */
+  readonly observe?: (method: Method, pattern: string, ms: number, failed: boolean) => void;
 }
 
 export class HttpRouter {
@@ -294,7 +302,13 @@ export class HttpRouter {
         params.push(raw.includes('%') ? decodeURIComponent(raw) : raw);
       }
       const ex = new Exchange(res, req, method, req.getUrl(), params, maxBody, this.opts.log);
-      this.run(ex, handler);
+      const observe = this.opts.observe;
+      if (observe === undefined) {
+        this.run(ex, handler);
+        return;
+      }
+      const t0 = performance.now();
+      this.run(ex, handler, (failed) => observe(method, pattern, performance.now() - t0, failed));
     });
     return this;
   }
@@ -307,7 +321,7 @@ export class HttpRouter {
     });
   }
 
-  private run(ex: Exchange, handler: Handler): void {
+  private run(ex: Exchange, handler: Handler, done?: (failed: boolean) => void): void {
     this.inFlight++;
     let out: ReturnType<Handler>;
     try {
@@ -315,25 +329,31 @@ export class HttpRouter {
     } catch (err) {
       this.inFlight--;
       ex.sendError(err);
+      done?.(true);
       return;
     }
     if (isPromise(out)) {
-      out.then((reply: Reply | StreamReply | void) => this.finish(ex, reply), (err: unknown) => {
+      out.then((reply: Reply | StreamReply | void) => this.finish(ex, reply, done), (err: unknown) => {
         this.inFlight--;
         ex.sendError(err);
+        done?.(true);
       });
     } else {
-      this.finish(ex, out);
+      this.finish(ex, out, done);
     }
   }
 
-  private finish(ex: Exchange, reply: Reply | StreamReply | void): void {
+  private finish(ex: Exchange, reply: Reply | StreamReply | void, done?: (failed: boolean) => void): void {
     if (reply && isStream(reply)) {
-      void ex.stream(reply).finally(() => { this.inFlight--; });
+      void ex.stream(reply).finally(() => {
+        this.inFlight--;
+        done?.(ex.aborted);
+      });
       return;
     }
     this.inFlight--;
     ex.send(reply ?? EMPTY_REPLY);
+    done?.((reply?.status ?? 200) >= 400);
   }
 }
 

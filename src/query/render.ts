@@ -5,6 +5,7 @@
  */
 import { type KvValue, type TsKv, javaDouble, kvToJson, kvToString } from '../model/kv.js';
 import type { KeySeries, LatestPoint } from './history.js';
+import type { AttributeKv } from '../store/attributes.js';
 
 export function renderValue(v: KvValue | null, strict: boolean): string {
   if (v === null) return 'null';
@@ -54,4 +55,9 @@ export function* renderHistoryChunks(series: Iterable<KeySeries>, strict: boolea
     buf += ']';
   }
   yield `${buf}}`;
+}
+
+/** `values/attributes` (CONTRACT §5): `[{"lastUpdateTs","key","value"}]`, values typed. */
+export function renderAttributeValues(attrs: readonly AttributeKv[]): string {
+  return `[${attrs.map((a) => `{"lastUpdateTs":${a.lastUpdateTs},"key":${JSON.stringify(a.key)},"value":${kvToJson(a.value)}}`).join(',')}]`;
 }

@@ -5,7 +5,8 @@
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
 import { type HttpContext, type HttpRouter, json } from '../../http/adapter.js';
-import { userJson } from '../entities/render.js';
+import { entityId, userJson } from '../entities/render.js';
+import type { Principal } from '../../auth/index.js';
 import { principalOf } from '../principal.js';
 
 /** bytes; auth bodies are tiny, so a small cap keeps a flood of huge bodies from costing memory. */
@@ -61,9 +62,20 @@ export function registerAuthApi(router: HttpRouter, s: Services): void {
 
   router.route('get', '/api/auth/user', (ctx) => {
     const p = principalOf(s, ctx);
+    // CONTRACT §11: a ticket's holder need not be a user of this gateway; it is described from the ticket
+    if (p.ticket) return json(ticketUserJson(p));
     const user = s.entities.user(p.userId);
     // Deleted users' tokens are dropped from the cache; this only races with a concurrent deletion.
     if (!user) throw new OutpostError('TOKEN_EXPIRED');
     return json(userJson(user));
   });
+}
+
+/** `GET /api/auth/user` for a ticket holder: TB's user shape from the ticket's claims. */
+function ticketUserJson(p: Principal): Record<string, unknown> {
+  return {
+    id: entityId('USER', p.userId), createdTime: p.iat * 1000, tenantId: entityId('TENANT', p.tenantId),
+    customerId: entityId('CUSTOMER', p.customerId), email: p.email, name: p.email, authority: p.authority,
+    firstName: null, lastName: null, additionalInfo: { ticket: true, expiresTs: p.exp * 1000 },
+  };
 }

@@ -7,18 +7,23 @@
 import type { Services } from '../../context.js';
 import type { HttpContext, StreamReply } from '../../http/adapter.js';
 import { principalOf } from '../principal.js';
-import { seriesParams } from './params.js';
+import { type SeriesParams, seriesParams } from './params.js';
 import { depthColumn, formatDs, formatTs, timeseriesColumn } from './sources.js';
-import { csvAttachment } from './stream.js';
+import { type WideTable, csvAttachment } from './stream.js';
 
 export function downloadSeries(s: Services) {
   return (ctx: HttpContext): StreamReply => {
     const principal = principalOf(s, ctx);
     const q = seriesParams(ctx);
     s.auth.checkAccess(principal, 'DEVICE', q.deviceId, 'read');
-    const named = q.type === 'ts'
-      ? s.timeseries.keys(q.deviceId).map((k) => [k, timeseriesColumn(s.timeseries, q.deviceId, k, q.start, q.end, s.config.store.chunkWindowMs)] as const)
-      : s.depth.keys(q.deviceId).map((k) => [k, depthColumn(s.depth, q.deviceId, k, q.start, q.end)] as const);
-    return csvAttachment('device_data.csv', { positionColumn: q.type, named, formatPos: q.type === 'ts' ? formatTs : formatDs });
+    return csvAttachment('device_data.csv', seriesTable(s, q));
   };
+}
+
+/** The wide table of one device's series in [start, end] (inclusive); `outpost export` reads it locally. */
+export function seriesTable(s: Pick<Services, 'timeseries' | 'depth' | 'config'>, q: SeriesParams): WideTable {
+  const named = q.type === 'ts'
+    ? s.timeseries.keys(q.deviceId).map((k) => [k, timeseriesColumn(s.timeseries, q.deviceId, k, q.start, q.end, s.config.store.chunkWindowMs)] as const)
+    : s.depth.keys(q.deviceId).map((k) => [k, depthColumn(s.depth, q.deviceId, k, q.start, q.end)] as const);
+  return { positionColumn: q.type, named, formatPos: q.type === 'ts' ? formatTs : formatDs };
 }

@@ -19,16 +19,24 @@ export interface WideTable {
   readonly formatPos: WideCsv['formatPos'];
 }
 
-export function csvAttachment(filename: string, table: WideTable): StreamReply {
+/**
+ * The table's CSV in chunks of about CHUNK_BYTES; each is a view of one reused buffer, to be written (or
+ * copied) before the next is pulled. The REST download and `outpost export` share it (CONTRACT §10: byte for byte).
+ */
+export function wideTableChunks(table: WideTable): Generator<Buffer, void, undefined> {
   const present = table.named.filter(([, c]) => !c.done);
   const header = [table.positionColumn, ...present.map(([name]) => name)];
   const columns = present.map(([, c]) => c);
+  return wideCsvChunks({ header, columns, formatPos: table.formatPos }, CHUNK_BYTES);
+}
+
+export function csvAttachment(filename: string, table: WideTable): StreamReply {
   return {
     contentType: 'text/csv',
     headers: { 'Content-Disposition': `attachment; filename="${filename}"` },
     produce: async (sink: StreamSink) => {
       // aborted is checked before each write and again after each wait, before the next chunk is read.
-      for (const chunk of wideCsvChunks({ header, columns, formatPos: table.formatPos }, CHUNK_BYTES)) {
+      for (const chunk of wideTableChunks(table)) {
         if (sink.aborted) return;
         await sink.write(chunk);
         if (sink.aborted) return;

@@ -81,8 +81,4 @@ function rpcHandler(s: Services, flavour: Flavour) {
 export function registerRpcApi(router: HttpRouter, s: Services): void {
   router.route('post', '/api/plugins/rpc/:kind/:deviceId', rpcHandler(s, 'plugins'));
   router.route('post', '/api/rpc/:kind/:deviceId', rpcHandler(s, 'api'));
-  router.route('get', '/api/outpost/status', (ctx) => {
-    s.auth.requireTenantAdmin(principalOf(s, ctx));
-    return json({ longPoll: s.rpc.status() });
-  });
 }

@@ -13,7 +13,7 @@ import { OutpostError } from '../../errors.js';
 import type { HttpContext, HttpRouter, Reply } from '../../http/adapter.js';
 import { jsonText } from '../../http/adapter.js';
 import { parseAttributes, parseBody } from '../../ingest/payload.js';
-import { kvToJson } from '../../model/kv.js';
+import { renderAttributeValues } from '../../query/render.js';
 import { type AttributeScope, isAttributeScope } from '../../store/attributes.js';
 import { type EntityType, isEntityType } from '../../types.js';
 import { principalOf } from '../principal.js';
@@ -60,8 +60,7 @@ function valuesReply(s: Services, ctx: HttpContext, rawScope: string | undefined
   const t = target(s, ctx, param(ctx, 0), param(ctx, 1), 'read');
   const scope = rawScope === undefined ? undefined : scopeParam(rawScope);
   const attrs = s.attributes.get(t.entityId, scope, keysParam(ctx));
-  const items = attrs.map((a) => `{"lastUpdateTs":${a.lastUpdateTs},"key":${JSON.stringify(a.key)},"value":${kvToJson(a.value)}}`);
-  return jsonText(`[${items.join(',')}]`);
+  return jsonText(renderAttributeValues(attrs));
 }
 
 /** CONTRACT §5 writes: nothing is stored unless the whole body is valid. */

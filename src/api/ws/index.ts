@@ -149,6 +149,7 @@ export function registerWsApi(app: TemplatedApp, s: Services): SubscriptionRegis
         s.log.warn(`ws: closed a slow consumer (${buffered} bytes unsent, limit ${s.config.ws.maxBackpressure})`);
       });
       data.session = session;
+      if (s.metrics) s.metrics.websockets++;
       if (format === 'UNKNOWN') return session.end(CLOSE.BAD_DATA, 'Unknown session type');
       if (data.authError !== undefined) return session.end(CLOSE.SERVER_ERROR, data.authError);
       if (session.principal === undefined) {
@@ -171,6 +172,7 @@ export function registerWsApi(app: TemplatedApp, s: Services): SubscriptionRegis
     close: (ws: WebSocket<SessionData>) => {
       const session = ws.getUserData().session;
       if (session === undefined) return;
+      if (s.metrics) s.metrics.websockets--;
       session.open = false;
       clearTimeout(session.authTimer);
       registry.removeSession(session);

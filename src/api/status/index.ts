@@ -1,0 +1,43 @@
+/**
+ * The daemon's figures (issue 17, CONTRACT §10 `outpost status`): `GET /api/outpost/status` (tenant admin) as
+ * JSON, `GET /metrics` in the Prometheus text format. /metrics answers loopback clients (a Prometheus agent
+ * on the gateway itself), or any client with `Authorization: Bearer <metrics.token>` when that is set.
+ */
+import { timingSafeEqual } from 'node:crypto';
+import type { Services } from '../../context.js';
+import { OutpostError } from '../../errors.js';
+import { type HttpRouter, json } from '../../http/adapter.js';
+import { daemonStatus, prometheusText } from '../../status/index.js';
+import type { Metrics } from '../../status/metrics.js';
+import { principalOf } from '../principal.js';
+
+/** 127.0.0.0/8 and ::1, in the forms uWS gives them (IPv6 in full, IPv4 possibly mapped into IPv6). */
+export function isLoopback(addr: string): boolean {
+  const a = addr.toLowerCase();
+  if (a.startsWith('127.') || a === '::1') return true;
+  if (/^(0000:){7}0001$/.test(a)) return true;
+  // ::ffff:127.x.y.z, written in full as 0000:0000:0000:0000:0000:ffff:7fxx:xxxx
+  return /^(0000:){5}ffff:7f[0-9a-f]{2}:[0-9a-f]{4}$/.test(a) || /^::ffff:127\./.test(a);
+}
+
+function tokenMatches(given: string | undefined, token: string): boolean {
+  if (given === undefined || !given.startsWith('Bearer ')) return false;
+  const a = Buffer.from(given.slice(7).trim());
+  const b = Buffer.from(token);
+  return a.length === b.length && timingSafeEqual(a, b);
+}
+
+export function registerStatusApi(router: HttpRouter, s: Services, metrics: Metrics): void {
+  router.route('get', '/api/outpost/status', (ctx) => {
+    s.auth.requireTenantAdmin(principalOf(s, ctx));
+    return json(daemonStatus(s, metrics));
+  });
+  router.route('get', '/metrics', (ctx) => {
+    const token = s.config.metrics.token;
+    const allowed = isLoopback(ctx.remoteAddress()) || (token !== '' && tokenMatches(ctx.header('authorization'), token));
+    if (!allowed) {
+      throw new OutpostError('PERMISSION_DENIED', token === '' ? '/metrics answers loopback clients only (set metrics.token to allow others)' : undefined);
+    }
+    return { contentType: 'text/plain; version=0.0.4; charset=utf-8', body: prometheusText(daemonStatus(s, metrics), metrics) };
+  });
+}

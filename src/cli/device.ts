@@ -1,0 +1,24 @@
+/** `outpost device add` (CONTRACT §1): prints `{"id","name","token"}`. */
+import type { Command } from 'commander';
+import type { ConfigFlags } from '../config/index.js';
+import { NULL_UUID } from '../types.js';
+import { commandGroup, configOption, dataDirOption, example, withStore } from './common.js';
+import { customerIdOf } from './customer.js';
+
+export function registerDevice(program: Command): void {
+  const device = commandGroup(program, 'device', 'manage devices');
+  example(device.command('add')
+    .description('create a device with an access token')
+    .requiredOption('--name <name>')
+    .option('--type <type>', 'device type', 'default')
+    .option('--token <token>', 'access token (default: 20 random alphanumerics)')
+    .option('--customer <idOrTitle>', 'assign to this customer')
+    .addOption(dataDirOption())
+    .addOption(configOption())
+    .action(async (opts: ConfigFlags & { name: string; type: string; token?: string; customer?: string }) => {
+      const d = await withStore(opts, (entities) => entities.createDevice({
+        name: opts.name, type: opts.type, token: opts.token, customerId: customerIdOf(entities, opts.customer) ?? NULL_UUID,
+      }));
+      console.log(JSON.stringify({ id: d.id, name: d.name, token: d.token }));
+    }), 'outpost device add --name pump-1 --type pump --customer "Acme Water"');
+}

@@ -1,0 +1,81 @@
+/**
+ * Human output of the technician's commands (CONTRACT §10): aligned tables sized to the terminal, local
+ * times, colour only on a TTY without NO_COLOR. `--json` output never comes through here.
+ */
+import type { EpochMs } from '../types.js';
+
+/** Terminal width: the TTY's, else $COLUMNS, else 80. */
+export function terminalColumns(): number {
+  const fromEnv = Number(process.env['COLUMNS']);
+  return process.stdout.columns ?? (Number.isInteger(fromEnv) && fromEnv > 0 ? fromEnv : 80);
+}
+
+export function useColour(): boolean {
+  return process.stdout.isTTY === true && process.env['NO_COLOR'] === undefined;
+}
+
+export interface Style {
+  dim(s: string): string;
+  bold(s: string): string;
+  accent(s: string): string;
+}
+
+const PLAIN: Style = { dim: (s) => s, bold: (s) => s, accent: (s) => s };
+const ANSI: Style = {
+  dim: (s) => `\x1b[2m${s}\x1b[22m`,
+  bold: (s) => `\x1b[1m${s}\x1b[22m`,
+  accent: (s) => `\x1b[36m${s}\x1b[39m`,
+};
+
+export const style = (): Style => (useColour() ? ANSI : PLAIN);
+
+const pad2 = (n: number): string => String(n).padStart(2, '0');
+
+/** `2026-11-24 14:03:05` in the box's local time zone (TZ); `.123` appended when the ms are not zero. */
+export function localTime(ts: EpochMs): string {
+  const d = new Date(ts);
+  const ms = d.getMilliseconds();
+  return `${d.getFullYear()}-${pad2(d.getMonth() + 1)}-${pad2(d.getDate())} ${pad2(d.getHours())}:${pad2(d.getMinutes())}:${pad2(d.getSeconds())}` +
+    (ms === 0 ? '' : `.${String(ms).padStart(3, '0')}`);
+}
+
+/** `14:03` (or `11-24 14:03` when `withDate`), for chart axes. */
+export function shortTime(ts: EpochMs, withDate: boolean): string {
+  const d = new Date(ts);
+  const hm = `${pad2(d.getHours())}:${pad2(d.getMinutes())}`;
+  return withDate ? `${pad2(d.getMonth() + 1)}-${pad2(d.getDate())} ${hm}` : hm;
+}
+
+/** Display width of a string (ANSI escapes excluded; every other code point counts one column). */
+export function displayWidth(s: string): number {
+  let n = 0;
+  for (const _ of s.replace(/\x1b\[[0-9;]*m/g, '')) n++;
+  return n;
+}
+
+function cut(s: string, width: number): string {
+  if (displayWidth(s) <= width) return s;
+  return `${[...s].slice(0, Math.max(0, width - 1)).join('')}…`;
+}
+
+/**
+ * An aligned table no wider than `width`: when it does not fit, the widest column is shortened (with `…`)
+ * until it does. `align` per column, 'r' for numbers.
+ */
+export function table(headers: readonly string[], rows: ReadonlyArray<readonly string[]>, width: number, align: ReadonlyArray<'l' | 'r'> = [], st: Style = PLAIN): string {
+  const n = headers.length;
+  const widths = headers.map((h, i) => Math.max(displayWidth(h), ...rows.map((r) => displayWidth(r[i] ?? ''))));
+  const total = (): number => widths.reduce((a, b) => a + b, 0) + 2 * (n - 1);
+  while (total() > width) {
+    const widest = widths.indexOf(Math.max(...widths));
+    if ((widths[widest] as number) <= 4) break;
+    widths[widest] = (widths[widest] as number) - 1;
+  }
+  const line = (cells: readonly string[]): string => cells.map((c, i) => {
+    const w = widths[i] as number;
+    const text = cut(c, w);
+    const gap = ' '.repeat(Math.max(0, w - displayWidth(text)));
+    return align[i] === 'r' ? gap + text : i === n - 1 ? text : text + gap;
+  }).join('  ').trimEnd();
+  return [st.bold(line(headers)), ...rows.map(line)].join('\n');
+}

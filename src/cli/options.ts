@@ -1,0 +1,38 @@
+/** Options shared by the technician's commands (CONTRACT §10): the mode and `--json`. */
+import { type Command, Option } from 'commander';
+import { type Backend, type ModeOptions, openBackend } from './backend.js';
+import { configOption, dataDirOption } from './common.js';
+
+export interface TechOptions extends ModeOptions {
+  readonly json?: boolean;
+}
+
+/** --url, --data-dir, --config, and --json unless `noJson` */
+export function techOptions(cmd: Command, noJson = false): Command {
+  cmd.addOption(new Option('--url <url>', 'a remote gateway (env OUTPOST_URL), after outpost login'))
+    .addOption(dataDirOption())
+    .addOption(configOption());
+  if (!noJson) cmd.option('--json', 'machine output (REST\'s JSON)');
+  return cmd;
+}
+
+/** Runs `fn` with the backend of the options' mode, closing it afterwards. */
+export async function withBackend<T>(o: ModeOptions, fn: (b: Backend) => Promise<T>): Promise<T> {
+  const b = await openBackend(o);
+  try {
+    return await fn(b);
+  } finally {
+    await b.close();
+  }
+}
+
+/** `--keys a,b` → ['a','b'] (undefined when not given) */
+export function keysOption(v: string | undefined): string[] | undefined {
+  if (v === undefined) return undefined;
+  const keys = v.split(',').map((k) => k.trim()).filter((k) => k !== '');
+  return keys.length > 0 ? keys : undefined;
+}
+
+export function print(text: string): void {
+  process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
+}

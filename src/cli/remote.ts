@@ -1,0 +1,145 @@
+/**
+ * Remote mode (CONTRACT §10): a gateway's REST API with the stored session (session.ts), its websocket API
+ * for `tail`. Answers are passed through as the gateway sent them.
+ */
+import type { StatusJson } from '../status/index.js';
+import {
+  type AttributeScopeArg, type Backend, byName, type DeviceRef, type DeviceRow, type HistoryQuery, SCOPE_PARAM, type TailPoint,
+} from './backend.js';
+import { CliError } from './errors.js';
+import { RemoteSession } from './session.js';
+
+interface DeviceJson { id: { id: string }; name: string; type: string; customerId: { id: string } }
+interface Page<T> { data: T[]; hasNext: boolean }
+
+const NULL_UUID = '13814000-1dd2-11b2-8080-808080808080';
+/** devices asked for at once while listing: a gateway holds tens to hundreds */
+const PAGE_SIZE = 1000;
+/** parallel requests for the per-device figures of `devices` */
+const PARALLEL = 8;
+
+const keysParam = (keys: readonly string[]): string => keys.map(encodeURIComponent).join(',');
+
+export class RemoteBackend implements Backend {
+  readonly mode = 'remote';
+  private constructor(private readonly s: RemoteSession) {}
+
+  static open(url: string): RemoteBackend {
+    return new RemoteBackend(RemoteSession.open(url));
+  }
+
+  private async json<T>(path: string): Promise<T> {
+    return JSON.parse((await this.s.request('GET', path)).text) as T;
+  }
+
+  private async listDevices(): Promise<DeviceJson[]> {
+    const out: DeviceJson[] = [];
+    const base = this.s.authority === 'TENANT_ADMIN' ? '/api/tenant/devices' : `/api/customer/${this.s.customerId}/devices`;
+    for (let page = 0; ; page++) {
+      const p = await this.json<Page<DeviceJson>>(`${base}?pageSize=${PAGE_SIZE}&page=${page}`);
+      out.push(...p.data);
+      if (!p.hasNext) return out;
+    }
+  }
+
+  async deviceRefs(): Promise<DeviceRef[]> {
+    return (await this.listDevices()).map((d) => ({ id: d.id.id, name: d.name })).sort(byName);
+  }
+
+  async devices(): Promise<DeviceRow[]> {
+    const list = await this.listDevices();
+    const titles = new Map<string, string>();
+    for (const cid of new Set(list.map((d) => d.customerId.id).filter((c) => c !== NULL_UUID))) {
+      titles.set(cid, (await this.json<{ title: string }>(`/api/customer/${cid}`)).title);
+    }
+    const rows = await mapLimit(list, PARALLEL, async (d): Promise<DeviceRow> => {
+      const latest = JSON.parse(await this.latest(d.id.id, undefined)) as Record<string, Array<{ ts: number }>>;
+      let last: number | null = null;
+      for (const pts of Object.values(latest)) for (const p of pts) if (last === null || p.ts > last) last = p.ts;
+      return { id: d.id.id, name: d.name, type: d.type, customer: titles.get(d.customerId.id) ?? null, lastActivityTs: last };
+    });
+    return rows.sort(byName);
+  }
+
+  async latest(deviceId: string, keys: readonly string[] | undefined): Promise<string> {
+    const q = keys === undefined || keys.length === 0 ? '' : `?keys=${keysParam(keys)}`;
+    return (await this.s.request('GET', `/api/plugins/telemetry/DEVICE/${deviceId}/values/timeseries${q}`)).text;
+  }
+
+  async history(deviceId: string, keys: readonly string[], q: HistoryQuery): Promise<string> {
+    const params = `keys=${keysParam(keys)}&startTs=${q.startTs}&endTs=${q.endTs}&interval=${q.interval}&agg=${q.agg}&orderBy=ASC` +
+      (q.limit === undefined ? '' : `&limit=${q.limit}`);
+    return (await this.s.request('GET', `/api/plugins/telemetry/DEVICE/${deviceId}/values/timeseries?${params}`)).text;
+  }
+
+  async exportCsv(deviceId: string, type: 'ts' | 'ds', start: number, end: number, write: (chunk: Buffer) => Promise<void>): Promise<void> {
+    await this.s.request('GET', `/api/download/deviceSeriesData?deviceId=${deviceId}&type=${type}&startValue=${start}&endValue=${end}`,
+      { onChunk: write, timeoutMs: 24 * 3_600_000 });
+  }
+
+  async attributes(deviceId: string, scope: AttributeScopeArg | undefined): Promise<string> {
+    const s = scope === undefined ? '' : `/${SCOPE_PARAM[scope]}`;
+    return (await this.s.request('GET', `/api/plugins/telemetry/DEVICE/${deviceId}/values/attributes${s}`)).text;
+  }
+
+  async rpc(deviceId: string, method: string, paramsJson: string, oneway: boolean, timeoutMs: number | undefined): Promise<string> {
+    const body = `{"method":${JSON.stringify(method)},"params":${paramsJson}${timeoutMs === undefined ? '' : `,"timeout":${timeoutMs}`}}`;
+    const a = await this.s.request('POST', `/api/plugins/rpc/${oneway ? 'oneway' : 'twoway'}/${deviceId}`,
+      { body, timeoutMs: (timeoutMs ?? 10_000) + 30_000 });
+    return a.text;
+  }
+
+  /** CONTRACT §6: one tsSubCmd; its first reply (the current values) is skipped, every later frame printed. */
+  async tail(deviceId: string, keys: readonly string[] | undefined, onPoint: (p: TailPoint) => void, signal: AbortSignal): Promise<void> {
+    const { default: WebSocket } = await import('ws');
+    const token = await this.s.token();
+    const wsUrl = `${this.s.url.replace(/^http/, 'ws')}/api/ws/plugins/telemetry?token=${encodeURIComponent(token)}`;
+    const ws = new WebSocket(wsUrl);
+    return new Promise<void>((resolve, reject) => {
+      let first = true;
+      ws.on('open', () => {
+        ws.send(JSON.stringify({ tsSubCmds: [{ cmdId: 1, entityType: 'DEVICE', entityId: deviceId, ...(keys ? { keys: keys.join(',') } : {}) }] }));
+      });
+      ws.on('message', (raw: Buffer) => {
+        const f = JSON.parse(raw.toString('utf8')) as { errorCode: number; errorMsg: string | null; data: Record<string, Array<[number, string]>> | null };
+        if (f.errorCode !== 0) {
+          ws.close();
+          reject(new CliError(`tail: ${f.errorMsg ?? 'refused'}`));
+          return;
+        }
+        if (first) { first = false; return; }
+        const pts: TailPoint[] = [];
+        for (const [key, list] of Object.entries(f.data ?? {})) for (const [ts, value] of list) pts.push({ ts, key, value });
+        pts.sort((a, b) => a.ts - b.ts || (a.key < b.key ? -1 : 1));
+        for (const p of pts) onPoint(p);
+      });
+      ws.on('close', (code: number, reason: Buffer) => {
+        if (signal.aborted) resolve();
+        else reject(new CliError(`tail: the gateway closed the websocket (${code}${reason.length ? ` ${reason.toString()}` : ''})`));
+      });
+      ws.on('error', (err: Error) => reject(new CliError(`tail: ${err.message}`)));
+      signal.addEventListener('abort', () => ws.close(), { once: true });
+    });
+  }
+
+  async status(): Promise<StatusJson> {
+    return this.json<StatusJson>('/api/outpost/status');
+  }
+
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (t: T) => Promise<R>): Promise<R[]> {
+  const out: R[] = new Array<R>(items.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i] as T);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}

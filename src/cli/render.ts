@@ -1,0 +1,81 @@
+/**
+ * Human renderings of REST answers for the technician's commands: tables, sparklines, charts, CSV. Input is
+ * the JSON text both modes return, so a human view is the same whichever mode produced it.
+ */
+import { type NumPoint, lineChart, numericValue, sparkline } from './chart.js';
+import { localTime, style, table, terminalColumns } from './format.js';
+import type { DeviceRow } from './backend.js';
+import { HOUR_MS } from './time.js';
+
+export type SeriesJson = Record<string, Array<{ ts: number; value: string | null }>>;
+
+/** characters of a "last hour" sparkline */
+export const SPARK_WIDTH = 20;
+
+export function numericPoints(points: ReadonlyArray<{ ts: number; value: unknown }>): NumPoint[] {
+  const out: NumPoint[] = [];
+  for (const p of points) {
+    const v = numericValue(p.value);
+    if (v !== undefined) out.push({ ts: p.ts, v });
+  }
+  return out;
+}
+
+const shown = (v: string | null): string => (v === null ? '-' : v.replace(/[\r\n]+/g, ' '));
+
+export function latestTable(latest: SeriesJson, sparks: ReadonlyMap<string, string>): string {
+  const rows = Object.entries(latest).map(([key, pts]) => {
+    const p = pts[0];
+    return [key, shown(p?.value ?? null), p && p.value !== null ? localTime(p.ts) : '-', sparks.get(key) ?? ''];
+  });
+  return table(['KEY', 'VALUE', 'TIME', 'LAST HOUR'], rows, terminalColumns(), ['l', 'r', 'l', 'l'], style());
+}
+
+export function devicesTable(rows: readonly DeviceRow[], sparks: ReadonlyMap<string, string>): string {
+  return table(['NAME', 'TYPE', 'CUSTOMER', 'LAST ACTIVITY', 'LAST HOUR'], rows.map((d) => [
+    d.name, d.type, d.customer ?? '-', d.lastActivityTs === null ? '-' : localTime(d.lastActivityTs), sparks.get(d.id) ?? '',
+  ]), terminalColumns(), [], style());
+}
+
+/** One row per distinct ts (ascending), one column per key. */
+function wideRows(series: SeriesJson): { keys: string[]; rows: Array<[number, Array<string | null>]> } {
+  const keys = Object.keys(series);
+  const byTs = new Map<number, Array<string | null>>();
+  keys.forEach((k, i) => {
+    for (const p of series[k] ?? []) {
+      let row = byTs.get(p.ts);
+      if (!row) { row = keys.map(() => null); byTs.set(p.ts, row); }
+      row[i] = p.value;
+    }
+  });
+  return { keys, rows: [...byTs.entries()].sort((a, b) => a[0] - b[0]) };
+}
+
+export function historyTable(series: SeriesJson): string {
+  const { keys, rows } = wideRows(series);
+  if (keys.length === 0) return '(no data in this range)';
+  return table(['TIME', ...keys], rows.map(([ts, cells]) => [localTime(ts), ...cells.map((c) => (c === null ? '' : shown(c)))]),
+    terminalColumns(), ['l', ...keys.map(() => 'r' as const)], style());
+}
+
+const csvField = (s: string): string => (/[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s);
+
+/** `ts,<key>...` rows like the CSV download's layout (RFC 4180), from a query's answer. */
+export function historyCsv(series: SeriesJson): string {
+  const { keys, rows } = wideRows(series);
+  const lines = [['ts', ...keys].map(csvField).join(',')];
+  for (const [ts, cells] of rows) lines.push([String(ts), ...cells.map((c) => (c === null ? '' : csvField(c)))].join(','));
+  return `${lines.join('\n')}\n`;
+}
+
+/** CONTRACT §10 `--chart`: each key as a braille line chart over [from, to], as wide as the terminal. */
+export function historyCharts(series: SeriesJson, from: number, to: number, width = terminalColumns(), height = 10): string {
+  const keys = Object.keys(series);
+  if (keys.length === 0) return '(no data in this range)';
+  return keys.map((k) => lineChart(k, numericPoints(series[k] ?? []), { width, height, from, to }).join('\n')).join('\n\n');
+}
+
+/** A last-hour sparkline from an aggregated (AVG) history answer of one key. */
+export function sparkOf(points: ReadonlyArray<{ ts: number; value: string | null }>, now: number): string {
+  return sparkline(numericPoints(points), now - HOUR_MS, now, SPARK_WIDTH);
+}

@@ -1,0 +1,32 @@
+/** `outpost serve` (CONTRACT §1): the daemon, until SIGTERM/SIGINT, then a flushed exit 0. */
+import type { Command } from 'commander';
+import type { ConfigFlags } from '../config/index.js';
+import { configOption, dataDirOption, example } from './common.js';
+
+export function registerServe(program: Command): void {
+  example(program.command('serve')
+    .description('run the gateway daemon')
+    .option('--host <host>', 'listen address (env OUTPOST_HOST, default 0.0.0.0)')
+    .option('--port <port>', 'listen port, 0 for any free one (env OUTPOST_PORT, default 8080)')
+    .addOption(dataDirOption())
+    .addOption(configOption())
+    .option('--tls-cert <file>', 'PEM certificate: serve HTTPS/WSS')
+    .option('--tls-key <file>', 'PEM private key for --tls-cert')
+    .action(async (opts: ConfigFlags) => {
+      const [{ loadConfig }, { startServer }] = await Promise.all([import('../config/index.js'), import('../server.js')]);
+      const config = loadConfig(opts);
+      const server = await startServer(config);
+      let stopping = false;
+      const stop = (signal: string): void => {
+        if (stopping) return;
+        stopping = true;
+        server.services.log.info(`${signal} received: closing listeners and flushing the store`);
+        server.close().then(
+          () => process.exit(0),
+          (err: unknown) => { server.services.log.error(`shutdown failed: ${String(err)}`); process.exit(1); },
+        );
+      };
+      process.on('SIGTERM', () => stop('SIGTERM'));
+      process.on('SIGINT', () => stop('SIGINT'));
+    }), 'outpost serve --port 8080 --data-dir /var/lib/outpost');
+}

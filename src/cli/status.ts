@@ -1,0 +1,39 @@
+/** `outpost status` (CONTRACT §10): the daemon's figures, or locally what the data dir alone tells. */
+import type { Command } from 'commander';
+import type { StatusJson } from '../status/index.js';
+import { example } from './common.js';
+import { localTime } from './format.js';
+import { type TechOptions, print, techOptions, withBackend } from './options.js';
+
+const mb = (b: number): string => `${(b / 2 ** 20).toFixed(1)} MiB`;
+
+function duration(sec: number): string {
+  const d = Math.floor(sec / 86400);
+  const h = Math.floor((sec % 86400) / 3600);
+  const m = Math.floor((sec % 3600) / 60);
+  return d > 0 ? `${d}d ${h}h` : h > 0 ? `${h}h ${m}m` : `${m}m ${sec % 60}s`;
+}
+
+export function statusLines(s: StatusJson): string[] {
+  const lines = [
+    `outpost ${s.version}  ${s.daemon ? `up ${duration(s.uptimeSec ?? 0)} (since ${localTime(s.startedTs ?? 0)})` : 'daemon not asked: data dir only'}`,
+    `clock      ${localTime(s.now)}  ${s.clock.synchronized === null ? 'synchronization unknown' : s.clock.synchronized ? 'synchronized' : 'NOT synchronized'}`,
+  ];
+  if (s.ingest) lines.push(`ingest     ${s.ingest.pointsPerSec} points/s (last minute), ${s.ingest.points} points in ${s.ingest.requests} requests since start`);
+  lines.push(`store      ${mb(s.store.liveBytes)} live of ${mb(s.store.fileBytes)} file; budget ${s.store.maxDiskBytes > 0 ? `${mb(s.store.maxDiskBytes)} (${((100 * s.store.liveBytes) / s.store.maxDiskBytes).toFixed(0)}% used)` : 'none'}`);
+  lines.push(`compaction ${s.compaction.backlogFragments} head fragments waiting${s.compaction.compactedWindows === null ? '' : `, ${s.compaction.compactedWindows} windows compacted since start`}`);
+  const y = s.sync;
+  lines.push(`sync       ${y.enabled ? `${y.state} to ${y.url ?? '?'}: ${y.backlogPoints} points behind, ${y.sentPoints} sent, ${y.droppedPoints} dropped${y.lastError ? `; last error: ${y.lastError}` : ''}` : 'off'}`);
+  if (s.longPoll) lines.push(`clients    ${s.longPoll.openPolls} long-polls, ${s.websockets ?? 0} websockets`);
+  if (s.process) lines.push(`memory     ${mb(s.process.rssBytes)} RSS${s.process.rssAnonBytes === null ? '' : `, ${mb(s.process.rssAnonBytes)} RssAnon`}`);
+  return lines;
+}
+
+export function registerStatus(program: Command): void {
+  example(techOptions(program.command('status'))
+    .description('version, uptime, clock, ingest rate, store and budget, compaction and sync backlog, clients')
+    .action(async (o: TechOptions) => withBackend(o, async (b) => {
+      const s = await b.status();
+      print(o.json ? JSON.stringify(s) : statusLines(s).join('\n'));
+    })), 'outpost status', 'outpost status --url http://gw-12.local:8080 --json');
+}

@@ -1,0 +1,22 @@
+/** `outpost tail <device>` (CONTRACT §10): each new point as it is stored, until interrupted. */
+import type { Command } from 'commander';
+import { resolveDevice } from './backend.js';
+import { example } from './common.js';
+import { localTime, style } from './format.js';
+import { type TechOptions, keysOption, techOptions, withBackend } from './options.js';
+
+export function registerTail(program: Command): void {
+  example(techOptions(program.command('tail').argument('<device>', 'device name or id'))
+    .description('follow new points live (remote: the websocket API; local: the store) until Ctrl-C')
+    .option('--keys <a,b>', 'only these keys')
+    .action(async (ref: string, o: TechOptions & { keys?: string }) => withBackend(o, async (b) => {
+      const dev = await resolveDevice(b, ref);
+      const stop = new AbortController();
+      process.once('SIGINT', () => stop.abort());
+      process.once('SIGTERM', () => stop.abort());
+      const st = style();
+      await b.tail(dev.id, keysOption(o.keys), (p) => {
+        process.stdout.write(o.json ? `${JSON.stringify({ ts: p.ts, key: p.key, value: p.value })}\n` : `${st.dim(localTime(p.ts))}  ${st.accent(p.key)}  ${p.value}\n`);
+      }, stop.signal);
+    })), 'outpost tail pump-1 --keys temperature', 'outpost tail pump-1 --json | jq .value');
+}

@@ -1,0 +1,135 @@
+/**
+ * The daemon's figures (CONTRACT §10 `outpost status`, issue 17): one JSON shape for `GET /api/outpost/status`
+ * and `outpost status --json`, and the same figures in the Prometheus text format for `GET /metrics`.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import type { Services } from '../context.js';
+import { SYNC_OFF, type SyncStatus } from '../sync/status.js';
+import type { RpcStatus } from '../rpc/broker.js';
+import { LATENCY_BUCKETS_SEC, type Metrics, REQUEST_KINDS } from './metrics.js';
+
+export interface StoreFigures {
+  /** the LMDB file's size (its high-water mark) */
+  readonly fileBytes: number;
+  /** pages in use, what the disk budget compares */
+  readonly liveBytes: number;
+  /** the disk budget; 0 = none */
+  readonly maxDiskBytes: number;
+  readonly headFragments: number;
+  readonly chunks: number;
+  readonly rollupBlocks: number;
+}
+
+export interface StatusJson {
+  readonly version: string;
+  /** true: the daemon answered; false: `outpost status` read the data dir alone */
+  readonly daemon: boolean;
+  readonly startedTs: number | null;
+  readonly uptimeSec: number | null;
+  readonly now: number;
+  /** systemd-timesyncd's verdict; null where it cannot be known */
+  readonly clock: { readonly synchronized: boolean | null };
+  readonly ingest: { readonly requests: number; readonly points: number; readonly pointsPerSec: number } | null;
+  readonly store: StoreFigures;
+  /** head fragments waiting for compaction into chunks and rollups, and windows compacted since start */
+  readonly compaction: { readonly backlogFragments: number; readonly compactedWindows: number | null };
+  readonly sync: SyncStatus;
+  readonly longPoll: RpcStatus | null;
+  readonly websockets: number | null;
+  readonly process: { readonly rssBytes: number; readonly rssAnonBytes: number | null } | null;
+}
+
+let version: string | undefined;
+/** package.json's version (read once) */
+export function outpostVersion(): string {
+  version ??= (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+  return version;
+}
+
+/**
+ * systemd-timesyncd touches /run/systemd/timesync/synchronized once the clock is synchronized; without
+ * timesyncd (chrony, no NTP at all) this cannot tell, and says null.
+ */
+export function clockSynchronized(): boolean | null {
+  if (existsSync('/run/systemd/timesync/synchronized')) return true;
+  return existsSync('/run/systemd/timesync') ? false : null;
+}
+
+/** RssAnon from /proc/self/status (Linux): the process' own heap, not its mapped LMDB pages. */
+export function rssAnonBytes(): number | null {
+  try {
+    const m = /^RssAnon:\s+(\d+) kB$/m.exec(readFileSync('/proc/self/status', 'utf8'));
+    return m ? Number(m[1]) * 1024 : null;
+  } catch {
+    return null;
+  }
+}
+
+export function daemonStatus(s: Services, metrics: Metrics): StatusJson {
+  const now = s.now();
+  const st = s.downsample?.stats();
+  const requests = metrics.requests.ingest.count;
+  return {
+    version: outpostVersion(),
+    daemon: true,
+    startedTs: metrics.startedTs,
+    uptimeSec: Math.floor((now - metrics.startedTs) / 1000),
+    now,
+    clock: { synchronized: clockSynchronized() },
+    ingest: { requests, points: metrics.ingestedPoints, pointsPerSec: Math.round(metrics.pointsPerSec() * 10) / 10 },
+    store: {
+      fileBytes: st?.fileBytes ?? 0, liveBytes: st?.liveBytes ?? 0, maxDiskBytes: st?.maxDiskBytes ?? 0,
+      headFragments: st?.headFragments ?? 0, chunks: st?.chunks ?? 0, rollupBlocks: st?.rollupBlocks ?? 0,
+    },
+    compaction: { backlogFragments: st?.headFragments ?? 0, compactedWindows: st?.compactedWindows ?? 0 },
+    sync: s.sync?.status() ?? SYNC_OFF,
+    longPoll: s.rpc.status(),
+    websockets: metrics.websockets,
+    process: { rssBytes: process.memoryUsage.rss(), rssAnonBytes: rssAnonBytes() },
+  };
+}
+
+/** The Prometheus text exposition format (version 0.0.4) of the status and the request histograms. */
+export function prometheusText(status: StatusJson, metrics: Metrics): string {
+  const out: string[] = [];
+  const metric = (name: string, type: 'counter' | 'gauge' | 'histogram', help: string, lines: string[]): void => {
+    out.push(`# HELP ${name} ${help}`, `# TYPE ${name} ${type}`, ...lines);
+  };
+  const one = (name: string, type: 'counter' | 'gauge', help: string, v: number | null | undefined): void => {
+    if (v !== null && v !== undefined) metric(name, type, help, [`${name} ${v}`]);
+  };
+  const hist: string[] = [];
+  for (const kind of REQUEST_KINDS) {
+    const h = metrics.requests[kind];
+    let cum = 0;
+    LATENCY_BUCKETS_SEC.forEach((le, i) => {
+      cum += h.counts[i] as number;
+      hist.push(`outpost_http_request_duration_seconds_bucket{kind="${kind}",le="${le}"} ${cum}`);
+    });
+    hist.push(`outpost_http_request_duration_seconds_bucket{kind="${kind}",le="+Inf"} ${h.count}`);
+    hist.push(`outpost_http_request_duration_seconds_sum{kind="${kind}"} ${h.sum}`);
+    hist.push(`outpost_http_request_duration_seconds_count{kind="${kind}"} ${h.count}`);
+  }
+  metric('outpost_http_request_duration_seconds', 'histogram', 'HTTP request latency by kind (ingest: device posts; query: telemetry reads and downloads).', hist);
+  metric('outpost_http_request_errors_total', 'counter', 'HTTP requests answered with a status >= 400, by kind.',
+    REQUEST_KINDS.map((k) => `outpost_http_request_errors_total{kind="${k}"} ${metrics.errors[k]}`));
+  one('outpost_ingest_requests_total', 'counter', 'Device telemetry and attribute posts.', status.ingest?.requests);
+  one('outpost_ingest_points_total', 'counter', 'Telemetry points stored since start.', status.ingest?.points);
+  one('outpost_uptime_seconds', 'gauge', 'Seconds since the daemon started.', status.uptimeSec);
+  one('outpost_clock_synchronized', 'gauge', '1 when systemd-timesyncd reports the clock synchronized.',
+    status.clock.synchronized === null ? null : Number(status.clock.synchronized));
+  one('outpost_store_file_bytes', 'gauge', 'Size of the LMDB file.', status.store.fileBytes);
+  one('outpost_store_live_bytes', 'gauge', 'LMDB pages in use (what the disk budget compares).', status.store.liveBytes);
+  one('outpost_store_budget_bytes', 'gauge', 'The disk budget (0 = none).', status.store.maxDiskBytes);
+  one('outpost_compaction_backlog_fragments', 'gauge', 'Head fragments waiting for compaction.', status.compaction.backlogFragments);
+  one('outpost_compacted_windows_total', 'counter', 'Windows compacted into chunks since start.', status.compaction.compactedWindows);
+  one('outpost_sync_enabled', 'gauge', '1 when upstream sync is configured.', Number(status.sync.enabled));
+  one('outpost_sync_backlog_points', 'gauge', 'Points waiting to go upstream.', status.sync.backlogPoints);
+  one('outpost_sync_sent_points_total', 'counter', 'Points sent upstream since the data dir was created.', status.sync.sentPoints);
+  one('outpost_sync_dropped_points_total', 'counter', 'Points removed before they were sent upstream.', status.sync.droppedPoints);
+  one('outpost_longpolls_open', 'gauge', 'Device long-polls held open.', status.longPoll?.openPolls);
+  one('outpost_websockets_open', 'gauge', 'Open websockets.', status.websockets);
+  one('outpost_process_rss_bytes', 'gauge', 'Resident set size.', status.process?.rssBytes);
+  one('outpost_process_rss_anon_bytes', 'gauge', 'RssAnon: the heap, without mapped store pages.', status.process?.rssAnonBytes);
+  return `${out.join('\n')}\n`;
+}

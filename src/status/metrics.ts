@@ -1,0 +1,89 @@
+/**
+ * The daemon's own counters for `GET /api/outpost/status` and `GET /metrics` (CONTRACT §10, issue 17): HTTP
+ * requests and their latency by kind, ingested points (from the bus: every committed telemetry write), open
+ * websockets. Collected in the HTTP/API layer, so the store's write path knows nothing of them. Fixed memory:
+ * one histogram per kind and a 60-slot ring of points per second.
+ */
+import type { EventBus } from '../bus/index.js';
+
+/** What a request was, for the histograms: device telemetry posts, reads of stored data, everything else. */
+export type RequestKind = 'ingest' | 'query' | 'other';
+export const REQUEST_KINDS: readonly RequestKind[] = ['ingest', 'query', 'other'];
+
+/** Upper bounds of the latency buckets, in seconds (Prometheus `le`); +Inf is implied. */
+export const LATENCY_BUCKETS_SEC: readonly number[] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+export class Histogram {
+  /** per bucket, not cumulative; the last slot is +Inf */
+  readonly counts = new Float64Array(LATENCY_BUCKETS_SEC.length + 1);
+  sum = 0;
+  count = 0;
+
+  observe(sec: number): void {
+    let i = 0;
+    while (i < LATENCY_BUCKETS_SEC.length && sec > (LATENCY_BUCKETS_SEC[i] as number)) i++;
+    this.counts[i] = (this.counts[i] as number) + 1;
+    this.sum += sec;
+    this.count++;
+  }
+}
+
+/** seconds over which `pointsPerSec` is averaged */
+const RATE_WINDOW_SEC = 60;
+
+/** The route patterns whose requests count as ingest or query. */
+export function kindOf(method: string, pattern: string): RequestKind {
+  if (method === 'post' && pattern.startsWith('/api/v1/')) return 'ingest';
+  if (method === 'get' && (pattern.startsWith('/api/plugins/telemetry/') || pattern.startsWith('/api/download/'))) return 'query';
+  return 'other';
+}
+
+export class Metrics {
+  readonly startedTs: number;
+  readonly requests: Record<RequestKind, Histogram> = { ingest: new Histogram(), query: new Histogram(), other: new Histogram() };
+  /** requests answered with an error status (>= 400), by kind */
+  readonly errors: Record<RequestKind, number> = { ingest: 0, query: 0, other: 0 };
+  ingestedPoints = 0;
+  websockets = 0;
+  private readonly perSecond = new Float64Array(RATE_WINDOW_SEC);
+  private second = 0;
+
+  constructor(private readonly now: () => number = Date.now) {
+    this.startedTs = now();
+    this.second = Math.floor(this.startedTs / 1000);
+  }
+
+  /** Counts every committed telemetry write's points. */
+  listen(bus: EventBus): void {
+    bus.on('telemetry', (ev) => {
+      let n = 0;
+      for (const col of ev.series.values()) n += col.length;
+      this.ingestedPoints += n;
+      this.advance();
+      const i = this.second % RATE_WINDOW_SEC;
+      this.perSecond[i] = (this.perSecond[i] as number) + n;
+    });
+  }
+
+  observe(method: string, pattern: string, ms: number, failed: boolean): void {
+    const kind = kindOf(method, pattern);
+    this.requests[kind].observe(ms / 1000);
+    if (failed) this.errors[kind]++;
+  }
+
+  /** points per second over the last minute (or since start, when younger) */
+  pointsPerSec(): number {
+    this.advance();
+    let sum = 0;
+    for (const v of this.perSecond) sum += v;
+    const span = Math.min(RATE_WINDOW_SEC, Math.max(1, (this.now() - this.startedTs) / 1000));
+    return sum / span;
+  }
+
+  /** Clears the ring slots of the seconds that passed without a write. */
+  private advance(): void {
+    const s = Math.floor(this.now() / 1000);
+    for (let t = Math.max(this.second + 1, s - RATE_WINDOW_SEC + 1); t <= s; t++) this.perSecond[t % RATE_WINDOW_SEC] = 0;
+    if (s > this.second) this.second = s;
+  }
+}
