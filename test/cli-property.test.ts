@@ -41,7 +41,8 @@ t.test('query --json equals REST on random queries, local and remote', async (t)
   const text = JSON.stringify(body).replace(/"d":(-?\d+)([,}])/g, '"d":$1.0$2');
   t.equal((await http('POST', `${gw.url}/api/v1/RND/telemetry`, text)).status, 200);
 
-  for (let q = 0; q < QUERIES; q++) {
+  // the queries are drawn first (the seed fixes them), then run three at a time: each is two CLI processes
+  const drawn = Array.from({ length: QUERIES }, () => {
     const agg = AGGS[int(AGGS.length)] as (typeof AGGS)[number];
     const startTs = t0 - 3_600_000 + int(20 * 3_600_000);
     const endTs = startTs + 1 + int(30 * 3_600_000);
@@ -49,6 +50,9 @@ t.test('query --json equals REST on random queries, local and remote', async (t)
     const limit = rand() < 0.4 ? 1 + int(300) : agg === 'NONE' ? 5000 : undefined;
     const ks = keys.filter(() => rand() < 0.6);
     if (ks.length === 0) ks.push('m');
+    return { agg, startTs, endTs, interval, limit, ks };
+  });
+  const check = async ({ agg, startTs, endTs, interval, limit, ks }: (typeof drawn)[number]): Promise<void> => {
     const qs = `keys=${ks.join(',')}&startTs=${startTs}&endTs=${endTs}&interval=${interval}&agg=${agg}&orderBy=ASC${limit === undefined ? '' : `&limit=${limit}`}`;
     const rest = await http('GET', `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}/values/timeseries?${qs}`, undefined, H);
     const args = ['query', 'rnd', '--keys', ks.join(','), '--from', String(startTs), '--to', String(endTs), '--agg', agg, '--json',
@@ -58,9 +62,13 @@ t.test('query --json equals REST on random queries, local and remote', async (t)
       // a query REST refuses (too many buckets) is refused by the CLI too, with REST's message
       t.equal(l.code, 1, `${qs}: local refuses as REST (${rest.status})`);
       t.equal(r.code, 1, `${qs}: remote refuses as REST (${rest.status})`);
-      continue;
+      return;
     }
     t.equal(l.stdout.trim(), rest.text, `${qs}: local == REST`);
     t.equal(r.stdout.trim(), rest.text, `${qs}: remote == REST`);
-  }
+    compared++;
+  };
+  let compared = 0;
+  for (let i = 0; i < drawn.length; i += 3) await Promise.all(drawn.slice(i, i + 3).map(check));
+  t.ok(compared >= QUERIES / 2, `${compared} of ${QUERIES} queries answered and compared (the rest refused by REST and the CLI alike)`);
 });
