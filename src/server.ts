@@ -27,6 +27,8 @@ import { DownsampleEngine } from './store/retention.js';
 import { LmdbAttributeStore } from './store/attributes.js';
 import { RpcBroker } from './rpc/broker.js';
 import { LmdbDepthStore } from './store/depth.js';
+import { registerSyncApi } from './api/sync/index.js';
+import { SyncService } from './sync/service.js';
 
 export interface RunningServer {
   readonly port: number;
@@ -61,12 +63,16 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
     stepBudgetMs: config.downsample.stepBudgetMs, sweepIntervalMs: config.downsample.sweepIntervalMs, dataDir: config.dataDir,
   }, Date.now, (m) => log.error(m));
   const bus = new EventBus((m) => log.error(m));
+  const attributes = new LmdbAttributeStore(env, dict, bus, Date.now);
+  // Upstream sync (CONTRACT §9): hooks the write paths before the first write, sends once listening.
+  const sync = config.sync.url === '' ? undefined : new SyncService({ env, dict, entities, timeseries, attributes, config: config.sync, log });
   const services: Services = {
     config, log, env, dict, entities, timeseries, bus, downsample,
     ingest: new TelemetryIngest(timeseries, bus),
     depth: new LmdbDepthStore(env, dict),
     auth: new AuthService(config, env, entities),
-    attributes: new LmdbAttributeStore(env, dict, bus, Date.now),
+    attributes,
+    ...(sync === undefined ? {} : { sync }),
     rpc: new RpcBroker(bus, {
       maxPendingPerDevice: config.rpc.maxPendingPerDevice, maxOpenPolls: config.longPoll.maxOpen,
       clientSideTimeoutMs: config.rpc.clientSideTimeoutMs, log: (m) => log.error(m),
@@ -87,6 +93,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   registerTelemetryApi(router, services);
   registerRpcApi(router, services);
   registerDownloadApi(router, services);
+  registerSyncApi(router, services);
   registerWsApi(app, services);
   router.fallback();
 
@@ -100,6 +107,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   const scheme = config.tls.cert ? 'https' : 'http';
   log.info(`outpost listening on ${scheme}://${config.host}:${port} (data dir ${config.dataDir})`);
   downsample.start();
+  sync?.start();
 
   let closing: Promise<void> | undefined;
   return {
@@ -111,6 +119,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
         services.rpc.close();
         app.close();
         await downsample.stop();
+        await sync?.stop();
         // a batch held back by store.commitDelayMs is written now, not after the store is closed
         timeseries.flushPending();
         await env.flushed();

@@ -8,16 +8,17 @@ import { type ConfigFlags, loadConfig } from '../config/index.js';
 import { OutpostError } from '../errors.js';
 import { startServer } from '../server.js';
 import { EntityStore, type Authority } from '../store/entities.js';
-import { openStoreEnv } from '../store/env.js';
+import { type StoreEnv, openStoreEnv } from '../store/env.js';
+import { registerUpstreamCommands, setUpstreamToken } from './upstream.js';
 import { type CustomerId, NULL_UUID } from '../types.js';
 
-async function withStore<T>(flags: ConfigFlags, fn: (entities: EntityStore) => Promise<T>): Promise<T> {
+async function withStore<T>(flags: ConfigFlags, fn: (entities: EntityStore, env: StoreEnv) => Promise<T>): Promise<T> {
   const config = loadConfig(flags);
   const env = openStoreEnv({ dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes });
   try {
     const entities = new EntityStore(env);
     await entities.ensureTenant();
-    return await fn(entities);
+    return await fn(entities, env);
   } finally {
     await env.close();
   }
@@ -100,15 +101,21 @@ export function buildCli(): Command {
     .option('--type <type>', 'device type', 'default')
     .option('--token <token>', 'access token (default: 20 random alphanumerics)')
     .option('--customer <idOrTitle>', 'assign to this customer')
+    .option('--upstream-token <token>', 'its access token on the upstream ThingsBoard (sync, CONTRACT §9)')
     .addOption(dataDirOption())
     .addOption(configOption())
-    .action(async (opts: ConfigFlags & { name: string; type: string; token?: string; customer?: string }) => {
-      const d = await withStore(opts, (entities) => entities.createDevice({
-        name: opts.name, type: opts.type, token: opts.token, customerId: customerIdOf(entities, opts.customer) ?? NULL_UUID,
-      }));
+    .action(async (opts: ConfigFlags & { name: string; type: string; token?: string; customer?: string; upstreamToken?: string }) => {
+      const d = await withStore(opts, async (entities, env) => {
+        const created = await entities.createDevice({
+          name: opts.name, type: opts.type, token: opts.token, customerId: customerIdOf(entities, opts.customer) ?? NULL_UUID,
+        });
+        if (opts.upstreamToken !== undefined) await setUpstreamToken(env, created.id, opts.upstreamToken);
+        return created;
+      });
       console.log(JSON.stringify({ id: d.id, name: d.name, token: d.token }));
     });
 
+  registerUpstreamCommands(device, dataDirOption, configOption);
   return program;
 }
 
