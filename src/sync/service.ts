@@ -96,6 +96,8 @@ interface TokenRecord { token: string; provisioned: boolean }
 
 /** what one acknowledgement transaction does */
 interface AckOps {
+  /** entries rewritten (partly sent): applied before `remove` */
+  puts: Array<{ key: QueueKey; value: number[] }>;
   remove: Array<QueueKey>;
   held: Array<{ e: number; seq: number; value: HeldRecord }>;
   setAside: Array<{ key: QueueKey; value: unknown }>;
@@ -122,6 +124,8 @@ const HOUR = 3_600_000;
 const CHECK_PARKED_MS = 2_000;
 const HELD_RECHECK_MS = 30_000;
 const DROP_LOG_MS = 60_000;
+/** how soon entries below the raw horizon whose fragments were still in the head are looked at again */
+const DROP_RECHECK_MS = 2_000;
 
 export interface SyncDeps {
   readonly env: StoreEnv;
@@ -349,7 +353,7 @@ export class SyncService implements SyncStatusSource {
     const refs = entryOf(key, value).refs;
     this.counters.notSynced += refsPoints(refs);
     this.backlogTotal -= refsPoints(refs);
-    this.queueAck({ remove: [key], held: [], setAside: [] });
+    this.queueAck({ puts: [], remove: [key], held: [], setAside: [] });
   }
 
   // ---- one device's job --------------------------------------------------------------------------------
@@ -372,8 +376,11 @@ export class SyncService implements SyncStatusSource {
       };
       for (const entry of entries) {
         if (this.stopped) return;
+        const bytes = entry.points * this.bytesPerPoint;
+        // an entry bigger than a body goes in a group of its own, acknowledged body by body (see sendGroup)
+        if (bytes >= maxBody && group.length > 0 && !(await flushGroup())) return;
         group.push(entry);
-        groupBytes += entry.points * this.bytesPerPoint;
+        groupBytes += bytes;
         if (groupBytes >= maxBody && !(await flushGroup())) return;
       }
       await flushGroup();
@@ -390,7 +397,7 @@ export class SyncService implements SyncStatusSource {
    */
   private async sendGroup(lane: Lane, dev: Dev, token: string, entries: Entry[], maxBody: number, maxPoints: number): Promise<boolean> {
     const e = dev.e as number;
-    const ops: AckOps = { remove: [], held: [], setAside: [] };
+    const ops: AckOps = { puts: [], remove: [], held: [], setAside: [] };
     const points: WirePoint[] = [];
     const horizon = this.deps.timeseries.rawHorizonTs;
     const windowMs = this.deps.timeseries.windowMs;
@@ -433,7 +440,8 @@ export class SyncService implements SyncStatusSource {
     }
     let sent = 0;
     let bytes = 0;
-    for (const { body, points: n } of wireBodies(points, maxBody, maxPoints)) {
+    const only = entries.length === 1 ? entries[0] : undefined;
+    for (const { body, points: n, lastTs } of wireBodies(points, maxBody, maxPoints)) {
       await this.pace(lane, n);
       if (this.stopped) return false;
       const a = await this.client.post(`api/v1/${encodeURIComponent(token)}/telemetry`, body);
@@ -441,6 +449,11 @@ export class SyncService implements SyncStatusSource {
         sent += n;
         bytes += body.length;
         this.succeeded();
+        // One entry over several bodies: each body holds every point up to its last ts (bodies are cut between
+        // timestamps), so the entry is acknowledged that far and a restart re-sends at most one body of it.
+        if (only !== undefined && sent < points.length) {
+          void this.queueAck({ puts: [{ key: only.key, value: [lastTs + 1, ...encodeRefs(only.refs)] }], remove: [], held: [], setAside: [] });
+        }
         continue;
       }
       if (a.status === 400) {
@@ -480,10 +493,11 @@ export class SyncService implements SyncStatusSource {
   }
 
   /** The acknowledgement transactions, one after another: each takes every op queued while the last committed. */
-  private pendingOps: AckOps = { remove: [], held: [], setAside: [] };
+  private pendingOps: AckOps = { puts: [], remove: [], held: [], setAside: [] };
   private ackQueued: Promise<void> | undefined;
 
   private queueAck(ops: AckOps): Promise<void> {
+    this.pendingOps.puts.push(...ops.puts);
     this.pendingOps.remove.push(...ops.remove);
     this.pendingOps.held.push(...ops.held);
     this.pendingOps.setAside.push(...ops.setAside);
@@ -491,9 +505,10 @@ export class SyncService implements SyncStatusSource {
     const run = this.ackChain.then(async () => {
       this.ackQueued = undefined;
       const o = this.pendingOps;
-      this.pendingOps = { remove: [], held: [], setAside: [] };
+      this.pendingOps = { puts: [], remove: [], held: [], setAside: [] };
       const counters = { ...this.counters };
       await this.env.root.transaction(() => {
+        for (const p of o.puts) void this.env.outbox.put(p.key, p.value);
         for (const k of o.remove) void this.env.outbox.remove(k);
         for (const h of o.held) void this.env.outbox.put(['h', h.e, h.seq], h.value);
         for (const s of o.setAside) void this.env.outbox.put(['x', s.key[1], s.key[2]], s.value);
@@ -723,14 +738,23 @@ export class SyncService implements SyncStatusSource {
    */
   private checkHorizon(): void {
     const horizon = this.deps.timeseries.rawHorizonTs;
-    if (horizon <= this.lastHorizonChecked || this.dropSweeping) return;
+    if (this.dropSweeping || (horizon <= this.lastHorizonChecked && !(this.dropRetryAt <= this.now()))) return;
     this.dropSweeping = true;
-    void this.dropSweep(horizon).finally(() => { this.dropSweeping = false; });
+    void this.dropSweep(horizon).then((settled) => {
+      // fragments below the horizon not compacted yet: their windows' fate is known once compaction ran
+      this.dropRetryAt = settled ? Infinity : this.now() + DROP_RECHECK_MS;
+    }, (err: unknown) => {
+      this.log.error(`sync: counting dropped points failed: ${(err as Error).message}`);
+      this.dropRetryAt = this.now() + DROP_RECHECK_MS;
+    }).finally(() => { this.dropSweeping = false; });
   }
 
   private dropSweeping = false;
+  private dropRetryAt = Infinity;
 
-  private async dropSweep(horizon: number): Promise<void> {
+  /** Resolves true when every entry below the horizon was settled (dropped or kept), false to look again later. */
+  private async dropSweep(horizon: number): Promise<boolean> {
+    let settled = true;
     const windowMs = this.deps.timeseries.windowMs;
     let start: QueueKey | ['q', number] = ['q', 0];
     for (;;) {
@@ -744,13 +768,18 @@ export class SyncService implements SyncStatusSource {
         const entry = entryOf(qk, value);
         if (refsMinTs(entry.refs) >= horizon) continue;
         const dev = this.devOf(qk[2]);
-        if (dev !== undefined && (dev.busy[0] || dev.busy[1])) continue;
+        if (dev !== undefined && (dev.busy[0] || dev.busy[1])) {
+          settled = false;
+          continue;
+        }
         const keep: number[] = [];
         let dropped = 0;
         let from = Infinity;
         let to = -Infinity;
         for (const r of entry.refs) {
-          const gone = Math.floor(r.lastTs / windowMs) * windowMs < horizon && this.env.head.getBinary(fragKey(qk[2], r.k, r.firstTs, qk[1])) === undefined;
+          const below = Math.floor(r.lastTs / windowMs) * windowMs < horizon;
+          const gone = below && this.env.head.getBinary(fragKey(qk[2], r.k, r.firstTs, qk[1])) === undefined;
+          if (below && !gone) settled = false;
           if (gone) {
             dropped += r.n;
             from = Math.min(from, r.firstTs);
@@ -778,6 +807,7 @@ export class SyncService implements SyncStatusSource {
       await new Promise<void>((r) => setImmediate(r));
     }
     this.lastHorizonChecked = horizon;
+    return settled;
   }
 
   // ---- status ------------------------------------------------------------------------------------------

@@ -47,12 +47,13 @@ export function wirePoints(keyJson: string, points: readonly TsKv[], keep: (ts: 
  * upstream) into `{"ts":..,"values":{..}}` elements, and cuts the elements into JSON arrays of at most
  * `maxBytes` (an element bigger than that alone goes alone). Each body comes with its point count.
  */
-export function* wireBodies(points: WirePoint[], maxBytes: number, maxPoints: number): Generator<{ body: string; points: number }> {
+export function* wireBodies(points: WirePoint[], maxBytes: number, maxPoints: number): Generator<{ body: string; points: number; lastTs: number }> {
   points.sort((a, b) => a.ts - b.ts);
   let parts: string[] = [];
   let bytes = 2;
   let n = 0;
   let i = 0;
+  let prevTs = 0;
   while (i < points.length) {
     const ts = (points[i] as WirePoint).ts;
     let el = `{"ts":${ts},"values":{`;
@@ -73,7 +74,7 @@ export function* wireBodies(points: WirePoint[], maxBytes: number, maxPoints: nu
     el += `${vals.join(',')}}}`;
     const elBytes = Buffer.byteLength(el) + 1;
     if (parts.length > 0 && (bytes + elBytes > maxBytes || n + vals.length > maxPoints)) {
-      yield { body: `[${parts.join(',')}]`, points: n };
+      yield { body: `[${parts.join(',')}]`, points: n, lastTs: prevTs };
       parts = [];
       bytes = 2;
       n = 0;
@@ -81,7 +82,8 @@ export function* wireBodies(points: WirePoint[], maxBytes: number, maxPoints: nu
     parts.push(el);
     bytes += elBytes;
     n += vals.length;
+    prevTs = ts;
     i = j;
   }
-  if (parts.length > 0) yield { body: `[${parts.join(',')}]`, points: n };
+  if (parts.length > 0) yield { body: `[${parts.join(',')}]`, points: n, lastTs: prevTs };
 }
