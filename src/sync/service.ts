@@ -124,6 +124,8 @@ const HOUR = 3_600_000;
 const CHECK_PARKED_MS = 2_000;
 const HELD_RECHECK_MS = 30_000;
 const DROP_LOG_MS = 60_000;
+/** ms an acknowledgement waits to share its transaction (see flushAcks) */
+const ACK_DELAY_MS = 250;
 /** how soon entries below the raw horizon whose fragments were still in the head are looked at again */
 const DROP_RECHECK_MS = 2_000;
 
@@ -220,8 +222,11 @@ export class SyncService implements SyncStatusSource {
     for (const t of this.timers) clearInterval(t);
     this.wake();
     await this.pumping;
-    await this.ackChain;
+    // requests in flight fail at once (their entries stay pending), then what was acknowledged is written
     this.client.close();
+    await Promise.all([...this.running]);
+    this.flushAcks();
+    await this.ackChain;
   }
 
   // ---- bookkeeping -------------------------------------------------------------------------------------
@@ -330,7 +335,7 @@ export class SyncService implements SyncStatusSource {
         continue;
       }
       allBlocked = false;
-      if (dev.busy[lane.index]) continue;
+      if (dev.busy[lane.index] || this.acking.has(`${qk[1]}:${e}`)) continue;
       let job = jobs.get(dev);
       if (job === undefined) {
         if (jobs.size >= free) continue;
@@ -345,8 +350,16 @@ export class SyncService implements SyncStatusSource {
       if (nb >= maxBytes) full++;
       if (scanned >= SCAN_LIMIT || (full >= free && jobs.size >= free)) break;
     }
-    for (const [dev, entries] of jobs) void this.runJob(lane, dev, entries);
+    for (const [dev, entries] of jobs) this.track(this.runJob(lane, dev, entries));
     return jobs.size;
+  }
+
+  /** jobs running, so stop() can wait for them */
+  private readonly running = new Set<Promise<void>>();
+
+  private track(p: Promise<void>): void {
+    this.running.add(p);
+    void p.finally(() => this.running.delete(p));
   }
 
   private discardNotDevice(key: QueueKey, value: unknown): void {
@@ -452,7 +465,7 @@ export class SyncService implements SyncStatusSource {
         // One entry over several bodies: each body holds every point up to its last ts (bodies are cut between
         // timestamps), so the entry is acknowledged that far and a restart re-sends at most one body of it.
         if (only !== undefined && sent < points.length) {
-          void this.queueAck({ puts: [{ key: only.key, value: [lastTs + 1, ...encodeRefs(only.refs)] }], remove: [], held: [], setAside: [] });
+          this.queueAck({ puts: [{ key: only.key, value: [lastTs + 1, ...encodeRefs(only.refs)] }], remove: [], held: [], setAside: [] });
         }
         continue;
       }
@@ -473,7 +486,7 @@ export class SyncService implements SyncStatusSource {
     if (dropped > 0) this.noteDropped(dropped, dropFrom, dropTo);
     for (const entry of entries) this.noteQueued(e, entry.refs, -1);
     for (const h of ops.held) this.heldTotal += h.value.held;
-    await this.queueAck(ops);
+    this.queueAck(ops);
     return true;
   }
 
@@ -492,50 +505,69 @@ export class SyncService implements SyncStatusSource {
     }
   }
 
-  /** The acknowledgement transactions, one after another: each takes every op queued while the last committed. */
+  /**
+   * Acknowledgements are written ACK_DELAY_MS after the first of them, all at once in one event-loop turn, so
+   * lmdb-js puts them in one transaction, and usually the one the next ingest batch commits in anyway: sync
+   * costs the SD card next to no commits of its own (bytes written per point, BENCHMARKS.md). Meanwhile the
+   * entries they remove are skipped by the scans (`acking`). A kill -9 re-sends what was acknowledged in that
+   * last interval: with the requests in flight, the only duplicates (CONTRACT §9 allows them after a restart).
+   */
   private pendingOps: AckOps = { puts: [], remove: [], held: [], setAside: [] };
-  private ackQueued: Promise<void> | undefined;
+  private ackTimer: NodeJS.Timeout | undefined;
+  /** outbox entries removed by acknowledgements not committed yet: `${seq}:${e}` */
+  private readonly acking = new Set<string>();
 
-  private queueAck(ops: AckOps): Promise<void> {
+  private queueAck(ops: AckOps): void {
     this.pendingOps.puts.push(...ops.puts);
     this.pendingOps.remove.push(...ops.remove);
     this.pendingOps.held.push(...ops.held);
     this.pendingOps.setAside.push(...ops.setAside);
-    if (this.ackQueued !== undefined) return this.ackQueued;
-    const run = this.ackChain.then(async () => {
-      this.ackQueued = undefined;
-      const o = this.pendingOps;
-      this.pendingOps = { puts: [], remove: [], held: [], setAside: [] };
-      const counters = { ...this.counters };
-      await this.env.root.transaction(() => {
-        for (const p of o.puts) void this.env.outbox.put(p.key, p.value);
-        for (const k of o.remove) void this.env.outbox.remove(k);
-        for (const h of o.held) void this.env.outbox.put(['h', h.e, h.seq], h.value);
-        for (const s of o.setAside) void this.env.outbox.put(['x', s.key[1], s.key[2]], s.value);
-        void this.env.outbox.put(COUNTERS_KEY, counters);
-      });
+    for (const k of ops.remove) this.acking.add(`${k[1]}:${k[2]}`);
+    this.ackTimer ??= setTimeout(() => this.flushAcks(), ACK_DELAY_MS);
+  }
+
+  private flushAcks(): void {
+    clearTimeout(this.ackTimer);
+    this.ackTimer = undefined;
+    const o = this.pendingOps;
+    this.pendingOps = { puts: [], remove: [], held: [], setAside: [] };
+    const ob = this.env.outbox;
+    // one synchronous turn: one transaction
+    for (const p of o.puts) void ob.put(p.key, p.value);
+    for (const k of o.remove) void ob.remove(k);
+    for (const h of o.held) void ob.put(['h', h.e, h.seq], h.value);
+    for (const x of o.setAside) void ob.put(['x', x.key[1], x.key[2]], x.value);
+    const last = ob.put(COUNTERS_KEY, { ...this.counters });
+    const done = last.then(() => undefined, (err: unknown) => {
+      this.log.error(`sync: recording an acknowledgement failed: ${(err as Error).message}`);
+    }).finally(() => {
+      for (const k of o.remove) this.acking.delete(`${k[1]}:${k[2]}`);
     });
-    this.ackQueued = run;
-    this.ackChain = run.catch((err: unknown) => { this.log.error(`sync: recording an acknowledgement failed: ${(err as Error).message}`); });
-    return this.ackChain;
+    this.ackChain = this.ackChain.then(() => done);
   }
 
   // ---- pacing, faults, state ---------------------------------------------------------------------------
 
-  /** Token bucket over points: the backlog lane waits for tokens, the live lane takes them without waiting. */
+  /**
+   * Token bucket over points: the backlog lane waits for tokens, the live lane takes them without waiting (so
+   * live points count against the rate but are never held back). Bodies are cut to a tenth of the rate; the
+   * bucket holds half a second, so a sender slowed by the upstream catches up that much and no more, and it
+   * starts empty when the link comes back (no burst after an outage).
+   */
   private async pace(lane: Lane, n: number): Promise<void> {
     const rate = this.cfg.maxPointsPerSec;
     if (rate <= 0) return;
-    const cap = Math.max(1, Math.ceil(rate / 10));
+    const cap = Math.max(1, Math.ceil(rate / 2));
     for (;;) {
       const now = this.now();
       this.tokens = Math.min(cap, this.tokens + ((now - this.tokensAt) * rate) / 1000);
       this.tokensAt = now;
-      if (!lane.paced || this.tokens >= Math.min(n, cap)) {
+      const need = Math.min(n, cap);
+      if (!lane.paced || this.tokens >= need) {
         this.tokens = Math.max(-rate, this.tokens - n);
         return;
       }
-      await new Promise<void>((r) => { setTimeout(r, Math.ceil(((Math.min(n, cap) - this.tokens) * 1000) / rate)).unref(); });
+      await new Promise<void>((r) => { setTimeout(r, Math.ceil(((need - this.tokens) * 1000) / rate)).unref(); });
       if (this.stopped) return;
     }
   }
@@ -554,6 +586,8 @@ export class SyncService implements SyncStatusSource {
       }
       this.log.info(`sync: connected to ${this.client.url}`);
       this.state = 'connected';
+      this.tokens = 0;
+      this.tokensAt = this.now();
     }
   }
 
@@ -672,7 +706,7 @@ export class SyncService implements SyncStatusSource {
       if (dev.parked !== null) continue;
       this.attrBusy = true;
       this.inFlight++;
-      void (async () => {
+      this.track((async () => {
         try {
           const token = await this.tokenFor(dev);
           if (token === undefined) return;
@@ -696,7 +730,7 @@ export class SyncService implements SyncStatusSource {
           this.inFlight--;
           this.wake();
         }
-      })();
+      })());
       return 1;
     }
     return 0;
