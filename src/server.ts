@@ -65,11 +65,12 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   const bus = new EventBus((m) => log.error(m));
   const attributes = new LmdbAttributeStore(env, dict, bus, Date.now);
   // Upstream sync (CONTRACT §9): hooks the write paths before the first write, sends once listening.
-  const sync = config.sync.url === '' ? undefined : new SyncService({ env, dict, entities, timeseries, attributes, config: config.sync, log });
+  const depth = new LmdbDepthStore(env, dict);
+  const sync = config.sync.url === '' ? undefined : new SyncService({ env, dict, entities, timeseries, attributes, depth, config: config.sync, log });
   const services: Services = {
     config, log, env, dict, entities, timeseries, bus, downsample,
     ingest: new TelemetryIngest(timeseries, bus),
-    depth: new LmdbDepthStore(env, dict),
+    depth,
     auth: new AuthService(config, env, entities),
     attributes,
     ...(sync === undefined ? {} : { sync }),

@@ -232,6 +232,10 @@ t.test('a point stamped before 2000 or more than a day ahead is held and shown, 
   t.equal(s.sentPoints, 1, 'only the point with a sane timestamp went');
   t.equal(tb.points[0]?.ts, BASE, 'that one');
   t.type(s.clockSynchronized === null || typeof s.clockSynchronized === 'boolean', 'boolean', 'the clock state is reported');
+  const d = await http('POST', `${gw.url}/api/v1/${dev.token}/depth/telemetry`, '[{"ds":1.5,"values":{"rop":1,"lith":"x"}}]');
+  t.equal(d.status, 200);
+  await statusUntil(gw, jwt, (st) => (st as Status & { depthNotSyncedPoints: number }).depthNotSyncedPoints === 2, 'depth points counted as not synced');
+  t.pass('depth points are counted as not synced');
 });
 
 t.test('kill -9 of the gateway mid-drain: nothing lost, duplicates only from what was in flight', async (t) => {

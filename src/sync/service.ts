@@ -27,6 +27,7 @@ import {
   type FragmentRef, OutboxRecorder, QUEUE_END, type QueueKey, decodeRefs, encodeRefs, queueKey, readRef, refsMinTs, refsPoints,
 } from '../store/outbox.js';
 import type { LmdbAttributeStore } from '../store/attributes.js';
+import type { LmdbDepthStore } from '../store/depth.js';
 import type { LmdbTimeseriesStore } from '../store/timeseries.js';
 import type { EpochMs } from '../types.js';
 import { MAX_AHEAD_MS, MIN_SENDABLE_TS, clockSynchronized } from './clock.js';
@@ -46,6 +47,8 @@ export interface SyncStatusFull extends SyncStatus {
   readonly droppedRange: readonly [EpochMs, EpochMs] | null;
   /** telemetry of entities that are not devices (assets): not synced (CONTRACT §9 syncs devices) */
   readonly notSyncedPoints: number;
+  /** depth-series points stored while sync was on: not sent upstream (not implemented yet), counted */
+  readonly depthNotSyncedPoints: number;
 }
 
 interface Counters {
@@ -55,6 +58,7 @@ interface Counters {
   droppedTo: number | null;
   setAside: number;
   notSynced: number;
+  depthNotSynced: number;
   lastSuccessTs: number | null;
   lastError: string | null;
 }
@@ -135,6 +139,7 @@ export interface SyncDeps {
   readonly entities: EntityStore;
   readonly timeseries: LmdbTimeseriesStore;
   readonly attributes: LmdbAttributeStore;
+  readonly depth: LmdbDepthStore;
   readonly config: Readonly<Config['sync']>;
   readonly log: Logger;
   readonly now?: () => number;
@@ -180,7 +185,7 @@ export class SyncService implements SyncStatusSource {
     this.client = new UpstreamClient(this.cfg.url, this.cfg.concurrency, this.cfg.requestTimeoutMs);
     const saved = this.env.outbox.get(COUNTERS_KEY) as Partial<Counters> | undefined;
     this.counters = {
-      sent: 0, dropped: 0, droppedFrom: null, droppedTo: null, setAside: 0, notSynced: 0, lastSuccessTs: null, lastError: null, ...saved,
+      sent: 0, dropped: 0, droppedFrom: null, droppedTo: null, setAside: 0, notSynced: 0, depthNotSynced: 0, lastSuccessTs: null, lastError: null, ...saved,
     };
     this.recorder = new OutboxRecorder(this.env);
     // Batches already recorded are the backlog; everything written from now on is live (headSeq is reserved
@@ -200,6 +205,11 @@ export class SyncService implements SyncStatusSource {
     // at shutdown) is recorded, whether or not sending has started or stopped.
     this.deps.timeseries.outbox = this.recorder;
     this.deps.attributes.syncMark = (id) => this.env.outbox.put(['a', id], Math.random());
+    // Depth series are not sent yet (README "Upstream sync"): counted, never silently left behind.
+    this.deps.depth.syncCount = (n) => {
+      this.counters.depthNotSynced += n;
+      this.queueAck({ puts: [], remove: [], held: [], setAside: [] }); // persists the counters
+    };
   }
 
   /** Starts sending. */
@@ -860,7 +870,7 @@ export class SyncService implements SyncStatusSource {
       sentPoints: c.sent, droppedPoints: c.dropped, lastSuccessTs: c.lastSuccessTs, lastError: c.lastError, devices,
       clockSynchronized: clockSynchronized(), heldPoints: this.heldTotal, setAsidePoints: c.setAside,
       droppedRange: c.droppedFrom === null || c.droppedTo === null ? null : [c.droppedFrom, c.droppedTo],
-      notSyncedPoints: c.notSynced,
+      notSyncedPoints: c.notSynced, depthNotSyncedPoints: c.depthNotSynced,
     };
   }
 
