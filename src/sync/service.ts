@@ -9,8 +9,8 @@
  *
  * Two lanes over the outbox, split at a batch seq: *live* (batches written since the link last came back) is
  * sent unpaced and first; *backlog* (everything older) is drained behind it, paced by `sync.maxPointsPerSec`,
- * with at most `concurrency - 1` devices (so one slot is always there for live points). A device has at most
- * one request in flight per lane; its requests of a lane go in seq order.
+ * in the slots live points leave free (each round fills live first, and a slot frees within one request). A
+ * device has at most one request in flight per lane; its requests of a lane go in seq order.
  *
  * Faults: a network error, timeout or 5xx backs the whole upstream off (exponential, full jitter, capped);
  * 429/503 with Retry-After wait that long; 401/403/404 park that device only (re-provisioned once when a
@@ -244,11 +244,29 @@ export class SyncService implements SyncStatusSource {
   /** Counts what the outbox holds (in bounded steps, yielding), once at start. */
   private async loadBacklog(): Promise<void> {
     let n = 0;
+    // summed straight from the flat arrays: no ref objects for a backlog of millions (RssAnon, BENCHMARKS.md)
+    const perEntity = new Map<number, number>();
     for (const { key, value } of this.env.outbox.getRange({ start: ['q', 0], end: ['q', this.lanes[1].hi] })) {
-      const [, , e] = key as QueueKey;
-      this.noteQueued(e, entryOf(key as QueueKey, value).refs);
+      const e = (key as QueueKey)[2];
+      const flat = value as number[];
+      let points = 0;
+      let minTs = Infinity;
+      for (let i = flat.length % 4; i + 3 < flat.length; i += 4) {
+        points += flat[i + 3] as number;
+        minTs = Math.min(minTs, flat[i + 1] as number);
+      }
+      perEntity.set(e, (perEntity.get(e) ?? 0) + points);
+      this.backlogTotal += points;
+      const b = Math.floor(minTs / HOUR);
+      const slot = this.oldest.get(b);
+      if (slot === undefined) this.oldest.set(b, { n: points, min: minTs });
+      else { slot.n += points; slot.min = Math.min(slot.min, minTs); }
       if (++n % 5000 === 0) await new Promise<void>((r) => setImmediate(r));
       if (this.stopped) return;
+    }
+    for (const [e, points] of perEntity) {
+      const dev = this.devOf(e);
+      if (dev !== undefined) dev.backlog += points;
     }
     for (const { value } of this.env.outbox.getRange({ start: ['h'], end: ['h', Number.MAX_SAFE_INTEGER] })) {
       this.heldTotal += (value as HeldRecord).held;
@@ -308,9 +326,9 @@ export class SyncService implements SyncStatusSource {
         await this.sleep(this.backoffUntil - now);
         continue;
       }
+      // live first: its devices take the free slots, the backlog what is left (a slot frees within one request)
       let started = this.fill(this.lanes[0], this.cfg.concurrency);
-      const backlogSlots = this.cfg.concurrency > 1 ? this.cfg.concurrency - 1 : 1;
-      started += this.fill(this.lanes[1], backlogSlots);
+      started += this.fill(this.lanes[1], this.cfg.concurrency);
       if (!this.attrBusy && this.inFlight < this.cfg.concurrency) started += this.sendAttributes();
       if (started === 0 || this.inFlight >= this.cfg.concurrency) await this.sleep(1000);
       // ingest keeps priority: one event-loop turn between dispatch rounds
