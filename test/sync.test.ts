@@ -81,7 +81,7 @@ t.test('an outage while devices post: every point arrives, exact in value and ty
     sent.push({ ts, key: 'd', type: 'DOUBLE', value: `${i}.0` }, { ts, key: 'l', type: 'LONG', value: `${i}` },
       { ts, key: 's', type: 'STRING', value: `v${i}` }, { ts, key: 'b', type: 'BOOLEAN', value: `${i % 2 === 0}` },
       { ts, key: 'j', type: 'JSON', value: `{"i":${i}}` }, { ts, key: 'big', type: 'LONG', value: big },
-      { ts, key: 'tiny', type: 'DOUBLE', value: '1.5E-7' }, { ts, key: 'e10', type: 'LONG', value: '10000000000' });
+      { ts, key: 'tiny', type: 'DOUBLE', value: '0.00000015' }, { ts, key: 'e10', type: 'LONG', value: '10000000000' });
   }
   // five requests of ten records, the link down
   for (let r = 0; r < 5; r++) await post(gw, dev.token, `[${body.slice(r * 10, r * 10 + 10).join(',')}]`);

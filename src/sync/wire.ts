@@ -2,9 +2,10 @@
  * Telemetry on the wire to the upstream (CONTRACT §9): `[{"ts":..,"values":{..}},..]` with every value keeping
  * its ThingsBoard type. TB types a number by its literal (a `.` makes a double, otherwise a long); Outpost as an
  * upstream (src/ingest/typing.ts) takes a `.` without exponent, or any literal with a fraction, as a double, but
- * `1.0E10` as a long. So an integral double goes out in plain notation (`42.0`, `10000000000.0`), a fraction as
- * JS prints it (`0.25`), and a tiny one, which JS prints with an exponent, the Java way (`1.5E-7`): both
- * readers take each of those as a double of the same value.
+ * `1.0E10` as a long, and more than 16 fraction digits as a string. So an integral double goes out in plain
+ * notation (`42.0`, `10000000000.0`), a fraction as JS prints it (`0.25`), and a tiny one, which JS prints with
+ * an exponent, in plain notation too (`0.00000015`) while that has at most 16 fraction digits, else the Java
+ * way (`1.5E-17`): both readers take each double Outpost can store back as that very double.
  */
 import { type KvValue, type TsKv, javaDouble } from '../model/kv.js';
 
@@ -16,7 +17,15 @@ export function plainDouble(d: number): string {
     return `${Math.abs(d) < 1e21 ? String(d) : BigInt(d).toString()}.0`;
   }
   const s = String(d);
-  return s.includes('e') ? javaDouble(d) : s;
+  const e = s.indexOf('e');
+  if (e < 0) return s;
+  // |d| < 1e-6: plain notation while it has at most 16 fraction digits (Outpost reads no more as a double),
+  // else the Java form, which TB reads as a double all the same
+  const neg = s.startsWith('-');
+  const digits = s.slice(neg ? 1 : 0, e).replace('.', '');
+  const exp = Number(s.slice(e + 1));
+  const plain = `${neg ? '-' : ''}0.${'0'.repeat(-exp - 1)}${digits}`;
+  return plain.length - plain.indexOf('.') - 1 <= 16 ? plain : javaDouble(d);
 }
 
 /** One value as a JSON fragment with its TB type kept. Non-finite doubles cannot be JSON numbers: sent as strings. */
