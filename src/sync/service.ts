@@ -346,13 +346,15 @@ export class SyncService implements SyncStatusSource {
     let scanned = 0;
     let allBlocked = true;
     const maxBytes = this.cfg.maxBatchBytes * JOB_BATCHES;
-    for (const { key, value } of this.env.outbox.getRange({ start: lane.front, end: ['q', lane.hi] })) {
+    // keys only: the values of entries skipped (busy or parked devices) are never decoded, which keeps the
+    // garbage of a scan, and with it RssAnon, independent of the backlog
+    for (const key of this.env.outbox.getKeys({ start: lane.front, end: ['q', lane.hi] })) {
       const qk = key as QueueKey;
       const e = qk[2];
       scanned++;
       const dev = this.devOf(e);
       if (dev === undefined) {
-        this.discardNotDevice(qk, value);
+        this.discardNotDevice(qk, this.env.outbox.get(qk));
         continue;
       }
       if (dev.parked !== null) {
@@ -371,6 +373,8 @@ export class SyncService implements SyncStatusSource {
       }
       const bytes = jobBytes.get(dev) ?? 0;
       if (bytes >= maxBytes) continue;
+      const value = this.env.outbox.get(qk);
+      if (value === undefined) continue;
       const entry = entryOf(qk, value);
       job.push(entry);
       const nb = bytes + entry.points * this.bytesPerPoint;
