@@ -60,6 +60,9 @@ export class OutboxRecorder {
   /** the highest seq recorded by this process (the live/backlog boundary of the sync service) */
   lastSeq = 0;
 
+  /** called in each batch's turn before its records are put: writes issued here share the batch's transaction */
+  beforeCommit: (() => void) | undefined;
+
   /** told of each entity's recorded points once its batch has committed */
   onQueued: ((seq: number, e: EntityIdx, refs: FragmentRef[]) => void) | undefined;
 
@@ -73,6 +76,7 @@ export class OutboxRecorder {
 
   /** Puts this batch's records; returns the last put's promise (undefined when nothing was recorded). */
   commit(seq: number): Promise<boolean> | undefined {
+    this.beforeCommit?.();
     let last: Promise<boolean> | undefined;
     const notify = this.onQueued;
     for (const [e, flat] of this.byEntity) {

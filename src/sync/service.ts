@@ -197,6 +197,8 @@ export class SyncService implements SyncStatusSource {
     ];
     this.tokens = 0;
     this.tokensAt = this.now();
+    // acknowledgements ride in the next ingest batch's transaction when one comes within ACK_DELAY_MS
+    this.recorder.beforeCommit = () => { if (this.ackTimer !== undefined) this.flushAcks(); };
     this.recorder.onQueued = (seq, e, refs) => {
       this.noteQueued(e, refs);
       this.wake();
@@ -538,9 +540,10 @@ export class SyncService implements SyncStatusSource {
   }
 
   /**
-   * Acknowledgements are written ACK_DELAY_MS after the first of them, all at once in one event-loop turn, so
-   * lmdb-js puts them in one transaction, and usually the one the next ingest batch commits in anyway: sync
-   * costs the SD card next to no commits of its own (bytes written per point, BENCHMARKS.md). Meanwhile the
+   * Acknowledgements are written with the next ingest batch (OutboxRecorder.beforeCommit: in its turn, so in
+   * its transaction), or ACK_DELAY_MS after the first of them when no batch comes, all at once in one
+   * event-loop turn (one transaction): sync adds next to no commits of its own (bytes written per point,
+   * BENCHMARKS.md). Meanwhile the
    * entries they remove are skipped by the scans (`acking`). A kill -9 re-sends what was acknowledged in that
    * last interval: with the requests in flight, the only duplicates (CONTRACT §9 allows them after a restart).
    */
