@@ -3,6 +3,7 @@
  * against a second Outpost daemon with provisioning. Each case starts the real `outpost serve` with a small
  * config (short back-off caps, small batches) and waits on events: the fake's requests, the status endpoint.
  */
+import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
@@ -320,4 +321,35 @@ t.test('end to end: an Outpost syncs into another Outpost, provisioning its devi
     await new Promise((r) => setTimeout(r, 100));
   }
   t.equal(attrs, '{"client":{"fw":"v1.2","n":3.0}}', 'client attributes arrive with their types');
+});
+
+const hasOpenssl = ((): boolean => {
+  try {
+    execFileSync('openssl', ['version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+t.test('an HTTPS upstream: keep-alive TLS to another Outpost, its certificate trusted through NODE_EXTRA_CA_CERTS',
+  { skip: hasOpenssl ? false : 'openssl is not available' }, async (t) => {
+  const dir = tempDir(t, 'outpost-sync-tls-');
+  const cert = join(dir, 'cert.pem');
+  const key = join(dir, 'key.pem');
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1',
+    '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost'], { stdio: 'ignore' });
+  const upCfg = join(dir, 'up.json');
+  writeFileSync(upCfg, JSON.stringify({ provision: { key: 'pk', secret: 'ps' } }));
+  const up = await startGateway(t, { args: ['--config', upCfg, '--tls-cert', cert, '--tls-key', key] });
+  t.match(up.url, /^https:/);
+  const gwCfg = join(dir, 'gw.json');
+  writeFileSync(gwCfg, JSON.stringify({ sync: { url: up.url, provisionKey: 'pk', provisionSecret: 'ps', retryBaseMs: 50, retryMaxMs: 400 } }));
+  const gw = await startGateway(t, { args: ['--config', gwCfg], env: { NODE_EXTRA_CA_CERTS: cert } });
+  const jwt = await admin(gw);
+  const dev = await addDevice(gw.dataDir, 'tls-dev');
+  for (let r = 0; r < 3; r++) await post(gw, dev.token, records(BASE + r * 100_000, 20, 2));
+  const s = await statusUntil(gw, jwt, (st) => st.sentPoints === 120 && st.backlogPoints === 0, 'sent over TLS');
+  t.equal(s.lastError, null, 'no error on the way');
+  t.ok(gw.logs.some((l) => /sync: connected to https:/.test(l)), 'connected over https');
 });
