@@ -627,6 +627,8 @@ export class SyncService implements SyncStatusSource {
   }
 
   private failed(dev: Dev, token: string, a: UpstreamAnswer): void {
+    // requests cut by stop() are not the upstream's fault: no back-off, no log line
+    if (this.stopped) return;
     const what = a.status === 0 ? (a.error ?? 'network error') : `HTTP ${a.status}`;
     if (a.status === 401 || a.status === 403 || a.status === 404) {
       void this.refused(dev, token, what);
