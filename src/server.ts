@@ -29,6 +29,8 @@ import { RpcBroker } from './rpc/broker.js';
 import { LmdbDepthStore } from './store/depth.js';
 import { registerStatusApi } from './api/status/index.js';
 import { Metrics } from './status/metrics.js';
+import { registerSyncApi } from './api/sync/index.js';
+import { SyncService } from './sync/service.js';
 
 export interface RunningServer {
   readonly port: number;
@@ -65,12 +67,17 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   const bus = new EventBus((m) => log.error(m));
   const metrics = new Metrics();
   metrics.listen(bus);
+  const attributes = new LmdbAttributeStore(env, dict, bus, Date.now);
+  // Upstream sync (CONTRACT §9): hooks the write paths before the first write, sends once listening.
+  const depth = new LmdbDepthStore(env, dict);
+  const sync = config.sync.url === '' ? undefined : new SyncService({ env, dict, entities, timeseries, attributes, depth, config: config.sync, log });
   const services: Services = {
     config, log, env, dict, entities, timeseries, bus, downsample, metrics,
     ingest: new TelemetryIngest(timeseries, bus),
-    depth: new LmdbDepthStore(env, dict),
+    depth,
     auth: new AuthService(config, env, entities),
-    attributes: new LmdbAttributeStore(env, dict, bus, Date.now),
+    attributes,
+    ...(sync === undefined ? {} : { sync }),
     rpc: new RpcBroker(bus, {
       maxPendingPerDevice: config.rpc.maxPendingPerDevice, maxOpenPolls: config.longPoll.maxOpen,
       clientSideTimeoutMs: config.rpc.clientSideTimeoutMs, log: (m) => log.error(m),
@@ -95,6 +102,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   registerRpcApi(router, services);
   registerDownloadApi(router, services);
   registerStatusApi(router, services, metrics);
+  registerSyncApi(router, services);
   registerWsApi(app, services);
   router.fallback();
 
@@ -108,6 +116,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   const scheme = config.tls.cert ? 'https' : 'http';
   log.info(`outpost listening on ${scheme}://${config.host}:${port} (data dir ${config.dataDir})`);
   downsample.start();
+  sync?.start();
 
   let closing: Promise<void> | undefined;
   return {
@@ -119,6 +128,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
         services.rpc.close();
         app.close();
         await downsample.stop();
+        await sync?.stop();
         // a batch held back by store.commitDelayMs is written now, not after the store is closed
         timeseries.flushPending();
         await env.flushed();

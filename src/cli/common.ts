@@ -7,6 +7,7 @@
 import { type Command, Option } from 'commander';
 import type { ConfigFlags } from '../config/index.js';
 import type { EntityStore } from '../store/entities.js';
+import type { StoreEnv } from '../store/env.js';
 
 export const dataDirOption = (): Option => new Option('--data-dir <dir>', 'data directory (env OUTPOST_DATA_DIR, default ./data)');
 export const configOption = (): Option => new Option('--config <file>', 'JSON config file (env OUTPOST_CONFIG)');
@@ -25,7 +26,7 @@ export function example(cmd: Command, ...lines: string[]): Command {
 }
 
 /** The store opened read-write for an admin command (CONTRACT §1: usable beside the running daemon). */
-export async function withStore<T>(flags: ConfigFlags, fn: (entities: EntityStore) => Promise<T>): Promise<T> {
+export async function withStore<T>(flags: ConfigFlags, fn: (entities: EntityStore, env: StoreEnv) => Promise<T>): Promise<T> {
   const [{ loadConfig }, { openStoreEnv }, { EntityStore: Entities }] = await Promise.all([
     import('../config/index.js'), import('../store/env.js'), import('../store/entities.js'),
   ]);
@@ -34,7 +35,7 @@ export async function withStore<T>(flags: ConfigFlags, fn: (entities: EntityStor
   try {
     const entities = new Entities(env);
     await entities.ensureTenant();
-    return await fn(entities);
+    return await fn(entities, env);
   } finally {
     await env.close();
   }

@@ -1,4 +1,7 @@
-/** `outpost device add` (CONTRACT §1): prints `{"id","name","token"}`. */
+/**
+ * `outpost device add` (CONTRACT §1): prints `{"id","name","token"}`. `--upstream-token` sets the device's token
+ * on the upstream (CONTRACT §9) in the same run; `device upstream` (upstream.ts) sets it later.
+ */
 import type { Command } from 'commander';
 import type { ConfigFlags } from '../config/index.js';
 import { NULL_UUID } from '../types.js';
@@ -13,12 +16,21 @@ export function registerDevice(program: Command): void {
     .option('--type <type>', 'device type', 'default')
     .option('--token <token>', 'access token (default: 20 random alphanumerics)')
     .option('--customer <idOrTitle>', 'assign to this customer')
+    .option('--upstream-token <token>', 'its access token on the upstream ThingsBoard (sync.url, CONTRACT §9)')
     .addOption(dataDirOption())
     .addOption(configOption())
-    .action(async (opts: ConfigFlags & { name: string; type: string; token?: string; customer?: string }) => {
-      const d = await withStore(opts, (entities) => entities.createDevice({
-        name: opts.name, type: opts.type, token: opts.token, customerId: customerIdOf(entities, opts.customer) ?? NULL_UUID,
-      }));
+    .action(async (opts: ConfigFlags & { name: string; type: string; token?: string; customer?: string; upstreamToken?: string }) => {
+      const d = await withStore(opts, async (entities, env) => {
+        const created = await entities.createDevice({
+          name: opts.name, type: opts.type, token: opts.token, customerId: customerIdOf(entities, opts.customer) ?? NULL_UUID,
+        });
+        if (opts.upstreamToken !== undefined) {
+          const { setUpstreamToken } = await import('./upstream.js');
+          await setUpstreamToken(env, created.id, opts.upstreamToken);
+        }
+        return created;
+      });
       console.log(JSON.stringify({ id: d.id, name: d.name, token: d.token }));
-    }), 'outpost device add --name pump-1 --type pump --customer "Acme Water"');
+    }), 'outpost device add --name pump-1 --type pump --customer "Acme Water"',
+    'outpost device add --name pump-2 --upstream-token UPSTREAM_TOKEN_OF_PUMP_2');
 }

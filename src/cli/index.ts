@@ -17,7 +17,7 @@ export const COMMAND_GROUPS: Readonly<Record<string, readonly Loader[]>> = {
   serve: [() => import('./serve.js').then((m) => m.registerServe)],
   user: [() => import('./user.js').then((m) => m.registerUser)],
   customer: [() => import('./customer.js').then((m) => m.registerCustomer)],
-  device: [() => import('./device.js').then((m) => m.registerDevice)],
+  device: [() => import('./device.js').then((m) => m.registerDevice), () => import('./upstream.js').then((m) => m.registerUpstream)],
   login: [() => import('./login.js').then((m) => m.registerLogin)],
   logout: [() => import('./login.js').then((m) => m.registerLogin)],
   devices: [() => import('./read.js').then((m) => m.registerRead)],

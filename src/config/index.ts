@@ -144,6 +144,30 @@ export const DEFAULTS = {
     /** ms; a socket opened without `?token=` must send `authCmd` within this (TB server.ws.auth_timeout_ms). */
     authTimeoutMs: 10_000,
   },
+  sync: {
+    /** upstream base URL, `http://` or `https://` (CONTRACT §9); empty = sync off. */
+    url: '',
+    /** TB device provisioning key and secret; empty = devices without an upstream token are parked. */
+    provisionKey: '',
+    provisionSecret: '',
+    /** points/s for the backlog drain (live points are never held back); 0 = unpaced. */
+    maxPointsPerSec: 0,
+    /** bytes; the largest telemetry array one request carries. */
+    maxBatchBytes: 65_536,
+    /** devices with a request in flight at once. */
+    concurrency: 4,
+    /** ms; the first retry delay after a network error, timeout or 5xx; doubled per failure, with jitter. */
+    retryBaseMs: 1_000,
+    /** ms; cap of the retry delay (and of a Retry-After honoured), at most 60000. */
+    retryMaxMs: 60_000,
+    /** ms; an upstream request not answered within this counts as a network error. */
+    requestTimeoutMs: 30_000,
+  },
+  provision: {
+    /** TB device provisioning on this Outpost (`POST /api/v1/provision`, CONTRACT §9); empty = refused. */
+    key: '',
+    secret: '',
+  },
   /** 'info' logs one line per lifecycle event; 'debug' adds per-request detail. */
   logLevel: 'info' as 'info' | 'debug' | 'silent',
 };
@@ -206,6 +230,8 @@ function validate(c: Config): void {
     ['downsample.stepBudgetMs', c.downsample.stepBudgetMs], ['downsample.sweepIntervalMs', c.downsample.sweepIntervalMs],
     ['ws.maxPayloadLength', c.ws.maxPayloadLength],
     ['ws.authTimeoutMs', c.ws.authTimeoutMs],
+    ['sync.maxBatchBytes', c.sync.maxBatchBytes], ['sync.concurrency', c.sync.concurrency],
+    ['sync.retryBaseMs', c.sync.retryBaseMs], ['sync.retryMaxMs', c.sync.retryMaxMs], ['sync.requestTimeoutMs', c.sync.requestTimeoutMs],
   ];
   for (const [name, v] of positive) {
     if (!Number.isFinite(v) || v <= 0) throw new OutpostError('CONFIG_INVALID', `config: "${name}" must be > 0, got ${v}`);
@@ -213,6 +239,15 @@ function validate(c: Config): void {
   const delay = c.store.commitDelayMs;
   if (!Number.isInteger(delay) || delay < 0 || delay > 60_000) {
     throw new OutpostError('CONFIG_INVALID', `config: "store.commitDelayMs" must be an integer 0..60000, got ${delay}`);
+  }
+  if (c.sync.url !== '' && !/^https?:\/\/[^/]/.test(c.sync.url)) {
+    throw new OutpostError('CONFIG_INVALID', `config: "sync.url" must start with http:// or https://, got ${JSON.stringify(c.sync.url)}`);
+  }
+  if (!(c.sync.maxPointsPerSec >= 0)) throw new OutpostError('CONFIG_INVALID', `config: "sync.maxPointsPerSec" must be >= 0`);
+  if (!Number.isInteger(c.sync.concurrency)) throw new OutpostError('CONFIG_INVALID', `config: "sync.concurrency" must be an integer`);
+  if (c.sync.retryMaxMs > 60_000) throw new OutpostError('CONFIG_INVALID', `config: "sync.retryMaxMs" must be at most 60000`);
+  if (Boolean(c.sync.provisionKey) !== Boolean(c.sync.provisionSecret)) {
+    throw new OutpostError('CONFIG_INVALID', 'config: sync provisioning needs both "sync.provisionKey" and "sync.provisionSecret"');
   }
   parsePort(c.port, 'config');
   const budget = c.downsample.maxDiskBytes;

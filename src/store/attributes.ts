@@ -75,6 +75,9 @@ function entityRange(e: EntityIdx): { start: Buffer; end: Buffer } {
 }
 
 export class LmdbAttributeStore implements AttributeStore {
+  /** told of every device client-attribute write inside its transaction, for upstream sync (outbox.ts); unset: sync off */
+  syncMark: ((entityId: string) => Promise<boolean>) | undefined;
+
   constructor(
     private readonly env: StoreEnv,
     private readonly dict: Dictionary,
@@ -88,6 +91,7 @@ export class LmdbAttributeStore implements AttributeStore {
     const e = this.dict.internEntity(entityId);
     let last: Promise<boolean> | undefined;
     for (const [key, value] of entries) last = this.env.attributes.put(attrKey(e, scope, key), encodeStamped(ts, value));
+    if (scope === 'CLIENT_SCOPE' && entityType === 'DEVICE' && this.syncMark !== undefined) last = this.syncMark(entityId);
     await last;
     await this.env.flushed();
     this.bus.publish('attributes', { entityType, entityId, scope, updated: entries, ts, deleted: [] });

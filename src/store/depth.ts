@@ -90,6 +90,9 @@ export function depthKey(e: EntityIdx, k: KeyIdx, ds: Depth): Buffer {
 }
 
 export class LmdbDepthStore implements DepthStore {
+  /** told how many depth points each committed write stored, while upstream sync is on (not synced: counted) */
+  syncCount: ((points: number) => void) | undefined;
+
   constructor(private readonly env: StoreEnv, private readonly dict: Dictionary) {}
 
   write(entityId: string, records: readonly DsRecord[]): Promise<void> {
@@ -105,7 +108,11 @@ export class LmdbDepthStore implements DepthStore {
       }
     }
     if (last === undefined) return Promise.resolve();
-    return last.then(() => this.env.flushed());
+    const count = this.syncCount;
+    return last.then(() => {
+      if (count !== undefined) count(records.reduce((n, r) => n + r.values.length, 0));
+      return this.env.flushed();
+    });
   }
 
   keys(entityId: string): string[] {

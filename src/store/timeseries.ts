@@ -30,6 +30,7 @@ import type { AggFn } from './aggregate.js';
 import type { BucketAggregate, BucketSource } from './bucket-source.js';
 import type { BucketPlan } from './buckets.js';
 import { type PlannedStore, RollupPlanner } from './planner.js';
+import type { OutboxRecorder } from './outbox.js';
 
 export type Order = 'ASC' | 'DESC';
 
@@ -150,6 +151,8 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
   private seq: number;
   private seqReserved: number;
   private planner: RollupPlanner | undefined;
+  /** records each batch's fragments for upstream sync in the batch's own transaction (outbox.ts); unset: sync off */
+  outbox: OutboxRecorder | undefined;
   /** performance.now() of the latest write() call: background work yields to foreground writes */
   lastWriteAt = 0;
   /** the newest ts of any point written (lazily loaded from `latest`), the reference for retention */
@@ -324,6 +327,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
             while (to < n && (ts[to] as number) < w + this.windowMs) to++;
             last = this.env.head.put(fragKey(e, k, ts[from] as number, seq), encodeColumn(col, from, to));
             this.noteHeadFragment(e, k, ts[from] as number);
+            this.outbox?.fragment(e, k, ts[from] as number, ts[to - 1] as number, to - from);
             from = to;
           }
           const newestTs = ts[n - 1] as number;
@@ -334,7 +338,9 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
           }
         }
       }
+      last = this.outbox?.commit(seq) ?? last;
     } catch (err) {
+      this.outbox?.discard();
       settle.reject(err);
       return;
     }

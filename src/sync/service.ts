@@ -1,0 +1,915 @@
+/**
+ * Store-and-forward sync to an upstream ThingsBoard (CONTRACT §9, issue 16).
+ *
+ * The backlog is the store: src/store/outbox.ts records, in each write's own transaction, which head
+ * fragments a batch wrote per device; this service reads the points back from the store, posts them as TB
+ * telemetry arrays and removes the records in one transaction per acknowledgement (a 2xx). What is in memory
+ * is bounded by the devices and the requests in flight, never by the backlog: the outbox is scanned in key
+ * order a bounded window at a time.
+ *
+ * Two lanes over the outbox, split at a batch seq: *live* (batches written since the link last came back) is
+ * sent unpaced and first; *backlog* (everything older) is drained behind it, paced by `sync.maxPointsPerSec`,
+ * in the slots live points leave free (each round fills live first, and a slot frees within one request). A
+ * device has at most one request in flight per lane; its requests of a lane go in seq order.
+ *
+ * Faults: a network error, timeout or 5xx backs the whole upstream off (exponential, full jitter, capped);
+ * 429/503 with Retry-After wait that long; 401/403/404 park that device only (re-provisioned once when a
+ * provision key is set); a 400 sets the batch aside (recorded in the outbox, counted). Points the disk budget
+ * or retention removed before they were sent are counted as dropped, with their time range.
+ */
+import type { Config } from '../config/index.js';
+import type { Logger } from '../context.js';
+import { fragKey } from '../store/chunks.js';
+import type { Dictionary } from '../store/dict.js';
+import type { EntityStore } from '../store/entities.js';
+import type { StoreEnv } from '../store/env.js';
+import {
+  type FragmentRef, OutboxRecorder, QUEUE_END, type QueueKey, decodeRefs, encodeRefs, queueKey, readRef, refsMinTs, refsPoints,
+} from '../store/outbox.js';
+import type { LmdbAttributeStore } from '../store/attributes.js';
+import type { LmdbDepthStore } from '../store/depth.js';
+import type { LmdbTimeseriesStore } from '../store/timeseries.js';
+import type { EpochMs } from '../types.js';
+import { MAX_AHEAD_MS, MIN_SENDABLE_TS, clockSynchronized } from './clock.js';
+import { type UpstreamAnswer, UpstreamClient } from './client.js';
+import type { DeviceSyncStatus, SyncState, SyncStatus, SyncStatusSource } from './status.js';
+import { type WirePoint, wireBodies, wirePoints, wireValue } from './wire.js';
+
+/** CONTRACT §9 plus documented additions (README "Upstream sync"). */
+export interface SyncStatusFull extends SyncStatus {
+  /** whether the system clock is synchronized; null when this system cannot tell (clock.ts) */
+  readonly clockSynchronized: boolean | null;
+  /** points held back for their timestamp: before 2000-01-01, or more than a day ahead of the clock */
+  readonly heldPoints: number;
+  /** points of batches the upstream refused with 400, set aside (kept in the store, not retried) */
+  readonly setAsidePoints: number;
+  /** [first, last] ts of the points counted in droppedPoints; null when none */
+  readonly droppedRange: readonly [EpochMs, EpochMs] | null;
+  /** telemetry of entities that are not devices (assets): not synced (CONTRACT §9 syncs devices) */
+  readonly notSyncedPoints: number;
+  /** depth-series points stored while sync was on: not sent upstream (not implemented yet), counted */
+  readonly depthNotSyncedPoints: number;
+}
+
+interface Counters {
+  sent: number;
+  dropped: number;
+  droppedFrom: number | null;
+  droppedTo: number | null;
+  setAside: number;
+  notSynced: number;
+  depthNotSynced: number;
+  lastSuccessTs: number | null;
+  lastError: string | null;
+}
+
+interface Dev {
+  readonly id: string;
+  readonly e: number | undefined;
+  readonly name: string;
+  parked: string | null;
+  /** the token that was refused when parked for it (a different one set later unparks) */
+  refusedToken: string | undefined;
+  /** a request in flight in lane 0 (live) / 1 (backlog) */
+  readonly busy: [boolean, boolean];
+  backlog: number;
+  /** the token in use was provisioned by this process: a refusal of it parks instead of provisioning again */
+  freshlyProvisioned: boolean;
+}
+
+interface Lane {
+  readonly index: 0 | 1;
+  lo: number;
+  hi: number;
+  readonly paced: boolean;
+  /** every outbox entry of this lane before `front` belongs to a device in `blocked` (parked) */
+  front: QueueKey | ['q', number];
+  blocked: Set<number>;
+}
+
+interface Entry {
+  readonly key: QueueKey;
+  readonly seq: number;
+  readonly refs: FragmentRef[];
+  /** only points at or after this ts are sent (a held entry released: the rest went before) */
+  readonly fromTs: number;
+  readonly points: number;
+}
+
+interface TokenRecord { token: string; provisioned: boolean }
+
+/** what one acknowledgement transaction does */
+interface AckOps {
+  /** entries rewritten (partly sent): applied before `remove` */
+  puts: Array<{ key: QueueKey; value: number[] }>;
+  remove: Array<QueueKey>;
+  held: Array<{ e: number; seq: number; value: HeldRecord }>;
+  setAside: Array<{ key: QueueKey; value: unknown }>;
+}
+
+interface HeldRecord {
+  refs: number[];
+  /** future-held points have ts >= this (the clock + 1 day when held) */
+  above: number;
+  /** the smallest future-held ts; null: only points before 2000 are held */
+  futureMin: number | null;
+  /** held points in all (future and before 2000) */
+  held: number;
+  /** of them, before 2000 */
+  pre2000: number;
+}
+
+const COUNTERS_KEY = ['c'];
+/** outbox entries one scan reads at most before dispatching what it found */
+const SCAN_LIMIT = 2000;
+/** a job carries at most this many times sync.maxBatchBytes (estimated) of one device */
+const JOB_BATCHES = 4;
+const HOUR = 3_600_000;
+const CHECK_PARKED_MS = 2_000;
+const HELD_RECHECK_MS = 30_000;
+const DROP_LOG_MS = 60_000;
+/** ms an acknowledgement waits to share its transaction (see flushAcks) */
+const ACK_DELAY_MS = 250;
+/** how soon entries below the raw horizon whose fragments were still in the head are looked at again */
+const DROP_RECHECK_MS = 2_000;
+
+export interface SyncDeps {
+  readonly env: StoreEnv;
+  readonly dict: Dictionary;
+  readonly entities: EntityStore;
+  readonly timeseries: LmdbTimeseriesStore;
+  readonly attributes: LmdbAttributeStore;
+  readonly depth: LmdbDepthStore;
+  readonly config: Readonly<Config['sync']>;
+  readonly log: Logger;
+  readonly now?: () => number;
+}
+
+export class SyncService implements SyncStatusSource {
+  private readonly env: StoreEnv;
+  private readonly cfg: Readonly<Config['sync']>;
+  private readonly log: Logger;
+  private readonly now: () => number;
+  private readonly client: UpstreamClient;
+  private readonly recorder: OutboxRecorder;
+  private readonly devs = new Map<string, Dev>();
+  private readonly counters: Counters;
+  private readonly lanes: [Lane, Lane];
+  private backlogTotal = 0;
+  /** hour bucket → pending points whose batch's first ts falls in it, and the smallest such ts */
+  private readonly oldest = new Map<number, { n: number; min: number }>();
+  private heldTotal = 0;
+  private inFlight = 0;
+  private failures = 0;
+  private backoffUntil = 0;
+  private state: 'unknown' | 'connected' | 'backoff' = 'unknown';
+  private stopped = false;
+  private wakeUp: (() => void) | undefined;
+  private pumping: Promise<void> | undefined;
+  private ackChain: Promise<void> = Promise.resolve();
+  private tokens: number;
+  private tokensAt: number;
+  private bytesPerPoint = 30;
+  private lastHorizonChecked = Number.MIN_SAFE_INTEGER;
+  private lastDropLog = -Infinity;
+  private droppedSinceLog = 0;
+  private attrBusy = false;
+  private readonly timers: NodeJS.Timeout[] = [];
+  private ready: Promise<void> | undefined;
+
+  constructor(private readonly deps: SyncDeps) {
+    this.env = deps.env;
+    this.cfg = deps.config;
+    this.log = deps.log;
+    this.now = deps.now ?? Date.now;
+    this.client = new UpstreamClient(this.cfg.url, this.cfg.concurrency, this.cfg.requestTimeoutMs);
+    const saved = this.env.outbox.get(COUNTERS_KEY) as Partial<Counters> | undefined;
+    this.counters = {
+      sent: 0, dropped: 0, droppedFrom: null, droppedTo: null, setAside: 0, notSynced: 0, depthNotSynced: 0, lastSuccessTs: null, lastError: null, ...saved,
+    };
+    this.recorder = new OutboxRecorder(this.env);
+    // Batches already recorded are the backlog; everything written from now on is live (headSeq is reserved
+    // past every seq used so far, see LmdbTimeseriesStore.nextSeq).
+    const boundary = (this.env.meta.get('headSeq') as number | undefined) ?? 1;
+    this.lanes = [
+      { index: 0, lo: boundary, hi: Number.MAX_SAFE_INTEGER, paced: false, front: ['q', boundary], blocked: new Set() },
+      { index: 1, lo: 0, hi: boundary, paced: this.cfg.maxPointsPerSec > 0, front: ['q', 0], blocked: new Set() },
+    ];
+    this.tokens = 0;
+    this.tokensAt = this.now();
+    // acknowledgements ride in the next ingest batch's transaction when one comes within ACK_DELAY_MS
+    this.recorder.beforeCommit = () => { if (this.ackTimer !== undefined) this.flushAcks(); };
+    this.recorder.onQueued = (seq, e, refs) => {
+      this.noteQueued(e, refs);
+      this.wake();
+    };
+    // Hooked at once and never unhooked: every write from here on (a replay at start, the last batch flushed
+    // at shutdown) is recorded, whether or not sending has started or stopped.
+    this.deps.timeseries.outbox = this.recorder;
+    this.deps.attributes.syncMark = (id) => this.env.outbox.put(['a', id], Math.random());
+    // Depth series are not sent yet (README "Upstream sync"): counted, never silently left behind.
+    this.deps.depth.syncCount = (n) => {
+      this.counters.depthNotSynced += n;
+      this.queueAck({ puts: [], remove: [], held: [], setAside: [] }); // persists the counters
+    };
+  }
+
+  /** Starts sending. */
+  start(): void {
+    this.log.info(`sync to ${this.client.url}: ${this.cfg.maxPointsPerSec > 0 ? `backlog paced at ${this.cfg.maxPointsPerSec} points/s` : 'unpaced'}, ${this.cfg.concurrency} devices at once`);
+    this.ready = this.loadBacklog();
+    const every = (ms: number, fn: () => void): void => {
+      const t = setInterval(fn, ms);
+      t.unref();
+      this.timers.push(t);
+    };
+    every(CHECK_PARKED_MS, () => this.recheckParked());
+    every(HELD_RECHECK_MS, () => { void this.releaseHeld(); });
+    every(1000, () => this.wake());
+    this.pumping = this.ready.then(() => this.pump());
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    for (const t of this.timers) clearInterval(t);
+    this.wake();
+    await this.pumping;
+    // requests in flight fail at once (their entries stay pending), then what was acknowledged is written
+    this.client.close();
+    await Promise.all([...this.running]);
+    this.flushAcks();
+    await this.ackChain;
+  }
+
+  // ---- bookkeeping -------------------------------------------------------------------------------------
+
+  /** Counts what the outbox holds (in bounded steps, yielding), once at start. */
+  private async loadBacklog(): Promise<void> {
+    let n = 0;
+    // summed straight from the flat arrays: no ref objects for a backlog of millions (RssAnon, BENCHMARKS.md)
+    const perEntity = new Map<number, number>();
+    for (const { key, value } of this.env.outbox.getRange({ start: ['q', 0], end: ['q', this.lanes[1].hi] })) {
+      const e = (key as QueueKey)[2];
+      const flat = value as number[];
+      let points = 0;
+      let minTs = Infinity;
+      for (let i = flat.length % 4; i + 3 < flat.length; i += 4) {
+        points += flat[i + 3] as number;
+        minTs = Math.min(minTs, flat[i + 1] as number);
+      }
+      perEntity.set(e, (perEntity.get(e) ?? 0) + points);
+      this.backlogTotal += points;
+      const b = Math.floor(minTs / HOUR);
+      const slot = this.oldest.get(b);
+      if (slot === undefined) this.oldest.set(b, { n: points, min: minTs });
+      else { slot.n += points; slot.min = Math.min(slot.min, minTs); }
+      if (++n % 5000 === 0) await new Promise<void>((r) => setImmediate(r));
+      if (this.stopped) return;
+    }
+    for (const [e, points] of perEntity) {
+      const dev = this.devOf(e);
+      if (dev !== undefined) dev.backlog += points;
+    }
+    for (const { value } of this.env.outbox.getRange({ start: ['h'], end: ['h', Number.MAX_SAFE_INTEGER] })) {
+      this.heldTotal += (value as HeldRecord).held;
+    }
+  }
+
+  private noteQueued(e: number, refs: readonly FragmentRef[], sign = 1): void {
+    const n = refsPoints(refs) * sign;
+    this.backlogTotal += n;
+    const dev = this.devOf(e);
+    if (dev !== undefined) dev.backlog += n;
+    const b = Math.floor(refsMinTs(refs) / HOUR);
+    const slot = this.oldest.get(b);
+    if (sign > 0) {
+      if (slot === undefined) this.oldest.set(b, { n, min: refsMinTs(refs) });
+      else { slot.n += n; slot.min = Math.min(slot.min, refsMinTs(refs)); }
+    } else if (slot !== undefined) {
+      slot.n += n;
+      if (slot.n <= 0) this.oldest.delete(b);
+    }
+  }
+
+  private devOf(e: number): Dev | undefined {
+    const id = this.deps.dict.entityUuid(e);
+    if (id === undefined) return undefined;
+    let dev = this.devs.get(id);
+    if (dev === undefined) {
+      const rec = this.deps.entities.device(id);
+      if (rec === undefined) return undefined;
+      dev = { id, e, name: rec.name, parked: null, refusedToken: undefined, busy: [false, false], backlog: 0, freshlyProvisioned: false };
+      this.devs.set(id, dev);
+    }
+    return dev;
+  }
+
+  // ---- the pump ----------------------------------------------------------------------------------------
+
+  private wake(): void {
+    const w = this.wakeUp;
+    this.wakeUp = undefined;
+    w?.();
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const t = setTimeout(() => { this.wakeUp = undefined; resolve(); }, ms);
+      t.unref();
+      this.wakeUp = () => { clearTimeout(t); resolve(); };
+    });
+  }
+
+  private async pump(): Promise<void> {
+    while (!this.stopped) {
+      const now = this.now();
+      this.checkHorizon();
+      if (now < this.backoffUntil) {
+        await this.sleep(this.backoffUntil - now);
+        continue;
+      }
+      // live first: its devices take the free slots, the backlog what is left (a slot frees within one request)
+      let started = this.fill(this.lanes[0], this.cfg.concurrency);
+      started += this.fill(this.lanes[1], this.cfg.concurrency);
+      if (!this.attrBusy && this.inFlight < this.cfg.concurrency) started += this.sendAttributes();
+      if (started === 0 || this.inFlight >= this.cfg.concurrency) await this.sleep(1000);
+      // ingest keeps priority: one event-loop turn between dispatch rounds
+      else await new Promise<void>((r) => setImmediate(r));
+    }
+  }
+
+  /** Scans lane from its front and starts jobs for up to `slots` devices in flight; returns jobs started. */
+  private fill(lane: Lane, slots: number): number {
+    const free = slots - this.inFlight;
+    if (free <= 0) return 0;
+    const jobs = new Map<Dev, Entry[]>();
+    const jobBytes = new Map<Dev, number>();
+    let full = 0;
+    let scanned = 0;
+    let allBlocked = true;
+    const maxBytes = this.cfg.maxBatchBytes * JOB_BATCHES;
+    // keys only: the values of entries skipped (busy or parked devices) are never decoded, which keeps the
+    // garbage of a scan, and with it RssAnon, independent of the backlog
+    for (const key of this.env.outbox.getKeys({ start: lane.front, end: ['q', lane.hi] })) {
+      const qk = key as QueueKey;
+      const e = qk[2];
+      scanned++;
+      const dev = this.devOf(e);
+      if (dev === undefined) {
+        this.discardNotDevice(qk, this.env.outbox.get(qk));
+        continue;
+      }
+      if (dev.parked !== null) {
+        if (allBlocked) {
+          lane.front = ['q', qk[1], e + 1];
+          lane.blocked.add(e);
+        }
+        continue;
+      }
+      allBlocked = false;
+      if (dev.busy[lane.index] || this.acking.has(`${qk[1]}:${e}`)) continue;
+      let job = jobs.get(dev);
+      if (job === undefined) {
+        if (jobs.size >= free) continue;
+        jobs.set(dev, (job = []));
+      }
+      const bytes = jobBytes.get(dev) ?? 0;
+      if (bytes >= maxBytes) continue;
+      const value = this.env.outbox.get(qk);
+      if (value === undefined) continue;
+      const entry = entryOf(qk, value);
+      job.push(entry);
+      const nb = bytes + entry.points * this.bytesPerPoint;
+      jobBytes.set(dev, nb);
+      if (nb >= maxBytes) full++;
+      if (scanned >= SCAN_LIMIT || (full >= free && jobs.size >= free)) break;
+    }
+    for (const [dev, entries] of jobs) this.track(this.runJob(lane, dev, entries));
+    return jobs.size;
+  }
+
+  /** jobs running, so stop() can wait for them */
+  private readonly running = new Set<Promise<void>>();
+
+  private track(p: Promise<void>): void {
+    this.running.add(p);
+    void p.finally(() => this.running.delete(p));
+  }
+
+  private discardNotDevice(key: QueueKey, value: unknown): void {
+    const refs = entryOf(key, value).refs;
+    this.counters.notSynced += refsPoints(refs);
+    this.backlogTotal -= refsPoints(refs);
+    this.queueAck({ puts: [], remove: [key], held: [], setAside: [] });
+  }
+
+  // ---- one device's job --------------------------------------------------------------------------------
+
+  private async runJob(lane: Lane, dev: Dev, entries: Entry[]): Promise<void> {
+    dev.busy[lane.index] = true;
+    this.inFlight++;
+    try {
+      const token = await this.tokenFor(dev);
+      if (token === undefined) return;
+      const maxBody = this.cfg.maxBatchBytes;
+      const maxPoints = lane.paced ? Math.max(1, Math.ceil(this.cfg.maxPointsPerSec / 10)) : Infinity;
+      let group: Entry[] = [];
+      let groupBytes = 0;
+      const flushGroup = async (): Promise<boolean> => {
+        const g = group;
+        group = [];
+        groupBytes = 0;
+        return g.length === 0 ? true : this.sendGroup(lane, dev, token, g, maxBody, maxPoints);
+      };
+      for (const entry of entries) {
+        if (this.stopped) return;
+        const bytes = entry.points * this.bytesPerPoint;
+        // an entry bigger than a body goes in a group of its own, acknowledged body by body (see sendGroup)
+        if (bytes >= maxBody && group.length > 0 && !(await flushGroup())) return;
+        group.push(entry);
+        groupBytes += bytes;
+        if (groupBytes >= maxBody && !(await flushGroup())) return;
+      }
+      await flushGroup();
+    } finally {
+      dev.busy[lane.index] = false;
+      this.inFlight--;
+      this.wake();
+    }
+  }
+
+  /**
+   * Sends the points of `entries` (read back from the store) in bodies of at most maxBody bytes, then
+   * acknowledges the entries in one transaction. False when the device or the upstream failed (stop the job).
+   */
+  private async sendGroup(lane: Lane, dev: Dev, token: string, entries: Entry[], maxBody: number, maxPoints: number): Promise<boolean> {
+    const e = dev.e as number;
+    const ops: AckOps = { puts: [], remove: [], held: [], setAside: [] };
+    const points: WirePoint[] = [];
+    const horizon = this.deps.timeseries.rawHorizonTs;
+    const windowMs = this.deps.timeseries.windowMs;
+    const now = this.now();
+    const maxTs = now + MAX_AHEAD_MS;
+    let dropped = 0;
+    let dropFrom = Infinity;
+    let dropTo = -Infinity;
+    for (const entry of entries) {
+      const heldRefs: number[] = [];
+      let held = 0;
+      let pre2000 = 0;
+      let futureMin = Infinity;
+      for (const r of entry.refs) {
+        const keyName = this.deps.dict.keyName(r.k);
+        const got = readRef(this.env, e, entry.seq, r, windowMs, horizon, (ee, k, from, to) => this.deps.timeseries.seriesRange(ee, k, { startTs: from, endTs: to, order: 'ASC' }));
+        if (got.kind === 'dropped' || keyName === undefined) {
+          dropped += r.n;
+          dropFrom = Math.min(dropFrom, r.firstTs);
+          dropTo = Math.max(dropTo, r.lastTs);
+          continue;
+        }
+        let refHeld = 0;
+        const keep = (ts: number): boolean => {
+          if (ts < entry.fromTs) return false;
+          if (ts < MIN_SENDABLE_TS) { refHeld++; pre2000++; return false; }
+          if (ts > maxTs) { refHeld++; futureMin = Math.min(futureMin, ts); return false; }
+          return true;
+        };
+        wirePoints(JSON.stringify(keyName), got.points, keep, points);
+        if (refHeld > 0) {
+          heldRefs.push(r.k, r.firstTs, r.lastTs, r.n);
+          held += refHeld;
+        }
+      }
+      ops.remove.push(entry.key);
+      if (held > 0) {
+        ops.held.push({ e, seq: entry.seq, value: { refs: heldRefs, above: maxTs, futureMin: Number.isFinite(futureMin) ? futureMin : null, held, pre2000 } });
+      }
+    }
+    let sent = 0;
+    let bytes = 0;
+    const only = entries.length === 1 ? entries[0] : undefined;
+    for (const { body, points: n, lastTs } of wireBodies(points, maxBody, maxPoints)) {
+      await this.pace(lane, n);
+      if (this.stopped) return false;
+      const a = await this.client.post(`api/v1/${encodeURIComponent(token)}/telemetry`, body);
+      if (a.status >= 200 && a.status < 300) {
+        sent += n;
+        bytes += body.length;
+        this.succeeded();
+        // One entry over several bodies: each body holds every point up to its last ts (bodies are cut between
+        // timestamps), so the entry is acknowledged that far and a restart re-sends at most one body of it.
+        if (only !== undefined && sent < points.length) {
+          this.queueAck({ puts: [{ key: only.key, value: [lastTs + 1, ...encodeRefs(only.refs)] }], remove: [], held: [], setAside: [] });
+        }
+        continue;
+      }
+      if (a.status === 400) {
+        // the whole group is set aside: kept in the store and recorded, never retried on its own
+        const error = a.body.slice(0, 500);
+        this.counters.setAside += points.length - sent;
+        this.counters.lastError = `HTTP 400 from ${this.client.url} for a batch of ${dev.name}: ${error.slice(0, 200)}`;
+        this.log.warn(`sync: the upstream refused a batch of ${dev.name} (${points.length - sent} points) with 400; set aside: ${error.slice(0, 200)}`);
+        for (const entry of entries) ops.setAside.push({ key: entry.key, value: { refs: encodeRefs(entry.refs), status: 400, error } });
+        break;
+      }
+      this.failed(dev, token, a);
+      return false;
+    }
+    if (sent > 0) this.bytesPerPoint = 0.8 * this.bytesPerPoint + 0.2 * Math.max(8, bytes / sent);
+    this.counters.sent += sent;
+    if (dropped > 0) this.noteDropped(dropped, dropFrom, dropTo);
+    for (const entry of entries) this.noteQueued(e, entry.refs, -1);
+    for (const h of ops.held) this.heldTotal += h.value.held;
+    this.queueAck(ops);
+    return true;
+  }
+
+  private noteDropped(n: number, from: number, to: number): void {
+    const c = this.counters;
+    c.dropped += n;
+    c.droppedFrom = c.droppedFrom === null ? from : Math.min(c.droppedFrom, from);
+    c.droppedTo = c.droppedTo === null ? to : Math.max(c.droppedTo, to);
+    this.droppedSinceLog += n;
+    const now = this.now();
+    if (now - this.lastDropLog >= DROP_LOG_MS) {
+      this.log.warn(`sync: ${this.droppedSinceLog} points removed by retention or the disk budget before they were sent ` +
+        `(${new Date(from).toISOString()} .. ${new Date(to).toISOString()}; ${c.dropped} in all)`);
+      this.lastDropLog = now;
+      this.droppedSinceLog = 0;
+    }
+  }
+
+  /**
+   * Acknowledgements are written with the next ingest batch (OutboxRecorder.beforeCommit: in its turn, so in
+   * its transaction), or ACK_DELAY_MS after the first of them when no batch comes, all at once in one
+   * event-loop turn (one transaction): sync adds next to no commits of its own (bytes written per point,
+   * BENCHMARKS.md). Meanwhile the
+   * entries they remove are skipped by the scans (`acking`). A kill -9 re-sends what was acknowledged in that
+   * last interval: with the requests in flight, the only duplicates (CONTRACT §9 allows them after a restart).
+   */
+  private pendingOps: AckOps = { puts: [], remove: [], held: [], setAside: [] };
+  private ackTimer: NodeJS.Timeout | undefined;
+  /** outbox entries removed by acknowledgements not committed yet: `${seq}:${e}` */
+  private readonly acking = new Set<string>();
+
+  private queueAck(ops: AckOps): void {
+    this.pendingOps.puts.push(...ops.puts);
+    this.pendingOps.remove.push(...ops.remove);
+    this.pendingOps.held.push(...ops.held);
+    this.pendingOps.setAside.push(...ops.setAside);
+    for (const k of ops.remove) this.acking.add(`${k[1]}:${k[2]}`);
+    this.ackTimer ??= setTimeout(() => this.flushAcks(), ACK_DELAY_MS);
+  }
+
+  private flushAcks(): void {
+    clearTimeout(this.ackTimer);
+    this.ackTimer = undefined;
+    const o = this.pendingOps;
+    this.pendingOps = { puts: [], remove: [], held: [], setAside: [] };
+    const ob = this.env.outbox;
+    // one synchronous turn: one transaction
+    for (const p of o.puts) void ob.put(p.key, p.value);
+    for (const k of o.remove) void ob.remove(k);
+    for (const h of o.held) void ob.put(['h', h.e, h.seq], h.value);
+    for (const x of o.setAside) void ob.put(['x', x.key[1], x.key[2]], x.value);
+    const last = ob.put(COUNTERS_KEY, { ...this.counters });
+    const done = last.then(() => undefined, (err: unknown) => {
+      this.log.error(`sync: recording an acknowledgement failed: ${(err as Error).message}`);
+    }).finally(() => {
+      for (const k of o.remove) this.acking.delete(`${k[1]}:${k[2]}`);
+    });
+    this.ackChain = this.ackChain.then(() => done);
+  }
+
+  // ---- pacing, faults, state ---------------------------------------------------------------------------
+
+  /**
+   * Token bucket over points: the backlog lane waits for tokens, the live lane takes them without waiting (so
+   * live points count against the rate but are never held back). Bodies are cut to a tenth of the rate; the
+   * bucket holds half a second, so a sender slowed by the upstream catches up that much and no more, and it
+   * starts empty when the link comes back (no burst after an outage).
+   */
+  private async pace(lane: Lane, n: number): Promise<void> {
+    const rate = this.cfg.maxPointsPerSec;
+    if (rate <= 0) return;
+    const cap = Math.max(1, Math.ceil(rate / 2));
+    for (;;) {
+      const now = this.now();
+      this.tokens = Math.min(cap, this.tokens + ((now - this.tokensAt) * rate) / 1000);
+      this.tokensAt = now;
+      const need = Math.min(n, cap);
+      if (!lane.paced || this.tokens >= need) {
+        this.tokens = Math.max(-rate, this.tokens - n);
+        return;
+      }
+      await new Promise<void>((r) => { setTimeout(r, Math.ceil(((need - this.tokens) * 1000) / rate)).unref(); });
+      if (this.stopped) return;
+    }
+  }
+
+  private succeeded(): void {
+    this.counters.lastSuccessTs = this.now();
+    this.failures = 0;
+    if (this.state !== 'connected') {
+      if (this.state === 'backoff') {
+        // Live first: what was written during the outage becomes backlog, drained behind what comes now.
+        const boundary = Math.max(this.lanes[0].lo, this.recorder.lastSeq + 1);
+        this.lanes[1].hi = boundary;
+        this.lanes[0].lo = boundary;
+        this.lanes[0].front = ['q', boundary];
+        this.lanes[0].blocked = new Set();
+      }
+      this.log.info(`sync: connected to ${this.client.url}`);
+      this.state = 'connected';
+      this.tokens = 0;
+      this.tokensAt = this.now();
+    }
+  }
+
+  private failed(dev: Dev, token: string, a: UpstreamAnswer): void {
+    // requests cut by stop() are not the upstream's fault: no back-off, no log line
+    if (this.stopped) return;
+    const what = a.status === 0 ? (a.error ?? 'network error') : `HTTP ${a.status}`;
+    if (a.status === 401 || a.status === 403 || a.status === 404) {
+      void this.refused(dev, token, what);
+      return;
+    }
+    this.counters.lastError = `${what} from ${this.client.url}`;
+    let delay: number;
+    if ((a.status === 429 || a.status === 503) && a.retryAfterMs !== undefined) {
+      delay = a.retryAfterMs;
+    } else {
+      this.failures++;
+      const ceiling = Math.min(this.cfg.retryMaxMs, this.cfg.retryBaseMs * 2 ** Math.min(30, this.failures - 1));
+      delay = ceiling / 2 + (Math.random() * ceiling) / 2;
+    }
+    const until = this.now() + delay;
+    if (until > this.backoffUntil) this.backoffUntil = until;
+    if (this.state !== 'backoff') {
+      this.log.warn(`sync: ${what} from ${this.client.url}; backing off (retry in ${Math.round(delay)} ms, then with growing delays up to ${this.cfg.retryMaxMs} ms)`);
+      this.state = 'backoff';
+    }
+  }
+
+  private async refused(dev: Dev, token: string, what: string): Promise<void> {
+    if (this.cfg.provisionKey !== '' && !dev.freshlyProvisioned) {
+      // the stored token is no longer valid upstream: provision again (once) before parking
+      const cur = this.env.outbox.get(['t', dev.id]) as TokenRecord | undefined;
+      if (cur?.token === token) await this.env.outbox.remove(['t', dev.id]);
+      this.log.info(`sync: upstream refused the token of ${dev.name} (${what}); provisioning it again`);
+      return;
+    }
+    this.park(dev, `upstream refused its token (${what})`, token);
+  }
+
+  private park(dev: Dev, reason: string, refusedToken?: string): void {
+    if (dev.parked === reason) return;
+    dev.parked = reason;
+    dev.refusedToken = refusedToken;
+    this.counters.lastError = `device ${dev.name} parked: ${reason}`;
+    this.log.warn(`sync: device ${dev.name} parked: ${reason}`);
+  }
+
+  private unpark(dev: Dev): void {
+    dev.parked = null;
+    dev.refusedToken = undefined;
+    dev.freshlyProvisioned = false;
+    for (const lane of this.lanes) {
+      if (dev.e !== undefined && lane.blocked.has(dev.e)) {
+        lane.front = ['q', lane.lo];
+        lane.blocked = new Set();
+      }
+    }
+    this.log.info(`sync: device ${dev.name} resumed`);
+    this.wake();
+  }
+
+  /** Parked devices whose token changed since (the CLI set one) go on. */
+  private recheckParked(): void {
+    for (const dev of this.devs.values()) {
+      if (dev.parked === null) continue;
+      const rec = this.env.outbox.get(['t', dev.id]) as TokenRecord | undefined;
+      if (rec !== undefined && rec.token !== dev.refusedToken) this.unpark(dev);
+      else if (rec === undefined && dev.refusedToken !== undefined && this.cfg.provisionKey !== '') this.unpark(dev);
+    }
+  }
+
+  /** The device's upstream token: set with the CLI, or provisioned (stored durably before use); else parked. */
+  private async tokenFor(dev: Dev): Promise<string | undefined> {
+    const rec = this.env.outbox.get(['t', dev.id]) as TokenRecord | undefined;
+    if (rec !== undefined) return rec.token;
+    if (this.cfg.provisionKey === '') {
+      this.park(dev, 'no upstream token (outpost device upstream <device> --token T, or sync.provisionKey)');
+      return undefined;
+    }
+    const a = await this.client.post('api/v1/provision', JSON.stringify({
+      deviceName: dev.name, provisionDeviceKey: this.cfg.provisionKey, provisionDeviceSecret: this.cfg.provisionSecret,
+    }));
+    if (a.status < 200 || a.status >= 300) {
+      this.failed(dev, '', a.status === 401 || a.status === 403 || a.status === 404 ? { ...a, status: 500 } : a);
+      return undefined;
+    }
+    let ans: { status?: unknown; credentialsValue?: unknown; errorMsg?: unknown };
+    try {
+      ans = JSON.parse(a.body) as typeof ans;
+    } catch {
+      ans = {};
+    }
+    if (ans.status !== 'SUCCESS' || typeof ans.credentialsValue !== 'string' || ans.credentialsValue === '') {
+      this.park(dev, `provisioning refused: ${String(ans.status ?? 'no status')}${typeof ans.errorMsg === 'string' ? ` (${ans.errorMsg})` : ''}`);
+      return undefined;
+    }
+    this.succeeded();
+    await this.env.outbox.put(['t', dev.id], { token: ans.credentialsValue, provisioned: true } satisfies TokenRecord);
+    await this.env.flushed();
+    dev.freshlyProvisioned = true;
+    this.log.info(`sync: provisioned ${dev.name} upstream`);
+    return ans.credentialsValue;
+  }
+
+  // ---- client attributes -------------------------------------------------------------------------------
+
+  /** Posts the latest client attributes of one marked device (markers: ['a', uuid]); returns jobs started. */
+  private sendAttributes(): number {
+    for (const { key, value } of this.env.outbox.getRange({ start: ['a'], end: ['a\u0000'], limit: 64 })) {
+      const id = (key as [string, string])[1];
+      const rec = this.deps.entities.device(id);
+      const e = this.deps.dict.entityIdx(id);
+      const dev = e === undefined ? undefined : this.devOf(e);
+      if (rec === undefined || dev === undefined) {
+        void this.env.outbox.remove(key as [string, string]);
+        continue;
+      }
+      if (dev.parked !== null) continue;
+      this.attrBusy = true;
+      this.inFlight++;
+      this.track((async () => {
+        try {
+          const token = await this.tokenFor(dev);
+          if (token === undefined) return;
+          const attrs = this.deps.attributes.get(id, 'CLIENT_SCOPE');
+          const body = `{${attrs.map((a) => `${JSON.stringify(a.key)}:${wireValue(a.value)}`).join(',')}}`;
+          const a = await this.client.post(`api/v1/${encodeURIComponent(token)}/attributes`, body);
+          if (a.status >= 200 && a.status < 300) {
+            this.succeeded();
+            // removed only if no change came meanwhile (the marker is rewritten by every change)
+            await this.env.root.transaction(() => {
+              if (this.env.outbox.get(key as [string, string]) === value) void this.env.outbox.remove(key as [string, string]);
+            });
+          } else if (a.status === 400) {
+            this.counters.lastError = `400 from upstream for the attributes of ${dev.name}`;
+            await this.env.outbox.remove(key as [string, string]);
+          } else {
+            this.failed(dev, token, a);
+          }
+        } finally {
+          this.attrBusy = false;
+          this.inFlight--;
+          this.wake();
+        }
+      })());
+      return 1;
+    }
+    return 0;
+  }
+
+  // ---- held points and drops while the link is down ----------------------------------------------------
+
+  /** Held entries whose future points the clock has reached go back to the queue (only those points are sent). */
+  private async releaseHeld(): Promise<void> {
+    const maxTs = this.now() + MAX_AHEAD_MS;
+    const moves: Array<{ key: [string, number, number]; h: HeldRecord }> = [];
+    for (const { key, value } of this.env.outbox.getRange({ start: ['h'], end: ['h', Number.MAX_SAFE_INTEGER] })) {
+      const h = value as HeldRecord;
+      if (h.futureMin !== null && h.futureMin <= maxTs) moves.push({ key: key as [string, number, number], h });
+      if (moves.length >= 256) break;
+    }
+    if (moves.length === 0) return;
+    await this.env.root.transaction(() => {
+      for (const { key, h } of moves) {
+        const [, e, seq] = key;
+        void this.env.outbox.remove(key);
+        void this.env.outbox.put(queueKey(seq, e), [h.above, ...h.refs]);
+        if (h.pre2000 > 0) void this.env.outbox.put(key, { ...h, futureMin: null, held: h.pre2000 });
+      }
+    });
+    for (const { key, h } of moves) {
+      this.heldTotal -= h.held - h.pre2000;
+      this.noteQueued(key[1], decodeRefs(h.refs));
+    }
+    // released entries are older than the live boundary: the backlog lane starts over to find them
+    this.lanes[1].front = ['q', this.lanes[1].lo];
+    this.lanes[1].blocked = new Set();
+    this.wake();
+  }
+
+  /**
+   * When retention or the disk budget moved the raw horizon, entries pointing below it are counted as
+   * dropped now (also while the link is down), in bounded steps.
+   */
+  private checkHorizon(): void {
+    const horizon = this.deps.timeseries.rawHorizonTs;
+    if (this.dropSweeping || (horizon <= this.lastHorizonChecked && !(this.dropRetryAt <= this.now()))) return;
+    this.dropSweeping = true;
+    void this.dropSweep(horizon).then((settled) => {
+      // fragments below the horizon not compacted yet: their windows' fate is known once compaction ran
+      this.dropRetryAt = settled ? Infinity : this.now() + DROP_RECHECK_MS;
+    }, (err: unknown) => {
+      this.log.error(`sync: counting dropped points failed: ${(err as Error).message}`);
+      this.dropRetryAt = this.now() + DROP_RECHECK_MS;
+    }).finally(() => { this.dropSweeping = false; });
+  }
+
+  private dropSweeping = false;
+  private dropRetryAt = Infinity;
+
+  /** Resolves true when every entry below the horizon was settled (dropped or kept), false to look again later. */
+  private async dropSweep(horizon: number): Promise<boolean> {
+    let settled = true;
+    const windowMs = this.deps.timeseries.windowMs;
+    let start: QueueKey | ['q', number] = ['q', 0];
+    for (;;) {
+      const rewrites: Array<{ key: QueueKey; keep: number[] | null }> = [];
+      let last: QueueKey | undefined;
+      let n = 0;
+      for (const { key, value } of this.env.outbox.getRange({ start, end: QUEUE_END, limit: 1000 })) {
+        const qk = key as QueueKey;
+        last = qk;
+        n++;
+        const entry = entryOf(qk, value);
+        if (refsMinTs(entry.refs) >= horizon) continue;
+        const dev = this.devOf(qk[2]);
+        if (dev !== undefined && (dev.busy[0] || dev.busy[1])) {
+          settled = false;
+          continue;
+        }
+        const keep: number[] = [];
+        let dropped = 0;
+        let from = Infinity;
+        let to = -Infinity;
+        for (const r of entry.refs) {
+          const below = Math.floor(r.lastTs / windowMs) * windowMs < horizon;
+          const gone = below && this.env.head.getBinary(fragKey(qk[2], r.k, r.firstTs, qk[1])) === undefined;
+          if (below && !gone) settled = false;
+          if (gone) {
+            dropped += r.n;
+            from = Math.min(from, r.firstTs);
+            to = Math.max(to, r.lastTs);
+          } else keep.push(r.k, r.firstTs, r.lastTs, r.n);
+        }
+        if (dropped === 0) continue;
+        this.noteDropped(dropped, from, to);
+        this.noteQueued(qk[2], entry.refs, -1);
+        if (keep.length > 0) this.noteQueued(qk[2], decodeRefs(keep));
+        rewrites.push({ key: qk, keep: keep.length > 0 ? (entry.fromTs > Number.MIN_SAFE_INTEGER ? [entry.fromTs, ...keep] : keep) : null });
+      }
+      if (rewrites.length > 0) {
+        const counters = { ...this.counters };
+        await this.env.root.transaction(() => {
+          for (const r of rewrites) {
+            if (r.keep === null) void this.env.outbox.remove(r.key);
+            else void this.env.outbox.put(r.key, r.keep);
+          }
+          void this.env.outbox.put(COUNTERS_KEY, counters);
+        });
+      }
+      if (last === undefined || n < 1000 || this.stopped) break;
+      start = ['q', last[1], last[2] + 1];
+      await new Promise<void>((r) => setImmediate(r));
+    }
+    this.lastHorizonChecked = horizon;
+    return settled;
+  }
+
+  // ---- status ------------------------------------------------------------------------------------------
+
+  status(): SyncStatusFull {
+    let oldest: number | null = null;
+    for (const s of this.oldest.values()) if (s.n > 0 && (oldest === null || s.min < oldest)) oldest = s.min;
+    const state: SyncState = this.now() < this.backoffUntil ? 'backoff' : this.inFlight > 0 ? 'sending' : 'idle';
+    const devices: DeviceSyncStatus[] = [];
+    for (const d of this.devs.values()) {
+      devices.push({ id: d.id, name: d.name, state: d.parked === null ? 'ok' : 'parked', reason: d.parked, backlogPoints: Math.max(0, d.backlog) });
+    }
+    const c = this.counters;
+    return {
+      enabled: true, state, url: this.client.url, backlogPoints: Math.max(0, this.backlogTotal), oldestPendingTs: oldest,
+      sentPoints: c.sent, droppedPoints: c.dropped, lastSuccessTs: c.lastSuccessTs, lastError: c.lastError, devices,
+      clockSynchronized: clockSynchronized(), heldPoints: this.heldTotal, setAsidePoints: c.setAside,
+      droppedRange: c.droppedFrom === null || c.droppedTo === null ? null : [c.droppedFrom, c.droppedTo],
+      notSyncedPoints: c.notSynced, depthNotSyncedPoints: c.depthNotSynced,
+    };
+  }
+
+  /** Resolves once the backlog counts are loaded (tests, status right after start). */
+  loaded(): Promise<void> {
+    return this.ready ?? Promise.resolve();
+  }
+}
+
+function entryOf(key: QueueKey, value: unknown): Entry {
+  const flat = value as number[];
+  const fromTs = flat.length % 4 === 1 ? (flat[0] as number) : Number.MIN_SAFE_INTEGER;
+  const refs = decodeRefs(flat.length % 4 === 1 ? flat.slice(1) : flat);
+  return { key, seq: key[1], refs, fromTs, points: refsPoints(refs) };
+}
