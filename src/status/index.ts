@@ -2,8 +2,9 @@
  * The daemon's figures (CONTRACT §10 `outpost status`, issue 17): one JSON shape for `GET /api/outpost/status`
  * and `outpost status --json`, and the same figures in the Prometheus text format for `GET /metrics`.
  */
-import { existsSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import type { Services } from '../context.js';
+import { clockSynchronized } from '../sync/clock.js';
 import { SYNC_OFF, type SyncStatus } from '../sync/status.js';
 import type { RpcStatus } from '../rpc/broker.js';
 import { LATENCY_BUCKETS_SEC, type Metrics, REQUEST_KINDS } from './metrics.js';
@@ -46,14 +47,8 @@ export function outpostVersion(): string {
   return version;
 }
 
-/**
- * systemd-timesyncd touches /run/systemd/timesync/synchronized once the clock is synchronized; without
- * timesyncd (chrony, no NTP at all) this cannot tell, and says null.
- */
-export function clockSynchronized(): boolean | null {
-  if (existsSync('/run/systemd/timesync/synchronized')) return true;
-  return existsSync('/run/systemd/timesync') ? false : null;
-}
+/** One reading of the clock's state for the status and the sync (src/sync/clock.ts says how it is read). */
+export { clockSynchronized };
 
 /** RssAnon from /proc/self/status (Linux): the process' own heap, not its mapped LMDB pages. */
 export function rssAnonBytes(): number | null {
