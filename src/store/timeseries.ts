@@ -30,6 +30,7 @@ import type { AggFn } from './aggregate.js';
 import type { BucketAggregate, BucketSource } from './bucket-source.js';
 import type { BucketPlan } from './buckets.js';
 import { type PlannedStore, RollupPlanner } from './planner.js';
+import { type PendingPoints, Wal, type WalFs, type WalStats, decodePoints as decodeLogged, encodePoints as encodeLogged } from './wal.js';
 
 export type Order = 'ASC' | 'DESC';
 
@@ -82,6 +83,28 @@ export interface StoreOptions {
   readonly stepBudgetMs?: number;
   /** ms a write may wait for others to share its commit; 0: the next event-loop turn (config store.commitDelayMs) */
   readonly commitDelayMs?: number;
+  /** the write-ahead log (wal.ts); absent: a write is acknowledged once its LMDB commit is flushed */
+  readonly wal?: LogOptions;
+}
+
+export interface LogOptions {
+  readonly fs: WalFs;
+  /** bytes per log segment */
+  readonly segmentBytes: number;
+  /** ms; logged points are put into LMDB at least this often (config store.applyIntervalMs) */
+  readonly applyIntervalMs: number;
+  /** logged points not yet in LMDB that make an apply happen before applyIntervalMs */
+  readonly applyMaxPoints: number;
+}
+
+/** A logged group commit not yet in LMDB. */
+interface Logged {
+  readonly points: PendingPoints;
+  readonly lsn: number;
+  readonly count: number;
+  /** its record is on disk (only durable ones are applied: their LSN must never be reused) */
+  durable: boolean;
+  readonly done: Promise<void>;
 }
 
 export const DEFAULT_STORE_OPTIONS: StoreOptions = {
@@ -125,6 +148,12 @@ function readOwnCopy(db: StoreEnv['head'], key: Buffer): Buffer | undefined {
 
 const chunkBytes = (cols: BlockColumns | null): number => DECODED_CHUNK_BYTES + (cols === null ? 0 : cols.count * DECODED_POINT_BYTES);
 
+function countPoints(points: PendingPoints): number {
+  let n = 0;
+  for (const bySeries of points.values()) for (const cols of bySeries.values()) for (const c of cols) n += c.length;
+  return n;
+}
+
 /** Head sequence numbers are reserved in blocks so a restart never reuses one (meta key `headSeq`). */
 const SEQ_RESERVATION = 1_000_000;
 
@@ -144,6 +173,13 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
   readonly headWindowMs: number;
   private readonly stepBudgetMs: number;
   private readonly commitDelayMs: number;
+  /** the write-ahead log, when writes are acknowledged from it */
+  private readonly wal: Wal | undefined;
+  private readonly logOpts: LogOptions | undefined;
+  /** logged group commits not yet put into LMDB, in LSN order; bounded by applyMaxPoints (an apply empties it) */
+  private logged: Logged[] = [];
+  private loggedPoints = 0;
+  private applyTimer: NodeJS.Timeout | undefined;
   readonly tiers: readonly TierSpec[];
   readonly rollups: RollupStore;
   readonly counters: CompactionCounters = { compactedWindows: 0, compactedFragments: 0, droppedLatePoints: 0, rollupOnlyPoints: 0 };
@@ -209,6 +245,77 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
       this.noteHeadFragment(e, k, readOrderedI64(found, 8));
       start = prefixEnd(seriesKey(e, k));
     }
+    this.logOpts = opts.wal;
+    if (opts.wal !== undefined) {
+      // Recovery: what was acknowledged from the log but is not in LMDB goes in now, through the same apply path.
+      const applied = (env.meta.get('walApplied') as number | undefined) ?? 0;
+      const { wal, records } = Wal.open(opts.wal.fs, { segmentBytes: opts.wal.segmentBytes, appliedLsn: applied });
+      this.wal = wal;
+      for (const r of records) {
+        const points = decodeLogged(r.payload);
+        this.logged.push({ points, lsn: r.lsn, count: countPoints(points), durable: true, done: Promise.resolve() });
+      }
+      this.applyLogged();
+    }
+  }
+
+  /** What the log has cost since start (undefined without a log). */
+  get walStats(): WalStats | undefined {
+    return this.wal?.stats;
+  }
+
+  /**
+   * Puts the logged points whose records are on disk into LMDB, in one synchronous transaction with the LSN
+   * of the last of them (meta `walApplied`), so after any crash LMDB says exactly which records it holds.
+   * Synchronous so that a read right after sees every acknowledged point. The log's segments are recycled once
+   * that transaction is flushed. A failed transaction leaves the points logged, for the next apply or restart.
+   */
+  applyLogged(): void {
+    clearTimeout(this.applyTimer);
+    this.applyTimer = undefined;
+    let n = 0;
+    while (n < this.logged.length && (this.logged[n] as Logged).durable) n++;
+    if (n === 0 || this.wal === undefined) return;
+    const batch = this.logged.slice(0, n);
+    const lsn = (batch[n - 1] as Logged).lsn;
+    try {
+      this.env.root.transactionSync(() => {
+        for (const l of batch) this.putPoints(l.points);
+        void this.env.meta.put('walApplied', lsn);
+      });
+    } catch {
+      this.forgetUncommitted();
+      this.scheduleApply();
+      return;
+    }
+    this.logged.splice(0, n);
+    for (const l of batch) this.loggedPoints -= l.count;
+    const wal = this.wal;
+    this.env.flushed().then(() => wal.markApplied(lsn), () => undefined);
+    if (this.logged.length > 0) this.scheduleApply();
+  }
+
+  /** Resolves once every group commit logged so far has its record on disk (or failed). */
+  async logIdle(): Promise<void> {
+    await Promise.all(this.logged.map((l) => l.done.catch(() => undefined)));
+  }
+
+  private scheduleApply(): void {
+    if (this.applyTimer !== undefined || this.logOpts === undefined) return;
+    this.applyTimer = setTimeout(() => this.applyLogged(), this.logOpts.applyIntervalMs);
+    this.applyTimer.unref();
+  }
+
+  /** Closes the log after putting what it holds into LMDB (what is left is replayed at the next start). */
+  async closeLog(): Promise<void> {
+    if (this.wal === undefined) return;
+    this.flushPending();
+    await this.logIdle();
+    this.applyLogged();
+    clearTimeout(this.applyTimer);
+    this.applyTimer = undefined;
+    await this.env.flushed();
+    await this.wal.close();
   }
 
   /**
@@ -293,7 +400,11 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
     return this.pendingDone;
   }
 
-  /** Writes every queued point in one synchronous pass (one LMDB transaction); idempotent when nothing is queued. */
+  /**
+   * Writes every queued point: with the log, as one log record (acknowledged once it is on disk; LMDB gets it
+   * at the next apply), else in one synchronous pass of puts (one LMDB transaction). Idempotent when nothing
+   * is queued.
+   */
   flushPending(): void {
     const batch = this.pending;
     const settle = this.settlePending;
@@ -301,39 +412,13 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
     this.pending = new Map();
     this.pendingDone = undefined;
     this.settlePending = undefined;
+    if (this.wal !== undefined) {
+      this.logPending(this.wal, batch, settle);
+      return;
+    }
     let last: Promise<boolean> | undefined;
     try {
-      const seq = this.nextSeq();
-      for (const [entityId, bySeries] of batch) {
-        const e = this.dict.internEntity(entityId);
-        for (const [key, cols] of bySeries) {
-          const k = this.dict.internKey(key);
-          // one column per request that wrote this series in this turn, in call order (the later one wins)
-          let col = cols[0] as SeriesColumn;
-          if (cols.length > 1) {
-            col = new SeriesColumn();
-            for (const c of cols) col.append(c);
-          }
-          col = col.sortedDistinct();
-          const ts = col.ts;
-          const n = ts.length;
-          let from = 0;
-          while (from < n) {
-            const w = windowStart(ts[from] as number, this.windowMs);
-            let to = from + 1;
-            while (to < n && (ts[to] as number) < w + this.windowMs) to++;
-            last = this.env.head.put(fragKey(e, k, ts[from] as number, seq), encodeColumn(col, from, to));
-            this.noteHeadFragment(e, k, ts[from] as number);
-            from = to;
-          }
-          const newestTs = ts[n - 1] as number;
-          if (this.newest !== undefined && newestTs > this.newest) this.newest = newestTs;
-          if (newestTs >= this.cachedLatestTs(e, k)) {
-            this.setLatestTs(e, k, newestTs);
-            last = this.env.latest.put(seriesKey(e, k), encodeStamped(newestTs, col.value(n - 1)));
-          }
-        }
-      }
+      last = this.putPoints(batch);
     } catch (err) {
       settle.reject(err);
       return;
@@ -359,6 +444,83 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
     });
   }
 
+  /** Appends a group commit to the log; its callers are answered once the record is on disk. */
+  private logPending(wal: Wal, batch: PendingPoints, settle: { resolve: () => void; reject: (err: unknown) => void }): void {
+    // the free-space reserve refuses telemetry as it would refuse the LMDB commit (env.ts)
+    const refused = this.env.refusal();
+    if (refused !== undefined) {
+      settle.reject(refused);
+      return;
+    }
+    let payload: Buffer;
+    try {
+      payload = encodeLogged(batch);
+    } catch (err) {
+      settle.reject(err);
+      return;
+    }
+    const { lsn, durable } = wal.append(payload);
+    const entry: Logged = { points: batch, lsn, count: countPoints(batch), durable: false, done: durable };
+    this.logged.push(entry);
+    this.loggedPoints += entry.count;
+    this.committing = true;
+    durable.then(() => {
+      entry.durable = true;
+      settle.resolve();
+    }, (err: unknown) => {
+      // not acknowledged, and its LSN will be reused: it must never reach LMDB
+      const i = this.logged.indexOf(entry);
+      if (i >= 0) this.logged.splice(i, 1);
+      this.loggedPoints -= entry.count;
+      settle.reject(err);
+    }).finally(() => {
+      this.committing = false;
+      if (this.loggedPoints >= (this.logOpts as LogOptions).applyMaxPoints) this.applyLogged();
+      else this.scheduleApply();
+      if (this.settlePending !== undefined) this.flushPending();
+    });
+  }
+
+  /**
+   * Puts a group commit's points in the current transaction (the turn's lmdb-js batch, or a synchronous
+   * transaction around it), merged per series under one head seq. Returns the last put's promise.
+   */
+  private putPoints(batch: PendingPoints): Promise<boolean> | undefined {
+    let last: Promise<boolean> | undefined;
+    const seq = this.nextSeq();
+    for (const [entityId, bySeries] of batch) {
+      const e = this.dict.internEntity(entityId);
+      for (const [key, cols] of bySeries) {
+        const k = this.dict.internKey(key);
+        // one column per request that wrote this series in this turn, in call order (the later one wins)
+        let col = cols[0] as SeriesColumn;
+        if (cols.length > 1) {
+          col = new SeriesColumn();
+          for (const c of cols) col.append(c);
+        }
+        col = col.sortedDistinct();
+        const ts = col.ts;
+        const n = ts.length;
+        let from = 0;
+        while (from < n) {
+          const w = windowStart(ts[from] as number, this.windowMs);
+          let to = from + 1;
+          while (to < n && (ts[to] as number) < w + this.windowMs) to++;
+          last = this.env.head.put(fragKey(e, k, ts[from] as number, seq), encodeColumn(col, from, to));
+          this.noteHeadFragment(e, k, ts[from] as number);
+          from = to;
+        }
+        const newestTs = ts[n - 1] as number;
+        if (this.newest !== undefined && newestTs > this.newest) this.newest = newestTs;
+        if (newestTs >= this.cachedLatestTs(e, k)) {
+          this.setLatestTs(e, k, newestTs);
+          last = this.env.latest.put(seriesKey(e, k), encodeStamped(newestTs, col.value(n - 1)));
+        }
+      }
+    }
+    return last;
+  }
+
   /**
    * After a batch failed to commit (a full disk): what this store believed of it in memory goes. The newest ts
    * per series and overall are read again from `latest`, and the next batch reserves seqs again, since the
@@ -371,6 +533,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
   }
 
   latest(entityId: string, keys?: readonly string[]): Map<string, TsKv> {
+    this.applyLogged();
     const out = new Map<string, TsKv>();
     const e = this.dict.entityIdx(entityId);
     if (e === undefined) return out;
@@ -403,6 +566,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
 
   /** range() by interned ids: streamed point by point from the decoded blocks (chunks.ts `seriesPoints`). */
   seriesRange(e: EntityIdx, k: KeyIdx, q: RangeQuery): IterableIterator<TsKv> {
+    this.applyLogged();
     return seriesPoints(this.env, e, k, q.startTs, q.endTs, this.windowMs, q.order === 'DESC', q.limit ?? Infinity);
   }
 
@@ -411,6 +575,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
    * (planner.ts).
    */
   bucketAggs(entityId: string, key: string, plan: BucketPlan, fn?: AggFn): Iterable<BucketAggregate> {
+    this.applyLogged();
     this.planner ??= new RollupPlanner(this);
     return this.planner.bucketAggs(entityId, key, plan, fn);
   }
@@ -514,6 +679,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
 
   /** The merged windows of series (e, k) overlapping [fromTs, toTs), ascending. */
   windowsOf(e: EntityIdx, k: KeyIdx, fromTs: number, toTs: number): IterableIterator<WindowPoints> {
+    this.applyLogged();
     return seriesWindows(this.env, e, k, fromTs, toTs, this.windowMs, false);
   }
 
@@ -530,6 +696,10 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
   async delete(entityId: string, req: DeleteRequest): Promise<void> {
     // Points queued before this delete are written first, so the delete covers them (sequential semantics).
     this.flushPending();
+    if (this.wal !== undefined) {
+      await this.logIdle();
+      this.applyLogged();
+    }
     const e = this.dict.entityIdx(entityId);
     if (e === undefined || req.endTs <= req.startTs) return;
     for (const name of req.keys) {
