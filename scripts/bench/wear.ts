@@ -3,7 +3,8 @@
  * write policy, side by side in one run. Each policy runs the real `outpost serve` (dist/src/main.js) on a fresh
  * data dir with its config file; the devices are created beforehand in the data dir.
  *
- * Load: N devices, each on its own keep-alive connection (lib.ts RawHttpConnection), posts K keys every P ms at
+ * Before the load each device posts its last 100 minutes in one request (the head then holds what it holds on a
+ * gateway in steady state, within store.headWindowMs). Load: N devices, each on its own keep-alive connection (lib.ts RawHttpConnection), posts K keys every P ms at
  * its own offset, one post at a time (the next waits for the answer), as LAN sensors do.
  *   warm-up: one period, then a read (GET values/timeseries as a tenant admin) so everything logged is in LMDB
  *   window:  W seconds of load; bytes = /proc/<pid>/io write_bytes delta
@@ -22,8 +23,8 @@
  *
  *   npm run bench:wear [-- --window 40 --only ref]
  */
-import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { type ChildProcess, execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -36,6 +37,8 @@ import { DEFAULTS } from '../../src/config/index.js';
 const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
 const EMAIL = 'bench@example.com';
 const PASSWORD = 'bench-password';
+/** history posted before the load: within store.headWindowMs (2 h), so no compaction runs during the window */
+const HISTORY_MS = 100 * 60_000;
 /** a 32 GB consumer card rated for 16 TB written */
 const CARD_TBW = 16e12;
 
@@ -47,7 +50,7 @@ const WORKLOADS: readonly Workload[] = [
 
 interface Policy { readonly name: string; readonly store: Record<string, unknown>; readonly workloads: readonly string[] }
 const POLICIES: readonly Policy[] = [
-  { name: 'no log, commitDelayMs 0 (main)', store: { wal: false, commitDelayMs: 0 }, workloads: ['ref', 'big'] },
+  { name: 'no log, commitDelayMs 0 (main)', store: { wal: false, commitDelayMs: 0 }, workloads: ['ref', 'big', 'trace'] },
   { name: 'no log, commitDelayMs 250', store: { wal: false, commitDelayMs: 250 }, workloads: ['ref'] },
   { name: 'log, commitDelayMs 0 (low latency)', store: { wal: true, commitDelayMs: 0 }, workloads: ['ref', 'big'] },
   { name: 'log, commitDelayMs 100', store: { wal: true, commitDelayMs: 100 }, workloads: ['ref'] },
@@ -58,6 +61,19 @@ function writeBytes(pid: number): number {
   const m = /^write_bytes:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'));
   if (!m) throw new Error('write_bytes not found in /proc/<pid>/io');
   return Number(m[1]);
+}
+
+/**
+ * Bytes written to the block device holding `dir` since boot (/sys/dev/block/<major>:<minor>/stat, field 7 is
+ * sectors written, in 512-byte units). Every process's writes: on this shared machine other helpers' too.
+ */
+function deviceBytes(dir: string): number {
+  const dev = statSync(dir).dev;
+  // Linux's dev_t: major in bits 8-19 (and 32+), minor in bits 0-7 and 20-31
+  const major = (dev >> 8) & 0xfff;
+  const minor = (dev & 0xff) | ((dev >> 12) & 0xfff00);
+  const fields = readFileSync(`/sys/dev/block/${major}:${minor}/stat`, 'utf8').trim().split(/\s+/);
+  return Number(fields[6]) * 512;
 }
 
 function quantile(sorted: readonly number[], q: number): number {
@@ -79,7 +95,7 @@ async function provision(dataDir: string, devices: number): Promise<string[]> {
   }
 }
 
-interface Result { bytesLog: number; bytesLmdb: number; points: number; p50: number; p99: number; rssMb: number; windowS: number; failed: number }
+interface Result { device: number; bytesLog: number; bytesLmdb: number; points: number; p50: number; p99: number; rssMb: number; windowS: number; failed: number }
 
 async function run(policy: Policy, w: Workload, windowS: number): Promise<Result> {
   const dataDir = mkdtempSync(join(tmpdir(), 'outpost-wear-'));
@@ -141,23 +157,47 @@ async function run(policy: Policy, w: Workload, windowS: number): Promise<Result
         }
       }
     };
+    // History first: each device's last HISTORY_MS in one post, so the head holds what it holds in steady state
+    // (a fresh store's small B-trees would make every commit look cheaper than on a gateway running for days).
+    await Promise.all(Array.from({ length: w.devices }, async (_, i) => {
+      const now = Date.now();
+      const records: string[] = [];
+      for (let ts = now - HISTORY_MS; ts < now - w.periodMs; ts += w.periodMs) {
+        const values: string[] = [];
+        for (let k = 0; k < w.keys; k++) values.push(`"k${k}":${Math.round(Math.sin(ts / 1e5 + k) * 1000) / 10}`);
+        records.push(`{"ts":${ts},"values":{${values.join(',')}}}`);
+      }
+      const r = await request(i + 1, encodeRequest('POST', `/api/v1/dev${i}/telemetry`, `[${records.join(',')}]`, { 'content-type': 'application/json' }));
+      if (r.status !== 200) throw new Error(`history of dev${i}: ${r.status}`);
+    }));
     const sampler = setInterval(() => { rssMax = Math.max(rssMax, rssAnonBytes(pid)); }, 250);
     const load = Promise.all(Array.from({ length: w.devices }, (_, i) => device(i)));
     await new Promise((r) => setTimeout(r, w.periodMs));
     await read();
     measuring = true;
     const b0 = writeBytes(pid);
-    await new Promise((r) => setTimeout(r, windowS * 1000));
+    const d0 = deviceBytes(dataDir);
+    if (process.argv.includes('--trace')) {
+      for (let t = 0; t < windowS; t += 5) {
+        const a = writeBytes(pid);
+        await new Promise((r) => setTimeout(r, 5000));
+        console.error(`  +${t + 5} s: ${((writeBytes(pid) - a) / 1024).toFixed(0)} KiB`);
+      }
+    } else {
+      await new Promise((r) => setTimeout(r, windowS * 1000));
+    }
     measuring = false;
     const b1 = writeBytes(pid);
     await read();
+    execFileSync('sync', ['-f', dataDir]);
     const b2 = writeBytes(pid);
+    const d1 = deviceBytes(dataDir);
     stop = true;
     clearInterval(sampler);
     await load;
     lat.sort((a, b) => a - b);
     return {
-      bytesLog: b1 - b0, bytesLmdb: b2 - b1, points, p50: quantile(lat, 0.5), p99: quantile(lat, 0.99),
+      device: d1 - d0, bytesLog: b1 - b0, bytesLmdb: b2 - b1, points, p50: quantile(lat, 0.5), p99: quantile(lat, 0.99),
       rssMb: rssMax / 2 ** 20, windowS, failed,
     };
   } finally {
@@ -176,20 +216,20 @@ async function main(): Promise<void> {
   for (const w of WORKLOADS) {
     if (only !== undefined && !only.includes(w.name)) continue;
     for (const p of POLICIES) {
-      if (!p.workloads.includes(w.name)) continue;
+      if (!p.workloads.includes(w.name) && !(process.argv.includes('--trace') && p.workloads.includes('trace'))) continue;
       const r = await run(p, w, windowS);
       const total = r.bytesLog + r.bytesLmdb;
       const perPoint = total / r.points;
       const pointsPerDay = (w.devices * w.keys * 86_400_000) / w.periodMs;
       const perDay = perPoint * pointsPerDay;
       const f = (x: number, d = 0): string => x.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d });
-      rows.push(`| ${w.devices}×${w.keys} / ${w.periodMs / 1000} s | ${p.name} | ${f(r.bytesLog / r.points)} | ${f(r.bytesLmdb / r.points)} | ${f(perPoint)} | ${f(perDay / 1e9, 2)} GB | ${f(r.p50, 1)} / ${f(r.p99, 1)} ms | ${f(r.rssMb, 1)} MB | ${f(CARD_TBW / perDay / 365, 1)} |${r.failed > 0 ? ` ${r.failed} failed |` : ''}`);
+      rows.push(`| ${w.devices}×${w.keys} / ${w.periodMs / 1000} s | ${p.name} | ${f(r.bytesLog / r.points)} | ${f(r.bytesLmdb / r.points)} | ${f(perPoint)} | ${f(perDay / 1e9, 2)} GB | ${f(r.device / r.points)} | ${f((r.device / r.points) * pointsPerDay / 1e9, 2)} GB | ${f(r.p50, 1)} / ${f(r.p99, 1)} ms | ${f(r.rssMb, 1)} MB | ${f(CARD_TBW / perDay / 365, 1)} / ${f(CARD_TBW / ((r.device / r.points) * pointsPerDay) / 365, 1)} |${r.failed > 0 ? ` ${r.failed} failed |` : ''}`);
       console.error(rows[rows.length - 1]);
     }
   }
-  console.log(`\nwear: devices post one at a time; ${windowS} s window per row, fresh daemon and data dir each; write_bytes of the daemon`);
-  console.log('| workload | policy | bytes/point: log (or LMDB commits without it) | bytes/point: LMDB apply | bytes/point total | per day | ack p50 / p99 | RssAnon max | 32 GB card (16 TBW) life, years |');
-  console.log('|---|---|---|---|---|---|---|---|---|');
+  console.log(`\nwear: devices post one at a time; ${windowS} s window per row, fresh daemon and data dir each; bytes/point from the daemon's write_bytes; device: sectors written to the data dir's block device over the same window (every process's)`);
+  console.log('| workload | policy | bytes/point: log (or LMDB commits without it) | bytes/point: LMDB apply | bytes/point total | per day | device bytes/point | device per day | ack p50 / p99 | RssAnon max | 32 GB card (16 TBW) life, years: write_bytes / device |');
+  console.log('|---|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) console.log(r);
 }
 
