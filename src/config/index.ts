@@ -52,10 +52,13 @@ export const DEFAULTS = {
      * false: each group commit is an LMDB commit, flushed before the answer (the pre-issue-19 behaviour).
      */
     wal: true,
-    /** ms; logged points go into LMDB at least this often (reads put them in at once) */
-    applyIntervalMs: 60_000,
+    /**
+     * ms; logged points go into LMDB at least this often (a read of telemetry puts them in at once). Each apply
+     * is one LMDB commit touching every series written since the last: the longer, the fewer bytes per point.
+     */
+    applyIntervalMs: 300_000,
     /** logged points not yet in LMDB that make them go in before applyIntervalMs (bounds memory and the log) */
-    applyMaxPoints: 50_000,
+    applyMaxPoints: 20_000,
     /** bytes per log segment, written with zeros once and recycled */
     walSegmentBytes: 4 * 1024 * 1024,
   },
