@@ -23,7 +23,7 @@
  * kernel's dirty_expire. ext4's own journal writes (jbd2) are not charged to the daemon: the log never changes a
  * file's size and its segments are written with zeros first, so its fdatasyncs need no journal commit.
  *
- *   npm run bench:wear [-- --window 40 --only ref]
+ *   npm run bench:wear [-- --window 30 --only ref|big --history <minutes, default 100; 0: a fresh store>]
  */
 import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -39,8 +39,11 @@ import { DEFAULTS } from '../../src/config/index.js';
 const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
 const EMAIL = 'bench@example.com';
 const PASSWORD = 'bench-password';
-/** history posted before the load: within store.headWindowMs (2 h), so no compaction runs during the window */
-const HISTORY_MS = 100 * 60_000;
+/**
+ * minutes of history posted before the load (`--history`, 0 for a fresh store): within store.headWindowMs (2 h),
+ * so no compaction runs during the window
+ */
+const HISTORY_MS = (process.argv.includes('--history') ? Number(process.argv[process.argv.indexOf('--history') + 1]) : 100) * 60_000;
 /** a 32 GB consumer card rated for 16 TB written */
 const CARD_TBW = 16e12;
 
@@ -148,7 +151,7 @@ async function run(policy: Policy, w: Workload, windowS: number): Promise<Result
     };
     // History first: each device's last HISTORY_MS in one post, so the head holds what it holds in steady state
     // (a fresh store's small B-trees would make every commit look cheaper than on a gateway running for days).
-    await Promise.all(Array.from({ length: w.devices }, async (_, i) => {
+    if (HISTORY_MS > 0) await Promise.all(Array.from({ length: w.devices }, async (_, i) => {
       const now = Date.now();
       const records: string[] = [];
       for (let ts = now - HISTORY_MS; ts < now - w.periodMs; ts += w.periodMs) {
@@ -187,7 +190,7 @@ async function run(policy: Policy, w: Workload, windowS: number): Promise<Result
 }
 
 async function main(): Promise<void> {
-  const windowS = argValue('--window', 40);
+  const windowS = argValue('--window', 30);
   const onlyIdx = process.argv.indexOf('--only');
   const only = onlyIdx >= 0 ? (process.argv[onlyIdx + 1] ?? '').split(',') : undefined;
   const rows: string[] = [];
@@ -207,7 +210,7 @@ async function main(): Promise<void> {
       console.error(rows[rows.length - 1]);
     }
   }
-  console.log(`\nwear: devices post one at a time; ${windowS} s window per row, fresh daemon and data dir each; bytes/point from the daemon's write_bytes`);
+  console.log(`\nwear: devices post one at a time after ${HISTORY_MS / 60_000} min of history each; ${windowS} s window per row, fresh daemon and data dir each; bytes/point from the daemon's write_bytes`);
   console.log('| workload | policy | bytes/point: log (or LMDB commits without it) | bytes/point: LMDB apply | bytes/point total | per day | ack p50 / p99 | RssAnon max | 32 GB card (16 TBW) life, years | per day and card life with one apply per applyIntervalMs |');
   console.log('|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) console.log(r);

@@ -169,6 +169,8 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
   private committing = false;
   /** performance.now() of the first write of the batch filling */
   private pendingSince = 0;
+  /** points in `pending` */
+  private pendingPoints = 0;
   /** latest ts per series, so concurrent writes in one batch never let an older point win */
   private readonly latestTs = new Map<EntityIdx, Map<KeyIdx, number>>();
   readonly windowMs: number;
@@ -388,6 +390,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
       const queuedCols = bySeries.get(key);
       if (queuedCols === undefined) bySeries.set(key, [col]);
       else queuedCols.push(col);
+      this.pendingPoints += col.length;
       queued = true;
     }
     if (!queued) return Promise.resolve();
@@ -400,7 +403,10 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
         else setImmediate(() => this.flushPending());
       }
     }
-    return this.pendingDone;
+    const done = this.pendingDone;
+    // A bulk upload does not wait out the delay, nor become one huge log record (and a segment of its size)
+    if (this.logOpts !== undefined && this.pendingPoints >= this.logOpts.applyMaxPoints && !this.committing) this.flushPending();
+    return done;
   }
 
   /**
@@ -413,6 +419,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
     const settle = this.settlePending;
     if (settle === undefined) return;
     this.pending = new Map();
+    this.pendingPoints = 0;
     this.pendingDone = undefined;
     this.settlePending = undefined;
     if (this.wal !== undefined) {
