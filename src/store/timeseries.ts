@@ -277,9 +277,22 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
   applyLogged(): void {
     clearTimeout(this.applyTimer);
     this.applyTimer = undefined;
+    while (this.applyStep()) { /* until every durable record is in */ }
+  }
+
+  /**
+   * One transaction of applyLogged, of at most applyMaxPoints points (one record at least). Returns whether
+   * more durable records wait.
+   */
+  private applyStep(): boolean {
     let n = 0;
-    while (n < this.logged.length && (this.logged[n] as Logged).durable) n++;
-    if (n === 0 || this.wal === undefined) return;
+    let points = 0;
+    const max = this.logOpts?.applyMaxPoints ?? Infinity;
+    while (n < this.logged.length && (this.logged[n] as Logged).durable && (n === 0 || points + (this.logged[n] as Logged).count <= max)) {
+      points += (this.logged[n] as Logged).count;
+      n++;
+    }
+    if (n === 0 || this.wal === undefined) return false;
     const batch = this.logged.slice(0, n);
     const lsn = (batch[n - 1] as Logged).lsn;
     try {
@@ -290,13 +303,14 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
     } catch {
       this.forgetUncommitted();
       this.scheduleApply();
-      return;
+      return false;
     }
     this.logged.splice(0, n);
     for (const l of batch) this.loggedPoints -= l.count;
     const wal = this.wal;
     this.env.flushed().then(() => wal.markApplied(lsn), () => undefined);
     if (this.logged.length > 0) this.scheduleApply();
+    return this.logged.length > 0 && (this.logged[0] as Logged).durable;
   }
 
   /** Resolves once every group commit logged so far has its record on disk (or failed). */
@@ -405,7 +419,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
     }
     const done = this.pendingDone;
     // A bulk upload does not wait out the delay, nor become one huge log record (and a segment of its size)
-    if (this.logOpts !== undefined && this.pendingPoints >= this.logOpts.applyMaxPoints && !this.committing) this.flushPending();
+    if (this.logOpts !== undefined && this.pendingPoints >= this.logOpts.applyMaxPoints) this.flushPending();
     return done;
   }
 
@@ -498,7 +512,8 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
       settle.reject(err);
     }).finally(() => {
       this.committing = false;
-      if (this.loggedPoints >= (this.logOpts as LogOptions).applyMaxPoints) this.applyLogged();
+      // past applyMaxPoints, one bounded transaction per landed commit, so a bulk upload never holds the loop long
+      if (this.loggedPoints >= (this.logOpts as LogOptions).applyMaxPoints) this.applyStep();
       else this.scheduleApply();
       this.flushNext();
     });
