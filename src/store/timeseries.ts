@@ -376,6 +376,8 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
   }
 
   seriesOf(entityId: string, key: string): { e: EntityIdx; k: KeyIdx } | undefined {
+    // a logged entity or key is interned when its points go into LMDB
+    this.applyLogged();
     const e = this.dict.entityIdx(entityId);
     const k = this.dict.keyIdx(key);
     return e === undefined || k === undefined ? undefined : { e, k };
@@ -628,6 +630,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
   }
 
   range(entityId: string, key: string, q: RangeQuery): IterableIterator<TsKv> {
+    this.applyLogged();
     const s = this.seriesOf(entityId, key);
     if (s === undefined || q.endTs <= q.startTs) return [][Symbol.iterator]();
     return this.seriesRange(s.e, s.k, q);
@@ -651,6 +654,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
 
   /** The interned index of an entity, undefined when it never stored a point or attribute. */
   entityIdx(entityId: string): EntityIdx | undefined {
+    this.applyLogged();
     return this.dict.entityIdx(entityId);
   }
 
