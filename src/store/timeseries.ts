@@ -156,6 +156,8 @@ function countPoints(points: PendingPoints): number {
 
 /** the least writes a batch holds before it may be written early (batchFull) */
 const EARLY_FLUSH_WRITES = 8;
+/** points in a batch that are written at once: ~4 KiB of log record, a page (msgpack ~16 bytes a point) */
+const EARLY_FLUSH_POINTS = 256;
 
 /** Head sequence numbers are reserved in blocks so a restart never reuses one (meta key `headSeq`). */
 const SEQ_RESERVATION = 1_000_000;
@@ -506,11 +508,13 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
    * clients each wait for their answer before posting again (a bulk load on 64 connections), they are all back
    * within a millisecond of a commit, and no more come until it is answered; holding them the full delay would
    * cap them at (connections ÷ delay) posts/s. Devices posting one at a time on their own schedules never fill
-   * that many within the delay, so they share commits as the delay intends.
+   * that many within the delay, so they share commits as the delay intends. A batch of EARLY_FLUSH_POINTS or
+   * more goes at once too: it fills a page of log by itself.
    */
   private batchFull(): boolean {
     if (this.commitDelayMs === 0) return false;
-    if (this.logOpts !== undefined && this.pendingPoints >= this.logOpts.applyMaxPoints) return true;
+    // a page of log or more already: waiting would save no page (a bulk upload, 1,000 timestamps a body)
+    if (this.pendingPoints >= EARLY_FLUSH_POINTS) return true;
     return this.pendingWrites >= Math.max(EARLY_FLUSH_WRITES, this.lastBatchWrites);
   }
 
