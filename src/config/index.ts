@@ -60,7 +60,7 @@ export const DEFAULTS = {
     /** logged points not yet in LMDB that make them go in before applyIntervalMs (bounds memory and the log) */
     applyMaxPoints: 20_000,
     /** bytes per log segment, written with zeros once and recycled */
-    walSegmentBytes: 4 * 1024 * 1024,
+    walSegmentBytes: 1024 * 1024,
   },
   downsample: {
     /**

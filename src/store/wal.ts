@@ -246,8 +246,8 @@ export class Wal {
         this.spare.push(first);
       }
     }
-    // two spares are enough for the appends between two applies; the rest go
-    while (this.spare.length > 2) {
+    // one spare is enough for the appends between two applies (applyMaxPoints bounds them); the rest go
+    while (this.spare.length > 1) {
       const s = this.spare.shift() as Segment;
       s.file?.close();
       this.fsys.remove(s.name);
