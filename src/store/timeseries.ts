@@ -158,6 +158,11 @@ function countPoints(points: PendingPoints): number {
 const EARLY_FLUSH_WRITES = 8;
 /** points in a batch that are written at once: ~4 KiB of log record, a page (msgpack ~16 bytes a point) */
 const EARLY_FLUSH_POINTS = 256;
+/**
+ * points from which a batch bypasses the log for an LMDB commit of its own: ~50 KB of copied pages is then
+ * ≤ 25 bytes a point, and the commit runs on lmdb-js' writer thread (bulk ingest: 1,000-timestamp bodies)
+ */
+const BULK_POINTS = 2000;
 
 /** Head sequence numbers are reserved in blocks so a restart never reuses one (meta key `headSeq`). */
 const SEQ_RESERVATION = 1_000_000;
@@ -179,6 +184,8 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
   /** write() calls in `pending`, and in the last batch flushed */
   private pendingWrites = 0;
   private lastBatchWrites = 0;
+  /** points of the batch being flushed (set by flushPending) */
+  private lastBatchPoints = 0;
   /** latest ts per series, so concurrent writes in one batch never let an older point win */
   private readonly latestTs = new Map<EntityIdx, Map<KeyIdx, number>>();
   readonly windowMs: number;
@@ -448,17 +455,23 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
     const settle = this.settlePending;
     if (settle === undefined) return;
     this.pending = new Map();
-    this.pendingPoints = 0;
     this.lastBatchWrites = this.pendingWrites;
     this.pendingWrites = 0;
+    this.lastBatchPoints = this.pendingPoints;
+    this.pendingPoints = 0;
     this.pendingDone = undefined;
     this.settlePending = undefined;
-    if (this.wal !== undefined) {
+    const bulk = this.lastBatchPoints >= BULK_POINTS;
+    if (this.wal !== undefined && !bulk) {
       this.logPending(this.wal, batch, settle);
       return;
     }
     let last: Promise<boolean> | undefined;
     try {
+      // A bulk batch is an LMDB commit of its own, acknowledged once flushed: at this size a commit costs a few
+      // bytes per point, and lmdb-js commits on its writer thread while this one parses the next bodies. What
+      // the log holds goes in first, so a later write still wins on an equal ts.
+      if (this.wal !== undefined) this.applyLogged();
       last = this.putPoints(batch);
     } catch (err) {
       settle.reject(err);
