@@ -23,6 +23,7 @@ import { Dictionary } from './store/dict.js';
 import { EntityStore } from './store/entities.js';
 import { openStoreEnv } from './store/env.js';
 import { LmdbTimeseriesStore } from './store/timeseries.js';
+import { nodeWalFs } from './store/wal.js';
 import { DownsampleEngine } from './store/retention.js';
 import { LmdbAttributeStore } from './store/attributes.js';
 import { RpcBroker } from './rpc/broker.js';
@@ -56,6 +57,10 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
     tiersMs: config.downsample.tiersMs, tierRetentionMs: config.downsample.tierRetentionMs,
     readCacheBytes: config.query.readCacheBytes, stepBudgetMs: config.downsample.stepBudgetMs,
     commitDelayMs: config.store.commitDelayMs,
+    wal: config.store.wal ? {
+      fs: nodeWalFs(join(config.dataDir, 'wal')), segmentBytes: config.store.walSegmentBytes,
+      applyIntervalMs: config.store.applyIntervalMs, applyMaxPoints: config.store.applyMaxPoints,
+    } : undefined,
   });
   // Compaction, rollups, retention and the disk budget, in small background steps (issue 6).
   const maxDiskBytes = diskBudget(config);
@@ -129,8 +134,9 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
         app.close();
         await downsample.stop();
         await sync?.stop();
-        // a batch held back by store.commitDelayMs is written now, not after the store is closed
+        // a batch held back by store.commitDelayMs is written now, and the log's points go into LMDB
         timeseries.flushPending();
+        await timeseries.closeLog();
         await env.flushed();
         await env.close();
       })();

@@ -49,11 +49,28 @@ export const DEFAULTS = {
      */
     chunkWindowMs: 20 * 60 * 1000,
     /**
-     * ms a telemetry write may wait for others to share its commit; 0: the next event-loop turn. Each post is
-     * still answered only once its commit is flushed. Every commit writes ~32 KB whatever it holds, so devices
-     * posting one at a time cost that per post (BENCHMARKS.md); a delay trades response time for SD-card wear.
+     * ms a telemetry write may wait for others to share its commit (its log record's fdatasync with `store.wal`,
+     * else its LMDB commit); 0: the next event-loop turn. Each post is still answered only once its commit is
+     * on disk. Each commit costs at least a 4-KiB page written (an LMDB commit ~32 KB), so where devices post
+     * one at a time a delay trades response time for SD-card wear (issue 19, BENCHMARKS.md). 0 with the log is
+     * the low-latency setting.
      */
-    commitDelayMs: 0,
+    commitDelayMs: 250,
+    /**
+     * Telemetry is acknowledged from a write-ahead log of our own (`<dataDir>/wal`, preallocated recycled
+     * segments) and put into LMDB in bulk every `applyIntervalMs`, before any read, and at shutdown (issue 19).
+     * false: each group commit is an LMDB commit, flushed before the answer (the pre-issue-19 behaviour).
+     */
+    wal: true,
+    /**
+     * ms; logged points go into LMDB at least this often (a read of telemetry puts them in at once). Each apply
+     * is one LMDB commit touching every series written since the last: the longer, the fewer bytes per point.
+     */
+    applyIntervalMs: 300_000,
+    /** logged points not yet in LMDB that make them go in before applyIntervalMs (bounds memory and the log) */
+    applyMaxPoints: 20_000,
+    /** bytes per log segment, written with zeros once and recycled */
+    walSegmentBytes: 1024 * 1024,
   },
   downsample: {
     /**
@@ -227,6 +244,8 @@ function validate(c: Config): void {
     ['auth.accessTokenTtlSec', c.auth.accessTokenTtlSec], ['auth.refreshTokenTtlSec', c.auth.refreshTokenTtlSec],
     ['store.mapSizeBytes', c.store.mapSizeBytes],
     ['store.headWindowMs', c.store.headWindowMs], ['store.chunkWindowMs', c.store.chunkWindowMs],
+    ['store.applyIntervalMs', c.store.applyIntervalMs], ['store.applyMaxPoints', c.store.applyMaxPoints],
+    ['store.walSegmentBytes', c.store.walSegmentBytes],
     ['downsample.stepBudgetMs', c.downsample.stepBudgetMs], ['downsample.sweepIntervalMs', c.downsample.sweepIntervalMs],
     ['ws.maxPayloadLength', c.ws.maxPayloadLength],
     ['ws.authTimeoutMs', c.ws.authTimeoutMs],
@@ -236,6 +255,7 @@ function validate(c: Config): void {
   for (const [name, v] of positive) {
     if (!Number.isFinite(v) || v <= 0) throw new OutpostError('CONFIG_INVALID', `config: "${name}" must be > 0, got ${v}`);
   }
+  if (typeof c.store.wal !== 'boolean') throw new OutpostError('CONFIG_INVALID', `config: "store.wal" must be true or false, got ${String(c.store.wal)}`);
   const delay = c.store.commitDelayMs;
   if (!Number.isInteger(delay) || delay < 0 || delay > 60_000) {
     throw new OutpostError('CONFIG_INVALID', `config: "store.commitDelayMs" must be an integer 0..60000, got ${delay}`);

@@ -49,6 +49,8 @@ export interface StoreEnv {
   readonly outbox: ObjectDb<unknown>;
   /** resolves when every write issued so far is committed and flushed to disk */
   flushed(): Promise<void>;
+  /** the error writes are refused with while the filesystem is below its free-space reserve, else undefined */
+  refusal(): OutpostError | undefined;
   close(): Promise<void>;
 }
 
@@ -311,6 +313,7 @@ export function openStoreEnv(opts: OpenOptions): StoreEnv {
         root.flushed.then(() => { forget(); resolve(); }, (err: unknown) => { forget(); reject(err); });
       });
     },
+    refusal: () => (watch.space.low ? watch.refusal() : undefined),
     close: () => {
       watch.space.stop();
       if (!watch.lastFailed) return root.close();

@@ -332,6 +332,8 @@ export class DownsampleEngine {
   /** Removes data of deleted entity `entityId` within the step budget (purge.ts). */
   private async purgeStep(entityId: string): Promise<boolean> {
     const { store } = this;
+    // points of the entity still only in the write-ahead log go in first, so they go with the rest
+    store.applyLogged();
     const e = store.entityIdx(entityId);
     let wallMs = 0;
     const r = await store.writeChunks(() => {

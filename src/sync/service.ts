@@ -120,6 +120,9 @@ interface HeldRecord {
 }
 
 const COUNTERS_KEY = ['c'];
+/** ms between puts of the log's points into LMDB while the upstream answers (see start) */
+const LIVE_APPLY_MS = 2000;
+
 /** outbox entries one scan reads at most before dispatching what it found */
 const SCAN_LIMIT = 2000;
 /** a job carries at most this many times sync.maxBatchBytes (estimated) of one device */
@@ -226,6 +229,11 @@ export class SyncService implements SyncStatusSource {
     every(CHECK_PARKED_MS, () => this.recheckParked());
     every(HELD_RECHECK_MS, () => { void this.releaseHeld(); });
     every(1000, () => this.wake());
+    // Live first (CONTRACT §9) with the write-ahead log: logged points reach the outbox only when they are put
+    // into LMDB, which the store otherwise does every store.applyIntervalMs. While the upstream answers, put
+    // them in every LIVE_APPLY_MS so a new point goes up within seconds; during an outage the store's own pace
+    // holds, so a long outage costs the SD card no extra commits.
+    every(LIVE_APPLY_MS, () => { if (this.state !== 'backoff') this.deps.timeseries.applyLogged(); });
     this.pumping = this.ready.then(() => this.pump());
   }
 
