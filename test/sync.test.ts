@@ -180,6 +180,9 @@ t.test('after an outage live points go first (within 5 s) while the backlog drai
   const dev = await addDevice(gw.dataDir, 'd', ['--upstream-token', 'T']);
   // 4,000 points of backlog: 4 s of drain
   for (let r = 0; r < 4; r++) await post(gw, dev.token, records(BASE + r * 1_000_000, 250, 4));
+  // an outage is what the gateway saw fail: points it never tried to send are simply new
+  const jwt = await admin(gw);
+  await statusUntil(gw, jwt, (st) => st.lastError !== null && st.backlogPoints === 4000, 'the link seen down, 4,000 points pending');
   await tb.up();
   await tb.waitFor(() => tb.points.length >= 500, 'the drain under way');
   const liveTs = BASE + 50_000_000;

@@ -1,6 +1,8 @@
 /**
  * Local mode (CONTRACT §10): the data dir opened read-only beside the running daemon. LMDB readers take no
- * lock the writer waits for (a reader only pins the pages of its snapshot), and nothing here writes. Answers
+ * lock the writer waits for (a reader only pins the pages of its snapshot), and nothing here writes. The
+ * daemon sees this process in LMDB's reader table and puts its write-ahead log into LMDB while it reads
+ * (store/log-readers.ts), so recent points are here too. Answers
  * come from the daemon's own query and render code, so they are REST's bytes.
  */
 import { statSync, watch } from 'node:fs';
@@ -12,6 +14,7 @@ import type { AttributeScope } from '../store/attributes.js';
 import { Dictionary } from '../store/dict.js';
 import { EntityStore } from '../store/entities.js';
 import { type StoreEnv, openStoreEnv } from '../store/env.js';
+import { awaitLogApplied } from '../store/log-readers.js';
 import { LmdbTimeseriesStore } from '../store/timeseries.js';
 import type { StatusJson } from '../status/index.js';
 import { NULL_UUID } from '../types.js';
@@ -41,12 +44,15 @@ export class LocalBackend implements Backend {
     });
   }
 
-  static open(o: ModeOptions): LocalBackend {
+  static async open(o: ModeOptions): Promise<LocalBackend> {
     const config = loadConfig({ dataDir: o.dataDir, config: o.config });
     let statOk = true;
     try { statSync(join(config.dataDir, 'outpost.mdb')); } catch { statOk = false; }
     if (!statOk) throw new CliError(`no store in ${config.dataDir}: give --data-dir (or OUTPOST_DATA_DIR), or --url for a remote gateway`);
-    return new LocalBackend(config, openStoreEnv({ dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes, readOnly: true }));
+    const env = openStoreEnv({ dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes, readOnly: true });
+    // a running daemon keeps recent points in its write-ahead log: it puts them into LMDB for this process
+    if (config.store.wal) await awaitLogApplied(env);
+    return new LocalBackend(config, env);
   }
 
   deviceRefs(): Promise<DeviceRef[]> {

@@ -31,6 +31,7 @@ import type { BucketAggregate, BucketSource } from './bucket-source.js';
 import type { BucketPlan } from './buckets.js';
 import { type PlannedStore, RollupPlanner } from './planner.js';
 import type { OutboxRecorder } from './outbox.js';
+import { serveLogReaders } from './log-readers.js';
 import { type PendingPoints, Wal, type WalFs, type WalStats, decodePoints as decodeLogged, encodePoints as encodeLogged } from './wal.js';
 
 export type Order = 'ASC' | 'DESC';
@@ -200,6 +201,8 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
   private logged: Logged[] = [];
   private loggedPoints = 0;
   private applyTimer: NodeJS.Timeout | undefined;
+  /** stops serving other processes' reads (log-readers.ts); set with the log */
+  private stopServingReaders: (() => void) | undefined;
   readonly tiers: readonly TierSpec[];
   readonly rollups: RollupStore;
   readonly counters: CompactionCounters = { compactedWindows: 0, compactedFragments: 0, droppedLatePoints: 0, rollupOnlyPoints: 0 };
@@ -278,7 +281,13 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
         this.logged.push({ points, lsn: r.lsn, count: countPoints(points), durable: true, done: Promise.resolve() });
       }
       this.applyLogged();
+      this.stopServingReaders = serveLogReaders(env, () => this.applyLogged());
     }
+  }
+
+  /** Points acknowledged from the log and not yet put into LMDB (upstream sync counts them as pending). */
+  get loggedPointCount(): number {
+    return this.loggedPoints;
   }
 
   /** What the log has cost since start (undefined without a log). */
@@ -346,6 +355,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
   /** Closes the log after putting what it holds into LMDB (what is left is replayed at the next start). */
   async closeLog(): Promise<void> {
     if (this.wal === undefined) return;
+    this.stopServingReaders?.();
     this.flushPending();
     await this.logIdle();
     this.applyLogged();

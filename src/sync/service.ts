@@ -621,6 +621,8 @@ export class SyncService implements SyncStatusSource {
     if (this.state !== 'connected') {
       if (this.state === 'backoff') {
         // Live first: what was written during the outage becomes backlog, drained behind what comes now.
+        // Points still in the write-ahead log were written during it too: recorded now, before the boundary.
+        this.deps.timeseries.applyLogged();
         const boundary = Math.max(this.lanes[0].lo, this.recorder.lastSeq + 1);
         this.lanes[1].hi = boundary;
         this.lanes[0].lo = boundary;
@@ -901,7 +903,8 @@ export class SyncService implements SyncStatusSource {
     }
     const c = this.counters;
     return {
-      enabled: true, state, url: this.client.url, backlogPoints: Math.max(0, this.backlogTotal), oldestPendingTs: oldest,
+      // points still in the write-ahead log are pending too (recorded per device when put into LMDB)
+      enabled: true, state, url: this.client.url, backlogPoints: Math.max(0, this.backlogTotal) + this.deps.timeseries.loggedPointCount, oldestPendingTs: oldest,
       sentPoints: c.sent, droppedPoints: c.dropped, lastSuccessTs: c.lastSuccessTs, lastError: c.lastError, devices,
       clockSynchronized: clockSynchronized(), heldPoints: this.heldTotal, setAsidePoints: c.setAside,
       droppedRange: c.droppedFrom === null || c.droppedTo === null ? null : [c.droppedFrom, c.droppedTo],
