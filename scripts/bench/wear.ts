@@ -23,10 +23,15 @@
  * kernel's dirty_expire. ext4's own journal writes (jbd2) are not charged to the daemon: the log never changes a
  * file's size and its segments are written with zeros first, so its fdatasyncs need no journal commit.
  *
- *   npm run bench:wear [-- --window 30 --only ref|big --history <minutes, default 100; 0: a fresh store>]
+ * The "+ sync" rows add upstream sync to a sink in this process that answers 200 at once (the link is up): what
+ * sending costs the card on top of the write path.
+ *
+ *   npm run bench:wear [-- --window 30 --only ref|big --history <minutes, default 100; 0: a fresh store> --policy <substrings of policy names, comma-separated>]
  */
 import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -53,13 +58,21 @@ const WORKLOADS: readonly Workload[] = [
   { name: 'big', devices: 200, keys: 10, periodMs: 10_000 },
 ];
 
-interface Policy { readonly name: string; readonly store: Record<string, unknown>; readonly workloads: readonly string[] }
+interface Policy {
+  readonly name: string;
+  readonly store: Record<string, unknown>;
+  readonly workloads: readonly string[];
+  /** sync to an upstream that answers 200 at once (a sink in this process) */
+  readonly sync?: boolean;
+}
 const POLICIES: readonly Policy[] = [
   { name: 'no log, commitDelayMs 0 (main)', store: { wal: false, commitDelayMs: 0 }, workloads: ['ref', 'big'] },
   { name: 'no log, commitDelayMs 250', store: { wal: false, commitDelayMs: 250 }, workloads: ['ref'] },
   { name: 'log, commitDelayMs 0 (low latency)', store: { wal: true, commitDelayMs: 0 }, workloads: ['ref', 'big'] },
   { name: 'log, commitDelayMs 250 (default)', store: { wal: true, commitDelayMs: 250 }, workloads: ['ref', 'big'] },
   { name: 'log, commitDelayMs 400', store: { wal: true, commitDelayMs: 400 }, workloads: ['ref'] },
+  { name: 'no log, 0 + sync (main + sync)', store: { wal: false, commitDelayMs: 0 }, workloads: ['ref'], sync: true },
+  { name: 'log, 250 + sync (default + sync)', store: { wal: true, commitDelayMs: 250 }, workloads: ['ref'], sync: true },
 ];
 
 function writeBytes(pid: number): number {
@@ -73,13 +86,15 @@ function quantile(sorted: readonly number[], q: number): number {
 }
 
 /** Creates the tenant, the devices (token `dev<i>`) and a tenant admin in `dataDir`; returns the device ids. */
-async function provision(dataDir: string, devices: number): Promise<string[]> {
+async function provision(dataDir: string, devices: number, upstream: boolean): Promise<string[]> {
   const env = openStoreEnv({ dataDir, mapSizeBytes: DEFAULTS.store.mapSizeBytes });
   try {
     const entities = new EntityStore(env);
     await entities.ensureTenant();
     const ids: string[] = [];
     for (let i = 0; i < devices; i++) ids.push((await entities.createDevice({ name: `dev${i}`, token: `dev${i}` })).id);
+    // the upstream token of each device, as `outpost device upstream` stores it
+    if (upstream) for (const [i, id] of ids.entries()) await env.outbox.put(['t', id], { token: `up${i}`, provisioned: false });
     await entities.createUser({ email: EMAIL, passwordHash: await hashPassword(PASSWORD), authority: 'TENANT_ADMIN' });
     return ids;
   } finally {
@@ -87,17 +102,38 @@ async function provision(dataDir: string, devices: number): Promise<string[]> {
   }
 }
 
-interface Result { bytesLog: number; bytesLmdb: number; points: number; p50: number; p99: number; rssMb: number; windowS: number; failed: number }
+/** An upstream that answers every request 200 at once and counts the points it got. */
+async function startSink(): Promise<{ url: string; points: () => number; close: () => Promise<void> }> {
+  let points = 0;
+  const server = createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (c: string) => { body += c; });
+    req.on('end', () => {
+      points += (body.match(/"k\d+":/g) ?? []).length;
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `http://127.0.0.1:${port}`, points: () => points,
+    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+  };
+}
+
+interface Result { bytesLog: number; bytesLmdb: number; points: number; p50: number; p99: number; rssMb: number; windowS: number; failed: number; upstreamPoints: number | undefined }
 
 async function run(policy: Policy, w: Workload, windowS: number): Promise<Result> {
   const dataDir = mkdtempSync(join(tmpdir(), 'outpost-wear-'));
   /** [0]: the admin's; [i + 1]: device i's */
   const conns: Array<RawHttpConnection | undefined> = [];
   let proc: ChildProcess | undefined;
+  const sink = policy.sync === true ? await startSink() : undefined;
   try {
-    const ids = await provision(dataDir, w.devices);
+    const ids = await provision(dataDir, w.devices, sink !== undefined);
     const configFile = join(dataDir, 'config.json');
-    writeFileSync(configFile, JSON.stringify({ store: policy.store }));
+    writeFileSync(configFile, JSON.stringify({ store: policy.store, ...(sink === undefined ? {} : { sync: { url: sink.url } }) }));
     const started = await spawnListening([MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir, '--config', configFile], 'outpost');
     proc = started.proc;
     const pid = started.proc.pid as number;
@@ -179,9 +215,10 @@ async function run(policy: Policy, w: Workload, windowS: number): Promise<Result
     lat.sort((a, b) => a - b);
     return {
       bytesLog: b1 - b0, bytesLmdb: b2 - b1, points, p50: quantile(lat, 0.5), p99: quantile(lat, 0.99),
-      rssMb: rssMax / 2 ** 20, windowS, failed,
+      rssMb: rssMax / 2 ** 20, windowS, failed, upstreamPoints: sink?.points(),
     };
   } finally {
+    await sink?.close();
     for (const c of conns) c?.close();
     const p = proc;
     if (p !== undefined && p.exitCode === null) await new Promise<void>((resolve) => { p.once('exit', () => resolve()); p.kill('SIGTERM'); });
@@ -193,11 +230,14 @@ async function main(): Promise<void> {
   const windowS = argValue('--window', 30);
   const onlyIdx = process.argv.indexOf('--only');
   const only = onlyIdx >= 0 ? (process.argv[onlyIdx + 1] ?? '').split(',') : undefined;
+  const policyIdx = process.argv.indexOf('--policy');
+  const policyFilter = policyIdx >= 0 ? (process.argv[policyIdx + 1] ?? '').split(',') : undefined;
   const rows: string[] = [];
   for (const w of WORKLOADS) {
     if (only !== undefined && !only.includes(w.name)) continue;
     for (const p of POLICIES) {
       if (!p.workloads.includes(w.name)) continue;
+      if (policyFilter !== undefined && !policyFilter.some((f) => p.name.includes(f))) continue;
       const r = await run(p, w, windowS);
       const total = r.bytesLog + r.bytesLmdb;
       const perPoint = total / r.points;
@@ -206,7 +246,7 @@ async function main(): Promise<void> {
       const applyS = DEFAULTS.store.applyIntervalMs / 1000;
       const atDefault = p.store['wal'] === true ? (r.bytesLog + (r.bytesLmdb * windowS) / applyS) / r.points * pointsPerDay : perDay;
       const f = (x: number, d = 0): string => x.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d });
-      rows.push(`| ${w.devices}×${w.keys} / ${w.periodMs / 1000} s | ${p.name} | ${f(r.bytesLog / r.points)} | ${f(r.bytesLmdb / r.points)} | ${f(perPoint)} | ${f(perDay / 1e9, 2)} GB | ${f(r.p50, 1)} / ${f(r.p99, 1)} ms | ${f(r.rssMb, 1)} MB | ${f(CARD_TBW / perDay / 365, 1)} | ${f(atDefault / 1e9, 2)} GB, ${f(CARD_TBW / atDefault / 365, 1)} years |${r.failed > 0 ? ` ${r.failed} failed |` : ''}`);
+      rows.push(`| ${w.devices}×${w.keys} / ${w.periodMs / 1000} s | ${p.name} | ${f(r.bytesLog / r.points)} | ${f(r.bytesLmdb / r.points)} | ${f(perPoint)} | ${f(perDay / 1e9, 2)} GB | ${f(r.p50, 1)} / ${f(r.p99, 1)} ms | ${f(r.rssMb, 1)} MB | ${f(CARD_TBW / perDay / 365, 1)} | ${f(atDefault / 1e9, 2)} GB, ${f(CARD_TBW / atDefault / 365, 1)} years |${r.failed > 0 ? ` ${r.failed} failed |` : ''}${r.upstreamPoints === undefined ? '' : ` ${f(r.upstreamPoints)} points upstream |`}`);
       console.error(rows[rows.length - 1]);
     }
   }
