@@ -31,6 +31,7 @@ import { LmdbDepthStore } from './store/depth.js';
 import { registerStatusApi } from './api/status/index.js';
 import { Metrics } from './status/metrics.js';
 import { registerSyncApi } from './api/sync/index.js';
+import { OutboxRecorder } from './store/outbox.js';
 import { SyncService } from './sync/service.js';
 
 export interface RunningServer {
@@ -52,7 +53,10 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
       `outpost user add --data-dir ${config.dataDir} --email admin@example.com --password <secret> --authority TENANT_ADMIN`);
   }
   const dict = new Dictionary(env);
+  // upstream sync's bookkeeping goes into the store before its log is replayed, which records it too
+  const outbox = config.sync.url === '' ? undefined : new OutboxRecorder(env);
   const timeseries = new LmdbTimeseriesStore(env, dict, {
+    outbox,
     windowMs: config.store.chunkWindowMs, headWindowMs: config.store.headWindowMs,
     tiersMs: config.downsample.tiersMs, tierRetentionMs: config.downsample.tierRetentionMs,
     readCacheBytes: config.query.readCacheBytes, stepBudgetMs: config.downsample.stepBudgetMs,
@@ -75,7 +79,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   const attributes = new LmdbAttributeStore(env, dict, bus, Date.now);
   // Upstream sync (CONTRACT §9): hooks the write paths before the first write, sends once listening.
   const depth = new LmdbDepthStore(env, dict);
-  const sync = config.sync.url === '' ? undefined : new SyncService({ env, dict, entities, timeseries, attributes, depth, config: config.sync, log });
+  const sync = outbox === undefined ? undefined : new SyncService({ env, dict, entities, timeseries, attributes, depth, outbox, config: config.sync, log });
   const services: Services = {
     config, log, env, dict, entities, timeseries, bus, downsample, metrics,
     ingest: new TelemetryIngest(timeseries, bus),

@@ -19,6 +19,7 @@ import type { EntityIdx, KeyIdx } from './codec.js';
 import { fragKey, windowStart } from './chunks.js';
 import type { StoreEnv } from './env.js';
 import { decodePoints } from './gorilla.js';
+import type { SeriesColumn } from '../model/batch.js';
 
 /** One fragment a batch wrote: its series key, first and last ts and point count. */
 export interface FragmentRef {
@@ -50,15 +51,33 @@ export function decodeRefs(flat: readonly number[]): FragmentRef[] {
 export const refsPoints = (refs: readonly FragmentRef[]): number => refs.reduce((s, r) => s + r.n, 0);
 export const refsMinTs = (refs: readonly FragmentRef[]): number => refs.reduce((m, r) => Math.min(m, r.firstTs), Infinity);
 
+/** `${lsn}:${entityUuid}`: one device's points in one record of the write-ahead log */
+export const loggedKey = (lsn: number, entityId: string): string => `${lsn}:${entityId}`;
+
 /**
- * Called by LmdbTimeseriesStore.flushPending for every head fragment it puts, then once with the batch's seq,
+ * Called by LmdbTimeseriesStore.putPoints for every head fragment it puts, then once with the batch's seq,
  * all inside the batch's synchronous turn (so in its transaction). With the write-ahead log's replay going
  * through the same path, replayed writes are recorded too.
+ *
+ * With the log, the sync service sends a device's points of a record straight from memory as soon as the
+ * record is on disk (onLogged), before any LMDB commit: an LMDB commit per send would cost the SD card more
+ * than the log saves (BENCHMARKS.md, "SD-card wear"). What it sent is noted here (and in the log itself, see
+ * LmdbTimeseriesStore.noteSent), so the apply that later puts the record into LMDB records nothing left to send
+ * for it. A send still under way when its record is applied is recorded as usual, and its seq kept: the
+ * service removes that entry itself once the send succeeds.
  */
 export class OutboxRecorder {
   private readonly byEntity = new Map<EntityIdx, number[]>();
   /** the highest seq recorded by this process (the live/backlog boundary of the sync service) */
   lastSeq = 0;
+  /** the log's (record, device) pairs sent upstream and not applied yet */
+  private readonly sentLogged = new Set<string>();
+  /** the log's (record, device) pairs being sent → the seq their apply recorded them under (0: not applied) */
+  private readonly sendingLogged = new Map<string, number>();
+  /** `${seq}:${e}` of outbox entries an apply recorded while their points were being sent from the log */
+  readonly sendingEntries = new Set<string>();
+  /** every record of the log up to this LSN is in LMDB */
+  private appliedLsn = 0;
 
   /** called in each batch's turn before its records are put: writes issued here share the batch's transaction */
   beforeCommit: (() => void) | undefined;
@@ -66,7 +85,59 @@ export class OutboxRecorder {
   /** told of each entity's recorded points once its batch has committed */
   onQueued: ((seq: number, e: EntityIdx, refs: FragmentRef[]) => void) | undefined;
 
+  /** told of each record of the write-ahead log once it is on disk (the points are the store's: read only) */
+  onLogged: ((lsn: number, points: ReadonlyMap<string, ReadonlyMap<string, readonly SeriesColumn[]>>) => void) | undefined;
+
+  /** told when the records up to an LSN are in LMDB (what was left of them to send is recorded now) */
+  onApplied: ((lsn: number) => void) | undefined;
+
   constructor(private readonly env: StoreEnv) {}
+
+  /** Whether the apply of record `lsn` records the device's points as left to send (false: sent already). */
+  recordsLogged(lsn: number | undefined, entityId: string): boolean {
+    return lsn === undefined || !this.sentLogged.has(loggedKey(lsn, entityId));
+  }
+
+  /** Marks a device's points of a record as being sent from memory. False when that record is applied. */
+  sendingFromLog(lsn: number, entityId: string): boolean {
+    if (lsn <= this.appliedLsn) return false;
+    this.sendingLogged.set(loggedKey(lsn, entityId), 0);
+    return true;
+  }
+
+  /**
+   * The send of a device's points of a record ended. Returns the seq its apply recorded them under when the
+   * record was applied meanwhile (that outbox entry is the caller's to remove), else 0.
+   */
+  sentFromLog(lsn: number, entityId: string, e: EntityIdx | undefined, ok: boolean): number {
+    const key = loggedKey(lsn, entityId);
+    const seq = this.sendingLogged.get(key) ?? 0;
+    this.sendingLogged.delete(key);
+    if (seq !== 0) this.sendingEntries.delete(`${seq}:${e}`);
+    if (ok && seq === 0) this.sentLogged.add(key);
+    return seq;
+  }
+
+  /** Sent marks read back from the log at start (records not applied before the stop). */
+  replaySent(lsn: number, entityId: string): void {
+    this.sentLogged.add(loggedKey(lsn, entityId));
+  }
+
+  /** Records up to `lsn` are applied: their marks are of no further use. */
+  appliedThrough(lsn: number): void {
+    if (lsn > this.appliedLsn) this.appliedLsn = lsn;
+    this.onApplied?.(lsn);
+    for (const key of this.sentLogged) if (Number(key.slice(0, key.indexOf(':'))) <= lsn) this.sentLogged.delete(key);
+  }
+
+  /** Called by putPoints for each entity of a logged record it records (see sendingFromLog). */
+  recordedLogged(lsn: number | undefined, entityId: string, e: EntityIdx, seq: number): void {
+    if (lsn === undefined || this.sendingLogged.size === 0) return;
+    const key = loggedKey(lsn, entityId);
+    if (!this.sendingLogged.has(key)) return;
+    this.sendingLogged.set(key, seq);
+    this.sendingEntries.add(`${seq}:${e}`);
+  }
 
   fragment(e: EntityIdx, k: KeyIdx, firstTs: number, lastTs: number, n: number): void {
     let flat = this.byEntity.get(e);

@@ -32,7 +32,7 @@ import type { BucketPlan } from './buckets.js';
 import { type PlannedStore, RollupPlanner } from './planner.js';
 import type { OutboxRecorder } from './outbox.js';
 import { serveLogReaders } from './log-readers.js';
-import { type PendingPoints, Wal, type WalFs, type WalStats, decodePoints as decodeLogged, encodePoints as encodeLogged } from './wal.js';
+import { type PendingPoints, Wal, type WalFs, type WalStats, decodeRecord, encodePoints as encodeLogged, encodeSentMark } from './wal.js';
 
 export type Order = 'ASC' | 'DESC';
 
@@ -87,6 +87,11 @@ export interface StoreOptions {
   readonly commitDelayMs?: number;
   /** the write-ahead log (wal.ts); absent: a write is acknowledged once its LMDB commit is flushed */
   readonly wal?: LogOptions;
+  /**
+   * upstream sync's bookkeeping (outbox.ts), when sync is on: given here, not set later, because the log's
+   * replay at start records what is left to send too
+   */
+  readonly outbox?: OutboxRecorder;
 }
 
 export interface LogOptions {
@@ -210,7 +215,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
   private seqReserved: number;
   private planner: RollupPlanner | undefined;
   /** records each batch's fragments for upstream sync in the batch's own transaction (outbox.ts); unset: sync off */
-  outbox: OutboxRecorder | undefined;
+  readonly outbox: OutboxRecorder | undefined;
   /** performance.now() of the latest write() call: background work yields to foreground writes */
   lastWriteAt = 0;
   /** the newest ts of any point written (lazily loaded from `latest`), the reference for retention */
@@ -271,23 +276,24 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
       start = prefixEnd(seriesKey(e, k));
     }
     this.logOpts = opts.wal;
+    this.outbox = opts.outbox;
     if (opts.wal !== undefined) {
       // Recovery: what was acknowledged from the log but is not in LMDB goes in now, through the same apply path.
       const applied = (env.meta.get('walApplied') as number | undefined) ?? 0;
       const { wal, records } = Wal.open(opts.wal.fs, { segmentBytes: opts.wal.segmentBytes, appliedLsn: applied });
       this.wal = wal;
       for (const r of records) {
-        const points = decodeLogged(r.payload);
+        const body = decodeRecord(r.payload);
+        if (body.kind === 'sent') {
+          for (const [lsn, entityId] of body.pairs) this.outbox?.replaySent(lsn, entityId);
+          continue;
+        }
+        const points = body.points;
         this.logged.push({ points, lsn: r.lsn, count: countPoints(points), durable: true, done: Promise.resolve() });
       }
       this.applyLogged();
       this.stopServingReaders = serveLogReaders(env, () => this.applyLogged());
     }
-  }
-
-  /** Points acknowledged from the log and not yet put into LMDB (upstream sync counts them as pending). */
-  get loggedPointCount(): number {
-    return this.loggedPoints;
   }
 
   /** What the log has cost since start (undefined without a log). */
@@ -324,7 +330,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
     const lsn = (batch[n - 1] as Logged).lsn;
     try {
       this.env.root.transactionSync(() => {
-        for (const l of batch) this.putPoints(l.points);
+        for (const l of batch) this.putPoints(l.points, l.lsn);
         void this.env.meta.put('walApplied', lsn);
       });
     } catch {
@@ -335,6 +341,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
     }
     this.logged.splice(0, n);
     for (const l of batch) this.loggedPoints -= l.count;
+    this.outbox?.appliedThrough(lsn);
     const wal = this.wal;
     this.env.flushed().then(() => wal.markApplied(lsn), () => undefined);
     if (this.logged.length > 0) this.scheduleApply();
@@ -569,6 +576,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
     durable.then(() => {
       entry.durable = true;
       settle.resolve();
+      this.outbox?.onLogged?.(lsn, batch);
     }, (err: unknown) => {
       // not acknowledged, and its LSN will be reused: it must never reach LMDB
       const i = this.logged.indexOf(entry);
@@ -588,11 +596,15 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
    * Puts a group commit's points in the current transaction (the turn's lmdb-js batch, or a synchronous
    * transaction around it), merged per series under one head seq. Returns the last put's promise.
    */
-  private putPoints(batch: PendingPoints): Promise<boolean> | undefined {
+  private putPoints(batch: PendingPoints, lsn?: number): Promise<boolean> | undefined {
     let last: Promise<boolean> | undefined;
     const seq = this.nextSeq();
+    const outbox = this.outbox;
     for (const [entityId, bySeries] of batch) {
       const e = this.dict.internEntity(entityId);
+      // what sync already sent from the log is not left to send
+      const record = outbox !== undefined && outbox.recordsLogged(lsn, entityId);
+      if (record) outbox.recordedLogged(lsn, entityId, e, seq);
       for (const [key, cols] of bySeries) {
         const k = this.dict.internKey(key);
         // one column per request that wrote this series in this turn, in call order (the later one wins)
@@ -611,7 +623,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
           while (to < n && (ts[to] as number) < w + this.windowMs) to++;
           last = this.env.head.put(fragKey(e, k, ts[from] as number, seq), encodeColumn(col, from, to));
           this.noteHeadFragment(e, k, ts[from] as number);
-          this.outbox?.fragment(e, k, ts[from] as number, ts[to - 1] as number, to - from);
+          if (record) outbox.fragment(e, k, ts[from] as number, ts[to - 1] as number, to - from);
           from = to;
         }
         const newestTs = ts[n - 1] as number;
@@ -623,7 +635,16 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
       }
     }
     // sync's "what is left to send" (outbox.ts) in the same transaction: replaying the log regenerates it too
-    return this.outbox?.commit(seq) ?? last;
+    return outbox?.commit(seq) ?? last;
+  }
+
+  /**
+   * Sync sent these devices' points of these log records upstream: the mark goes into the log with its next
+   * group commit (no sync of its own), so after a crash the replay leaves them out of what is left to send.
+   * A crash before that commit re-sends them (at-least-once).
+   */
+  noteSent(pairs: ReadonlyArray<readonly [lsn: number, entityId: string]>): void {
+    if (pairs.length > 0) this.wal?.appendLazy(encodeSentMark(pairs));
   }
 
   /**

@@ -129,6 +129,8 @@ export interface WalOptions {
   readonly appliedLsn: number;
 }
 
+const noop = (): void => undefined;
+
 export class Wal {
   readonly stats: WalStats = { records: 0, syncs: 0, pagesWritten: 0, preallocatedBytes: 0 };
   /** the segment appends go to, and where */
@@ -141,6 +143,8 @@ export class Wal {
   private spare: Segment[] = [];
   private appliedLsn: number;
   private queue: Waiter[] = [];
+  /** appendLazy's records, waiting for the next append */
+  private lazy: Buffer[] = [];
   private writing = false;
   private closed = false;
 
@@ -211,10 +215,24 @@ export class Wal {
    */
   append(payload: Buffer): { lsn: number; durable: Promise<void> } {
     if (this.closed) return { lsn: this.nextLsn, durable: Promise.reject(new Error('the log is closed')) };
+    for (const lazy of this.lazy) {
+      const l = this.nextLsn++;
+      this.queue.push({ rec: frame(l, lazy), lsn: l, resolve: noop, reject: noop });
+    }
+    this.lazy = [];
     const lsn = this.nextLsn++;
     const durable = new Promise<void>((resolve, reject) => { this.queue.push({ rec: frame(lsn, payload), lsn, resolve, reject }); });
     if (!this.writing) void this.drain();
     return { lsn, durable };
+  }
+
+  /**
+   * Appends `payload` with the next append's group commit (before it, with a lower LSN), never with a sync of
+   * its own: for records whose loss costs little (sync's sent marks: a crash re-sends those points), so they
+   * cost the card no page writes of their own. Dropped if the log closes first.
+   */
+  appendLazy(payload: Buffer): void {
+    if (!this.closed) this.lazy.push(payload);
   }
 
   /**
@@ -461,8 +479,27 @@ export function encodePoints(points: PendingPoints): Buffer {
 }
 
 export function decodePoints(buf: Buffer): PendingPoints {
+  return pointsOf(unpack(buf) as Array<[string, Array<[string, WireColumn[]]>]>);
+}
+
+/** A record saying which devices' points of which records went upstream (sync, store/outbox.ts). */
+export function encodeSentMark(pairs: ReadonlyArray<readonly [lsn: number, entityId: string]>): Buffer {
+  return pack({ sent: pairs });
+}
+
+/** A record of the log: a group commit's points, or a sent mark. */
+export type LogRecordBody =
+  | { readonly kind: 'points'; readonly points: PendingPoints }
+  | { readonly kind: 'sent'; readonly pairs: ReadonlyArray<readonly [number, string]> };
+
+export function decodeRecord(buf: Buffer): LogRecordBody {
+  const v = unpack(buf) as Array<[string, Array<[string, WireColumn[]]>]> | { sent: Array<[number, string]> };
+  return Array.isArray(v) ? { kind: 'points', points: pointsOf(v) } : { kind: 'sent', pairs: v.sent };
+}
+
+function pointsOf(records: Array<[string, Array<[string, WireColumn[]]>]>): PendingPoints {
   const points: PendingPoints = new Map();
-  for (const [entityId, series] of unpack(buf) as Array<[string, Array<[string, WireColumn[]]>]>) {
+  for (const [entityId, series] of records) {
     const bySeries = new Map<string, SeriesColumn[]>();
     for (const [key, cols] of series) {
       bySeries.set(key, cols.map(([kind, ts, vals]) => {

@@ -24,11 +24,12 @@ import type { Dictionary } from '../store/dict.js';
 import type { EntityStore } from '../store/entities.js';
 import type { StoreEnv } from '../store/env.js';
 import {
-  type FragmentRef, OutboxRecorder, QUEUE_END, type QueueKey, decodeRefs, encodeRefs, queueKey, readRef, refsMinTs, refsPoints,
+  type FragmentRef, type OutboxRecorder, QUEUE_END, loggedKey, type QueueKey, decodeRefs, encodeRefs, queueKey, readRef, refsMinTs, refsPoints,
 } from '../store/outbox.js';
 import type { LmdbAttributeStore } from '../store/attributes.js';
 import type { LmdbDepthStore } from '../store/depth.js';
 import type { LmdbTimeseriesStore } from '../store/timeseries.js';
+import type { SeriesColumn } from '../model/batch.js';
 import type { EpochMs } from '../types.js';
 import { MAX_AHEAD_MS, MIN_SENDABLE_TS, clockSynchronized } from './clock.js';
 import { type UpstreamAnswer, UpstreamClient } from './client.js';
@@ -65,13 +66,18 @@ interface Counters {
 
 interface Dev {
   readonly id: string;
-  readonly e: number | undefined;
+  /** undefined until the device's first points are in LMDB (entities are interned by the apply) */
+  e: number | undefined;
   readonly name: string;
   parked: string | null;
   /** the token that was refused when parked for it (a different one set later unparks) */
   refusedToken: string | undefined;
   /** a request in flight in lane 0 (live) / 1 (backlog) */
   readonly busy: [boolean, boolean];
+  /** a request in flight with points sent from the log */
+  busyLog: boolean;
+  /** its points in log records not applied and not sent yet (backlog counts what the outbox holds) */
+  logged: number;
   backlog: number;
   /** the token in use was provisioned by this process: a refusal of it parks instead of provisioning again */
   freshlyProvisioned: boolean;
@@ -120,8 +126,19 @@ interface HeldRecord {
 }
 
 const COUNTERS_KEY = ['c'];
-/** ms between puts of the log's points into LMDB while the upstream answers (see start) */
-const LIVE_APPLY_MS = 2000;
+/**
+ * points of the write-ahead log waiting to be sent from memory at most; past it (a slow upstream) new records
+ * are left to the outbox, recorded when the store applies its log
+ */
+const LOG_LANE_MAX_POINTS = 20_000;
+
+/** One device's points of one record of the write-ahead log, sent from memory (see sendFromLog). */
+interface LoggedItem {
+  readonly lsn: number;
+  readonly entityId: string;
+  readonly series: ReadonlyMap<string, readonly SeriesColumn[]>;
+  readonly points: number;
+}
 
 /** outbox entries one scan reads at most before dispatching what it found */
 const SCAN_LIMIT = 2000;
@@ -143,6 +160,8 @@ export interface SyncDeps {
   readonly timeseries: LmdbTimeseriesStore;
   readonly attributes: LmdbAttributeStore;
   readonly depth: LmdbDepthStore;
+  /** the recorder the timeseries store was opened with (so the log's replay at start is recorded too) */
+  readonly outbox: OutboxRecorder;
   readonly config: Readonly<Config['sync']>;
   readonly log: Logger;
   readonly now?: () => number;
@@ -190,7 +209,7 @@ export class SyncService implements SyncStatusSource {
     this.counters = {
       sent: 0, dropped: 0, droppedFrom: null, droppedTo: null, setAside: 0, notSynced: 0, depthNotSynced: 0, lastSuccessTs: null, lastError: null, ...saved,
     };
-    this.recorder = new OutboxRecorder(this.env);
+    this.recorder = deps.outbox;
     // Batches already recorded are the backlog; everything written from now on is live (headSeq is reserved
     // past every seq used so far, see LmdbTimeseriesStore.nextSeq).
     const boundary = (this.env.meta.get('headSeq') as number | undefined) ?? 1;
@@ -206,9 +225,8 @@ export class SyncService implements SyncStatusSource {
       this.noteQueued(e, refs);
       this.wake();
     };
-    // Hooked at once and never unhooked: every write from here on (a replay at start, the last batch flushed
-    // at shutdown) is recorded, whether or not sending has started or stopped.
-    this.deps.timeseries.outbox = this.recorder;
+    this.recorder.onLogged = (lsn, points) => this.queueLogged(lsn, points);
+    this.recorder.onApplied = (lsn) => this.loggedApplied(lsn);
     this.deps.attributes.syncMark = (id) => this.env.outbox.put(['a', id], Math.random());
     // Depth series are not sent yet (README "Upstream sync"): counted, never silently left behind.
     this.deps.depth.syncCount = (n) => {
@@ -229,11 +247,6 @@ export class SyncService implements SyncStatusSource {
     every(CHECK_PARKED_MS, () => this.recheckParked());
     every(HELD_RECHECK_MS, () => { void this.releaseHeld(); });
     every(1000, () => this.wake());
-    // Live first (CONTRACT §9) with the write-ahead log: logged points reach the outbox only when they are put
-    // into LMDB, which the store otherwise does every store.applyIntervalMs. While the upstream answers, put
-    // them in every LIVE_APPLY_MS so a new point goes up within seconds; during an outage the store's own pace
-    // holds, so a long outage costs the SD card no extra commits.
-    every(LIVE_APPLY_MS, () => { if (this.state !== 'backoff') this.deps.timeseries.applyLogged(); });
     this.pumping = this.ready.then(() => this.pump());
   }
 
@@ -306,10 +319,23 @@ export class SyncService implements SyncStatusSource {
     if (dev === undefined) {
       const rec = this.deps.entities.device(id);
       if (rec === undefined) return undefined;
-      dev = { id, e, name: rec.name, parked: null, refusedToken: undefined, busy: [false, false], backlog: 0, freshlyProvisioned: false };
+      dev = { id, e, name: rec.name, parked: null, refusedToken: undefined, busy: [false, false], busyLog: false, logged: 0, backlog: 0, freshlyProvisioned: false };
       this.devs.set(id, dev);
     }
+    dev.e ??= e;
     return dev;
+  }
+
+  private devById(id: string): Dev | undefined {
+    const dev = this.devs.get(id);
+    if (dev !== undefined) return dev;
+    const e = this.deps.dict.entityIdx(id);
+    if (e !== undefined) return this.devOf(e);
+    const rec = this.deps.entities.device(id);
+    if (rec === undefined) return undefined;
+    const made: Dev = { id, e: undefined, name: rec.name, parked: null, refusedToken: undefined, busy: [false, false], busyLog: false, logged: 0, backlog: 0, freshlyProvisioned: false };
+    this.devs.set(id, made);
+    return made;
   }
 
   // ---- the pump ----------------------------------------------------------------------------------------
@@ -337,7 +363,8 @@ export class SyncService implements SyncStatusSource {
         continue;
       }
       // live first: its devices take the free slots, the backlog what is left (a slot frees within one request)
-      let started = this.fill(this.lanes[0], this.cfg.concurrency);
+      let started = this.sendFromLog();
+      started += this.fill(this.lanes[0], this.cfg.concurrency);
       started += this.fill(this.lanes[1], this.cfg.concurrency);
       if (!this.attrBusy && this.inFlight < this.cfg.concurrency) started += this.sendAttributes();
       if (started === 0 || this.inFlight >= this.cfg.concurrency) await this.sleep(1000);
@@ -375,7 +402,8 @@ export class SyncService implements SyncStatusSource {
         continue;
       }
       allBlocked = false;
-      if (dev.busy[lane.index] || this.acking.has(`${qk[1]}:${e}`)) continue;
+      const seqE = `${qk[1]}:${e}`;
+      if (dev.busy[lane.index] || this.acking.has(seqE) || this.recorder.sendingEntries.has(seqE)) continue;
       let job = jobs.get(dev);
       if (job === undefined) {
         if (jobs.size >= free) continue;
@@ -409,6 +437,201 @@ export class SyncService implements SyncStatusSource {
     this.counters.notSynced += refsPoints(refs);
     this.backlogTotal -= refsPoints(refs);
     this.queueAck({ puts: [], remove: [key], held: [], setAside: [] });
+  }
+
+  // ---- live points straight from the write-ahead log ----------------------------------------------------
+  //
+  // With the log, a point reaches LMDB (and the outbox) only when the store applies its log, every
+  // store.applyIntervalMs. Applying more often for sync's sake cost the card far more than the log saves
+  // (an LMDB commit per send and per acknowledgement: BENCHMARKS.md, "SD-card wear"). So while the upstream
+  // answers, a record's points are sent from memory as soon as the record is on disk, and what was sent is
+  // marked in the log itself (LmdbTimeseriesStore.noteSent), riding on its next group commit: the apply then
+  // records nothing left to send for them, and the link being up costs the card no LMDB commit at all.
+  // Everything else (a device without a token, parked, points held for their timestamp, a record that came
+  // while backing off, a failed send) is left to the outbox, exactly as without the log.
+
+  private logQueue: LoggedItem[] = [];
+  private logQueuePoints = 0;
+  /** per device, its points in each log record not applied and not sent yet: what the status counts as pending */
+  private readonly loggedPending = new Map<string, { readonly dev: Dev; readonly n: number }>();
+  private loggedTotal = 0;
+
+  private queueLogged(lsn: number, points: ReadonlyMap<string, ReadonlyMap<string, readonly SeriesColumn[]>>): void {
+    let queue = !this.stopped && this.state !== 'backoff';
+    for (const [entityId, series] of points) {
+      const dev = this.devById(entityId);
+      if (dev === undefined) continue;
+      let n = 0;
+      for (const cols of series.values()) for (const c of cols) n += c.ts.length;
+      this.loggedPending.set(loggedKey(lsn, entityId), { dev, n });
+      dev.logged += n;
+      this.loggedTotal += n;
+      if (queue && this.logQueuePoints + n > LOG_LANE_MAX_POINTS) queue = false;
+      if (!queue) continue;
+      this.logQueue.push({ lsn, entityId, series, points: n });
+      this.logQueuePoints += n;
+    }
+    this.wake();
+  }
+
+  /** A device's points of a log record went upstream, or were recorded in the outbox by an apply. */
+  private loggedDone(lsn: number, entityId: string): void {
+    const key = loggedKey(lsn, entityId);
+    const p = this.loggedPending.get(key);
+    if (p === undefined) return;
+    this.loggedPending.delete(key);
+    p.dev.logged -= p.n;
+    this.loggedTotal -= p.n;
+  }
+
+  private loggedApplied(lsn: number): void {
+    // in insertion order, which is LSN order
+    for (const [key, p] of this.loggedPending) {
+      if (Number(key.slice(0, key.indexOf(':'))) > lsn) break;
+      this.loggedPending.delete(key);
+      p.dev.logged -= p.n;
+      this.loggedTotal -= p.n;
+    }
+  }
+
+  /** Starts a job per device with queued log items, in the free slots; returns jobs started. */
+  private sendFromLog(): number {
+    if (this.logQueue.length === 0) return 0;
+    if (this.state === 'backoff') {
+      this.logQueue = [];
+      this.logQueuePoints = 0;
+      return 0;
+    }
+    const free = this.cfg.concurrency - this.inFlight;
+    if (free <= 0) return 0;
+    const jobs = new Map<Dev, LoggedItem[]>();
+    const jobPoints = new Map<Dev, number>();
+    const maxPoints = Math.max(1, Math.floor((this.cfg.maxBatchBytes * JOB_BATCHES) / this.bytesPerPoint));
+    const minTs = MIN_SENDABLE_TS;
+    const maxTs = this.now() + MAX_AHEAD_MS;
+    const rest: LoggedItem[] = [];
+    let held = false;
+    for (const item of this.logQueue) {
+      const dev = this.devById(item.entityId);
+      // parked: the outbox's way, when the store applies its log (no hurry, no extra commit)
+      if (dev === undefined || dev.parked !== null) continue;
+      // a point held for its timestamp: the outbox's way at once (it holds them, and sends the rest)
+      if (!sendable(item, minTs, maxTs)) {
+        held = true;
+        continue;
+      }
+      const n = jobPoints.get(dev) ?? 0;
+      if (dev.busyLog || (!jobs.has(dev) && jobs.size >= free) || (n > 0 && n + item.points > maxPoints)) {
+        rest.push(item);
+        continue;
+      }
+      let job = jobs.get(dev);
+      if (job === undefined) jobs.set(dev, (job = []));
+      job.push(item);
+      jobPoints.set(dev, n + item.points);
+    }
+    this.logQueue = rest;
+    this.logQueuePoints = rest.reduce((s, i) => s + i.points, 0);
+    if (held) this.deps.timeseries.applyLogged();
+    for (const [dev, items] of jobs) this.track(this.runLogJob(dev, items));
+    return jobs.size;
+  }
+
+  private async runLogJob(dev: Dev, items: readonly LoggedItem[]): Promise<void> {
+    dev.busyLog = true;
+    this.inFlight++;
+    // a record applied since it was queued is in the outbox: sent from there
+    const taken = items.filter((i) => this.recorder.sendingFromLog(i.lsn, i.entityId));
+    let ok = false;
+    try {
+      if (taken.length === 0) return;
+      const token = await this.tokenFor(dev);
+      if (token === undefined) return;
+      const points: WirePoint[] = [];
+      for (const item of taken) {
+        for (const [key, cols] of item.series) {
+          const keyJson = JSON.stringify(key);
+          // columns in write order: wireBodies keeps the later value of a key at one ts
+          for (const c of cols) for (let i = 0; i < c.ts.length; i++) points.push({ ts: c.ts[i] as number, key: keyJson, value: wireValue(c.value(i)) });
+        }
+      }
+      let sent = 0;
+      let bytes = 0;
+      for (const { body, points: n } of wireBodies(points, this.cfg.maxBatchBytes, Infinity)) {
+        await this.pace(this.lanes[0], n);
+        if (this.stopped) return;
+        const a = await this.client.post(`api/v1/${encodeURIComponent(token)}/telemetry`, body);
+        if (a.status >= 200 && a.status < 300) {
+          sent += n;
+          bytes += body.length;
+          this.succeeded();
+          continue;
+        }
+        if (a.status === 400) this.setAsideLogged(dev, taken, a.body.slice(0, 500));
+        else this.failed(dev, token, a);
+        return;
+      }
+      ok = true;
+      this.counters.sent += sent;
+      if (sent > 0) this.bytesPerPoint = 0.8 * this.bytesPerPoint + 0.2 * Math.max(8, bytes / sent);
+    } finally {
+      this.loggedSent(taken, ok);
+      // what did not go is left to the outbox: recorded now, so the retries (and the back-off) have it
+      if (!ok && taken.length > 0) this.deps.timeseries.applyLogged();
+      dev.busyLog = false;
+      this.inFlight--;
+      this.wake();
+    }
+  }
+
+  /**
+   * The upstream refused log items with 400: they are put into LMDB now (recorded in the outbox under seqs the
+   * recorder notes, as they are being sent) and set aside there, as sendGroup sets a batch aside: never retried.
+   */
+  private setAsideLogged(dev: Dev, items: readonly LoggedItem[], error: string): void {
+    this.deps.timeseries.applyLogged();
+    const ops: AckOps = { puts: [], remove: [], held: [], setAside: [] };
+    let n = 0;
+    for (const item of items) {
+      const e = this.deps.dict.entityIdx(item.entityId);
+      const seq = this.recorder.sentFromLog(item.lsn, item.entityId, e, false);
+      if (seq === 0 || e === undefined) continue;
+      const key = queueKey(seq, e);
+      const value = this.env.outbox.get(key);
+      if (value === undefined) continue;
+      const entry = entryOf(key, value);
+      ops.remove.push(key);
+      ops.setAside.push({ key, value: { refs: encodeRefs(entry.refs), status: 400, error } });
+      this.noteQueued(e, entry.refs, -1);
+      n += entry.points;
+    }
+    this.counters.setAside += n;
+    this.counters.lastError = `HTTP 400 from ${this.client.url} for a batch of ${dev.name}: ${error.slice(0, 200)}`;
+    this.log.warn(`sync: the upstream refused a batch of ${dev.name} (${n} points) with 400; set aside: ${error.slice(0, 200)}`);
+    this.queueAck(ops);
+  }
+
+  /** Marks what went (in the log, or by removing the outbox entry an apply recorded meanwhile). */
+  private loggedSent(items: readonly LoggedItem[], ok: boolean): void {
+    const marks: Array<[number, string]> = [];
+    const remove: QueueKey[] = [];
+    for (const item of items) {
+      const e = this.deps.dict.entityIdx(item.entityId);
+      const seq = this.recorder.sentFromLog(item.lsn, item.entityId, e, ok);
+      if (!ok) continue;
+      this.loggedDone(item.lsn, item.entityId);
+      if (seq === 0) {
+        marks.push([item.lsn, item.entityId]);
+        continue;
+      }
+      const key = queueKey(seq, e as number);
+      const value = this.env.outbox.get(key);
+      if (value === undefined) continue;
+      this.noteQueued(e as number, entryOf(key, value).refs, -1);
+      remove.push(key);
+    }
+    this.deps.timeseries.noteSent(marks);
+    if (remove.length > 0) this.queueAck({ puts: [], remove, held: [], setAside: [] });
   }
 
   // ---- one device's job --------------------------------------------------------------------------------
@@ -899,12 +1122,12 @@ export class SyncService implements SyncStatusSource {
     const state: SyncState = this.now() < this.backoffUntil ? 'backoff' : this.inFlight > 0 ? 'sending' : 'idle';
     const devices: DeviceSyncStatus[] = [];
     for (const d of this.devs.values()) {
-      devices.push({ id: d.id, name: d.name, state: d.parked === null ? 'ok' : 'parked', reason: d.parked, backlogPoints: Math.max(0, d.backlog) });
+      devices.push({ id: d.id, name: d.name, state: d.parked === null ? 'ok' : 'parked', reason: d.parked, backlogPoints: Math.max(0, d.backlog) + d.logged });
     }
     const c = this.counters;
     return {
-      // points still in the write-ahead log are pending too (recorded per device when put into LMDB)
-      enabled: true, state, url: this.client.url, backlogPoints: Math.max(0, this.backlogTotal) + this.deps.timeseries.loggedPointCount, oldestPendingTs: oldest,
+      // points still in the write-ahead log are pending too (recorded in the outbox when put into LMDB)
+      enabled: true, state, url: this.client.url, backlogPoints: Math.max(0, this.backlogTotal) + this.loggedTotal, oldestPendingTs: oldest,
       sentPoints: c.sent, droppedPoints: c.dropped, lastSuccessTs: c.lastSuccessTs, lastError: c.lastError, devices,
       clockSynchronized: clockSynchronized(), heldPoints: this.heldTotal, setAsidePoints: c.setAside,
       droppedRange: c.droppedFrom === null || c.droppedTo === null ? null : [c.droppedFrom, c.droppedTo],
@@ -916,6 +1139,14 @@ export class SyncService implements SyncStatusSource {
   loaded(): Promise<void> {
     return this.ready ?? Promise.resolve();
   }
+}
+
+/** Whether every point of a log item may be sent now (else the outbox holds the ones it may not). */
+function sendable(item: LoggedItem, minTs: number, maxTs: number): boolean {
+  for (const cols of item.series.values()) {
+    for (const c of cols) for (const ts of c.ts) if (ts < minTs || ts > maxTs) return false;
+  }
+  return true;
 }
 
 function entryOf(key: QueueKey, value: unknown): Entry {
