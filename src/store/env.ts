@@ -51,6 +51,11 @@ export interface StoreEnv {
   flushed(): Promise<void>;
   /** the error writes are refused with while the filesystem is below its free-space reserve, else undefined */
   refusal(): OutpostError | undefined;
+  /**
+   * a synchronous transaction (transactionSync) failed: reported as a failed commit (logged once, and
+   * flushed() no longer waits for lmdb-js's flush of it, which never comes)
+   */
+  commitFailed(err: OutpostError): void;
   close(): Promise<void>;
 }
 
@@ -314,6 +319,7 @@ export function openStoreEnv(opts: OpenOptions): StoreEnv {
       });
     },
     refusal: () => (watch.space.low ? watch.refusal() : undefined),
+    commitFailed: (err) => watch.failed(err),
     close: () => {
       watch.space.stop();
       if (!watch.lastFailed) return root.close();

@@ -23,6 +23,7 @@ import { decodeStamped, encodeStamped, entityPrefix, prefixEnd, readOrderedI64, 
 import { type SeriesChunks, type WindowPoints, fragKey, fragmentPoints, headFragments, mergeWindow, seriesPoints, seriesWindows, windowKey, windowStart } from './chunks.js';
 import type { Dictionary } from './dict.js';
 import type { StoreEnv } from './env.js';
+import { OutpostError } from '../errors.js';
 import { ByteLru } from './lru.js';
 import { BlockColumns, blockCount, decodePoints, encodeColumn, encodePoints } from './gorilla.js';
 import { RollupStore, type TierSpec, makeTiers } from './rollups.js';
@@ -206,6 +207,12 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
   private logged: Logged[] = [];
   private loggedPoints = 0;
   private applyTimer: NodeJS.Timeout | undefined;
+  /** > 0 while writeChunks' callback runs (in an lmdb-js write transaction) */
+  private inWriteTxn = 0;
+  /** performance.now() before which no apply is tried, after one failed */
+  private applyHeldUntil = 0;
+  /** why the last apply failed (a full disk), until one succeeds */
+  private applyFailure: OutpostError | undefined;
   /** stops serving other processes' reads (log-readers.ts); set with the log */
   private stopServingReaders: (() => void) | undefined;
   readonly tiers: readonly TierSpec[];
@@ -308,6 +315,10 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
    * that transaction is flushed. A failed transaction leaves the points logged, for the next apply or restart.
    */
   applyLogged(): void {
+    // Never inside another write transaction (a compaction step reading the head): lmdb-js would run the
+    // apply in it, and a failure of that one (a full disk) comes later, asynchronously, after the records
+    // were taken as applied; they would be lost. Points the log holds wait for the next apply meanwhile.
+    if (this.inWriteTxn > 0) return;
     clearTimeout(this.applyTimer);
     this.applyTimer = undefined;
     while (this.applyStep()) { /* until every durable record is in */ }
@@ -326,6 +337,15 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
       n++;
     }
     if (n === 0 || this.wal === undefined) return false;
+    // Not into a full disk: after a commit failed there, lmdb-js took the next synchronous transaction as
+    // committed while its points never reached the file (env.ts keeps other writes from a full disk the same
+    // way). The records stay in the log: applied once there is room again, or replayed at the next start.
+    const refused = this.env.refusal();
+    if (refused !== undefined || performance.now() < this.applyHeldUntil) {
+      this.applyFailure = refused ?? this.applyFailure;
+      this.scheduleApply();
+      return false;
+    }
     const batch = this.logged.slice(0, n);
     const lsn = (batch[n - 1] as Logged).lsn;
     try {
@@ -333,7 +353,11 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
         for (const l of batch) this.putPoints(l.points, l.lsn);
         void this.env.meta.put('walApplied', lsn);
       });
-    } catch {
+      this.applyFailure = undefined;
+    } catch (err) {
+      this.applyFailure = logFailure(err);
+      this.applyHeldUntil = performance.now() + APPLY_HOLD_MS;
+      this.env.commitFailed(this.applyFailure);
       this.outbox?.discard();
       this.forgetUncommitted();
       this.scheduleApply();
@@ -343,7 +367,11 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
     for (const l of batch) this.loggedPoints -= l.count;
     this.outbox?.appliedThrough(lsn);
     const wal = this.wal;
-    this.env.flushed().then(() => wal.markApplied(lsn), () => undefined);
+    // lmdb-js' own flush, not env.flushed(): after a failed commit that one falls back to an fdatasync of the
+    // file, and a commit lmdb-js never flushed itself can be rolled back at the next open (overlappingSync picks
+    // the last flushed meta; seen on a full disk under load: the first acknowledged post gone). Should the
+    // flush never come, the records stay in the log until a later apply's flush, and a restart replays them.
+    this.env.root.flushed.then(() => wal.markApplied(lsn), () => undefined);
     if (this.logged.length > 0) this.scheduleApply();
     return this.logged.length > 0 && (this.logged[0] as Logged).durable;
   }
@@ -492,7 +520,11 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
       // A bulk batch is an LMDB commit of its own, acknowledged once flushed: at this size a commit costs a few
       // bytes per point, and lmdb-js commits on its writer thread while this one parses the next bodies. What
       // the log holds goes in first, so a later write still wins on an equal ts.
-      if (this.wal !== undefined) this.applyLogged();
+      if (this.wal !== undefined) {
+        this.applyLogged();
+        // what the log holds must go in first; if it cannot (a full disk), neither can this
+        if (this.applyFailure !== undefined) throw this.applyFailure;
+      }
       last = this.putPoints(batch);
     } catch (err) {
       this.outbox?.discard();
@@ -508,7 +540,9 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
     // resolves waits for whichever batch is pending by then. A later batch's flush also covers ours: LMDB
     // flushes in commit order.
     const flushed = new Promise<void>((resolve, reject) => { this.env.root.flushed.then(() => resolve(), reject); });
-    Promise.all([last, flushed]).then(() => settle.resolve(), settle.reject);
+    // the commit's own error first: it names the cause (507 for a full disk); lmdb-js' flush error does not
+    flushed.catch(() => undefined);
+    last.then(() => flushed).then(() => settle.resolve(), (err: unknown) => settle.reject(logFailure(err)));
     this.committing = true;
     const next = (): void => {
       this.committing = false;
@@ -582,7 +616,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
       const i = this.logged.indexOf(entry);
       if (i >= 0) this.logged.splice(i, 1);
       this.loggedPoints -= entry.count;
-      settle.reject(err);
+      settle.reject(logFailure(err));
     }).finally(() => {
       this.committing = false;
       // past applyMaxPoints, one bounded transaction per landed commit, so a bulk upload never holds the loop long
@@ -791,7 +825,14 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
   async writeChunks<T>(fn: () => T): Promise<T> {
     this.cacheHolds++;
     try {
-      return await this.env.root.transaction(fn);
+      return await this.env.root.transaction(() => {
+        this.inWriteTxn++;
+        try {
+          return fn();
+        } finally {
+          this.inWriteTxn--;
+        }
+      });
     } finally {
       this.cacheHolds--;
     }
@@ -1005,4 +1046,20 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
     if (m === undefined) this.latestTs.set(e, (m = new Map()));
     m.set(k, ts);
   }
+}
+
+/** how long applies wait after one failed (the free-space check reads the filesystem once a second) */
+const APPLY_HOLD_MS = 2000;
+
+/**
+ * A failed append to the log, or apply of it, as the API reports it: out of space (a full card, while the log
+ * needed a new segment or LMDB new pages) is 507 STORE_FULL like a full LMDB commit, anything else 500
+ * STORE_FAILED; never a bare errno as a 500.
+ */
+function logFailure(err: unknown): OutpostError {
+  if (err instanceof OutpostError) return err;
+  // node's errno names; lmdb-js' numeric codes (ENOSPC, EFBIG, EDQUOT, MDB_MAP_FULL, as env.ts reads them)
+  const code = (err as { code?: unknown } | null)?.code;
+  const full = code === 'ENOSPC' || code === 'EDQUOT' || code === 'EFBIG' || code === 28 || code === 27 || code === 122 || code === -30792;
+  return new OutpostError(full ? 'STORE_FULL' : 'STORE_FAILED', undefined, { cause: err });
 }

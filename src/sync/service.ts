@@ -510,6 +510,7 @@ export class SyncService implements SyncStatusSource {
     const minTs = MIN_SENDABLE_TS;
     const maxTs = this.now() + MAX_AHEAD_MS;
     const rest: LoggedItem[] = [];
+    const waiting = new Set<Dev>();
     let held = false;
     for (const item of this.logQueue) {
       const dev = this.devById(item.entityId);
@@ -521,7 +522,9 @@ export class SyncService implements SyncStatusSource {
         continue;
       }
       const n = jobPoints.get(dev) ?? 0;
-      if (dev.busyLog || (!jobs.has(dev) && jobs.size >= free) || (n > 0 && n + item.points > maxPoints)) {
+      // a device's items go in LSN order: once one waits, the later ones wait too (a later value wins upstream)
+      if (dev.busyLog || waiting.has(dev) || (!jobs.has(dev) && jobs.size >= free) || (n > 0 && n + item.points > maxPoints)) {
+        waiting.add(dev);
         rest.push(item);
         continue;
       }
