@@ -147,6 +147,8 @@ const JOB_BATCHES = 4;
 const HOUR = 3_600_000;
 const CHECK_PARKED_MS = 2_000;
 const HELD_RECHECK_MS = 30_000;
+/** the least time between two applies of the log for points held for their timestamp (applyForHeld) */
+const HELD_APPLY_MS = 10_000;
 const DROP_LOG_MS = 60_000;
 /** ms an acknowledgement waits to share its transaction (see flushAcks) */
 const ACK_DELAY_MS = 250;
@@ -253,6 +255,7 @@ export class SyncService implements SyncStatusSource {
   async stop(): Promise<void> {
     this.stopped = true;
     for (const t of this.timers) clearInterval(t);
+    clearTimeout(this.heldApplyTimer);
     this.wake();
     await this.pumping;
     // requests in flight fail at once (their entries stay pending), then what was acknowledged is written
@@ -319,7 +322,7 @@ export class SyncService implements SyncStatusSource {
     if (dev === undefined) {
       const rec = this.deps.entities.device(id);
       if (rec === undefined) return undefined;
-      dev = { id, e, name: rec.name, parked: null, refusedToken: undefined, busy: [false, false], busyLog: false, logged: 0, backlog: 0, freshlyProvisioned: false };
+      dev = newDev(id, e, rec.name);
       this.devs.set(id, dev);
     }
     dev.e ??= e;
@@ -333,7 +336,7 @@ export class SyncService implements SyncStatusSource {
     if (e !== undefined) return this.devOf(e);
     const rec = this.deps.entities.device(id);
     if (rec === undefined) return undefined;
-    const made: Dev = { id, e: undefined, name: rec.name, parked: null, refusedToken: undefined, busy: [false, false], busyLog: false, logged: 0, backlog: 0, freshlyProvisioned: false };
+    const made = newDev(id, undefined, rec.name);
     this.devs.set(id, made);
     return made;
   }
@@ -535,9 +538,31 @@ export class SyncService implements SyncStatusSource {
     }
     this.logQueue = rest;
     this.logQueuePoints = rest.reduce((s, i) => s + i.points, 0);
-    if (held) this.deps.timeseries.applyLogged();
+    if (held) this.applyForHeld();
     for (const [dev, items] of jobs) this.track(this.runLogJob(dev, items));
     return jobs.size;
+  }
+
+  private heldApplyAt = -Infinity;
+  private heldApplyTimer: NodeJS.Timeout | undefined;
+
+  /**
+   * Puts the log into LMDB for items with held timestamps (the outbox holds those points and sends the rest):
+   * at once, then at most every HELD_APPLY_MS, so a device whose clock is off costs no LMDB commit per post.
+   */
+  private applyForHeld(): void {
+    const wait = this.heldApplyAt + HELD_APPLY_MS - this.now();
+    if (wait <= 0) {
+      this.heldApplyAt = this.now();
+      this.deps.timeseries.applyLogged();
+    } else {
+      this.heldApplyTimer ??= setTimeout(() => {
+        this.heldApplyTimer = undefined;
+        this.heldApplyAt = this.now();
+        this.deps.timeseries.applyLogged();
+      }, wait);
+      this.heldApplyTimer.unref();
+    }
   }
 
   private async runLogJob(dev: Dev, items: readonly LoggedItem[]): Promise<void> {
@@ -1142,6 +1167,10 @@ export class SyncService implements SyncStatusSource {
   loaded(): Promise<void> {
     return this.ready ?? Promise.resolve();
   }
+}
+
+function newDev(id: string, e: number | undefined, name: string): Dev {
+  return { id, e, name, parked: null, refusedToken: undefined, busy: [false, false], busyLog: false, logged: 0, backlog: 0, freshlyProvisioned: false };
 }
 
 /** Whether every point of a log item may be sent now (else the outbox holds the ones it may not). */
