@@ -11,7 +11,7 @@
  *   - RssAnon of the gateway with the 1 M backlog pending (link down) − with none (after the drain), both
  *     measured 3 s after a restart on the same data dir.
  *
- *   npm run build && npm run bench:sync [-- --devices 100 --timestamps 1000]
+ *   npm run build && npm run bench:sync [-- --devices 100 --timestamps 1000 --commit-delay 0]
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -23,6 +23,12 @@ import { fileURLToPath } from 'node:url';
 import { RawHttpConnection, encodeRequest, intArg, median, rssAnonBytes, spawnListening } from './lib.js';
 
 const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
+/**
+ * store.commitDelayMs of every daemon here (`--commit-delay`, default 0, the low-latency setting): the probe and
+ * the bytes-per-point phase post one request after another, so the default's 250 ms would be most of what they
+ * measure, and the bench would run for half an hour
+ */
+const COMMIT_DELAY_MS = process.argv.includes('--commit-delay') ? Number(process.argv[process.argv.indexOf('--commit-delay') + 1]) : 0;
 const KEYS = 10;
 const RECORDS_PER_POST = 100;
 /**
@@ -45,7 +51,7 @@ function cliRun(args: string[]): string {
 
 async function serve(dir: string, config: object, nodeArgs: string[] = []): Promise<Daemon> {
   const file = join(dir, 'config.json');
-  writeFileSync(file, JSON.stringify({ logLevel: 'info', ...config }));
+  writeFileSync(file, JSON.stringify({ logLevel: 'info', store: { commitDelayMs: COMMIT_DELAY_MS }, ...config }));
   return spawnListening([...nodeArgs, MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', join(dir, 'data'), '--config', file], `outpost ${dir}`);
 }
 
