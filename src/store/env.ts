@@ -120,8 +120,19 @@ class FreeSpace implements SpaceCheck {
   }
 }
 
-/** errno / LMDB codes meaning "the store cannot grow": ENOSPC, EFBIG, EDQUOT, MDB_MAP_FULL */
-const STORE_FULL_CODES: ReadonlySet<number> = new Set([28, 27, 122, -30792]);
+/** errno / LMDB codes meaning "the store cannot grow": ENOSPC, EFBIG, EDQUOT, MDB_MAP_FULL (lmdb-js: numbers; node's fs: names) */
+const STORE_FULL_CODES: ReadonlySet<number | string> = new Set([28, 27, 122, -30792, 'ENOSPC', 'EFBIG', 'EDQUOT']);
+
+/**
+ * A failed write as the API reports it: out of space is 507 STORE_FULL, anything else 500 STORE_FAILED, never a
+ * bare errno as a 500. An OutpostError passes unchanged.
+ */
+export function writeFailure(err: unknown): OutpostError {
+  if (err instanceof OutpostError) return err;
+  const code = (err as { code?: unknown } | null)?.code;
+  const full = (typeof code === 'number' || typeof code === 'string') && STORE_FULL_CODES.has(code);
+  return new OutpostError(full ? 'STORE_FULL' : 'STORE_FAILED', undefined, { cause: err });
+}
 /** how long a failed write waits for lmdb-js to name the cause before it is reported without one */
 const CAUSE_WAIT_MS = 1000;
 
@@ -146,7 +157,7 @@ async function commitFailure(err: unknown): Promise<unknown> {
   if (!(pending instanceof Promise)) return err;
   const cause = await settledWithin(pending.then(() => undefined, (e: unknown) => e), CAUSE_WAIT_MS);
   const code = (cause as { code?: unknown } | undefined)?.code;
-  const full = typeof code === 'number' && STORE_FULL_CODES.has(code);
+  const full = (typeof code === 'number' || typeof code === 'string') && STORE_FULL_CODES.has(code);
   // the cause is lmdb-js' own error, the same object for every write of the transaction
   return new OutpostError(full ? 'STORE_FULL' : 'STORE_FAILED', undefined, { cause: cause ?? err });
 }

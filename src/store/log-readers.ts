@@ -10,13 +10,13 @@
 import type { StoreEnv } from './env.js';
 
 /** how often the daemon looks for other readers (a look costs ~2 µs: LMDB's reader table, in shared memory) */
-export const READER_POLL_MS = 100;
+const READER_POLL_MS = 100;
 /** how long a reader waits at open for the daemon's apply before it reads what LMDB has */
 const READER_WAIT_MS = 1000;
 const META_KEY = 'logReaders';
 
 /** The pids of the other processes with this store open (LMDB's reader table; every slot of a process). */
-export function otherReaders(env: StoreEnv): number[] {
+function otherReaders(env: StoreEnv): number[] {
   const pids = new Set<number>();
   for (const m of env.root.readerList().matchAll(/^\s*(\d+)\s+[0-9a-f]+\s+\S+\s*$/gm)) {
     const pid = Number(m[1]);

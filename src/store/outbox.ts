@@ -70,10 +70,10 @@ export class OutboxRecorder {
   private readonly byEntity = new Map<EntityIdx, number[]>();
   /** the highest seq recorded by this process (the live/backlog boundary of the sync service) */
   lastSeq = 0;
-  /** the log's (record, device) pairs sent upstream and not applied yet */
-  private readonly sentLogged = new Set<string>();
-  /** the log's (record, device) pairs being sent → the seq their apply recorded them under (0: not applied) */
-  private readonly sendingLogged = new Map<string, number>();
+  /** the log's (record, device) pairs sent upstream and not applied yet → the record's LSN */
+  private readonly sentLogged = new Map<string, number>();
+  /** the log's (record, device) pairs being sent → the outbox entry their apply recorded (null: not applied) */
+  private readonly sendingLogged = new Map<string, { readonly seq: number; readonly e: EntityIdx } | null>();
   /** `${seq}:${e}` of outbox entries an apply recorded while their points were being sent from the log */
   readonly sendingEntries = new Set<string>();
   /** every record of the log up to this LSN is in LMDB */
@@ -101,33 +101,33 @@ export class OutboxRecorder {
   /** Marks a device's points of a record as being sent from memory. False when that record is applied. */
   sendingFromLog(lsn: number, entityId: string): boolean {
     if (lsn <= this.appliedLsn) return false;
-    this.sendingLogged.set(loggedKey(lsn, entityId), 0);
+    this.sendingLogged.set(loggedKey(lsn, entityId), null);
     return true;
   }
 
   /**
-   * The send of a device's points of a record ended. Returns the seq its apply recorded them under when the
-   * record was applied meanwhile (that outbox entry is the caller's to remove), else 0.
+   * The send of a device's points of a record ended. Returns the outbox entry its apply recorded when the
+   * record was applied meanwhile (that entry is the caller's to remove), else undefined.
    */
-  sentFromLog(lsn: number, entityId: string, e: EntityIdx | undefined, ok: boolean): number {
+  sentFromLog(lsn: number, entityId: string, ok: boolean): { readonly seq: number; readonly e: EntityIdx } | undefined {
     const key = loggedKey(lsn, entityId);
-    const seq = this.sendingLogged.get(key) ?? 0;
+    const entry = this.sendingLogged.get(key) ?? undefined;
     this.sendingLogged.delete(key);
-    if (seq !== 0) this.sendingEntries.delete(`${seq}:${e}`);
-    if (ok && seq === 0) this.sentLogged.add(key);
-    return seq;
+    if (entry !== undefined) this.sendingEntries.delete(`${entry.seq}:${entry.e}`);
+    else if (ok) this.sentLogged.set(key, lsn);
+    return entry;
   }
 
   /** Sent marks read back from the log at start (records not applied before the stop). */
   replaySent(lsn: number, entityId: string): void {
-    this.sentLogged.add(loggedKey(lsn, entityId));
+    this.sentLogged.set(loggedKey(lsn, entityId), lsn);
   }
 
   /** Records up to `lsn` are applied: their marks are of no further use. */
   appliedThrough(lsn: number): void {
     if (lsn > this.appliedLsn) this.appliedLsn = lsn;
     this.onApplied?.(lsn);
-    for (const key of this.sentLogged) if (Number(key.slice(0, key.indexOf(':'))) <= lsn) this.sentLogged.delete(key);
+    for (const [key, l] of this.sentLogged) if (l <= lsn) this.sentLogged.delete(key);
   }
 
   /** Called by putPoints for each entity of a logged record it records (see sendingFromLog). */
@@ -135,7 +135,7 @@ export class OutboxRecorder {
     if (lsn === undefined || this.sendingLogged.size === 0) return;
     const key = loggedKey(lsn, entityId);
     if (!this.sendingLogged.has(key)) return;
-    this.sendingLogged.set(key, seq);
+    this.sendingLogged.set(key, { seq, e });
     this.sendingEntries.add(`${seq}:${e}`);
   }
 

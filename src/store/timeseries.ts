@@ -22,8 +22,8 @@ import type { EntityIdx, KeyIdx } from './codec.js';
 import { decodeStamped, encodeStamped, entityPrefix, prefixEnd, readOrderedI64, seriesKey } from './codec.js';
 import { type SeriesChunks, type WindowPoints, fragKey, fragmentPoints, headFragments, mergeWindow, seriesPoints, seriesWindows, windowKey, windowStart } from './chunks.js';
 import type { Dictionary } from './dict.js';
-import type { StoreEnv } from './env.js';
-import { OutpostError } from '../errors.js';
+import { type StoreEnv, writeFailure } from './env.js';
+import type { OutpostError } from '../errors.js';
 import { ByteLru } from './lru.js';
 import { BlockColumns, blockCount, decodePoints, encodeColumn, encodePoints } from './gorilla.js';
 import { RollupStore, type TierSpec, makeTiers } from './rollups.js';
@@ -355,7 +355,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
       });
       this.applyFailure = undefined;
     } catch (err) {
-      this.applyFailure = logFailure(err);
+      this.applyFailure = writeFailure(err);
       this.applyHeldUntil = performance.now() + APPLY_HOLD_MS;
       this.env.commitFailed(this.applyFailure);
       this.outbox?.discard();
@@ -542,7 +542,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
     const flushed = new Promise<void>((resolve, reject) => { this.env.root.flushed.then(() => resolve(), reject); });
     // the commit's own error first: it names the cause (507 for a full disk); lmdb-js' flush error does not
     flushed.catch(() => undefined);
-    last.then(() => flushed).then(() => settle.resolve(), (err: unknown) => settle.reject(logFailure(err)));
+    last.then(() => flushed).then(() => settle.resolve(), (err: unknown) => settle.reject(writeFailure(err)));
     this.committing = true;
     const next = (): void => {
       this.committing = false;
@@ -616,7 +616,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
       const i = this.logged.indexOf(entry);
       if (i >= 0) this.logged.splice(i, 1);
       this.loggedPoints -= entry.count;
-      settle.reject(logFailure(err));
+      settle.reject(writeFailure(err));
     }).finally(() => {
       this.committing = false;
       // past applyMaxPoints, one bounded transaction per landed commit, so a bulk upload never holds the loop long
@@ -1051,15 +1051,3 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
 /** how long applies wait after one failed (the free-space check reads the filesystem once a second) */
 const APPLY_HOLD_MS = 2000;
 
-/**
- * A failed append to the log, or apply of it, as the API reports it: out of space (a full card, while the log
- * needed a new segment or LMDB new pages) is 507 STORE_FULL like a full LMDB commit, anything else 500
- * STORE_FAILED; never a bare errno as a 500.
- */
-function logFailure(err: unknown): OutpostError {
-  if (err instanceof OutpostError) return err;
-  // node's errno names; lmdb-js' numeric codes (ENOSPC, EFBIG, EDQUOT, MDB_MAP_FULL, as env.ts reads them)
-  const code = (err as { code?: unknown } | null)?.code;
-  const full = code === 'ENOSPC' || code === 'EDQUOT' || code === 'EFBIG' || code === 28 || code === 27 || code === 122 || code === -30792;
-  return new OutpostError(full ? 'STORE_FULL' : 'STORE_FAILED', undefined, { cause: err });
-}

@@ -478,10 +478,6 @@ export function encodePoints(points: PendingPoints): Buffer {
   return pack(out);
 }
 
-export function decodePoints(buf: Buffer): PendingPoints {
-  return pointsOf(unpack(buf) as Array<[string, Array<[string, WireColumn[]]>]>);
-}
-
 /** A record saying which devices' points of which records went upstream (sync, store/outbox.ts). */
 export function encodeSentMark(pairs: ReadonlyArray<readonly [lsn: number, entityId: string]>): Buffer {
   return pack({ sent: pairs });

@@ -456,7 +456,7 @@ export class SyncService implements SyncStatusSource {
   private logQueue: LoggedItem[] = [];
   private logQueuePoints = 0;
   /** per device, its points in each log record not applied and not sent yet: what the status counts as pending */
-  private readonly loggedPending = new Map<string, { readonly dev: Dev; readonly n: number }>();
+  private readonly loggedPending = new Map<string, { readonly dev: Dev; readonly n: number; readonly lsn: number }>();
   private loggedTotal = 0;
 
   private queueLogged(lsn: number, points: ReadonlyMap<string, ReadonlyMap<string, readonly SeriesColumn[]>>): void {
@@ -466,7 +466,7 @@ export class SyncService implements SyncStatusSource {
       if (dev === undefined) continue;
       let n = 0;
       for (const cols of series.values()) for (const c of cols) n += c.ts.length;
-      this.loggedPending.set(loggedKey(lsn, entityId), { dev, n });
+      this.loggedPending.set(loggedKey(lsn, entityId), { dev, n, lsn });
       dev.logged += n;
       this.loggedTotal += n;
       if (queue && this.logQueuePoints + n > LOG_LANE_MAX_POINTS) queue = false;
@@ -490,7 +490,7 @@ export class SyncService implements SyncStatusSource {
   private loggedApplied(lsn: number): void {
     // in insertion order, which is LSN order
     for (const [key, p] of this.loggedPending) {
-      if (Number(key.slice(0, key.indexOf(':'))) > lsn) break;
+      if (p.lsn > lsn) break;
       this.loggedPending.delete(key);
       p.dev.logged -= p.n;
       this.loggedTotal -= p.n;
@@ -621,9 +621,9 @@ export class SyncService implements SyncStatusSource {
     const ops: AckOps = { puts: [], remove: [], held: [], setAside: [] };
     let n = 0;
     for (const item of items) {
-      const e = this.deps.dict.entityIdx(item.entityId);
-      const seq = this.recorder.sentFromLog(item.lsn, item.entityId, e, false);
-      if (seq === 0 || e === undefined) continue;
+      const recorded = this.recorder.sentFromLog(item.lsn, item.entityId, false);
+      if (recorded === undefined) continue;
+      const { seq, e } = recorded;
       const key = queueKey(seq, e);
       const value = this.env.outbox.get(key);
       if (value === undefined) continue;
@@ -644,18 +644,17 @@ export class SyncService implements SyncStatusSource {
     const marks: Array<[number, string]> = [];
     const remove: QueueKey[] = [];
     for (const item of items) {
-      const e = this.deps.dict.entityIdx(item.entityId);
-      const seq = this.recorder.sentFromLog(item.lsn, item.entityId, e, ok);
+      const recorded = this.recorder.sentFromLog(item.lsn, item.entityId, ok);
       if (!ok) continue;
       this.loggedDone(item.lsn, item.entityId);
-      if (seq === 0) {
+      if (recorded === undefined) {
         marks.push([item.lsn, item.entityId]);
         continue;
       }
-      const key = queueKey(seq, e as number);
+      const key = queueKey(recorded.seq, recorded.e);
       const value = this.env.outbox.get(key);
       if (value === undefined) continue;
-      this.noteQueued(e as number, entryOf(key, value).refs, -1);
+      this.noteQueued(recorded.e, entryOf(key, value).refs, -1);
       remove.push(key);
     }
     this.deps.timeseries.noteSent(marks);
