@@ -81,10 +81,12 @@ const MAX_MIN_FREE_BYTES = 32 * 1024 * 1024;
 
 interface SpaceCheck {
   readonly low: boolean;
+  /** reads the filesystem now (not on the timer) and answers `low` */
+  lowNow(): boolean;
   stop(): void;
 }
 
-const NO_SPACE_CHECK: SpaceCheck = { low: false, stop: () => undefined };
+const NO_SPACE_CHECK: SpaceCheck = { low: false, lowNow: () => false, stop: () => undefined };
 
 /**
  * Whether the data dir's filesystem is below its reserve. Read on a timer, not per write, so every write of
@@ -103,6 +105,11 @@ class FreeSpace implements SpaceCheck {
     this.check();
     this.timer = setInterval(() => this.check(), FREE_SPACE_CHECK_MS);
     this.timer.unref();
+  }
+
+  lowNow(): boolean {
+    this.check();
+    return this.low;
   }
 
   private check(): void {
@@ -151,13 +158,16 @@ async function settledWithin<T>(p: Promise<T>, ms: number): Promise<T | undefine
  * failed" whose cause is a second promise (`err.commitError`); that one is handled here, which also keeps it
  * from ending the process as an unhandled rejection (kriszyp/lmdb-js#368: a full disk would otherwise crash
  * the daemon at its first write). Anything else (an exception in a transaction callback) passes unchanged.
+ * A failure whose cause names no full-store code, while the filesystem is below its reserve, is taken as the
+ * full disk it most likely is: lmdb-js has reported EIO, and no cause at all, for page writes on a full
+ * filesystem (test/disk-full under load).
  */
-async function commitFailure(err: unknown): Promise<unknown> {
+async function commitFailure(err: unknown, spaceLow: () => boolean): Promise<unknown> {
   const pending = (err as { commitError?: unknown } | null)?.commitError;
   if (!(pending instanceof Promise)) return err;
   const cause = await settledWithin(pending.then(() => undefined, (e: unknown) => e), CAUSE_WAIT_MS);
   const code = (cause as { code?: unknown } | undefined)?.code;
-  const full = (typeof code === 'number' || typeof code === 'string') && STORE_FULL_CODES.has(code);
+  const full = ((typeof code === 'number' || typeof code === 'string') && STORE_FULL_CODES.has(code)) || spaceLow();
   // the cause is lmdb-js' own error, the same object for every write of the transaction
   return new OutpostError(full ? 'STORE_FULL' : 'STORE_FAILED', undefined, { cause: cause ?? err });
 }
@@ -221,7 +231,7 @@ function guardWrites(db: object, methods: readonly string[], watch: CommitWatch)
       watch.lastFailed = false;
       return v;
     }, async (err: unknown) => {
-      const failure = await commitFailure(err);
+      const failure = await commitFailure(err, () => watch.space.lowNow());
       if (failure instanceof OutpostError) watch.failed(failure);
       throw failure;
     });
