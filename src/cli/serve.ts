@@ -15,9 +15,16 @@ export function registerServe(program: Command): void {
     .action(async (opts: ConfigFlags) => {
       const [{ loadConfig }, { startServer }] = await Promise.all([import('../config/index.js'), import('../server.js')]);
       const config = loadConfig(opts);
+      // The handlers go in before the server starts: until a process has one, SIGINT/SIGTERM kill it outright,
+      // and a signal sent as soon as "listening" is logged (systemd, a test, a technician's ^C) would skip the
+      // flush. A signal during start-up is acted on once the store is open.
+      let requested: string | undefined;
+      let stop = (signal: string): void => { requested ??= signal; };
+      process.on('SIGTERM', () => stop('SIGTERM'));
+      process.on('SIGINT', () => stop('SIGINT'));
       const server = await startServer(config);
       let stopping = false;
-      const stop = (signal: string): void => {
+      stop = (signal: string): void => {
         if (stopping) return;
         stopping = true;
         server.services.log.info(`${signal} received: closing listeners and flushing the store`);
@@ -26,7 +33,6 @@ export function registerServe(program: Command): void {
           (err: unknown) => { server.services.log.error(`shutdown failed: ${String(err)}`); process.exit(1); },
         );
       };
-      process.on('SIGTERM', () => stop('SIGTERM'));
-      process.on('SIGINT', () => stop('SIGINT'));
+      if (requested !== undefined) stop(requested);
     }), 'outpost serve --port 8080 --data-dir /var/lib/outpost');
 }
