@@ -34,6 +34,7 @@ import type { EpochMs } from '../types.js';
 import { MAX_AHEAD_MS, MIN_SENDABLE_TS, clockSynchronized } from './clock.js';
 import { type UpstreamAnswer, UpstreamClient } from './client.js';
 import type { DeviceSyncStatus, SyncState, SyncStatus, SyncStatusSource } from './status.js';
+import { SliceTurns } from './turns.js';
 import { type WirePoint, wireBodies, wirePoints, wireValue } from './wire.js';
 
 /** CONTRACT §9 plus documented additions (README "Upstream sync"). */
@@ -198,6 +199,8 @@ export class SyncService implements SyncStatusSource {
   private lastDropLog = -Infinity;
   private droppedSinceLog = 0;
   private attrBusy = false;
+  /** one slice of sync CPU work per event-loop turn (turns.ts) */
+  private readonly turns = new SliceTurns();
   private readonly timers: NodeJS.Timeout[] = [];
   private ready: Promise<void> | undefined;
 
@@ -254,6 +257,7 @@ export class SyncService implements SyncStatusSource {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.turns.releaseAll();
     for (const t of this.timers) clearInterval(t);
     clearTimeout(this.heldApplyTimer);
     this.wake();
@@ -371,8 +375,8 @@ export class SyncService implements SyncStatusSource {
       started += this.fill(this.lanes[1], this.cfg.concurrency);
       if (!this.attrBusy && this.inFlight < this.cfg.concurrency) started += this.sendAttributes();
       if (started === 0 || this.inFlight >= this.cfg.concurrency) await this.sleep(1000);
-      // ingest keeps priority: one event-loop turn between dispatch rounds
-      else await new Promise<void>((r) => setImmediate(r));
+      // ingest keeps priority: a dispatch round is a slice of its own (turns.ts)
+      else await this.turns.take(false);
     }
   }
 
@@ -575,6 +579,8 @@ export class SyncService implements SyncStatusSource {
       if (taken.length === 0) return;
       const token = await this.tokenFor(dev);
       if (token === undefined) return;
+      await this.turns.take(true);
+      if (this.stopped) return;
       const points: WirePoint[] = [];
       for (const item of taken) {
         for (const [key, cols] of item.series) {
@@ -585,7 +591,9 @@ export class SyncService implements SyncStatusSource {
       }
       let sent = 0;
       let bytes = 0;
-      for (const { body, points: n } of wireBodies(points, this.cfg.maxBatchBytes, Infinity)) {
+      const bodies = wireBodies(points, this.cfg.maxBatchBytes, Infinity);
+      for (let r = bodies.next(); !r.done; await this.turns.take(true), r = bodies.next()) {
+        const { body, points: n } = r.value;
         await this.pace(this.lanes[0], n);
         if (this.stopped) return;
         const a = await this.client.post(`api/v1/${encodeURIComponent(token)}/telemetry`, body);
@@ -701,6 +709,9 @@ export class SyncService implements SyncStatusSource {
    * acknowledges the entries in one transaction. False when the device or the upstream failed (stop the job).
    */
   private async sendGroup(lane: Lane, dev: Dev, token: string, entries: Entry[], maxBody: number, maxPoints: number): Promise<boolean> {
+    const live = lane.index === 0;
+    await this.turns.take(live);
+    if (this.stopped) return false;
     const e = dev.e as number;
     const ops: AckOps = { puts: [], remove: [], held: [], setAside: [] };
     const points: WirePoint[] = [];
@@ -711,7 +722,12 @@ export class SyncService implements SyncStatusSource {
     let dropped = 0;
     let dropFrom = Infinity;
     let dropTo = -Infinity;
-    for (const entry of entries) {
+    for (const [i, entry] of entries.entries()) {
+      // each entry after the first is read back in a turn of its own
+      if (i > 0) {
+        await this.turns.take(live);
+        if (this.stopped) return false;
+      }
       const heldRefs: number[] = [];
       let held = 0;
       let pre2000 = 0;
@@ -746,7 +762,10 @@ export class SyncService implements SyncStatusSource {
     let sent = 0;
     let bytes = 0;
     const only = entries.length === 1 ? entries[0] : undefined;
-    for (const { body, points: n, lastTs } of wireBodies(points, maxBody, maxPoints)) {
+    const bodies = wireBodies(points, maxBody, maxPoints);
+    // each body after the first is encoded in a turn of its own
+    for (let r = bodies.next(); !r.done; await this.turns.take(live), r = bodies.next()) {
+      const { body, points: n, lastTs } = r.value;
       await this.pace(lane, n);
       if (this.stopped) return false;
       const a = await this.client.post(`api/v1/${encodeURIComponent(token)}/telemetry`, body);
