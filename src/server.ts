@@ -134,6 +134,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
     close() {
       closing ??= (async () => {
         uws.us_listen_socket_close(listenSocket);
+        metrics.loopDelay.close();
         services.rpc.close();
         app.close();
         await downsample.stop();

@@ -61,5 +61,9 @@ t.test('query, export and status, local and remote', async (t) => {
   t.equal(sr['daemon'], true);
   t.match(sr, { version: '0.1.0', ingest: { points: 360 }, sync: { enabled: false, state: 'off' }, longPoll: { openPolls: 0 } });
   t.match(ok(t, shr, 'status human'), /^outpost 0\.1\.0 {2}up .*\nclock .*\ningest .*\nstore /);
+  const loop = sr['eventLoop'] as { p99Ms: number; maxMs: number };
+  t.ok(loop.p99Ms >= 0 && loop.maxMs >= loop.p99Ms, `event-loop delay reported: p99 ${loop.p99Ms} ms, max ${loop.maxMs} ms`);
+  t.equal(sl['eventLoop'], null, 'no event loop without the daemon');
+  t.match(shr.stdout, /\nevent loop late by [\d.]+ ms at p99/);
   t.match(ok(t, sll, 'status local human'), /data dir only/);
 });

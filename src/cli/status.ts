@@ -26,6 +26,7 @@ export function statusLines(s: StatusJson): string[] {
   lines.push(`sync       ${y.enabled ? `${y.state} to ${y.url ?? '?'}: ${y.backlogPoints} points behind, ${y.sentPoints} sent, ${y.droppedPoints} dropped${y.lastError ? `; last error: ${y.lastError}` : ''}` : 'off'}`);
   if (s.longPoll) lines.push(`clients    ${s.longPoll.openPolls} long-polls, ${s.websockets ?? 0} websockets`);
   if (s.process) lines.push(`memory     ${mb(s.process.rssBytes)} RSS${s.process.rssAnonBytes === null ? '' : `, ${mb(s.process.rssAnonBytes)} RssAnon`}`);
+  if (s.eventLoop) lines.push(`event loop late by ${s.eventLoop.p99Ms} ms at p99, ${s.eventLoop.maxMs} ms at most (last minute)`);
   return lines;
 }
 

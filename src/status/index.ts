@@ -7,7 +7,7 @@ import type { Services } from '../context.js';
 import { clockSynchronized } from '../sync/clock.js';
 import { SYNC_OFF, type SyncStatus } from '../sync/status.js';
 import type { RpcStatus } from '../rpc/broker.js';
-import { LATENCY_BUCKETS_SEC, type Metrics, REQUEST_KINDS } from './metrics.js';
+import { LATENCY_BUCKETS_SEC, type LoopDelayFigures, type Metrics, REQUEST_KINDS } from './metrics.js';
 
 export interface StoreFigures {
   /** the LMDB file's size (its high-water mark) */
@@ -38,6 +38,8 @@ export interface StatusJson {
   readonly longPoll: RpcStatus | null;
   readonly websockets: number | null;
   readonly process: { readonly rssBytes: number; readonly rssAnonBytes: number | null } | null;
+  /** how late the daemon's event loop ran over the last minute (null: read from the data dir alone) */
+  readonly eventLoop: LoopDelayFigures | null;
 }
 
 let version: string | undefined;
@@ -81,6 +83,7 @@ export function daemonStatus(s: Services, metrics: Metrics): StatusJson {
     longPoll: s.rpc.status(),
     websockets: metrics.websockets,
     process: { rssBytes: process.memoryUsage.rss(), rssAnonBytes: rssAnonBytes() },
+    eventLoop: metrics.loopDelay.figures(),
   };
 }
 
@@ -126,5 +129,9 @@ export function prometheusText(status: StatusJson, metrics: Metrics): string {
   one('outpost_websockets_open', 'gauge', 'Open websockets.', status.websockets);
   one('outpost_process_rss_bytes', 'gauge', 'Resident set size.', status.process?.rssBytes);
   one('outpost_process_rss_anon_bytes', 'gauge', 'RssAnon: the heap, without mapped store pages.', status.process?.rssAnonBytes);
+  one('outpost_event_loop_delay_p99_seconds', 'gauge', 'p99 of how late the event loop ran, over the last minute.',
+    status.eventLoop === null ? null : status.eventLoop.p99Ms / 1000);
+  one('outpost_event_loop_delay_max_seconds', 'gauge', 'Longest event-loop delay over the last minute.',
+    status.eventLoop === null ? null : status.eventLoop.maxMs / 1000);
   return `${out.join('\n')}\n`;
 }

@@ -4,6 +4,7 @@
  * websockets. Collected in the HTTP/API layer, so the store's write path knows nothing of them. Fixed memory:
  * one histogram per kind and a 60-slot ring of points per second.
  */
+import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
 import type { EventBus } from '../bus/index.js';
 
 /** What a request was, for the histograms: device telemetry posts, reads of stored data, everything else. */
@@ -28,6 +29,49 @@ export class Histogram {
   }
 }
 
+/** ms between the samples of the event-loop delay (what a blocked loop is measured against) */
+const LOOP_SAMPLE_MS = 10;
+
+/** How late the event loop ran, in ms: what a device post waits on top of its own work and fdatasync. */
+export interface LoopDelayFigures {
+  readonly p99Ms: number;
+  readonly maxMs: number;
+}
+
+/**
+ * The event loop's delay over the last full minute (since start while younger): a loop blocked by a long task
+ * delays every device post and websocket frame behind it, and the RSS figures cannot show that.
+ */
+export class LoopDelay {
+  private readonly h: IntervalHistogram = monitorEventLoopDelay({ resolution: LOOP_SAMPLE_MS });
+  private lastMinute: LoopDelayFigures | undefined;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor() {
+    this.h.enable();
+    this.timer = setInterval(() => {
+      this.lastMinute = this.current();
+      this.h.reset();
+    }, 60_000);
+    this.timer.unref();
+  }
+
+  figures(): LoopDelayFigures {
+    return this.lastMinute ?? this.current();
+  }
+
+  close(): void {
+    clearInterval(this.timer);
+    this.h.disable();
+  }
+
+  private current(): LoopDelayFigures {
+    // the histogram holds whole sampling intervals: an idle loop records LOOP_SAMPLE_MS
+    const late = (ns: number): number => (this.h.count === 0 ? 0 : Math.max(0, Math.round((ns / 1e6 - LOOP_SAMPLE_MS) * 10) / 10));
+    return { p99Ms: late(this.h.percentile(99)), maxMs: late(this.h.max) };
+  }
+}
+
 /** seconds over which `pointsPerSec` is averaged */
 const RATE_WINDOW_SEC = 60;
 
@@ -45,6 +89,7 @@ export class Metrics {
   readonly errors: Record<RequestKind, number> = { ingest: 0, query: 0, other: 0 };
   ingestedPoints = 0;
   websockets = 0;
+  readonly loopDelay = new LoopDelay();
   private readonly perSecond = new Float64Array(RATE_WINDOW_SEC);
   private second = 0;
 
