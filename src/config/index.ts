@@ -179,6 +179,8 @@ export const DEFAULTS = {
     retryMaxMs: 60_000,
     /** ms; an upstream request not answered within this counts as a network error. */
     requestTimeoutMs: 30_000,
+    /** ms; an upstream found without the depth-series endpoint is asked again after this (and at each start). */
+    depthProbeMs: 3_600_000,
   },
   provision: {
     /** TB device provisioning on this Outpost (`POST /api/v1/provision`, CONTRACT §9); empty = refused. */
@@ -251,6 +253,7 @@ function validate(c: Config): void {
     ['ws.authTimeoutMs', c.ws.authTimeoutMs],
     ['sync.maxBatchBytes', c.sync.maxBatchBytes], ['sync.concurrency', c.sync.concurrency],
     ['sync.retryBaseMs', c.sync.retryBaseMs], ['sync.retryMaxMs', c.sync.retryMaxMs], ['sync.requestTimeoutMs', c.sync.requestTimeoutMs],
+    ['sync.depthProbeMs', c.sync.depthProbeMs],
   ];
   for (const [name, v] of positive) {
     if (!Number.isFinite(v) || v <= 0) throw new OutpostError('CONFIG_INVALID', `config: "${name}" must be > 0, got ${v}`);

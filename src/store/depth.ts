@@ -89,9 +89,18 @@ export function depthKey(e: EntityIdx, k: KeyIdx, ds: Depth): Buffer {
   return b;
 }
 
+/**
+ * Upstream sync's bookkeeping of depth writes (src/sync/depth.ts), set while sync is on. `record` is called in
+ * the write's synchronous turn, after its puts, so whatever it puts shares the write's LMDB transaction (the
+ * outbox entry cannot be missed after a crash, nor exist without its points). `points` is the write's distinct
+ * points grouped by depth, flat: (ds, n, k1..kn)*. It returns what to call once that transaction settled.
+ */
+export interface DepthSyncRecorder {
+  record(e: EntityIdx, points: number[], count: number): (committed: boolean) => void;
+}
+
 export class LmdbDepthStore implements DepthStore {
-  /** told how many depth points each committed write stored, while upstream sync is on (not synced: counted) */
-  syncCount: ((points: number) => void) | undefined;
+  syncRecorder: DepthSyncRecorder | undefined;
 
   constructor(private readonly env: StoreEnv, private readonly dict: Dictionary) {}
 
@@ -99,19 +108,42 @@ export class LmdbDepthStore implements DepthStore {
     // All puts are issued in one synchronous turn: lmdb-js commits them in one transaction (all-or-nothing),
     // and the caller is answered only after that transaction is flushed (CONTRACT §4 durability).
     let last: Promise<boolean> | undefined;
+    let settle: ((committed: boolean) => void) | undefined;
     if (records.length > 0) {
       const e = this.dict.internEntity(entityId);
+      const recorder = this.syncRecorder;
+      const byDepth = recorder === undefined ? undefined : new Map<Depth, Set<KeyIdx>>();
       for (const rec of records) {
         for (const [key, value] of rec.values) {
-          last = this.env.depth.put(depthKey(e, this.dict.internKey(key), rec.ds), encodeValue(value));
+          const k = this.dict.internKey(key);
+          last = this.env.depth.put(depthKey(e, k, rec.ds), encodeValue(value));
+          if (byDepth !== undefined) {
+            // -0 and 0 are one stored depth (depthKey)
+            const ds = rec.ds === 0 ? 0 : rec.ds;
+            let keys = byDepth.get(ds);
+            if (keys === undefined) byDepth.set(ds, (keys = new Set()));
+            keys.add(k);
+          }
         }
+      }
+      if (recorder !== undefined && byDepth !== undefined && byDepth.size > 0) {
+        const flat: number[] = [];
+        let count = 0;
+        for (const [ds, keys] of byDepth) {
+          flat.push(ds, keys.size);
+          for (const k of keys) flat.push(k);
+          count += keys.size;
+        }
+        settle = recorder.record(e, flat, count);
       }
     }
     if (last === undefined) return Promise.resolve();
-    const count = this.syncCount;
     return last.then(() => {
-      if (count !== undefined) count(records.reduce((n, r) => n + r.values.length, 0));
+      settle?.(true);
       return this.env.flushed();
+    }, (err: unknown) => {
+      settle?.(false);
+      throw err;
     });
   }
 

@@ -13,6 +13,10 @@
  *   ['a', uuid]         → n: the device's client attributes changed (n bumps on every change)
  *   ['t', uuid]         → { token, provisioned }: the device's upstream access token
  *   ['c']               → persisted counters (SyncCounters)
+ *   ['d', e, seq]       → number[] flat (ds, n, k1..kn)*: the depth points one depth write of entity e stored,
+ *                         pending upstream (seq: per entity, increasing); the values are read back from env.depth
+ *   ['y', e, seq]       → { points, status, error }: depth points the upstream refused with 400 (set aside, shown)
+ *   ['dc']              → persisted depth-sync counters (src/sync/depth.ts)
  */
 import type { TsKv } from '../model/kv.js';
 import type { EntityIdx, KeyIdx } from './codec.js';
@@ -50,6 +54,17 @@ export function decodeRefs(flat: readonly number[]): FragmentRef[] {
 
 export const refsPoints = (refs: readonly FragmentRef[]): number => refs.reduce((s, r) => s + r.n, 0);
 export const refsMinTs = (refs: readonly FragmentRef[]): number => refs.reduce((m, r) => Math.min(m, r.firstTs), Infinity);
+
+export type DepthQueueKey = ['d', number, number];
+export const depthQueueKey = (e: EntityIdx, seq: number): DepthQueueKey => ['d', e, seq];
+export const depthSetAsideKey = (e: EntityIdx, seq: number): ['y', number, number] => ['y', e, seq];
+
+/** Points in a depth entry's flat (ds, n, k1..kn)* list. */
+export function depthEntryPoints(flat: readonly number[]): number {
+  let n = 0;
+  for (let i = 0; i + 1 < flat.length; i += 2 + (flat[i + 1] as number)) n += flat[i + 1] as number;
+  return n;
+}
 
 /** `${lsn}:${entityUuid}`: one device's points in one record of the write-ahead log */
 export const loggedKey = (lsn: number, entityId: string): string => `${lsn}:${entityId}`;

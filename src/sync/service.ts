@@ -33,12 +33,14 @@ import type { SeriesColumn } from '../model/batch.js';
 import type { EpochMs } from '../types.js';
 import { MAX_AHEAD_MS, MIN_SENDABLE_TS, clockSynchronized } from './clock.js';
 import { type UpstreamAnswer, UpstreamClient } from './client.js';
+import { DepthSync, type DepthSyncStatus } from './depth.js';
 import type { DeviceSyncStatus, SyncState, SyncStatus, SyncStatusSource } from './status.js';
 import { SliceTurns } from './turns.js';
 import { type WirePoint, wireBodies, wirePoints, wireValue } from './wire.js';
 
 /** CONTRACT §9 plus documented additions (README "Upstream sync"). */
-export interface SyncStatusFull extends SyncStatus {
+export interface SyncStatusFull extends SyncStatus, DepthSyncStatus {
+  readonly devices: ReadonlyArray<DeviceSyncStatus & { readonly depthBacklogPoints: number }>;
   /** whether the system clock is synchronized; null when this system cannot tell (clock.ts) */
   readonly clockSynchronized: boolean | null;
   /** points held back for their timestamp: before 2000-01-01, or more than a day ahead of the clock */
@@ -49,8 +51,6 @@ export interface SyncStatusFull extends SyncStatus {
   readonly droppedRange: readonly [EpochMs, EpochMs] | null;
   /** telemetry of entities that are not devices (assets): not synced (CONTRACT §9 syncs devices) */
   readonly notSyncedPoints: number;
-  /** depth-series points stored while sync was on: not sent upstream (not implemented yet), counted */
-  readonly depthNotSyncedPoints: number;
 }
 
 interface Counters {
@@ -60,7 +60,6 @@ interface Counters {
   droppedTo: number | null;
   setAside: number;
   notSynced: number;
-  depthNotSynced: number;
   lastSuccessTs: number | null;
   lastError: string | null;
 }
@@ -180,6 +179,7 @@ export class SyncService implements SyncStatusSource {
   private readonly devs = new Map<string, Dev>();
   private readonly counters: Counters;
   private readonly lanes: [Lane, Lane];
+  private readonly depthSync: DepthSync;
   private backlogTotal = 0;
   /** hour bucket → pending points whose batch's first ts falls in it, and the smallest such ts */
   private readonly oldest = new Map<number, { n: number; min: number }>();
@@ -212,7 +212,7 @@ export class SyncService implements SyncStatusSource {
     this.client = new UpstreamClient(this.cfg.url, this.cfg.concurrency, this.cfg.requestTimeoutMs);
     const saved = this.env.outbox.get(COUNTERS_KEY) as Partial<Counters> | undefined;
     this.counters = {
-      sent: 0, dropped: 0, droppedFrom: null, droppedTo: null, setAside: 0, notSynced: 0, depthNotSynced: 0, lastSuccessTs: null, lastError: null, ...saved,
+      sent: 0, dropped: 0, droppedFrom: null, droppedTo: null, setAside: 0, notSynced: 0, lastSuccessTs: null, lastError: null, ...saved,
     };
     this.recorder = deps.outbox;
     // Batches already recorded are the backlog; everything written from now on is live (headSeq is reserved
@@ -233,17 +233,35 @@ export class SyncService implements SyncStatusSource {
     this.recorder.onLogged = (lsn, points) => this.queueLogged(lsn, points);
     this.recorder.onApplied = (lsn) => this.loggedApplied(lsn);
     this.deps.attributes.syncMark = (id) => this.env.outbox.put(['a', id], Math.random());
-    // Depth series are not sent yet (README "Upstream sync"): counted, never silently left behind.
-    this.deps.depth.syncCount = (n) => {
-      this.counters.depthNotSynced += n;
-      this.queueAck({ puts: [], remove: [], held: [], setAside: [] }); // persists the counters
-    };
+    this.depthSync = new DepthSync({
+      env: this.env, dict: deps.dict, entities: deps.entities, client: this.client, maxBatchBytes: this.cfg.maxBatchBytes,
+      probeMs: this.cfg.depthProbeMs, log: this.log, now: this.now,
+      host: {
+        token: async (id) => {
+          const dev = this.devById(id);
+          return dev === undefined ? undefined : this.tokenFor(dev);
+        },
+        parked: (id) => (this.devById(id)?.parked ?? null) !== null,
+        stopped: () => this.stopped,
+        succeeded: () => this.succeeded(),
+        failed: (id, token, a) => {
+          const dev = this.devById(id);
+          if (dev !== undefined) this.failed(dev, token, a);
+        },
+        pace: (n) => this.pace(this.lanes[1], n),
+        inFlight: (delta) => { this.inFlight += delta; },
+        wake: () => this.wake(),
+        error: (message) => { this.counters.lastError = message; },
+      },
+    });
+    this.deps.depth.syncRecorder = this.depthSync;
   }
 
   /** Starts sending. */
   start(): void {
     this.log.info(`sync to ${this.client.url}: ${this.cfg.maxPointsPerSec > 0 ? `backlog paced at ${this.cfg.maxPointsPerSec} points/s` : 'unpaced'}, ${this.cfg.concurrency} devices at once`);
     this.ready = this.loadBacklog();
+    this.depthSync.load().catch((err: unknown) => this.log.error(`sync: counting the depth backlog failed: ${(err as Error).message}`));
     const every = (ms: number, fn: () => void): void => {
       const t = setInterval(fn, ms);
       t.unref();
@@ -372,6 +390,12 @@ export class SyncService implements SyncStatusSource {
       // live first: its devices take the free slots, the backlog what is left (a slot frees within one request)
       let started = this.sendFromLog();
       started += this.fill(this.lanes[0], this.cfg.concurrency);
+      // depth series: at most one slot, after live telemetry and beside the backlog (src/sync/depth.ts)
+      const depthJob = this.depthSync.dispatch(this.cfg.concurrency - this.inFlight);
+      if (depthJob !== undefined) {
+        this.track(depthJob);
+        started++;
+      }
       started += this.fill(this.lanes[1], this.cfg.concurrency);
       if (!this.attrBusy && this.inFlight < this.cfg.concurrency) started += this.sendAttributes();
       if (started === 0 || this.inFlight >= this.cfg.concurrency) await this.sleep(1000);
@@ -1166,9 +1190,13 @@ export class SyncService implements SyncStatusSource {
     let oldest: number | null = null;
     for (const s of this.oldest.values()) if (s.n > 0 && (oldest === null || s.min < oldest)) oldest = s.min;
     const state: SyncState = this.now() < this.backoffUntil ? 'backoff' : this.inFlight > 0 ? 'sending' : 'idle';
-    const devices: DeviceSyncStatus[] = [];
+    for (const id of this.depthSync.pendingDevices()) this.devById(id);
+    const devices: Array<DeviceSyncStatus & { depthBacklogPoints: number }> = [];
     for (const d of this.devs.values()) {
-      devices.push({ id: d.id, name: d.name, state: d.parked === null ? 'ok' : 'parked', reason: d.parked, backlogPoints: Math.max(0, d.backlog) + d.logged });
+      devices.push({
+        id: d.id, name: d.name, state: d.parked === null ? 'ok' : 'parked', reason: d.parked, backlogPoints: Math.max(0, d.backlog) + d.logged,
+        depthBacklogPoints: this.depthSync.pendingOf(d.id),
+      });
     }
     const c = this.counters;
     return {
@@ -1177,7 +1205,7 @@ export class SyncService implements SyncStatusSource {
       sentPoints: c.sent, droppedPoints: c.dropped, lastSuccessTs: c.lastSuccessTs, lastError: c.lastError, devices,
       clockSynchronized: clockSynchronized(), heldPoints: this.heldTotal, setAsidePoints: c.setAside,
       droppedRange: c.droppedFrom === null || c.droppedTo === null ? null : [c.droppedFrom, c.droppedTo],
-      notSyncedPoints: c.notSynced, depthNotSyncedPoints: c.depthNotSynced,
+      notSyncedPoints: c.notSynced, ...this.depthSync.status(),
     };
   }
 

@@ -3,7 +3,9 @@
  * API (`POST /api/v1/{token}/telemetry|attributes`, `POST /api/v1/provision`) and types values by TB's literal
  * rules (JsonConverter: a number literal with `.` is a double, other integers a long), so a test can check that
  * `42.0` arrived as a double. It can refuse connections (stop listening), answer with a status per request
- * (`answer` hook: 5xx, 429 + Retry-After, 401, 400) or be slow.
+ * (`answer` hook: 5xx, 429 + Retry-After, 401, 400) or be slow. Depth series
+ * (`POST /api/v1/{token}/depth/telemetry`) are answered 404, as plain TB does, unless `acceptsDepth` is set (as
+ * another Outpost or Tempus would).
  */
 import { EventEmitter } from 'node:events';
 import http from 'node:http';
@@ -19,10 +21,20 @@ export interface Received {
   readonly value: string;
 }
 
+/** A depth point received (acceptsDepth). */
+export interface ReceivedDepth {
+  readonly token: string;
+  /** the depth's literal */
+  readonly ds: string;
+  readonly key: string;
+  readonly type: Received['type'];
+  readonly value: string;
+}
+
 export interface Request {
   readonly path: string;
   readonly token: string;
-  readonly kind: 'telemetry' | 'attributes' | 'provision' | 'other';
+  readonly kind: 'telemetry' | 'attributes' | 'provision' | 'depth' | 'other';
   readonly body: string;
   readonly at: number;
 }
@@ -42,6 +54,9 @@ export class FakeTb extends EventEmitter {
   readonly points: Received[] = [];
   readonly requests: Request[] = [];
   readonly attributes = new Map<string, Record<string, string>>();
+  readonly depthPoints: ReceivedDepth[] = [];
+  /** answer the depth path (else 404, as TB) */
+  acceptsDepth = false;
   /** decides each request's answer before it is recorded */
   answer: ((r: Request) => Answer | undefined) | undefined;
   /** ms to wait before answering */
@@ -75,11 +90,11 @@ export class FakeTb extends EventEmitter {
       req.on('end', () => {
         const body = Buffer.concat(chunks).toString('utf8');
         const path = req.url ?? '';
-        const m = /^\/api\/v1\/([^/]+)\/(telemetry|attributes)$/.exec(path);
+        const m = /^\/api\/v1\/([^/]+)\/(telemetry|attributes|depth\/telemetry)$/.exec(path);
         const r: Request = {
           path, body, at: Date.now(),
           token: m ? decodeURIComponent(m[1] as string) : '',
-          kind: path === '/api/v1/provision' ? 'provision' : m ? (m[2] as 'telemetry' | 'attributes') : 'other',
+          kind: path === '/api/v1/provision' ? 'provision' : m ? (m[2] === 'depth/telemetry' ? 'depth' : m[2] as 'telemetry' | 'attributes') : 'other',
         };
         const reply = (a: Answer): void => {
           res.writeHead(a.status, { 'Content-Type': 'application/json', ...a.headers });
@@ -95,6 +110,7 @@ export class FakeTb extends EventEmitter {
           }
           if (r.kind === 'provision') reply({ status: 200, body: JSON.stringify(this.provision(body)) });
           else if (r.kind === 'telemetry') this.record(r, body) ? reply({ status: 200 }) : reply({ status: 400, body: '{"error":"bad"}' });
+          else if (r.kind === 'depth' && this.acceptsDepth) this.recordDepth(r, body) ? reply({ status: 200 }) : reply({ status: 400, body: '{"error":"bad"}' });
           else if (r.kind === 'attributes') {
             const o = parseJson(body) as Record<string, JsonValue>;
             const cur = this.attributes.get(r.token) ?? {};
@@ -137,6 +153,22 @@ export class FakeTb extends EventEmitter {
       for (const [key, v] of Object.entries(o.values)) this.points.push({ token: r.token, ts, key, ...typed(v) });
     }
     this.emit('points');
+    return true;
+  }
+
+  private recordDepth(r: Request, body: string): boolean {
+    let arr: JsonValue;
+    try {
+      arr = parseJson(body);
+    } catch {
+      return false;
+    }
+    if (!Array.isArray(arr)) return false;
+    for (const el of arr) {
+      const o = el as { ds?: JsonValue; values?: Record<string, JsonValue> };
+      if (o.values === undefined || !(o.ds instanceof NumLit)) return false;
+      for (const [key, v] of Object.entries(o.values)) this.depthPoints.push({ token: r.token, ds: o.ds.text, key, ...typed(v) });
+    }
     return true;
   }
 

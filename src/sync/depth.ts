@@ -1,0 +1,467 @@
+/**
+ * Depth series upstream (CONTRACT §9, issue 16): `POST {url}/api/v1/{T}/depth/telemetry` with
+ * `[{"ds":..,"values":{..}},..]`, where the upstream answers that path (another Outpost, Tempus).
+ *
+ * The backlog is the store, as for telemetry: each depth write records in its own transaction which points it
+ * stored (`['d', e, seq]` in env.outbox, see src/store/outbox.ts and LmdbDepthStore.syncRecorder); the values
+ * are read back from env.depth when sent, so a point overwritten before it went sends its newest value, and a
+ * point gone (its device deleted) is counted as dropped. An entry leaves the outbox only after a 2xx, in one
+ * transaction with the counters; a kill -9 re-sends at most the body in flight.
+ *
+ * The sync service owns the rest (DepthSyncHost): tokens and parking, back-off, the shared rate of
+ * `sync.maxPointsPerSec`, the slots of `sync.concurrency`. Depth takes at most one slot, after live telemetry,
+ * and one device at a time, a few bodies per turn, so it never holds the others back for long.
+ *
+ * An upstream without the endpoint (plain ThingsBoard answers 404 for a path it does not know, where a refused
+ * token is 401): a 404 on the depth path is checked with an empty telemetry post of the same token. Accepted
+ * (2xx, or 400 for the empty body: the token was checked first) means "no depth endpoint": every pending depth
+ * point and every one written from then on is counted in `depthNotSyncedPoints` and not kept (an outbox that
+ * can never drain would grow with every write), until `sync.depthProbeMs` has passed or the daemon restarts;
+ * then depth writes are recorded again and the next send asks again. Refused, the device is parked as for
+ * telemetry (its depth waits with it).
+ *
+ * Memory does not grow with the backlog: per device a count and a seq, one body at a time, entries read in
+ * key order a body's worth at a time.
+ */
+import type { Logger } from '../context.js';
+import type { EntityIdx } from '../store/codec.js';
+import { decodeValue } from '../store/codec.js';
+import { type DepthSyncRecorder, depthKey } from '../store/depth.js';
+import type { Dictionary } from '../store/dict.js';
+import type { EntityStore } from '../store/entities.js';
+import type { StoreEnv } from '../store/env.js';
+import { type DepthQueueKey, depthEntryPoints, depthQueueKey, depthSetAsideKey } from '../store/outbox.js';
+import type { UpstreamAnswer, UpstreamClient } from './client.js';
+import { plainDouble, wireValue } from './wire.js';
+
+/** What the depth sender needs of the sync service. */
+export interface DepthSyncHost {
+  /** the device's upstream token (provisioned if need be); undefined when it has none: it is parked then */
+  token(deviceId: string): Promise<string | undefined>;
+  parked(deviceId: string): boolean;
+  stopped(): boolean;
+  /** a 2xx from the upstream */
+  succeeded(): void;
+  /** any other answer but 400 and the depth path's 404: back-off, Retry-After, or the device parked */
+  failed(deviceId: string, token: string, answer: UpstreamAnswer): void;
+  /** waits until `points` fit the shared rate (sync.maxPointsPerSec) */
+  pace(points: number): Promise<void>;
+  /** a request to the upstream starts (+1) or ends (-1): it takes one of the service's slots meanwhile */
+  inFlight(delta: 1 | -1): void;
+  /** new depth points to send */
+  wake(): void;
+  /** shown as the status's lastError */
+  error(message: string): void;
+}
+
+export interface DepthSyncDeps {
+  readonly env: StoreEnv;
+  readonly dict: Dictionary;
+  readonly entities: EntityStore;
+  readonly client: UpstreamClient;
+  readonly maxBatchBytes: number;
+  /** ms until an upstream found without the depth endpoint is asked again */
+  readonly probeMs: number;
+  readonly log: Logger;
+  readonly now: () => number;
+  readonly host: DepthSyncHost;
+}
+
+/** Whether the upstream answers the depth path: unknown until a depth send got an answer. */
+export type DepthEndpoint = 'unknown' | 'present' | 'absent';
+
+/** Status fields of depth series (README "Upstream sync"); counters count since the data dir was created. */
+export interface DepthSyncStatus {
+  /** depth points recorded and not sent yet */
+  readonly depthBacklogPoints: number;
+  readonly depthSentPoints: number;
+  /** depth points the upstream refused with 400 (kept under ['y', ..], not retried) */
+  readonly depthSetAsidePoints: number;
+  /** depth points gone from the store (their device deleted) before they were sent */
+  readonly depthDroppedPoints: number;
+  /** depth points not kept for upstream: written while the upstream had no depth endpoint */
+  readonly depthNotSyncedPoints: number;
+  readonly depthEndpoint: DepthEndpoint;
+}
+
+interface DepthCounters {
+  sent: number;
+  setAside: number;
+  dropped: number;
+  notSynced: number;
+}
+
+/** The part of one outbox entry a body carries. */
+interface BodyPart {
+  readonly key: DepthQueueKey;
+  /** what of the entry the body covers, flat (ds, n, k*)* */
+  readonly covered: number[];
+  /** what of the entry is left for the next body; null: all of it is covered */
+  readonly rest: number[] | null;
+  readonly count: number;
+}
+
+interface Body {
+  readonly text: string;
+  /** distinct points in the text */
+  readonly points: number;
+  /** points whose value is gone from the store */
+  readonly dropped: number;
+  readonly parts: BodyPart[];
+}
+
+const COUNTERS_KEY = ['dc'];
+const SEQ_MAX = Number.MAX_SAFE_INTEGER;
+/** bodies one turn of a device sends before the slot is offered to the others */
+const JOB_BODIES = 4;
+/** entries one body reads at most (each is one depth write: a body of dropped points must stop somewhere) */
+const BODY_ENTRIES = 4096;
+/** entries removed per transaction when counting what cannot go (no endpoint upstream, a deleted device) */
+const SWEEP_PAGE = 1000;
+
+export class DepthSync implements DepthSyncRecorder {
+  private readonly env: StoreEnv;
+  private readonly host: DepthSyncHost;
+  private readonly counters: DepthCounters;
+  /** per entity: points in its pending entries */
+  private readonly pending = new Map<EntityIdx, number>();
+  private total = 0;
+  /** per entity: the last seq of an entry recorded or found (an entry's key is never reused) */
+  private readonly lastSeq = new Map<EntityIdx, number>();
+  private endpoint: DepthEndpoint = 'unknown';
+  private absentUntil = 0;
+  private busy = false;
+  /** the entity served last: the next turn goes to the next one (round robin) */
+  private cursor = -1;
+  private loaded = false;
+  /** entries recorded while the backlog is being counted at start (already counted: skipped by the count) */
+  private recordedWhileLoading: Set<string> | undefined = new Set();
+
+  constructor(private readonly deps: DepthSyncDeps) {
+    this.env = deps.env;
+    this.host = deps.host;
+    const saved = this.env.outbox.get(COUNTERS_KEY) as Partial<DepthCounters> | undefined;
+    // before depth was sent, its points were counted as not synced in the service's counters
+    const legacy = saved === undefined ? (this.env.outbox.get(['c']) as { depthNotSynced?: number } | undefined)?.depthNotSynced ?? 0 : 0;
+    this.counters = { sent: 0, setAside: 0, dropped: 0, notSynced: legacy, ...saved };
+  }
+
+  // ---- recording (LmdbDepthStore.write, in the write's turn) ------------------------------------------
+
+  record(e: EntityIdx, points: number[], count: number): (committed: boolean) => void {
+    if (this.endpoint === 'absent' && this.deps.now() < this.absentUntil) {
+      this.counters.notSynced += count;
+      void this.env.outbox.put(COUNTERS_KEY, { ...this.counters }).catch(() => undefined);
+      return (committed) => { if (!committed) this.counters.notSynced -= count; };
+    }
+    const seq = this.nextSeq(e);
+    void this.env.outbox.put(depthQueueKey(e, seq), points).catch(() => undefined);
+    this.recordedWhileLoading?.add(`${e}:${seq}`);
+    return (committed) => {
+      if (!committed) return;
+      this.addPending(e, count);
+      this.host.wake();
+    };
+  }
+
+  private nextSeq(e: EntityIdx): number {
+    let seq = this.lastSeq.get(e);
+    if (seq === undefined) {
+      seq = 0;
+      // entries set aside keep their seq: a new entry must not take it either
+      for (const kind of ['d', 'y']) {
+        for (const key of this.env.outbox.getKeys({ start: [kind, e, SEQ_MAX], end: [kind, e], reverse: true, limit: 1 })) {
+          seq = Math.max(seq, (key as DepthQueueKey)[2]);
+        }
+      }
+    }
+    seq++;
+    this.lastSeq.set(e, seq);
+    return seq;
+  }
+
+  private addPending(e: EntityIdx, n: number): void {
+    // a count may go below 0 for a moment: a body can read an entry whose write's commit is not announced yet
+    const cur = (this.pending.get(e) ?? 0) + n;
+    if (cur !== 0) this.pending.set(e, cur);
+    else this.pending.delete(e);
+    this.total += n;
+  }
+
+  /** Counts the pending entries (in bounded steps, yielding), once at start. */
+  async load(): Promise<void> {
+    let n = 0;
+    for (const { key, value } of this.env.outbox.getRange({ start: ['d', 0], end: ['d', SEQ_MAX] })) {
+      const [, e, seq] = key as DepthQueueKey;
+      if (!this.recordedWhileLoading?.has(`${e}:${seq}`)) this.addPending(e, depthEntryPoints(value as number[]));
+      if (++n % 5000 === 0) await new Promise<void>((r) => setImmediate(r));
+      if (this.host.stopped()) return;
+    }
+    this.recordedWhileLoading = undefined;
+    this.loaded = true;
+    if (this.total > 0) this.host.wake();
+  }
+
+  // ---- sending -------------------------------------------------------------------------------------------
+
+  /**
+   * Starts one job when depth has something to do and a slot is free: the next device's bodies, or counting
+   * what cannot go. Returns the job (the service tracks it), undefined when none started.
+   */
+  dispatch(freeSlots: number): Promise<void> | undefined {
+    if (this.busy || freeSlots <= 0 || !this.loaded || this.total <= 0 || this.host.stopped()) return undefined;
+    if (this.endpoint === 'absent') {
+      if (this.deps.now() >= this.absentUntil) {
+        this.endpoint = 'unknown';
+        this.deps.log.info(`sync: asking ${this.deps.client.url} for the depth-series endpoint again`);
+      } else {
+        return this.run(() => this.sweep(undefined));
+      }
+    }
+    const e = this.nextDevice();
+    if (e === undefined) return undefined;
+    this.cursor = e;
+    return this.run(() => this.sendDevice(e));
+  }
+
+  private run(job: () => Promise<void>): Promise<void> {
+    this.busy = true;
+    return job().catch((err: unknown) => {
+      this.deps.log.error(`sync: sending depth series failed: ${(err as Error).message}`);
+    }).finally(() => {
+      this.busy = false;
+      this.host.wake();
+    });
+  }
+
+  /** The pending entity after the cursor (round robin) whose device is not parked. */
+  private nextDevice(): EntityIdx | undefined {
+    let after: EntityIdx | undefined;
+    let first: EntityIdx | undefined;
+    for (const [e, n] of this.pending) {
+      if (n <= 0) continue;
+      const id = this.deps.dict.entityUuid(e);
+      if (id !== undefined && this.host.parked(id)) continue;
+      if (first === undefined || e < first) first = e;
+      if (e > this.cursor && (after === undefined || e < after)) after = e;
+    }
+    return after ?? first;
+  }
+
+  private async sendDevice(e: EntityIdx): Promise<void> {
+    const id = this.deps.dict.entityUuid(e);
+    const device = id === undefined ? undefined : this.deps.entities.device(id);
+    if (id === undefined || device === undefined) {
+      await this.sweep(e);
+      return;
+    }
+    const token = await this.host.token(id);
+    if (token === undefined) return;
+    for (let b = 0; b < JOB_BODIES && !this.host.stopped(); b++) {
+      const body = this.nextBody(e);
+      if (body === undefined) {
+        // nothing left of it in the outbox, whatever the count said
+        this.addPending(e, -(this.pending.get(e) ?? 0));
+        return;
+      }
+      if (body.points === 0) {
+        await this.acknowledge(e, body, 'sent', null);
+        continue;
+      }
+      await this.host.pace(body.points);
+      if (this.host.stopped()) return;
+      this.host.inFlight(1);
+      let a: UpstreamAnswer;
+      try {
+        a = await this.deps.client.post(`api/v1/${encodeURIComponent(token)}/depth/telemetry`, body.text);
+      } finally {
+        this.host.inFlight(-1);
+      }
+      if (a.status >= 200 && a.status < 300) {
+        this.host.succeeded();
+        if (this.endpoint !== 'present') {
+          if (this.endpoint === 'absent') this.deps.log.info(`sync: ${this.deps.client.url} answers depth series now`);
+          this.endpoint = 'present';
+        }
+        await this.acknowledge(e, body, 'sent', null);
+      } else if (a.status === 400) {
+        const error = a.body.slice(0, 500);
+        const message = `HTTP 400 from ${this.deps.client.url} for a depth batch of ${device.name}: ${error.slice(0, 200)}`;
+        this.host.error(message);
+        this.deps.log.warn(`sync: the upstream refused a depth batch of ${device.name} (${body.points} points) with 400; set aside: ${error.slice(0, 200)}`);
+        await this.acknowledge(e, body, 'setAside', error);
+      } else if (a.status === 404) {
+        await this.checkEndpoint(id, token);
+        return;
+      } else {
+        this.host.failed(id, token, a);
+        return;
+      }
+    }
+  }
+
+  /**
+   * The next body of entity e's pending points: whole entries while they fit in sync.maxBatchBytes, the last
+   * one cut between points if need be (a point bigger than that goes alone). Undefined when none is pending.
+   */
+  private nextBody(e: EntityIdx): Body | undefined {
+    const { dict, env } = this.deps;
+    const maxBytes = this.deps.maxBatchBytes;
+    const byDepth = new Map<number, string[]>();
+    const seen = new Set<string>();
+    const parts: BodyPart[] = [];
+    let bytes = 2;
+    let points = 0;
+    let dropped = 0;
+    let full = false;
+    for (const { key, value } of env.outbox.getRange({ start: ['d', e, 0], end: ['d', e, SEQ_MAX], limit: BODY_ENTRIES })) {
+      const flat = value as number[];
+      const covered: number[] = [];
+      let count = 0;
+      let rest: number[] | null = null;
+      for (let i = 0; i + 1 < flat.length && rest === null; i += 2 + (flat[i + 1] as number)) {
+        const ds = flat[i] as number;
+        const n = flat[i + 1] as number;
+        const keys: number[] = [];
+        for (let j = 0; j < n; j++) {
+          const k = flat[i + 2 + j] as number;
+          const name = dict.keyName(k);
+          const stored = name === undefined ? undefined : env.depth.get(depthKey(e, k, ds));
+          let piece = '';
+          if (name !== undefined && stored !== undefined && !seen.has(`${k}:${ds}`)) {
+            piece = `${JSON.stringify(name)}:${wireValue(decodeValue(stored))}`;
+            const els = byDepth.get(ds);
+            const add = Buffer.byteLength(piece) + 1 + (els === undefined ? 17 + plainDouble(ds).length : 0);
+            if (points > 0 && bytes + add > maxBytes) {
+              rest = [ds, n - j, ...flat.slice(i + 2 + j, i + 2 + n), ...flat.slice(i + 2 + n)];
+              full = true;
+              break;
+            }
+            bytes += add;
+            if (els === undefined) byDepth.set(ds, [piece]);
+            else els.push(piece);
+            seen.add(`${k}:${ds}`);
+            points++;
+          } else if (name === undefined || stored === undefined) {
+            dropped++;
+          }
+          keys.push(k);
+          count++;
+        }
+        if (keys.length > 0) {
+          covered.push(ds, keys.length);
+          for (const k of keys) covered.push(k);
+        }
+      }
+      if (count > 0) parts.push({ key: key as DepthQueueKey, covered, rest, count });
+      if (full) break;
+    }
+    if (parts.length === 0) return undefined;
+    const els: string[] = [];
+    for (const ds of [...byDepth.keys()].sort((a, b) => a - b)) {
+      els.push(`{"ds":${plainDouble(ds)},"values":{${(byDepth.get(ds) as string[]).join(',')}}}`);
+    }
+    return { text: `[${els.join(',')}]`, points, dropped, parts };
+  }
+
+  /** Removes (or cuts) the entries a body covered, in one transaction with the counters. */
+  private async acknowledge(e: EntityIdx, body: Body, as: 'sent' | 'setAside', error: string | null): Promise<void> {
+    const ob = this.env.outbox;
+    for (const p of body.parts) {
+      if (p.rest === null) void ob.remove(p.key);
+      else void ob.put(p.key, p.rest);
+      if (as === 'setAside') {
+        const aside = depthSetAsideKey(e, p.key[2]);
+        const prev = ob.get(aside) as { points: number[] } | undefined;
+        void ob.put(aside, { points: prev === undefined ? p.covered : [...prev.points, ...p.covered], status: 400, error });
+      }
+    }
+    if (as === 'sent') this.counters.sent += body.points;
+    else this.counters.setAside += body.points;
+    this.counters.dropped += body.dropped;
+    // counted with the counters, so the status never shows a point both sent and pending
+    this.addPending(e, -body.parts.reduce((s, p) => s + p.count, 0));
+    await ob.put(COUNTERS_KEY, { ...this.counters });
+  }
+
+  /** The upstream answered 404 on the depth path: no such endpoint there, or the token refused (an empty telemetry post tells). */
+  private async checkEndpoint(id: string, token: string): Promise<void> {
+    this.host.inFlight(1);
+    let a: UpstreamAnswer;
+    try {
+      a = await this.deps.client.post(`api/v1/${encodeURIComponent(token)}/telemetry`, '[]');
+    } finally {
+      this.host.inFlight(-1);
+    }
+    if ((a.status >= 200 && a.status < 300) || a.status === 400) {
+      this.host.succeeded();
+      this.endpoint = 'absent';
+      this.absentUntil = this.deps.now() + this.deps.probeMs;
+      const message = `${this.deps.client.url} has no depth-series endpoint (404 for /api/v1/{token}/depth/telemetry with a token it accepts)`;
+      this.host.error(message);
+      this.deps.log.warn(`sync: ${message}: depth points are counted in depthNotSyncedPoints, not kept for upstream; ` +
+        `asked again in ${Math.round(this.deps.probeMs / 60_000)} min or at the next start`);
+      this.host.wake();
+      return;
+    }
+    // the token refused (the device is parked as for telemetry), or the upstream away (back-off)
+    this.host.failed(id, token, a);
+  }
+
+  /**
+   * Removes pending entries that cannot go, counting their points, SWEEP_PAGE entries per transaction: every
+   * entity's as not synced (no endpoint upstream), or entity e's as dropped (its device was deleted).
+   */
+  private async sweep(e: EntityIdx | undefined): Promise<void> {
+    const ob = this.env.outbox;
+    const start: DepthQueueKey | ['d', number] = e === undefined ? ['d', 0] : ['d', e, 0];
+    const end: DepthQueueKey | ['d', number] = e === undefined ? ['d', SEQ_MAX] : ['d', e, SEQ_MAX];
+    let swept = 0;
+    // what is recorded once the endpoint is to be asked again is no longer this sweep's
+    while (!this.host.stopped() && (e !== undefined || (this.endpoint === 'absent' && this.deps.now() < this.absentUntil))) {
+      const page: Array<{ key: DepthQueueKey; n: number }> = [];
+      for (const { key, value } of ob.getRange({ start, end, limit: SWEEP_PAGE })) {
+        page.push({ key: key as DepthQueueKey, n: depthEntryPoints(value as number[]) });
+      }
+      if (page.length === 0) break;
+      let n = 0;
+      for (const p of page) {
+        void ob.remove(p.key);
+        n += p.n;
+      }
+      if (e === undefined) this.counters.notSynced += n;
+      else this.counters.dropped += n;
+      for (const p of page) this.addPending(p.key[1], -p.n);
+      await ob.put(COUNTERS_KEY, { ...this.counters });
+      swept += n;
+      await new Promise<void>((r) => setImmediate(r));
+    }
+    if (e !== undefined && swept > 0) {
+      this.deps.log.warn(`sync: ${swept} depth points of a deleted device were not sent (counted in depthDroppedPoints)`);
+    }
+  }
+
+  // ---- status --------------------------------------------------------------------------------------------
+
+  status(): DepthSyncStatus {
+    const c = this.counters;
+    return {
+      depthBacklogPoints: Math.max(0, this.total), depthSentPoints: c.sent, depthSetAsidePoints: c.setAside,
+      depthDroppedPoints: c.dropped, depthNotSyncedPoints: c.notSynced, depthEndpoint: this.endpoint,
+    };
+  }
+
+  /** Depth points pending for one device. */
+  pendingOf(deviceId: string): number {
+    const e = this.deps.dict.entityIdx(deviceId);
+    return e === undefined ? 0 : Math.max(0, this.pending.get(e) ?? 0);
+  }
+
+  /** Devices with depth points pending. */
+  *pendingDevices(): IterableIterator<string> {
+    for (const [e, n] of this.pending) {
+      const id = n > 0 ? this.deps.dict.entityUuid(e) : undefined;
+      if (id !== undefined) yield id;
+    }
+  }
+}
