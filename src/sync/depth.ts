@@ -46,6 +46,8 @@ export interface DepthSyncHost {
   failed(deviceId: string, token: string, answer: UpstreamAnswer): void;
   /** waits until `points` fit the shared rate (sync.maxPointsPerSec) */
   pace(points: number): Promise<void>;
+  /** resolves in an event-loop turn of its own, after live telemetry's (turns.ts): a body is read and encoded there */
+  turn(): Promise<void>;
   /** a request to the upstream starts (+1) or ends (-1): it takes one of the service's slots meanwhile */
   inFlight(delta: 1 | -1): void;
   /** new depth points to send */
@@ -258,6 +260,8 @@ export class DepthSync implements DepthSyncRecorder {
     const token = await this.host.token(id);
     if (token === undefined) return;
     for (let b = 0; b < JOB_BODIES && !this.host.stopped(); b++) {
+      await this.host.turn();
+      if (this.host.stopped()) return;
       const body = this.nextBody(e);
       if (body === undefined) {
         // nothing left of it in the outbox, whatever the count said

@@ -249,6 +249,7 @@ export class SyncService implements SyncStatusSource {
           if (dev !== undefined) this.failed(dev, token, a);
         },
         pace: (n) => this.pace(this.lanes[1], n),
+        turn: () => this.turns.take(false),
         inFlight: (delta) => { this.inFlight += delta; },
         wake: () => this.wake(),
         error: (message) => { this.counters.lastError = message; },
