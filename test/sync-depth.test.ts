@@ -3,12 +3,11 @@
  * answers `/api/v1/{T}/depth/telemetry` (a second Outpost daemon, or the fake TB with `acceptsDepth`), counted
  * as not synced where the upstream answers that path 404 (plain TB). Real daemons on ephemeral ports.
  */
-import { writeFileSync } from 'node:fs';
 import net from 'node:net';
-import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { FakeTb } from './helpers/fake-tb.js';
 import { type Gateway, addDevice, cli, http, startGateway, tempDir } from './helpers/server.js';
+import { syncGateway, syncStatusOf, syncStatusUntil } from './helpers/sync.js';
 import { addUser, authHeaders, login } from './helpers/users.js';
 
 interface Status {
@@ -18,11 +17,8 @@ interface Status {
   depthNotSyncedPoints: number; depthEndpoint: 'unknown' | 'present' | 'absent';
 }
 
-async function gateway(t: Test, upstream: string, sync: Record<string, unknown> = {}, dataDir?: string): Promise<Gateway> {
-  const dir = tempDir(t, 'outpost-sync-depth-cfg-');
-  const file = join(dir, 'config.json');
-  writeFileSync(file, JSON.stringify({ sync: { url: upstream, retryBaseMs: 50, retryMaxMs: 400, maxBatchBytes: 4096, ...sync } }));
-  return startGateway(t, { args: ['--config', file], ...(dataDir === undefined ? {} : { dataDir }) });
+function gateway(t: Test, upstream: string, sync: Record<string, unknown> = {}, dataDir?: string): Promise<Gateway> {
+  return syncGateway(t, upstream, sync, {}, dataDir);
 }
 
 async function admin(gw: Gateway, fresh = true): Promise<string> {
@@ -30,20 +26,10 @@ async function admin(gw: Gateway, fresh = true): Promise<string> {
   return (await login(gw, 'admin@depth.test', 'secret')).token;
 }
 
-async function statusOf(gw: Gateway, jwt: string): Promise<Status> {
-  const r = await http('GET', `${gw.url}/api/outpost/sync`, undefined, authHeaders(jwt));
-  if (r.status !== 200) throw new Error(`sync status ${r.status}: ${r.text}`);
-  return r.json<Status>();
-}
+const statusOf = (gw: Gateway, jwt: string): Promise<Status> => syncStatusOf<Status>(gw, jwt);
 
-async function statusUntil(gw: Gateway, jwt: string, pred: (s: Status) => boolean, label: string, timeoutMs = 15_000): Promise<Status> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const s = await statusOf(gw, jwt);
-    if (pred(s)) return s;
-    if (Date.now() > end) throw new Error(`status never reached: ${label}: ${JSON.stringify(s)}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+function statusUntil(gw: Gateway, jwt: string, pred: (s: Status) => boolean, label: string, timeoutMs = 15_000): Promise<Status> {
+  return syncStatusUntil(gw, jwt, pred, label, timeoutMs, 50);
 }
 
 async function postDepth(gw: Gateway, token: string, body: string): Promise<void> {

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { FakeTb, type Received } from './helpers/fake-tb.js';
 import { type Gateway, addDevice, cli, http, startGateway, tempDir } from './helpers/server.js';
+import { syncGateway as gateway, syncStatusOf, syncStatusUntil } from './helpers/sync.js';
 import { addUser, authHeaders, login } from './helpers/users.js';
 
 interface Status {
@@ -19,18 +20,9 @@ interface Status {
 }
 
 
-async function gateway(t: Test, upstream: string, sync: Record<string, unknown> = {}, extra: Record<string, unknown> = {}, dataDir?: string): Promise<Gateway> {
-  const dir = tempDir(t, 'outpost-sync-cfg-');
-  const file = join(dir, 'config.json');
-  writeFileSync(file, JSON.stringify({ sync: { url: upstream, retryBaseMs: 50, retryMaxMs: 400, maxBatchBytes: 4096, ...sync }, ...extra }));
-  return startGateway(t, { args: ['--config', file], ...(dataDir === undefined ? {} : { dataDir }) });
-}
 
-async function statusOf(gw: Gateway, jwt: string): Promise<Status> {
-  const r = await http('GET', `${gw.url}/api/outpost/sync`, undefined, authHeaders(jwt));
-  if (r.status !== 200) throw new Error(`sync status ${r.status}: ${r.text}`);
-  return r.json<Status>();
-}
+
+const statusOf = (gw: Gateway, jwt: string): Promise<Status> => syncStatusOf<Status>(gw, jwt);
 
 async function admin(gw: Gateway): Promise<string> {
   await addUser(gw.dataDir, 'admin@sync.test', 'secret', 'TENANT_ADMIN');
@@ -53,15 +45,8 @@ function records(from: number, n: number, keys: number, value = (i: number, k: n
   return `[${parts.join(',')}]`;
 }
 
-/** Polls the status endpoint until `pred` holds (the daemon's counters have no event to wait on from here). */
-async function statusUntil(gw: Gateway, jwt: string, pred: (s: Status) => boolean, label: string, timeoutMs = 20_000): Promise<Status> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const s = await statusOf(gw, jwt);
-    if (pred(s)) return s;
-    if (Date.now() > end) throw new Error(`status never reached: ${label}: ${JSON.stringify(s)}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
+function statusUntil(gw: Gateway, jwt: string, pred: (s: Status) => boolean, label: string, timeoutMs = 20_000): Promise<Status> {
+  return syncStatusUntil(gw, jwt, pred, label, timeoutMs, 100);
 }
 
 const BASE = Date.UTC(2026, 0, 1);

@@ -39,6 +39,14 @@ export function spawnListening(args: readonly string[], label = args.join(' ')):
   });
 }
 
+/** SIGTERM, then waits for the exit (the daemon flushes its store first). */
+export async function stopDaemon(d: { proc: ChildProcess }): Promise<void> {
+  if (d.proc.exitCode !== null) return;
+  const exited = new Promise<void>((r) => d.proc.once('exit', () => r()));
+  d.proc.kill('SIGTERM');
+  await exited;
+}
+
 /** `--name <positive integer>` from argv, `def` when absent; anything else is an error (no silent fallback). */
 export function intArg(argv: readonly string[], name: string, def: number): number {
   const i = argv.indexOf(`--${name}`);

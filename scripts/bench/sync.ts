@@ -25,7 +25,7 @@ import { setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { RawHttpConnection, encodeRequest, intArg, median, rssAnonBytes, spawnListening } from './lib.js';
+import { RawHttpConnection, encodeRequest, intArg, median, rssAnonBytes, spawnListening, stopDaemon as stop } from './lib.js';
 
 const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
 /**
@@ -59,13 +59,6 @@ async function serve(dir: string, config: object, nodeArgs: string[] = []): Prom
   const file = join(dir, 'config.json');
   writeFileSync(file, JSON.stringify({ logLevel: 'info', store: { commitDelayMs: COMMIT_DELAY_MS }, ...config }));
   return spawnListening([...nodeArgs, MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', join(dir, 'data'), '--config', file], `outpost ${dir}`);
-}
-
-async function stop(d: Daemon): Promise<void> {
-  if (d.proc.exitCode !== null) return;
-  const exited = new Promise<void>((r) => d.proc.once('exit', () => r()));
-  d.proc.kill('SIGTERM');
-  await exited;
 }
 
 async function request(c: RawHttpConnection, method: string, path: string, body: string, headers: Record<string, string> = {}): Promise<{ status: number; text: string }> {

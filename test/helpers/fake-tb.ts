@@ -50,6 +50,16 @@ function typed(v: JsonValue): { type: Received['type']; value: string } {
   return { type: 'JSON', value: JSON.stringify(v, (_k, x: unknown) => (x instanceof NumLit ? Number(x.text) : x)) };
 }
 
+/** The body as a JSON array (numbers as written), undefined when it is not one. */
+function jsonArray(body: string): JsonValue[] | undefined {
+  try {
+    const v = parseJson(body);
+    return Array.isArray(v) ? v : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 export class FakeTb extends EventEmitter {
   readonly points: Received[] = [];
   readonly requests: Request[] = [];
@@ -139,13 +149,8 @@ export class FakeTb extends EventEmitter {
   }
 
   private record(r: Request, body: string): boolean {
-    let arr: JsonValue;
-    try {
-      arr = parseJson(body);
-    } catch {
-      return false;
-    }
-    if (!Array.isArray(arr)) return false;
+    const arr = jsonArray(body);
+    if (arr === undefined) return false;
     for (const el of arr) {
       const o = el as { ts?: JsonValue; values?: Record<string, JsonValue> };
       if (o.values === undefined || o.ts === undefined) return false;
@@ -157,13 +162,8 @@ export class FakeTb extends EventEmitter {
   }
 
   private recordDepth(r: Request, body: string): boolean {
-    let arr: JsonValue;
-    try {
-      arr = parseJson(body);
-    } catch {
-      return false;
-    }
-    if (!Array.isArray(arr)) return false;
+    const arr = jsonArray(body);
+    if (arr === undefined) return false;
     for (const el of arr) {
       const o = el as { ds?: JsonValue; values?: Record<string, JsonValue> };
       if (o.values === undefined || !(o.ds instanceof NumLit)) return false;
