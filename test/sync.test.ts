@@ -113,7 +113,9 @@ t.test('a parked device does not block the others; a token set later resumes it'
     await post(gw, good.token, records(BASE + r * 100_000, 20, 2));
   }
   await tb.waitFor(() => tb.distinct('GOOD').size === 120, 'the good device\'s points');
-  const s = await statusUntil(gw, jwt, (st) => st.devices.filter((d) => d.state === 'parked').length === 2, 'two parked');
+  // the fake upstream records a body before the gateway reads its answer: wait for that answer too
+  const s = await statusUntil(gw, jwt, (st) => st.devices.filter((d) => d.state === 'parked').length === 2 &&
+    (st.devices.find((d) => d.name === 'good')?.backlogPoints ?? 0) === 0, 'two parked, the good one sent');
   const byName = new Map(s.devices.map((d) => [d.name, d]));
   t.match(byName.get('bad')?.reason, /refused its token \(HTTP 401\)/, 'the 401 is the reason');
   t.match(byName.get('tokenless')?.reason, /no upstream token/, 'no token is the reason');

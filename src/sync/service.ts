@@ -626,6 +626,7 @@ export class SyncService implements SyncStatusSource {
           sent += n;
           bytes += body.length;
           this.succeeded();
+          if (sent === points.length) break;
           continue;
         }
         if (a.status === 400) this.setAsideLogged(dev, taken, a.body.slice(0, 500));
@@ -803,6 +804,8 @@ export class SyncService implements SyncStatusSource {
         if (only !== undefined && sent < points.length) {
           this.queueAck({ puts: [{ key: only.key, value: [lastTs + 1, ...encodeRefs(only.refs)] }], remove: [], held: [], setAside: [] });
         }
+        // the last body: acknowledged at once, not a turn later
+        if (sent === points.length) break;
         continue;
       }
       if (a.status === 400) {
