@@ -987,6 +987,9 @@ export class SyncService implements SyncStatusSource {
         lane.blocked = new Set();
       }
     }
+    // its posts since it was parked wait in the write-ahead log for the next apply (store.applyIntervalMs, 5 min
+    // by default): recorded in the outbox now, so they go at once (one commit per resume)
+    this.deps.timeseries.applyLogged();
     this.log.info(`sync: device ${dev.name} resumed`);
     this.wake();
   }
@@ -1146,7 +1149,9 @@ export class SyncService implements SyncStatusSource {
         const entry = entryOf(qk, value);
         if (refsMinTs(entry.refs) >= horizon) continue;
         const dev = this.devOf(qk[2]);
-        if (dev !== undefined && (dev.busy[0] || dev.busy[1])) {
+        // a job has it in hand, or one has just counted it and its acknowledgement is not committed yet (counted
+        // twice, the backlog went below what was pending)
+        if ((dev !== undefined && (dev.busy[0] || dev.busy[1])) || this.acking.has(`${qk[1]}:${qk[2]}`)) {
           settled = false;
           continue;
         }
