@@ -79,7 +79,10 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   const attributes = new LmdbAttributeStore(env, dict, bus, Date.now);
   // Upstream sync (CONTRACT §9): hooks the write paths before the first write, sends once listening.
   const depth = new LmdbDepthStore(env, dict);
-  const sync = outbox === undefined ? undefined : new SyncService({ env, dict, entities, timeseries, attributes, depth, outbox, config: config.sync, log });
+  const sync = outbox === undefined ? undefined : new SyncService({
+    env, dict, entities, timeseries, attributes, depth, outbox, config: config.sync, log,
+    encoderSetup: { dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes },
+  });
   const services: Services = {
     config, log, env, dict, entities, timeseries, bus, downsample, metrics,
     ingest: new TelemetryIngest(timeseries, bus),

@@ -195,8 +195,10 @@ t.test('points the disk budget or retention drops while the link is down are cou
   const tb = await FakeTb.start();
   t.teardown(() => tb.close());
   await tb.down();
+  // Retention's horizon follows the newest ts in LMDB, which the log reaches every store.applyIntervalMs (5 min by
+  // default): shortened here, so the second post moves the horizon within the test
   const gw = await gateway(t, tb.url, {}, {
-    store: { headWindowMs: 1000 }, downsample: { rawRetentionMs: 3_600_000, sweepIntervalMs: 50 },
+    store: { headWindowMs: 1000, applyIntervalMs: 200 }, downsample: { rawRetentionMs: 3_600_000, sweepIntervalMs: 50 },
   });
   const jwt = await admin(gw);
   const dev = await addDevice(gw.dataDir, 'd', ['--upstream-token', 'T']);

@@ -10,6 +10,13 @@ export function rssAnonBytes(pid: number): number {
   return Number(m[1]) * 1024;
 }
 
+/** VmHWM: the process's peak resident set so far (Linux). */
+export function peakRssBytes(pid: number): number {
+  const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  if (!m) throw new Error('VmHWM not found in /proc/<pid>/status (Linux only)');
+  return Number(m[1]) * 1024;
+}
+
 export function median(xs: readonly number[]): number {
   const s = [...xs].sort((a, b) => a - b);
   const mid = s.length >> 1;

@@ -25,7 +25,7 @@ import { setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { RawHttpConnection, encodeRequest, intArg, median, rssAnonBytes, spawnListening, stopDaemon as stop } from './lib.js';
+import { RawHttpConnection, encodeRequest, intArg, median, peakRssBytes, rssAnonBytes, spawnListening, stopDaemon as stop } from './lib.js';
 
 const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
 /**
@@ -94,6 +94,15 @@ async function syncStatus(port: number, jwt: string): Promise<SyncStatusSeen> {
 const backlogBesidesProbe = (s: SyncStatusSeen): number =>
   s.backlogPoints - s.devices.filter((d) => d.name.startsWith('probe-')).reduce((n, d) => n + d.backlogPoints, 0);
 
+/** The gateway's own event-loop delay over the last minute (GET /api/outpost/status), e.g. "p99 3 ms, max 12 ms". */
+async function loopDelay(port: number, jwt: string): Promise<string> {
+  const c = await RawHttpConnection.open(port);
+  const r = await request(c, 'GET', '/api/outpost/status', '', { 'X-Authorization': `Bearer ${jwt}` });
+  c.close();
+  const l = (JSON.parse(r.text) as { eventLoop: { p99Ms: number; maxMs: number } | null }).eventLoop;
+  return l === null ? 'n/a' : `p99 ${l.p99Ms.toFixed(1)} ms, max ${l.maxMs.toFixed(1)} ms`;
+}
+
 async function createDevices(port: number, jwt: string, n: number, prefix: string): Promise<string[]> {
   const c = await RawHttpConnection.open(port);
   const tokens: string[] = [];
@@ -157,6 +166,8 @@ async function main(): Promise<void> {
       execFileSync('mkdir', ['-p', d]);
       cliRun(['user', 'add', '--data-dir', join(d, 'data'), '--email', 'bench@sync', '--password', 'secret', '--authority', 'TENANT_ADMIN']);
     }
+    // a second upstream for the drain with the encoder thread off, as fresh as the first
+    execFileSync('cp', ['-a', upDir, `${upDir}-b`]);
     const upCfg = { provision: { key: 'pk', secret: 'ps' } };
     const up = await serve(upDir, upCfg);
     setPriority(up.proc.pid as number, UPSTREAM_NICE);
@@ -196,22 +207,37 @@ async function main(): Promise<void> {
     const rssBacklog = rssAnonBytes(gw.proc.pid as number);
     await stop(gw);
 
-    // 3. the drain into the second Outpost, with the single-point probe running
-    gw = await serve(gwDir, syncOn, process.env['SYNC_BENCH_PROF'] ? ['--cpu-prof', `--cpu-prof-dir=${process.env['SYNC_BENCH_PROF']}`] : []);
-    const d0 = performance.now();
-    jwt = await loginJwt(gw.port);
-    let drained = false;
-    let drainS = 0;
-    const probeOn = probe(gw.port, probeToken as string, () => drained, 200);
-    while (!drained) {
-      const s = await syncStatus(gw.port, jwt);
-      if (backlogBesidesProbe(s) === 0 && s.sentPoints >= total) {
-        drained = true;
-        drainS = (performance.now() - d0) / 1000;
-      } else await settle(20);
-    }
-    const latOn = await probeOn;
-    await stop(gw);
+    // 3. the drain into the second Outpost, with the single-point probe running: encoded in the encoder thread
+    // (the default), then the same backlog (a copy) into a fresh second Outpost with sync.encoderThread false
+    execFileSync('cp', ['-a', gwDir, `${gwDir}-b`]);
+    const drain = async (dir: string, url: string, encoderThread: boolean): Promise<{ s: number; lat: number[]; loop: string; hwm: number }> => {
+      const prof = process.env['SYNC_BENCH_PROF'];
+      const g = await serve(dir, { sync: { ...syncOn.sync, url, encoderThread } }, prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : []);
+      const d0 = performance.now();
+      const j = await loginJwt(g.port);
+      let drained = false;
+      let s = 0;
+      const probing = probe(g.port, probeToken as string, () => drained, 200);
+      while (!drained) {
+        const st = await syncStatus(g.port, j);
+        if (backlogBesidesProbe(st) === 0 && st.sentPoints >= total) {
+          drained = true;
+          s = (performance.now() - d0) / 1000;
+        } else await settle(20);
+      }
+      const lat = await probing;
+      const loop = await loopDelay(g.port, j);
+      const hwm = peakRssBytes(g.proc.pid as number);
+      await stop(g);
+      return { s, lat, loop, hwm };
+    };
+    const threaded = await drain(gwDir, upUrl, true);
+    const upB = await serve(`${upDir}-b`, upCfg);
+    setPriority(upB.proc.pid as number, UPSTREAM_NICE);
+    const inMain = await drain(`${gwDir}-b`, `http://127.0.0.1:${upB.port}`, false);
+    await stop(upB);
+    const drainS = threaded.s;
+    const latOn = threaded.lat;
 
     // 4. RssAnon with no backlog, same data dir, same config as in 2
     gw = await serve(gwDir, { sync: down });
@@ -223,6 +249,8 @@ async function main(): Promise<void> {
     gw = await serve(gwDir, {});
     const offEnd = performance.now() + drainS * 1000;
     const latOff = await probe(gw.port, probeToken as string, () => performance.now() >= offEnd, latOn.length);
+    const loopOff = await loopDelay(gw.port, await loginJwt(gw.port));
+    const hwmOff = peakRssBytes(gw.proc.pid as number);
     await stop(gw);
 
     // 6. bytes written per point, fresh data dirs, sync on (live, reachable) vs off
@@ -271,11 +299,15 @@ async function main(): Promise<void> {
     const bytesRec = median(recs);
     await stop(up);
 
+    const ratio = (lat: number[]): string => `${p99(lat).toFixed(2)} ms ÷ ${p99(latOff).toFixed(2)} ms = ${(p99(lat) / p99(latOff)).toFixed(2)}×`;
     const rows: Array<[string, string, string, string]> = [
       ['backlog loaded (link down)', `${withBacklog.backlogPoints.toLocaleString('en')} points`, `${loadS.toFixed(1)} s to post`, ''],
       ['drain into a second Outpost, unpaced', `${Math.round(total / drainS).toLocaleString('en')} points/s`, `${drainS.toFixed(2)} s for ${total.toLocaleString('en')}, upstream at nice ${UPSTREAM_NICE}`, 'target ≥ 200,000'],
-      ['ingest single-point p99, draining ÷ sync off', `${p99(latOn).toFixed(2)} ms ÷ ${p99(latOff).toFixed(2)} ms = ${(p99(latOn) / p99(latOff)).toFixed(2)}×`,
-        `medians ${median(latOn).toFixed(2)} / ${median(latOff).toFixed(2)} ms, n = ${latOn.length} / ${latOff.length}`, 'target ≤ 1.5×'],
+      ['ingest single-point p99, draining ÷ sync off', ratio(latOn),
+        `medians ${median(latOn).toFixed(2)} / ${median(latOff).toFixed(2)} ms, n = ${latOn.length} / ${latOff.length}; gateway's event-loop delay ${threaded.loop} / ${loopOff}`, 'target ≤ 1.5×'],
+      ['… encoder in the main thread (sync.encoderThread false): drain', `${Math.round(total / inMain.s).toLocaleString('en')} points/s`, `${inMain.s.toFixed(2)} s`, ''],
+      ['… encoder in the main thread: ingest p99 ÷ sync off', ratio(inMain.lat), `median ${median(inMain.lat).toFixed(2)} ms, n = ${inMain.lat.length}; event-loop delay ${inMain.loop}`, ''],
+      ['peak RSS (VmHWM): draining ÷ sync off', `${(threaded.hwm / 2 ** 20).toFixed(1)} ÷ ${(hwmOff / 2 ** 20).toFixed(1)} MiB`, `encoder in the main thread: ${(inMain.hwm / 2 ** 20).toFixed(1)} MiB`, ''],
       ['bytes written per point, sync on ÷ off', `${bytesOn.toFixed(0)} B ÷ ${bytesOff.toFixed(0)} B = ${(bytesOn / bytesOff).toFixed(3)}`, `medians of 3 each (off ${offs.map((b) => b.toFixed(0)).join(', ')}; on ${ons.map((b) => b.toFixed(0)).join(', ')}); 20 devices × 10 keys, one record per post`, 'target ≤ 1.15'],
       ['bytes written per point, outbox only (link down) ÷ off', `${bytesRec.toFixed(0)} B ÷ ${bytesOff.toFixed(0)} B = ${(bytesRec / bytesOff).toFixed(3)}`, `medians of 3 (${recs.map((b) => b.toFixed(0)).join(', ')}): the bookkeeping without the sending`, ''],
       ['RssAnon, 1 M backlog − none', `${((rssBacklog - rssNone) / 2 ** 20).toFixed(1)} MiB`, `${(rssBacklog / 2 ** 20).toFixed(1)} − ${(rssNone / 2 ** 20).toFixed(1)} MiB`, 'target < 10 MiB'],
@@ -286,6 +318,7 @@ async function main(): Promise<void> {
   } finally {
     rmSync(root, { recursive: true, force: true });
     rmSync(upDir, { recursive: true, force: true });
+    rmSync(`${upDir}-b`, { recursive: true, force: true });
   }
 }
 

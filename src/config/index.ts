@@ -181,6 +181,11 @@ export const DEFAULTS = {
     requestTimeoutMs: 30_000,
     /** ms; an upstream found without the depth-series endpoint is asked again after this (and at each start). */
     depthProbeMs: 3_600_000,
+    /**
+     * read the backlog back and encode it in a thread of its own (src/sync/encoder.ts), at a lower CPU priority
+     * than ingest; false: in the main thread (a single-core board, where the thread's ~10 MB buy no parallelism).
+     */
+    encoderThread: true,
   },
   provision: {
     /** TB device provisioning on this Outpost (`POST /api/v1/provision`, CONTRACT §9); empty = refused. */
@@ -257,6 +262,9 @@ function validate(c: Config): void {
   ];
   for (const [name, v] of positive) {
     if (!Number.isFinite(v) || v <= 0) throw new OutpostError('CONFIG_INVALID', `config: "${name}" must be > 0, got ${v}`);
+  }
+  if (typeof c.sync.encoderThread !== 'boolean') {
+    throw new OutpostError('CONFIG_INVALID', `config: "sync.encoderThread" must be true or false, got ${String(c.sync.encoderThread)}`);
   }
   if (typeof c.store.wal !== 'boolean') throw new OutpostError('CONFIG_INVALID', `config: "store.wal" must be true or false, got ${String(c.store.wal)}`);
   const delay = c.store.commitDelayMs;

@@ -64,6 +64,12 @@ export interface OpenOptions {
   readonly mapSizeBytes: number;
   readonly readOnly?: boolean;
   /**
+   * with readOnly: a second thread of the process that already has the environment open for writing (the sync's
+   * encoder thread). lmdb-js then opens the databases in a write transaction, under LMDB's lock: a read-only
+   * environment opens them outside it, racing the other thread's writer (lmdb-js open.js, mdb_dbi_open's rule).
+   */
+  readonly otherThread?: boolean;
+  /**
    * told of every failed commit (once per transaction) and every turn's writes refused for want of space (see
    * minFreeBytes), with the error the writes were rejected with
    */
@@ -270,7 +276,7 @@ export function openStoreEnv(opts: OpenOptions): StoreEnv {
       // Commit returns before fsync; durability is awaited explicitly through `flushed` (CONTRACT §4).
       overlappingSync: true,
       maxDbs: 32,
-      readOnly: opts.readOnly ?? false,
+      readOnly: (opts.readOnly ?? false) && opts.otherThread !== true,
     });
   } catch (err) {
     throw new OutpostError('STORE_FAILED', `opening store at ${opts.dataDir}: ${(err as Error).message}`, { cause: err });

@@ -123,6 +123,14 @@ export const DEFAULT_STORE_OPTIONS: StoreOptions = {
 };
 
 /** Counters since start (issue 6 §4: for the status/metrics endpoints). */
+/**
+ * The raw horizon as `env`'s current read snapshot has it (meta `rawHorizonTs`): retention persists it before it
+ * removes chunks, so a reader that finds a chunk gone in the same snapshot finds the horizon past it.
+ */
+export function rawHorizonOf(env: StoreEnv): number {
+  return (env.meta.get('rawHorizonTs') as number | undefined) ?? Number.MIN_SAFE_INTEGER;
+}
+
 export interface CompactionCounters {
   /** windows folded into chunks */
   compactedWindows: number;
@@ -405,7 +413,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
    * answers there come from rollups. Number.MIN_SAFE_INTEGER = nothing dropped.
    */
   get rawHorizonTs(): number {
-    return (this.env.meta.get('rawHorizonTs') as number | undefined) ?? Number.MIN_SAFE_INTEGER;
+    return rawHorizonOf(this.env);
   }
 
   /** Per tier, the ts before which its rollup blocks were dropped (meta `tierHorizonTs`). */

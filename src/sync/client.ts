@@ -41,7 +41,7 @@ export class UpstreamClient {
     return this.base.href.replace(/\/$/, '');
   }
 
-  post(path: string, body: string): Promise<UpstreamAnswer> {
+  post(path: string, body: string | Uint8Array): Promise<UpstreamAnswer> {
     const u = new URL(path.replace(/^\//, ''), this.base);
     return new Promise((resolve) => {
       let done = false;
@@ -52,7 +52,7 @@ export class UpstreamClient {
       };
       const req = this.mod.request(u, {
         method: 'POST', agent: this.agent, timeout: this.timeoutMs,
-        headers: { 'Content-Type': 'application/json', 'Content-Length': Buffer.byteLength(body) },
+        headers: { 'Content-Type': 'application/json', 'Content-Length': typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength },
       }, (res) => {
         const chunks: Buffer[] = [];
         let len = 0;

@@ -24,7 +24,7 @@ import type { Dictionary } from '../store/dict.js';
 import type { EntityStore } from '../store/entities.js';
 import type { StoreEnv } from '../store/env.js';
 import {
-  type FragmentRef, type OutboxRecorder, QUEUE_END, loggedKey, type QueueKey, decodeRefs, encodeRefs, queueKey, readRef, refsMinTs, refsPoints,
+  type FragmentRef, type OutboxRecorder, QUEUE_END, loggedKey, type QueueKey, decodeRefs, encodeRefs, queueKey, refsMinTs, refsPoints,
 } from '../store/outbox.js';
 import type { LmdbAttributeStore } from '../store/attributes.js';
 import type { LmdbDepthStore } from '../store/depth.js';
@@ -36,6 +36,9 @@ import { type UpstreamAnswer, UpstreamClient } from './client.js';
 import { DepthSync, type DepthSyncStatus } from './depth.js';
 import type { DeviceSyncStatus, SyncState, SyncStatus, SyncStatusSource } from './status.js';
 import { SliceTurns } from './turns.js';
+import { type EncodedGroup, type HeldRecord } from './encode.js';
+import { GroupEncoder } from './encoder.js';
+import type { EncoderSetup } from './encoder-worker.js';
 import { type WirePoint, wireBodies, wirePoints, wireValue } from './wire.js';
 
 /** CONTRACT §9 plus documented additions (README "Upstream sync"). */
@@ -113,18 +116,6 @@ interface AckOps {
   setAside: Array<{ key: QueueKey; value: unknown }>;
 }
 
-interface HeldRecord {
-  refs: number[];
-  /** future-held points have ts >= this (the clock + 1 day when held) */
-  above: number;
-  /** the smallest future-held ts; null: only points before 2000 are held */
-  futureMin: number | null;
-  /** held points in all (future and before 2000) */
-  held: number;
-  /** of them, before 2000 */
-  pre2000: number;
-}
-
 const COUNTERS_KEY = ['c'];
 /**
  * points of the write-ahead log waiting to be sent from memory at most; past it (a slow upstream) new records
@@ -165,6 +156,8 @@ export interface SyncDeps {
   /** the recorder the timeseries store was opened with (so the log's replay at start is recorded too) */
   readonly outbox: OutboxRecorder;
   readonly config: Readonly<Config['sync']>;
+  /** what the encoder thread opens: `env`'s data dir and map size (encoder.ts) */
+  readonly encoderSetup: EncoderSetup;
   readonly log: Logger;
   readonly now?: () => number;
 }
@@ -201,6 +194,8 @@ export class SyncService implements SyncStatusSource {
   private attrBusy = false;
   /** one slice of sync CPU work per event-loop turn (turns.ts) */
   private readonly turns = new SliceTurns();
+  /** reads the backlog back and encodes it in a thread of its own (encoder.ts) */
+  private readonly encoder: GroupEncoder;
   private readonly timers: NodeJS.Timeout[] = [];
   private ready: Promise<void> | undefined;
 
@@ -210,6 +205,7 @@ export class SyncService implements SyncStatusSource {
     this.log = deps.log;
     this.now = deps.now ?? Date.now;
     this.client = new UpstreamClient(this.cfg.url, this.cfg.concurrency, this.cfg.requestTimeoutMs);
+    this.encoder = new GroupEncoder({ env: this.env, setup: deps.encoderSetup, log: this.log, thread: this.cfg.encoderThread });
     const saved = this.env.outbox.get(COUNTERS_KEY) as Partial<Counters> | undefined;
     this.counters = {
       sent: 0, dropped: 0, droppedFrom: null, droppedTo: null, setAside: 0, notSynced: 0, lastSuccessTs: null, lastError: null, ...saved,
@@ -285,7 +281,7 @@ export class SyncService implements SyncStatusSource {
     this.client.close();
     await Promise.all([...this.running]);
     this.flushAcks();
-    await this.ackChain;
+    await Promise.all([this.ackChain, this.encoder.close()]);
   }
 
   // ---- bookkeeping -------------------------------------------------------------------------------------
@@ -736,84 +732,65 @@ export class SyncService implements SyncStatusSource {
    */
   private async sendGroup(lane: Lane, dev: Dev, token: string, entries: Entry[], maxBody: number, maxPoints: number): Promise<boolean> {
     const live = lane.index === 0;
-    await this.turns.take(live);
-    if (this.stopped) return false;
     const e = dev.e as number;
-    const ops: AckOps = { puts: [], remove: [], held: [], setAside: [] };
-    const points: WirePoint[] = [];
-    const horizon = this.deps.timeseries.rawHorizonTs;
-    const windowMs = this.deps.timeseries.windowMs;
-    const now = this.now();
-    const maxTs = now + MAX_AHEAD_MS;
-    let dropped = 0;
-    let dropFrom = Infinity;
-    let dropTo = -Infinity;
-    for (const [i, entry] of entries.entries()) {
-      // each entry after the first is read back in a turn of its own
-      if (i > 0) {
-        await this.turns.take(live);
-        if (this.stopped) return false;
-      }
-      const heldRefs: number[] = [];
-      let held = 0;
-      let pre2000 = 0;
-      let futureMin = Infinity;
+    const keyNames = new Map<number, string>();
+    for (const entry of entries) {
       for (const r of entry.refs) {
-        const keyName = this.deps.dict.keyName(r.k);
-        const got = readRef(this.env, e, entry.seq, r, windowMs, horizon, (ee, k, from, to) => this.deps.timeseries.seriesRange(ee, k, { startTs: from, endTs: to, order: 'ASC' }));
-        if (got.kind === 'dropped' || keyName === undefined) {
-          dropped += r.n;
-          dropFrom = Math.min(dropFrom, r.firstTs);
-          dropTo = Math.max(dropTo, r.lastTs);
-          continue;
-        }
-        let refHeld = 0;
-        const keep = (ts: number): boolean => {
-          if (ts < entry.fromTs) return false;
-          if (ts < MIN_SENDABLE_TS) { refHeld++; pre2000++; return false; }
-          if (ts > maxTs) { refHeld++; futureMin = Math.min(futureMin, ts); return false; }
-          return true;
-        };
-        wirePoints(JSON.stringify(keyName), got.points, keep, points);
-        if (refHeld > 0) {
-          heldRefs.push(r.k, r.firstTs, r.lastTs, r.n);
-          held += refHeld;
-        }
-      }
-      ops.remove.push(entry.key);
-      if (held > 0) {
-        ops.held.push({ e, seq: entry.seq, value: { refs: heldRefs, above: maxTs, futureMin: Number.isFinite(futureMin) ? futureMin : null, held, pre2000 } });
+        const name = keyNames.has(r.k) ? undefined : this.deps.dict.keyName(r.k);
+        if (name !== undefined) keyNames.set(r.k, name);
       }
     }
+    // in the main thread, the read-back is a slice of its own (turns.ts)
+    if (!this.encoder.threaded) {
+      await this.turns.take(live);
+      if (this.stopped) return false;
+    }
+    let group: EncodedGroup;
+    try {
+      group = await this.encoder.encode({
+        e, entries: entries.map((x) => ({ seq: x.seq, refs: x.refs, fromTs: x.fromTs })), keyNames,
+        windowMs: this.deps.timeseries.windowMs, maxTs: this.now() + MAX_AHEAD_MS,
+        maxBodyBytes: maxBody, maxBodyPoints: maxPoints,
+      });
+    } catch (err) {
+      // a block that cannot be decoded: retrying cannot help; the points stay in the store, the entries are shown
+      const error = `unreadable: ${(err as Error).message}`;
+      const n = entries.reduce((s, x) => s + x.points, 0);
+      this.counters.setAside += n;
+      this.counters.lastError = `sync: a batch of ${dev.name} could not be read back (${error})`;
+      this.log.error(`sync: a batch of ${dev.name} (${n} points) could not be read back; set aside: ${error}`);
+      for (const entry of entries) this.noteQueued(e, entry.refs, -1);
+      this.queueAck({ puts: [], remove: entries.map((x) => x.key), held: [], setAside: entries.map((x) => ({ key: x.key, value: { refs: encodeRefs(x.refs), status: 0, error } })) });
+      return true;
+    }
+    await this.turns.take(live);
+    if (this.stopped) return false;
+    const ops: AckOps = { puts: [], remove: entries.map((x) => x.key), held: group.held.map((h) => ({ e, seq: h.seq, value: h.value })), setAside: [] };
     let sent = 0;
     let bytes = 0;
     const only = entries.length === 1 ? entries[0] : undefined;
-    const bodies = wireBodies(points, maxBody, maxPoints);
-    // each body after the first is encoded in a turn of its own
-    for (let r = bodies.next(); !r.done; await this.turns.take(live), r = bodies.next()) {
-      const { body, points: n, lastTs } = r.value;
+    for (const [i, { body, points: n, lastTs }] of group.bodies.entries()) {
+      if (i > 0) await this.turns.take(live);
       await this.pace(lane, n);
       if (this.stopped) return false;
       const a = await this.client.post(`api/v1/${encodeURIComponent(token)}/telemetry`, body);
       if (a.status >= 200 && a.status < 300) {
         sent += n;
-        bytes += body.length;
+        bytes += body.byteLength;
         this.succeeded();
         // One entry over several bodies: each body holds every point up to its last ts (bodies are cut between
         // timestamps), so the entry is acknowledged that far and a restart re-sends at most one body of it.
-        if (only !== undefined && sent < points.length) {
+        if (only !== undefined && sent < group.points) {
           this.queueAck({ puts: [{ key: only.key, value: [lastTs + 1, ...encodeRefs(only.refs)] }], remove: [], held: [], setAside: [] });
         }
-        // the last body: acknowledged at once, not a turn later
-        if (sent === points.length) break;
         continue;
       }
       if (a.status === 400) {
         // the whole group is set aside: kept in the store and recorded, never retried on its own
         const error = a.body.slice(0, 500);
-        this.counters.setAside += points.length - sent;
+        this.counters.setAside += group.points - sent;
         this.counters.lastError = `HTTP 400 from ${this.client.url} for a batch of ${dev.name}: ${error.slice(0, 200)}`;
-        this.log.warn(`sync: the upstream refused a batch of ${dev.name} (${points.length - sent} points) with 400; set aside: ${error.slice(0, 200)}`);
+        this.log.warn(`sync: the upstream refused a batch of ${dev.name} (${group.points - sent} points) with 400; set aside: ${error.slice(0, 200)}`);
         for (const entry of entries) ops.setAside.push({ key: entry.key, value: { refs: encodeRefs(entry.refs), status: 400, error } });
         break;
       }
@@ -822,7 +799,7 @@ export class SyncService implements SyncStatusSource {
     }
     if (sent > 0) this.bytesPerPoint = 0.8 * this.bytesPerPoint + 0.2 * Math.max(8, bytes / sent);
     this.counters.sent += sent;
-    if (dropped > 0) this.noteDropped(dropped, dropFrom, dropTo);
+    if (group.dropped > 0) this.noteDropped(group.dropped, group.droppedFrom, group.droppedTo);
     for (const entry of entries) this.noteQueued(e, entry.refs, -1);
     for (const h of ops.held) this.heldTotal += h.value.held;
     this.queueAck(ops);

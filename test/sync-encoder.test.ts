@@ -1,0 +1,167 @@
+/**
+ * The sync's encoder thread (src/sync/encoder.ts, encoder-worker.ts): outbox entries read back from the real
+ * LMDB store and encoded in a worker thread give exactly what the main thread would, see commits made just
+ * before they were asked for, hold and drop as the main thread does, and a thread that dies or idles costs
+ * nothing but itself. Real LMDB in a temp dir, a real worker thread.
+ */
+import t from 'tap';
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { Logger } from '../src/context.js';
+import { kvDouble, kvLong, kvString } from '../src/model/kv.js';
+import { Dictionary } from '../src/store/dict.js';
+import { type StoreEnv, openStoreEnv } from '../src/store/env.js';
+import { OutboxRecorder, type QueueKey, decodeRefs } from '../src/store/outbox.js';
+import { DEFAULT_STORE_OPTIONS, LmdbTimeseriesStore } from '../src/store/timeseries.js';
+import { MAX_AHEAD_MS } from '../src/sync/clock.js';
+import { type EncodeRequest, type EncodedGroup, encodeGroup } from '../src/sync/encode.js';
+import { GroupEncoder } from '../src/sync/encoder.js';
+import { type Teardown, tempDir } from './helpers/server.js';
+
+const MAP = 64 * 1024 * 1024;
+const DEVICE = '11111111-2222-3333-4444-555555555555';
+const BASE = 1_700_000_000_000;
+
+function open(t: Teardown) {
+  const dataDir = tempDir(t);
+  const env = openStoreEnv({ dataDir, mapSizeBytes: MAP });
+  const dict = new Dictionary(env);
+  const store = new LmdbTimeseriesStore(env, dict, { ...DEFAULT_STORE_OPTIONS, commitDelayMs: 0, outbox: new OutboxRecorder(env) });
+  return { dataDir, env, dict, store };
+}
+
+function logger(): Logger & { lines: string[] } {
+  const lines: string[] = [];
+  return { lines, info: (m) => lines.push(m), warn: (m) => lines.push(m), error: (m) => lines.push(m), debug: () => undefined };
+}
+
+/** A request for the outbox entries of DEVICE (all, or from seq `fromSeq`), every key named. */
+function requestFor(env: StoreEnv, dict: Dictionary, fromSeq = 0, overrides: Partial<EncodeRequest> = {}): EncodeRequest {
+  const e = dict.entityIdx(DEVICE) as number;
+  const entries = [];
+  const keyNames = new Map<number, string>();
+  for (const { key, value } of env.outbox.getRange({ start: ['q', fromSeq], end: ['q', Number.MAX_SAFE_INTEGER] })) {
+    const [, seq, ee] = key as QueueKey;
+    if (ee !== e) continue;
+    const refs = decodeRefs(value as number[]);
+    for (const r of refs) keyNames.set(r.k, dict.keyName(r.k) as string);
+    entries.push({ seq, refs, fromTs: Number.MIN_SAFE_INTEGER });
+  }
+  return {
+    e, entries, keyNames, windowMs: DEFAULT_STORE_OPTIONS.windowMs,
+    maxTs: Date.now() + MAX_AHEAD_MS, maxBodyBytes: 65_536, maxBodyPoints: Infinity, ...overrides,
+  };
+}
+
+const text = (g: EncodedGroup): string[] => g.bodies.map((b) => Buffer.from(b.body).toString('utf8'));
+
+t.test('the thread encodes exactly what the main thread does, types kept', async (t) => {
+  const { dataDir, env, dict, store } = open(t);
+  const encoder = new GroupEncoder({ env, setup: { dataDir, mapSizeBytes: MAP }, log: logger() });
+  t.teardown(async () => { await encoder.close(); await env.close(); });
+  for (let i = 0; i < 30; i++) {
+    await store.write(DEVICE, [{ ts: BASE + i * 1000, values: [['t', kvDouble(20 + i / 4)], ['n', kvLong(i)], ['whole', kvDouble(42)], ['s', kvString(`x"${i}`)]] }]);
+  }
+  const req = requestFor(env, dict, 0, { maxBodyBytes: 1024 });
+  t.equal(req.entries.length, 30, 'one outbox entry per write');
+  const here = encodeGroup(env, req);
+  const there = await encoder.encode(req);
+  t.ok(encoder.threadRunning, 'encoded in a thread');
+  t.ok(there.bodies.length > 1, `cut into bodies of at most 1024 bytes (${there.bodies.length})`);
+  t.same(text(there), text(here), 'the same bodies, byte for byte');
+  t.same({ ...there, bodies: [] }, { ...here, bodies: [] }, 'the same counts');
+  t.equal(there.points, 120);
+  const first = (JSON.parse(text(there)[0] as string) as Array<{ ts: number; values: Record<string, unknown> }>)[0];
+  t.same(first, { ts: BASE, values: { t: 20, n: 0, whole: 42, s: 'x"0' } });
+  t.match(text(there)[0], /"whole":42\.0/, '42.0 stays a double on the wire');
+});
+
+t.test('the thread sees a commit made just before it was asked (a fresh snapshot per group)', async (t) => {
+  const { dataDir, env, dict, store } = open(t);
+  const encoder = new GroupEncoder({ env, setup: { dataDir, mapSizeBytes: MAP }, log: logger() });
+  t.teardown(async () => { await encoder.close(); await env.close(); });
+  // One write after the other, each asked for as soon as this thread sees its entry committed (as the sync's
+  // outbox scan does), not waiting for its flush: the thread answered the previous group a moment before, and
+  // lmdb-js renews a thread's read transaction only on a timer of its own.
+  let stale = 0;
+  const durable: Array<Promise<void>> = [];
+  for (let i = 0; i < 300; i++) {
+    durable.push(store.write(DEVICE, [{ ts: BASE + i, values: [['v', kvLong(i)]] }]));
+    let req = requestFor(env, dict);
+    while (req.entries.length < i + 1) {
+      await new Promise((r) => setImmediate(r));
+      req = requestFor(env, dict);
+    }
+    const g = await encoder.encode(req);
+    if (g.points !== i + 1) stale++;
+  }
+  await Promise.all(durable);
+  t.equal(stale, 0, 'every group read after its entries were committed');
+});
+
+t.test('held and dropped points are counted in the thread as in the main thread', async (t) => {
+  const { dataDir, env, dict, store } = open(t);
+  const encoder = new GroupEncoder({ env, setup: { dataDir, mapSizeBytes: MAP }, log: logger() });
+  t.teardown(async () => { await encoder.close(); await env.close(); });
+  const now = Date.now();
+  await store.write(DEVICE, [
+    { ts: now, values: [['a', kvLong(1)], ['gone', kvLong(2)]] },
+    { ts: now + 2 * MAX_AHEAD_MS, values: [['a', kvLong(3)]] },
+    { ts: 900_000_000_000, values: [['a', kvLong(4)]] },
+  ]);
+  const req = requestFor(env, dict);
+  const keyNames = new Map(req.keyNames);
+  keyNames.delete(dict.keyIdx('gone') as number);
+  const g = await encoder.encode({ ...req, keyNames, maxTs: now + MAX_AHEAD_MS });
+  t.equal(g.points, 1, 'only the point in range is sent');
+  t.same(JSON.parse(text(g)[0] as string), [{ ts: now, values: { a: 1 } }]);
+  t.equal(g.dropped, 1, 'a key without a name is dropped');
+  t.equal(g.held.length, 1);
+  t.match(g.held[0]?.value, { held: 2, pre2000: 1, futureMin: now + 2 * MAX_AHEAD_MS, above: now + MAX_AHEAD_MS });
+  t.same(g, encodeGroup(env, { ...req, keyNames, maxTs: now + MAX_AHEAD_MS }), 'the main thread counts the same');
+});
+
+t.test('a thread that dies: its groups are encoded here; three deaths in a row and the thread is given up', async (t) => {
+  const { dataDir, env, dict, store } = open(t);
+  const broken = join(tempDir(t), 'broken-worker.mjs');
+  writeFileSync(broken, 'throw new Error("no encoder here");\n');
+  const log = logger();
+  const encoder = new GroupEncoder({ env, setup: { dataDir, mapSizeBytes: MAP }, log, workerUrl: pathToFileURL(broken) });
+  t.teardown(async () => { await encoder.close(); await env.close(); });
+  await store.write(DEVICE, [{ ts: BASE, values: [['v', kvLong(7)]] }]);
+  const req = requestFor(env, dict);
+  const want = text(encodeGroup(env, req));
+  for (let i = 0; i < 4; i++) t.same(text(await encoder.encode(req)), want, `group ${i + 1} encoded all the same`);
+  t.equal(log.lines.filter((l) => l.includes('the encoder thread ended (no encoder here)')).length, 2, 'two deaths logged');
+  t.equal(log.lines.filter((l) => l.includes('ended 3 times in a row')).length, 1, 'the third gives the thread up, once');
+  t.notOk(encoder.threadRunning, 'no thread started after that');
+});
+
+t.test('an idle thread ends and a later group starts another; closing leaves the store usable', async (t) => {
+  const { dataDir, env, dict, store } = open(t);
+  const encoder = new GroupEncoder({ env, setup: { dataDir, mapSizeBytes: MAP }, log: logger(), idleMs: 100 });
+  t.teardown(() => env.close());
+  await store.write(DEVICE, [{ ts: BASE, values: [['v', kvLong(1)]] }]);
+  t.equal((await encoder.encode(requestFor(env, dict))).points, 1);
+  t.ok(encoder.threadRunning);
+  await new Promise((r) => setTimeout(r, 400));
+  t.notOk(encoder.threadRunning, 'ended after idleMs without a group');
+  t.equal((await encoder.encode(requestFor(env, dict))).points, 1, 'a new thread for the next group');
+  await encoder.close();
+  t.notOk(encoder.threadRunning);
+  // the thread closed its handle of the shared environment, not the main thread's
+  await store.write(DEVICE, [{ ts: BASE + 1, values: [['v', kvLong(2)]] }]);
+  t.same([...store.range(DEVICE, 'v', { startTs: BASE, endTs: BASE + 2, order: 'ASC' })].map((p) => p.value.v), [1, 2]);
+});
+
+t.test('a group that cannot be read back is refused, by the thread and then by the main thread', async (t) => {
+  const { dataDir, env, dict, store } = open(t);
+  const encoder = new GroupEncoder({ env, setup: { dataDir, mapSizeBytes: MAP }, log: logger() });
+  t.teardown(async () => { await encoder.close(); await env.close(); });
+  await store.write(DEVICE, [{ ts: BASE, values: [['v', kvLong(1)]] }, { ts: BASE + 1, values: [['v', kvLong(2)]] }]);
+  const req = requestFor(env, dict);
+  // damage the fragment the entry points at
+  for (const { key } of env.head.getRange({})) await env.head.put(key, Buffer.from([0xff, 0xff, 0xff]));
+  await t.rejects(encoder.encode(req), 'rejected');
+});
