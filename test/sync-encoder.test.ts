@@ -5,7 +5,7 @@
  * nothing but itself. Real LMDB in a temp dir, a real worker thread.
  */
 import t from 'tap';
-import { writeFileSync } from 'node:fs';
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Logger } from '../src/context.js';
@@ -17,7 +17,10 @@ import { DEFAULT_STORE_OPTIONS, LmdbTimeseriesStore } from '../src/store/timeser
 import { MAX_AHEAD_MS } from '../src/sync/clock.js';
 import { type EncodeRequest, type EncodedGroup, encodeGroup } from '../src/sync/encode.js';
 import { GroupEncoder } from '../src/sync/encoder.js';
-import { type Teardown, tempDir } from './helpers/server.js';
+import { FakeTb } from './helpers/fake-tb.js';
+import { type Teardown, addDevice, http, tempDir } from './helpers/server.js';
+import { syncGateway, syncStatusUntil } from './helpers/sync.js';
+import { addUser, login } from './helpers/users.js';
 
 const MAP = 64 * 1024 * 1024;
 const DEVICE = '11111111-2222-3333-4444-555555555555';
@@ -68,6 +71,10 @@ t.test('the thread encodes exactly what the main thread does, types kept', async
   const here = encodeGroup(env, req);
   const there = await encoder.encode(req);
   t.ok(encoder.threadRunning, 'encoded in a thread');
+  // field 19 of /proc/<pid>/task/<tid>/stat is the thread's nice value (after the parenthesised name)
+  const nices = readdirSync('/proc/self/task').map((tid) => Number(readFileSync(`/proc/self/task/${tid}/stat`, 'utf8').split(') ')[1]?.split(' ')[16]));
+  t.ok(nices.includes(10), `one thread at nice 10, the encoder's (nice values: ${[...new Set(nices)].join(', ')})`);
+  t.equal(nices[0], 0, 'the main thread keeps nice 0');
   t.ok(there.bodies.length > 1, `cut into bodies of at most 1024 bytes (${there.bodies.length})`);
   t.same(text(there), text(here), 'the same bodies, byte for byte');
   t.same({ ...there, bodies: [] }, { ...here, bodies: [] }, 'the same counts');
@@ -164,4 +171,35 @@ t.test('a group that cannot be read back is refused, by the thread and then by t
   // damage the fragment the entry points at
   for (const { key } of env.head.getRange({})) await env.head.put(key, Buffer.from([0xff, 0xff, 0xff]));
   await t.rejects(encoder.encode(req), 'rejected');
+});
+
+t.test('a gateway sets a batch that cannot be read back aside, shows it and sends the rest', async (t) => {
+  const tb = await FakeTb.start();
+  t.teardown(() => tb.close());
+  await tb.down();
+  // the log goes into LMDB at once, so the points are in head fragments to damage
+  const gw = await syncGateway(t, tb.url, {}, { store: { applyIntervalMs: 50 } });
+  await addUser(gw.dataDir, 'admin@enc.test', 'secret', 'TENANT_ADMIN');
+  const jwt = (await login(gw, 'admin@enc.test', 'secret')).token;
+  const bad = await addDevice(gw.dataDir, 'bad', ['--upstream-token', 'B']);
+  const good = await addDevice(gw.dataDir, 'good', ['--upstream-token', 'G']);
+  for (const d of [bad, good]) {
+    const r = await http('POST', `${gw.url}/api/v1/${d.token}/telemetry`, JSON.stringify([{ ts: BASE, values: { a: 1 } }, { ts: BASE + 1, values: { a: 2 } }]));
+    t.equal(r.status, 200);
+  }
+  type Seen = { backlogPoints: number; setAsidePoints: number; sentPoints: number; lastError: string | null };
+  await syncStatusUntil<Seen>(gw, jwt, (s) => s.backlogPoints === 4, 'both posts pending', 10_000, 50);
+  // another process writes the same store while the daemon runs, as the CLI does (LMDB's lock file)
+  await new Promise((r) => setTimeout(r, 300));
+  const env = openStoreEnv({ dataDir: gw.dataDir, mapSizeBytes: MAP });
+  const e = new Dictionary(env).entityIdx(bad.id) as number;
+  for (const { key } of env.head.getRange({})) if ((key as Buffer).readUInt32BE(0) === e) await env.head.put(key as Buffer, Buffer.from([0xff, 0xff, 0xff]));
+  await env.close();
+  await tb.up();
+  await tb.waitFor(() => tb.distinct('G').size === 2, 'the good device\'s points');
+  const s = await syncStatusUntil<Seen>(gw, jwt, (st) => st.setAsidePoints === 2, 'the damaged batch set aside', 10_000, 50);
+  t.match(s.lastError, /could not be read back \(unreadable: /, 'shown in lastError');
+  t.equal(s.backlogPoints, 0, 'nothing left pending');
+  t.equal(tb.requests.filter((r) => r.token === 'B').length, 0, 'nothing of it went up');
+  t.ok(gw.logs.some((l) => /sync: a batch of bad \(2 points\) could not be read back; set aside/.test(l)), 'one log line');
 });

@@ -8,6 +8,8 @@ import { parentPort, workerData } from 'node:worker_threads';
 import { type StoreEnv, openStoreEnv } from '../store/env.js';
 import { type EncodeRequest, type EncodedGroup, encodeGroup } from './encode.js';
 
+const ENCODER_NICE = 10;
+
 export interface EncoderSetup {
   readonly dataDir: string;
   readonly mapSizeBytes: number;
@@ -25,9 +27,16 @@ function freshSnapshot(env: StoreEnv): void {
   (env.root as unknown as { resetReadTxn(): void }).resetReadTxn();
 }
 
+/**
+ * Ingest first: this thread alone goes to nice 10 (Linux keeps a nice value per thread; /proc/thread-self names
+ * this one), so on busy cores the main thread's device posts run before it. Elsewhere it keeps the process's.
+ */
 function lowerPriority(): void {
-  const tid = Number(readlinkSync('/proc/thread-self').split('/').pop());
-  setPriority(tid, 10);
+  try {
+    setPriority(Number(readlinkSync('/proc/thread-self').split('/').pop()), ENCODER_NICE);
+  } catch {
+    // not Linux, or no /proc: the same priority as the main thread
+  }
 }
 
 function serve(port: NonNullable<typeof parentPort>, setup: EncoderSetup): void {

@@ -44,7 +44,7 @@ const DEFAULT_IDLE_MS = 30_000;
 const MAX_DEATHS = 3;
 /**
  * MB; the thread's young generation (V8's default grows it to tens of MB under an unpaced drain: peak RSS
- * +25 MiB; at 4 MB, +6.5 MiB, with the drain as fast: BENCHMARKS.md). Its scavenges stop only this thread.
+ * +25 MiB; at 4 MB, +6 to +16 MiB, with the drain as fast: BENCHMARKS.md). Its scavenges stop only this thread.
  */
 const YOUNG_GENERATION_MB = 4;
 /** how long close() waits for the thread to close its environment before terminating it */
