@@ -183,7 +183,8 @@ export const DEFAULTS = {
     depthProbeMs: 3_600_000,
     /**
      * read the backlog back and encode it in a thread of its own (src/sync/encoder.ts), at a lower CPU priority
-     * than ingest; false: in the main thread (a single-core board, where the thread's ~10 MB buy no parallelism).
+     * than ingest; false: in the main thread (a single-core board, where the thread's memory, +6 to +16 MiB at peak
+     * while draining, buys no parallelism).
      */
     encoderThread: true,
   },
