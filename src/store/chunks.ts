@@ -284,3 +284,11 @@ export function* seriesPoints(
     for (const c of cols) if (columnPool.length < COLUMN_POOL_MAX) columnPool.push(c.release());
   }
 }
+
+/**
+ * The raw horizon as `env`'s current read snapshot has it (meta `rawHorizonTs`): retention persists it before it
+ * removes chunks, so a reader that finds a chunk gone in the same snapshot finds the horizon past it.
+ */
+export function rawHorizonOf(env: StoreEnv): number {
+  return (env.meta.get('rawHorizonTs') as number | undefined) ?? Number.MIN_SAFE_INTEGER;
+}

@@ -20,7 +20,9 @@ import type { TsRecord } from '../ingest/payload.js';
 import { SeriesColumn, TelemetryBatch } from '../model/batch.js';
 import type { EntityIdx, KeyIdx } from './codec.js';
 import { decodeStamped, encodeStamped, entityPrefix, prefixEnd, readOrderedI64, seriesKey } from './codec.js';
-import { type SeriesChunks, type WindowPoints, fragKey, fragmentPoints, headFragments, mergeWindow, seriesPoints, seriesWindows, windowKey, windowStart } from './chunks.js';
+import {
+  type SeriesChunks, type WindowPoints, fragKey, fragmentPoints, headFragments, mergeWindow, rawHorizonOf, seriesPoints, seriesWindows, windowKey, windowStart,
+} from './chunks.js';
 import type { Dictionary } from './dict.js';
 import { type StoreEnv, writeFailure } from './env.js';
 import type { OutpostError } from '../errors.js';
@@ -123,14 +125,6 @@ export const DEFAULT_STORE_OPTIONS: StoreOptions = {
 };
 
 /** Counters since start (issue 6 §4: for the status/metrics endpoints). */
-/**
- * The raw horizon as `env`'s current read snapshot has it (meta `rawHorizonTs`): retention persists it before it
- * removes chunks, so a reader that finds a chunk gone in the same snapshot finds the horizon past it.
- */
-export function rawHorizonOf(env: StoreEnv): number {
-  return (env.meta.get('rawHorizonTs') as number | undefined) ?? Number.MIN_SAFE_INTEGER;
-}
-
 export interface CompactionCounters {
   /** windows folded into chunks */
   compactedWindows: number;

@@ -3,12 +3,11 @@
  * part of sending the backlog. It needs only the LMDB environment and plain data, so the same function runs in
  * the encoder thread (encoder-worker.ts) and, as a fallback, in the main thread (encoder.ts).
  */
-import { seriesPoints } from '../store/chunks.js';
+import { rawHorizonOf, seriesPoints } from '../store/chunks.js';
 import type { EntityIdx, KeyIdx } from '../store/codec.js';
 import type { StoreEnv } from '../store/env.js';
 import type { TsKv } from '../model/kv.js';
 import { type FragmentRef, readRef } from '../store/outbox.js';
-import { rawHorizonOf } from '../store/timeseries.js';
 import { MIN_SENDABLE_TS } from './clock.js';
 import { type WirePoint, wireBodies, wirePoints } from './wire.js';
 

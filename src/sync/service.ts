@@ -740,8 +740,10 @@ export class SyncService implements SyncStatusSource {
         if (name !== undefined) keyNames.set(r.k, name);
       }
     }
-    // in the main thread, the read-back is a slice of its own (turns.ts)
-    if (!this.encoder.threaded) {
+    // a slice of its own (turns.ts): the read-back when the main thread does it, else the requests after the
+    // thread's answer
+    const threaded = this.encoder.threaded;
+    if (!threaded) {
       await this.turns.take(live);
       if (this.stopped) return false;
     }
@@ -763,7 +765,7 @@ export class SyncService implements SyncStatusSource {
       this.queueAck({ puts: [], remove: entries.map((x) => x.key), held: [], setAside: entries.map((x) => ({ key: x.key, value: { refs: encodeRefs(x.refs), status: 0, error } })) });
       return true;
     }
-    await this.turns.take(live);
+    if (threaded) await this.turns.take(live);
     if (this.stopped) return false;
     const ops: AckOps = { puts: [], remove: entries.map((x) => x.key), held: group.held.map((h) => ({ e, seq: h.seq, value: h.value })), setAside: [] };
     let sent = 0;
