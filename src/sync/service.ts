@@ -36,9 +36,9 @@ import { type UpstreamAnswer, UpstreamClient } from './client.js';
 import { DepthSync, type DepthSyncStatus } from './depth.js';
 import type { DeviceSyncStatus, SyncState, SyncStatus, SyncStatusSource } from './status.js';
 import { SliceTurns } from './turns.js';
-import { type EncodedGroup, type HeldRecord } from './encode.js';
-import { GroupEncoder } from './encoder.js';
-import type { EncoderSetup } from './encoder-worker.js';
+import type { HeldRecord } from './encode.js';
+import { type ReadyGroup, SyncThread } from './thread.js';
+import type { ThreadSetup } from './thread-worker.js';
 import { type WirePoint, wireBodies, wirePoints, wireValue } from './wire.js';
 
 /** CONTRACT §9 plus documented additions (README "Upstream sync"). */
@@ -156,8 +156,8 @@ export interface SyncDeps {
   /** the recorder the timeseries store was opened with (so the log's replay at start is recorded too) */
   readonly outbox: OutboxRecorder;
   readonly config: Readonly<Config['sync']>;
-  /** what the encoder thread opens: `env`'s data dir and map size (encoder.ts) */
-  readonly encoderSetup: EncoderSetup;
+  /** what the sync thread opens: `env`'s data dir and map size (thread.ts) */
+  readonly encoderSetup: Pick<ThreadSetup, 'dataDir' | 'mapSizeBytes'>;
   readonly log: Logger;
   readonly now?: () => number;
 }
@@ -194,8 +194,8 @@ export class SyncService implements SyncStatusSource {
   private attrBusy = false;
   /** one slice of sync CPU work per event-loop turn (turns.ts) */
   private readonly turns = new SliceTurns();
-  /** reads the backlog back and encodes it in a thread of its own (encoder.ts) */
-  private readonly encoder: GroupEncoder;
+  /** reads the backlog back, encodes it and posts it in a thread of its own (thread.ts) */
+  private readonly thread: SyncThread;
   private readonly timers: NodeJS.Timeout[] = [];
   private ready: Promise<void> | undefined;
 
@@ -205,7 +205,10 @@ export class SyncService implements SyncStatusSource {
     this.log = deps.log;
     this.now = deps.now ?? Date.now;
     this.client = new UpstreamClient(this.cfg.url, this.cfg.concurrency, this.cfg.requestTimeoutMs);
-    this.encoder = new GroupEncoder({ env: this.env, setup: deps.encoderSetup, log: this.log, thread: this.cfg.encoderThread });
+    this.thread = new SyncThread({
+      env: this.env, client: this.client, log: this.log, thread: this.cfg.encoderThread,
+      setup: { ...deps.encoderSetup, url: this.cfg.url, concurrency: this.cfg.concurrency, requestTimeoutMs: this.cfg.requestTimeoutMs },
+    });
     const saved = this.env.outbox.get(COUNTERS_KEY) as Partial<Counters> | undefined;
     this.counters = {
       sent: 0, dropped: 0, droppedFrom: null, droppedTo: null, setAside: 0, notSynced: 0, lastSuccessTs: null, lastError: null, ...saved,
@@ -279,9 +282,10 @@ export class SyncService implements SyncStatusSource {
     await this.pumping;
     // requests in flight fail at once (their entries stay pending), then what was acknowledged is written
     this.client.close();
+    this.thread.abortRequests();
     await Promise.all([...this.running]);
     this.flushAcks();
-    await Promise.all([this.ackChain, this.encoder.close()]);
+    await Promise.all([this.ackChain, this.thread.close()]);
   }
 
   // ---- bookkeeping -------------------------------------------------------------------------------------
@@ -617,7 +621,7 @@ export class SyncService implements SyncStatusSource {
         const { body, points: n } = r.value;
         await this.pace(this.lanes[0], n);
         if (this.stopped) return;
-        const a = await this.client.post(`api/v1/${encodeURIComponent(token)}/telemetry`, body);
+        const a = await this.thread.post(`api/v1/${encodeURIComponent(token)}/telemetry`, body);
         if (a.status >= 200 && a.status < 300) {
           sent += n;
           bytes += body.length;
@@ -742,14 +746,14 @@ export class SyncService implements SyncStatusSource {
     }
     // a slice of its own (turns.ts): the read-back when the main thread does it, else the requests after the
     // thread's answer
-    const threaded = this.encoder.threaded;
+    const threaded = this.thread.threaded;
     if (!threaded) {
       await this.turns.take(live);
       if (this.stopped) return false;
     }
-    let group: EncodedGroup;
+    let group: ReadyGroup;
     try {
-      group = await this.encoder.encode({
+      group = await this.thread.encode({
         e, entries: entries.map((x) => ({ seq: x.seq, refs: x.refs, fromTs: x.fromTs })), keyNames,
         windowMs: this.deps.timeseries.windowMs, maxTs: this.now() + MAX_AHEAD_MS,
         maxBodyBytes: maxBody, maxBodyPoints: maxPoints,
@@ -765,20 +769,32 @@ export class SyncService implements SyncStatusSource {
       this.queueAck({ puts: [], remove: entries.map((x) => x.key), held: [], setAside: entries.map((x) => ({ key: x.key, value: { refs: encodeRefs(x.refs), status: 0, error } })) });
       return true;
     }
-    if (threaded) await this.turns.take(live);
-    if (this.stopped) return false;
+    try {
+      if (threaded) await this.turns.take(live);
+      if (this.stopped) return false;
+      return await this.sendBodies(lane, dev, token, entries, group);
+    } finally {
+      // bodies a failure left unsent: the thread forgets them (the entries stay pending)
+      this.thread.release(group);
+    }
+  }
+
+  /** sendGroup's requests, body by body, and what their answers mean; false as sendGroup. */
+  private async sendBodies(lane: Lane, dev: Dev, token: string, entries: Entry[], group: ReadyGroup): Promise<boolean> {
+    const live = lane.index === 0;
+    const e = dev.e as number;
     const ops: AckOps = { puts: [], remove: entries.map((x) => x.key), held: group.held.map((h) => ({ e, seq: h.seq, value: h.value })), setAside: [] };
     let sent = 0;
     let bytes = 0;
     const only = entries.length === 1 ? entries[0] : undefined;
-    for (const [i, { body, points: n, lastTs }] of group.bodies.entries()) {
+    for (const [i, { bytes: size, points: n, lastTs }] of group.bodies.entries()) {
       if (i > 0) await this.turns.take(live);
       await this.pace(lane, n);
       if (this.stopped) return false;
-      const a = await this.client.post(`api/v1/${encodeURIComponent(token)}/telemetry`, body);
+      const a = await this.thread.postBody(group, i, `api/v1/${encodeURIComponent(token)}/telemetry`);
       if (a.status >= 200 && a.status < 300) {
         sent += n;
-        bytes += body.byteLength;
+        bytes += size;
         this.succeeded();
         // One entry over several bodies: each body holds every point up to its last ts (bodies are cut between
         // timestamps), so the entry is acknowledged that far and a restart re-sends at most one body of it.
