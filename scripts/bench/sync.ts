@@ -4,30 +4,35 @@
  *   - drain: a backlog of 1 M points (100 devices × 10 keys × 1000 timestamps, posted while the upstream is
  *     unreachable) drained unpaced into a second Outpost (provisioning every device), points/s from the
  *     gateway's start to an empty backlog;
- *   - ingest single-point p99 (one device posting one point at a time, sequentially) while that drain runs,
- *     against the same load on the same data dir with sync off;
+ *   - ingest single-point p99 (one device posting one point at a time, sequentially, from a process of its own)
+ *     while that drain runs, against the same probe on a copy of the same data dir with sync off, in rounds
+ *     (`--rounds`, default 3): each round drains a copy of the backlog with the sync thread, with
+ *     sync.encoderThread false, and into a bare sink (sink.ts, a server elsewhere), then probes with sync off and
+ *     with idle-priority busy loops on every core (the floor: what keeping the cores busy costs by itself here);
+ *     the table gives the median of the rounds' ratios, and the gateway's CPU time during the drain;
  *   - bytes written per point (/proc/<pid>/io write_bytes) with sync on (upstream reachable, live) ÷ off:
  *     20 devices × 10 keys posting one record at a time, 4 requests in flight, fresh data dirs;
- *   - RssAnon of the gateway with the 1 M backlog pending (link down) − with none (after the drain), both
- *     measured 3 s after a restart on the same data dir.
+ *   - RssAnon of the gateway with the 1 M backlog pending (link down) − with none (after a drain), both
+ *     measured 3 s after a restart.
  *
- * The receiving Outpost stands in for a server elsewhere: it runs at nice 15 (`--upstream-nice N`, 0 to share
- * the cores equally), so it takes the CPU the gateway leaves idle instead of a third of the gateway's two cores
- * while the probe measures the gateway's ingest. `--upstream-dir DIR` puts its data dir elsewhere (a tmpfs: its
- * disk writes out of the gateway's way too); `--no-bytes` skips the bytes-per-point phase (quick runs).
+ * The receiving Outpost stands in for a server elsewhere, so it takes only the CPU the gateway leaves idle:
+ * SCHED_IDLE for all its threads (chrt), or `--upstream-nice N` for a nice value instead. `--upstream-dir DIR` puts
+ * its data dir elsewhere (a tmpfs: its disk writes out of the gateway's way too); `--no-bytes` skips the
+ * bytes-per-point phase (quick runs). `SYNC_BENCH_PROF=dir` writes CPU profiles of the draining gateway.
  *
- *   npm run build && npm run bench:sync [-- --devices 100 --timestamps 1000 --commit-delay 0 --upstream-nice 15]
+ *   npm run build && npm run bench:sync [-- --devices 100 --timestamps 1000 --rounds 3 --commit-delay 0]
  */
-import { execFileSync } from 'node:child_process';
+import { execFileSync, fork, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import type { ChildProcess } from 'node:child_process';
-import { setPriority, tmpdir } from 'node:os';
+import { availableParallelism, setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { RawHttpConnection, encodeRequest, intArg, median, peakRssBytes, rssAnonBytes, spawnListening, stopDaemon as stop } from './lib.js';
 
 const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
+const SINK = fileURLToPath(new URL('./sink.js', import.meta.url));
 /**
  * store.commitDelayMs of every daemon here (`--commit-delay`, default 0, the low-latency setting): the probe and
  * the bytes-per-point phase post one request after another, so the default's 250 ms would be most of what they
@@ -129,11 +134,29 @@ async function load(port: number, bodies: Iterable<[string, string]>, inFlight: 
   }));
 }
 
-/** Single-point posts of one device, one at a time, until `until()`; latencies in ms. */
+/**
+ * Single-point posts of one device, one at a time, until `until()` and at least `minCount`; latencies in ms.
+ * In a process of its own (--probe): the bench's own work (polling the sync status, parsing it) would otherwise
+ * delay the probe's clock readings, and only while draining.
+ */
 async function probe(port: number, token: string, until: () => boolean, minCount: number): Promise<number[]> {
+  const child = fork(fileURLToPath(import.meta.url), ['--probe', String(port), token, String(minCount)], { stdio: 'inherit' });
+  const result = new Promise<number[]>((resolve, reject) => {
+    child.once('message', (m) => resolve(m as number[]));
+    child.once('exit', (code) => reject(new Error(`probe exited with ${code}`)));
+  });
+  while (!until()) await settle(10);
+  child.send('stop');
+  return result;
+}
+
+/** The probe's process: posts until the parent says stop, then hands back the latencies. */
+async function probeChild(port: number, token: string, minCount: number): Promise<void> {
+  let stopped = false;
+  process.once('message', () => { stopped = true; });
   const c = await RawHttpConnection.open(port);
   const lat: number[] = [];
-  for (let i = 0; !until() || lat.length < minCount; i++) {
+  for (let i = 0; !stopped || lat.length < minCount; i++) {
     const t0 = performance.now();
     const r = await c.request(encodeRequest('POST', `/api/v1/${token}/telemetry`, `{"p":${i}}`, { 'Content-Type': 'application/json' }));
     if (r.status !== 200) throw new Error(`probe ${r.status}`);
@@ -141,7 +164,7 @@ async function probe(port: number, token: string, until: () => boolean, minCount
     if (lat.length >= 200_000) break;
   }
   c.close();
-  return lat;
+  process.send?.(lat, () => process.exit(0));
 }
 
 const p99 = (xs: number[]): number => {
@@ -177,6 +200,20 @@ function background(pid: number): string {
   }
   setPriority(pid, UPSTREAM_NICE);
   return `nice ${UPSTREAM_NICE}`;
+}
+
+/**
+ * One busy loop per core at the lowest priority the machine offers (SCHED_IDLE, else nice 19): CPU work that
+ * yields to everything else, as the receiving Outpost does. What it alone does to the probe is this machine's
+ * floor for any drain that keeps the cores busy (the scheduler's wake-up latency, not the gateway's work).
+ */
+function spinners(): ChildProcess[] {
+  const loop = ['sh', '-c', 'while :; do :; done'];
+  return Array.from({ length: availableParallelism() }, () => {
+    const idle = spawn('chrt', ['-i', '0', ...loop], { stdio: 'ignore' });
+    idle.on('error', () => undefined);
+    return idle.pid !== undefined ? idle : spawn('nice', ['-n', '19', ...loop], { stdio: 'ignore' });
+  });
 }
 
 interface Drain { s: number; lat: number[]; loop: string; hwm: number; cpu: { main: number; all: number } }
@@ -242,9 +279,9 @@ async function main(): Promise<void> {
       return to;
     };
     let scheduling = '';
-    const drain = async (dir: string, encoderThread: boolean): Promise<Drain> => {
+    const drain = async (dir: string, encoderThread: boolean, into: 'outpost' | 'sink' = 'outpost'): Promise<Drain> => {
       const upCopy = copy(upDir, `${upDir}-${encoderThread ? 't' : 'm'}`);
-      const up = await serve(upCopy, upCfg);
+      const up = into === 'outpost' ? await serve(upCopy, upCfg) : await spawnListening([SINK], 'sink');
       scheduling = background(up.proc.pid as number);
       const prof = process.env['SYNC_BENCH_PROF'];
       const g = await serve(dir, { sync: { ...syncOn(`http://127.0.0.1:${up.port}`).sync, encoderThread } }, prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : []);
@@ -275,7 +312,9 @@ async function main(): Promise<void> {
     };
     const threaded: Drain[] = [];
     const inMain: Drain[] = [];
+    const toSink: Drain[] = [];
     const off: Array<{ lat: number[]; loop: string; hwm: number }> = [];
+    const floor: number[][] = [];
     let drainedDir = '';
     for (let r = 0; r < rounds; r++) {
       const dt = copy(gwDir, join(root, `gw-t${r}`));
@@ -285,11 +324,19 @@ async function main(): Promise<void> {
       const dm = copy(gwDir, join(root, `gw-m${r}`));
       inMain.push(await drain(dm, false));
       rmSync(dm, { recursive: true, force: true });
+      const ds = copy(gwDir, join(root, `gw-s${r}`));
+      toSink.push(await drain(ds, true, 'sink'));
+      rmSync(ds, { recursive: true, force: true });
       const doff = copy(gwDir, join(root, `gw-o${r}`));
       const g = await serve(doff, {});
       const offEnd = performance.now() + (threaded[r] as Drain).s * 1000;
       const lat = await probe(g.port, probeToken as string, () => performance.now() >= offEnd, (threaded[r] as Drain).lat.length);
       off.push({ lat, loop: await loopDelay(g.port, await loginJwt(g.port)), hwm: peakRssBytes(g.proc.pid as number) });
+      // the floor: the same probe, sync off, every core kept busy by work that yields to it
+      const spin = spinners();
+      const floorEnd = performance.now() + (threaded[r] as Drain).s * 1000;
+      floor.push(await probe(g.port, probeToken as string, () => performance.now() >= floorEnd, (threaded[r] as Drain).lat.length));
+      for (const p of spin) p.kill('SIGKILL');
       await stop(g);
       rmSync(doff, { recursive: true, force: true });
     }
@@ -364,6 +411,10 @@ async function main(): Promise<void> {
         `median of ${rounds} rounds' ratios (${list(ratios(threaded))}); p99 ${list(threaded.map((d) => p99(d.lat)))} ms ÷ ${list(offP99)} ms; ` +
         `medians ${list(threaded.map((d) => median(d.lat)))} / ${list(off.map((o) => median(o.lat)))} ms; ` +
         `event-loop delay ${(threaded[0] as Drain).loop} / ${(off[0] as { loop: string }).loop} (round 1)`, 'target ≤ 1.5×'],
+      ['… into a bare sink (a server elsewhere): ingest p99 ÷ sync off', `${median(ratios(toSink)).toFixed(2)}×`,
+        `${list(ratios(toSink))}; drain ${toSink.map((d) => Math.round(rate(d) / 1000)).join(', ')} k points/s; gateway CPU, main / all ${mid(toSink, (d) => d.cpu.main / 1000).toFixed(2)} / ${mid(toSink, (d) => d.cpu.all / 1000).toFixed(2)} s`, ''],
+      ['floor: ingest p99 with sync off and idle-priority busy loops on every core ÷ without', `${median(floor.map((f, r) => p99(f) / (offP99[r] as number))).toFixed(2)}×`,
+        `median of ${rounds} (${list(floor.map((f, r) => p99(f) / (offP99[r] as number)))}); p99 ${list(floor.map(p99))} ms: what keeping the cores busy alone costs here`, ''],
       ['gateway CPU while draining: main thread / all threads', `${mid(threaded, (d) => d.cpu.main / 1000).toFixed(2)} / ${mid(threaded, (d) => d.cpu.all / 1000).toFixed(2)} s`,
         `medians, for the whole drain; main thread in each round ${list(threaded.map((d) => d.cpu.main / 1000))} s`, ''],
       ['… sync.encoderThread false: drain', `${Math.round(mid(inMain, rate)).toLocaleString('en')} points/s`, `${inMain.map((d) => Math.round(rate(d) / 1000)).join(', ')} k`, ''],
@@ -385,4 +436,5 @@ async function main(): Promise<void> {
   }
 }
 
-await main();
+if (process.argv[2] === '--probe') await probeChild(Number(process.argv[3]), process.argv[4] as string, Number(process.argv[5]));
+else await main();

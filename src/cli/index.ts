@@ -28,6 +28,7 @@ export const COMMAND_GROUPS: Readonly<Record<string, readonly Loader[]>> = {
   export: [() => import('./export.js').then((m) => m.registerExport)],
   rpc: [() => import('./rpc.js').then((m) => m.registerRpc)],
   status: [() => import('./status.js').then((m) => m.registerStatus)],
+  sync: [() => import('./sync.js').then((m) => m.registerSync)],
   ticket: [() => import('./ticket.js').then((m) => m.registerTicket)],
 };
 

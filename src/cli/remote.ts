@@ -126,6 +126,10 @@ export class RemoteBackend implements Backend {
     return this.json<StatusJson>('/api/outpost/status');
   }
 
+  async syncStatus(): Promise<string> {
+    return (await this.s.request('GET', '/api/outpost/sync')).text;
+  }
+
   close(): Promise<void> {
     return Promise.resolve();
   }

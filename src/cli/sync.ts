@@ -1,0 +1,67 @@
+/**
+ * `outpost sync`: the upstream sync as the running daemon sees it (CONTRACT §9 `GET /api/outpost/sync`), for a
+ * technician on site: is it connected, how far behind, since when, what was dropped, held or set aside, and which
+ * devices are parked and why. The figures live in the daemon (its backlog counts, its back-off), so this asks it:
+ * remote mode only.
+ */
+import type { Command } from 'commander';
+import type { SyncStatusFull } from '../sync/service.js';
+import { example } from './common.js';
+import { localTime } from './format.js';
+import { type TechOptions, print, techOptions, withBackend } from './options.js';
+
+/** devices listed beyond the parked ones: those furthest behind */
+const MOST_BEHIND = 10;
+
+const n = (x: number): string => x.toLocaleString('en');
+const points = (x: number): string => `${n(x)} point${x === 1 ? '' : 's'}`;
+
+function ago(ts: number, now: number): string {
+  const s = Math.max(0, Math.round((now - ts) / 1000));
+  const d = Math.floor(s / 86400);
+  const h = Math.floor((s % 86400) / 3600);
+  const m = Math.floor((s % 3600) / 60);
+  return d > 0 ? `${d}d ${h}h ago` : h > 0 ? `${h}h ${m}m ago` : m > 0 ? `${m}m ago` : `${s}s ago`;
+}
+
+export function syncLines(s: SyncStatusFull, now: number): string[] {
+  if (!s.enabled) return ['sync       off (no sync.url in the config)'];
+  const clock = s.clockSynchronized === null ? 'clock synchronization unknown' : s.clockSynchronized ? 'clock synchronized' : 'clock NOT synchronized: points stamped more than a day ahead are held';
+  const lines = [
+    `sync       ${s.state} to ${s.url ?? '?'}; ${clock}`,
+    `last sent  ${s.lastSuccessTs === null ? 'never' : `${localTime(s.lastSuccessTs)} (${ago(s.lastSuccessTs, now)})`}`,
+    `backlog    ${points(s.backlogPoints)} behind${s.oldestPendingTs === null ? '' : `, the oldest stamped ${localTime(s.oldestPendingTs)} (${ago(s.oldestPendingTs, now)})`}; ${n(s.sentPoints)} sent since the data dir was made`,
+  ];
+  if (s.droppedPoints > 0) {
+    const range = s.droppedRange === null ? '' : ` (stamped ${localTime(s.droppedRange[0])} .. ${localTime(s.droppedRange[1])})`;
+    lines.push(`dropped    ${points(s.droppedPoints)} removed by retention or the disk budget before they were sent${range}`);
+  }
+  if (s.heldPoints > 0) lines.push(`held       ${points(s.heldPoints)} stamped before 2000 or more than a day ahead of the clock: not sent until the clock agrees`);
+  if (s.setAsidePoints > 0) lines.push(`set aside  ${points(s.setAsidePoints)} the upstream refused (400) or that could not be read back: kept in the store, not retried`);
+  if (s.notSyncedPoints > 0) lines.push(`not synced ${points(s.notSyncedPoints)} of assets (only devices are synced)`);
+  if (s.depthEndpoint !== 'unknown' || s.depthBacklogPoints + s.depthSentPoints > 0) {
+    lines.push(`depth      endpoint ${s.depthEndpoint}: ${n(s.depthBacklogPoints)} behind, ${n(s.depthSentPoints)} sent${s.depthSetAsidePoints > 0 ? `, ${n(s.depthSetAsidePoints)} set aside` : ''}${s.depthNotSyncedPoints > 0 ? `, ${n(s.depthNotSyncedPoints)} not synced` : ''}`);
+  }
+  if (s.lastError !== null) lines.push(`last error ${s.lastError}`);
+  const parked = s.devices.filter((d) => d.state === 'parked');
+  const behind = s.devices.filter((d) => d.state !== 'parked' && d.backlogPoints + d.depthBacklogPoints > 0)
+    .sort((a, b) => b.backlogPoints + b.depthBacklogPoints - (a.backlogPoints + a.depthBacklogPoints));
+  if (parked.length > 0) {
+    lines.push(`parked     ${parked.length} device${parked.length === 1 ? '' : 's'} (their points wait; the others go on):`);
+    for (const d of parked) lines.push(`  ${d.name}: ${d.reason ?? 'parked'}; ${points(d.backlogPoints)} behind`);
+  }
+  if (behind.length > 0) {
+    lines.push(`behind     ${behind.length} device${behind.length === 1 ? '' : 's'} with points to send${behind.length > MOST_BEHIND ? `, the ${MOST_BEHIND} furthest behind` : ''}:`);
+    for (const d of behind.slice(0, MOST_BEHIND)) lines.push(`  ${d.name}: ${points(d.backlogPoints)}${d.depthBacklogPoints > 0 ? ` and ${n(d.depthBacklogPoints)} depth` : ''}`);
+  }
+  return lines;
+}
+
+export function registerSync(program: Command): void {
+  example(techOptions(program.command('sync'))
+    .description('the upstream sync: state, backlog and its age, dropped, held and set-aside points, parked devices')
+    .action(async (o: TechOptions) => withBackend(o, async (b) => {
+      const text = await b.syncStatus();
+      print(o.json ? text : syncLines(JSON.parse(text) as SyncStatusFull, Date.now()).join('\n'));
+    })), 'outpost sync', 'outpost sync --url http://gw-12.local:8080 --json');
+}
