@@ -81,7 +81,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   const depth = new LmdbDepthStore(env, dict);
   const sync = outbox === undefined ? undefined : new SyncService({
     env, dict, entities, timeseries, attributes, depth, outbox, config: config.sync, log,
-    encoderSetup: { dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes },
+    threadSetup: { dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes },
   });
   const services: Services = {
     config, log, env, dict, entities, timeseries, bus, downsample, metrics,

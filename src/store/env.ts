@@ -64,9 +64,9 @@ export interface OpenOptions {
   readonly mapSizeBytes: number;
   readonly readOnly?: boolean;
   /**
-   * with readOnly: a second thread of the process that already has the environment open for writing (the sync's
-   * encoder thread). lmdb-js then opens the databases in a write transaction, under LMDB's lock: a read-only
-   * environment opens them outside it, racing the other thread's writer (lmdb-js open.js, mdb_dbi_open's rule).
+   * with readOnly: a second thread of the process that already has the environment open for writing (the sync
+   * thread). lmdb-js then opens the databases in a write transaction, under LMDB's lock: a read-only environment
+   * opens them outside it, racing the other thread's writer (lmdb-js open.js, mdb_dbi_open's rule).
    */
   readonly otherThread?: boolean;
   /**

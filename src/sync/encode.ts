@@ -1,7 +1,7 @@
 /**
  * A group of outbox entries of one device, read back from the store and encoded as telemetry bodies: the CPU
  * part of sending the backlog. It needs only the LMDB environment and plain data, so the same function runs in
- * the encoder thread (encoder-worker.ts) and, as a fallback, in the main thread (encoder.ts).
+ * the sync thread (thread-worker.ts) and, as a fallback, in the main thread (thread.ts).
  */
 import { rawHorizonOf, seriesPoints } from '../store/chunks.js';
 import type { EntityIdx, KeyIdx } from '../store/codec.js';

@@ -157,7 +157,7 @@ export interface SyncDeps {
   readonly outbox: OutboxRecorder;
   readonly config: Readonly<Config['sync']>;
   /** what the sync thread opens: `env`'s data dir and map size (thread.ts) */
-  readonly encoderSetup: Pick<ThreadSetup, 'dataDir' | 'mapSizeBytes'>;
+  readonly threadSetup: Pick<ThreadSetup, 'dataDir' | 'mapSizeBytes'>;
   readonly log: Logger;
   readonly now?: () => number;
 }
@@ -207,7 +207,7 @@ export class SyncService implements SyncStatusSource {
     this.client = new UpstreamClient(this.cfg.url, this.cfg.concurrency, this.cfg.requestTimeoutMs);
     this.thread = new SyncThread({
       env: this.env, client: this.client, log: this.log, thread: this.cfg.encoderThread,
-      setup: { ...deps.encoderSetup, url: this.cfg.url, concurrency: this.cfg.concurrency, requestTimeoutMs: this.cfg.requestTimeoutMs },
+      setup: { ...deps.threadSetup, url: this.cfg.url, concurrency: this.cfg.concurrency, requestTimeoutMs: this.cfg.requestTimeoutMs },
     });
     const saved = this.env.outbox.get(COUNTERS_KEY) as Partial<Counters> | undefined;
     this.counters = {
