@@ -66,9 +66,10 @@ const text = (g: EncodedGroup): string[] => g.bodies.map((b) => Buffer.from(b.bo
  * can tell which thread made one.
  */
 async function syncThread(t: Teardown, env: StoreEnv, dataDir: string, opts: Partial<SyncThreadOptions> & { here?: FakeTb } = {}): Promise<{ thread: SyncThread; tb: FakeTb }> {
+  const { here, ...rest } = opts;
   const tb = await FakeTb.start();
-  const client = new UpstreamClient((opts.here ?? tb).url, 2, 5_000);
-  const thread = new SyncThread({ env, client, log: logger(), setup: { dataDir, mapSizeBytes: MAP, url: tb.url, concurrency: 2, requestTimeoutMs: 5_000 }, ...opts });
+  const client = new UpstreamClient((here ?? tb).url, 2, 5_000);
+  const thread = new SyncThread({ env, client, log: logger(), setup: { dataDir, mapSizeBytes: MAP, url: tb.url, concurrency: 2, requestTimeoutMs: 5_000 }, ...rest });
   t.teardown(async () => {
     await thread.close();
     client.close();
