@@ -310,6 +310,26 @@ t.test('points still in the log at a kill -9 during an outage are sent after the
   t.pass('the replay of the log recorded what was left to send');
 });
 
+t.test('a device several lanes ask for at once is provisioned once, not parked', async (t) => {
+  const tb = await FakeTb.start();
+  t.teardown(() => tb.close());
+  // a slow upstream: the first provisioning is still under way when the device's other lanes ask for its token
+  tb.delayMs = 300;
+  const gw = await gateway(t, tb.url, { provisionKey: 'pk', provisionSecret: 'ps' });
+  const jwt = await admin(gw);
+  const dev = await addDevice(gw.dataDir, 'eager');
+  const [tel, attr] = await Promise.all([
+    http('POST', `${gw.url}/api/v1/${dev.token}/telemetry`, '{"v":1}'),
+    http('POST', `${gw.url}/api/v1/${dev.token}/attributes`, '{"fw":"v1"}'),
+  ]);
+  t.same([tel.status, attr.status], [200, 200]);
+  await tb.waitFor(() => tb.distinct('up-eager').size === 1 && tb.attributes.has('up-eager'), 'the point and the attribute upstream');
+  t.equal(tb.requests.filter((r) => r.kind === 'provision').length, 1, 'one provisioning request');
+  const s = await statusOf(gw, jwt);
+  t.match(s.devices.find((d) => d.name === 'eager'), { state: 'ok', reason: null });
+  t.notOk(gw.logs.some((l) => /parked/.test(l)), 'never parked');
+});
+
 t.test('end to end: an Outpost syncs into another Outpost, provisioning its devices', async (t) => {
   const upDir = tempDir(t, 'outpost-upstream-');
   const upCfg = join(upDir, 'up.json');

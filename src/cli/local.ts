@@ -140,7 +140,7 @@ export class LocalBackend implements Backend {
 
   syncStatus(): Promise<string> {
     // the backlog's counts, the back-off and the parked devices live in the daemon, not in the data dir
-    return Promise.reject(new CliError('sync: its figures are the running daemon\'s; ask it with --url (or after outpost login), e.g. outpost sync --url http://localhost:8080'));
+    return Promise.reject(new CliError('sync: its figures are the running daemon\'s; ask it with --url (or OUTPOST_URL), e.g. outpost sync --url http://localhost:8080'));
   }
 
   async status(): Promise<StatusJson> {

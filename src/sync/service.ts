@@ -1007,6 +1007,20 @@ export class SyncService implements SyncStatusSource {
       this.park(dev, 'no upstream token (outpost device upstream <device> --token T, or sync.provisionKey)');
       return undefined;
     }
+    // One provisioning per device at a time: a device's lanes (live, backlog, the log, attributes, depth) can each
+    // ask at once, and a second request for the same name is refused upstream ("already exists"), parking it.
+    let pending = this.provisioning.get(dev.id);
+    if (pending === undefined) {
+      pending = this.provision(dev).finally(() => this.provisioning.delete(dev.id));
+      this.provisioning.set(dev.id, pending);
+    }
+    return pending;
+  }
+
+  /** device id → its provisioning under way (tokenFor) */
+  private readonly provisioning = new Map<string, Promise<string | undefined>>();
+
+  private async provision(dev: Dev): Promise<string | undefined> {
     const a = await this.client.post('api/v1/provision', JSON.stringify({
       deviceName: dev.name, provisionDeviceKey: this.cfg.provisionKey, provisionDeviceSecret: this.cfg.provisionSecret,
     }));
