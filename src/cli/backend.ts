@@ -50,8 +50,6 @@ export interface Backend {
   /** calls `onPoint` for each point stored from now on, until `signal` aborts */
   tail(deviceId: string, keys: readonly string[] | undefined, onPoint: (p: TailPoint) => void, signal: AbortSignal): Promise<void>;
   status(): Promise<StatusJson>;
-  /** REST `GET /api/outpost/sync` text (remote only: the figures are the running daemon's) */
-  syncStatus(): Promise<string>;
   close(): Promise<void>;
 }
 

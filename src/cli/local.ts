@@ -138,11 +138,6 @@ export class LocalBackend implements Backend {
     });
   }
 
-  syncStatus(): Promise<string> {
-    // the backlog's counts, the back-off and the parked devices live in the daemon, not in the data dir
-    return Promise.reject(new CliError('sync: its figures are the running daemon\'s; ask it with --url (or OUTPOST_URL), e.g. outpost sync --url http://localhost:8080'));
-  }
-
   async status(): Promise<StatusJson> {
     const [{ diskBudget }, { liveBytes }, { SYNC_OFF }, { clockSynchronized, outpostVersion }] = await Promise.all([
       import('../server.js'), import('../store/retention.js'), import('../sync/status.js'), import('../status/index.js'),

@@ -126,6 +126,7 @@ export class RemoteBackend implements Backend {
     return this.json<StatusJson>('/api/outpost/status');
   }
 
+  /** REST `GET /api/outpost/sync` text (`outpost sync`) */
   async syncStatus(): Promise<string> {
     return (await this.s.request('GET', '/api/outpost/sync')).text;
   }

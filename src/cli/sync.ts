@@ -1,14 +1,16 @@
 /**
  * `outpost sync`: the upstream sync as the running daemon sees it (CONTRACT §9 `GET /api/outpost/sync`), for a
  * technician on site: is it connected, how far behind, since when, what was dropped, held or set aside, and which
- * devices are parked and why. The figures live in the daemon (its backlog counts, its back-off), so this asks it:
- * remote mode only.
+ * devices are parked and why. The figures live in the daemon (its backlog counts, its back-off), so this asks it
+ * (`--url` or OUTPOST_URL); there is no local mode.
  */
-import type { Command } from 'commander';
+import { type Command, Option } from 'commander';
 import type { SyncStatusFull } from '../sync/service.js';
 import { example } from './common.js';
+import { CliError } from './errors.js';
 import { localTime } from './format.js';
-import { type TechOptions, print, techOptions, withBackend } from './options.js';
+import { print } from './options.js';
+import { RemoteBackend } from './remote.js';
 
 /** devices listed beyond the parked ones: those furthest behind */
 const MOST_BEHIND = 10;
@@ -58,10 +60,20 @@ export function syncLines(s: SyncStatusFull, now: number): string[] {
 }
 
 export function registerSync(program: Command): void {
-  example(techOptions(program.command('sync'))
-    .description('the upstream sync: state, backlog and its age, dropped, held and set-aside points, parked devices')
-    .action(async (o: TechOptions) => withBackend(o, async (b) => {
-      const text = await b.syncStatus();
-      print(o.json ? text : syncLines(JSON.parse(text) as SyncStatusFull, Date.now()).join('\n'));
-    })), 'outpost sync', 'outpost sync --url http://gw-12.local:8080 --json');
+  example(program.command('sync')
+    .description('the upstream sync of a running gateway: state, backlog and its age, dropped, held and set-aside points, parked devices')
+    .addOption(new Option('--url <url>', 'the gateway (env OUTPOST_URL), after outpost login'))
+    .option('--json', 'machine output (REST\'s JSON)')
+    .action(async (o: { url?: string; json?: boolean }) => {
+      // the backlog's counts, the back-off and the parked devices live in the daemon, not in the data dir
+      const url = o.url ?? process.env['OUTPOST_URL'];
+      if (url === undefined || url === '') throw new CliError('sync asks the running daemon: give --url (or OUTPOST_URL), e.g. outpost sync --url http://localhost:8080');
+      const b = RemoteBackend.open(url);
+      try {
+        const text = await b.syncStatus();
+        print(o.json ? text : syncLines(JSON.parse(text) as SyncStatusFull, Date.now()).join('\n'));
+      } finally {
+        await b.close();
+      }
+    }), 'outpost sync --url http://gw-12.local:8080', 'outpost sync --url http://gw-12.local:8080 --json');
 }
