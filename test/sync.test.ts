@@ -191,6 +191,46 @@ t.test('after an outage live points go first (within 5 s) while the backlog drai
   t.ok(Math.abs(rate - RATE) <= RATE * 0.1, `paced at ${rate.toFixed(0)} points/s (target ${RATE})`);
 });
 
+t.test('a device posting as fast as it is answered does not starve the backlog, even with one slot', async (t) => {
+  const tb = await FakeTb.start();
+  t.teardown(() => tb.close());
+  await tb.down();
+  // posts answered as soon as their log record is on disk, not after a group-commit delay
+  const gw = await gateway(t, tb.url, { concurrency: 1 }, { store: { commitDelayMs: 0 } });
+  const jwt = await admin(gw);
+  const old = await addDevice(gw.dataDir, 'old', ['--upstream-token', 'OLD']);
+  const chatty = await addDevice(gw.dataDir, 'chatty', ['--upstream-token', 'CHAT']);
+  // 2,000 points of backlog: about 20 bodies of 4 KB
+  for (let r = 0; r < 4; r++) await post(gw, old.token, records(BASE + r * 1_000_000, 250, 2));
+  await statusUntil(gw, jwt, (st) => st.lastError !== null && st.backlogPoints === 2000, 'the link seen down, 2,000 points pending');
+  // every request takes 20 ms: the chatty device's next point is always waiting when the one slot frees
+  tb.delayMs = 20;
+  await tb.up();
+  let posting = true;
+  let n = 0;
+  // three posts in flight at a time: ts strictly increasing, values numbered
+  const chatter = Promise.all([0, 1, 2].map(async () => {
+    while (posting) {
+      const i = n++;
+      await post(gw, chatty.token, `{"ts":${BASE + 10_000_000 + i},"values":{"c":${i}}}`);
+    }
+  }));
+  try {
+    await tb.waitFor(() => tb.distinct('OLD').size === 2000, 'the backlog, while the chatty device posts', 15_000);
+    t.pass(`the backlog drained while ${n} live posts went on`);
+    const posted = n;
+    await tb.waitFor(() => tb.distinct('CHAT').size >= posted - 3, 'the live points posted so far', 5_000);
+    t.pass('live points still go within 5 s');
+  } finally {
+    posting = false;
+    await chatter;
+  }
+  const drain = tb.requests.filter((r) => r.token === 'OLD');
+  const [from, to] = [(drain[0] as { at: number }).at, (drain[drain.length - 1] as { at: number }).at];
+  const between = tb.requests.filter((r) => r.token === 'CHAT' && r.at > from && r.at < to).length;
+  t.ok(between >= 2, `live requests went between the backlog's (${between} of ${tb.requests.filter((r) => r.token === 'CHAT').length})`);
+});
+
 t.test('points the disk budget or retention drops while the link is down are counted, with their range', async (t) => {
   const tb = await FakeTb.start();
   t.teardown(() => tb.close());

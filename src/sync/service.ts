@@ -388,16 +388,28 @@ export class SyncService implements SyncStatusSource {
         await this.sleep(this.backoffUntil - now);
         continue;
       }
-      // live first: its devices take the free slots, the backlog what is left (a slot frees within one request)
-      let started = this.sendFromLog();
-      started += this.fill(this.lanes[0], this.cfg.concurrency);
+      // Live first: its devices take the free slots, the backlog what is left (a slot frees within one request).
+      // But while the backlog waits, live keeps one slot free for it, or with a single slot the two take turns:
+      // else devices posting faster than the upstream answers would hold every slot and the drain would starve.
+      const backlogWaits = this.laneWaits(this.lanes[1]);
+      const liveCap = !backlogWaits ? this.cfg.concurrency : this.cfg.concurrency > 1 ? this.cfg.concurrency - 1 : this.backlogTurn ? 0 : 1;
+      let started = this.sendFromLog(liveCap);
+      started += this.fill(this.lanes[0], this.cfg.concurrency, liveCap);
       // depth series: at most one slot, after live telemetry and beside the backlog (src/sync/depth.ts)
       const depthJob = this.depthSync.dispatch(this.cfg.concurrency - this.inFlight);
       if (depthJob !== undefined) {
         this.track(depthJob);
         started++;
       }
-      started += this.fill(this.lanes[1], this.cfg.concurrency);
+      const backlogStarted = this.fill(this.lanes[1], this.cfg.concurrency);
+      started += backlogStarted;
+      // the backlog's turn passes once it took it, or when it could not use it (nothing it can start): live goes on
+      if (this.backlogTurn && backlogStarted === 0 && this.inFlight < this.cfg.concurrency) {
+        this.backlogTurn = false;
+        continue;
+      }
+      if (backlogStarted > 0) this.backlogTurn = false;
+      else if (started > 0 && backlogWaits) this.backlogTurn = true;
       if (!this.attrBusy && this.inFlight < this.cfg.concurrency) started += this.sendAttributes();
       if (started === 0 || this.inFlight >= this.cfg.concurrency) await this.sleep(1000);
       // ingest keeps priority: a dispatch round is a slice of its own (turns.ts)
@@ -405,9 +417,23 @@ export class SyncService implements SyncStatusSource {
     }
   }
 
-  /** Scans lane from its front and starts jobs for up to `slots` devices in flight; returns jobs started. */
-  private fill(lane: Lane, slots: number): number {
-    const free = slots - this.inFlight;
+  /** With a single slot, whether the backlog goes next (pump). */
+  private backlogTurn = false;
+  /** live jobs in flight (from the log, and of lane 0): at most the pump's `liveCap` */
+  private liveInFlight = 0;
+
+  /** Whether `lane` has an entry past its front (one seek). */
+  private laneWaits(lane: Lane): boolean {
+    for (const _ of this.env.outbox.getKeys({ start: lane.front, end: ['q', lane.hi], limit: 1 })) return true;
+    return false;
+  }
+
+  /**
+   * Scans lane from its front and starts jobs for up to `slots` devices in flight, of which at most `liveCap` live;
+   * returns jobs started.
+   */
+  private fill(lane: Lane, slots: number, liveCap = Infinity): number {
+    const free = Math.min(slots - this.inFlight, lane.index === 0 ? liveCap - this.liveInFlight : Infinity);
     if (free <= 0) return 0;
     const jobs = new Map<Dev, Entry[]>();
     const jobBytes = new Map<Dev, number>();
@@ -526,15 +552,15 @@ export class SyncService implements SyncStatusSource {
     }
   }
 
-  /** Starts a job per device with queued log items, in the free slots; returns jobs started. */
-  private sendFromLog(): number {
+  /** Starts a job per device with queued log items, in the free slots (at most `liveCap` live); returns jobs started. */
+  private sendFromLog(liveCap: number): number {
     if (this.logQueue.length === 0) return 0;
     if (this.state === 'backoff') {
       this.logQueue = [];
       this.logQueuePoints = 0;
       return 0;
     }
-    const free = this.cfg.concurrency - this.inFlight;
+    const free = Math.min(this.cfg.concurrency - this.inFlight, liveCap - this.liveInFlight);
     if (free <= 0) return 0;
     const jobs = new Map<Dev, LoggedItem[]>();
     const jobPoints = new Map<Dev, number>();
@@ -597,6 +623,7 @@ export class SyncService implements SyncStatusSource {
   private async runLogJob(dev: Dev, items: readonly LoggedItem[]): Promise<void> {
     dev.busyLog = true;
     this.inFlight++;
+    this.liveInFlight++;
     // a record applied since it was queued is in the outbox: sent from there
     const taken = items.filter((i) => this.recorder.sendingFromLog(i.lsn, i.entityId));
     let ok = false;
@@ -642,6 +669,7 @@ export class SyncService implements SyncStatusSource {
       if (!ok && taken.length > 0) this.deps.timeseries.applyLogged();
       dev.busyLog = false;
       this.inFlight--;
+      this.liveInFlight--;
       this.wake();
     }
   }
@@ -700,6 +728,7 @@ export class SyncService implements SyncStatusSource {
   private async runJob(lane: Lane, dev: Dev, entries: Entry[]): Promise<void> {
     dev.busy[lane.index] = true;
     this.inFlight++;
+    if (lane.index === 0) this.liveInFlight++;
     try {
       const token = await this.tokenFor(dev);
       if (token === undefined) return;
@@ -726,6 +755,7 @@ export class SyncService implements SyncStatusSource {
     } finally {
       dev.busy[lane.index] = false;
       this.inFlight--;
+      if (lane.index === 0) this.liveInFlight--;
       this.wake();
     }
   }
