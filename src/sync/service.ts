@@ -403,13 +403,15 @@ export class SyncService implements SyncStatusSource {
       }
       const backlogStarted = this.fill(this.lanes[1], this.cfg.concurrency);
       started += backlogStarted;
-      // the backlog's turn passes once it took it, or when it could not use it (nothing it can start): live goes on
-      if (this.backlogTurn && backlogStarted === 0 && this.inFlight < this.cfg.concurrency) {
-        this.backlogTurn = false;
-        continue;
+      if (this.cfg.concurrency === 1) {
+        // the backlog's turn passes once it took it, or when it could not use it (nothing it can start): live goes on
+        if (this.backlogTurn && backlogStarted === 0 && this.inFlight === 0) {
+          this.backlogTurn = false;
+          continue;
+        }
+        if (backlogStarted > 0) this.backlogTurn = false;
+        else if (started > 0 && backlogWaits) this.backlogTurn = true;
       }
-      if (backlogStarted > 0) this.backlogTurn = false;
-      else if (started > 0 && backlogWaits) this.backlogTurn = true;
       if (!this.attrBusy && this.inFlight < this.cfg.concurrency) started += this.sendAttributes();
       if (started === 0 || this.inFlight >= this.cfg.concurrency) await this.sleep(1000);
       // ingest keeps priority: a dispatch round is a slice of its own (turns.ts)
