@@ -7,6 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
+import { open as openLmdb } from 'lmdb';
 import t, { type Test } from 'tap';
 import { DEFAULTS } from '../src/config/index.js';
 import { EntityStore } from '../src/store/entities.js';
@@ -118,6 +119,18 @@ t.test('admin commands while the daemon runs; the daemon sees them at once', asy
   const again = await startGateway(t, { dataDir: gw.dataDir });
   t.notOk(again.logs.some((l) => /outpost user add/.test(l)), 'second start does not create the tenant again');
   t.equal(await again.stop('SIGINT'), 0, 'SIGINT → exit 0');
+});
+
+t.test('a data dir whose LMDB file is not an Outpost store: a clear error, read-only or from the CLI', async (t) => {
+  const dir = tempDir(t);
+  const other = openLmdb({ path: join(dir, 'outpost.mdb'), maxDbs: 4 });
+  await other.openDB({ name: 'meta' }).put('k', 1);
+  await other.close();
+  t.throws(() => openStoreEnv({ dataDir: dir, mapSizeBytes: DEFAULTS.store.mapSizeBytes, readOnly: true }),
+    { code: 'STORE_FAILED', message: /has no entities, names, .* databases: not an Outpost store/ }, 'opening it read-only');
+  const r = await cli(['status', '--data-dir', dir]);
+  t.not(r.code, 0);
+  t.match(r.stderr, /^outpost: .*not an Outpost store\n$/, 'one line, no TypeError');
 });
 
 t.test('serve rejects bad configuration with a one-line error, before touching the store', async (t) => {

@@ -265,7 +265,28 @@ async function syncFile(path: string): Promise<void> {
   }
 }
 
+/**
+ * Opens of a store a daemon is writing, read-only (a local CLI command, a test's read-back), now and then find
+ * one of its databases missing: lmdb-js then answers `undefined` for it, and the first use fails with a
+ * TypeError. Seen once in thousands of opens beside compaction (test/compaction-crash.test.ts); opened again,
+ * it is there. A store that really lacks one is not an Outpost store.
+ */
+const READ_ONLY_OPEN_ATTEMPTS = 5;
+
 export function openStoreEnv(opts: OpenOptions): StoreEnv {
+  for (let attempt = 1; ; attempt++) {
+    const missing: string[] = [];
+    const env = openOnce(opts, missing);
+    if (missing.length === 0) return env;
+    void env.root.close();
+    if (attempt >= READ_ONLY_OPEN_ATTEMPTS) {
+      throw new OutpostError('STORE_FAILED', `store at ${opts.dataDir} has no ${missing.join(', ')} database${missing.length === 1 ? '' : 's'}: not an Outpost store`);
+    }
+  }
+}
+
+/** One open; the names of databases a read-only open did not find go to `missing` (openStoreEnv retries). */
+function openOnce(opts: OpenOptions, missing: string[]): StoreEnv {
   let root: RootDatabase;
   const dataFile = join(opts.dataDir, 'outpost.mdb');
   try {
@@ -317,8 +338,13 @@ export function openStoreEnv(opts: OpenOptions): StoreEnv {
     return db;
   };
   if (!opts.readOnly) guardWrites(root, ['transaction'], watch);
-  const obj = <V>(name: string): ObjectDb<V> => guarded(root.openDB<V, string | number | Array<string | number>>({ name, encoding: 'msgpack' }));
-  const bin = (name: string): BinaryDb => guarded(root.openDB<Buffer, Buffer>({ name, encoding: 'binary', keyEncoding: 'binary' }));
+  // lmdb-js's typings promise a database; a read-only open gives undefined for one it did not find
+  const found = <D>(name: string, db: D | undefined): D => {
+    if (db === undefined) missing.push(name);
+    return db as D;
+  };
+  const obj = <V>(name: string): ObjectDb<V> => guarded(found(name, root.openDB<V, string | number | Array<string | number>>({ name, encoding: 'msgpack' })));
+  const bin = (name: string): BinaryDb => guarded(found(name, root.openDB<Buffer, Buffer>({ name, encoding: 'binary', keyEncoding: 'binary' })));
 
   const env: StoreEnv = {
     root,
