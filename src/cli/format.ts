@@ -32,6 +32,14 @@ export const style = (): Style => (useColour() ? ANSI : PLAIN);
 const pad2 = (n: number): string => String(n).padStart(2, '0');
 
 /** `2026-11-24 14:03:05` in the box's local time zone (TZ); `.123` appended when the ms are not zero. */
+/** whole seconds as the two largest units: `2d 3h`, `3h 0m`, `0m 4s` */
+export function duration(sec: number): string {
+  const d = Math.floor(sec / 86400);
+  const h = Math.floor((sec % 86400) / 3600);
+  const m = Math.floor((sec % 3600) / 60);
+  return d > 0 ? `${d}d ${h}h` : h > 0 ? `${h}h ${m}m` : `${m}m ${sec % 60}s`;
+}
+
 export function localTime(ts: EpochMs): string {
   const d = new Date(ts);
   const ms = d.getMilliseconds();

@@ -2,17 +2,10 @@
 import type { Command } from 'commander';
 import type { StatusJson } from '../status/index.js';
 import { example } from './common.js';
-import { localTime } from './format.js';
+import { duration, localTime } from './format.js';
 import { type TechOptions, print, techOptions, withBackend } from './options.js';
 
 const mb = (b: number): string => `${(b / 2 ** 20).toFixed(1)} MiB`;
-
-function duration(sec: number): string {
-  const d = Math.floor(sec / 86400);
-  const h = Math.floor((sec % 86400) / 3600);
-  const m = Math.floor((sec % 3600) / 60);
-  return d > 0 ? `${d}d ${h}h` : h > 0 ? `${h}h ${m}m` : `${m}m ${sec % 60}s`;
-}
 
 export function statusLines(s: StatusJson): string[] {
   const lines = [

@@ -8,7 +8,7 @@ import { type Command, Option } from 'commander';
 import type { SyncStatusFull } from '../sync/service.js';
 import { example } from './common.js';
 import { CliError } from './errors.js';
-import { localTime } from './format.js';
+import { duration, localTime } from './format.js';
 import { print } from './options.js';
 import { RemoteBackend } from './remote.js';
 
@@ -18,13 +18,7 @@ const MOST_BEHIND = 10;
 const n = (x: number): string => x.toLocaleString('en');
 const points = (x: number): string => `${n(x)} point${x === 1 ? '' : 's'}`;
 
-function ago(ts: number, now: number): string {
-  const s = Math.max(0, Math.round((now - ts) / 1000));
-  const d = Math.floor(s / 86400);
-  const h = Math.floor((s % 86400) / 3600);
-  const m = Math.floor((s % 3600) / 60);
-  return d > 0 ? `${d}d ${h}h ago` : h > 0 ? `${h}h ${m}m ago` : m > 0 ? `${m}m ago` : `${s}s ago`;
-}
+const ago = (ts: number, now: number): string => `${duration(Math.max(0, Math.round((now - ts) / 1000)))} ago`;
 
 export function syncLines(s: SyncStatusFull, now: number): string[] {
   if (!s.enabled) return ['sync       off (no sync.url in the config)'];

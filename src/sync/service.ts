@@ -392,7 +392,8 @@ export class SyncService implements SyncStatusSource {
       // But while the backlog waits, live keeps one slot free for it, or with a single slot the two take turns:
       // else devices posting faster than the upstream answers would hold every slot and the drain would starve.
       const backlogWaits = this.laneWaits(this.lanes[1]);
-      const liveCap = !backlogWaits ? this.cfg.concurrency : this.cfg.concurrency > 1 ? this.cfg.concurrency - 1 : this.backlogTurn ? 0 : 1;
+      let liveCap = this.cfg.concurrency;
+      if (backlogWaits) liveCap = this.cfg.concurrency > 1 ? this.cfg.concurrency - 1 : this.backlogTurn ? 0 : 1;
       let started = this.sendFromLog(liveCap);
       started += this.fill(this.lanes[0], this.cfg.concurrency, liveCap);
       // depth series: at most one slot, after live telemetry and beside the backlog (src/sync/depth.ts)
