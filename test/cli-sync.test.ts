@@ -41,7 +41,7 @@ t.test('outpost sync shows the backlog, its age, a parked device and who is behi
   const lines = shown.stdout.trimEnd().split('\n');
   // backing off, or retrying when asked (sync.retryMaxMs is 400 ms here)
   t.match(lines[0], new RegExp(`^sync +(backoff|sending) to ${tb.url.replace(/[.]/g, '\\.')}; clock `), 'state and upstream first');
-  t.match(shown.stdout, /^last sent +never$/m, 'nothing sent yet');
+  t.match(shown.stdout, /^last ok +never$/m, 'no upstream answer yet');
   t.match(shown.stdout, /^backlog +4 points behind, the oldest stamped .* \(3h 0m ago\); 0 sent since the data dir was made$/m, 'how far behind, and since when');
   t.match(shown.stdout, /^last error +HTTP 503 from /m, 'why');
   t.match(shown.stdout, /^parked +1 device \(their points wait; the others go on\):\n {2}meter-7: no upstream token .*; 1 point behind$/m, 'the parked device, its reason and what waits');
@@ -63,6 +63,6 @@ t.test('outpost sync shows the backlog, its age, a parked device and who is behi
   await syncStatusUntil<Seen>(gw, jwt, (s) => s.backlogPoints === 1, 'only the parked device behind', 10_000, 50);
   const after = await cli(['sync', '--url', gw.url], env);
   t.match(after.stdout, /^backlog +1 point behind, .*; 3 sent since the data dir was made$/m, 'sent counted');
-  t.match(after.stdout, /^last sent +.*\(0m \d+s ago\)$/m, 'and when');
+  t.match(after.stdout, /^last ok +.*\(0m \d+s ago\)$/m, 'and when the upstream last answered');
   t.notMatch(after.stdout, /^behind /m, 'nobody but the parked device is behind');
 });

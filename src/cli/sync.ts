@@ -25,7 +25,7 @@ export function syncLines(s: SyncStatusFull, now: number): string[] {
   const clock = s.clockSynchronized === null ? 'clock synchronization unknown' : s.clockSynchronized ? 'clock synchronized' : 'clock NOT synchronized: points stamped more than a day ahead are held';
   const lines = [
     `sync       ${s.state} to ${s.url ?? '?'}; ${clock}`,
-    `last sent  ${s.lastSuccessTs === null ? 'never' : `${localTime(s.lastSuccessTs)} (${ago(s.lastSuccessTs, now)})`}`,
+    `last ok    ${s.lastSuccessTs === null ? 'never' : `${localTime(s.lastSuccessTs)} (${ago(s.lastSuccessTs, now)})`}`,
     `backlog    ${points(s.backlogPoints)} behind${s.oldestPendingTs === null ? '' : `, the oldest stamped ${localTime(s.oldestPendingTs)} (${ago(s.oldestPendingTs, now)})`}; ${n(s.sentPoints)} sent since the data dir was made`,
   ];
   if (s.droppedPoints > 0) {
