@@ -6,7 +6,7 @@ import t from 'tap';
 import {
   decodePointKey, decodeStamped, decodeValue, encodeStamped, encodeValue, entityPrefix, pointKey, prefixEnd, readOrderedI64,
   seriesKey, writeOrderedI64,
-} from '../src/store/codec.js';
+} from '../src/store/encoding/codec.js';
 import { type KvValue, kvBool, kvDouble, kvJson, kvLong, kvString } from '../src/model/kv.js';
 import { rng } from './helpers/prng.js';
 

@@ -24,20 +24,20 @@
  * finest retained tier instead: a tier bucket that straddles a request-bucket boundary is counted whole in the
  * request bucket holding its start (the documented edge approximation; README "Downsampling").
  */
-import type { TsKv } from '../model/kv.js';
-import { type AggFn, type BucketAgg, type MergeFields, addLong, addNumber, addPartial, addPoint, addScaledExactly, clearAgg, emptyAgg, fieldsFor, mergeInto, removeAgg, subtractable } from './aggregate.js';
+import type { TsKv } from '../../model/kv.js';
+import { type AggFn, type BucketAgg, type MergeFields, addLong, addNumber, addPartial, addPoint, addScaledExactly, clearAgg, emptyAgg, fieldsFor, mergeInto, removeAgg, subtractable } from '../aggregate.js';
 import { type BucketAggregate, type BucketSource, RawScanSource } from './bucket-source.js';
 import { type BucketPlan, bucketAt, bucketIndexOf } from './buckets.js';
-import { type SeriesChunks, type WindowPoints, windowKey, windowStart } from './chunks.js';
-import type { EntityIdx, KeyIdx } from './codec.js';
-import { readOrderedI64 } from './codec.js';
-import type { StoreEnv } from './env.js';
-import { BlockColumns } from './gorilla.js';
+import { type SeriesChunks, type WindowPoints, windowKey, windowStart } from '../series/chunks.js';
+import type { EntityIdx, KeyIdx } from '../encoding/codec.js';
+import { readOrderedI64 } from '../encoding/codec.js';
+import type { StoreEnv } from '../env.js';
+import { BlockColumns } from '../encoding/gorilla.js';
 import {
   type DecodedBlock, type RollupBucket, type RollupStore, SUM_COUNT, SUM_DOUBLE_COUNT, SUM_FIRST_TS, SUM_LAST_TS, SUM_LONG_COUNT, SUM_LONG_SUM,
   SUM_PARTIALS, SUM_PARTIAL_0, SUM_STRIDE, type TierSpec, rollupKey,
-} from './rollups.js';
-import type { TimeseriesStore } from './timeseries.js';
+} from '../rollups.js';
+import type { TimeseriesStore } from '../series/store.js';
 
 /**
  * What the planner reads of the LMDB timeseries store: its binary layout (head fragments, chunks, rollup

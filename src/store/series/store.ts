@@ -14,28 +14,28 @@
  * transaction is committed *and* flushed. No fsync per request, and no request is half-stored.
  */
 import { performance } from 'node:perf_hooks';
-import { DEFAULTS } from '../config/index.js';
-import type { TsKv } from '../model/kv.js';
-import type { TsRecord } from '../ingest/payload.js';
-import { SeriesColumn, TelemetryBatch } from '../model/batch.js';
-import type { EntityIdx, KeyIdx } from './codec.js';
-import { decodeStamped, encodeStamped, entityPrefix, prefixEnd, readOrderedI64, seriesKey } from './codec.js';
+import { DEFAULTS } from '../../config/index.js';
+import type { TsKv } from '../../model/kv.js';
+import type { TsRecord } from '../../model/record.js';
+import { SeriesColumn, TelemetryBatch } from '../../model/batch.js';
+import type { EntityIdx, KeyIdx } from '../encoding/codec.js';
+import { decodeStamped, encodeStamped, entityPrefix, prefixEnd, readOrderedI64, seriesKey } from '../encoding/codec.js';
 import {
   type SeriesChunks, type WindowPoints, fragKey, fragmentPoints, headFragments, mergeWindow, rawHorizonOf, seriesPoints, seriesWindows, windowKey, windowStart,
 } from './chunks.js';
-import type { Dictionary } from './dict.js';
-import { type StoreEnv, writeFailure } from './env.js';
-import type { OutpostError } from '../errors.js';
-import { ByteLru } from './lru.js';
-import { BlockColumns, blockCount, decodePoints, encodeColumn, encodePoints } from './gorilla.js';
-import { RollupStore, type TierSpec, makeTiers } from './rollups.js';
-import type { AggFn } from './aggregate.js';
-import type { BucketAggregate, BucketSource } from './bucket-source.js';
-import type { BucketPlan } from './buckets.js';
-import { type PlannedStore, RollupPlanner } from './planner.js';
-import type { OutboxRecorder } from './outbox.js';
-import { serveLogReaders } from './log-readers.js';
-import { type PendingPoints, Wal, type WalFs, type WalStats, decodeRecord, encodePoints as encodeLogged, encodeSentMark } from './wal.js';
+import type { Dictionary } from '../encoding/dict.js';
+import { type StoreEnv, writeFailure } from '../env.js';
+import type { OutpostError } from '../../errors.js';
+import { ByteLru } from '../lru.js';
+import { BlockColumns, blockCount, decodePoints, encodeColumn, encodePoints } from '../encoding/gorilla.js';
+import { RollupStore, type TierSpec, makeTiers } from '../rollups.js';
+import type { AggFn } from '../aggregate.js';
+import type { BucketAggregate, BucketSource } from '../planner/bucket-source.js';
+import type { BucketPlan } from '../planner/buckets.js';
+import { type PlannedStore, RollupPlanner } from '../planner/planner.js';
+import type { OutboxRecorder } from '../outbox.js';
+import { serveLogReaders } from '../log-readers.js';
+import { type PendingPoints, Wal, type WalFs, type WalStats, decodeRecord, encodePoints as encodeLogged, encodeSentMark } from '../wal.js';
 
 export type Order = 'ASC' | 'DESC';
 
