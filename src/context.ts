@@ -9,7 +9,7 @@ import type { TelemetryIngest } from './ingest/service.js';
 import type { Dictionary } from './store/encoding/dict.js';
 import type { EntityStore } from './store/entities.js';
 import type { StoreEnv } from './store/env.js';
-import type { TimeseriesStore } from './store/series/store.js';
+import type { TimeseriesStore } from './store/series/interface.js';
 import type { DownsampleEngine } from './store/background/downsample.js';
 import type { AttributeStore } from './store/attributes.js';
 import type { RpcBroker } from './rpc/broker.js';

@@ -1,5 +1,5 @@
 /**
- * Binary codecs (src/store/codec.ts): keys sort as bytes exactly as (entity, key, ts) sort as numbers,
+ * Binary codecs (src/store/encoding/codec.ts): keys sort as bytes exactly as (entity, key, ts) sort as numbers,
  * negative timestamps and epoch 0 included; every value type round-trips.
  */
 import t from 'tap';

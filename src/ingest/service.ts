@@ -5,7 +5,7 @@
  */
 import type { EventBus } from '../bus/index.js';
 import { TelemetryBatch } from '../model/batch.js';
-import type { TimeseriesStore } from '../store/series/store.js';
+import type { TimeseriesStore } from '../store/series/interface.js';
 import type { EntityType } from '../types.js';
 import type { TsRecord } from '../model/record.js';
 

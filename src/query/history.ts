@@ -12,7 +12,7 @@
  */
 import { OutpostError } from '../errors.js';
 import type { KvValue, TsKv } from '../model/kv.js';
-import type { Order, TimeseriesStore } from '../store/series/store.js';
+import type { Order, TimeseriesStore } from '../store/series/interface.js';
 import type { DurationMs, EpochMs } from '../types.js';
 import type { AggFn } from '../store/aggregate.js';
 import { type BucketSource, bucketSourceOf } from '../store/planner/bucket-source.js';

@@ -4,7 +4,7 @@
  * URLSearchParams, so the websocket layer can reuse the same rules on its own fields.
  */
 import { OutpostError } from '../errors.js';
-import type { Order } from '../store/series/store.js';
+import type { Order } from '../store/series/interface.js';
 import { type EntityType, isEntityType } from '../types.js';
 import { isAggFn } from '../store/aggregate.js';
 import type { AggParam, HistoryRequest } from './history.js';

@@ -24,7 +24,8 @@ import { windowStart } from '../series/chunks.js';
 import type { BinaryDb, StoreEnv } from '../env.js';
 import { blockCount } from '../encoding/gorilla.js';
 import { nextPurge, purgeStep } from './purge.js';
-import type { CompactionCounters, LmdbTimeseriesStore } from '../series/store.js';
+import type { CompactionCounters } from '../series/options.js';
+import type { LmdbTimeseriesStore } from '../series/store.js';
 
 export interface EngineOptions {
   /** ms; 0 keeps raw chunks */

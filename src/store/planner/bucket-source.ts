@@ -6,7 +6,7 @@
 import type { AggFn, BucketAgg } from '../aggregate.js';
 import { addPoint, emptyAgg } from '../aggregate.js';
 import { type BucketPlan, bucketIndexOf } from './buckets.js';
-import type { TimeseriesStore } from '../series/store.js';
+import type { TimeseriesStore } from '../series/interface.js';
 
 /** One non-empty bucket of a series with the aggregate state of all its points. */
 export interface BucketAggregate {
