@@ -4,7 +4,7 @@
  */
 import t from 'tap';
 import { type KvValue, kvBool, kvDouble, kvJson, kvLong, kvString } from '../src/model/kv.js';
-import { type AggFn, AGG_FNS, type BucketAgg, addPartial, addPoint, addScaledExactly, emptyAgg, mergeAgg, numericSum } from '../src/store/aggregate.js';
+import { type AggFn, AGG_FNS, type BucketAgg, addPartial, addPoint, addScaledExactly, emptyAgg, mergeAgg, numericSum } from '../src/store/rollups/aggregate.js';
 import { finalizeAgg } from '../src/query/aggregate.js';
 import { bucketAt, bucketsOf, planBuckets } from '../src/store/planner/buckets.js';
 import { type KeySeries, planHistory } from '../src/query/history.js';

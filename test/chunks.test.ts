@@ -10,7 +10,7 @@ import { Dictionary } from '../src/store/encoding/dict.js';
 import { openStoreEnv } from '../src/store/env.js';
 import { decodePoints, decodePointsIn, encodeColumn, encodePoints } from '../src/store/encoding/gorilla.js';
 import { LmdbTimeseriesStore } from '../src/store/series/store.js';
-import { addPoint, emptyAgg } from '../src/store/aggregate.js';
+import { addPoint, emptyAgg } from '../src/store/rollups/aggregate.js';
 import { finalizeAgg } from '../src/query/aggregate.js';
 import { bucketsOf, planBuckets } from '../src/store/planner/buckets.js';
 import { rng } from './helpers/prng.js';

@@ -7,7 +7,7 @@
  * non-finite doubles, overwrites, deletes and dirty (uncompacted) windows.
  */
 import t from 'tap';
-import { AGG_FNS, addPoint, emptyAgg } from '../src/store/aggregate.js';
+import { AGG_FNS, addPoint, emptyAgg } from '../src/store/rollups/aggregate.js';
 import { finalizeAgg } from '../src/query/aggregate.js';
 import { type BucketPlan, bucketsOf, planBuckets } from '../src/store/planner/buckets.js';
 import { aggregateBuckets } from '../src/query/history.js';

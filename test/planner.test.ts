@@ -5,7 +5,7 @@
  * every aggregation function with brute force over a model of the raw points.
  */
 import t from 'tap';
-import { AGG_FNS, type BucketAgg, addPoint, emptyAgg } from '../src/store/aggregate.js';
+import { AGG_FNS, type BucketAgg, addPoint, emptyAgg } from '../src/store/rollups/aggregate.js';
 import { finalizeAgg } from '../src/query/aggregate.js';
 import { type BucketPlan, bucketsOf, planBuckets } from '../src/store/planner/buckets.js';
 import { type KvValue, kvBool, kvDouble, kvLong, kvString, kvToString } from '../src/model/kv.js';

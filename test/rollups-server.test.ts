@@ -4,7 +4,7 @@
  * raw computation before compaction, after it, and after a restart; SIGTERM stops the engine cleanly (exit 0).
  */
 import t from 'tap';
-import { AGG_FNS, addPoint, emptyAgg } from '../src/store/aggregate.js';
+import { AGG_FNS, addPoint, emptyAgg } from '../src/store/rollups/aggregate.js';
 import { finalizeAgg } from '../src/query/aggregate.js';
 import { bucketsOf, planBuckets } from '../src/store/planner/buckets.js';
 import { type KvValue, kvDouble, kvLong, kvToString } from '../src/model/kv.js';

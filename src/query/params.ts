@@ -6,7 +6,7 @@
 import { OutpostError } from '../errors.js';
 import type { Order } from '../store/series/interface.js';
 import { type EntityType, isEntityType } from '../types.js';
-import { isAggFn } from '../store/aggregate.js';
+import { isAggFn } from '../store/rollups/aggregate.js';
 import type { AggParam, HistoryRequest } from './history.js';
 
 /** Reads `name`; an absent or empty parameter is undefined (Spring treats `x=` like a missing optional). */

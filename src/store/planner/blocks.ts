@@ -1,5 +1,5 @@
 /** The planner's view of decoded rollup blocks: which points a bucket covers, and the search for a bucket. */
-import { type DecodedBlock, type RollupBucket, SUM_FIRST_TS, SUM_LAST_TS, SUM_PARTIALS, SUM_STRIDE } from '../rollups.js';
+import { type DecodedBlock, type RollupBucket, SUM_FIRST_TS, SUM_LAST_TS, SUM_PARTIALS, SUM_STRIDE } from '../rollups/store.js';
 
 /** A decoded rollup block, with the index after the last bucket a piece took from it. */
 export interface CachedBlock {
@@ -36,7 +36,7 @@ export function seek(cb: CachedBlock, T: number, ts: number): number {
   return i;
 }
 
-export function lowerBound(starts: Float64Array, ts: number): number {
+function lowerBound(starts: Float64Array, ts: number): number {
   let lo = 0;
   let hi = starts.length;
   while (lo < hi) {

@@ -5,7 +5,7 @@
 import type { EntityIdx, KeyIdx } from '../encoding/codec.js';
 import type { BlockColumns } from '../encoding/gorilla.js';
 import type { StoreEnv } from '../env.js';
-import type { RollupStore, TierSpec } from '../rollups.js';
+import type { RollupStore, TierSpec } from '../rollups/store.js';
 import type { SeriesChunks, WindowPoints } from '../series/chunks.js';
 import type { TimeseriesStore } from '../series/interface.js';
 

@@ -24,7 +24,7 @@
  * finest retained tier instead: a tier bucket that straddles a request-bucket boundary is counted whole in the
  * request bucket holding its start (the documented edge approximation; README "Downsampling").
  */
-import type { AggFn } from '../aggregate.js';
+import type { AggFn } from '../rollups/aggregate.js';
 import { type BucketAggregate, type BucketSource, RawScanSource } from './bucket-source.js';
 import { type BucketPlan, bucketAt, bucketIndexOf } from './buckets.js';
 import type { PlannedStore } from './planned-store.js';

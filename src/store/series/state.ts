@@ -15,7 +15,7 @@ import type { StoreEnv } from '../env.js';
 import { ByteLru } from '../lru.js';
 import type { OutboxRecorder } from '../outbox.js';
 import type { RollupPlanner } from '../planner/planner.js';
-import { RollupStore, type TierSpec, makeTiers } from '../rollups.js';
+import { RollupStore, type TierSpec, makeTiers } from '../rollups/store.js';
 import { type PendingPoints, Wal, type WalStats, decodeRecord } from '../wal.js';
 import { type SeriesChunks, rawHorizonOf } from './chunks.js';
 import { type CompactionCounters, DEFAULT_STORE_OPTIONS, type LogOptions, type StoreOptions } from './options.js';

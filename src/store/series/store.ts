@@ -5,7 +5,7 @@
  * Layout (see chunks.ts): a write puts one compressed head fragment per (series, chunk window) it touches, so a
  * TB array of 1,000 `{ts, values}` costs a handful of puts, not one per point. Compaction (`compactStep`,
  * driven by the DownsampleEngine in background/downsample.ts) folds fragments of windows older than
- * `headWindowMs` into one compressed chunk per window and rebuilds that window's rollups (rollups.ts) in the
+ * `headWindowMs` into one compressed chunk per window and rebuilds that window's rollups (rollups/store.ts) in the
  * same transaction. Reads stream: each window's chunk and fragments are decoded into reused columns and merged
  * point by point (no window-sized arrays of point objects).
  *
@@ -23,7 +23,7 @@
  *   store.ts    this class: recovery at start, close, and the planner as the store's BucketSource
  * The seams it implements live apart: interface.ts (TimeseriesStore) and planner/planned-store.ts.
  */
-import type { AggFn } from '../aggregate.js';
+import type { AggFn } from '../rollups/aggregate.js';
 import type { Dictionary } from '../encoding/dict.js';
 import type { StoreEnv } from '../env.js';
 import { serveLogReaders } from '../log-readers.js';
