@@ -4,9 +4,9 @@
  */
 import t from 'tap';
 import { type KvValue, kvBool, kvDouble, kvJson, kvLong, kvString } from '../src/model/kv.js';
-import { type AggFn, AGG_FNS, type BucketAgg, addPartial, addPoint, addScaledExactly, emptyAgg, mergeAgg, numericSum } from '../src/store/aggregate.js';
+import { type AggFn, AGG_FNS, type BucketAgg, addPartial, addPoint, addScaledExactly, emptyAgg, mergeAgg, numericSum } from '../src/store/rollups/aggregate.js';
 import { finalizeAgg } from '../src/query/aggregate.js';
-import { bucketAt, bucketsOf, planBuckets } from '../src/store/buckets.js';
+import { bucketAt, bucketsOf, planBuckets } from '../src/store/planner/buckets.js';
 import { type KeySeries, planHistory } from '../src/query/history.js';
 import { renderHistoryChunks } from '../src/query/render.js';
 import { parseHistoryParams, parseKeys } from '../src/query/params.js';

@@ -2,7 +2,7 @@ import t from 'tap';
 import { EventBus, type AttributesEvent } from '../src/bus/index.js';
 import { kvBool, kvDouble, kvJson, kvLong, kvString } from '../src/model/kv.js';
 import { LmdbAttributeStore } from '../src/store/attributes.js';
-import { Dictionary } from '../src/store/dict.js';
+import { Dictionary } from '../src/store/encoding/dict.js';
 import { openStoreEnv } from '../src/store/env.js';
 import { addDevice, cliJson, http, startGateway, tempDir } from './helpers/server.js';
 import { addUser, authHeaders, login } from './helpers/users.js';

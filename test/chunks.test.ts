@@ -6,13 +6,13 @@
 import t from 'tap';
 import { SeriesColumn } from '../src/model/batch.js';
 import { type KvValue, type TsKv, kvBool, kvDouble, kvJson, kvLong, kvString, kvToString } from '../src/model/kv.js';
-import { Dictionary } from '../src/store/dict.js';
+import { Dictionary } from '../src/store/encoding/dict.js';
 import { openStoreEnv } from '../src/store/env.js';
-import { decodePoints, decodePointsIn, encodeColumn, encodePoints } from '../src/store/gorilla.js';
-import { LmdbTimeseriesStore } from '../src/store/timeseries.js';
-import { addPoint, emptyAgg } from '../src/store/aggregate.js';
+import { decodePoints, decodePointsIn, encodeColumn, encodePoints } from '../src/store/encoding/gorilla.js';
+import { LmdbTimeseriesStore } from '../src/store/series/store.js';
+import { addPoint, emptyAgg } from '../src/store/rollups/aggregate.js';
 import { finalizeAgg } from '../src/query/aggregate.js';
-import { bucketsOf, planBuckets } from '../src/store/buckets.js';
+import { bucketsOf, planBuckets } from '../src/store/planner/buckets.js';
 import { rng } from './helpers/prng.js';
 import { type Teardown, tempDir } from './helpers/server.js';
 

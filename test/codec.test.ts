@@ -1,12 +1,12 @@
 /**
- * Binary codecs (src/store/codec.ts): keys sort as bytes exactly as (entity, key, ts) sort as numbers,
+ * Binary codecs (src/store/encoding/codec.ts): keys sort as bytes exactly as (entity, key, ts) sort as numbers,
  * negative timestamps and epoch 0 included; every value type round-trips.
  */
 import t from 'tap';
 import {
   decodePointKey, decodeStamped, decodeValue, encodeStamped, encodeValue, entityPrefix, pointKey, prefixEnd, readOrderedI64,
   seriesKey, writeOrderedI64,
-} from '../src/store/codec.js';
+} from '../src/store/encoding/codec.js';
 import { type KvValue, kvBool, kvDouble, kvJson, kvLong, kvString } from '../src/model/kv.js';
 import { rng } from './helpers/prng.js';
 

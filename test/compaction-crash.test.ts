@@ -8,9 +8,9 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { AGG_FNS, addPoint, emptyAgg } from '../src/store/aggregate.js';
+import { AGG_FNS, addPoint, emptyAgg } from '../src/store/rollups/aggregate.js';
 import { finalizeAgg } from '../src/query/aggregate.js';
-import { bucketsOf, planBuckets } from '../src/store/buckets.js';
+import { bucketsOf, planBuckets } from '../src/store/planner/buckets.js';
 import { type KvValue, kvDouble, kvLong, kvToString } from '../src/model/kv.js';
 import { rng } from './helpers/prng.js';
 import { readEntity, storeEntries } from './helpers/readback.js';

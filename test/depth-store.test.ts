@@ -1,6 +1,6 @@
 import t from 'tap';
 import { kvDouble, kvLong, kvString, kvToString } from '../src/model/kv.js';
-import { Dictionary } from '../src/store/dict.js';
+import { Dictionary } from '../src/store/encoding/dict.js';
 import { LmdbDepthStore, depthKey, readOrderedF64, writeOrderedF64 } from '../src/store/depth.js';
 import { openStoreEnv } from '../src/store/env.js';
 import { tempDir } from './helpers/server.js';

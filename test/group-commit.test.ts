@@ -5,10 +5,11 @@
  */
 import t from 'tap';
 import { kvLong } from '../src/model/kv.js';
-import { headFragments } from '../src/store/chunks.js';
-import { Dictionary } from '../src/store/dict.js';
+import { headFragments } from '../src/store/series/chunks.js';
+import { Dictionary } from '../src/store/encoding/dict.js';
 import { openStoreEnv } from '../src/store/env.js';
-import { DEFAULT_STORE_OPTIONS, LmdbTimeseriesStore } from '../src/store/timeseries.js';
+import { DEFAULT_STORE_OPTIONS } from '../src/store/series/options.js';
+import { LmdbTimeseriesStore } from '../src/store/series/store.js';
 import { type Teardown, tempDir } from './helpers/server.js';
 
 function open(t: Teardown, commitDelayMs?: number) {

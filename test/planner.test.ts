@@ -5,14 +5,14 @@
  * every aggregation function with brute force over a model of the raw points.
  */
 import t from 'tap';
-import { AGG_FNS, type BucketAgg, addPoint, emptyAgg } from '../src/store/aggregate.js';
+import { AGG_FNS, type BucketAgg, addPoint, emptyAgg } from '../src/store/rollups/aggregate.js';
 import { finalizeAgg } from '../src/query/aggregate.js';
-import { type BucketPlan, bucketsOf, planBuckets } from '../src/store/buckets.js';
+import { type BucketPlan, bucketsOf, planBuckets } from '../src/store/planner/buckets.js';
 import { type KvValue, kvBool, kvDouble, kvLong, kvString, kvToString } from '../src/model/kv.js';
-import { Dictionary } from '../src/store/dict.js';
+import { Dictionary } from '../src/store/encoding/dict.js';
 import { openStoreEnv } from '../src/store/env.js';
-import { LmdbTimeseriesStore } from '../src/store/timeseries.js';
-import { RollupPlanner } from '../src/store/planner.js';
+import { LmdbTimeseriesStore } from '../src/store/series/store.js';
+import { RollupPlanner } from '../src/store/planner/planner.js';
 import { tempDir } from './helpers/server.js';
 import { rng } from './helpers/prng.js';
 

@@ -8,13 +8,13 @@ import { EventBus } from '../src/bus/index.js';
 import { DEFAULTS } from '../src/config/index.js';
 import { kvDouble, kvLong } from '../src/model/kv.js';
 import { LmdbAttributeStore } from '../src/store/attributes.js';
-import { entityPrefix, prefixEnd } from '../src/store/codec.js';
+import { entityPrefix, prefixEnd } from '../src/store/encoding/codec.js';
 import { LmdbDepthStore } from '../src/store/depth.js';
-import { Dictionary } from '../src/store/dict.js';
+import { Dictionary } from '../src/store/encoding/dict.js';
 import { type StoreEnv, openStoreEnv } from '../src/store/env.js';
-import { nextPurge, queuePurge } from '../src/store/purge.js';
-import { DownsampleEngine } from '../src/store/retention.js';
-import { LmdbTimeseriesStore } from '../src/store/timeseries.js';
+import { nextPurge, queuePurge } from '../src/store/background/purge.js';
+import { DownsampleEngine } from '../src/store/background/downsample.js';
+import { LmdbTimeseriesStore } from '../src/store/series/store.js';
 import { addDevice, http, startGateway, tempDir } from './helpers/server.js';
 import { addUser, authHeaders, login } from './helpers/users.js';
 

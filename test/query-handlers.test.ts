@@ -11,10 +11,10 @@ import { loadConfig } from '../src/config/index.js';
 import { type Services, makeLogger } from '../src/context.js';
 import type { HttpContext, Reply } from '../src/http/adapter.js';
 import { TelemetryIngest } from '../src/ingest/service.js';
-import { Dictionary } from '../src/store/dict.js';
+import { Dictionary } from '../src/store/encoding/dict.js';
 import { EntityStore } from '../src/store/entities.js';
 import { openStoreEnv } from '../src/store/env.js';
-import { LmdbTimeseriesStore } from '../src/store/timeseries.js';
+import { LmdbTimeseriesStore } from '../src/store/series/store.js';
 import { tempDir } from './helpers/server.js';
 
 function context(params: string[], query: string, token: string, body = ''): HttpContext {

@@ -6,11 +6,11 @@
  */
 import t from 'tap';
 import { type KvValue, type TsKv, kvBool, kvDouble, kvJson, kvLong, kvString, kvToString } from '../src/model/kv.js';
-import { encodeValue, pointKey } from '../src/store/codec.js';
-import { Dictionary } from '../src/store/dict.js';
+import { encodeValue, pointKey } from '../src/store/encoding/codec.js';
+import { Dictionary } from '../src/store/encoding/dict.js';
 import { openStoreEnv } from '../src/store/env.js';
-import { BlockColumns, decodePoints, encodePoints } from '../src/store/gorilla.js';
-import { LmdbTimeseriesStore } from '../src/store/timeseries.js';
+import { BlockColumns, decodePoints, encodePoints } from '../src/store/encoding/gorilla.js';
+import { LmdbTimeseriesStore } from '../src/store/series/store.js';
 import { tempDir } from './helpers/server.js';
 import { rng } from './helpers/prng.js';
 

@@ -6,16 +6,16 @@
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import t from 'tap';
-import { AGG_FNS, type BucketAgg, addPoint, emptyAgg } from '../src/store/aggregate.js';
+import { AGG_FNS, type BucketAgg, addPoint, emptyAgg } from '../src/store/rollups/aggregate.js';
 import { finalizeAgg } from '../src/query/aggregate.js';
-import { type BucketPlan, bucketsOf, planBuckets } from '../src/store/buckets.js';
+import { type BucketPlan, bucketsOf, planBuckets } from '../src/store/planner/buckets.js';
 import { type KvValue, kvDouble, kvLong, kvToString } from '../src/model/kv.js';
-import { windowStart } from '../src/store/chunks.js';
-import { readOrderedI64 } from '../src/store/codec.js';
-import { Dictionary } from '../src/store/dict.js';
+import { windowStart } from '../src/store/series/chunks.js';
+import { readOrderedI64 } from '../src/store/encoding/codec.js';
+import { Dictionary } from '../src/store/encoding/dict.js';
 import { openStoreEnv } from '../src/store/env.js';
-import { DownsampleEngine, type EngineOptions, liveBytes } from '../src/store/retention.js';
-import { LmdbTimeseriesStore } from '../src/store/timeseries.js';
+import { DownsampleEngine, type EngineOptions, liveBytes } from '../src/store/background/downsample.js';
+import { LmdbTimeseriesStore } from '../src/store/series/store.js';
 import { type Teardown, tempDir } from './helpers/server.js';
 
 const MIN = 60_000;

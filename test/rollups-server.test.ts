@@ -4,9 +4,9 @@
  * raw computation before compaction, after it, and after a restart; SIGTERM stops the engine cleanly (exit 0).
  */
 import t from 'tap';
-import { AGG_FNS, addPoint, emptyAgg } from '../src/store/aggregate.js';
+import { AGG_FNS, addPoint, emptyAgg } from '../src/store/rollups/aggregate.js';
 import { finalizeAgg } from '../src/query/aggregate.js';
-import { bucketsOf, planBuckets } from '../src/store/buckets.js';
+import { bucketsOf, planBuckets } from '../src/store/planner/buckets.js';
 import { type KvValue, kvDouble, kvLong, kvToString } from '../src/model/kv.js';
 import { storeEntries } from './helpers/readback.js';
 import { addDevice, http, startGateway } from './helpers/server.js';

@@ -4,17 +4,17 @@
  * out-of-order points, same-ts overwrites and deletes. TB's worked example goes through the planner.
  */
 import t, { type Test } from 'tap';
-import { AGG_FNS, type BucketAgg, addPoint, emptyAgg } from '../src/store/aggregate.js';
+import { AGG_FNS, type BucketAgg, addPoint, emptyAgg } from '../src/store/rollups/aggregate.js';
 import { finalizeAgg } from '../src/query/aggregate.js';
-import { planBuckets } from '../src/store/buckets.js';
+import { planBuckets } from '../src/store/planner/buckets.js';
 import { aggregateBuckets } from '../src/query/history.js';
 import { type KvValue, type TsKv, kvBool, kvDouble, kvJson, kvLong, kvString, kvToString } from '../src/model/kv.js';
-import { windowStart } from '../src/store/chunks.js';
-import { Dictionary } from '../src/store/dict.js';
-import { decodePoints as decodeBlockPoints } from '../src/store/gorilla.js';
+import { windowStart } from '../src/store/series/chunks.js';
+import { Dictionary } from '../src/store/encoding/dict.js';
+import { decodePoints as decodeBlockPoints } from '../src/store/encoding/gorilla.js';
 import { openStoreEnv } from '../src/store/env.js';
-import { type RollupBucket, bucketize, decodeBlock, encodeBlock, makeTiers } from '../src/store/rollups.js';
-import { LmdbTimeseriesStore } from '../src/store/timeseries.js';
+import { type RollupBucket, bucketize, decodeBlock, encodeBlock, makeTiers } from '../src/store/rollups/store.js';
+import { LmdbTimeseriesStore } from '../src/store/series/store.js';
 import { type Teardown, tempDir } from './helpers/server.js';
 
 const MIN = 60_000;

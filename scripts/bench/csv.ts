@@ -23,12 +23,12 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import * as uws from 'uWebSockets.js';
 import { hashPassword } from '../../src/auth/password.js';
-import type { TsRecord } from '../../src/ingest/payload.js';
+import type { TsRecord } from '../../src/model/record.js';
 import { kvDouble, kvLong, kvString } from '../../src/model/kv.js';
-import { Dictionary } from '../../src/store/dict.js';
+import { Dictionary } from '../../src/store/encoding/dict.js';
 import { EntityStore } from '../../src/store/entities.js';
 import { openStoreEnv } from '../../src/store/env.js';
-import { LmdbTimeseriesStore } from '../../src/store/timeseries.js';
+import { LmdbTimeseriesStore } from '../../src/store/series/store.js';
 import { median, rssAnonBytes, spawnListening } from './lib.js';
 
 const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));

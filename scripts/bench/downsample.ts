@@ -30,7 +30,7 @@ import { hashPassword } from '../../src/auth/password.js';
 import { loadConfig } from '../../src/config/index.js';
 import { makeLogger } from '../../src/context.js';
 import { startServer } from '../../src/server.js';
-import type { DownsampleStats } from '../../src/store/retention.js';
+import type { DownsampleStats } from '../../src/store/background/downsample.js';
 import { rng } from '../../test/helpers/prng.js';
 import { RawHttpConnection, encodeRequest, median } from './lib.js';
 

@@ -30,12 +30,12 @@ import { makeLogger } from '../../src/context.js';
 import { OutpostError } from '../../src/errors.js';
 import { type HttpContext, HttpRouter } from '../../src/http/adapter.js';
 import { TelemetryIngest } from '../../src/ingest/service.js';
-import type { TsRecord } from '../../src/ingest/payload.js';
+import type { TsRecord } from '../../src/model/record.js';
 import { kvDouble, kvLong } from '../../src/model/kv.js';
-import { Dictionary } from '../../src/store/dict.js';
+import { Dictionary } from '../../src/store/encoding/dict.js';
 import { type EntityRecord, EntityStore } from '../../src/store/entities.js';
 import { openStoreEnv } from '../../src/store/env.js';
-import { LmdbTimeseriesStore } from '../../src/store/timeseries.js';
+import { LmdbTimeseriesStore } from '../../src/store/series/store.js';
 import { argValue, median } from './lib.js';
 
 const DAY_START = Date.UTC(2026, 0, 1);

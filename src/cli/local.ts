@@ -11,11 +11,11 @@ import { type Config, loadConfig } from '../config/index.js';
 import { renderHistoryChunks, renderLatest, renderValue } from '../query/render.js';
 import { queryHistory, queryLatest } from '../query/history.js';
 import type { AttributeScope } from '../store/attributes.js';
-import { Dictionary } from '../store/dict.js';
+import { Dictionary } from '../store/encoding/dict.js';
 import { EntityStore } from '../store/entities.js';
 import { type StoreEnv, openStoreEnv } from '../store/env.js';
 import { awaitLogApplied } from '../store/log-readers.js';
-import { LmdbTimeseriesStore } from '../store/timeseries.js';
+import { LmdbTimeseriesStore } from '../store/series/store.js';
 import type { StatusJson } from '../status/index.js';
 import { NULL_UUID } from '../types.js';
 import {
@@ -140,7 +140,7 @@ export class LocalBackend implements Backend {
 
   async status(): Promise<StatusJson> {
     const [{ diskBudget }, { liveBytes }, { SYNC_OFF }, { clockSynchronized, outpostVersion }] = await Promise.all([
-      import('../server.js'), import('../store/retention.js'), import('../sync/status.js'), import('../status/index.js'),
+      import('../server.js'), import('../store/background/downsample.js'), import('../sync/status.js'), import('../status/index.js'),
     ]);
     const stats = (db: { getStats(): unknown }): number => (db.getStats() as { entryCount: number }).entryCount;
     let fileBytes = 0;

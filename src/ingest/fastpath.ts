@@ -11,7 +11,8 @@
 import { type SeriesColumn, TelemetryBatch } from '../model/batch.js';
 import { type KvValue, kvBool, kvDouble, kvLong, kvString } from '../model/kv.js';
 import type { EpochMs } from '../types.js';
-import { type KvEntry, MAX_KEY_LENGTH, parseBody, parseTelemetry } from './payload.js';
+import type { KvEntry } from '../model/record.js';
+import { MAX_KEY_LENGTH, parseBody, parseTelemetry } from './payload.js';
 import { isParsableNumber, typeNumberLiteral } from './typing.js';
 
 /** 10^0 … 10^16, each exact in a double */

@@ -4,21 +4,13 @@
  * anything is stored.
  */
 import { OutpostError } from '../errors.js';
-import type { KvValue } from '../model/kv.js';
+import type { KvEntry, TsRecord } from '../model/record.js';
 import type { EpochMs } from '../types.js';
 import { type JsonValue, JsonSyntaxError, NumLit, isJsonObject, parseJson } from './json.js';
 import { typeJsonValue } from './typing.js';
 
 /** TB rejects blank keys and keys longer than 255 characters (KvUtils). */
 export const MAX_KEY_LENGTH = 255;
-
-export type KvEntry = readonly [key: string, value: KvValue];
-
-/** Values written at one timestamp. */
-export interface TsRecord {
-  readonly ts: EpochMs;
-  readonly values: KvEntry[];
-}
 
 export function parseBody(body: Buffer | string): JsonValue {
   const text = typeof body === 'string' ? body : body.toString('utf8');

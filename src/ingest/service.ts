@@ -5,9 +5,9 @@
  */
 import type { EventBus } from '../bus/index.js';
 import { TelemetryBatch } from '../model/batch.js';
-import type { TimeseriesStore } from '../store/timeseries.js';
+import type { TimeseriesStore } from '../store/series/interface.js';
 import type { EntityType } from '../types.js';
-import type { TsRecord } from './payload.js';
+import type { TsRecord } from '../model/record.js';
 
 export class TelemetryIngest {
   constructor(private readonly store: TimeseriesStore, private readonly bus: EventBus) {}

@@ -3,7 +3,7 @@
  * points in posted order; its values stay unboxed numbers while they are all LONGs (safe integers) or all
  * DOUBLEs, the shape of nearly every sensor series. A 1000-record batch of two keys is then four number
  * arrays instead of ~8,000 small objects that would live until the commit and be copied by every scavenge on
- * the way, and the block encoder (store/gorilla.ts) reads the numbers directly.
+ * the way, and the block encoder (store/encoding/gorilla.ts) reads the numbers directly.
  *
  * A column that receives anything else (a string, a bigint, a LONG among DOUBLEs, …) turns BOXED: its values
  * become KvValue objects, which is exactly the old per-point cost, no worse.

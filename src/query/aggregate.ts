@@ -2,7 +2,7 @@
  * CONTRACT §5: the value of an aggregated bucket, from the storage engine's mergeable state (src/store/aggregate.ts).
  */
 import { type KvValue, kvDouble, kvLong, kvString } from '../model/kv.js';
-import { type AggFn, type BucketAgg, type ExactLong, numericSum } from '../store/aggregate.js';
+import { type AggFn, type BucketAgg, type ExactLong, numericSum } from '../store/rollups/aggregate.js';
 
 /**
  * The bucket's value under `fn` (CONTRACT §5), or undefined when the bucket is omitted:

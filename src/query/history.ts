@@ -12,11 +12,11 @@
  */
 import { OutpostError } from '../errors.js';
 import type { KvValue, TsKv } from '../model/kv.js';
-import type { Order, TimeseriesStore } from '../store/timeseries.js';
+import type { Order, TimeseriesStore } from '../store/series/interface.js';
 import type { DurationMs, EpochMs } from '../types.js';
-import type { AggFn } from '../store/aggregate.js';
-import { type BucketSource, bucketSourceOf } from '../store/bucket-source.js';
-import { type BucketPlan, bucketAt, planBuckets } from '../store/buckets.js';
+import type { AggFn } from '../store/rollups/aggregate.js';
+import { type BucketSource, bucketSourceOf } from '../store/planner/bucket-source.js';
+import { type BucketPlan, bucketAt, planBuckets } from '../store/planner/buckets.js';
 import { finalizeAgg } from './aggregate.js';
 
 export type AggParam = AggFn | 'NONE';

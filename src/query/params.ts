@@ -4,9 +4,9 @@
  * URLSearchParams, so the websocket layer can reuse the same rules on its own fields.
  */
 import { OutpostError } from '../errors.js';
-import type { Order } from '../store/timeseries.js';
+import type { Order } from '../store/series/interface.js';
 import { type EntityType, isEntityType } from '../types.js';
-import { isAggFn } from '../store/aggregate.js';
+import { isAggFn } from '../store/rollups/aggregate.js';
 import type { AggParam, HistoryRequest } from './history.js';
 
 /** Reads `name`; an absent or empty parameter is undefined (Spring treats `x=` like a missing optional). */

@@ -11,8 +11,8 @@
 import type { AttributeScope, EventBus } from '../bus/index.js';
 import type { KvValue } from '../model/kv.js';
 import type { EntityType, EpochMs } from '../types.js';
-import { type EntityIdx, decodeStamped, encodeStamped, prefixEnd } from './codec.js';
-import type { Dictionary } from './dict.js';
+import { type EntityIdx, decodeStamped, encodeStamped, prefixEnd } from './encoding/codec.js';
+import type { Dictionary } from './encoding/dict.js';
 import type { StoreEnv } from './env.js';
 
 export type { AttributeScope } from '../bus/index.js';

@@ -13,11 +13,11 @@
  * Reads are paged: each page is read to the end inside one short read transaction before anything is
  * yielded, so a slow consumer (a CSV download) never pins an LMDB snapshot.
  */
-import type { KvEntry } from '../ingest/payload.js';
+import type { KvEntry } from '../model/record.js';
 import type { KvValue } from '../model/kv.js';
-import type { EntityIdx, KeyIdx } from './codec.js';
-import { decodeValue, encodeValue, entityPrefix, prefixEnd, seriesKey } from './codec.js';
-import type { Dictionary } from './dict.js';
+import type { EntityIdx, KeyIdx } from './encoding/codec.js';
+import { decodeValue, encodeValue, entityPrefix, prefixEnd, seriesKey } from './encoding/codec.js';
+import type { Dictionary } from './encoding/dict.js';
 import type { StoreEnv } from './env.js';
 
 /** A depth stamp (the `ds` of a payload), in the device's own unit. */

@@ -7,7 +7,7 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { OutpostError } from '../errors.js';
 import { type AccessToken, type CustomerId, type EntityId, NULL_UUID, type TenantId, type UserId } from '../types.js';
 import type { StoreEnv } from './env.js';
-import { queuePurge } from './purge.js';
+import { queuePurge } from './background/purge.js';
 
 export type Authority = 'TENANT_ADMIN' | 'CUSTOMER_USER';
 

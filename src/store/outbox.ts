@@ -19,10 +19,10 @@
  *   ['dc']              → persisted depth-sync counters (src/sync/depth.ts)
  */
 import type { TsKv } from '../model/kv.js';
-import type { EntityIdx, KeyIdx } from './codec.js';
-import { fragKey, windowStart } from './chunks.js';
+import type { EntityIdx, KeyIdx } from './encoding/codec.js';
+import { fragKey, windowStart } from './series/chunks.js';
 import type { StoreEnv } from './env.js';
-import { decodePoints } from './gorilla.js';
+import { decodePoints } from './encoding/gorilla.js';
 import type { SeriesColumn } from '../model/batch.js';
 
 /** One fragment a batch wrote: its series key, first and last ts and point count. */

@@ -24,10 +24,10 @@
  * key order a body's worth at a time.
  */
 import type { Logger } from '../context.js';
-import type { EntityIdx } from '../store/codec.js';
-import { decodeValue } from '../store/codec.js';
+import type { EntityIdx } from '../store/encoding/codec.js';
+import { decodeValue } from '../store/encoding/codec.js';
 import { type DepthSyncRecorder, depthKey } from '../store/depth.js';
-import type { Dictionary } from '../store/dict.js';
+import type { Dictionary } from '../store/encoding/dict.js';
 import type { EntityStore } from '../store/entities.js';
 import type { StoreEnv } from '../store/env.js';
 import { type DepthQueueKey, depthEntryPoints, depthQueueKey, depthSetAsideKey } from '../store/outbox.js';

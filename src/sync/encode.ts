@@ -3,8 +3,8 @@
  * part of sending the backlog. It needs only the LMDB environment and plain data, so the same function runs in
  * the sync thread (thread-worker.ts) and, as a fallback, in the main thread (thread.ts).
  */
-import { rawHorizonOf, seriesPoints } from '../store/chunks.js';
-import type { EntityIdx, KeyIdx } from '../store/codec.js';
+import { rawHorizonOf, seriesPoints } from '../store/series/chunks.js';
+import type { EntityIdx, KeyIdx } from '../store/encoding/codec.js';
 import type { StoreEnv } from '../store/env.js';
 import type { TsKv } from '../model/kv.js';
 import { type FragmentRef, readRef } from '../store/outbox.js';

@@ -19,8 +19,8 @@
  */
 import type { Config } from '../config/index.js';
 import type { Logger } from '../context.js';
-import { fragKey } from '../store/chunks.js';
-import type { Dictionary } from '../store/dict.js';
+import { fragKey } from '../store/series/chunks.js';
+import type { Dictionary } from '../store/encoding/dict.js';
 import type { EntityStore } from '../store/entities.js';
 import type { StoreEnv } from '../store/env.js';
 import {
@@ -28,7 +28,7 @@ import {
 } from '../store/outbox.js';
 import type { LmdbAttributeStore } from '../store/attributes.js';
 import type { LmdbDepthStore } from '../store/depth.js';
-import type { LmdbTimeseriesStore } from '../store/timeseries.js';
+import type { LmdbTimeseriesStore } from '../store/series/store.js';
 import type { SeriesColumn } from '../model/batch.js';
 import type { EpochMs } from '../types.js';
 import { MAX_AHEAD_MS, MIN_SENDABLE_TS, clockSynchronized } from './clock.js';

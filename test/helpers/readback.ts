@@ -7,9 +7,10 @@
  */
 import { DEFAULTS } from '../../src/config/index.js';
 import { type KvType, kvToString } from '../../src/model/kv.js';
-import { Dictionary } from '../../src/store/dict.js';
+import { Dictionary } from '../../src/store/encoding/dict.js';
 import { openStoreEnv } from '../../src/store/env.js';
-import { DEFAULT_STORE_OPTIONS, LmdbTimeseriesStore } from '../../src/store/timeseries.js';
+import { DEFAULT_STORE_OPTIONS } from '../../src/store/series/options.js';
+import { LmdbTimeseriesStore } from '../../src/store/series/store.js';
 import { nodeWalFs } from '../../src/store/wal.js';
 import { cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

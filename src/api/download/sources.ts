@@ -7,7 +7,7 @@
 import { Column } from '../../csv/column.js';
 import { javaDouble } from '../../model/kv.js';
 import type { DepthStore } from '../../store/depth.js';
-import type { TimeseriesStore } from '../../store/timeseries.js';
+import type { TimeseriesStore } from '../../store/series/interface.js';
 
 /** Points per timeseries page, at least (a page ends on a store window boundary, see below). */
 const PAGE = 1024;

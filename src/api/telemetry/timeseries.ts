@@ -11,7 +11,7 @@ import { OutpostError } from '../../errors.js';
 import { type HttpContext, type HttpRouter, type Reply, type StreamReply, jsonText } from '../../http/adapter.js';
 import { countPoints, parseBody, parseTelemetry } from '../../ingest/payload.js';
 import type { JsonValue } from '../../ingest/json.js';
-import type { TsRecord } from '../../ingest/payload.js';
+import type { TsRecord } from '../../model/record.js';
 import { queryHistory, queryLatest } from '../../query/history.js';
 import {
   isHistoryRequest, parseBoolParam, parseEntityId, parseEntityType, parseHistoryParams, parseKeys, parseLongParam, parseStrict,

@@ -8,7 +8,7 @@ import type { Principal } from '../../auth/index.js';
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
 import { kvToString } from '../../model/kv.js';
-import { isAggFn } from '../../store/aggregate.js';
+import { isAggFn } from '../../store/rollups/aggregate.js';
 import { type AggParam, queryHistory, queryLatest } from '../../query/history.js';
 import { type AttributeStore, isAttributeScope } from '../../store/attributes.js';
 import { type EpochMs, isEntityType } from '../../types.js';

@@ -11,11 +11,11 @@
  * Reads merge a window's chunk and fragments (fragments win on equal ts: they are newer than any chunk,
  * because compaction consumes fragments in the same transaction that rewrites the chunk).
  */
-import type { KvValue, TsKv } from '../model/kv.js';
-import type { EntityIdx, KeyIdx } from './codec.js';
-import { decodeValue, readOrderedI64, writeOrderedI64 } from './codec.js';
-import type { StoreEnv } from './env.js';
-import { BlockColumns, decodePoints } from './gorilla.js';
+import type { KvValue, TsKv } from '../../model/kv.js';
+import type { EntityIdx, KeyIdx } from '../encoding/codec.js';
+import { decodeValue, readOrderedI64, writeOrderedI64 } from '../encoding/codec.js';
+import type { StoreEnv } from '../env.js';
+import { BlockColumns, decodePoints } from '../encoding/gorilla.js';
 
 /** One series' decoded chunks by window start; null: the window has no chunk. */
 export type SeriesChunks = Map<number, BlockColumns | null>;

@@ -3,10 +3,10 @@
  * raw points; the LMDB store answers from rollup tiers plus raw edges (planner.ts). query/history.ts finalizes
  * the states into TB values, so everything below it stays free of TB's result typing.
  */
-import type { AggFn, BucketAgg } from './aggregate.js';
-import { addPoint, emptyAgg } from './aggregate.js';
+import type { AggFn, BucketAgg } from '../rollups/aggregate.js';
+import { addPoint, emptyAgg } from '../rollups/aggregate.js';
 import { type BucketPlan, bucketIndexOf } from './buckets.js';
-import type { TimeseriesStore } from './timeseries.js';
+import type { TimeseriesStore } from '../series/interface.js';
 
 /** One non-empty bucket of a series with the aggregate state of all its points. */
 export interface BucketAggregate {

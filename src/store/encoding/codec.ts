@@ -3,8 +3,8 @@
  * a raw point's key is [entity u32][key u32][ts i64], so one series is one contiguous, ts-ordered range and
  * all series of an entity are one contiguous range too.
  */
-import type { KvValue } from '../model/kv.js';
-import { kvBool, kvDouble, kvJson, kvLong, kvString } from '../model/kv.js';
+import type { KvValue } from '../../model/kv.js';
+import { kvBool, kvDouble, kvJson, kvLong, kvString } from '../../model/kv.js';
 
 /** Interned entity index (small integer standing for an entity UUID). */
 export type EntityIdx = number;

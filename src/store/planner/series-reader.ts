@@ -1,62 +1,21 @@
 /**
- * The downsampling query planner (issue 6 §2): answers aggregated history from rollup tiers where whole tier
- * buckets fit inside the request's buckets, and from raw points only at the unaligned edges. It is the
- * `BucketSource` (bucket-source.ts) of the LMDB store, so every aggregated query goes through it.
- *
- * Exactness (CONTRACT §5): a request bucket [bs, be) is cut greedily, left to right, into pieces:
- *   - runs of tier-T buckets [c, c + m·T) with c aligned to T, inside [bs, be), not overlapping a dirty chunk
- *     window (one with head fragments, which rollups do not reflect yet), T retained at c: the coarsest such T;
- *   - otherwise raw points of [c, next finest-tier boundary) (or to the end of the dirty window).
- * Each piece's BucketAgg is merged; BucketAgg merges exactly, so the result equals aggregating the raw points.
- * A raw piece inside a finest-tier bucket B (issue 6: TB anchors buckets at startTs, so every request-bucket
- * boundary splits one B) is read from B's rollup when it holds all or none of B's points, and, when the caller
- * finalizes with COUNT/SUM/AVG (`fn`) and the piece spans more than half of B, as B minus the raw points of the
- * rest: counts and exact sums subtract exactly. Merges keep only the fields `fn` finalizes from.
- *
- * COUNT/SUM/AVG take a shorter way first wherever no dirty window or horizon is near (`byBoundaries`): each
- * boundary of [bs, be) moves, one tier at a time, to an anchor on the grid of the coarsest tier no wider than the
- * interval; the tier buckets between the two anchors are merged, and what each boundary moved over (raw points,
- * then finer tier buckets) is added or taken out. A month of 2-h buckets then costs per bucket two 1-h merges,
- * at most three 10-min ones and a raw stretch of at most 5 minutes, the last two shared with the neighbouring
- * bucket.
- *
- * Below the raw horizon (chunks dropped by retention or the disk budget) raw pieces are answered from the
- * finest retained tier instead: a tier bucket that straddles a request-bucket boundary is counted whole in the
- * request bucket holding its start (the documented edge approximation; README "Downsampling").
+ * The planner's per-query reader of one series (see planner.ts for how a request bucket is cut into pieces):
+ * dirty windows, rollup blocks and chunks read once per query, the boundary moves of COUNT/SUM/AVG, and the
+ * raw, dirty and tier pieces themselves.
  */
-import type { TsKv } from '../model/kv.js';
-import { type AggFn, type BucketAgg, type MergeFields, addLong, addNumber, addPartial, addPoint, addScaledExactly, clearAgg, emptyAgg, fieldsFor, mergeInto, removeAgg, subtractable } from './aggregate.js';
-import { type BucketAggregate, type BucketSource, RawScanSource } from './bucket-source.js';
-import { type BucketPlan, bucketAt, bucketIndexOf } from './buckets.js';
-import { type SeriesChunks, type WindowPoints, windowKey, windowStart } from './chunks.js';
-import type { EntityIdx, KeyIdx } from './codec.js';
-import { readOrderedI64 } from './codec.js';
-import type { StoreEnv } from './env.js';
-import { BlockColumns } from './gorilla.js';
+import type { TsKv } from '../../model/kv.js';
+import { type AggFn, type BucketAgg, type MergeFields, addLong, addNumber, addPartial, addPoint, addScaledExactly, clearAgg, emptyAgg, fieldsFor, mergeInto, removeAgg, subtractable } from '../rollups/aggregate.js';
+import type { EntityIdx, KeyIdx } from '../encoding/codec.js';
+import { readOrderedI64 } from '../encoding/codec.js';
+import { BlockColumns } from '../encoding/gorilla.js';
 import {
-  type DecodedBlock, type RollupBucket, type RollupStore, SUM_COUNT, SUM_DOUBLE_COUNT, SUM_FIRST_TS, SUM_LAST_TS, SUM_LONG_COUNT, SUM_LONG_SUM,
+  type DecodedBlock, type RollupBucket, SUM_COUNT, SUM_DOUBLE_COUNT, SUM_LONG_COUNT, SUM_LONG_SUM,
   SUM_PARTIALS, SUM_PARTIAL_0, SUM_STRIDE, type TierSpec, rollupKey,
-} from './rollups.js';
-import type { TimeseriesStore } from './timeseries.js';
-
-/**
- * What the planner reads of the LMDB timeseries store: its binary layout (head fragments, chunks, rollup
- * blocks) and horizons. A narrow view, so the planner depends on the layout and the store on the planner, not
- * each on the other.
- */
-export interface PlannedStore extends TimeseriesStore {
-  readonly env: Pick<StoreEnv, 'head' | 'chunks' | 'rollups'>;
-  readonly windowMs: number;
-  readonly tiers: readonly TierSpec[];
-  readonly rollups: Pick<RollupStore, 'readBlock'>;
-  readonly rawHorizonTs: number;
-  tierHorizonsTs(): number[];
-  seriesOf(entityId: string, key: string): { e: EntityIdx; k: KeyIdx } | undefined;
-  seriesChunks(e: EntityIdx, k: KeyIdx): SeriesChunks;
-  chunkColumns(e: EntityIdx, k: KeyIdx, w: number, chunks?: SeriesChunks): BlockColumns | undefined;
-  fragmentColumns(key: Buffer): BlockColumns | undefined;
-  windowsOf(e: EntityIdx, k: KeyIdx, fromTs: number, toTs: number): IterableIterator<WindowPoints>;
-}
+} from '../rollups/store.js';
+import { type SeriesChunks, windowKey, windowStart } from '../series/chunks.js';
+import { alignUp, aligned, nearestMultiple } from './align.js';
+import { type CachedBlock, coverage, seek, subtractableBucket } from './blocks.js';
+import type { PlannedStore } from './planned-store.js';
 
 /** What one query did (tests and the benchmark look at it). */
 export interface PlanStats {
@@ -71,62 +30,10 @@ export interface PlanStats {
   boundaryBuckets: number;
 }
 
-const noStats = (): PlanStats => ({ rollupBuckets: 0, rawPoints: 0, rawPieces: 0, subtractedPieces: 0, plainDirtyPieces: 0, boundaryBuckets: 0 });
-
-export interface PlannerOptions {
-  /**
-   * false: COUNT/SUM/AVG buckets are cut piece by piece like the others, never by their boundaries (tests run
-   * both ways, so the piece-by-piece path, which buckets near the head still take, is checked as hard)
-   */
-  readonly boundaries?: boolean;
-}
-
-export class RollupPlanner implements BucketSource {
-  private readonly raw: RawScanSource;
-  /** stats of the most recent bucketAggs call */
-  lastStats: PlanStats = noStats();
-
-  constructor(private readonly store: PlannedStore, private readonly opts: PlannerOptions = {}) {
-    this.raw = new RawScanSource(store);
-  }
-
-  /**
-   * With `fn` COUNT, SUM or AVG, the states returned are exact for that function only (see `SeriesReader`);
-   * without `fn`, for every function.
-   */
-  *bucketAggs(entityId: string, key: string, plan: BucketPlan, fn?: AggFn): IterableIterator<BucketAggregate> {
-    if (plan.count === 0) return;
-    const finest = this.store.tiers[0];
-    // Buckets finer than the finest tier gain nothing from rollups: one raw scan is the cheapest exact answer.
-    if (finest === undefined || plan.interval < finest.bucketMs) {
-      yield* this.raw.bucketAggs(entityId, key, plan, fn);
-      return;
-    }
-    const s = this.store.seriesOf(entityId, key);
-    if (s === undefined) return;
-    const reader = new SeriesReader(this.store, s.e, s.k, plan.startTs, plan.endTs, fn, this.opts.boundaries === false ? undefined : plan.interval);
-    this.lastStats = reader.stats;
-    const extent = reader.extent();
-    if (extent === undefined) return;
-    const first = extent.lo <= plan.startTs ? 0 : bucketIndexOf(plan, extent.lo);
-    const last = extent.hi >= plan.endTs ? plan.count - 1 : Math.min(plan.count - 1, bucketIndexOf(plan, extent.hi - 1));
-    for (let i = first; i <= last; i++) {
-      const b = bucketAt(plan, i);
-      const agg = reader.aggregate(b.start, b.end);
-      if (agg.count > 0) yield { index: i, agg };
-    }
-  }
-}
-
-/** A decoded rollup block, with the index after the last bucket a piece took from it. */
-interface CachedBlock {
-  readonly start: number;
-  readonly blk: DecodedBlock;
-  pos: number;
-}
+export const noStats = (): PlanStats => ({ rollupBuckets: 0, rawPoints: 0, rawPieces: 0, subtractedPieces: 0, plainDirtyPieces: 0, boundaryBuckets: 0 });
 
 /** Per-query access to one series: dirty windows, cached rollup blocks and chunk buffers. */
-class SeriesReader {
+export class SeriesReader {
   readonly stats: PlanStats = noStats();
   private readonly W: number;
   private readonly tiers: readonly TierSpec[];
@@ -728,62 +635,4 @@ class SeriesReader {
     this.blockCache[tier.index] = cb;
     return cb;
   }
-}
-
-/**
- * Whether integer `ts` is a multiple of `T`. Not ts % T === 0: timestamps are doubles, and their % is a call to
- * fmod, ~5× the cost of this division, on every piece of every bucket.
- */
-function aligned(ts: number, T: number): boolean {
-  return windowStart(ts, T) === ts;
-}
-
-/** The multiple of `T` nearest to integer `ts` (the lower one on a tie). */
-function nearestMultiple(ts: number, T: number): number {
-  const down = windowStart(ts, T);
-  return ts - down > T / 2 ? down + T : down;
-}
-
-/** The first multiple of `T` at or after integer `ts`. */
-function alignUp(ts: number, T: number): number {
-  return windowStart(ts - 1, T) + T;
-}
-
-/** Which of bucket i of `blk`'s points (i < 0: a bucket without points) lie in [from, to). */
-function coverage(blk: DecodedBlock, i: number, from: number, to: number): 'none' | 'some' | 'all' {
-  if (i < 0) return 'none';
-  const firstTs = blk.sums[i * SUM_STRIDE + SUM_FIRST_TS] as number;
-  const lastTs = blk.sums[i * SUM_STRIDE + SUM_LAST_TS] as number;
-  if (to <= firstTs || from > lastTs) return 'none';
-  return from <= firstTs && to > lastTs ? 'all' : 'some';
-}
-
-/** Whether bucket i of `blk` may be subtracted (removeAgg: its double sum must be finite). */
-function subtractableBucket(blk: DecodedBlock, i: number): boolean {
-  return (blk.sums[i * SUM_STRIDE + SUM_PARTIALS] as number) >= 0 || (blk.buckets[i] as RollupBucket).agg.doubleSpecial === 0;
-}
-
-/** The index of the first bucket of `cb` starting at or after `ts`. */
-function seek(cb: CachedBlock, T: number, ts: number): number {
-  const starts = cb.blk.starts;
-  const n = starts.length;
-  // A block with no gap before `ts` holds it at its offset in the block: regular data makes this the usual case.
-  const k = Math.max(0, Math.ceil((ts - cb.start) / T));
-  if (k < n && (starts[k] as number) >= ts && (k === 0 || (starts[k - 1] as number) < ts)) return k;
-  // Pieces mostly arrive in ascending order: resume from the previous position when it is not past `ts`.
-  let i = cb.pos;
-  if (i > n || (i > 0 && (starts[i - 1] as number) >= ts)) return lowerBound(starts, ts);
-  while (i < n && (starts[i] as number) < ts) i++;
-  return i;
-}
-
-function lowerBound(starts: Float64Array, ts: number): number {
-  let lo = 0;
-  let hi = starts.length;
-  while (lo < hi) {
-    const mid = (lo + hi) >>> 1;
-    if ((starts[mid] as number) < ts) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
 }

@@ -6,8 +6,8 @@
  * midpoint `start + floor((end - start) / 2)`. A plan is a description, never a materialised list, so a huge
  * `limit` costs nothing until points are found.
  */
-import { OutpostError } from '../errors.js';
-import type { DurationMs, EpochMs } from '../types.js';
+import { OutpostError } from '../../errors.js';
+import type { DurationMs, EpochMs } from '../../types.js';
 
 export interface Bucket {
   /** inclusive */

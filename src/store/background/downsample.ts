@@ -18,13 +18,14 @@
 import { statSync } from 'node:fs';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { describeError } from '../errors.js';
-import { prefixEnd, readOrderedI64 } from './codec.js';
-import { windowStart } from './chunks.js';
-import type { BinaryDb, StoreEnv } from './env.js';
-import { blockCount } from './gorilla.js';
+import { describeError } from '../../errors.js';
+import { prefixEnd, readOrderedI64 } from '../encoding/codec.js';
+import { windowStart } from '../series/chunks.js';
+import type { BinaryDb, StoreEnv } from '../env.js';
+import { blockCount } from '../encoding/gorilla.js';
 import { nextPurge, purgeStep } from './purge.js';
-import type { CompactionCounters, LmdbTimeseriesStore } from './timeseries.js';
+import type { CompactionCounters } from '../series/options.js';
+import type { LmdbTimeseriesStore } from '../series/store.js';
 
 export interface EngineOptions {
   /** ms; 0 keeps raw chunks */

@@ -15,9 +15,9 @@
  *   - TAGGED: anything else (mixed types, strings, JSON, booleans, 64-bit longs): `[len varint][encodeValue]`.
  * Every mode round-trips exactly (type included: 42.0 stays DOUBLE, -0.0 stays -0.0 through F64/TAGGED).
  */
-import type { KvValue, TsKv } from '../model/kv.js';
-import { kvDouble, kvLong } from '../model/kv.js';
-import { SeriesColumn } from '../model/batch.js';
+import type { KvValue, TsKv } from '../../model/kv.js';
+import { kvDouble, kvLong } from '../../model/kv.js';
+import { SeriesColumn } from '../../model/batch.js';
 import { decodeValue, encodeValue } from './codec.js';
 
 const MODE_TAGGED = 0;

@@ -7,7 +7,7 @@
  * with the first data that does, and its counter moves past it, so it is never handed out twice.
  */
 import type { EntityIdx, KeyIdx } from './codec.js';
-import type { StoreEnv } from './env.js';
+import type { StoreEnv } from '../env.js';
 
 export class Dictionary {
   private readonly keyToIdx = new Map<string, KeyIdx>();

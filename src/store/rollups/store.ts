@@ -13,16 +13,16 @@
  * A block spans about BUCKETS_PER_BLOCK buckets (rounded up to a whole number of chunk windows), so a month
  * of 1-hour buckets is a handful of LMDB reads, and the per-entry overhead is spread over many buckets.
  */
-import { OutpostError } from '../errors.js';
+import { OutpostError } from '../../errors.js';
 import { type BucketAgg, addPoint, emptyAgg, mergeAgg } from './aggregate.js';
-import type { KvValue, TsKv } from '../model/kv.js';
-import { kvDouble, kvLong, kvString } from '../model/kv.js';
-import type { EntityIdx, KeyIdx } from './codec.js';
-import { readOrderedI64, writeOrderedI64 } from './codec.js';
-import { windowKey, windowStart } from './chunks.js';
-import type { StoreEnv } from './env.js';
-import { ByteLru } from './lru.js';
-import { ByteReader, ByteWriter, decodePoints, encodePoints, readDiffs, writeDiffs } from './gorilla.js';
+import type { KvValue, TsKv } from '../../model/kv.js';
+import { kvDouble, kvLong, kvString } from '../../model/kv.js';
+import type { EntityIdx, KeyIdx } from '../encoding/codec.js';
+import { readOrderedI64, writeOrderedI64 } from '../encoding/codec.js';
+import { windowKey, windowStart } from '../series/chunks.js';
+import type { StoreEnv } from '../env.js';
+import { ByteLru } from '../lru.js';
+import { ByteReader, ByteWriter, decodePoints, encodePoints, readDiffs, writeDiffs } from '../encoding/gorilla.js';
 
 const BUCKETS_PER_BLOCK = 120;
 

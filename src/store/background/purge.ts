@@ -6,8 +6,8 @@
  * bounded steps (`purgeStep`) and the record last, so a restart resumes where the last step ended.
  */
 import { performance } from 'node:perf_hooks';
-import { type EntityIdx, entityPrefix, prefixEnd } from './codec.js';
-import type { BinaryDb, StoreEnv } from './env.js';
+import { type EntityIdx, entityPrefix, prefixEnd } from '../encoding/codec.js';
+import type { BinaryDb, StoreEnv } from '../env.js';
 
 const PREFIX = 'purge:';
 /** the first string after every `purge:<uuid>` key */

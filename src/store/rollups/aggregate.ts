@@ -13,8 +13,8 @@
  * `S = the exact sum of all numeric values, rounded once to the nearest double (ties to even)`;
  * AVG = S / (number of numeric points), one IEEE division.
  */
-import type { KvValue } from '../model/kv.js';
-import type { EpochMs } from '../types.js';
+import type { KvValue } from '../../model/kv.js';
+import type { EpochMs } from '../../types.js';
 
 /** The aggregation functions of CONTRACT §5 (NONE is a raw query, not a function). */
 export const AGG_FNS = ['MIN', 'MAX', 'AVG', 'SUM', 'COUNT'] as const;

@@ -1,0 +1,200 @@
+/**
+ * Append and group commit: write() queues a request's points; flushPending() writes every request queued in
+ * the turn (or within commitDelayMs) as one log record (log apply: apply.ts) or, without the log and for bulk
+ * batches, as one LMDB transaction; each request is acknowledged once its batch is on disk.
+ */
+import { performance } from 'node:perf_hooks';
+import { TelemetryBatch } from '../../model/batch.js';
+import type { TsRecord } from '../../model/record.js';
+import { writeFailure } from '../env.js';
+import { type PendingPoints, type Wal, encodePoints as encodeLogged } from '../wal.js';
+import { SeriesLogApply } from './apply.js';
+import type { LogOptions } from './options.js';
+import { type Logged, countPoints } from './state.js';
+
+/** the least writes a batch holds before it may be written early (batchFull) */
+const EARLY_FLUSH_WRITES = 8;
+/** points in a batch that are written at once: ~4 KiB of log record, a page (msgpack ~16 bytes a point) */
+const EARLY_FLUSH_POINTS = 256;
+/**
+ * points from which a batch bypasses the log for an LMDB commit of its own: ~50 KB of copied pages is then
+ * ≤ 25 bytes a point, and the commit runs on lmdb-js' writer thread (bulk ingest: 1,000-timestamp bodies)
+ */
+const BULK_POINTS = 2000;
+
+export abstract class SeriesAppend extends SeriesLogApply {
+  /**
+   * Group commit (issue 2): write() only queues the points; every request of the current event-loop turn (or
+   * of the next `commitDelayMs`, when set) is written by one `flushPending()`, merged per series, so 64
+   * concurrent 3-key posts to a device cost 3 fragment puts and 3 latest puts in one transaction instead of 384
+   * puts. All of a batch's puts share one LMDB transaction, so each request is still all-or-nothing, and each is
+   * acknowledged once that transaction is committed and flushed. Points are kept in call order, so on an equal
+   * ts the later request wins, exactly as sequential upserts.
+   */
+  write(entityId: string, points: TelemetryBatch | readonly TsRecord[]): Promise<void> {
+    this.lastWriteAt = performance.now();
+    const batch = points instanceof TelemetryBatch ? points : TelemetryBatch.fromRecords(points);
+    let queued = false;
+    for (const [key, col] of batch.series) {
+      if (col.length === 0) continue;
+      let bySeries = this.pending.get(entityId);
+      if (bySeries === undefined) this.pending.set(entityId, (bySeries = new Map()));
+      const queuedCols = bySeries.get(key);
+      if (queuedCols === undefined) bySeries.set(key, [col]);
+      else queuedCols.push(col);
+      this.pendingPoints += col.length;
+      queued = true;
+    }
+    if (!queued) return Promise.resolve();
+    if (this.pendingDone === undefined) {
+      this.pendingDone = new Promise<void>((resolve, reject) => { this.settlePending = { resolve, reject }; });
+      this.pendingSince = performance.now();
+      // While a batch is committing, the next one keeps filling; it is written when that commit lands (flushNext).
+      if (!this.committing) {
+        if (this.commitDelayMs > 0) setTimeout(() => this.flushPending(), this.commitDelayMs);
+        else setImmediate(() => this.flushPending());
+      }
+    }
+    this.pendingWrites++;
+    const done = this.pendingDone;
+    if (!this.committing && this.batchFull()) {
+      this.flushPending();
+      return done;
+    }
+    // A bulk upload does not wait out the delay, nor become one huge log record (and a segment of its size)
+    if (this.logOpts !== undefined && this.pendingPoints >= this.logOpts.applyMaxPoints) this.flushPending();
+    return done;
+  }
+
+  /**
+   * Writes every queued point: with the log, as one log record (acknowledged once it is on disk; LMDB gets it
+   * at the next apply), else in one synchronous pass of puts (one LMDB transaction). Idempotent when nothing
+   * is queued.
+   */
+  flushPending(): void {
+    const batch = this.pending;
+    const settle = this.settlePending;
+    if (settle === undefined) return;
+    this.pending = new Map();
+    this.lastBatchWrites = this.pendingWrites;
+    this.pendingWrites = 0;
+    this.lastBatchPoints = this.pendingPoints;
+    this.pendingPoints = 0;
+    this.pendingDone = undefined;
+    this.settlePending = undefined;
+    const bulk = this.lastBatchPoints >= BULK_POINTS;
+    if (this.wal !== undefined && !bulk) {
+      this.logPending(this.wal, batch, settle);
+      return;
+    }
+    let last: Promise<boolean> | undefined;
+    try {
+      // A bulk batch is an LMDB commit of its own, acknowledged once flushed: at this size a commit costs a few
+      // bytes per point, and lmdb-js commits on its writer thread while this one parses the next bodies. What
+      // the log holds goes in first, so a later write still wins on an equal ts.
+      if (this.wal !== undefined) {
+        this.applyLogged();
+        // what the log holds must go in first; if it cannot (a full disk), neither can this
+        if (this.applyFailure !== undefined) throw this.applyFailure;
+      }
+      last = this.putPoints(batch);
+    } catch (err) {
+      this.outbox?.discard();
+      settle.reject(err);
+      return;
+    }
+    if (last === undefined) {
+      settle.resolve();
+      return;
+    }
+    // Subscribe to the flush of the batch holding these puts now, in the same synchronous turn: lmdb-js'
+    // `flushed` reads its pending-batch promise when `then` is called, so asking only after the commit
+    // resolves waits for whichever batch is pending by then. A later batch's flush also covers ours: LMDB
+    // flushes in commit order.
+    const flushed = new Promise<void>((resolve, reject) => { this.env.root.flushed.then(() => resolve(), reject); });
+    // the commit's own error first: it names the cause (507 for a full disk); lmdb-js' flush error does not
+    flushed.catch(() => undefined);
+    last.then(() => flushed).then(() => settle.resolve(), (err: unknown) => settle.reject(writeFailure(err)));
+    this.committing = true;
+    const next = (): void => {
+      this.committing = false;
+      this.flushNext();
+    };
+    last.then(next, () => {
+      this.forgetUncommitted();
+      next();
+    });
+  }
+
+  /**
+   * After a commit lands: the batch that filled meanwhile is written once its first write has waited
+   * commitDelayMs, not at once. Written at once, it would take a commit (an fdatasync, a page of log or an
+   * LMDB commit's pages) of its own for the few posts of one fsync's time; with the wait, each post still waits
+   * at most commitDelayMs plus one commit (issue 19: at 10 posts/s and 250 ms, ~4.3 commits/s became ~2.9).
+   */
+  private flushNext(): void {
+    if (this.settlePending === undefined) return;
+    if (this.batchFull()) {
+      this.flushPending();
+      return;
+    }
+    const wait = this.pendingSince + this.commitDelayMs - performance.now();
+    if (wait <= 0) this.flushPending();
+    else setTimeout(() => this.flushPending(), wait);
+  }
+
+  /**
+   * Whether the batch filling is written before its delay is out, because waiting buys nothing (issue 19: an
+   * adaptive delay): it holds as many writes as the last batch did, at least EARLY_FLUSH_WRITES. Where many
+   * clients each wait for their answer before posting again (a bulk load on 64 connections), they are all back
+   * within a millisecond of a commit, and no more come until it is answered; holding them the full delay would
+   * cap them at (connections ÷ delay) posts/s. Devices posting one at a time on their own schedules never fill
+   * that many within the delay, so they share commits as the delay intends. A batch of EARLY_FLUSH_POINTS or
+   * more goes at once too: it fills a page of log by itself.
+   */
+  private batchFull(): boolean {
+    if (this.commitDelayMs === 0) return false;
+    // a page of log or more already: waiting would save no page (a bulk upload, 1,000 timestamps a body)
+    if (this.pendingPoints >= EARLY_FLUSH_POINTS) return true;
+    return this.pendingWrites >= Math.max(EARLY_FLUSH_WRITES, this.lastBatchWrites);
+  }
+
+  /** Appends a group commit to the log; its callers are answered once the record is on disk. */
+  private logPending(wal: Wal, batch: PendingPoints, settle: { resolve: () => void; reject: (err: unknown) => void }): void {
+    // the free-space reserve refuses telemetry as it would refuse the LMDB commit (env.ts)
+    const refused = this.env.refusal();
+    if (refused !== undefined) {
+      settle.reject(refused);
+      return;
+    }
+    let payload: Buffer;
+    try {
+      payload = encodeLogged(batch);
+    } catch (err) {
+      settle.reject(err);
+      return;
+    }
+    const { lsn, durable } = wal.append(payload);
+    const entry: Logged = { points: batch, lsn, count: countPoints(batch), durable: false, done: durable };
+    this.logged.push(entry);
+    this.loggedPoints += entry.count;
+    this.committing = true;
+    durable.then(() => {
+      entry.durable = true;
+      settle.resolve();
+      this.outbox?.onLogged?.(lsn, batch);
+    }, (err: unknown) => {
+      // not acknowledged, and its LSN will be reused: it must never reach LMDB
+      const i = this.logged.indexOf(entry);
+      if (i >= 0) this.logged.splice(i, 1);
+      this.loggedPoints -= entry.count;
+      settle.reject(writeFailure(err));
+    }).finally(() => {
+      this.committing = false;
+      // past applyMaxPoints, one bounded transaction per landed commit, so a bulk upload never holds the loop long
+      if (this.loggedPoints >= (this.logOpts as LogOptions).applyMaxPoints) this.applyStep();
+      else this.scheduleApply();
+      this.flushNext();
+    });
+  }
+}
