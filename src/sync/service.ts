@@ -12,8 +12,8 @@
  * in the slots live points leave free (each round fills live first, and a slot frees within one request). A
  * device has at most one request in flight per lane; its requests of a lane go in seq order.
  *
- * Faults: a network error, timeout or 5xx backs the whole upstream off (exponential, full jitter, capped);
- * 429/503 with Retry-After wait that long; 401/403/404 park that device only (re-provisioned once when a
+ * Faults: a network error, timeout or 5xx backs the whole upstream off (exponential, equal jitter, capped by
+ * sync.retryMaxMs: backoffDelayMs); 429/503 with Retry-After wait that long, at most sync.retryMaxMs; 401/403/404 park that device only (re-provisioned once when a
  * provision key is set); a 400 sets the batch aside (recorded in the outbox, counted). Points the disk budget
  * or retention removed before they were sent are counted as dropped, with their time range.
  */
@@ -452,7 +452,8 @@ export class SyncService implements SyncStatusSource {
       scanned++;
       const dev = this.devOf(e);
       if (dev === undefined) {
-        this.discardNotDevice(qk, this.env.outbox.get(qk));
+        // counted once: a scan before the acknowledgement commits finds the entry again
+        if (!this.acking.has(`${qk[1]}:${e}`)) this.discardNotDevice(qk, this.env.outbox.get(qk));
         continue;
       }
       if (dev.parked !== null) {
@@ -496,7 +497,8 @@ export class SyncService implements SyncStatusSource {
   private discardNotDevice(key: QueueKey, value: unknown): void {
     const refs = entryOf(key, value).refs;
     this.counters.notSynced += refsPoints(refs);
-    this.backlogTotal -= refsPoints(refs);
+    // the backlog total and the hour buckets behind oldestPendingTs together (noteQueued)
+    this.noteQueued(key[2], refs, -1);
     this.queueAck({ puts: [], remove: [key], held: [], setAside: [] });
   }
 
@@ -972,11 +974,10 @@ export class SyncService implements SyncStatusSource {
     this.counters.lastError = `${what} from ${this.client.url}`;
     let delay: number;
     if ((a.status === 429 || a.status === 503) && a.retryAfterMs !== undefined) {
-      delay = a.retryAfterMs;
+      delay = Math.min(a.retryAfterMs, this.cfg.retryMaxMs);
     } else {
       this.failures++;
-      const ceiling = Math.min(this.cfg.retryMaxMs, this.cfg.retryBaseMs * 2 ** Math.min(30, this.failures - 1));
-      delay = ceiling / 2 + (Math.random() * ceiling) / 2;
+      delay = backoffDelayMs(this.failures, this.cfg.retryBaseMs, this.cfg.retryMaxMs);
     }
     const until = this.now() + delay;
     if (until > this.backoffUntil) this.backoffUntil = until;
@@ -1264,6 +1265,17 @@ export class SyncService implements SyncStatusSource {
   loaded(): Promise<void> {
     return this.ready ?? Promise.resolve();
   }
+}
+
+/**
+ * The back-off after the `failures`-th failure in a row: equal jitter, a delay drawn uniformly from
+ * [ceiling / 2, ceiling] where ceiling = min(maxMs, baseMs * 2^(failures - 1)). Half the ceiling is a floor: a
+ * gateway never retries a failing upstream sooner than that (full jitter can draw ~0 ms at any ceiling), and the
+ * other half still spreads a fleet of gateways that lost the same upstream at once.
+ */
+export function backoffDelayMs(failures: number, baseMs: number, maxMs: number, random: () => number = Math.random): number {
+  const ceiling = Math.min(maxMs, baseMs * 2 ** Math.min(30, Math.max(0, failures - 1)));
+  return ceiling / 2 + (random() * ceiling) / 2;
 }
 
 function newDev(id: string, e: number | undefined, name: string): Dev {
