@@ -7,7 +7,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { clockSynchronized } from '../src/sync/clock.js';
-import { backoffDelayMs } from '../src/sync/service.js';
+import { backoffDelayMs } from '../src/sync/link.js';
 import { FakeTb } from './helpers/fake-tb.js';
 import { type Gateway, addDevice, http, tempDir } from './helpers/server.js';
 import { syncGateway as gateway, postTelemetry as post, records, syncStatusOf, syncStatusUntil } from './helpers/sync.js';

@@ -282,7 +282,7 @@ t.test('kill -9 of the gateway mid-drain: nothing lost, duplicates only from wha
   const maxPerRequest = Math.max(...tb.requests.filter((r) => r.kind === 'telemetry').map((r) => (r.body.match(/"k\d":/g) ?? []).length));
   const dups = tb.points.length - total;
   // in flight at the kill: per device and lane one request, plus what was acknowledged in the last 250 ms
-  // (acknowledgements wait that long to share a transaction, src/sync/service.ts flushAcks); 1 s of margin
+  // (acknowledgements wait that long to share a transaction, src/sync/acks.ts); 1 s of margin
   const recent = tb.requests.filter((r) => r.kind === 'telemetry' && r.at >= killAt - 1000 && r.at <= killAt)
     .reduce((n, r) => n + (r.body.match(/"k\d":/g) ?? []).length, 0);
   const bound = 3 * 2 * maxPerRequest + recent;
