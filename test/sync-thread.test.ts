@@ -92,6 +92,16 @@ async function sent(tb: FakeTb, thread: SyncThread, g: ReadyGroup, token = 'T'):
 /** What a group says besides its bodies. */
 const counts = (g: ReadyGroup | EncodedGroup): object => ({ points: g.points, dropped: g.dropped, droppedFrom: g.droppedFrom, droppedTo: g.droppedTo, held: g.held, bodies: g.bodies.length });
 
+
+/**
+ * Waits for the thread to end after its idle time: polled (the idle timer and the worker's exit have no event to
+ * wait on from here, and a fake clock would not move the worker), 10 s at most, instead of a fixed sleep that a
+ * loaded machine can outlast.
+ */
+async function untilIdle(thread: SyncThread): Promise<void> {
+  const end = Date.now() + 10_000;
+  while (thread.threadRunning && Date.now() < end) await new Promise((r) => setTimeout(r, 20));
+}
 t.test('the thread sends exactly what the main thread would, types kept', async (t) => {
   const { dataDir, env, dict, store } = open(t);
   t.teardown(() => env.close());
@@ -145,7 +155,7 @@ t.test('while the thread runs, live posts go through it; else through the main t
   t.equal(tb.requests.length, 1, 'thread running: made there');
   t.same(tb.points.map((p) => [p.token, p.type, p.value]), [['L', 'DOUBLE', '1.0']], 'the body as given');
   t.same(await sent(tb, thread, g), [JSON.stringify([{ ts: BASE, values: { v: 1 } }])]);
-  await new Promise((r) => setTimeout(r, 500));
+  await untilIdle(thread);
   t.notOk(thread.threadRunning, 'ended after idleMs without a request');
   t.equal((await thread.post('api/v1/L/telemetry', live)).status, 200);
   t.equal(here.requests.length, 2, 'made here again');
@@ -161,7 +171,7 @@ t.test('a group left unsent is forgotten, and a stop answers the requests in fli
   t.equal((await thread.postBody(g, 0, 'api/v1/T/telemetry')).status, 200);
   thread.release(g);
   t.equal((await thread.postBody(g, 1, 'api/v1/T/telemetry')).status, 0, 'released: gone from the thread');
-  await new Promise((r) => setTimeout(r, 500));
+  await untilIdle(thread);
   t.notOk(thread.threadRunning, 'and the thread is idle once nothing is held');
   const g2 = await thread.encode(requestFor(env, dict, 0, { maxBodyBytes: 100 }));
   await new Promise((r) => setTimeout(r, 500));
@@ -248,7 +258,7 @@ t.test('an idle thread ends and a later group starts another; closing leaves the
   t.equal(g.points, 1);
   await sent(tb, encoder, g);
   t.ok(encoder.threadRunning);
-  await new Promise((r) => setTimeout(r, 400));
+  await untilIdle(encoder);
   t.notOk(encoder.threadRunning, 'ended after idleMs without a request');
   const g2 = await encoder.encode(requestFor(env, dict));
   t.equal(g2.points, 1, 'a new thread for the next group');

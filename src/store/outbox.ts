@@ -33,10 +33,39 @@ export interface FragmentRef {
   readonly n: number;
 }
 
+// ---- key layouts: every key of env.outbox is built here (the layouts are listed at the top) --------------
+
 export type QueueKey = ['q', number, number];
+/** a position in the queue: an entry's key, or the start of a seq */
+export type QueuePos = QueueKey | ['q', number];
 
 export const queueKey = (seq: number, e: EntityIdx): QueueKey => ['q', seq, e];
+/** the first queue key at or after `seq` (entity `e` and up when given) */
+export const queueFrom = (seq: number, e?: EntityIdx): QueuePos => (e === undefined ? ['q', seq] : ['q', seq, e]);
 export const QUEUE_END: ['q', number] = ['q', Number.MAX_SAFE_INTEGER];
+
+export type HeldKey = ['h', number, number];
+export const heldKey = (e: EntityIdx, seq: number): HeldKey => ['h', e, seq];
+/** every held record: env.outbox.getRange(HELD_RANGE) */
+export const HELD_RANGE: { readonly start: ['h']; readonly end: ['h', number] } = { start: ['h'], end: ['h', Number.MAX_SAFE_INTEGER] };
+
+/** where the queue entry `key` goes once set aside (refused with 400, or unreadable) */
+export const setAsideKey = (key: QueueKey): ['x', number, number] => ['x', key[1], key[2]];
+
+export type AttributeMarkKey = ['a', string];
+/** a device's client attributes changed: the value is rewritten on every change */
+export const attributeMarkKey = (deviceId: string): AttributeMarkKey => ['a', deviceId];
+export const ATTRIBUTE_MARKS: { readonly start: ['a']; readonly end: [string] } = { start: ['a'], end: ['a\u0000'] };
+
+/** the persisted sync counters */
+export const COUNTERS_KEY: ['c'] = ['c'];
+
+/** A device's upstream access token: set with the CLI, or provisioned by the sync service. */
+export interface TokenRecord { readonly token: string; readonly provisioned: boolean }
+const tokenKey = (deviceId: string): ['t', string] => ['t', deviceId];
+export const readToken = (env: StoreEnv, deviceId: string): TokenRecord | undefined => env.outbox.get(tokenKey(deviceId)) as TokenRecord | undefined;
+export const writeToken = (env: StoreEnv, deviceId: string, rec: TokenRecord): Promise<boolean> => env.outbox.put(tokenKey(deviceId), rec);
+export const removeToken = (env: StoreEnv, deviceId: string): Promise<boolean> => env.outbox.remove(tokenKey(deviceId));
 
 export function encodeRefs(refs: readonly FragmentRef[]): number[] {
   const out: number[] = [];

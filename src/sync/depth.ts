@@ -31,7 +31,7 @@ import type { Dictionary } from '../store/encoding/dict.js';
 import type { EntityStore } from '../store/entities.js';
 import type { StoreEnv } from '../store/env.js';
 import { type DepthQueueKey, depthEntryPoints, depthQueueKey, depthSetAsideKey } from '../store/outbox.js';
-import type { UpstreamAnswer, UpstreamClient } from './client.js';
+import type { Outcome, Transport } from './transport.js';
 import { plainDouble, wireValue } from './wire.js';
 
 /** What the depth sender needs of the sync service. */
@@ -43,7 +43,7 @@ export interface DepthSyncHost {
   /** a 2xx from the upstream */
   succeeded(): void;
   /** any other answer but 400 and the depth path's 404: back-off, Retry-After, or the device parked */
-  failed(deviceId: string, token: string, answer: UpstreamAnswer): void;
+  failed(deviceId: string, token: string, outcome: Exclude<Outcome, { kind: 'sent' } | { kind: 'setAside' }>): void;
   /** waits until `points` fit the shared rate (sync.maxPointsPerSec) */
   pace(points: number): Promise<void>;
   /** resolves in an event-loop turn of its own, after live telemetry's (turns.ts): a body is read and encoded there */
@@ -60,7 +60,7 @@ export interface DepthSyncDeps {
   readonly env: StoreEnv;
   readonly dict: Dictionary;
   readonly entities: EntityStore;
-  readonly client: UpstreamClient;
+  readonly transport: Transport;
   readonly maxBatchBytes: number;
   /** ms until an upstream found without the depth endpoint is asked again */
   readonly probeMs: number;
@@ -215,7 +215,7 @@ export class DepthSync implements DepthSyncRecorder {
     if (this.endpoint === 'absent') {
       if (this.deps.now() >= this.absentUntil) {
         this.endpoint = 'unknown';
-        this.deps.log.info(`sync: asking ${this.deps.client.url} for the depth-series endpoint again`);
+        this.deps.log.info(`sync: asking ${this.deps.transport.url} for the depth-series endpoint again`);
       } else {
         return this.run(() => this.sweep(undefined));
       }
@@ -275,30 +275,30 @@ export class DepthSync implements DepthSyncRecorder {
       await this.host.pace(body.points);
       if (this.host.stopped()) return;
       this.host.inFlight(1);
-      let a: UpstreamAnswer;
+      let o: Outcome;
       try {
-        a = await this.deps.client.post(`api/v1/${encodeURIComponent(token)}/depth/telemetry`, body.text);
+        o = await this.deps.transport.depth(token, body.text);
       } finally {
         this.host.inFlight(-1);
       }
-      if (a.status >= 200 && a.status < 300) {
+      if (o.kind === 'sent') {
         this.host.succeeded();
         if (this.endpoint !== 'present') {
-          if (this.endpoint === 'absent') this.deps.log.info(`sync: ${this.deps.client.url} answers depth series now`);
+          if (this.endpoint === 'absent') this.deps.log.info(`sync: ${this.deps.transport.url} answers depth series now`);
           this.endpoint = 'present';
         }
         await this.acknowledge(e, body, 'sent', null);
-      } else if (a.status === 400) {
-        const error = a.body.slice(0, 500);
-        const message = `HTTP 400 from ${this.deps.client.url} for a depth batch of ${device.name}: ${error.slice(0, 200)}`;
+      } else if (o.kind === 'setAside') {
+        const { error } = o;
+        const message = `HTTP 400 from ${this.deps.transport.url} for a depth batch of ${device.name}: ${error.slice(0, 200)}`;
         this.host.error(message);
         this.deps.log.warn(`sync: the upstream refused a depth batch of ${device.name} (${body.points} points) with 400; set aside: ${error.slice(0, 200)}`);
         await this.acknowledge(e, body, 'setAside', error);
-      } else if (a.status === 404) {
+      } else if (o.kind === 'refused' && o.missing) {
         await this.checkEndpoint(id, token);
         return;
       } else {
-        this.host.failed(id, token, a);
+        this.host.failed(id, token, o);
         return;
       }
     }
@@ -391,17 +391,17 @@ export class DepthSync implements DepthSyncRecorder {
   /** The upstream answered 404 on the depth path: no such endpoint there, or the token refused (an empty telemetry post tells). */
   private async checkEndpoint(id: string, token: string): Promise<void> {
     this.host.inFlight(1);
-    let a: UpstreamAnswer;
+    let o: Outcome;
     try {
-      a = await this.deps.client.post(`api/v1/${encodeURIComponent(token)}/telemetry`, '[]');
+      o = await this.deps.transport.telemetry(token, '[]');
     } finally {
       this.host.inFlight(-1);
     }
-    if ((a.status >= 200 && a.status < 300) || a.status === 400) {
+    if (o.kind === 'sent' || o.kind === 'setAside') {
       this.host.succeeded();
       this.endpoint = 'absent';
       this.absentUntil = this.deps.now() + this.deps.probeMs;
-      const message = `${this.deps.client.url} has no depth-series endpoint (404 for /api/v1/{token}/depth/telemetry with a token it accepts)`;
+      const message = `${this.deps.transport.url} has no depth-series endpoint (404 for /api/v1/{token}/depth/telemetry with a token it accepts)`;
       this.host.error(message);
       this.deps.log.warn(`sync: ${message}: depth points are counted in depthNotSyncedPoints, not kept for upstream; ` +
         `asked again in ${Math.round(this.deps.probeMs / 60_000)} min or at the next start`);
@@ -409,7 +409,7 @@ export class DepthSync implements DepthSyncRecorder {
       return;
     }
     // the token refused (the device is parked as for telemetry), or the upstream away (back-off)
-    this.host.failed(id, token, a);
+    this.host.failed(id, token, o);
   }
 
   /**

@@ -11,7 +11,7 @@
  * lane's requests go through it too.
  *
  * The thread is started by the first group and ended after `idleMs` without a request, so a gateway whose link is
- * up and whose live points go from memory (service.ts `sendFromLog`) does not carry it: its few requests are
+ * up and whose live points go from memory (lanes/log.ts) does not carry it: its few requests are
  * made here. If it dies, what it was encoding is encoded here instead and the requests it had in hand answer as
  * a network error would (status 0: the batch is retried, at least once as always); after MAX_DEATHS deaths in a
  * row everything is done here, and the log says so.

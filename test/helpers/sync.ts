@@ -1,4 +1,4 @@
-/** Shared by the sync tests: a gateway syncing to `upstream` with fast retries, and its sync status. */
+/** Shared by the sync tests: a gateway syncing to `upstream` with fast retries, its sync status, device posts. */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Test } from 'tap';
@@ -29,3 +29,20 @@ export async function syncStatusUntil<S>(gw: Gateway, jwt: string, pred: (s: S) 
     await new Promise((r) => setTimeout(r, pollMs));
   }
 }
+
+export async function postTelemetry(gw: Gateway, token: string, body: unknown): Promise<void> {
+  const r = await http('POST', `${gw.url}/api/v1/${token}/telemetry`, typeof body === 'string' ? body : JSON.stringify(body));
+  if (r.status !== 200) throw new Error(`post ${r.status}: ${r.text}`);
+}
+
+/** One request's body with `n` records of `keys` numeric keys from ts `from`, every 1000 ms. */
+export function records(from: number, n: number, keys: number, value = (i: number, k: number): string => `${i * 10 + k}`): string {
+  const parts: string[] = [];
+  for (let i = 0; i < n; i++) {
+    const vals: string[] = [];
+    for (let k = 0; k < keys; k++) vals.push(`"k${k}":${value(i, k)}`);
+    parts.push(`{"ts":${from + i * 1000},"values":{${vals.join(',')}}}`);
+  }
+  return `[${parts.join(',')}]`;
+}
+

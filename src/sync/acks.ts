@@ -1,0 +1,88 @@
+/**
+ * Acknowledgements: what a sent (or set-aside) batch changes in the outbox, written in batches.
+ *
+ * They are written with the next ingest batch (OutboxRecorder.beforeCommit: in its turn, so in its
+ * transaction), or ACK_DELAY_MS after the first of them when no batch comes, all at once in one event-loop turn
+ * (one transaction): sync adds next to no commits of its own (bytes written per point, BENCHMARKS.md). The
+ * counters are written in the same transaction.
+ *
+ * Invariant: an entry whose removal is queued and not committed is in `acking` until the commit, and every scan
+ * of the queue skips it (else it would be sent, or counted, twice). A kill -9 re-sends what was acknowledged in
+ * that last interval: with the requests in flight, the only duplicates (at-least-once, docs/sync.md).
+ */
+import type { Logger } from '../context.js';
+import type { StoreEnv } from '../store/env.js';
+import { COUNTERS_KEY, type QueueKey, heldKey, setAsideKey } from '../store/outbox.js';
+import type { SyncCounts } from './counts.js';
+import type { HeldRecord } from './encode.js';
+
+/** ms an acknowledgement waits to share its transaction */
+const ACK_DELAY_MS = 250;
+
+/** what one acknowledgement transaction does */
+export interface AckOps {
+  /** entries rewritten (partly sent): applied before `remove` */
+  puts: Array<{ key: QueueKey; value: number[] }>;
+  remove: Array<QueueKey>;
+  held: Array<{ e: number; seq: number; value: HeldRecord }>;
+  setAside: Array<{ key: QueueKey; value: unknown }>;
+}
+
+export const noOps = (): AckOps => ({ puts: [], remove: [], held: [], setAside: [] });
+
+const pendingKey = (k: QueueKey): string => `${k[1]}:${k[2]}`;
+
+export class Acks {
+  private pendingOps: AckOps = noOps();
+  private ackTimer: NodeJS.Timeout | undefined;
+  /** outbox entries removed by acknowledgements not committed yet: `${seq}:${e}` */
+  private readonly acking = new Set<string>();
+  private ackChain: Promise<void> = Promise.resolve();
+
+  constructor(private readonly env: StoreEnv, private readonly counts: SyncCounts, private readonly log: Logger) {}
+
+  /** whether the entry (seq, e) is being removed by an acknowledgement not committed yet */
+  has(seq: number, e: number): boolean {
+    return this.acking.has(`${seq}:${e}`);
+  }
+
+  /** whether acknowledgements wait for a transaction */
+  get waiting(): boolean {
+    return this.ackTimer !== undefined;
+  }
+
+  queue(ops: AckOps): void {
+    this.pendingOps.puts.push(...ops.puts);
+    this.pendingOps.remove.push(...ops.remove);
+    this.pendingOps.held.push(...ops.held);
+    this.pendingOps.setAside.push(...ops.setAside);
+    for (const k of ops.remove) this.acking.add(pendingKey(k));
+    this.ackTimer ??= setTimeout(() => this.flush(), ACK_DELAY_MS);
+  }
+
+  flush(): void {
+    clearTimeout(this.ackTimer);
+    this.ackTimer = undefined;
+    const o = this.pendingOps;
+    this.pendingOps = noOps();
+    const ob = this.env.outbox;
+    // one synchronous turn: one transaction
+    for (const p of o.puts) void ob.put(p.key, p.value);
+    for (const k of o.remove) void ob.remove(k);
+    for (const h of o.held) void ob.put(heldKey(h.e, h.seq), h.value);
+    for (const x of o.setAside) void ob.put(setAsideKey(x.key), x.value);
+    const last = ob.put(COUNTERS_KEY, { ...this.counts.counters });
+    const done = last.then(() => undefined, (err: unknown) => {
+      this.log.error(`sync: recording an acknowledgement failed: ${(err as Error).message}`);
+    }).finally(() => {
+      for (const k of o.remove) this.acking.delete(pendingKey(k));
+    });
+    this.ackChain = this.ackChain.then(() => done);
+  }
+
+  /** Writes what is queued and resolves once every acknowledgement is committed (stop). */
+  async close(): Promise<void> {
+    this.flush();
+    await this.ackChain;
+  }
+}

@@ -1,0 +1,92 @@
+/**
+ * What the sync status counts: the persisted counters (sent, dropped, set aside, not synced, the last success
+ * and error) and the in-memory counts of what is pending in the outbox.
+ *
+ * Invariant: `backlogTotal` and the hour buckets behind `oldestPendingTs` change together, through `queued`
+ * only (an entry recorded: +, removed, sent, set aside, dropped or discarded: -), so the oldest pending point
+ * is always one that is still counted. A device's own backlog (devices.ts `Dev.backlog`) moves with them.
+ */
+import type { Logger } from '../context.js';
+import type { StoreEnv } from '../store/env.js';
+import { COUNTERS_KEY, type FragmentRef, refsMinTs, refsPoints } from '../store/outbox.js';
+
+const HOUR = 3_600_000;
+const DROP_LOG_MS = 60_000;
+
+/** persisted under COUNTERS_KEY with every acknowledgement */
+export interface Counters {
+  sent: number;
+  dropped: number;
+  droppedFrom: number | null;
+  droppedTo: number | null;
+  setAside: number;
+  notSynced: number;
+  lastSuccessTs: number | null;
+  lastError: string | null;
+}
+
+export class SyncCounts {
+  readonly counters: Counters;
+  /** points pending in the outbox (not the log's: lanes/log.ts counts those) */
+  private backlogTotal = 0;
+  /** hour bucket → pending points whose batch's first ts falls in it, and the smallest such ts */
+  private readonly oldest = new Map<number, { n: number; min: number }>();
+  /** points held for their timestamp (outbox ['h', ..] records) */
+  heldTotal = 0;
+  private lastDropLog = -Infinity;
+  private droppedSinceLog = 0;
+
+  constructor(env: StoreEnv, private readonly log: Logger, private readonly now: () => number) {
+    const saved = env.outbox.get(COUNTERS_KEY) as Partial<Counters> | undefined;
+    this.counters = {
+      sent: 0, dropped: 0, droppedFrom: null, droppedTo: null, setAside: 0, notSynced: 0, lastSuccessTs: null, lastError: null, ...saved,
+    };
+  }
+
+  /** `points` of a batch whose first ts is `minTs` entered (sign 1) or left (-1) the outbox. */
+  queuedFlat(points: number, minTs: number, sign: 1 | -1): void {
+    const n = points * sign;
+    this.backlogTotal += n;
+    const b = Math.floor(minTs / HOUR);
+    const slot = this.oldest.get(b);
+    if (sign > 0) {
+      if (slot === undefined) this.oldest.set(b, { n, min: minTs });
+      else { slot.n += n; slot.min = Math.min(slot.min, minTs); }
+    } else if (slot !== undefined) {
+      slot.n += n;
+      if (slot.n <= 0) this.oldest.delete(b);
+    }
+  }
+
+  /** An entry's refs entered (1) or left (-1) the outbox; returns its points. */
+  queued(refs: readonly FragmentRef[], sign: 1 | -1): number {
+    const n = refsPoints(refs);
+    this.queuedFlat(n, refsMinTs(refs), sign);
+    return n;
+  }
+
+  get backlog(): number {
+    return Math.max(0, this.backlogTotal);
+  }
+
+  get oldestPendingTs(): number | null {
+    let oldest: number | null = null;
+    for (const s of this.oldest.values()) if (s.n > 0 && (oldest === null || s.min < oldest)) oldest = s.min;
+    return oldest;
+  }
+
+  dropped(n: number, from: number, to: number): void {
+    const c = this.counters;
+    c.dropped += n;
+    c.droppedFrom = c.droppedFrom === null ? from : Math.min(c.droppedFrom, from);
+    c.droppedTo = c.droppedTo === null ? to : Math.max(c.droppedTo, to);
+    this.droppedSinceLog += n;
+    const now = this.now();
+    if (now - this.lastDropLog >= DROP_LOG_MS) {
+      this.log.warn(`sync: ${this.droppedSinceLog} points removed by retention or the disk budget before they were sent ` +
+        `(${new Date(from).toISOString()} .. ${new Date(to).toISOString()}; ${c.dropped} in all)`);
+      this.lastDropLog = now;
+      this.droppedSinceLog = 0;
+    }
+  }
+}
