@@ -33,6 +33,8 @@ import { Metrics } from './status/metrics.js';
 import { registerSyncApi } from './api/sync/index.js';
 import { OutboxRecorder } from './store/outbox.js';
 import { SyncService } from './sync/service.js';
+import { lockDataDir } from './daemon/lock.js';
+import { checkPortFree, listenExclusive } from './daemon/port.js';
 
 export interface RunningServer {
   readonly port: number;
@@ -45,6 +47,9 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   for (const f of config.tls.cert ? [config.tls.cert, config.tls.key] : []) {
     if (!existsSync(f)) throw new OutpostError('CONFIG_INVALID', `TLS file not found: ${f}`);
   }
+  // One daemon per port and per data dir, checked before the store is opened: a refused daemon changes nothing.
+  await checkPortFree(config.host, config.port);
+  const lock = await lockDataDir(config.dataDir);
   const env = openStoreEnv({ dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes, onCommitFailure: commitFailureLog(log) });
   const entities = new EntityStore(env);
   const { created } = await entities.ensureTenant();
@@ -118,12 +123,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   registerWsApi(app, services);
   router.fallback();
 
-  const listenSocket = await new Promise<uws.us_listen_socket>((resolve, reject) => {
-    app.listen(config.host, config.port, (ls) => {
-      if (ls) resolve(ls);
-      else reject(new OutpostError('CONFIG_INVALID', `cannot listen on ${config.host}:${config.port}`));
-    });
-  });
+  const listenSocket = await listenExclusive(app, config.host, config.port);
   const port = uws.us_socket_local_port(listenSocket as unknown as uws.us_socket);
   const scheme = config.tls.cert ? 'https' : 'http';
   log.info(`outpost listening on ${scheme}://${config.host}:${port} (data dir ${config.dataDir})`);
@@ -147,6 +147,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
         await timeseries.closeLog();
         await env.flushed();
         await env.close();
+        await lock.release();
       })();
       return closing;
     },
