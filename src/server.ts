@@ -50,6 +50,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   // One daemon per port and per data dir, checked before the store is opened: a refused daemon changes nothing.
   await checkPortFree(config.host, config.port);
   const lock = await lockDataDir(config.dataDir);
+  warnIfShared(config.dataDir, log);
   const env = openStoreEnv({ dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes, onCommitFailure: commitFailureLog(log) });
   const entities = new EntityStore(env);
   const { created } = await entities.ensureTenant();
@@ -152,6 +153,17 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
       return closing;
     },
   };
+}
+
+/**
+ * The store holds password hashes and device tokens: new files are created private (serve's umask, the
+ * installer's 0700 directory), but a data dir made by hand or by an older version may let others in.
+ */
+function warnIfShared(dataDir: string, log: Logger): void {
+  const mode = statSync(dataDir).mode & 0o777;
+  if ((mode & 0o077) !== 0) {
+    log.warn(`data dir ${dataDir} is readable by other users (mode ${mode.toString(8)}); it holds password hashes and device tokens: chmod 700 ${dataDir}`);
+  }
 }
 
 /** the least time between two log lines about failed commits: a full disk fails every write, and logs share it */

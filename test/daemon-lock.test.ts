@@ -5,7 +5,7 @@
  * attempts, a kill -9 loses nothing acknowledged, and the kernel-held lock does not block the restart.
  */
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { readEntity } from './helpers/readback.js';
@@ -76,4 +76,37 @@ t.test('a second daemon on the same data dir or port is refused; kill -9 then lo
   const latest = await http('POST', `${again.url}/api/v1/${dev.token}/telemetry`, { ts: 3_000_000, values: { n: 1 } });
   t.equal(latest.status, 200, 'the restarted daemon takes data');
   t.equal(await again.stop(), 0, 'and stops cleanly');
+});
+
+t.test('the store and its secrets are private to the daemon user whatever the umask', async (t) => {
+  const dataDir = join(tempDir(t), 'data');
+  const old = process.umask(0o000); // children inherit it: a careless shell
+  let gw;
+  try {
+    gw = await startGateway(t, { dataDir });
+  } finally {
+    process.umask(old);
+  }
+  const dev = await addDevice(dataDir, 'sensor');
+  t.equal((await http('POST', `${gw.url}/api/v1/${dev.token}/telemetry`, { t: 1 })).status, 200);
+  t.equal(await gw.stop(), 0);
+  t.equal(statSync(dataDir).mode & 0o777, 0o700, 'data dir 0700');
+  const files = [...readdirSync(dataDir).filter((f) => f !== 'wal'), ...readdirSync(join(dataDir, 'wal')).map((f) => join('wal', f))];
+  t.ok(files.includes('outpost.mdb') && files.includes('outpost.mdb-lock') && files.includes('jwt.key'), files.join(' '));
+  for (const f of files) {
+    const mode = statSync(join(dataDir, f)).mode & 0o777;
+    t.equal(mode, statSync(join(dataDir, f)).isDirectory() ? 0o700 : 0o600, `${f} is ${mode.toString(8)}`);
+  }
+
+  // an admin command creating the store on its own (no daemon yet) does the same
+  const byCli = join(tempDir(t), 'cli-made');
+  const old2 = process.umask(0o000);
+  try {
+    await addDevice(byCli, 'x');
+  } finally {
+    process.umask(old2);
+  }
+  t.equal(statSync(byCli).mode & 0o777, 0o700, 'a data dir made by `device add` is 0700');
+  t.equal(statSync(join(byCli, 'outpost.mdb')).mode & 0o777, 0o600, 'its outpost.mdb 0600');
+  t.equal(statSync(join(byCli, 'outpost.mdb-lock')).mode & 0o777, 0o600, 'its lock file 0600');
 });
