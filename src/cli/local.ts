@@ -20,7 +20,7 @@ import type { StatusJson } from '../status/index.js';
 import { NULL_UUID } from '../types.js';
 import {
   type AttributeScopeArg, type Backend, byName, type DeviceRef, type DeviceRow, type HistoryQuery, type ModeOptions, SCOPE_PARAM, type TailPoint,
-} from './backend.js';
+} from './backend-types.js';
 import { CliError } from './errors.js';
 
 /** the fastest a local `tail` reads the store: a few reads a second at most, and none while nothing is written */

@@ -5,7 +5,7 @@
 import type { StatusJson } from '../status/index.js';
 import {
   type AttributeScopeArg, type Backend, byName, type DeviceRef, type DeviceRow, type HistoryQuery, SCOPE_PARAM, type TailPoint,
-} from './backend.js';
+} from './backend-types.js';
 import { CliError } from './errors.js';
 import { RemoteSession } from './session.js';
 
