@@ -28,11 +28,12 @@ import { DownsampleEngine } from './store/retention.js';
 import { LmdbAttributeStore } from './store/attributes.js';
 import { RpcBroker } from './rpc/broker.js';
 import { LmdbDepthStore } from './store/depth.js';
-import { registerStatusApi } from './api/status/index.js';
+import { registerMetricsHead, registerStatusApi } from './api/status/index.js';
 import { Metrics } from './status/metrics.js';
 import { registerSyncApi } from './api/sync/index.js';
 import { OutboxRecorder } from './store/outbox.js';
 import { SyncService } from './sync/service.js';
+import { outpostCommand } from './daemon/invocation.js';
 import { lockDataDir } from './daemon/lock.js';
 import { checkPortFree, listenExclusive } from './daemon/port.js';
 
@@ -56,7 +57,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   const { created } = await entities.ensureTenant();
   if (created) {
     log.info(`created "Default tenant" in ${config.dataDir}; create the first user with: ` +
-      `outpost user add --data-dir ${config.dataDir} --email admin@example.com --password <secret> --authority TENANT_ADMIN`);
+      `${outpostCommand()} user add --data-dir ${config.dataDir} --email admin@example.com --password <secret> --authority TENANT_ADMIN`);
   }
   const dict = new Dictionary(env);
   // upstream sync's bookkeeping goes into the store before its log is replayed, which records it too
@@ -122,6 +123,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   registerStatusApi(router, services, metrics);
   registerSyncApi(router, services);
   registerWsApi(app, services);
+  registerMetricsHead(app, services, metrics, (m) => log.error(m));
   router.fallback();
 
   const listenSocket = await listenExclusive(app, config.host, config.port);

@@ -24,6 +24,8 @@ export interface HistoryQuery {
   readonly agg: AggParam;
   readonly interval: number;
   readonly limit?: number | undefined;
+  /** raw points' order (REST orderBy), ASC unless given; the newest `limit` of a range come with DESC */
+  readonly order?: 'ASC' | 'DESC' | undefined;
 }
 
 export interface TailPoint { readonly ts: EpochMs; readonly key: string; readonly value: string }
@@ -32,6 +34,8 @@ export type AttributeScopeArg = 'client' | 'shared' | 'server';
 
 export interface Backend {
   readonly mode: 'local' | 'remote';
+  /** what the command talks to, for its error line: "gateway URL" or "data dir DIR" */
+  readonly where: string;
   /** every device the user may see, by name */
   deviceRefs(): Promise<DeviceRef[]>;
   devices(): Promise<DeviceRow[]>;

@@ -6,6 +6,7 @@
  */
 import type { Backend, DeviceRef, ModeOptions } from './backend-types.js';
 import { CliError } from './errors.js';
+import { readCurrentUrl } from './session.js';
 import { unknownDevice } from './suggest.js';
 
 export type { AttributeScopeArg, Backend, DeviceRef, DeviceRow, HistoryQuery, ModeOptions, TailPoint } from './backend-types.js';
@@ -22,9 +23,13 @@ export async function resolveDevice(b: Backend, ref: string): Promise<DeviceRef>
   throw new CliError(unknownDevice(ref, refs.map((d) => d.name)));
 }
 
-/** Remote with `--url`; local with `--data-dir`; else remote with OUTPOST_URL, else local (OUTPOST_DATA_DIR, ./data). */
+/**
+ * Remote with `--url`; local with `--data-dir`; else remote with OUTPOST_URL; else local with OUTPOST_DATA_DIR;
+ * else remote to the gateway logged in to last; else local (./data).
+ */
 export async function openBackend(o: ModeOptions): Promise<Backend> {
-  const url = o.url ?? (o.dataDir === undefined ? process.env['OUTPOST_URL'] : undefined);
+  const url = o.url ?? (o.dataDir !== undefined ? undefined
+    : process.env['OUTPOST_URL'] || (process.env['OUTPOST_DATA_DIR'] ? undefined : readCurrentUrl()));
   if (url !== undefined && url !== '') {
     const { RemoteBackend } = await import('./remote.js');
     return RemoteBackend.open(url);

@@ -28,6 +28,7 @@ const TAIL_MIN_GAP_MS = 250;
 
 export class LocalBackend implements Backend {
   readonly mode = 'local';
+  get where(): string { return `data dir ${this.config.dataDir}`; }
   private readonly dict: Dictionary;
   private readonly entities: EntityStore;
   private readonly timeseries: LmdbTimeseriesStore;
@@ -74,7 +75,7 @@ export class LocalBackend implements Backend {
   }
 
   history(deviceId: string, keys: readonly string[], q: HistoryQuery): Promise<string> {
-    const series = queryHistory(this.timeseries, deviceId, keys, { ...q, orderBy: 'ASC' }, this.config.query);
+    const series = queryHistory(this.timeseries, deviceId, keys, { ...q, orderBy: q.order ?? 'ASC' }, this.config.query);
     return Promise.resolve([...renderHistoryChunks(series, false)].join(''));
   }
 

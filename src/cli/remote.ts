@@ -22,6 +22,7 @@ const keysParam = (keys: readonly string[]): string => keys.map(encodeURICompone
 
 export class RemoteBackend implements Backend {
   readonly mode = 'remote';
+  get where(): string { return `gateway ${this.s.url}`; }
   private constructor(private readonly s: RemoteSession) {}
 
   static open(url: string): RemoteBackend {
@@ -67,7 +68,7 @@ export class RemoteBackend implements Backend {
   }
 
   async history(deviceId: string, keys: readonly string[], q: HistoryQuery): Promise<string> {
-    const params = `keys=${keysParam(keys)}&startTs=${q.startTs}&endTs=${q.endTs}&interval=${q.interval}&agg=${q.agg}&orderBy=ASC` +
+    const params = `keys=${keysParam(keys)}&startTs=${q.startTs}&endTs=${q.endTs}&interval=${q.interval}&agg=${q.agg}&orderBy=${q.order ?? 'ASC'}` +
       (q.limit === undefined ? '' : `&limit=${q.limit}`);
     return (await this.s.request('GET', `/api/plugins/telemetry/DEVICE/${deviceId}/values/timeseries?${params}`)).text;
   }
@@ -85,7 +86,12 @@ export class RemoteBackend implements Backend {
   async rpc(deviceId: string, method: string, paramsJson: string, oneway: boolean, timeoutMs: number | undefined): Promise<string> {
     const body = `{"method":${JSON.stringify(method)},"params":${paramsJson}${timeoutMs === undefined ? '' : `,"timeout":${timeoutMs}`}}`;
     const a = await this.s.request('POST', `/api/plugins/rpc/${oneway ? 'oneway' : 'twoway'}/${deviceId}`,
-      { body, timeoutMs: (timeoutMs ?? 10_000) + 30_000 });
+      { body, timeoutMs: (timeoutMs ?? 10_000) + 30_000, accept: [408, 409] });
+    // TB answers these with empty bodies: say what happened
+    if (a.status === 409) {
+      throw new CliError(`rpc ${method} not delivered: the device did not poll for RPC (HTTP long-poll or MQTT subscription) before the timeout`);
+    }
+    if (a.status === 408) throw new CliError(`rpc ${method} delivered, but the device sent no reply before the timeout`);
     return a.text;
   }
 

@@ -15,6 +15,10 @@ export function registerTail(program: Command): void {
       process.once('SIGINT', () => stop.abort());
       process.once('SIGTERM', () => stop.abort());
       const st = style();
+      // on a terminal, silence until the next point looks like a hang: say what it waits for
+      if (process.stdout.isTTY === true && o.json !== true) {
+        process.stderr.write(st.dim(`waiting for new points from ${dev.name}${o.keys ? ` (${o.keys})` : ''} on the ${b.where}; Ctrl-C to stop`) + '\n');
+      }
       await b.tail(dev.id, keysOption(o.keys), (p) => {
         process.stdout.write(o.json ? `${JSON.stringify({ ts: p.ts, key: p.key, value: p.value })}\n` : `${st.dim(localTime(p.ts))}  ${st.accent(p.key)}  ${p.value}\n`);
       }, stop.signal);
