@@ -51,7 +51,7 @@ export function registerLogin(program: Command): void {
     .option('--password <password>', 'prompted for when missing')
     .option('--ticket <file>', 'an access ticket from your operator (FILE, or - for stdin) instead of a password')
     .action(async (o: { url?: string; username?: string; password?: string; ticket?: string }) => {
-      const raw = o.url ?? process.env['OUTPOST_URL'];
+      const raw = o.url ?? (process.env['OUTPOST_URL'] || undefined);
       if (raw === undefined) throw new CliError('login needs --url URL (or OUTPOST_URL)');
       const url = normaliseUrl(raw);
       if (o.ticket !== undefined) {
@@ -73,7 +73,7 @@ export function registerLogin(program: Command): void {
     .option('--url <url>', 'the gateway (env OUTPOST_URL)')
     .action(async (o: { url?: string }) => {
       const all = readCredentials();
-      const raw = o.url ?? process.env['OUTPOST_URL'];
+      const raw = o.url ?? (process.env['OUTPOST_URL'] || undefined);
       const urls = raw === undefined ? Object.keys(all) : [normaliseUrl(raw)];
       for (const url of urls) {
         const s = all[url];

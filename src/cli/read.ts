@@ -26,25 +26,25 @@ async function lastHour(b: Backend, deviceId: string, keys: readonly string[], n
 const RAW_LIMIT = 100;
 
 /**
- * The newest `limit` raw points of each key in [startTs, endTs), in time order; what the limit left out is
- * said on stderr with how to see it (a technician asking for the last hours wants the latest points).
+ * The newest `limit` raw points of each key in [startTs, endTs), in time order, and a note of what the limit
+ * left out with how to see it (a technician asking for the last hours wants the latest points).
  */
-async function newestRaw(b: Backend, deviceId: string, keys: readonly string[], startTs: number, endTs: number, limit: number, from: string): Promise<SeriesJson> {
+async function newestRaw(b: Backend, deviceId: string, keys: readonly string[], startTs: number, endTs: number, limit: number): Promise<{ series: SeriesJson; note?: string }> {
   const series = JSON.parse(await b.history(deviceId, keys, { startTs, endTs, agg: 'NONE', interval: 0, limit, order: 'DESC' })) as SeriesJson;
   for (const pts of Object.values(series)) pts.reverse();
   const cut = Object.entries(series).filter(([, pts]) => pts.length >= limit).map(([k]) => k);
-  if (cut.length === 0) return series;
+  if (cut.length === 0) return { series };
   const counts = JSON.parse(await b.history(deviceId, cut, { startTs, endTs, agg: 'COUNT', interval: endTs - startTs, limit: 1 })) as SeriesJson;
   const left = cut.map((k) => {
     const total = counts[k]?.reduce((n, p) => n + Number(p.value), 0) ?? limit;
     return { k, total, out: total - limit };
   }).filter((c) => c.out > 0);
-  if (left.length > 0) {
-    const most = Math.max(...left.map((c) => c.total));
-    process.stderr.write(`showing the newest ${limit} points per key since ${from}; left out: ${left.map((c) => `${c.out} of ${c.k}`).join(', ')}` +
-      ` (all: --limit ${most}; a summary: --chart, or --agg AVG --interval 10m)\n`);
-  }
-  return series;
+  if (left.length === 0) return { series };
+  const most = Math.max(...left.map((c) => c.total));
+  return {
+    series,
+    note: `newest ${limit} per key shown; ${left.map((c) => `${c.out} older of ${c.k}`).join(', ')} left out (all: --limit ${most}; whole range: --chart)`,
+  };
 }
 
 export function registerRead(program: Command): void {
@@ -124,7 +124,10 @@ export function registerRead(program: Command): void {
           return print(historyCharts(JSON.parse(await b.history(dev.id, keys, chartQuery)) as SeriesJson, startTs, endTs, width));
         }
         if (o.agg !== 'NONE') return print(historyTable(JSON.parse(await b.history(dev.id, keys, q)) as SeriesJson));
-        print(historyTable(await newestRaw(b, dev.id, keys, q.startTs, q.endTs, limit ?? RAW_LIMIT, o.from)));
+        const { series, note } = await newestRaw(b, dev.id, keys, q.startTs, q.endTs, limit ?? RAW_LIMIT);
+        print(historyTable(series));
+        // after the table, where the eye ends up
+        if (note !== undefined) process.stderr.write(`${note}\n`);
       });
     }), 'outpost query pump-1 --from -6h --chart',
   'outpost query pump-1 --keys temperature,pressure --from 2026-11-01 --to 2026-12-01 --agg AVG --interval 2h --json');
