@@ -49,8 +49,8 @@ export interface Backend {
   attributes(deviceId: string, scope: AttributeScopeArg | undefined): Promise<string>;
   /** the device's reply (two-way) or '' (one-way) */
   rpc(deviceId: string, method: string, paramsJson: string, oneway: boolean, timeoutMs: number | undefined): Promise<string>;
-  /** calls `onPoint` for each point stored from now on, until `signal` aborts */
-  tail(deviceId: string, keys: readonly string[] | undefined, onPoint: (p: TailPoint) => void, signal: AbortSignal): Promise<void>;
+  /** calls `onPoint` for each point stored from now on, until `signal` aborts; `onReady` once it is watching */
+  tail(deviceId: string, keys: readonly string[] | undefined, onPoint: (p: TailPoint) => void, signal: AbortSignal, onReady?: () => void): Promise<void>;
   status(): Promise<StatusJson>;
   close(): Promise<void>;
 }

@@ -106,7 +106,7 @@ export class LocalBackend implements Backend {
    * at most every TAIL_MIN_GAP_MS after a change, then the points newer than the last seen per key. Points that
    * arrive with a ts older than the newest already shown are not printed.
    */
-  tail(deviceId: string, keys: readonly string[] | undefined, onPoint: (p: TailPoint) => void, signal: AbortSignal): Promise<void> {
+  tail(deviceId: string, keys: readonly string[] | undefined, onPoint: (p: TailPoint) => void, signal: AbortSignal, onReady?: () => void): Promise<void> {
     const seen = new Map<string, number>();
     for (const [k, p] of this.timeseries.latest(deviceId, keys)) seen.set(k, p.ts);
     let timer: NodeJS.Timeout | undefined;
@@ -131,6 +131,7 @@ export class LocalBackend implements Backend {
         if (timer !== undefined) return;
         timer = setTimeout(read, Math.max(0, lastRead + TAIL_MIN_GAP_MS - Date.now()));
       });
+      onReady?.();
       signal.addEventListener('abort', () => {
         watcher.close();
         clearTimeout(timer);

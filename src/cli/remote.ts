@@ -96,7 +96,7 @@ export class RemoteBackend implements Backend {
   }
 
   /** CONTRACT §6: one tsSubCmd; its first reply (the current values) is skipped, every later frame printed. */
-  async tail(deviceId: string, keys: readonly string[] | undefined, onPoint: (p: TailPoint) => void, signal: AbortSignal): Promise<void> {
+  async tail(deviceId: string, keys: readonly string[] | undefined, onPoint: (p: TailPoint) => void, signal: AbortSignal, onReady?: () => void): Promise<void> {
     const { default: WebSocket } = await import('ws');
     const token = await this.s.token();
     const wsUrl = `${this.s.url.replace(/^http/, 'ws')}/api/ws/plugins/telemetry?token=${encodeURIComponent(token)}`;
@@ -113,7 +113,8 @@ export class RemoteBackend implements Backend {
           reject(new CliError(`tail: ${f.errorMsg ?? 'refused'}`));
           return;
         }
-        if (first) { first = false; return; }
+        // the subscription's first frame (the current values) means it is live
+        if (first) { first = false; onReady?.(); return; }
         const pts: TailPoint[] = [];
         for (const [key, list] of Object.entries(f.data ?? {})) for (const [ts, value] of list) pts.push({ ts, key, value });
         pts.sort((a, b) => a.ts - b.ts || (a.key < b.key ? -1 : 1));
