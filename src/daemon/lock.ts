@@ -66,10 +66,18 @@ export async function lockDataDir(dataDir: string): Promise<DataDirLock> {
   };
 }
 
-/** Abstract names (leading NUL) are Linux's; the hash keeps a long path within sun_path's 108 bytes. */
+/** sun_path's size on Linux */
+const SUN_PATH_BYTES = 108;
+
+/**
+ * Abstract names (leading NUL) are Linux's; the hash keeps a long path within sun_path. The name fills sun_path
+ * exactly: Node 20's libuv binds an abstract name padded with NULs to the whole of sun_path, newer ones bind
+ * it at its own length, and only a name of full length is the same address for both (a daemon under another
+ * Node version must still see the lock).
+ */
 function lockAddress(realDataDir: string): string {
   if (process.platform !== 'linux') return join(realDataDir, 'daemon.sock');
-  return `\0outpost-data-dir:${createHash('sha256').update(realDataDir).digest('hex').slice(0, 40)}`;
+  return `\0outpost-data-dir:${createHash('sha256').update(realDataDir).digest('hex')}:`.padEnd(SUN_PATH_BYTES, '.');
 }
 
 function listen(server: Server, path: string): Promise<NodeJS.ErrnoException | undefined> {
