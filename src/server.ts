@@ -28,11 +28,14 @@ import { DownsampleEngine } from './store/background/downsample.js';
 import { LmdbAttributeStore } from './store/attributes.js';
 import { RpcBroker } from './rpc/broker.js';
 import { LmdbDepthStore } from './store/depth.js';
-import { registerStatusApi } from './api/status/index.js';
+import { registerMetricsHead, registerStatusApi } from './api/status/index.js';
 import { Metrics } from './status/metrics.js';
 import { registerSyncApi } from './api/sync/index.js';
 import { OutboxRecorder } from './store/outbox.js';
 import { SyncService } from './sync/service.js';
+import { outpostCommand } from './daemon/invocation.js';
+import { lockDataDir } from './daemon/lock.js';
+import { checkPortFree, listenExclusive } from './daemon/port.js';
 
 export interface RunningServer {
   readonly port: number;
@@ -45,12 +48,16 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   for (const f of config.tls.cert ? [config.tls.cert, config.tls.key] : []) {
     if (!existsSync(f)) throw new OutpostError('CONFIG_INVALID', `TLS file not found: ${f}`);
   }
+  // One daemon per port and per data dir, checked before the store is opened: a refused daemon changes nothing.
+  await checkPortFree(config.host, config.port);
+  const lock = await lockDataDir(config.dataDir);
+  warnIfShared(config.dataDir, log);
   const env = openStoreEnv({ dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes, onCommitFailure: commitFailureLog(log) });
   const entities = new EntityStore(env);
   const { created } = await entities.ensureTenant();
   if (created) {
     log.info(`created "Default tenant" in ${config.dataDir}; create the first user with: ` +
-      `outpost user add --data-dir ${config.dataDir} --email admin@example.com --password <secret> --authority TENANT_ADMIN`);
+      `${outpostCommand()} user add --data-dir ${config.dataDir} --email admin@example.com --password <secret> --authority TENANT_ADMIN`);
   }
   const dict = new Dictionary(env);
   // upstream sync's bookkeeping goes into the store before its log is replayed, which records it too
@@ -116,14 +123,10 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   registerStatusApi(router, services, metrics);
   registerSyncApi(router, services);
   registerWsApi(app, services);
+  registerMetricsHead(app, services, metrics, (m) => log.error(m));
   router.fallback();
 
-  const listenSocket = await new Promise<uws.us_listen_socket>((resolve, reject) => {
-    app.listen(config.host, config.port, (ls) => {
-      if (ls) resolve(ls);
-      else reject(new OutpostError('CONFIG_INVALID', `cannot listen on ${config.host}:${config.port}`));
-    });
-  });
+  const listenSocket = await listenExclusive(app, config.host, config.port);
   const port = uws.us_socket_local_port(listenSocket as unknown as uws.us_socket);
   const scheme = config.tls.cert ? 'https' : 'http';
   log.info(`outpost listening on ${scheme}://${config.host}:${port} (data dir ${config.dataDir})`);
@@ -147,10 +150,22 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
         await timeseries.closeLog();
         await env.flushed();
         await env.close();
+        await lock.release();
       })();
       return closing;
     },
   };
+}
+
+/**
+ * The store holds password hashes and device tokens: new files are created private (serve's umask, the
+ * installer's 0700 directory), but a data dir made by hand or by an older version may let others in.
+ */
+function warnIfShared(dataDir: string, log: Logger): void {
+  const mode = statSync(dataDir).mode & 0o777;
+  if ((mode & 0o077) !== 0) {
+    log.warn(`data dir ${dataDir} is readable by other users (mode ${mode.toString(8)}); it holds password hashes and device tokens: chmod 700 ${dataDir}`);
+  }
 }
 
 /** the least time between two log lines about failed commits: a full disk fails every write, and logs share it */

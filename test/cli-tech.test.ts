@@ -50,8 +50,8 @@ t.test('login, devices, latest, attributes and errors, local and remote', async 
   const failures: Array<[string[], RegExp, string]> = [
     [['query', 'pump-1', '--keys', 't', '--from', 'yesterday', ...L], /^outpost: --from "yesterday": expected now, -6h/, 'bad time'],
     [['query', 'pump-1', '--keys', 't', '--agg', 'AVG', ...L], /needs --interval/, 'agg without interval'],
-    [['latest', 'pump1', ...L], /^outpost: no device "pump1"; did you mean "pump-1"\?$/, 'did you mean (local)'],
-    [['latest', 'valve7', ...R], /^outpost: no device "valve7"; did you mean "valve-7"\?$/, 'did you mean (remote)'],
+    [['latest', 'pump1', ...L], /^outpost: no device "pump1"; did you mean "pump-1"\? \(data dir \S+\)$/, 'did you mean (local)'],
+    [['latest', 'valve7', ...R], /^outpost: no device "valve7"; did you mean "valve-7"\? \(gateway http:\/\/127\.0\.0\.1:\d+\)$/, 'did you mean (remote)'],
     [['query', 'pump-1', '--keys', 't', '--from', '0', '--to', String(now), '--agg', 'AVG', '--interval', '1m', ...R], /^outpost: 400: /, 'REST refusal (too many buckets), one line'],
     [['devices', '--data-dir', join(cfg, 'nowhere')], /^outpost: no store in /, 'no store here'],
   ];

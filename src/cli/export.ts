@@ -67,6 +67,8 @@ export function registerExport(program: Command): void {
           renameSync(tmp, file);
         }
         if (progress) process.stderr.write(`\rexported ${(bytes / 1e6).toFixed(1)} MB${file ? ` to ${file}` : ''}\n`);
+        // with -o the terminal shows nothing else: say what was written (stdout stays the CSV's alone)
+        else if (file !== undefined) process.stderr.write(`wrote ${file} (${bytes} bytes)\n`);
       } catch (err) {
         cleanup();
         throw err;

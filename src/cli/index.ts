@@ -7,6 +7,7 @@
  * load the code of twenty other commands (its wall time is benchmarked: scripts/bench/cli.ts). Adding a
  * command, or subcommands to an existing group from a new file, is one entry here.
  */
+import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
 
 type Register = (program: Command) => void;
@@ -36,6 +37,7 @@ export const COMMAND_GROUPS: Readonly<Record<string, readonly Loader[]>> = {
 export async function buildCli(argv: readonly string[] = []): Promise<Command> {
   const program = new Command('outpost')
     .description('Outpost IoT edge gateway')
+    .version(packageVersion(), '-V, --version', 'print the version')
     // CONTRACT §1: failures print one line (commander's own "error: ..." line; `--help` shows usage)
     .exitOverride();
   const named = argv[2] === undefined ? undefined : COMMAND_GROUPS[argv[2]];
@@ -46,6 +48,11 @@ export async function buildCli(argv: readonly string[] = []): Promise<Command> {
   return program;
 }
 
+/** package.json's version; dist/src/cli/index.js is three levels below it */
+function packageVersion(): string {
+  return (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+}
+
 export async function runCli(argv: string[]): Promise<void> {
   try {
     const program = await buildCli(argv);
@@ -53,7 +60,8 @@ export async function runCli(argv: string[]): Promise<void> {
   } catch (err) {
     const e = err as { code?: string; exitCode?: number; message?: string };
     if (typeof e.code === 'string' && e.code.startsWith('commander.')) {
-      // commander already printed its message (help, missing option, unknown command)
+      // commander already printed its message (help, version, missing option, unknown command): usage
+      // errors exit 2, failures of a command that ran exit 1 (README)
       process.exit(e.exitCode === 0 ? 0 : 2);
     }
     process.stderr.write(`outpost: ${oneLine(e.message ?? String(err))}\n`);

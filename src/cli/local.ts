@@ -20,7 +20,7 @@ import type { StatusJson } from '../status/index.js';
 import { NULL_UUID } from '../types.js';
 import {
   type AttributeScopeArg, type Backend, byName, type DeviceRef, type DeviceRow, type HistoryQuery, type ModeOptions, SCOPE_PARAM, type TailPoint,
-} from './backend.js';
+} from './backend-types.js';
 import { CliError } from './errors.js';
 
 /** the fastest a local `tail` reads the store: a few reads a second at most, and none while nothing is written */
@@ -28,6 +28,7 @@ const TAIL_MIN_GAP_MS = 250;
 
 export class LocalBackend implements Backend {
   readonly mode = 'local';
+  get where(): string { return `data dir ${this.config.dataDir}`; }
   private readonly dict: Dictionary;
   private readonly entities: EntityStore;
   private readonly timeseries: LmdbTimeseriesStore;
@@ -74,7 +75,7 @@ export class LocalBackend implements Backend {
   }
 
   history(deviceId: string, keys: readonly string[], q: HistoryQuery): Promise<string> {
-    const series = queryHistory(this.timeseries, deviceId, keys, { ...q, orderBy: 'ASC' }, this.config.query);
+    const series = queryHistory(this.timeseries, deviceId, keys, { ...q, orderBy: q.order ?? 'ASC' }, this.config.query);
     return Promise.resolve([...renderHistoryChunks(series, false)].join(''));
   }
 
@@ -105,7 +106,7 @@ export class LocalBackend implements Backend {
    * at most every TAIL_MIN_GAP_MS after a change, then the points newer than the last seen per key. Points that
    * arrive with a ts older than the newest already shown are not printed.
    */
-  tail(deviceId: string, keys: readonly string[] | undefined, onPoint: (p: TailPoint) => void, signal: AbortSignal): Promise<void> {
+  tail(deviceId: string, keys: readonly string[] | undefined, onPoint: (p: TailPoint) => void, signal: AbortSignal, onReady?: () => void): Promise<void> {
     const seen = new Map<string, number>();
     for (const [k, p] of this.timeseries.latest(deviceId, keys)) seen.set(k, p.ts);
     let timer: NodeJS.Timeout | undefined;
@@ -130,6 +131,7 @@ export class LocalBackend implements Backend {
         if (timer !== undefined) return;
         timer = setTimeout(read, Math.max(0, lastRead + TAIL_MIN_GAP_MS - Date.now()));
       });
+      onReady?.();
       signal.addEventListener('abort', () => {
         watcher.close();
         clearTimeout(timer);

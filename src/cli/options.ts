@@ -2,6 +2,7 @@
 import { type Command, Option } from 'commander';
 import { type Backend, type ModeOptions, openBackend } from './backend.js';
 import { configOption, dataDirOption } from './common.js';
+import { CliError } from './errors.js';
 
 export interface TechOptions extends ModeOptions {
   readonly json?: boolean;
@@ -16,11 +17,19 @@ export function techOptions(cmd: Command, noJson = false): Command {
   return cmd;
 }
 
-/** Runs `fn` with the backend of the options' mode, closing it afterwards. */
+/**
+ * Runs `fn` with the backend of the options' mode, closing it afterwards. A failure's line says which gateway
+ * (or data dir) it came from: after a login, a plain command may not go where the technician thinks.
+ */
 export async function withBackend<T>(o: ModeOptions, fn: (b: Backend) => Promise<T>): Promise<T> {
   const b = await openBackend(o);
   try {
     return await fn(b);
+  } catch (err) {
+    if (err instanceof CliError && !err.message.includes(b.where.slice(b.where.indexOf(' ') + 1))) {
+      throw new CliError(`${err.message} (${b.where})`);
+    }
+    throw err;
   } finally {
     await b.close();
   }

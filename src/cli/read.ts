@@ -22,6 +22,31 @@ async function lastHour(b: Backend, deviceId: string, keys: readonly string[], n
   return JSON.parse(await b.history(deviceId, keys, { startTs: now - HOUR_MS, endTs: now, agg: 'AVG', interval })) as SeriesJson;
 }
 
+/** raw points per key a query shows unless --limit says otherwise (REST's default limit) */
+const RAW_LIMIT = 100;
+
+/**
+ * The newest `limit` raw points of each key in [startTs, endTs), in time order, and a note of what the limit
+ * left out with how to see it (a technician asking for the last hours wants the latest points).
+ */
+async function newestRaw(b: Backend, deviceId: string, keys: readonly string[], startTs: number, endTs: number, limit: number): Promise<{ series: SeriesJson; note?: string }> {
+  const series = JSON.parse(await b.history(deviceId, keys, { startTs, endTs, agg: 'NONE', interval: 0, limit, order: 'DESC' })) as SeriesJson;
+  for (const pts of Object.values(series)) pts.reverse();
+  const cut = Object.entries(series).filter(([, pts]) => pts.length >= limit).map(([k]) => k);
+  if (cut.length === 0) return { series };
+  const counts = JSON.parse(await b.history(deviceId, cut, { startTs, endTs, agg: 'COUNT', interval: endTs - startTs, limit: 1 })) as SeriesJson;
+  const left = cut.map((k) => {
+    const total = counts[k]?.reduce((n, p) => n + Number(p.value), 0) ?? limit;
+    return { k, total, out: total - limit };
+  }).filter((c) => c.out > 0);
+  if (left.length === 0) return { series };
+  const most = Math.max(...left.map((c) => c.total));
+  return {
+    series,
+    note: `newest ${limit} per key shown; ${left.map((c) => `${c.out} older of ${c.k}`).join(', ')} left out (all: --limit ${most}; whole range: --chart)`,
+  };
+}
+
 export function registerRead(program: Command): void {
   example(techOptions(program.command('devices'))
     .description('list devices with their last activity and a sparkline of the last hour')
@@ -60,18 +85,19 @@ export function registerRead(program: Command): void {
 
   example(techOptions(program.command('query').argument('<device>', 'device name or id'))
     .description('history of keys over a time range: a table, JSON (REST\'s answer), CSV or a chart')
-    .requiredOption('--keys <a,b>', 'keys to read')
+    .option('--keys <a,b>', 'keys to read (default: all of the device\'s keys)')
     .option('--from <T>', 'start (inclusive): epoch ms, ISO-8601, now, or -15m/-6h/-7d', '-1h')
     .option('--to <T>', 'end (exclusive)', 'now')
     .addOption(new Option('--agg <fn>', 'aggregation').choices(['NONE', 'AVG', 'MIN', 'MAX', 'SUM', 'COUNT']).default('NONE'))
     .option('--interval <D>', 'bucket width with --agg: 30s, 10m, 1h, 1d or ms')
-    .option('--limit <n>', 'raw: points per key (default 100); aggregated: buckets')
+    .option('--limit <n>', `raw: points per key (default ${RAW_LIMIT}; the table shows the newest); aggregated: buckets`)
     .option('--csv', 'CSV: ts then one column per key')
-    .option('--chart', 'a line chart per key, as wide as the terminal')
-    .action(async (ref: string, o: TechOptions & { keys: string; from: string; to: string; agg: AggParam; interval?: string; limit?: string; csv?: boolean; chart?: boolean }) => {
+    .option('--chart', 'a line chart per key over the whole range, as wide as the terminal')
+    .action(async (ref: string, o: TechOptions & { keys?: string; from: string; to: string; agg: AggParam; interval?: string; limit?: string; csv?: boolean; chart?: boolean }) => {
       const now = Date.now();
       const startTs = parseTime(o.from, now, '--from');
       const endTs = parseTime(o.to, now, '--to');
+      if (endTs <= startTs) throw new CliError(`--from ${o.from} is not before --to ${o.to}`);
       const interval = o.interval === undefined ? 0 : parseDuration(o.interval, '--interval');
       if (o.agg !== 'NONE' && interval === 0) throw new CliError(`--agg ${o.agg} needs --interval (e.g. --interval 1h)`);
       let limit: number | undefined;
@@ -80,17 +106,30 @@ export function registerRead(program: Command): void {
         if (!Number.isSafeInteger(limit) || limit < 1) throw new CliError(`--limit "${o.limit}" must be a positive integer`);
       }
       if ([o.json, o.csv, o.chart].filter(Boolean).length > 1) throw new CliError('choose one of --json, --csv, --chart');
-      const keys = keysOption(o.keys) ?? [];
       await withBackend(o, async (b) => {
         const dev = await resolveDevice(b, ref);
-        const text = await b.history(dev.id, keys, { startTs, endTs, agg: o.agg, interval, limit });
-        if (o.json) return print(text);
-        const { historyCsv, historyCharts, historyTable } = await views();
-        const series = JSON.parse(text) as SeriesJson;
-        if (o.csv) return process.stdout.write(historyCsv(series));
-        print(o.chart ? historyCharts(series, startTs, endTs) : historyTable(series));
+        const keys = keysOption(o.keys) ?? Object.keys(JSON.parse(await b.latest(dev.id, undefined)) as SeriesJson).sort();
+        if (keys.length === 0) return print(o.json ? '{}' : `(no telemetry from ${dev.name})`);
+        const q = { startTs, endTs, agg: o.agg, interval, limit };
+        if (o.json) return print(await b.history(dev.id, keys, q));
+        const { historyCsv, historyCharts, historyTable, terminalColumns } = await views();
+        if (o.csv) return process.stdout.write(historyCsv(JSON.parse(await b.history(dev.id, keys, q)) as SeriesJson));
+        if (o.chart) {
+          // raw points cut by a limit would fill only the range's start: the chart averages the whole range
+          // into about two buckets per column (a braille cell is two dots wide)
+          const width = terminalColumns();
+          const buckets = width * 2;
+          const chartQuery = o.agg !== 'NONE' ? q
+            : { startTs, endTs, agg: 'AVG' as const, interval: Math.max(1, Math.ceil((endTs - startTs) / buckets)), limit: buckets + 1 };
+          return print(historyCharts(JSON.parse(await b.history(dev.id, keys, chartQuery)) as SeriesJson, startTs, endTs, width));
+        }
+        if (o.agg !== 'NONE') return print(historyTable(JSON.parse(await b.history(dev.id, keys, q)) as SeriesJson));
+        const { series, note } = await newestRaw(b, dev.id, keys, q.startTs, q.endTs, limit ?? RAW_LIMIT);
+        print(historyTable(series));
+        // after the table, where the eye ends up
+        if (note !== undefined) process.stderr.write(`${note}\n`);
       });
-    }), 'outpost query pump-1 --keys temperature --from -6h --chart',
+    }), 'outpost query pump-1 --from -6h --chart',
   'outpost query pump-1 --keys temperature,pressure --from 2026-11-01 --to 2026-12-01 --agg AVG --interval 2h --json');
 
   example(techOptions(program.command('attributes').argument('<device>', 'device name or id'))

@@ -5,7 +5,7 @@
 import type { StatusJson } from '../status/index.js';
 import {
   type AttributeScopeArg, type Backend, byName, type DeviceRef, type DeviceRow, type HistoryQuery, SCOPE_PARAM, type TailPoint,
-} from './backend.js';
+} from './backend-types.js';
 import { CliError } from './errors.js';
 import { RemoteSession } from './session.js';
 
@@ -22,6 +22,7 @@ const keysParam = (keys: readonly string[]): string => keys.map(encodeURICompone
 
 export class RemoteBackend implements Backend {
   readonly mode = 'remote';
+  get where(): string { return `gateway ${this.s.url}`; }
   private constructor(private readonly s: RemoteSession) {}
 
   static open(url: string): RemoteBackend {
@@ -67,7 +68,7 @@ export class RemoteBackend implements Backend {
   }
 
   async history(deviceId: string, keys: readonly string[], q: HistoryQuery): Promise<string> {
-    const params = `keys=${keysParam(keys)}&startTs=${q.startTs}&endTs=${q.endTs}&interval=${q.interval}&agg=${q.agg}&orderBy=ASC` +
+    const params = `keys=${keysParam(keys)}&startTs=${q.startTs}&endTs=${q.endTs}&interval=${q.interval}&agg=${q.agg}&orderBy=${q.order ?? 'ASC'}` +
       (q.limit === undefined ? '' : `&limit=${q.limit}`);
     return (await this.s.request('GET', `/api/plugins/telemetry/DEVICE/${deviceId}/values/timeseries?${params}`)).text;
   }
@@ -85,12 +86,17 @@ export class RemoteBackend implements Backend {
   async rpc(deviceId: string, method: string, paramsJson: string, oneway: boolean, timeoutMs: number | undefined): Promise<string> {
     const body = `{"method":${JSON.stringify(method)},"params":${paramsJson}${timeoutMs === undefined ? '' : `,"timeout":${timeoutMs}`}}`;
     const a = await this.s.request('POST', `/api/plugins/rpc/${oneway ? 'oneway' : 'twoway'}/${deviceId}`,
-      { body, timeoutMs: (timeoutMs ?? 10_000) + 30_000 });
+      { body, timeoutMs: (timeoutMs ?? 10_000) + 30_000, accept: [408, 409] });
+    // TB answers these with empty bodies: say what happened
+    if (a.status === 409) {
+      throw new CliError(`rpc ${method} not delivered: the device did not poll for RPC (HTTP long-poll or MQTT subscription) before the timeout`);
+    }
+    if (a.status === 408) throw new CliError(`rpc ${method} delivered, but the device sent no reply before the timeout`);
     return a.text;
   }
 
   /** CONTRACT §6: one tsSubCmd; its first reply (the current values) is skipped, every later frame printed. */
-  async tail(deviceId: string, keys: readonly string[] | undefined, onPoint: (p: TailPoint) => void, signal: AbortSignal): Promise<void> {
+  async tail(deviceId: string, keys: readonly string[] | undefined, onPoint: (p: TailPoint) => void, signal: AbortSignal, onReady?: () => void): Promise<void> {
     const { default: WebSocket } = await import('ws');
     const token = await this.s.token();
     const wsUrl = `${this.s.url.replace(/^http/, 'ws')}/api/ws/plugins/telemetry?token=${encodeURIComponent(token)}`;
@@ -107,7 +113,8 @@ export class RemoteBackend implements Backend {
           reject(new CliError(`tail: ${f.errorMsg ?? 'refused'}`));
           return;
         }
-        if (first) { first = false; return; }
+        // the subscription's first frame (the current values) means it is live
+        if (first) { first = false; onReady?.(); return; }
         const pts: TailPoint[] = [];
         for (const [key, list] of Object.entries(f.data ?? {})) for (const [ts, value] of list) pts.push({ ts, key, value });
         pts.sort((a, b) => a.ts - b.ts || (a.key < b.key ? -1 : 1));

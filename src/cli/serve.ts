@@ -15,6 +15,8 @@ export function registerServe(program: Command): void {
     .action(async (opts: ConfigFlags) => {
       const [{ loadConfig }, { startServer }] = await Promise.all([import('../config/index.js'), import('../server.js')]);
       const config = loadConfig(opts);
+      // everything the daemon creates (store, log segments, keys) is its user's alone, whatever the shell's umask
+      process.umask(0o077);
       // The handlers go in before the server starts: until a process has one, SIGINT/SIGTERM kill it outright,
       // and a signal sent as soon as "listening" is logged (systemd, a test, a technician's ^C) would skip the
       // flush. A signal during start-up is acted on once the store is open.

@@ -4,7 +4,7 @@
  * token from there and refreshes it transparently when it has expired or is about to.
  * HTTP goes through node:http(s) rather than fetch: undici's first use costs tens of ms a command pays.
  */
-import { chmodSync, mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import type { IncomingMessage } from 'node:http';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -56,6 +56,33 @@ export function writeCredentials(all: Record<string, StoredSession>): void {
   renameSync(tmp, file);
 }
 
+/**
+ * The gateway logged in to last, where commands without --url / --data-dir go (as kubectl's current
+ * context); a file beside the credentials, so the credentials' format stays one session per URL.
+ */
+export function currentUrlPath(): string {
+  return join(dirname(credentialsPath()), 'current-url');
+}
+
+export function readCurrentUrl(): string | undefined {
+  try {
+    const url = readFileSync(currentUrlPath(), 'utf8').trim();
+    return url === '' ? undefined : url;
+  } catch {
+    return undefined;
+  }
+}
+
+/** `undefined` forgets it: commands without --url are local again */
+export function writeCurrentUrl(url: string | undefined): void {
+  if (url === undefined) {
+    rmSync(currentUrlPath(), { force: true });
+    return;
+  }
+  mkdirSync(dirname(currentUrlPath()), { recursive: true, mode: 0o700 });
+  writeFileSync(currentUrlPath(), `${url}\n`, { mode: 0o600 });
+}
+
 export interface HttpAnswer {
   readonly status: number;
   readonly body: Buffer;
@@ -68,6 +95,8 @@ export interface RequestOptions {
   /** called with each body chunk instead of collecting them (downloads); awaited, so the socket pauses */
   readonly onChunk?: (chunk: Buffer) => Promise<void>;
   readonly timeoutMs?: number;
+  /** non-2xx statuses the caller turns into words itself, answered rather than thrown */
+  readonly accept?: readonly number[];
 }
 
 async function transport(url: string): Promise<typeof import('node:http')> {
@@ -158,7 +187,7 @@ export class RemoteSession {
     if (a.status === 401 && this.session.refreshToken !== undefined) {
       a = await httpRequest(method, `${this.url}${path}`, { ...o, token: await this.token(true) });
     }
-    if (a.status < 200 || a.status >= 300) throw errorOf(a);
+    if ((a.status < 200 || a.status >= 300) && o.accept?.includes(a.status) !== true) throw errorOf(a);
     return a;
   }
 }
@@ -172,5 +201,6 @@ export async function saveSession(url: string, token: string, refreshToken: stri
   const all = readCredentials();
   all[url] = s;
   writeCredentials(all);
+  writeCurrentUrl(url);
   return s;
 }

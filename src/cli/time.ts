@@ -29,7 +29,11 @@ export function parseTime(text: string, now: EpochMs, what = 'time'): EpochMs {
     if (!Number.isSafeInteger(ms)) throw new CliError(`${what} "${text}" is out of range`);
     return ms;
   }
-  if (s.startsWith('-') && DURATION.test(s.slice(1))) return now - parseDuration(s.slice(1), what);
+  if (s.startsWith('-') && DURATION.test(s.slice(1))) {
+    // "-2" is more likely two hours or days than two milliseconds: a relative time names its unit
+    if (/^\d+(?:\.\d+)?$/.test(s.slice(1))) throw new CliError(`${what} "${text}" needs a unit: e.g. ${s}m, ${s}h or ${s}d`);
+    return now - parseDuration(s.slice(1), what);
+  }
   if (/^\d{4}-\d{2}-\d{2}/.test(s)) {
     // a bare date is local midnight (JavaScript alone would read it as UTC)
     const ms = Date.parse(/^\d{4}-\d{2}-\d{2}$/.test(s) ? `${s}T00:00` : s);

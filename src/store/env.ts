@@ -7,6 +7,7 @@
  * by the daemon alone.
  */
 import { mkdirSync, statfsSync } from 'node:fs';
+import { restrictToOwner } from '../daemon/private-files.js';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 import { type Database, type RootDatabase, open as openLmdb } from 'lmdb';
@@ -290,7 +291,7 @@ function openOnce(opts: OpenOptions, missing: string[]): StoreEnv {
   let root: RootDatabase;
   const dataFile = join(opts.dataDir, 'outpost.mdb');
   try {
-    mkdirSync(opts.dataDir, { recursive: true });
+    mkdirSync(opts.dataDir, { recursive: true, mode: 0o700 });
     root = openLmdb({
       path: dataFile,
       mapSize: opts.mapSizeBytes,
@@ -302,6 +303,7 @@ function openOnce(opts: OpenOptions, missing: string[]): StoreEnv {
   } catch (err) {
     throw new OutpostError('STORE_FAILED', `opening store at ${opts.dataDir}: ${(err as Error).message}`, { cause: err });
   }
+  if (!opts.readOnly) restrictToOwner(dataFile, `${dataFile}-lock`);
   if (!opts.readOnly) installRejectionGuard();
   // One failure reaches onCommitFailure once, however many databases its transaction wrote.
   let reported: unknown;

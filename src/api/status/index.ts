@@ -4,6 +4,7 @@
  * on the gateway itself), or any client with `Authorization: Bearer <metrics.token>` when that is set.
  */
 import { timingSafeEqual } from 'node:crypto';
+import type * as uws from 'uWebSockets.js';
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
 import { type HttpRouter, json } from '../../http/adapter.js';
@@ -33,11 +34,38 @@ export function registerStatusApi(router: HttpRouter, s: Services, metrics: Metr
     return json(daemonStatus(s, metrics));
   });
   router.route('get', '/metrics', (ctx) => {
-    const token = s.config.metrics.token;
-    const allowed = isLoopback(ctx.remoteAddress()) || (token !== '' && tokenMatches(ctx.header('authorization'), token));
-    if (!allowed) {
-      throw new OutpostError('PERMISSION_DENIED', token === '' ? '/metrics answers loopback clients only (set metrics.token to allow others)' : undefined);
+    if (!metricsAllowed(s, ctx.remoteAddress(), ctx.header('authorization'))) {
+      throw new OutpostError('PERMISSION_DENIED', s.config.metrics.token === '' ? '/metrics answers loopback clients only (set metrics.token to allow others)' : undefined);
     }
     return { contentType: 'text/plain; version=0.0.4; charset=utf-8', body: prometheusText(daemonStatus(s, metrics), metrics) };
+  });
+}
+
+function metricsAllowed(s: Services, remoteAddress: string, authorization: string | undefined): boolean {
+  const token = s.config.metrics.token;
+  return isLoopback(remoteAddress) || (token !== '' && tokenMatches(authorization, token));
+}
+
+/**
+ * HEAD /metrics answers as GET does, without the body (monitoring probes check it so). On the uWS app itself:
+ * the router serves GET/POST/PUT/DELETE only. It answers before returning, so the abort handler is a formality.
+ */
+export function registerMetricsHead(app: uws.TemplatedApp, s: Services, metrics: Metrics, log: (m: string) => void): void {
+  app.head('/metrics', (res, req) => {
+    res.onAborted(() => undefined);
+    const allowed = metricsAllowed(s, Buffer.from(res.getRemoteAddressAsText()).toString('latin1'), req.getHeader('authorization') || undefined);
+    if (!allowed) {
+      res.writeStatus('403 Forbidden').writeHeader('content-type', 'application/json').endWithoutBody(0);
+      return;
+    }
+    let length: number;
+    try {
+      length = Buffer.byteLength(prometheusText(daemonStatus(s, metrics), metrics));
+    } catch (err) {
+      log(`HEAD /metrics: ${String(err)}`);
+      res.writeStatus('500 Internal Server Error').endWithoutBody(0);
+      return;
+    }
+    res.writeHeader('content-type', 'text/plain; version=0.0.4; charset=utf-8').endWithoutBody(length);
   });
 }
