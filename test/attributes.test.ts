@@ -2,20 +2,18 @@ import t from 'tap';
 import { EventBus, type AttributesEvent } from '../src/bus/index.js';
 import { kvBool, kvDouble, kvJson, kvLong, kvString } from '../src/model/kv.js';
 import { LmdbAttributeStore } from '../src/store/attributes.js';
-import { Dictionary } from '../src/store/encoding/dict.js';
-import { openStoreEnv } from '../src/store/env.js';
-import { addDevice, cliJson, http, startGateway, tempDir } from './helpers/server.js';
-import { addUser, authHeaders, login } from './helpers/users.js';
+import { addDevice, cliJson, http, startGateway } from './helpers/server.js';
+import { openTestEnv } from './helpers/store.js';
+import { addUser, adminHeaders, authHeaders, login } from './helpers/users.js';
 
 const DEV = '6f1c1f8e-0000-4000-8000-000000000001';
 const OTHER = '6f1c1f8e-0000-4000-8000-000000000002';
 
 t.test('store: scopes, order, typed values, overwrite, delete, events after commit', async (t) => {
-  const env = openStoreEnv({ dataDir: tempDir(t), mapSizeBytes: 64 * 1024 * 1024 });
-  t.teardown(() => env.close());
+  const { env, dict } = openTestEnv(t);
   const bus = new EventBus();
   let clock = 1000;
-  const store = new LmdbAttributeStore(env, new Dictionary(env), bus, () => clock);
+  const store = new LmdbAttributeStore(env, dict, bus, () => clock);
   const events: AttributesEvent[] = [];
   const seenAtEvent: number[] = [];
   bus.on('attributes', (ev) => {
@@ -62,10 +60,9 @@ t.test('device and REST attribute APIs, bad input, access, durability', async (t
   const gw = await startGateway(t);
   const dev = await addDevice(gw.dataDir, 'attr-dev');
   const other = await addDevice(gw.dataDir, 'attr-other');
-  await addUser(gw.dataDir, 'admin@attrs.test', 'secret-1', 'TENANT_ADMIN');
+  const admin = await adminHeaders(gw, 'admin@attrs.test');
   const customer = await cliJson<{ id: string }>(['customer', 'add', '--data-dir', gw.dataDir, '--title', 'Attr customer']);
   await addUser(gw.dataDir, 'cust@attrs.test', 'secret-2', 'CUSTOMER_USER', customer.id);
-  const admin = authHeaders((await login(gw, 'admin@attrs.test', 'secret-1')).token);
   const cust = authHeaders((await login(gw, 'cust@attrs.test', 'secret-2')).token);
   const dv = `${gw.url}/api/v1/${dev.token}`;
   const rest = `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}`;

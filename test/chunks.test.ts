@@ -6,15 +6,14 @@
 import t from 'tap';
 import { SeriesColumn } from '../src/model/batch.js';
 import { type KvValue, type TsKv, kvBool, kvDouble, kvJson, kvLong, kvString, kvToString } from '../src/model/kv.js';
-import { Dictionary } from '../src/store/encoding/dict.js';
-import { openStoreEnv } from '../src/store/env.js';
 import { decodePoints, decodePointsIn, encodeColumn, encodePoints } from '../src/store/encoding/gorilla.js';
 import { LmdbTimeseriesStore } from '../src/store/series/store.js';
 import { addPoint, emptyAgg } from '../src/store/rollups/aggregate.js';
 import { finalizeAgg } from '../src/query/aggregate.js';
 import { bucketsOf, planBuckets } from '../src/store/planner/buckets.js';
 import { rng } from './helpers/prng.js';
-import { type Teardown, tempDir } from './helpers/server.js';
+import type { Teardown } from './helpers/server.js';
+import { compactAll, openSeriesStore } from './helpers/store.js';
 
 const show = (pts: readonly TsKv[]): string[] => pts.map((p) => `${p.ts}:${p.value.type}:${kvToString(p.value)}:${Object.is(p.value.v, -0) ? '-0' : ''}`);
 const series = (n: number, f: (i: number) => KvValue, t0 = 1_700_000_000_000, step = 10_000): TsKv[] =>
@@ -77,31 +76,19 @@ t.test('columns: a slice of any column encodes as its points do, and sortedDisti
   t.equal(asc.sortedDistinct(), asc, 'an ascending column is not copied');
 });
 
-function openStore(t: Teardown, stepBudgetMs?: number): { store: LmdbTimeseriesStore; close: () => Promise<void> } {
-  const env = openStoreEnv({ dataDir: tempDir(t), mapSizeBytes: 256 * 1024 * 1024 });
-  const store = new LmdbTimeseriesStore(env, new Dictionary(env), {
+function openStore(t: Teardown, stepBudgetMs?: number): LmdbTimeseriesStore {
+  return openSeriesStore(t, {
     windowMs: 3_600_000, headWindowMs: 3_600_000, tiersMs: [60_000, 3_600_000, 86_400_000], tierRetentionMs: [0, 0, 0],
     ...(stepBudgetMs === undefined ? {} : { stepBudgetMs }),
-  });
-  return { store, close: () => env.close() };
+  }).store;
 }
 
 const ENTITY = '11111111-2222-3333-4444-555555555555';
 const all = (store: LmdbTimeseriesStore, key: string, order: 'ASC' | 'DESC' = 'ASC', limit?: number): string[] =>
   show([...store.range(ENTITY, key, { startTs: Number.MIN_SAFE_INTEGER, endTs: Number.MAX_SAFE_INTEGER, order, ...(limit === undefined ? {} : { limit }) })]);
 
-async function compactAll(store: LmdbTimeseriesStore, now: number): Promise<number> {
-  let total = 0;
-  for (;;) {
-    const r = await store.compactStep(now, 50);
-    total += r.compacted;
-    if (!r.more) return total;
-  }
-}
-
 t.test('store: fragments and chunks answer the same, overwrites and deletes included', async (t) => {
-  const { store, close } = openStore(t);
-  t.teardown(close);
+  const store = openStore(t);
   const t0 = 1_700_000_000_000 - (1_700_000_000_000 % 3_600_000);
   // One request of 1,000 records spanning 3 windows; ts 5 out of order and one duplicated (the later wins).
   const recs = Array.from({ length: 1000 }, (_, i) => ({ ts: t0 + i * 10_000, values: [['a', kvLong(i)], ['b', kvDouble(i / 4)]] as Array<[string, KvValue]> }));
@@ -147,8 +134,7 @@ t.test('store: fragments and chunks answer the same, overwrites and deletes incl
 
 t.test('a delete over many windows runs in steps: a write is acknowledged while it runs', async (t) => {
   // A zero step budget: one window per transaction.
-  const { store, close } = openStore(t, 0);
-  t.teardown(close);
+  const store = openStore(t, 0);
   const H = 3_600_000;
   const t0 = 1_700_000_000_000 - (1_700_000_000_000 % H);
   const hours = 200;
@@ -174,8 +160,7 @@ t.test('a delete over many windows runs in steps: a write is acknowledged while 
 });
 
 t.test('read caches: emptied by a compaction that changes chunks, never filled while it may be committing', async (t) => {
-  const { store, close } = openStore(t);
-  t.teardown(close);
+  const store = openStore(t);
   const H = 3_600_000;
   const t0 = 1_700_000_000_000 - (1_700_000_000_000 % H);
   const model = new Map<number, KvValue>();
@@ -185,7 +170,7 @@ t.test('read caches: emptied by a compaction that changes chunks, never filled w
     return { ts: t0 + i * 10_000, values: [['v', v]] as Array<[string, KvValue]> };
   }));
   // the first two hour-windows compacted (chunks and rollups), the third still head fragments
-  while ((await store.compactStep(t0 + 3 * H, 50)).more) { /* until no more */ }
+  await compactAll(store, t0 + 3 * H);
   const plan = planBuckets(t0 + 7 * 60_000 + 1234, t0 + 3 * H, 25 * 60_000, { maxIntervals: 1000 });
   const answer = (): string => [...store.bucketAggs(ENTITY, 'v', plan, 'AVG')].map(({ index, agg }) => `${index}:${finalizeAgg(agg, 'AVG')?.v}`).join(' ');
   const want = [...bucketsOf(plan)].map((b, index) => {
@@ -216,8 +201,7 @@ t.test('read caches: emptied by a compaction that changes chunks, never filled w
 });
 
 t.test('store: bytes per point of compressed chunks', async (t) => {
-  const { store, close } = openStore(t);
-  t.teardown(close);
+  const store = openStore(t);
   const t0 = 1_700_000_000_000;
   for (let r = 0; r < 20; r++) {
     await store.write(ENTITY, Array.from({ length: 1000 }, (_, i) => {

@@ -1,9 +1,7 @@
 import t from 'tap';
 import { kvDouble, kvLong, kvString, kvToString } from '../src/model/kv.js';
-import { Dictionary } from '../src/store/encoding/dict.js';
 import { LmdbDepthStore, depthKey, readOrderedF64, writeOrderedF64 } from '../src/store/depth.js';
-import { openStoreEnv } from '../src/store/env.js';
-import { tempDir } from './helpers/server.js';
+import { openTestEnv } from './helpers/store.js';
 
 t.test('ordered f64: byte order is numeric order, and it round-trips', async (t) => {
   const values = [
@@ -27,9 +25,8 @@ t.test('ordered f64: byte order is numeric order, and it round-trips', async (t)
 });
 
 t.test('LmdbDepthStore: overwrite, keys, latest, inclusive ranges, paging, limit', async (t) => {
-  const env = openStoreEnv({ dataDir: tempDir(t), mapSizeBytes: 64 * 1024 * 1024 });
-  t.teardown(() => env.close());
-  const store = new LmdbDepthStore(env, new Dictionary(env));
+  const { env, dict } = openTestEnv(t);
+  const store = new LmdbDepthStore(env, dict);
   const dev = 'dev-a';
   await store.write(dev, [
     { ds: 10.5, values: [['rop', kvDouble(1.5)], ['bit', kvString('pdc')]] },

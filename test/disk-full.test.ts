@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
 import { readEntity } from './helpers/readback.js';
-import { addDevice, http, startGateway } from './helpers/server.js';
+import { addDevice, http, startGateway, waitLogLines } from './helpers/server.js';
 
 const mnt = mkdtempSync(join(tmpdir(), 'outpost-full-'));
 let mounted = false;
@@ -91,12 +91,17 @@ t.test('writes on a full disk answer 507 and store nothing; the daemon stays up 
   t.equal(gw.proc.exitCode, null, 'the daemon is still running');
   const reports = gw.logs.filter((l) => /store write failed \(STORE_FULL\)/.test(l));
   t.equal(reports.length, 1, `one log line for the burst of failures, not one per request:\n${reports.join('\n')}`);
-  // The writes went quiet, so compaction runs, and fails: it retries 2, 4, 8, ... s later and logs the 1st,
-  // 2nd, 4th, ... failure in a row. Within 6 s that is 2 lines; retrying every second (the sweep interval)
-  // would log 3 (1st, 2nd, 4th), and logging every failure 6.
-  await new Promise((r) => setTimeout(r, 6000));
-  const stepFailures = gw.logs.filter((l) => /downsampling step failed \(\d+ in a row\): Storage is full/.test(l));
-  t.ok(stepFailures.length >= 1 && stepFailures.length <= 2, `compaction failed and backed off:\n${stepFailures.join('\n')}`);
+  // The writes went quiet, so compaction runs, and fails: it retries 2, 4, 8, ... s later (the sweep interval,
+  // 1 s, doubled per failure) and logs the 1st, 2nd, 4th, ... failure in a row. Wait for the second line, then
+  // read the gap from the daemon's own timestamps: 2 s (less at most a millisecond by which a timer can run
+  // early against the wall clock), where retrying every second would give 1 s; and one line per failure.
+  const failureLine = /downsampling step failed \((\d+) in a row\): Storage is full/;
+  await waitLogLines(gw, /downsampling step failed \(2 in a row\): Storage is full/);
+  const stepFailures = gw.logs.filter((l) => failureLine.test(l));
+  t.same(stepFailures.map((l) => failureLine.exec(l)?.[1]), ['1', '2'], `compaction failed and said so once per failure:\n${stepFailures.join('\n')}`);
+  const loggedAt = (line: string): number => Date.parse(line.slice(0, line.indexOf(' ')));
+  const retryGapMs = loggedAt(stepFailures[1] as string) - loggedAt(stepFailures[0] as string);
+  t.ok(retryGapMs >= 1990, `compaction backed off: retried ${retryGapMs} ms after the first failure`);
   t.ok(stepFailures.some((l) => /free-space reserve/.test(l)), 'by then writes are refused before LMDB sees them');
 
   rmSync(junk);

@@ -4,7 +4,7 @@
  */
 import t from 'tap';
 import { type HttpResult, addDevice, cliJson, http, startGateway } from './helpers/server.js';
-import { addUser, authHeaders, login } from './helpers/users.js';
+import { addUser, adminToken, authHeaders, login } from './helpers/users.js';
 
 const NULL_UUID = '13814000-1dd2-11b2-8080-808080808080';
 const UNKNOWN_ID = '0b1c2d3e-0000-4000-8000-000000000001';
@@ -16,8 +16,7 @@ interface TbError { status: number; message: string; errorCode: number }
 
 t.test('entity REST', async (t) => {
   const gw = await startGateway(t);
-  await addUser(gw.dataDir, 'admin@example.com', 'pw-admin', 'TENANT_ADMIN');
-  const { token } = await login(gw, 'admin@example.com', 'pw-admin');
+  const token = await adminToken(gw, 'admin@example.com', 'pw-admin');
   const h = authHeaders(token);
   const api = (method: string, path: string, body?: unknown): Promise<HttpResult> =>
     http(method, `${gw.url}${path}`, body as object | undefined, h);

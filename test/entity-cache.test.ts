@@ -5,22 +5,19 @@
  * once. Each check follows a warm-up request, so a stale cache entry would be what answers.
  */
 import t, { type Test } from 'tap';
-import { DEFAULTS } from '../src/config/index.js';
 import { EntityStore } from '../src/store/entities.js';
-import { openStoreEnv, type StoreEnv } from '../src/store/env.js';
 import type { CustomerId } from '../src/types.js';
 import { NULL_UUID } from '../src/types.js';
 import { type Gateway, addDevice, cliJson, http, startGateway } from './helpers/server.js';
-import { addUser, authHeaders, login } from './helpers/users.js';
+import { openDaemonEnv } from './helpers/store.js';
+import { addUser, adminHeaders, authHeaders, login } from './helpers/users.js';
 
 const post = (gw: Gateway, token: string, body = '{"x":1}'): Promise<number> =>
   http('POST', `${gw.url}/api/v1/${token}/telemetry`, body).then((r) => r.status);
 
 /** Opens the daemon's store from this (another) process, as the CLI does; closed at teardown. */
 function otherProcessStore(t: Test, dataDir: string): EntityStore {
-  const env: StoreEnv = openStoreEnv({ dataDir, mapSizeBytes: DEFAULTS.store.mapSizeBytes });
-  t.teardown(() => env.close());
-  return new EntityStore(env);
+  return new EntityStore(openDaemonEnv(t, dataDir, { readOnly: false }).env);
 }
 
 t.test('device tokens: CLI create, REST delete, delete and re-create from another process', async (t) => {
@@ -32,8 +29,7 @@ t.test('device tokens: CLI create, REST delete, delete and re-create from anothe
   t.equal(await post(gw, 'tok-a'), 200, 'CLI-created device works at once');
   t.equal(await post(gw, 'tok-a'), 200, 'and again (cached)');
 
-  await addUser(d, 'admin@example.com', 'secret', 'TENANT_ADMIN');
-  const admin = authHeaders((await login(gw, 'admin@example.com', 'secret')).token);
+  const admin = await adminHeaders(gw, 'admin@example.com', 'secret');
 
   const del = await http('DELETE', `${gw.url}/api/device/${a.id}`, undefined, admin);
   t.equal(del.status, 200, 'REST delete');

@@ -7,13 +7,11 @@
  */
 import { createHash } from 'node:crypto';
 import t from 'tap';
-import { DEFAULTS } from '../src/config/index.js';
 import { kvToString } from '../src/model/kv.js';
-import { Dictionary } from '../src/store/encoding/dict.js';
-import { openStoreEnv } from '../src/store/env.js';
 import { LmdbTimeseriesStore } from '../src/store/series/store.js';
 import { addDevice, http, startGateway } from './helpers/server.js';
-import { addUser, login } from './helpers/users.js';
+import { openDaemonEnv } from './helpers/store.js';
+import { adminToken } from './helpers/users.js';
 import { rng } from './helpers/prng.js';
 
 const SEED = Number(process.env['OUTPOST_FUZZ_SEED'] ?? 20_260_521);
@@ -136,16 +134,14 @@ t.test(`fuzz the telemetry endpoint (seed ${SEED})`, async (t) => {
   const dev = await addDevice(gw.dataDir, 'fuzz');
   const url = `${gw.url}/api/v1/${dev.token}/telemetry`;
 
-  const env = openStoreEnv({ dataDir: gw.dataDir, mapSizeBytes: DEFAULTS.store.mapSizeBytes, readOnly: true });
-  t.teardown(() => env.close());
-  const store = new LmdbTimeseriesStore(env, new Dictionary(env));
+  const { env, dict } = openDaemonEnv(t, gw.dataDir);
+  const store = new LmdbTimeseriesStore(env, dict);
   /**
    * What a rejected request must not change: every point and latest value of the device as the store's read
    * interface returns them (the physical layout may change in the background: compaction), and the number of
    * interned names (a rejected request interns nothing).
    */
-  await addUser(gw.dataDir, 'admin@fuzz.test', 'secret', 'TENANT_ADMIN');
-  const jwt = (await login(gw, 'admin@fuzz.test', 'secret')).token;
+  const jwt = await adminToken(gw, 'admin@fuzz.test', 'secret');
   const fingerprint = async (): Promise<string> => {
     // a REST read puts what the daemon's write-ahead log holds into LMDB first (acknowledged points are
     // otherwise visible to this process only once the daemon applies its log)

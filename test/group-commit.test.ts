@@ -6,17 +6,11 @@
 import t from 'tap';
 import { kvLong } from '../src/model/kv.js';
 import { headFragments } from '../src/store/series/chunks.js';
-import { Dictionary } from '../src/store/encoding/dict.js';
-import { openStoreEnv } from '../src/store/env.js';
-import { DEFAULT_STORE_OPTIONS } from '../src/store/series/options.js';
-import { LmdbTimeseriesStore } from '../src/store/series/store.js';
-import { type Teardown, tempDir } from './helpers/server.js';
+import type { Teardown } from './helpers/server.js';
+import { openSeriesStore } from './helpers/store.js';
 
 function open(t: Teardown, commitDelayMs?: number) {
-  const env = openStoreEnv({ dataDir: tempDir(t), mapSizeBytes: 64 * 1024 * 1024 });
-  t.teardown(() => env.close());
-  const dict = new Dictionary(env);
-  return { env, dict, store: new LmdbTimeseriesStore(env, dict, { ...DEFAULT_STORE_OPTIONS, ...(commitDelayMs === undefined ? {} : { commitDelayMs }) }) };
+  return openSeriesStore(t, commitDelayMs === undefined ? {} : { commitDelayMs });
 }
 
 const ENTITY = '11111111-2222-3333-4444-555555555555';

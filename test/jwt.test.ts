@@ -12,8 +12,8 @@ import { hashPassword, verifyPassword } from '../src/auth/password.js';
 import { loadConfig } from '../src/config/index.js';
 import { OutpostError } from '../src/errors.js';
 import { EntityStore } from '../src/store/entities.js';
-import { openStoreEnv } from '../src/store/env.js';
 import { tempDir } from './helpers/server.js';
+import { openTestEnv } from './helpers/store.js';
 
 const KEY = Buffer.alloc(64, 7);
 const NOW_SEC = 1_700_000_000;
@@ -69,10 +69,8 @@ t.test('scrypt passwords', async (t) => {
 });
 
 t.test('AuthService: cache, expiry, logout, revocation pruning', async (t) => {
-  const dir = tempDir(t);
+  const { env, dataDir: dir } = openTestEnv(t);
   const config = loadConfig({ dataDir: dir }, {});
-  const env = openStoreEnv({ dataDir: dir, mapSizeBytes: 64 * 1024 * 1024 });
-  t.teardown(() => env.close());
   const entities = new EntityStore(env);
   await entities.ensureTenant();
   const user = await entities.createUser({ email: 'u@example.com', passwordHash: await hashPassword('pw'), authority: 'TENANT_ADMIN' });
@@ -125,10 +123,8 @@ t.test('AuthService: cache, expiry, logout, revocation pruning', async (t) => {
 });
 
 t.test('AuthService: token cache stays bounded', async (t) => {
-  const dir = tempDir(t);
+  const { env, dataDir: dir } = openTestEnv(t);
   const config = loadConfig({ dataDir: dir }, {}, { auth: { tokenCacheSize: 3 } });
-  const env = openStoreEnv({ dataDir: dir, mapSizeBytes: 64 * 1024 * 1024 });
-  t.teardown(() => env.close());
   const entities = new EntityStore(env);
   await entities.ensureTenant();
   const user = await entities.createUser({ email: 'c@example.com', passwordHash: 'x', authority: 'TENANT_ADMIN' });

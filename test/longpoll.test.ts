@@ -12,8 +12,8 @@ import { RpcBroker } from '../src/rpc/broker.js';
 import { LongPollRegistry, type PollOutcome } from '../src/rpc/longpoll.js';
 import { TimerWheel } from '../src/rpc/timer-wheel.js';
 import { FakeClock } from './helpers/fake-clock.js';
-import { type Gateway, addDevice, http, startGateway, tempDir } from './helpers/server.js';
-import { addUser, authHeaders, login } from './helpers/users.js';
+import { addDevice, http, startGateway, tempDir, waitLongPoll } from './helpers/server.js';
+import { adminHeaders } from './helpers/users.js';
 
 t.test('registry: bound, timeouts on the fake clock, answers, abort cleanup', (t) => {
   const clock = new FakeClock(0);
@@ -98,18 +98,6 @@ t.test('timeout parameter: default, zero, cap, junk', (t) => {
   t.end();
 });
 
-/** Polls the status endpoint until `pred` holds (the server registers a poll asynchronously to our send). */
-async function waitStatus(gw: Gateway, headers: Record<string, string>, pred: (s: { openPolls: number; attributePolls: number }) => boolean): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const r = await http('GET', `${gw.url}/api/outpost/status`, undefined, headers);
-    const st = r.json<{ longPoll: { openPolls: number; attributePolls: number } }>().longPoll;
-    if (pred(st)) return;
-    if (Date.now() > deadline) throw new Error(`status never matched: ${JSON.stringify(st)}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
 /** A raw keep-alive GET on its own socket; resolves with the raw response head+body once something arrives. */
 function rawGet(port: number, path: string): { socket: Socket; response: Promise<string> } {
   const socket = connect(port, '127.0.0.1');
@@ -127,8 +115,7 @@ function rawGet(port: number, path: string): { socket: Socket; response: Promise
 t.test('GET /attributes/updates end to end', async (t) => {
   const gw = await startGateway(t);
   const dev = await addDevice(gw.dataDir, 'lp-dev');
-  await addUser(gw.dataDir, 'admin@lp.test', 'secret-1', 'TENANT_ADMIN');
-  const admin = authHeaders((await login(gw, 'admin@lp.test', 'secret-1')).token);
+  const admin = await adminHeaders(gw, 'admin@lp.test');
   const upd = `${gw.url}/api/v1/${dev.token}/attributes/updates`;
   const rest = `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}`;
 
@@ -145,18 +132,18 @@ t.test('GET /attributes/updates end to end', async (t) => {
   t.test('a shared change wakes every open poll with a flat typed body', async (t) => {
     const p1 = http('GET', `${upd}?timeout=20000`);
     const p2 = http('GET', `${upd}?timeout=20000`);
-    await waitStatus(gw, admin, (s) => s.attributePolls === 2);
+    await waitLongPoll(gw, admin, (s) => s.attributePolls === 2);
     t.equal((await http('POST', `${rest}/attributes/SHARED_SCOPE`, '{"fw":"v1.2","rate":30,"ratio":2.0}', admin)).status, 200);
     for (const r of await Promise.all([p1, p2])) {
       t.equal(r.status, 200);
       t.equal(r.text, '{"fw":"v1.2","rate":30,"ratio":2.0}');
     }
-    await waitStatus(gw, admin, (s) => s.openPolls === 0);
+    await waitLongPoll(gw, admin, (s) => s.openPolls === 0);
   });
 
   t.test('server-scope and device-posted changes do not wake it', async (t) => {
     const p = http('GET', `${upd}?timeout=1000`);
-    await waitStatus(gw, admin, (s) => s.attributePolls === 1);
+    await waitLongPoll(gw, admin, (s) => s.attributePolls === 1);
     t.equal((await http('POST', `${rest}/attributes/SERVER_SCOPE`, { srv: 1 }, admin)).status, 200);
     t.equal((await http('POST', `${gw.url}/api/v1/${dev.token}/attributes`, { mine: 1 })).status, 200);
     const r = await p;
@@ -166,7 +153,7 @@ t.test('GET /attributes/updates end to end', async (t) => {
 
   t.test('deletion notification', async (t) => {
     const p = http('GET', `${upd}?timeout=20000`);
-    await waitStatus(gw, admin, (s) => s.attributePolls === 1);
+    await waitLongPoll(gw, admin, (s) => s.attributePolls === 1);
     t.equal((await http('DELETE', `${rest}/SHARED_SCOPE?keys=fw,rate`, undefined, admin)).status, 200);
     const r = await p;
     t.equal(r.status, 200);
@@ -176,25 +163,25 @@ t.test('GET /attributes/updates end to end', async (t) => {
   t.test('1,000 polls opened and dropped: the registry goes back to zero', async (t) => {
     const polls = [];
     for (let i = 0; i < 1_000; i++) polls.push(rawGet(gw.port, `/api/v1/${dev.token}/attributes/updates?timeout=60000`));
-    await waitStatus(gw, admin, (s) => s.openPolls === 1_000);
+    await waitLongPoll(gw, admin, (s) => s.openPolls === 1_000);
     for (const p of polls) p.socket.destroy();
-    await waitStatus(gw, admin, (s) => s.openPolls === 0);
+    await waitLongPoll(gw, admin, (s) => s.openPolls === 0);
     t.pass('all 1,000 removed on abort');
     // the server is still fine: a fresh poll is answered
     const p = http('GET', `${upd}?timeout=20000`);
-    await waitStatus(gw, admin, (s) => s.attributePolls === 1);
+    await waitLongPoll(gw, admin, (s) => s.attributePolls === 1);
     await http('POST', `${rest}/attributes/SHARED_SCOPE`, { after: true }, admin);
     t.equal((await p).text, '{"after":true}');
   });
 
   t.test('deleting the device ends its polls', async (t) => {
     const p = http('GET', `${upd}?timeout=20000`);
-    await waitStatus(gw, admin, (s) => s.attributePolls === 1);
+    await waitLongPoll(gw, admin, (s) => s.attributePolls === 1);
     t.equal((await http('DELETE', `${gw.url}/api/device/${dev.id}`, undefined, admin)).status, 200);
     const r = await p;
     t.equal(r.status, 403);
     t.match(r.json<{ message: string }>().message, /Device was deleted/);
-    await waitStatus(gw, admin, (s) => s.openPolls === 0);
+    await waitLongPoll(gw, admin, (s) => s.openPolls === 0);
   });
 });
 
@@ -204,23 +191,22 @@ t.test('longPoll.maxOpen: one more → 429', async (t) => {
   writeFileSync(cfg, JSON.stringify({ longPoll: { maxOpen: 2 } }));
   const gw = await startGateway(t, { args: ['--config', cfg] });
   const dev = await addDevice(gw.dataDir, 'cap-dev');
-  await addUser(gw.dataDir, 'admin@cap.test', 'secret-1', 'TENANT_ADMIN');
-  const admin = authHeaders((await login(gw, 'admin@cap.test', 'secret-1')).token);
+  const admin = await adminHeaders(gw, 'admin@cap.test');
   const a = rawGet(gw.port, `/api/v1/${dev.token}/attributes/updates?timeout=20000`);
   const b = rawGet(gw.port, `/api/v1/${dev.token}/rpc?timeout=20000`);
-  await waitStatus(gw, admin, (s) => s.openPolls === 2);
+  await waitLongPoll(gw, admin, (s) => s.openPolls === 2);
   const refused = await http('GET', `${gw.url}/api/v1/${dev.token}/attributes/updates?timeout=20000`);
   t.equal(refused.status, 429);
   t.equal(refused.json<{ errorCode: number }>().errorCode, 33);
   a.socket.destroy();
   b.socket.destroy();
-  await waitStatus(gw, admin, (s) => s.openPolls === 0);
+  await waitLongPoll(gw, admin, (s) => s.openPolls === 0);
   const r = await http('GET', `${gw.url}/api/v1/${dev.token}/attributes/updates?timeout=100`);
   t.equal(r.status, 408, 'room again after the aborts');
 
   // Held polls never keep the daemon alive: SIGTERM exits 0 promptly with one still open.
   const held = rawGet(gw.port, `/api/v1/${dev.token}/attributes/updates?timeout=300000`);
-  await waitStatus(gw, admin, (s) => s.openPolls === 1);
+  await waitLongPoll(gw, admin, (s) => s.openPolls === 1);
   const started = Date.now();
   t.equal(await gw.stop('SIGTERM'), 0);
   t.ok(Date.now() - started < 10_000, 'exited without waiting for the poll');

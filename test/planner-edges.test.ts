@@ -12,11 +12,8 @@ import { finalizeAgg } from '../src/query/aggregate.js';
 import { type BucketPlan, bucketsOf, planBuckets } from '../src/store/planner/buckets.js';
 import { aggregateBuckets } from '../src/query/history.js';
 import { type KvValue, kvBool, kvDouble, kvLong, kvString, kvToString } from '../src/model/kv.js';
-import { Dictionary } from '../src/store/encoding/dict.js';
-import { openStoreEnv } from '../src/store/env.js';
-import { LmdbTimeseriesStore } from '../src/store/series/store.js';
 import { RollupPlanner } from '../src/store/planner/planner.js';
-import { tempDir } from './helpers/server.js';
+import { compactAll, openSeriesStore } from './helpers/store.js';
 import { rng } from './helpers/prng.js';
 
 const ENTITY = '00000000-0000-0000-0000-0000000000c2';
@@ -50,9 +47,7 @@ const LADDERS: Array<{ windowMs: number; tiersMs: number[]; seed: number; readCa
 // Each ladder runs with COUNT/SUM/AVG buckets answered by their boundaries where possible (the default), and
 // with that path off, so the piece-by-piece path (buckets near the head take it) is checked as hard.
 for (const boundaries of [true, false]) for (const ladder of LADDERS) t.test(`planner with fn equals brute force (window ${ladder.windowMs / MIN} min, tiers ${ladder.tiersMs.map((x) => x / MIN).join('/')} min${ladder.readCacheBytes === undefined ? '' : `, read caches of ${ladder.readCacheBytes} bytes`}${boundaries ? '' : ', boundaries off'})`, async (t) => {
-  const env = openStoreEnv({ dataDir: tempDir(t), mapSizeBytes: 256 * 1024 * 1024 });
-  t.teardown(() => env.close());
-  const store = new LmdbTimeseriesStore(env, new Dictionary(env), {
+  const { store } = openSeriesStore(t, {
     windowMs: ladder.windowMs, headWindowMs: HOUR, tiersMs: ladder.tiersMs, tierRetentionMs: ladder.tiersMs.map(() => 0),
     ...(ladder.readCacheBytes === undefined ? {} : { readCacheBytes: ladder.readCacheBytes }),
   });
@@ -101,7 +96,7 @@ for (const boundaries of [true, false]) for (const ladder of LADDERS) t.test(`pl
       for (const ts of [...model.keys()]) if (ts >= ds && ts < de) model.delete(ts);
     }
     const now = t0 + Math.min(span + 2 * HOUR, (round + 1) * 4 * HOUR);
-    for (;;) if (!(await store.compactStep(now, 50)).more) break;
+    await compactAll(store, now);
 
     for (let q = 0; q < 20; q++) {
       const startTs = t0 - HOUR + int(span + 2 * HOUR);

@@ -9,11 +9,8 @@ import { AGG_FNS, type BucketAgg, addPoint, emptyAgg } from '../src/store/rollup
 import { finalizeAgg } from '../src/query/aggregate.js';
 import { type BucketPlan, bucketsOf, planBuckets } from '../src/store/planner/buckets.js';
 import { type KvValue, kvBool, kvDouble, kvLong, kvString, kvToString } from '../src/model/kv.js';
-import { Dictionary } from '../src/store/encoding/dict.js';
-import { openStoreEnv } from '../src/store/env.js';
-import { LmdbTimeseriesStore } from '../src/store/series/store.js';
 import { RollupPlanner } from '../src/store/planner/planner.js';
-import { tempDir } from './helpers/server.js';
+import { compactAll, openSeriesStore } from './helpers/store.js';
 import { rng } from './helpers/prng.js';
 
 const ENTITY = '00000000-0000-0000-0000-00000000000a';
@@ -46,9 +43,7 @@ const LADDERS: Ladder[] = [
 ];
 
 for (const ladder of LADDERS) t.test(`planner equals brute force over raw points (window ${ladder.windowMs / MIN} min, tiers ${ladder.tiersMs.map((x) => x / MIN).join('/')} min)`, async (t) => {
-  const env = openStoreEnv({ dataDir: tempDir(t), mapSizeBytes: 256 * 1024 * 1024 });
-  t.teardown(() => env.close());
-  const store = new LmdbTimeseriesStore(env, new Dictionary(env), {
+  const { store } = openSeriesStore(t, {
     windowMs: ladder.windowMs, headWindowMs: HOUR, tiersMs: ladder.tiersMs, tierRetentionMs: ladder.tiersMs.map(() => 0),
   });
   const planner = new RollupPlanner(store);
@@ -86,7 +81,7 @@ for (const ladder of LADDERS) t.test(`planner equals brute force over raw points
     }
     // Compact up to a moving "now", so later windows stay dirty (in head) for some queries.
     now = t0 + Math.min(span + 2 * HOUR, (round + 1) * 4 * HOUR);
-    for (;;) if (!(await store.compactStep(now, 50)).more) break;
+    await compactAll(store, now);
 
     for (let q = 0; q < 25; q++) {
       const startTs = t0 - HOUR + int(span + 2 * HOUR);

@@ -11,12 +11,12 @@ import { LmdbAttributeStore } from '../src/store/attributes.js';
 import { entityPrefix, prefixEnd } from '../src/store/encoding/codec.js';
 import { LmdbDepthStore } from '../src/store/depth.js';
 import { Dictionary } from '../src/store/encoding/dict.js';
-import { type StoreEnv, openStoreEnv } from '../src/store/env.js';
+import type { StoreEnv } from '../src/store/env.js';
 import { nextPurge, queuePurge } from '../src/store/background/purge.js';
 import { DownsampleEngine } from '../src/store/background/downsample.js';
-import { LmdbTimeseriesStore } from '../src/store/series/store.js';
-import { addDevice, http, startGateway, tempDir } from './helpers/server.js';
-import { addUser, authHeaders, login } from './helpers/users.js';
+import { addDevice, http, startGateway } from './helpers/server.js';
+import { compactAll, openSeriesStore, withDaemonEnv } from './helpers/store.js';
+import { adminToken, authHeaders } from './helpers/users.js';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
@@ -40,11 +40,7 @@ function entries(env: StoreEnv, id: string): Record<string, number> {
 const total = (x: Record<string, number>): number => Object.values(x).reduce((a, b) => a + b, 0);
 
 t.test('a deleted entity\'s data goes in bounded steps and a restart resumes; others keep theirs', async (t) => {
-  const dataDir = tempDir(t);
-  const env = openStoreEnv({ dataDir, mapSizeBytes: 256 * 1024 * 1024 });
-  t.teardown(() => env.close());
-  const dict = new Dictionary(env);
-  const store = new LmdbTimeseriesStore(env, dict);
+  const { env, dict, store, dataDir } = openSeriesStore(t);
   const attributes = new LmdbAttributeStore(env, dict, new EventBus());
   const depth = new LmdbDepthStore(env, dict);
   for (const id of [GONE, KEPT]) {
@@ -54,7 +50,7 @@ t.test('a deleted entity\'s data goes in bounded steps and a restart resumes; ot
     await depth.write(id, Array.from({ length: 100 }, (_, i) => ({ ds: i, values: [['d', kvLong(i)]] })));
   }
   const now = T0 + 3 * 24 * HOUR;
-  while ((await store.compactStep(now, 50)).more) { /* compact the day */ }
+  await compactAll(store, now); // the day
   for (const id of [GONE, KEPT]) await store.write(id, [{ ts: now, values: [['v', kvLong(-1)]] }]);
   const kept = entries(env, KEPT);
   const gone = entries(env, GONE);
@@ -91,22 +87,14 @@ t.test('DELETE /api/device/{id}: the daemon removes the device\'s data, other de
   const gw = await startGateway(t);
   const gone = await addDevice(gw.dataDir, 'purge-gone');
   const kept = await addDevice(gw.dataDir, 'purge-kept');
-  await addUser(gw.dataDir, 'purge@example.com', 'secret-pw', 'TENANT_ADMIN');
-  const { token } = await login(gw, 'purge@example.com', 'secret-pw');
+  const token = await adminToken(gw, 'purge@example.com', 'secret-pw');
   for (const d of [gone, kept]) {
     const body = JSON.stringify(Array.from({ length: 6 * 60 }, (_, i) => ({ ts: T0 + i * MIN, values: { v: i } })));
     t.equal((await http('POST', `${gw.url}/api/v1/${d.token}/telemetry`, body)).status, 200);
     t.equal((await http('POST', `${gw.url}/api/v1/${d.token}/attributes`, { fw: '1.2' })).status, 200);
     t.equal((await http('POST', `${gw.url}/api/v1/${d.token}/depth/telemetry`, { ds: 1.5, values: { rop: 3 } })).status, 200);
   }
-  const read = async (id: string): Promise<Record<string, number>> => {
-    const env = openStoreEnv({ dataDir: gw.dataDir, mapSizeBytes: DEFAULTS.store.mapSizeBytes, readOnly: true });
-    try {
-      return entries(env, id);
-    } finally {
-      await env.close();
-    }
-  };
+  const read = (id: string): Promise<Record<string, number>> => withDaemonEnv(gw.dataDir, (env) => entries(env, id));
   t.ok(total(await read(gone.id)) > 0, 'the device has data');
   t.equal((await http('DELETE', `${gw.url}/api/device/${gone.id}`, undefined, authHeaders(token))).status, 200);
   // Wait for the event: every entry of the device is gone.

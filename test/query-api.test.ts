@@ -4,7 +4,7 @@
  */
 import t, { type Test } from 'tap';
 import { type Gateway, addDevice, cliJson, http, startGateway } from './helpers/server.js';
-import { addUser, authHeaders, login } from './helpers/users.js';
+import { addUser, adminToken, authHeaders, login } from './helpers/users.js';
 
 interface Point { ts: number; value: unknown }
 type Answer = Record<string, Point[]>;
@@ -12,8 +12,7 @@ interface TbError { status: number; errorCode: number; message: string }
 
 async function setup(t: Test): Promise<{ gw: Gateway; h: Record<string, string>; dev: { id: string; token: string }; base: string }> {
   const gw = await startGateway(t);
-  await addUser(gw.dataDir, 'admin@example.com', 'secret-pw', 'TENANT_ADMIN');
-  const { token } = await login(gw, 'admin@example.com', 'secret-pw');
+  const token = await adminToken(gw, 'admin@example.com', 'secret-pw');
   const dev = await addDevice(gw.dataDir, 'dev-q');
   return { gw, h: authHeaders(token), dev, base: `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}` };
 }

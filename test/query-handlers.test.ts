@@ -11,11 +11,8 @@ import { loadConfig } from '../src/config/index.js';
 import { type Services, makeLogger } from '../src/context.js';
 import type { HttpContext, Reply } from '../src/http/adapter.js';
 import { TelemetryIngest } from '../src/ingest/service.js';
-import { Dictionary } from '../src/store/encoding/dict.js';
 import { EntityStore } from '../src/store/entities.js';
-import { openStoreEnv } from '../src/store/env.js';
-import { LmdbTimeseriesStore } from '../src/store/series/store.js';
-import { tempDir } from './helpers/server.js';
+import { openSeriesStore } from './helpers/store.js';
 
 function context(params: string[], query: string, token: string, body = ''): HttpContext {
   return {
@@ -28,14 +25,10 @@ function context(params: string[], query: string, token: string, body = ''): Htt
 }
 
 t.test('REST writes and deletes publish on the bus', async (t) => {
-  const dataDir = tempDir(t);
+  const { env, dict, store: timeseries, dataDir } = openSeriesStore(t);
   const config = loadConfig({ dataDir }, {}, { logLevel: 'silent' });
-  const env = openStoreEnv({ dataDir, mapSizeBytes: 256 * 1024 * 1024 });
-  t.teardown(() => env.close());
   const entities = new EntityStore(env);
   await entities.ensureTenant();
-  const dict = new Dictionary(env);
-  const timeseries = new LmdbTimeseriesStore(env, dict);
   const bus = new EventBus();
   const auth = new AuthService(config, env, entities);
   const user = await entities.createUser({ email: 'h@example.com', passwordHash: 'unused', authority: 'TENANT_ADMIN' });

@@ -8,7 +8,7 @@
 import t from 'tap';
 import { javaDouble } from '../src/model/kv.js';
 import { addDevice, http, startGateway } from './helpers/server.js';
-import { addUser, authHeaders, login } from './helpers/users.js';
+import { adminHeaders } from './helpers/users.js';
 import { rng } from './helpers/prng.js';
 
 const SEED = 0x5eed2026;
@@ -151,8 +151,7 @@ function randomPoint(r: () => number, kind: string): { val: RefValue; literal: s
 t.test('history answers equal a brute-force reference (seeded)', async (t) => {
   const r = rng(SEED);
   const gw = await startGateway(t);
-  await addUser(gw.dataDir, 'admin@example.com', 'secret-pw', 'TENANT_ADMIN');
-  const h = authHeaders((await login(gw, 'admin@example.com', 'secret-pw')).token);
+  const h = await adminHeaders(gw, 'admin@example.com', 'secret-pw');
   const dev = await addDevice(gw.dataDir, 'prop');
   const base = `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}`;
 

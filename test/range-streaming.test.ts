@@ -7,11 +7,8 @@
 import t from 'tap';
 import { type KvValue, type TsKv, kvBool, kvDouble, kvJson, kvLong, kvString, kvToString } from '../src/model/kv.js';
 import { encodeValue, pointKey } from '../src/store/encoding/codec.js';
-import { Dictionary } from '../src/store/encoding/dict.js';
-import { openStoreEnv } from '../src/store/env.js';
 import { BlockColumns, decodePoints, encodePoints } from '../src/store/encoding/gorilla.js';
-import { LmdbTimeseriesStore } from '../src/store/series/store.js';
-import { tempDir } from './helpers/server.js';
+import { compactAll, openSeriesStore } from './helpers/store.js';
 import { rng } from './helpers/prng.js';
 
 const show = (pts: Iterable<TsKv>): string[] => [...pts].map((p) => `${p.ts}:${p.value.type}:${kvToString(p.value)}${Object.is(p.value.v, -0) ? ':-0' : ''}`);
@@ -60,9 +57,7 @@ t.test('BlockColumns reads every block mode like decodePoints, with a ts bound a
 });
 
 t.test('range streams exactly what a model of the raw points holds (seeded)', async (t) => {
-  const env = openStoreEnv({ dataDir: tempDir(t), mapSizeBytes: 256 * 1024 * 1024 });
-  t.teardown(() => env.close());
-  const store = new LmdbTimeseriesStore(env, new Dictionary(env), {
+  const { env, store } = openSeriesStore(t, {
     windowMs: 20 * MIN, headWindowMs: HOUR, tiersMs: [10 * MIN, HOUR], tierRetentionMs: [0, 0],
   });
   const rand = rng(424242);
@@ -110,7 +105,7 @@ t.test('range streams exactly what a model of the raw points holds (seeded)', as
       for (const ts of [...model.keys()]) if (ts >= ds && ts < de) model.delete(ts);
     }
     // compact older windows only: later ones keep chunk + fragments, or fragments alone
-    for (;;) if (!(await store.compactStep(t0 + (round + 1) * HOUR, 50)).more) break;
+    await compactAll(store, t0 + (round + 1) * HOUR);
 
     const sorted = [...model].sort((a, b) => a[0] - b[0]).map(([ts, v]) => ({ ts, value: v }));
     for (let q = 0; q < 30; q++) {

@@ -12,11 +12,10 @@ import { type BucketPlan, bucketsOf, planBuckets } from '../src/store/planner/bu
 import { type KvValue, kvDouble, kvLong, kvToString } from '../src/model/kv.js';
 import { windowStart } from '../src/store/series/chunks.js';
 import { readOrderedI64 } from '../src/store/encoding/codec.js';
-import { Dictionary } from '../src/store/encoding/dict.js';
-import { openStoreEnv } from '../src/store/env.js';
 import { DownsampleEngine, type EngineOptions, liveBytes } from '../src/store/background/downsample.js';
 import { LmdbTimeseriesStore } from '../src/store/series/store.js';
-import { type Teardown, tempDir } from './helpers/server.js';
+import type { Teardown } from './helpers/server.js';
+import { compactAll, openSeriesStore } from './helpers/store.js';
 
 const MIN = 60_000;
 const HOUR = 3_600_000;
@@ -27,12 +26,7 @@ const STEP = 30_000;
 const POINTS = (3 * DAY) / STEP;
 
 function setup(t: Teardown, tierRetentionMs = [0, 0, 0]): { store: LmdbTimeseriesStore; dataDir: string } {
-  const dataDir = tempDir(t);
-  const env = openStoreEnv({ dataDir, mapSizeBytes: 256 * 1024 * 1024 });
-  t.teardown(() => env.close());
-  const store = new LmdbTimeseriesStore(env, new Dictionary(env), {
-    windowMs: 20 * MIN, headWindowMs: HOUR, tiersMs: [10 * MIN, HOUR, DAY], tierRetentionMs,
-  });
+  const { store, dataDir } = openSeriesStore(t, { windowMs: 20 * MIN, headWindowMs: HOUR, tiersMs: [10 * MIN, HOUR, DAY], tierRetentionMs });
   return { store, dataDir };
 }
 
@@ -172,7 +166,7 @@ t.test('tier retention drops blocks but the planner stays exact (raw kept)', asy
   const { store, dataDir } = setup(t, [DAY, 0, 0]);
   const model = await load(store);
   const newest = T0 + (POINTS - 1) * STEP;
-  while ((await store.compactStep(newest + MIN, 50)).more) { /* compact before retention runs */ }
+  await compactAll(store, newest + MIN); // before retention runs
   const eng = engine(store, dataDir, () => newest + MIN);
   await drain(eng);
   const st = eng.stats();

@@ -10,7 +10,7 @@ import { bucketsOf, planBuckets } from '../src/store/planner/buckets.js';
 import { type KvValue, kvDouble, kvLong, kvToString } from '../src/model/kv.js';
 import { storeEntries } from './helpers/readback.js';
 import { addDevice, http, startGateway } from './helpers/server.js';
-import { addUser, authHeaders, login } from './helpers/users.js';
+import { adminToken, authHeaders } from './helpers/users.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -21,8 +21,7 @@ const POINTS = (2 * DAY) / STEP;
 t.test('the daemon compacts, and aggregated answers stay equal to the raw computation', async (t) => {
   const gw = await startGateway(t);
   const dev = await addDevice(gw.dataDir, 'ds-1');
-  await addUser(gw.dataDir, 'ds@example.com', 'secret-pw', 'TENANT_ADMIN');
-  const { token } = await login(gw, 'ds@example.com', 'secret-pw');
+  const token = await adminToken(gw, 'ds@example.com', 'secret-pw');
 
   // Two days of 20-s points, posted newest batch first; a double every 5th point, and "20" typed as a long.
   const model = new Map<number, KvValue>();

@@ -10,12 +10,11 @@ import { planBuckets } from '../src/store/planner/buckets.js';
 import { aggregateBuckets } from '../src/query/history.js';
 import { type KvValue, type TsKv, kvBool, kvDouble, kvJson, kvLong, kvString, kvToString } from '../src/model/kv.js';
 import { windowStart } from '../src/store/series/chunks.js';
-import { Dictionary } from '../src/store/encoding/dict.js';
 import { decodePoints as decodeBlockPoints } from '../src/store/encoding/gorilla.js';
-import { openStoreEnv } from '../src/store/env.js';
 import { type RollupBucket, bucketize, decodeBlock, encodeBlock, makeTiers } from '../src/store/rollups/store.js';
 import { LmdbTimeseriesStore } from '../src/store/series/store.js';
-import { type Teardown, tempDir } from './helpers/server.js';
+import type { Teardown } from './helpers/server.js';
+import { compactAll, openSeriesStore } from './helpers/store.js';
 
 const MIN = 60_000;
 const HOUR = 3_600_000;
@@ -72,15 +71,9 @@ t.test('block codec: every BucketAgg field round-trips', async (t) => {
 });
 
 function openStore(t: Teardown): LmdbTimeseriesStore {
-  const env = openStoreEnv({ dataDir: tempDir(t), mapSizeBytes: 256 * 1024 * 1024 });
-  t.teardown(() => env.close());
-  return new LmdbTimeseriesStore(env, new Dictionary(env), {
+  return openSeriesStore(t, {
     windowMs: 20 * MIN, headWindowMs: HOUR, tiersMs: [MIN, 10 * MIN, HOUR, 24 * HOUR], tierRetentionMs: [0, 0, 0, 0],
-  });
-}
-
-async function compactAll(store: LmdbTimeseriesStore, now: number): Promise<void> {
-  while ((await store.compactStep(now, 50)).more) { /* until no window is due */ }
+  }).store;
 }
 
 /** Every tier's buckets equal a recomputation from the raw points currently in chunks. */
@@ -120,11 +113,7 @@ t.test('tiers follow out-of-order points, overwrites and deletes', async (t) => 
 });
 
 t.test('TB worked example answers from rollups: AVG 150.0/350.0/550.0', async (t) => {
-  const env = openStoreEnv({ dataDir: tempDir(t), mapSizeBytes: 64 * 1024 * 1024 });
-  t.teardown(() => env.close());
-  const store = new LmdbTimeseriesStore(env, new Dictionary(env), {
-    windowMs: 20_000, headWindowMs: 1000, tiersMs: [10_000, 20_000], tierRetentionMs: [0, 0],
-  });
+  const { store } = openSeriesStore(t, { windowMs: 20_000, headWindowMs: 1000, tiersMs: [10_000, 20_000], tierRetentionMs: [0, 0] });
   await store.write(ENTITY, [100, 200, 300, 400, 500, 600].map((v, i) => ({ ts: 5000 + i * 10_000, values: [['v', kvLong(v)]] as Array<[string, KvValue]> })));
   await compactAll(store, 1_000_000);
   const plan = planBuckets(0, 60_000, 20_000, { maxIntervals: 700 });

@@ -6,8 +6,8 @@ import type { OutpostError } from '../src/errors.js';
 import { RpcBroker, type RpcOutcome } from '../src/rpc/broker.js';
 import type { PollOutcome } from '../src/rpc/longpoll.js';
 import { FakeClock } from './helpers/fake-clock.js';
-import { type Gateway, addDevice, cliJson, http, startGateway, tempDir } from './helpers/server.js';
-import { addUser, authHeaders, login } from './helpers/users.js';
+import { addDevice, cliJson, http, startGateway, tempDir, waitLongPoll } from './helpers/server.js';
+import { addUser, adminHeaders, authHeaders, login } from './helpers/users.js';
 
 function makeBroker(clock: FakeClock, bus = new EventBus(), maxPendingPerDevice = 10): RpcBroker {
   return new RpcBroker(bus, { maxPendingPerDevice, maxOpenPolls: 100, clientSideTimeoutMs: 60_000, clock, tickMs: 10, now: () => clock.now() });
@@ -119,16 +119,6 @@ t.test('broker: device deletion ends polls and pending RPCs; client-side RPC', a
   broker.close();
 });
 
-async function waitStatus(gw: Gateway, headers: Record<string, string>, pred: (s: Record<string, number>) => boolean): Promise<void> {
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const st = (await http('GET', `${gw.url}/api/outpost/status`, undefined, headers)).json<{ longPoll: Record<string, number> }>().longPoll;
-    if (pred(st)) return;
-    if (Date.now() > deadline) throw new Error(`status never matched: ${JSON.stringify(st)}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
-
 t.test('server-side and client-side RPC end to end', async (t) => {
   const dir = tempDir(t);
   const cfg = join(dir, 'config.json');
@@ -136,10 +126,9 @@ t.test('server-side and client-side RPC end to end', async (t) => {
   writeFileSync(cfg, JSON.stringify({ rpc: { minTimeoutMs: 150, clientSideTimeoutMs: 300 } }));
   const gw = await startGateway(t, { args: ['--config', cfg] });
   const dev = await addDevice(gw.dataDir, 'rpc-dev');
-  await addUser(gw.dataDir, 'admin@rpc.test', 'secret-1', 'TENANT_ADMIN');
+  const admin = await adminHeaders(gw, 'admin@rpc.test');
   const customer = await cliJson<{ id: string }>(['customer', 'add', '--data-dir', gw.dataDir, '--title', 'Rpc customer']);
   await addUser(gw.dataDir, 'cust@rpc.test', 'secret-2', 'CUSTOMER_USER', customer.id);
-  const admin = authHeaders((await login(gw, 'admin@rpc.test', 'secret-1')).token);
   const cust = authHeaders((await login(gw, 'cust@rpc.test', 'secret-2')).token);
   const dv = `${gw.url}/api/v1/${dev.token}`;
   const v1 = (kind: string): string => `${gw.url}/api/plugins/rpc/${kind}/${dev.id}`;
@@ -147,7 +136,7 @@ t.test('server-side and client-side RPC end to end', async (t) => {
 
   t.test('one-way to an open poll', async (t) => {
     const poll = http('GET', `${dv}/rpc?timeout=20000`);
-    await waitStatus(gw, admin, (s) => s.rpcPolls === 1);
+    await waitLongPoll(gw, admin, (s) => s.rpcPolls === 1);
     const r = await http('POST', v1('oneway'), '{"method":"setGpio","params":{"pin":7,"value":1.0}}', admin);
     t.equal(r.status, 200);
     t.equal(r.text, '');
@@ -158,7 +147,7 @@ t.test('server-side and client-side RPC end to end', async (t) => {
 
   t.test('two-way: JSON reply, non-JSON reply → 406, reply to unknown id → 200', async (t) => {
     const call = http('POST', v1('twoway'), { method: 'getTemp', params: {} }, admin);
-    await waitStatus(gw, admin, (s) => s.queuedRpcs === 1);
+    await waitLongPoll(gw, admin, (s) => s.queuedRpcs === 1);
     const got = await http('GET', `${dv}/rpc?timeout=20000`);
     t.same(got.json(), { id: 1, method: 'getTemp', params: {} }, 'queued RPC delivered on the next poll');
     const rep = await http('POST', `${dv}/rpc/1`, '{"value":21.5}');
@@ -181,7 +170,7 @@ t.test('server-side and client-side RPC end to end', async (t) => {
 
   t.test('queued RPCs are delivered in order, one per poll', async (t) => {
     const calls = ['a', 'b', 'c'].map((m) => http('POST', v1('oneway'), { method: m, params: { m }, timeout: 20_000 }, admin));
-    await waitStatus(gw, admin, (s) => s.queuedRpcs === 3);
+    await waitLongPoll(gw, admin, (s) => s.queuedRpcs === 3);
     const seen = [];
     for (let i = 0; i < 3; i++) seen.push((await http('GET', `${dv}/rpc`)).json<{ id: number; method: string }>());
     t.same(seen.map((x) => x.method), ['a', 'b', 'c']);
@@ -205,11 +194,11 @@ t.test('server-side and client-side RPC end to end', async (t) => {
     t.equal(empty.text, '');
 
     const a1 = http('POST', v1('twoway'), { method: 'noreply', timeout: 400 }, admin);
-    await waitStatus(gw, admin, (s) => s.queuedRpcs === 1);
+    await waitLongPoll(gw, admin, (s) => s.queuedRpcs === 1);
     t.equal((await http('GET', `${dv}/rpc`)).json<{ method: string }>().method, 'noreply');
     t.equal((await a1).status, 408, 'plugins: delivered but unanswered → 408');
     const a2 = http('POST', v2('twoway'), { method: 'noreply2', timeout: 400 }, admin);
-    await waitStatus(gw, admin, (s) => s.queuedRpcs === 1);
+    await waitLongPoll(gw, admin, (s) => s.queuedRpcs === 1);
     await http('GET', `${dv}/rpc`);
     t.equal((await a2).status, 504, 'api/rpc: unanswered → 504');
   });
@@ -229,7 +218,7 @@ t.test('server-side and client-side RPC end to end', async (t) => {
     t.equal((await http('POST', `${gw.url}/api/plugins/rpc/oneway/00000000-0000-4000-8000-000000000000`, { method: 'x' }, admin)).status, 404);
     t.equal((await http('POST', v1('oneway'), { method: 'x' }, cust)).status, 403, 'customer user, unassigned device');
     t.equal((await http('POST', v1('oneway'), { method: 'x' })).status, 401);
-    await waitStatus(gw, admin, (s) => s.queuedRpcs === 0);
+    await waitLongPoll(gw, admin, (s) => s.queuedRpcs === 0);
   });
 
   t.test('client-side RPC', async (t) => {
@@ -258,10 +247,9 @@ t.test('server-side and client-side RPC end to end', async (t) => {
 t.test('default config: timeouts below rpc.minTimeoutMs (5000) are raised, default applies', async (t) => {
   const gw = await startGateway(t);
   const dev = await addDevice(gw.dataDir, 'rpc-min-dev');
-  await addUser(gw.dataDir, 'admin@rpcmin.test', 'secret-1', 'TENANT_ADMIN');
-  const admin = authHeaders((await login(gw, 'admin@rpcmin.test', 'secret-1')).token);
+  const admin = await adminHeaders(gw, 'admin@rpcmin.test');
   const call = http('POST', `${gw.url}/api/plugins/rpc/oneway/${dev.id}`, { method: 'late', timeout: 1 }, admin);
-  await waitStatus(gw, admin, (s) => s.queuedRpcs === 1);
+  await waitLongPoll(gw, admin, (s) => s.queuedRpcs === 1);
   // A 1 ms timeout would have expired long before this; raised to 5000 ms it is still pending.
   await new Promise((resolve) => setTimeout(resolve, 300));
   const got = await http('GET', `${gw.url}/api/v1/${dev.token}/rpc?timeout=1000`);

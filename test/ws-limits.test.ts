@@ -6,8 +6,8 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { addDevice, http, startGateway, tempDir } from './helpers/server.js';
-import { addUser, login } from './helpers/users.js';
+import { addDevice, http, startGateway, tempDir, waitLogLines } from './helpers/server.js';
+import { adminToken } from './helpers/users.js';
 import { WsClient, wsUrl } from './helpers/ws.js';
 
 const MAX_BACKPRESSURE = 64 * 1024;
@@ -22,8 +22,7 @@ const gw = await startGateway(t, {
   args: ['--config', configFile],
   env: { NODE_OPTIONS: '--max-old-space-size=64 --max-semi-space-size=2', MALLOC_MMAP_THRESHOLD_: '131072' },
 });
-await addUser(gw.dataDir, 'admin@example.com', 'secret-1', 'TENANT_ADMIN');
-const admin = (await login(gw, 'admin@example.com', 'secret-1')).token;
+const admin = await adminToken(gw, 'admin@example.com');
 const open = (): Promise<WsClient> => WsClient.connect(`${wsUrl(gw, '/api/ws/plugins/telemetry')}?token=${admin}`);
 
 /** kB of anonymous memory of the daemon (Linux /proc), i.e. heap and buffers, not the LMDB map. */
@@ -31,33 +30,6 @@ function rssAnonKb(pid: number): number {
   const m = /RssAnon:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   if (!m) throw new Error('no RssAnon in /proc status');
   return Number(m[1]);
-}
-
-/** Resolves with the first `count` daemon log lines matching `re` from now on (event-driven, no polling). */
-function logLines(re: RegExp, count: number, timeoutMs = 15_000): Promise<string[]> {
-  return new Promise((resolve, reject) => {
-    let buf = '';
-    const found: string[] = [];
-    const timer = setTimeout(() => {
-      gw.proc.stderr?.off('data', onData);
-      reject(new Error(`only ${found.length} of ${count} log lines ${re}`));
-    }, timeoutMs);
-    const onData = (chunk: Buffer): void => {
-      buf += chunk.toString();
-      let nl: number;
-      while ((nl = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        if (re.test(line)) found.push(line);
-      }
-      if (found.length >= count) {
-        clearTimeout(timer);
-        gw.proc.stderr?.off('data', onData);
-        resolve(found);
-      }
-    };
-    gw.proc.stderr?.on('data', onData);
-  });
 }
 
 t.test('consumers that stop reading are closed; memory bounded; others unaffected', async (t) => {
@@ -78,7 +50,7 @@ t.test('consumers that stop reading are closed; memory bounded; others unaffecte
   // would have to hold (less what the kernel's socket buffers absorb).
   const WRITES = 120;
   const blob = 'x'.repeat(256 * 1024);
-  const closedLogs = logLines(/ws: closed a slow consumer/, SLOW);
+  const closedLogs = waitLogLines(gw, /ws: closed a slow consumer/, SLOW, { from: gw.logs.length, timeoutMs: 15_000 });
   for (let i = 0; i < WRITES; i++) {
     const r = await http('POST', `${gw.url}/api/v1/${dev.token}/telemetry`, `{"ts":${1000 + i},"values":{"blob":"${blob}"}}`);
     if (r.status !== 200) t.fail(`write ${i}: ${r.status}`);

@@ -15,6 +15,7 @@ import { nodeWalFs } from '../../src/store/wal.js';
 import { cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { withDaemonEnv } from './store.js';
 
 /** A point as compared in tests: ts, TB type and the TB string rendering of the value. */
 export interface StoredPoint {
@@ -59,11 +60,8 @@ export async function readEntity(dataDir: string, entityId: string): Promise<Ent
 
 /** Entry counts of the head, chunk and rollup databases of `dataDir` (read-only, safe beside a running daemon). */
 export async function storeEntries(dataDir: string): Promise<{ head: number; chunks: number; rollups: number }> {
-  const env = openStoreEnv({ dataDir, mapSizeBytes: DEFAULTS.store.mapSizeBytes, readOnly: true });
-  try {
+  return withDaemonEnv(dataDir, (env) => {
     const count = (db: typeof env.head): number => (db.getStats() as { entryCount: number }).entryCount;
     return { head: count(env.head), chunks: count(env.chunks), rollups: count(env.rollups) };
-  } finally {
-    await env.close();
-  }
+  });
 }

@@ -7,6 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import type { RpcStatus } from '../../src/rpc/broker.js';
 
 /** dist/src/main.js, found relative to this compiled file (dist/test/helpers/server.js). */
 export const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
@@ -112,4 +113,41 @@ export async function http(method: string, url: string, body?: string | Buffer |
 /** A device created through the CLI. */
 export async function addDevice(dataDir: string, name: string, extra: string[] = []): Promise<{ id: string; name: string; token: string }> {
   return cliJson(['device', 'add', '--data-dir', dataDir, '--name', name, ...extra]);
+}
+
+/**
+ * Polls `GET /api/outpost/status` (every `intervalMs`) until `pred` holds for its body, and resolves with that
+ * body: the daemon does things after it answers a request (registers a poll, expires a queue, backs off), so a
+ * test waits for the state, not for a fixed time. Throws after `timeoutMs`.
+ */
+export async function waitStatus<S = Record<string, unknown>>(gw: Pick<Gateway, 'url'>, headers: Record<string, string>, pred: (status: S) => boolean,
+  timeoutMs = 20_000, intervalMs = 20): Promise<S> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const r = await http('GET', `${gw.url}/api/outpost/status`, undefined, headers);
+    if (r.status !== 200) throw new Error(`status answered ${r.status}: ${r.text}`);
+    const status = r.json<S>();
+    if (pred(status)) return status;
+    if (Date.now() > deadline) throw new Error(`status never matched: ${r.text}`);
+    await new Promise((resolve) => setTimeout(resolve, intervalMs));
+  }
+}
+
+/** waitStatus on the status body's `longPoll` section (the long-poll and RPC counters). */
+export async function waitLongPoll(gw: Pick<Gateway, 'url'>, headers: Record<string, string>, pred: (s: RpcStatus) => boolean): Promise<RpcStatus> {
+  return (await waitStatus<{ longPoll: RpcStatus }>(gw, headers, (s) => pred(s.longPoll))).longPoll;
+}
+
+/**
+ * Resolves with the first `count` log lines of `gw` that match `pattern`, once they are logged, counting from
+ * line `from` (take `gw.logs.length` before an action to wait for the lines it causes); throws after `timeoutMs`.
+ */
+export async function waitLogLines(gw: Pick<Gateway, 'logs'>, pattern: RegExp, count = 1, opts: { from?: number; timeoutMs?: number } = {}): Promise<string[]> {
+  const deadline = Date.now() + (opts.timeoutMs ?? 20_000);
+  for (;;) {
+    const found = gw.logs.slice(opts.from ?? 0).filter((l) => pattern.test(l));
+    if (found.length >= count) return found.slice(0, count);
+    if (Date.now() > deadline) throw new Error(`only ${found.length} of ${count} log lines matched ${pattern}:\n${gw.logs.join('\n')}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
 }

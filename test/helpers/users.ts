@@ -28,3 +28,14 @@ export async function login(gw: Pick<Gateway, 'url'>, email: string, password: s
 export function authHeaders(token: string): { 'X-Authorization': string } {
   return { 'X-Authorization': 'Bearer ' + token };
 }
+
+/** Adds a tenant administrator through the CLI and logs in as it: its JWT. */
+export async function adminToken(gw: Pick<Gateway, 'url' | 'dataDir'>, email = 'admin@outpost.test', password = 'secret-1'): Promise<string> {
+  await addUser(gw.dataDir, email, password, 'TENANT_ADMIN');
+  return (await login(gw, email, password)).token;
+}
+
+/** adminToken as the header its requests carry. */
+export async function adminHeaders(gw: Pick<Gateway, 'url' | 'dataDir'>, email?: string, password?: string): Promise<{ 'X-Authorization': string }> {
+  return authHeaders(await adminToken(gw, email, password));
+}
