@@ -29,7 +29,7 @@ export interface DataDirLock {
 /** how long a refused daemon waits for the holder to say its pid (it answers at once unless it is stuck) */
 const HOLDER_REPLY_MS = 1000;
 
-/** The data dir's lock, or OUTPOST_IN_USE naming the holder. Creates the dir (0700) if it does not exist. */
+/** The data dir's lock, or a CONFIG_INVALID error naming the holder. Creates the dir (0700) if it does not exist. */
 export async function lockDataDir(dataDir: string): Promise<DataDirLock> {
   try {
     statSync(dataDir);
