@@ -33,6 +33,7 @@ import { Metrics } from './status/metrics.js';
 import { registerSyncApi } from './api/sync/index.js';
 import { OutboxRecorder } from './store/outbox.js';
 import { SyncService } from './sync/service.js';
+import { type MqttListener, startMqtt } from './mqtt/listener.js';
 
 export interface RunningServer {
   readonly port: number;
@@ -125,8 +126,21 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
     });
   });
   const port = uws.us_socket_local_port(listenSocket as unknown as uws.us_socket);
+  let mqtt: MqttListener;
+  try {
+    mqtt = await startMqtt(services, metrics.mqtt);
+  } catch (err) {
+    uws.us_listen_socket_close(listenSocket);
+    app.close();
+    throw err;
+  }
   const scheme = config.tls.cert ? 'https' : 'http';
-  log.info(`outpost listening on ${scheme}://${config.host}:${port} (data dir ${config.dataDir})`);
+  const mqttHost = config.mqtt.host === '' ? config.host : config.mqtt.host;
+  const mqttUrls = [
+    ...(mqtt.port > 0 ? [`mqtt://${mqttHost}:${mqtt.port}`] : []),
+    ...(mqtt.tlsPort > 0 ? [`mqtts://${mqttHost}:${mqtt.tlsPort}`] : []),
+  ];
+  log.info(`outpost listening on ${scheme}://${config.host}:${port}${mqttUrls.map((u) => `, ${u}`).join('')} (data dir ${config.dataDir})`);
   downsample.start();
   sync?.start();
 
@@ -137,6 +151,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
     close() {
       closing ??= (async () => {
         uws.us_listen_socket_close(listenSocket);
+        await mqtt.close();
         metrics.loopDelay.close();
         services.rpc.close();
         app.close();
