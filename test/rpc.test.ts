@@ -185,7 +185,7 @@ t.test('server-side and client-side RPC end to end', async (t) => {
     const seen = [];
     for (let i = 0; i < 3; i++) seen.push((await http('GET', `${dv}/rpc`)).json<{ id: number; method: string }>());
     t.same(seen.map((x) => x.method), ['a', 'b', 'c']);
-    t.same(seen.map((x) => x.id), [3, 4, 5]);
+    t.same(seen.map((x) => x.id), [4, 5, 6]);
     t.same((await Promise.all(calls)).map((r) => r.status), [200, 200, 200]);
   });
 
