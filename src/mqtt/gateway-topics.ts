@@ -8,7 +8,10 @@
 import type { Services } from '../context.js';
 import { parseDepthTelemetry } from '../device/depth.js';
 import { OutpostError } from '../errors.js';
+import { parseTelemetryBody } from '../ingest/fastpath.js';
 import { type JsonValue, NumLit, isJsonObject, stringifyJson } from '../ingest/json.js';
+import { splitDeviceArrays } from '../ingest/split.js';
+import type { TelemetryBatch } from '../model/batch.js';
 import { type KvEntry, type TsRecord, parseKvObject, parseBody, parseTelemetry } from '../ingest/payload.js';
 import { kvToJson } from '../model/kv.js';
 import type { DsRecord } from '../store/depth.js';
@@ -120,8 +123,12 @@ export async function handleGatewayPublish(ctx: GatewayContext, topic: string, p
     }
     case 'v1/gateway/telemetry': {
       const now = s.now();
-      const parts: Array<[string, TsRecord[]]> = perDevice(parseBody(payload), 'gateway telemetry', Array.isArray)
-        .map(([name, v]) => [name, parseTelemetry(v, now)]);
+      // each device's array through the HTTP body parser; anything unusual through the JSON tree
+      const fast = splitDeviceArrays(payload);
+      const parts: Array<[string, TelemetryBatch | TsRecord[]]> = fast !== undefined
+        ? fast.filter(([name]) => name.trim() !== '').map(([name, arr]) => [name, parseTelemetryBody(arr, now)])
+        : perDevice(parseBody(payload), 'gateway telemetry', Array.isArray).map(([name, v]) => [name, parseTelemetry(v, now)]);
+      if (parts.length === 0) bad('gateway telemetry names no device with data');
       const devices = await Promise.all(parts.map(([name]) => subDevice(ctx, name)));
       await Promise.all(parts.map(([, records], i) => s.ingest.save('DEVICE', (devices[i] as DeviceRecord).id, records)));
       return OK;
