@@ -90,6 +90,17 @@ async function findOrCreate(ctx: GatewayContext, name: string, type: string): Pr
   }
 }
 
+/**
+ * The sub-devices of a publish, each found or created; a refusal of any refuses the publish, once every
+ * lookup has ended (so the answer never races a creation still under way).
+ */
+async function subDevicesOf(ctx: GatewayContext, names: readonly string[]): Promise<DeviceRecord[]> {
+  const all = await Promise.allSettled(names.map((name) => subDevice(ctx, name)));
+  const refused = all.find((r) => r.status === 'rejected');
+  if (refused !== undefined) throw (refused as PromiseRejectedResult).reason;
+  return all.map((r) => (r as PromiseFulfilledResult<DeviceRecord>).value);
+}
+
 /** `{"<name>": X, ..}` → entries whose value passes `keep` (TB skips the others); none left → bad. */
 function perDevice(json: JsonValue, what: string, keep: (v: JsonValue) => boolean): Array<[string, JsonValue]> {
   if (!isJsonObject(json)) bad(`${what} must be a JSON object keyed by device name`);
@@ -129,14 +140,14 @@ export async function handleGatewayPublish(ctx: GatewayContext, topic: string, p
         ? fast.filter(([name]) => name.trim() !== '').map(([name, arr]) => [name, parseTelemetryBody(arr, now)])
         : perDevice(parseBody(payload), 'gateway telemetry', Array.isArray).map(([name, v]) => [name, parseTelemetry(v, now)]);
       if (parts.length === 0) bad('gateway telemetry names no device with data');
-      const devices = await Promise.all(parts.map(([name]) => subDevice(ctx, name)));
+      const devices = await subDevicesOf(ctx, parts.map(([name]) => name));
       await Promise.all(parts.map(([, records], i) => s.ingest.save('DEVICE', (devices[i] as DeviceRecord).id, records)));
       return OK;
     }
     case 'v1/gateway/attributes': {
       const parts: Array<[string, KvEntry[]]> = perDevice(parseBody(payload), 'gateway attributes', isJsonObject)
         .map(([name, v]) => [name, parseKvObject(v as { [key: string]: JsonValue })]);
-      const devices = await Promise.all(parts.map(([name]) => subDevice(ctx, name)));
+      const devices = await subDevicesOf(ctx, parts.map(([name]) => name));
       const now = s.now();
       await Promise.all(parts.map(([, kv], i) => s.attributes.save('DEVICE', (devices[i] as DeviceRecord).id, 'CLIENT_SCOPE', kv, now)));
       return OK;
@@ -144,7 +155,7 @@ export async function handleGatewayPublish(ctx: GatewayContext, topic: string, p
     case 'v1/gateway/depth/telemetry': {
       const parts: Array<[string, DsRecord[]]> = perDevice(parseBody(payload), 'gateway depth telemetry', Array.isArray)
         .map(([name, v]) => [name, parseDepthTelemetry(v).filter((r) => r.values.length > 0)]);
-      const devices = await Promise.all(parts.map(([name]) => subDevice(ctx, name)));
+      const devices = await subDevicesOf(ctx, parts.map(([name]) => name));
       await Promise.all(parts.map(([, records], i) => s.depth.write((devices[i] as DeviceRecord).id, records)));
       return OK;
     }

@@ -49,25 +49,36 @@ export interface SessionDeps {
 }
 
 const noop = (): void => undefined;
+const SETTLED: Promise<void> = Promise.resolve();
 
 export class MqttSession implements PacketSink, RegisteredSession {
   private role: 'none' | 'device' | 'gateway' | 'provision' = 'none';
   private device: DeviceRecord | undefined;
-  private readonly subs = new Map<SubscriptionKind, 0 | 1>();
+  // Created on first use: an idle device's session holds none of them (10,000 idle connections, issue's budget).
+  private subsMap: Map<SubscriptionKind, 0 | 1> | undefined;
+  private get subs(): Map<SubscriptionKind, 0 | 1> { return (this.subsMap ??= new Map()); }
   private readonly acks: AckEntry[] = [];
   /** QoS 2 packet ids received and not yet released (PUBREL) */
-  private readonly qos2 = new Set<number>();
+  private qos2Set: Set<number> | undefined;
+  private get qos2(): Set<number> { return (this.qos2Set ??= new Set()); }
   /** settles once every publish received so far is written (or failed) */
-  private writes: Promise<void> = Promise.resolve();
-  private readonly held = new Set<PollHandle>();
-  private readonly detach: Array<() => void> = [];
-  /** the gateway's connected sub-devices and their RPC detach functions */
-  private readonly subDevices = new Map<string, DeviceRecord>();
-  private readonly subDetach = new Map<string, () => void>();
-  private readonly pending = new Map<string, Promise<DeviceRecord>>();
+  private writes: Promise<void> = SETTLED;
+  private heldSet: Set<PollHandle> | undefined;
+  private get held(): Set<PollHandle> { return (this.heldSet ??= new Set()); }
+  private detachList: Array<() => void> | undefined;
+  private get detach(): Array<() => void> { return (this.detachList ??= []); }
+  /** a gateway's connected sub-devices by name, their RPC detach functions, and lookups in progress */
+  private gw: { subDevices: Map<string, DeviceRecord>; subDetach: Map<string, () => void>; pending: Map<string, Promise<DeviceRecord>> } | undefined;
+  private get subDevices(): Map<string, DeviceRecord> { return this.gwState().subDevices; }
+  private get subDetach(): Map<string, () => void> { return this.gwState().subDetach; }
+  private get pending(): Map<string, Promise<DeviceRecord>> { return this.gwState().pending; }
   private paused = false;
 
   constructor(private readonly conn: MqttConnection, private readonly deps: SessionDeps) {}
+
+  private gwState(): NonNullable<MqttSession['gw']> {
+    return (this.gw ??= { subDevices: new Map(), subDetach: new Map(), pending: new Map() });
+  }
 
   get deviceId(): string {
     return this.device?.id ?? '';
@@ -82,7 +93,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
     switch (p.cmd) {
       case 'publish': this.onPublish(p); break;
       case 'pubrel':
-        this.qos2.delete(p.messageId ?? 0);
+        this.qos2Set?.delete(p.messageId ?? 0);
         this.conn.send({ cmd: 'pubcomp', messageId: p.messageId ?? 0 });
         break;
       case 'subscribe': this.onSubscribe(p); break;
@@ -181,11 +192,11 @@ export class MqttSession implements PacketSink, RegisteredSession {
   }
 
   pushAttributes(body: string): void {
-    if (this.subs.has('attributes')) this.publish('v1/devices/me/attributes', body, 'attributes');
+    if (this.subsMap?.has('attributes') === true) this.publish('v1/devices/me/attributes', body, 'attributes');
   }
 
   pushGatewayAttributes(subDeviceId: string, body: string): void {
-    for (const [name, d] of this.subDevices) {
+    for (const [name, d] of this.gw?.subDevices ?? []) {
       if (d.id === subDeviceId) this.publish('v1/gateway/attributes', `{"device":${JSON.stringify(name)},"data":${body}}`, 'gwAttributes');
     }
   }
@@ -199,7 +210,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
       this.conn.close();
       return;
     }
-    for (const [name, d] of this.subDevices) if (d.id === deviceId) this.subDisconnected(name);
+    for (const [name, d] of this.gw?.subDevices ?? []) if (d.id === deviceId) this.subDisconnected(name);
   }
 
   // ---- PUBLISH ---------------------------------------------------------------------------------
@@ -208,7 +219,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
     this.deps.counters.messagesIn++;
     const payload = typeof p.payload === 'string' ? Buffer.from(p.payload) : p.payload;
     const packetId = p.messageId ?? 0;
-    if (p.qos === 2 && this.qos2.has(packetId)) {
+    if (p.qos === 2 && this.qos2Set?.has(packetId) === true) {
       // a resent QoS 2 message already taken: not stored twice; its PUBREC follows once the first is written
       if (!this.acks.some((a) => a.packetId === packetId)) this.conn.send({ cmd: 'pubrec', messageId: packetId });
       return;
@@ -342,12 +353,16 @@ export class MqttSession implements PacketSink, RegisteredSession {
   }
 
   onClose(): void {
-    for (const h of this.held) h.close();
-    this.held.clear();
-    for (const off of this.detach.splice(0)) off();
-    for (const off of this.subDetach.values()) off();
-    this.subDetach.clear();
-    if (this.role !== 'none' && this.role !== 'provision') this.deps.registry.unregister(this, [...this.subDevices.values()].map((d) => d.id));
-    this.subDevices.clear();
+    for (const h of this.heldSet ?? []) h.close();
+    this.heldSet = undefined;
+    for (const off of this.detachList ?? []) off();
+    this.detachList = undefined;
+    const subIds: string[] = [];
+    if (this.gw !== undefined) {
+      for (const off of this.gw.subDetach.values()) off();
+      for (const d of this.gw.subDevices.values()) subIds.push(d.id);
+      this.gw = undefined;
+    }
+    if (this.role !== 'none' && this.role !== 'provision') this.deps.registry.unregister(this, subIds);
   }
 }
