@@ -13,7 +13,7 @@
  *   npm run bench:mqtt [-- --connections 100 --seconds 5 --rounds 3 --idle 10000]
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { type Socket, connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -76,7 +76,16 @@ class RawMqtt {
   close(): void { this.socket.destroy(); }
 }
 
-interface LoadFigures { msgsPerSec: number; p50Ms: number; p99Ms: number }
+interface LoadFigures { msgsPerSec: number; p50Ms: number; p99Ms: number; cpuUsPerMsg: number }
+
+/** CPU time (user + system) a process has used, in µs (Linux /proc, clock ticks of 10 ms). */
+function cpuUs(pid: number): number {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  return (Number(f[11]) + Number(f[12])) * 10_000;
+}
+
+/** the process whose CPU the load phases measure (the daemon, or mosquitto) */
+let measuredPid = 0;
 
 function percentile(sorted: readonly number[], p: number): number {
   return sorted.length === 0 ? NaN : (sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number);
@@ -85,6 +94,7 @@ function percentile(sorted: readonly number[], p: number): number {
 /** N workers, each sending one message and waiting for its answer before the next, for `seconds`. */
 async function closedLoop(workers: number, seconds: number, send: (w: number, n: number) => Promise<void>): Promise<LoadFigures> {
   const lat: number[] = [];
+  const cpu0 = measuredPid === 0 ? 0 : cpuUs(measuredPid);
   const end = performance.now() + seconds * 1000;
   const t0 = performance.now();
   await Promise.all(Array.from({ length: workers }, async (_, w) => {
@@ -96,7 +106,8 @@ async function closedLoop(workers: number, seconds: number, send: (w: number, n:
   }));
   const secs = (performance.now() - t0) / 1000;
   lat.sort((a, b) => a - b);
-  return { msgsPerSec: lat.length / secs, p50Ms: percentile(lat, 50), p99Ms: percentile(lat, 99) };
+  const cpu = measuredPid === 0 ? NaN : cpuUs(measuredPid) - cpu0;
+  return { msgsPerSec: lat.length / secs, p50Ms: percentile(lat, 50), p99Ms: percentile(lat, 99), cpuUsPerMsg: cpu / lat.length };
 }
 
 function freePort(): Promise<number> {
@@ -152,6 +163,7 @@ async function main(): Promise<void> {
     await mkDevice('bench-gw', 'bench-gw-token', true);
 
     let mosquittoPort = 0;
+    let mosqPid = 0;
     try {
       execFileSync('sh', ['-c', 'command -v mosquitto'], { stdio: 'ignore' });
       mosquittoPort = await freePort();
@@ -160,6 +172,7 @@ async function main(): Promise<void> {
       writeFileSync(mconf, `listener ${mosquittoPort} 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location ${join(dir, 'mosq')}/\nmax_inflight_messages 1\n`);
       const m = await spawnUntil('mosquitto', ['-c', mconf, '-v'], /running|Opening ipv4 listen socket/);
       procs.push(m.proc);
+      mosqPid = m.proc.pid as number;
       await sleep(300);
     } catch {
       mosquittoPort = 0;
@@ -180,6 +193,7 @@ async function main(): Promise<void> {
     const gw = await RawMqtt.open(mqttPort, 'bench-gw-token');
     for (let s = 0; s < SUB_DEVICES; s++) await gw.publish('v1/gateway/connect', Buffer.from(`{"device":"sub-${s}"}`));
     for (let r = 0; r < ROUNDS; r++) {
+      measuredPid = d.proc.pid as number;
       const mqtt = await closedLoop(CONNECTIONS, SECONDS, async (w, n) => {
         const rc = await (outpostMqtt[w] as RawMqtt).publish('v1/devices/me/telemetry', payload(n));
         if (rc !== 0) throw new Error(`PUBACK ${rc}`);
@@ -191,10 +205,12 @@ async function main(): Promise<void> {
         if (res.status !== 200) throw new Error(`HTTP ${res.status}`);
       });
       for (const c of httpConns) c.close();
+      measuredPid = mosqPid;
       const mosqFig = mosq.length === 0 ? undefined : await closedLoop(CONNECTIONS, SECONDS, async (w, n) => {
         await (mosq[w] as RawMqtt).publish('v1/devices/me/telemetry', payload(n));
       });
       // Gateway API: each message 1,000 points (10 keys × 100 timestamps) of one sub-device, rotating
+      measuredPid = 0;
       const gwEnd = performance.now() + SECONDS * 1000;
       const g0 = performance.now();
       let points = 0;
@@ -274,6 +290,9 @@ async function main(): Promise<void> {
     console.log('| measure | Outpost MQTT | Outpost HTTP keep-alive | mosquitto (persistence true, not durable per message) | MQTT / HTTP |');
     console.log('|---|---|---|---|---|');
     console.log(`| QoS 1 telemetry msgs/s | ${mq.r.toFixed(0)} | ${ht.r.toFixed(0)} | ${mo ? mo.r.toFixed(0) : '-'} | ${(mq.r / ht.r).toFixed(2)}x |`);
+    const cpu = (f: (r: (typeof rounds)[number]) => number): string => med(f).toFixed(0);
+    console.log(`| daemon CPU per message (µs; robust to the shared machine) | ${cpu((r) => r.mqtt.cpuUsPerMsg)} | ${cpu((r) => r.http.cpuUsPerMsg)} | ${mo ? cpu((r) => r.mosq?.cpuUsPerMsg ?? NaN) : '-'} | ${(med((r) => r.mqtt.cpuUsPerMsg) / med((r) => r.http.cpuUsPerMsg)).toFixed(2)}x |`);
+    console.log(`| msgs/s ratio, median of per-round ratios | - | - | - | ${median(rounds.map((r) => r.mqtt.msgsPerSec / r.http.msgsPerSec)).toFixed(2)}x |`);
     console.log(`| PUBACK / 200 p50 (ms) | ${mq.p50.toFixed(2)} | ${ht.p50.toFixed(2)} | ${mo ? mo.p50.toFixed(2) : '-'} | ${(mq.p50 / ht.p50).toFixed(2)}x |`);
     console.log(`| PUBACK / 200 p99 (ms) | ${mq.p99.toFixed(2)} | ${ht.p99.toFixed(2)} | ${mo ? mo.p99.toFixed(2) : '-'} | ${(mq.p99 / ht.p99).toFixed(2)}x |`);
     const gwp = med((r) => r.gwPointsPerSec);

@@ -65,7 +65,13 @@ export class MqttConnection {
   private onData(chunk: Buffer): void {
     if (this.closed) return;
     this.lastSeen = Date.now();
-    this.parser.parse(chunk);
+    try {
+      this.parser.parse(chunk);
+    } catch {
+      // the codec reports bad input as an 'error' event; a throw is a codec bug, and still only this client's
+      this.close('malformed');
+      return;
+    }
     // the parser knows a packet's length from its header: a too large one is refused before it is buffered
     const pending = (this.parser as unknown as { packet: { length: number } }).packet.length;
     if (!this.closed && pending > this.maxPacketBytes) this.close('oversize');
@@ -91,7 +97,14 @@ export class MqttConnection {
   /** Writes one packet; false when the connection is closed (or was closed now for not reading). */
   send(packet: Packet): boolean {
     if (this.closed) return false;
-    const buf = mqttPacket.generate(packet, { protocolVersion: this.protocolVersion });
+    let buf: Buffer;
+    try {
+      buf = mqttPacket.generate(packet, { protocolVersion: this.protocolVersion });
+    } catch {
+      // a packet the codec cannot write (a bug of ours): this client goes, never the daemon
+      this.close('protocol');
+      return false;
+    }
     this.socket.write(buf);
     if (packet.cmd === 'publish') this.counters.messagesOut++;
     if (this.socket.writableLength > this.limits.maxOutboundBytes) {

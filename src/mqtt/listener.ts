@@ -42,13 +42,15 @@ export function refusalLog(log: (m: string) => void, now: () => number = Date.no
   };
 }
 
-function listen(server: Server, host: string, port: number, what: string): Promise<number> {
+function listen(server: Server, host: string, port: number, what: string, log: (m: string) => void): Promise<number> {
   return new Promise((resolve, reject) => {
     const onError = (err: Error): void => reject(new OutpostError('CONFIG_INVALID', `cannot listen for ${what} on ${host}:${port}: ${err.message}`));
     server.once('error', onError);
     // exclusive: another process (or another Outpost) on the same port is an error, never a shared port
     server.listen({ host, port: port === -1 ? 0 : port, exclusive: true }, () => {
       server.off('error', onError);
+      // after the start (an accept failing for want of file descriptors, say): logged, never fatal
+      server.on('error', (err) => log(`mqtt: ${what} listener: ${err.message}`));
       const addr = server.address();
       resolve(typeof addr === 'object' && addr !== null ? addr.port : port);
     });
@@ -93,14 +95,14 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
     if (cfg.port !== 0) {
       const server = createServer({ noDelay: true }, accept);
       servers.push(server);
-      port = await listen(server, host, cfg.port, 'MQTT');
+      port = await listen(server, host, cfg.port, 'MQTT', (m) => s.log.error(m));
     }
     if (cfg.tlsPort !== 0 && s.config.tls.cert !== '') {
       const server = createTlsServer({ cert: readFileSync(s.config.tls.cert), key: readFileSync(s.config.tls.key) }, accept);
       // a failed TLS handshake is the client's problem, not the daemon's
       server.on('tlsClientError', () => undefined);
       servers.push(server);
-      tlsPort = await listen(server, host, cfg.tlsPort, 'MQTT over TLS');
+      tlsPort = await listen(server, host, cfg.tlsPort, 'MQTT over TLS', (m) => s.log.error(m));
     }
   } catch (err) {
     for (const srv of servers) srv.close();

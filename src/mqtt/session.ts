@@ -244,12 +244,16 @@ export class MqttSession implements PacketSink, RegisteredSession {
       },
     );
     if (write) this.writes = Promise.all([this.writes, settled]).then(noop);
-    void settled.then((o) => {
+    settled.then((o) => {
       if (entry === undefined) this.afterQos0(o);
       else {
         entry.outcome = o;
         this.flushAcks();
       }
+    }).catch((err: unknown) => {
+      // never an unhandled rejection (it would end the daemon): this client goes instead
+      this.deps.s.log.error(`mqtt: acknowledging a publish failed: ${err instanceof Error ? err.message : String(err)}`);
+      this.conn.close('protocol');
     });
   }
 
