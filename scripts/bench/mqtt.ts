@@ -137,6 +137,16 @@ function spawnUntil(cmd: string, args: string[], re: RegExp): Promise<{ proc: Ch
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** The median of 5 RssAnon readings 1 s apart: a V8 heap grows and shrinks in steps, one reading is noise. */
+async function settledRssAnon(pid: number): Promise<number> {
+  const xs: number[] = [];
+  for (let i = 0; i < 5; i++) {
+    if (i > 0) await sleep(1_000);
+    xs.push(rssAnonBytes(pid));
+  }
+  return median(xs);
+}
 const kb = (b: number): string => (b / 1024).toFixed(2);
 
 async function main(): Promise<void> {
@@ -261,22 +271,22 @@ async function main(): Promise<void> {
       await Promise.all(Array.from({ length: Math.min(200, IDLE - i) }, (_, k) => mkDevice(`idle-${i + k}`, `idle-token-${i + k}`)));
     }
     await sleep(2_000);
-    const idleBase = rssAnonBytes(pid);
+    const idleBase = await settledRssAnon(pid);
     const held = await openIdle(IDLE, async (s, i) => {
       s.write(mqttPacket.generate({ cmd: 'connect', clientId: `idle-${i}`, username: `idle-token-${i}`, keepalive: 0, protocolVersion: 4, clean: true }));
     }, mqttPort, true);
     await sleep(3_000);
-    const idleOpen = rssAnonBytes(pid);
+    const idleOpen = await settledRssAnon(pid);
     const p99Open = await ingestP99();
     for (const s of held) s.destroy();
 
     const bare = await spawnUntil(process.execPath, ['-e', `const s=require('net').createServer((c)=>{c.on('error',()=>{})});s.listen(0,'127.0.0.1',()=>console.log('port '+s.address().port))`], /port (\d+)/);
     procs.push(bare.proc);
     await sleep(1_000);
-    const bareBefore = rssAnonBytes(bare.proc.pid as number);
+    const bareBefore = await settledRssAnon(bare.proc.pid as number);
     const bareHeld = await openIdle(IDLE, async () => undefined, Number(bare.m[1]), false);
     await sleep(3_000);
-    const bareOpen = rssAnonBytes(bare.proc.pid as number);
+    const bareOpen = await settledRssAnon(bare.proc.pid as number);
     for (const s of bareHeld) s.destroy();
 
     // ---- the table ---------------------------------------------------------------------------------
