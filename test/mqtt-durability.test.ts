@@ -9,7 +9,7 @@ import { type Server, createServer } from 'node:net';
 import { join } from 'node:path';
 import { connectAsync } from 'mqtt';
 import t from 'tap';
-import { adminHeaders, mqttClient, mqttPorts } from './helpers/mqtt.js';
+import { adminHeaders, mqttClient, mqttPorts, rawSocket } from './helpers/mqtt.js';
 import { readEntity } from './helpers/readback.js';
 import { addDevice, cli, http, startGateway, tempDir } from './helpers/server.js';
 
@@ -90,4 +90,28 @@ t.test('an explicit MQTT port that is taken stops the start (exclusive, as HTTP)
   const gw = await startGateway(t, { args: ['--config', cfg] });
   t.same(mqttPorts(gw), { port: 0, tlsPort: 0 });
   t.notMatch(gw.logs.join('\n'), /mqtt:\/\//);
+});
+
+t.test('mqtt.maxConnections bounds a connection flood; one log line per burst; MQTT 3.1 connects', async (t) => {
+  const dir = tempDir(t);
+  const cfg = join(dir, 'config.json');
+  writeFileSync(cfg, JSON.stringify({ mqtt: { maxConnections: 3 } }));
+  const gw = await startGateway(t, { args: ['--config', cfg] });
+  const dev = await addDevice(gw.dataDir, 'flood');
+  const { port } = mqttPorts(gw);
+  const held = await Promise.all([0, 1, 2].map(() => rawSocket(t, port)));
+  const refused = await Promise.all(Array.from({ length: 20 }, () => rawSocket(t, port)));
+  await Promise.all(refused.map((s) => s.ended));
+  t.pass('connections beyond the limit are closed at once');
+  for (const s of held) t.equal(s.destroyed, false, 'the first three stay');
+  await new Promise((r) => setTimeout(r, 200));
+  t.equal(gw.logs.filter((l) => /mqtt: refused a connection/.test(l)).length, 1, 'one log line for the burst');
+  for (const s of held) s.destroy();
+  await new Promise((r) => setTimeout(r, 200));
+  // MQTT 3.1 (MQIsdp)
+  const c = await connectAsync(`mqtt://127.0.0.1:${port}`, { username: dev.token, protocolVersion: 3, protocolId: 'MQIsdp', reconnectPeriod: 0 });
+  await c.publishAsync('v1/devices/me/telemetry', '{"v31":1}', { qos: 1 });
+  await c.endAsync();
+  await gw.stop();
+  t.same(Object.keys((await readEntity(gw.dataDir, dev.id)).latest), ['v31'], 'MQTT 3.1 telemetry stored');
 });

@@ -280,11 +280,14 @@ async function main(): Promise<void> {
     const p99Open = await ingestP99();
     for (const s of held) s.destroy();
 
-    const bare = await spawnUntil(process.execPath, ['-e', `const s=require('net').createServer((c)=>{c.on('error',()=>{})});s.listen(0,'127.0.0.1',()=>console.log('port '+s.address().port))`], /port (\d+)/);
+    const bare = await spawnUntil(process.execPath, ['-e', `const s=require('net').createServer((c)=>{c.on('error',()=>{});c.on('data',()=>{})});s.listen(0,'127.0.0.1',()=>console.log('port '+s.address().port))`], /port (\d+)/);
     procs.push(bare.proc);
     await sleep(1_000);
     const bareBefore = await settledRssAnon(bare.proc.pid as number);
-    const bareHeld = await openIdle(IDLE, async () => undefined, Number(bare.m[1]), false);
+    // the same CONNECT bytes, read and dropped: a socket that has read once, as the daemon's have
+    const bareHeld = await openIdle(IDLE, async (s, i) => {
+      s.write(mqttPacket.generate({ cmd: 'connect', clientId: `idle-${i}`, username: `idle-token-${i}`, keepalive: 0, protocolVersion: 4, clean: true }));
+    }, Number(bare.m[1]), false);
     await sleep(3_000);
     const bareOpen = await settledRssAnon(bare.proc.pid as number);
     for (const s of bareHeld) s.destroy();
@@ -308,7 +311,7 @@ async function main(): Promise<void> {
     const gwp = med((r) => r.gwPointsPerSec);
     const hbp = med((r) => r.httpBatchPointsPerSec);
     console.log(`| ${BATCH_POINTS}-point batches, ${GATEWAY_WINDOW} in flight (M points/s): Gateway API for ${SUB_DEVICES} sub-devices vs HTTP arrays | ${(gwp / 1e6).toFixed(2)} | ${(hbp / 1e6).toFixed(2)} | - | ${(gwp / hbp).toFixed(2)}x |`);
-    console.log(`| ${IDLE} idle connections: RssAnon per connection (KB) | ${kb(perConn)} | - | bare node:net server: ${kb(barePer)} | - |`);
+    console.log(`| ${IDLE} idle connections: RssAnon per connection (KB) | ${kb(perConn)} | - | bare node:net server (reads the CONNECT, answers nothing): ${kb(barePer)} | - |`);
     console.log(`| daemon RssAnon idle → with ${IDLE} connections (MB) | ${(idleBase / 2 ** 20).toFixed(1)} → ${(idleOpen / 2 ** 20).toFixed(1)} | - | - | - |`);
     console.log(`| HTTP ingest p99 (10 connections) without → with the idle connections (ms) | ${p99Before.toFixed(2)} → ${p99Open.toFixed(2)} | - | - | - |`);
     console.log(`\n(idle daemon before any idle connection: ${(idleBefore / 2 ** 20).toFixed(1)} MB RssAnon)`);
