@@ -8,6 +8,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { type Server, createServer } from 'node:net';
 import { join } from 'node:path';
 import { connectAsync } from 'mqtt';
+import mqttPacket from 'mqtt-packet';
 import t from 'tap';
 import { adminHeaders, mqttClient, mqttPorts, rawSocket } from './helpers/mqtt.js';
 import { readEntity } from './helpers/readback.js';
@@ -114,4 +115,29 @@ t.test('mqtt.maxConnections bounds a connection flood; one log line per burst; M
   await c.endAsync();
   await gw.stop();
   t.same(Object.keys((await readEntity(gw.dataDir, dev.id)).latest), ['v31'], 'MQTT 3.1 telemetry stored');
+});
+
+t.test('a client that does not read is closed once mqtt.maxOutboundBytes wait for it', async (t) => {
+  const dir = tempDir(t);
+  const cfg = join(dir, 'config.json');
+  writeFileSync(cfg, JSON.stringify({ mqtt: { maxOutboundBytes: 65_536 } }));
+  const gw = await startGateway(t, { args: ['--config', cfg] });
+  const dev = await addDevice(gw.dataDir, 'slow');
+  const admin = await adminHeaders(gw);
+  const s = await rawSocket(t, mqttPorts(gw).port);
+  s.write(mqttPacket.generate({ cmd: 'connect', clientId: 'slow', username: dev.token, keepalive: 0, protocolVersion: 4, clean: true }));
+  s.write(mqttPacket.generate({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: 'v1/devices/me/attributes', qos: 1 }] }));
+  await new Promise((r) => setTimeout(r, 300));
+  s.pause(); // reads nothing from now on: the kernel's buffers fill, then the daemon's
+  const big = 'x'.repeat(60_000);
+  let closedAt = -1;
+  for (let i = 0; i < 400 && closedAt < 0; i++) {
+    await http('POST', `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}/attributes/SHARED_SCOPE`, { big: `${i}${big}` }, admin);
+    if (i % 20 === 19) {
+      const m = await http('GET', `${gw.url}/metrics`, undefined, admin);
+      if (/outpost_mqtt_connections_closed_total\{reason="slowReader"\} 1/.test(m.text)) closedAt = i;
+    }
+  }
+  t.ok(closedAt >= 0, `closed as a slow reader after ${closedAt + 1} updates of 60 KB`);
+  t.equal(gw.proc.exitCode, null, 'the daemon goes on');
 });
