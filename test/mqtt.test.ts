@@ -143,6 +143,14 @@ t.test('client-side RPC: getCurrentTime answered on the response topic', async (
   t.ok(time >= before - 5 && time <= Date.now() + 5, 'the daemon clock');
   await c.publishAsync('v2/r/req/43', '{"method":"getCurrentTime"}', { qos: 1 });
   t.ok(await inbox.next((x) => x.topic === 'v2/r/res/43'), 'v2 family answered on v2');
+  // TB's Python SDK and IoT Gateway wait for this after connecting
+  await c.publishAsync('v1/devices/me/rpc/request/44', '{"method":"getSessionLimits","params":{"timeout":5000}}', { qos: 1 });
+  const limits = JSON.parse((await inbox.next((x) => x.topic === 'v1/devices/me/rpc/response/44')).text) as Record<string, unknown>;
+  t.same(limits, {
+    maxPayloadSize: 65_536, maxInflightMessages: 64,
+    rateLimits: { messages: '', telemetryMessages: '', telemetryDataPoints: '' },
+    gatewayRateLimits: { messages: '', telemetryMessages: '', telemetryDataPoints: '' },
+  }, 'answered at once, no rate limits');
 });
 
 t.test('depth telemetry as Tempus', async (t) => {

@@ -65,6 +65,14 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
   const refused = refusalLog((m) => s.log.warn(m));
   const deps = { s, registry, counters, maxInflight: cfg.maxInflight, refused };
   const limits = { maxPayloadBytes: cfg.maxPayloadBytes, maxOutboundBytes: cfg.maxOutboundBytes };
+  // TB's client-side RPC `getSessionLimits`: TB's Python SDK and IoT Gateway ask it after connecting and size
+  // their payloads and in-flight window from it (empty rate limits: none). Answered here, never upstream.
+  const sessionLimits = JSON.stringify({
+    maxPayloadSize: cfg.maxPayloadBytes, maxInflightMessages: cfg.maxInflight,
+    rateLimits: { messages: '', telemetryMessages: '', telemetryDataPoints: '' },
+    gatewayRateLimits: { messages: '', telemetryMessages: '', telemetryDataPoints: '' },
+  });
+  s.rpc.registerClientRpc('getSessionLimits', () => sessionLimits);
 
   const accept = (socket: Socket): void => {
     if (connections.size >= cfg.maxConnections) {
