@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Offline install bundle for one gateway architecture (CONTRACT §12), built on any Linux machine:
+# Offline install bundle for one gateway architecture (docs/install.md), built on any Linux machine:
 #   scripts/bundle.sh <x64|arm64|armv7> [--node 20,22] [--out DIR] [--no-build]
 # writes DIR/outpost-<version>-linux-<arch>.tar.gz (DIR defaults to build/) with one top folder outpost/:
 # dist/src, package.json, production node_modules holding only that architecture's native binaries, the unit,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Outpost installer (CONTRACT §12). Shipped at the top of the bundle (scripts/bundle.sh) as outpost/install.sh;
+# Outpost installer (docs/install.md). Shipped at the top of the bundle (scripts/bundle.sh) as outpost/install.sh;
 # run it as root from the extracted bundle:
 #   sudo ./outpost/install.sh                      install or upgrade; keeps /etc/outpost and /var/lib/outpost
 #   sudo ./outpost/install.sh --uninstall          remove program, unit and command; keep config, data and user
@@ -65,7 +65,7 @@ fi
 [ -f "$src/bundle.json" ] && [ -f "$src/dist/src/main.js" ] ||
   die "run install.sh from an extracted bundle (scripts/bundle.sh <x64|arm64|armv7> builds one)"
 
-# --- Node: 18-22 (CONTRACT §12) and one whose native binaries this bundle carries.
+# --- Node: 18-22 (docs/install.md) and one whose native binaries this bundle carries.
 node_help() {
   cat >&2 <<'EOF'
 outpost: to get a supported Node on Raspberry Pi OS / Debian (bookworm's `apt install nodejs` is 18.19, end of

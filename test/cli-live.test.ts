@@ -1,5 +1,5 @@
 /**
- * `outpost rpc` and `outpost tail` (CONTRACT §10) against a real daemon: rpc through a device long-poll
+ * `outpost rpc` and `outpost tail` (docs/cli.md) against a real daemon: rpc through a device long-poll
  * (remote only), tail following new points in both modes until Ctrl-C.
  */
 import { spawn } from 'node:child_process';

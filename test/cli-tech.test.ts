@@ -1,5 +1,5 @@
 /**
- * The technician's CLI (CONTRACT §10) against a real daemon, local (the data dir read-only beside the running
+ * The technician's CLI (docs/cli.md) against a real daemon, local (the data dir read-only beside the running
  * daemon) and remote (--url after outpost login): login, the stored session and its transparent refresh,
  * devices, latest, attributes, one-line errors with "did you mean", logout. `--json` must be REST's answer byte
  * for byte in both modes. (query/export/status: cli-query.test.ts; rpc/tail: cli-live.test.ts.)

@@ -1,5 +1,5 @@
 /**
- * The admin CLI and `outpost serve` lifecycle (CONTRACT §1): JSON lines, `--customer` by id and by title,
+ * The admin CLI and `outpost serve` lifecycle (docs/cli.md): JSON lines, `--customer` by id and by title,
  * one-line errors with a non-zero exit, use with and without the daemon (which sees new entities at once),
  * env defaults, the listening log line, SIGTERM/SIGINT → 0, and HTTPS through --tls-cert/--tls-key.
  */

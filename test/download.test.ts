@@ -86,7 +86,7 @@ t.test('CSV downloads: layout, quoting, bounds, errors, access', async (t) => {
     t.equal(b.json<{ errorCode: number }>().errorCode, 31, `${q}: errorCode`);
   }
 
-  // Auth and access (CONTRACT §3, §8).
+  // Auth and access (docs/api.md).
   const okQ = `type=ts&startValue=${at(0)}&endValue=${at(10000)}`;
   t.equal((await series(`${devQ}&${okQ}`, {})).status, 401, 'no credentials');
   t.equal((await series(`${devQ}&${okQ}`, bearer('not.a.jwt'))).status, 401, 'bad token');

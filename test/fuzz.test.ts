@@ -1,5 +1,5 @@
 /**
- * Fuzz the telemetry endpoint (CONTRACT §4), seeded and bounded: random bytes, random JSON, valid payloads
+ * Fuzz the telemetry endpoint (docs/api.md), seeded and bounded: random bytes, random JSON, valid payloads
  * and mutations/truncations of them. The daemon must answer every request with 200, 400 or 413 (never a 500,
  * never a crash), still answer afterwards, and a rejected request must store nothing: after each non-200,
  * the device's points, latest values and the dictionary are exactly as before (read from another process

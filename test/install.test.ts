@@ -1,5 +1,5 @@
 /**
- * Install on a gateway (CONTRACT §12, issue 18): install.sh --root into a temp dir (files, modes, the `outpost`
+ * Install on a gateway (docs/install.md, issue 18): install.sh --root into a temp dir (files, modes, the `outpost`
  * command finding the installed config and data dir, idempotence, an upgrade keeping config and data, the
  * low-port drop-in, uninstall, purge, Node refused with the Raspberry Pi OS advice), the unit through
  * systemd-analyze (verify clean, exposure <= 2.0) where it exists, and one real x64 bundle: its layout, size,

@@ -1,5 +1,5 @@
 /**
- * Seeded property test (CONTRACT §5 "results equal the same computation over the raw points, exactly"):
+ * Seeded property test (docs/api.md "results equal the same computation over the raw points, exactly"):
  * random series of longs, doubles, strings and mixed values go in through the REST write API; random
  * history queries (ranges, intervals, aggs, limits, orders) go out through the REST read API and are compared
  * with a brute-force reference written here, independently of src/query: it walks every bucket, sums with

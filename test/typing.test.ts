@@ -1,5 +1,5 @@
 /**
- * ThingsBoard value typing (CONTRACT §4) and Java double rendering (CONTRACT §5), table-driven with TB's
+ * ThingsBoard value typing (docs/api.md) and Java double rendering (docs/api.md), table-driven with TB's
  * own fixtures (JsonConverterTest) plus the edge cases around 64-bit overflow and scale.
  */
 import t from 'tap';

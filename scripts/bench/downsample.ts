@@ -195,7 +195,7 @@ function generate(start: number, count: number, seed: number): Sample[] {
   for (let i = 0; i < count; i++) {
     temp += Math.round((rand() - 0.5) * 20);
     counter += Math.floor(rand() * 4);
-    // toFixed keeps a '.' so every value types as a DOUBLE (CONTRACT §4), as a real sensor's would.
+    // toFixed keeps a '.' so every value types as a DOUBLE (docs/api.md), as a real sensor's would.
     out.push({ ts: start + i * STEP_MS, temperature: (temp / 100).toFixed(2), counter });
   }
   return out;

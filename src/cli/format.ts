@@ -1,5 +1,5 @@
 /**
- * Human output of the technician's commands (CONTRACT §10): aligned tables sized to the terminal, local
+ * Human output of the technician's commands (docs/cli.md): aligned tables sized to the terminal, local
  * times, colour only on a TTY without NO_COLOR. `--json` output never comes through here.
  */
 import type { EpochMs } from '../types.js';

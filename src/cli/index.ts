@@ -1,5 +1,5 @@
 /**
- * The `outpost` command line: `serve` and the admin commands (CONTRACT §1), the technician's commands
+ * The `outpost` command line: `serve` and the admin commands (docs/cli.md), the technician's commands
  * (§10) and access tickets (§11). One file per command group, each exporting a `register(program)`.
  *
  * COMMAND_GROUPS maps each top-level command to the modules that register it; a run loads only the modules
@@ -38,7 +38,7 @@ export async function buildCli(argv: readonly string[] = []): Promise<Command> {
   const program = new Command('outpost')
     .description('Outpost IoT edge gateway')
     .version(packageVersion(), '-V, --version', 'print the version')
-    // CONTRACT §1: failures print one line (commander's own "error: ..." line; `--help` shows usage)
+    // docs/cli.md: failures print one line (commander's own "error: ..." line; `--help` shows usage)
     .exitOverride();
   const named = argv[2] === undefined ? undefined : COMMAND_GROUPS[argv[2]];
   const loaders = named ?? Object.values(COMMAND_GROUPS).flat();
@@ -69,7 +69,7 @@ export async function runCli(argv: string[]): Promise<void> {
   }
 }
 
-/** CONTRACT §10: an error is one line, whatever the message carried. */
+/** docs/cli.md: an error is one line, whatever the message carried. */
 function oneLine(msg: string): string {
   return msg.replace(/\s*\n\s*/g, ' ').trim();
 }

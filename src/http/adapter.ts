@@ -1,5 +1,5 @@
 /**
- * The one place that touches uWebSockets.js for HTTP (STYLE §1): route table, request copying, abort
+ * The one place that touches uWebSockets.js for HTTP: route table, request copying, abort
  * tracking, capped body collection, corked replies, streaming with backpressure and the JSON error shape.
  * Route handlers are plain async functions from an HttpContext to a Reply.
  *
@@ -313,7 +313,7 @@ export class HttpRouter {
     return this;
   }
 
-  /** Unknown path or method → 404 JSON (CONTRACT §4). Register last. */
+  /** Unknown path or method → 404 JSON (docs/api.md). Register last. */
   fallback(): void {
     this.app.any('/*', (res, req) => {
       const ex = new Exchange(res, req, req.getMethod(), req.getUrl(), [], this.opts.maxBodyBytes, this.opts.log);

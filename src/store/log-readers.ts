@@ -1,5 +1,5 @@
 /**
- * Other processes that read the store (the CLI's local mode, CONTRACT §10) see LMDB only, not the daemon's
+ * Other processes that read the store (the CLI's local mode, docs/cli.md) see LMDB only, not the daemon's
  * write-ahead log, whose points wait up to store.applyIntervalMs to be put into LMDB. Such a reader needs no
  * channel of its own to ask for them: opening the env registers it in LMDB's reader table (lock.mdb), which
  * the daemon can list. While another process holds the store open, the daemon puts its log into LMDB every

@@ -1,5 +1,5 @@
 /**
- * Users and JWTs for black-box tests (CONTRACT §1 CLI `outpost user add`, §3 login). Signatures are stable:
+ * Users and JWTs for black-box tests (docs/cli.md CLI `outpost user add`, §3 login). Signatures are stable:
  * other test files depend on them.
  */
 import { type Gateway, cliJson, http } from './server.js';
@@ -24,7 +24,7 @@ export async function login(gw: Pick<Gateway, 'url'>, email: string, password: s
   return r.json<TokenPair>();
 }
 
-/** The header TB clients send (CONTRACT §3). */
+/** The header TB clients send (docs/api.md). */
 export function authHeaders(token: string): { 'X-Authorization': string } {
   return { 'X-Authorization': 'Bearer ' + token };
 }

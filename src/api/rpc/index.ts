@@ -1,5 +1,5 @@
 /**
- * Server-side RPC REST (CONTRACT §7), user JWT:
+ * Server-side RPC REST (docs/api.md), user JWT:
  *   POST /api/plugins/rpc/{oneway|twoway}/{deviceId}   undelivered → 409, unanswered → 408
  *   POST /api/rpc/{oneway|twoway}/{deviceId}           undelivered → 504, unanswered → 504
  * Body `{"method","params"?,"timeout"?,"expirationTime"?}`; timeout default rpc.defaultTimeoutMs (10000),
@@ -27,7 +27,7 @@ function numberOf(v: JsonValue | undefined, name: string): number | undefined {
   return Math.trunc(n);
 }
 
-/** CONTRACT §7 status mapping; bodies of the failure statuses are empty (TB). */
+/** docs/api.md status mapping; bodies of the failure statuses are empty (TB). */
 function outcomeReply(o: RpcOutcome, flavour: Flavour): Reply {
   switch (o.kind) {
     case 'delivered': return { status: 200, body: '' };

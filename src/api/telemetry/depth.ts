@@ -1,5 +1,5 @@
 /**
- * Depth-series reads (CONTRACT §5, Tempus' TelemetryFeature.DEPTHSERIES):
+ * Depth-series reads (docs/api.md, Tempus' TelemetryFeature.DEPTHSERIES):
  * - GET /api/plugins/telemetry/{entityType}/{entityId}/keys/depthseries → `["k1","k2"]` (sorted);
  * - GET .../values/depthseries?keys=a,b → the value at the greatest depth per key; keys without data absent;
  *   no `keys` → every key;

@@ -3,7 +3,7 @@
  * buckets fit inside the request's buckets, and from raw points only at the unaligned edges. It is the
  * `BucketSource` (bucket-source.ts) of the LMDB store, so every aggregated query goes through it.
  *
- * Exactness (CONTRACT §5): a request bucket [bs, be) is cut greedily, left to right, into pieces:
+ * Exactness (docs/api.md): a request bucket [bs, be) is cut greedily, left to right, into pieces:
  *   - runs of tier-T buckets [c, c + m·T) with c aligned to T, inside [bs, be), not overlapping a dirty chunk
  *     window (one with head fragments, which rollups do not reflect yet), T retained at c: the coarsest such T;
  *   - otherwise raw points of [c, next finest-tier boundary) (or to the end of the dirty window).
