@@ -131,7 +131,7 @@ if [ ! -f "$root$etc/outpost.json" ]; then
   printf '{\n  "port": 8080\n}\n' > "$root$etc/outpost.json"
   chmod 0640 "$root$etc/outpost.json"
   own root:outpost "$root$etc/outpost.json"
-  say "wrote $etc/outpost.json (keys: README's configuration table)"
+  say "wrote $etc/outpost.json (keys: $prefix/docs/configuration.md)"
 else
   say "kept $etc/outpost.json"
 fi
@@ -142,7 +142,7 @@ chmod 0700 "$root$data"
 own outpost:outpost "$root$data"
 
 # --- The `outpost` command. It sets the installed config and data dir (a technician types `outpost status`), and
-# run as root it becomes the outpost user: LMDB readers need write access to lock.mdb, and a file the CLI
+# run as root it becomes the outpost user: LMDB readers need write access to outpost.mdb-lock, and a file the CLI
 # creates in the data dir must stay the daemon's.
 mkdir -p "$root$(dirname "$cmd")"
 cat > "$root$cmd.tmp" <<EOF

@@ -31,7 +31,7 @@ export interface Services {
   readonly dict: Dictionary;
   readonly entities: EntityStore;
   readonly timeseries: TimeseriesStore;
-  /** background compaction/rollups/retention of the timeseries store; `stats()` for status endpoints (issue 6) */
+  /** background compaction/rollups/retention of the timeseries store; `stats()` for status endpoints */
   readonly downsample?: DownsampleEngine;
   /** depth series (docs/api.md) */
   readonly depth: DepthStore;
@@ -44,7 +44,7 @@ export interface Services {
   readonly rpc: RpcBroker;
   /** upstream store-and-forward (docs/sync.md); absent when `sync.url` is unset */
   readonly sync?: SyncStatusSource;
-  /** request, ingest and websocket counters for the status endpoints (issue 17); absent in unit tests */
+  /** request, ingest and websocket counters for the status endpoints; absent in unit tests */
   readonly metrics?: Metrics;
   /** the clock; tests substitute a fake one */
   readonly now: () => number;

@@ -1,5 +1,5 @@
 /**
- * Compressed chunks and head fragments (issue 6 §1, §6): the point-block codec round-trips every TB value
+ * Compressed chunks and head fragments (docs/design/storage.md): the point-block codec round-trips every TB value
  * type exactly, and the LMDB store gives the same answers before and after compaction, under out-of-order
  * points, same-ts overwrites and deletes.
  */

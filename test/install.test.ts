@@ -1,5 +1,5 @@
 /**
- * Install on a gateway (docs/install.md, issue 18): install.sh --root into a temp dir (files, modes, the `outpost`
+ * Install on a gateway (docs/install.md): install.sh --root into a temp dir (files, modes, the `outpost`
  * command finding the installed config and data dir, idempotence, an upgrade keeping config and data, the
  * low-port drop-in, uninstall, purge, Node refused with the Raspberry Pi OS advice), the unit through
  * systemd-analyze (verify clean, exposure <= 2.0) where it exists, and one real x64 bundle: its layout, size,
@@ -37,6 +37,7 @@ function fakeBundle(dir: string, bundle: { nodeArch?: string; nodeMajors?: numbe
   cpSync(join(REPO, 'scripts/install.sh'), join(top, 'install.sh'));
   cpSync(join(REPO, 'package.json'), join(top, 'package.json'));
   cpSync(join(REPO, 'README.md'), join(top, 'README.md'));
+  cpSync(join(REPO, 'docs'), join(top, 'docs'), { recursive: true });
   writeFileSync(join(top, 'bundle.json'), JSON.stringify({
     version: '0.0.0-test', arch: 'test', nodeArch: bundle.nodeArch ?? process.arch, nodeMajors: bundle.nodeMajors ?? [NODE_MAJOR],
   }));
@@ -207,7 +208,7 @@ t.test('an x64 bundle: layout, size, native binaries, and it runs once installed
   t.ok(size <= 10 * 1024 * 1024, `${size} bytes <= 10 MiB`);
   const list = run('tar', ['-tzf', tarball]).stdout.trim().split('\n');
   t.same(list.filter((p) => !p.startsWith('outpost/')), [], 'one top folder, outpost/');
-  for (const f of ['outpost/install.sh', 'outpost/README.md', 'outpost/systemd/outpost.service', 'outpost/dist/src/main.js', 'outpost/bundle.json', 'outpost/package.json']) {
+  for (const f of ['outpost/install.sh', 'outpost/README.md', 'outpost/docs/configuration.md', 'outpost/systemd/outpost.service', 'outpost/dist/src/main.js', 'outpost/bundle.json', 'outpost/package.json']) {
     t.ok(list.includes(f), `has ${f}`);
   }
   t.notOk(list.some((p) => p.startsWith('outpost/dist/test') || p.endsWith('.map') || p.endsWith('.ts')), 'no tests, sources or maps');

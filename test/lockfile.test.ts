@@ -1,5 +1,5 @@
 /**
- * package-lock.json stays complete (issue 18): `npm ci` on a fresh clone must work and `npm install` must not
+ * package-lock.json stays complete: `npm ci` on a fresh clone must work and `npm install` must not
  * rewrite the lock. The lock once lacked msgpackr-extract's per-platform optional packages (npm records every
  * platform's, installed or not), so `npm ci` refused it. Two checks, both offline: every optional dependency
  * of a locked package is itself locked, and `npm ci --dry-run --offline` accepts the lock (with an empty cache,

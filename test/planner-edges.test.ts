@@ -1,5 +1,5 @@
 /**
- * The planner told the aggregation function (`BucketSource.bucketAggs(…, fn)`) answers exactly (issue 6,
+ * The planner told the aggregation function (`BucketSource.bucketAggs(…, fn)`) answers exactly (docs/design/downsampling.md,
  * docs/api.md): with COUNT/SUM/AVG it may answer a raw edge as a rollup bucket minus the rest of that bucket,
  * and merges keep only the fields `fn` needs. A seeded property test compares `finalizeAgg(state, fn)` with
  * brute force over a model of the raw points, for every function, over data with mixed types, huge longs

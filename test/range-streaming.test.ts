@@ -1,5 +1,5 @@
 /**
- * Streamed range reads (issue 7): `TimeseriesStore.range` merges chunks and head fragments point by point
+ * Streamed range reads: `TimeseriesStore.range` merges chunks and head fragments point by point
  * (chunks.ts `seriesPoints`, gorilla.ts `BlockColumns`). A seeded property test compares it with a model of
  * the raw points over random [startTs, endTs), ASC/DESC and limits, while windows hold a chunk, many
  * fragments, both, or legacy single-point head entries; and BlockColumns matches decodePoints for every mode.

@@ -1,5 +1,5 @@
 /**
- * Rollup tiers (issue 6 §2): the alignment function, ladder validation, the block codec (every
+ * Rollup tiers (docs/design/downsampling.md): the alignment function, ladder validation, the block codec (every
  * BucketAgg field round-trips), and tiers that stay equal to a recomputation from raw points under
  * out-of-order points, same-ts overwrites and deletes. TB's worked example goes through the planner.
  */

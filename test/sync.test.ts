@@ -1,5 +1,5 @@
 /**
- * Upstream sync (docs/sync.md, issue 16) against a fake ThingsBoard (helpers/fake-tb.ts) and, end to end,
+ * Upstream sync (docs/sync.md) against a fake ThingsBoard (helpers/fake-tb.ts) and, end to end,
  * against a second Outpost daemon with provisioning. Each case starts the real `outpost serve` with a small
  * config (short back-off caps, small batches) and waits on events: the fake's requests, the status endpoint.
  */

@@ -1,5 +1,5 @@
 /**
- * CSV download benchmark (issue 7): GET /api/download/deviceSeriesData of ROWS rows × 3 keys over loopback,
+ * CSV download benchmark: GET /api/download/deviceSeriesData of ROWS rows × 3 keys over loopback,
  * against a baseline serving the very same bytes from a pre-built Buffer with a bare uWS handler
  * (`tryEnd` + `onWritable`, the fastest uWS can stream). Reported: rows/s, MB/s and the server's peak RssAnon
  * growth during the download (target: < 20 MB for outpost), sampled from /proc/<pid>/status every 5 ms.

@@ -1,6 +1,6 @@
 /**
  * The `outpost` command line: `serve` and the admin commands (docs/cli.md), the technician's commands
- * (§10) and access tickets (§11). One file per command group, each exporting a `register(program)`.
+ * and access tickets (docs/cli.md). One file per command group, each exporting a `register(program)`.
  *
  * COMMAND_GROUPS maps each top-level command to the modules that register it; a run loads only the modules
  * of the command it names (all of them for `--help` or an unknown command), so `outpost latest` does not
@@ -61,7 +61,7 @@ export async function runCli(argv: string[]): Promise<void> {
     const e = err as { code?: string; exitCode?: number; message?: string };
     if (typeof e.code === 'string' && e.code.startsWith('commander.')) {
       // commander already printed its message (help, version, missing option, unknown command): usage
-      // errors exit 2, failures of a command that ran exit 1 (README)
+      // errors exit 2, failures of a command that ran exit 1 (docs/cli.md)
       process.exit(e.exitCode === 0 ? 0 : 2);
     }
     process.stderr.write(`outpost: ${oneLine(e.message ?? String(err))}\n`);

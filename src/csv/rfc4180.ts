@@ -4,7 +4,7 @@
  * value is written as `""` so that it stays distinguishable from a missing cell, which is written as nothing.
  *
  * `CsvBuffer` writes fields straight into one reusable byte buffer, so streaming millions of rows allocates no
- * per-row strings or chunk buffers (the memory target of issue 7 is about exactly that garbage).
+ * per-row strings or chunk buffers (a download of any size must run in bounded memory, so that garbage matters).
  */
 
 /** Record terminator. */

@@ -1,5 +1,5 @@
 /**
- * The sync outbox (docs/sync.md, issue 16): what is left to send upstream, recorded in the same LMDB transaction
+ * The sync outbox (docs/sync.md): what is left to send upstream, recorded in the same LMDB transaction
  * as the write it concerns. It holds pointers, never a second copy of the points: per group-commit batch `seq`
  * and entity, the head fragments that batch wrote (key, firstTs, lastTs, count). The points are read back from
  * the store: the fragment itself while it exists (exactly that write's points), the chunk range after

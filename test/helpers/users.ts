@@ -1,5 +1,5 @@
 /**
- * Users and JWTs for black-box tests (docs/cli.md CLI `outpost user add`, §3 login). Signatures are stable:
+ * Users and JWTs for black-box tests (`outpost user add` in docs/cli.md, login in docs/api.md). Signatures are stable:
  * other test files depend on them.
  */
 import { type Gateway, cliJson, http } from './server.js';

@@ -1,5 +1,5 @@
 /**
- * Attribute REST under /api/plugins/telemetry (docs/api.md), user JWT, access checked on every call (§3):
+ * Attribute REST under /api/plugins/telemetry (docs/api.md), user JWT, access checked on every call:
  * - GET  /{entityType}/{entityId}/keys/attributes[/{scope}]        → ["k",..] (CLIENT, SERVER, SHARED order)
  * - GET  /{entityType}/{entityId}/values/attributes[/{scope}]?keys= → [{"lastUpdateTs","key","value"}] typed
  * - POST /{entityType}/{entityId}/attributes/{scope}, /{entityType}/{entityId}/{scope}, /{deviceId}/{scope}

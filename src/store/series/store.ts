@@ -59,8 +59,8 @@ export class LmdbTimeseriesStore extends SeriesDelete implements TimeseriesStore
   }
 
   /**
-   * BucketSource (bucket-source.ts seam): aggregated history answered from rollup tiers plus raw edges, exactly
-   * (planner.ts).
+   * BucketSource (planner/bucket-source.ts seam): aggregated history answered from rollup tiers plus raw edges, exactly
+   * (planner/planner.ts).
    */
   bucketAggs(entityId: string, key: string, plan: BucketPlan, fn?: AggFn): Iterable<BucketAggregate> {
     this.applyLogged();
