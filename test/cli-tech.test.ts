@@ -56,7 +56,7 @@ t.test('login, devices, latest, attributes and errors, local and remote', async 
     [['devices', '--data-dir', join(cfg, 'nowhere')], /^outpost: no store in /, 'no store here'],
   ];
   const failed = await Promise.all(failures.map(([args]) => run(args)));
-  failures.forEach(([, msg, what], i) => failsOneLine(t, failed[i] as CliResult, msg, what));
+  for (const [i, [, msg, what]] of failures.entries()) failsOneLine(t, failed[i] as CliResult, msg, what);
 
   // attributes --json == REST, both modes
   await Promise.all(([[undefined, ''], ['shared', '/SHARED_SCOPE'], ['client', '/CLIENT_SCOPE']] as const).map(async ([scope, path]) => {

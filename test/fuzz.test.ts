@@ -126,7 +126,7 @@ const NASTY: Buffer[] = [
   Buffer.from('{"ts":-9007199254740993,"values":{"a":1}}'),
   Buffer.alloc(0),
   Buffer.from('\u0000'),
-  Buffer.from('[' + '{},'.repeat(20_000) + '{}]'),
+  Buffer.from(`[${'{},'.repeat(20_000)}{}]`),
 ];
 
 t.test(`fuzz the telemetry endpoint (seed ${SEED})`, async (t) => {

@@ -121,7 +121,7 @@ t.test('install.sh --root: files, modes, the outpost command, upgrade, uninstall
   t.equal(readFileSync(at('var/lib/outpost/marker'), 'utf8'), 'data', 'data kept');
   t.ok(readdirSync(at('var/lib/outpost')).some((f) => f.endsWith('.mdb')), 'store kept');
   t.match(readFileSync(at('etc/systemd/system/outpost.service.d/10-low-port.conf'), 'utf8'),
-    /AmbientCapabilities=CAP_NET_BIND_SERVICE[^]*PrivateUsers=no/, 'port 80: CAP_NET_BIND_SERVICE drop-in');
+    /AmbientCapabilities=CAP_NET_BIND_SERVICE[\s\S]*PrivateUsers=no/, 'port 80: CAP_NET_BIND_SERVICE drop-in');
   t.match(second.stdout, /http:\/\/\S+:80 /, 'the URL follows the configured port');
   writeFileSync(at('etc/outpost/outpost.json'), '{ "port": 8080 }\n');
   install(t, top, ['--root', root]);
@@ -157,10 +157,10 @@ t.test('install.sh refuses what cannot run, saying what to do', async (t) => {
     t.notOk(existsSync(join(dir, 'root/opt/outpost')), `${what}: nothing installed`);
   };
   const top = fakeBundle(join(dir, 'a'), { nodeMajors: [20, 22] });
-  refuse('Node 16', top, { OUTPOST_NODE: fakeNode('v16.20.2') }, /Node v16\.20\.2 .* not supported: Outpost runs on Node 18 to 22[^]*bookworm[^]*NodeSource[^]*official tarball/);
+  refuse('Node 16', top, { OUTPOST_NODE: fakeNode('v16.20.2') }, /Node v16\.20\.2 .* not supported: Outpost runs on Node 18 to 22[\s\S]*bookworm[\s\S]*NodeSource[\s\S]*official tarball/);
   refuse('Node 24', top, { OUTPOST_NODE: fakeNode('v24.1.0') }, /not supported/);
-  refuse('bookworm\'s Node 18.19', top, { OUTPOST_NODE: fakeNode('v18.19.0') }, /carries native binaries for Node 20 and 22, not for Node 18[^]*apt install nodejs[^]*18\.19[^]*setup_22\.x/);
-  refuse('no Node', top, { OUTPOST_NODE: join(dir, 'nowhere/node') }, /Node\.js is not installed[^]*NodeSource/);
+  refuse('bookworm\'s Node 18.19', top, { OUTPOST_NODE: fakeNode('v18.19.0') }, /carries native binaries for Node 20 and 22, not for Node 18[\s\S]*apt install nodejs[\s\S]*18\.19[\s\S]*setup_22\.x/);
+  refuse('no Node', top, { OUTPOST_NODE: join(dir, 'nowhere/node') }, /Node\.js is not installed[\s\S]*NodeSource/);
   const other = process.arch === 'arm64' ? 'x64' : 'arm64';
   refuse('another architecture', fakeBundle(join(dir, 'b'), { nodeArch: other }), {}, new RegExp(`this bundle is for ${other} but .* is ${process.arch}`));
   const r = run(join(REPO, 'scripts/install.sh'), ['--root', join(dir, 'root')]);
@@ -234,7 +234,7 @@ t.test('an x64 bundle: layout, size, native binaries, and it runs once installed
     const onData = (d: Buffer): void => {
       log += d.toString();
       const m = /listening on (http:\/\/\S+)/.exec(log);
-      if (m) resolve(m[1]!);
+      if (m?.[1] !== undefined) resolve(m[1]);
     };
     proc.stdout.on('data', onData);
     proc.stderr.on('data', onData);

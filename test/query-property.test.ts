@@ -138,7 +138,7 @@ function randomPoint(r: () => number, kind: string): { val: RefValue; literal: s
       return { val: { t: 'DOUBLE', v: Number(lit) }, literal: lit };
     }
     case 'str': {
-      const s = 's' + String.fromCharCode(97 + Math.floor(r() * 26)) + String.fromCharCode(65 + Math.floor(r() * 26));
+      const s = `s${String.fromCharCode(97 + Math.floor(r() * 26))}${String.fromCharCode(65 + Math.floor(r() * 26))}`;
       return { val: { t: 'STRING', v: s }, literal: JSON.stringify(s) };
     }
     default: {

@@ -13,7 +13,7 @@ import { type KvValue, kvDouble, kvLong, kvToString } from '../src/model/kv.js';
 import { windowStart } from '../src/store/series/chunks.js';
 import { readOrderedI64 } from '../src/store/encoding/codec.js';
 import { DownsampleEngine, type EngineOptions, liveBytes } from '../src/store/background/downsample.js';
-import { LmdbTimeseriesStore } from '../src/store/series/store.js';
+import type { LmdbTimeseriesStore } from '../src/store/series/store.js';
 import type { Teardown } from './helpers/server.js';
 import { compactAll, openSeriesStore } from './helpers/store.js';
 

@@ -6,7 +6,7 @@
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { clockSynchronized } from '../src/sync/clock.js';
 import { FakeTb, type Received } from './helpers/fake-tb.js';
 import { type Gateway, addDevice, cli, http, startGateway, tempDir } from './helpers/server.js';

@@ -197,7 +197,7 @@ async function main(): Promise<void> {
         (tunedCold ? `First download with ${tunedFlags.join(' ')}: RssAnon growth ${(tunedCold.peakGrowth / MB).toFixed(1)} MB. ` : '') +
         `${rounds} rounds; ${rows.toLocaleString('en-US')} rows × 3 keys (long, double, string with quoting every 10th row).`,
     ];
-    process.stdout.write(lines.join('\n') + '\n');
+    process.stdout.write(`${lines.join('\n')}\n`);
   } finally {
     for (const c of children) c.kill('SIGTERM');
     rmSync(dir, { recursive: true, force: true });

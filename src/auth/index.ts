@@ -87,7 +87,7 @@ export class AuthService {
     if (!r.ok) throw this.failure(r.reason);
     if (r.claims.scopes?.[0] !== 'REFRESH_TOKEN') throw new OutpostError('AUTH_FAILED', 'Invalid refresh token');
     const user = this.entities.user(r.claims.userId);
-    if (!user || !user.enabled || this.isRevoked(r.claims.sessionId)) throw new OutpostError('TOKEN_EXPIRED');
+    if (!user?.enabled || this.isRevoked(r.claims.sessionId)) throw new OutpostError('TOKEN_EXPIRED');
     return this.issue(user);
   }
 
@@ -116,7 +116,7 @@ export class AuthService {
    */
   authenticateHeader(xAuthorization: string | undefined, authorization: string | undefined): Principal {
     const header = xAuthorization && !isBlank(xAuthorization) ? xAuthorization : authorization;
-    if (!header || !header.startsWith('Bearer ')) throw new OutpostError('AUTH_FAILED');
+    if (!header?.startsWith('Bearer ')) throw new OutpostError('AUTH_FAILED');
     const last = header.charCodeAt(header.length - 1);
     const first = header.charCodeAt(7);
     // trim() only when there is something to trim (it copies)
@@ -148,7 +148,7 @@ export class AuthService {
     const authority = c.scopes?.[0];
     if (authority !== 'TENANT_ADMIN' && authority !== 'CUSTOMER_USER') throw new OutpostError('AUTH_FAILED');
     const user = this.entities.user(c.userId);
-    if (!user || !user.enabled || this.isRevoked(c.sessionId)) throw new OutpostError('TOKEN_EXPIRED');
+    if (!user?.enabled || this.isRevoked(c.sessionId)) throw new OutpostError('TOKEN_EXPIRED');
     return {
       userId: c.userId, email: c.sub, authority, tenantId: c.tenantId, customerId: c.customerId,
       sessionId: c.sessionId, exp: c.exp, iat: c.iat,

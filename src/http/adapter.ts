@@ -48,7 +48,11 @@ export interface HttpContext {
   remoteAddress(): string;
 }
 
-export type Handler = (ctx: HttpContext) => Promise<Reply | StreamReply | void> | Reply | StreamReply | void;
+/** What a handler gives back: a reply, a stream, or nothing when it answered the exchange itself. */
+// biome-ignore lint/suspicious/noConfusingVoidType: `void` lets handlers that return nothing (async or not) type-check
+export type HandlerResult = Reply | StreamReply | void;
+
+export type Handler = (ctx: HttpContext) => Promise<HandlerResult> | HandlerResult;
 
 export interface RouteOptions {
   /** bytes; defaults to the server's maxBodyBytes */
@@ -333,7 +337,7 @@ export class HttpRouter {
       return;
     }
     if (isPromise(out)) {
-      out.then((reply: Reply | StreamReply | void) => this.finish(ex, reply, done), (err: unknown) => {
+      out.then((reply: HandlerResult) => this.finish(ex, reply, done), (err: unknown) => {
         this.inFlight--;
         ex.sendError(err);
         done?.(true);
@@ -343,7 +347,7 @@ export class HttpRouter {
     }
   }
 
-  private finish(ex: Exchange, reply: Reply | StreamReply | void, done?: (failed: boolean) => void): void {
+  private finish(ex: Exchange, reply: HandlerResult, done?: (failed: boolean) => void): void {
     if (reply && isStream(reply)) {
       void ex.stream(reply).finally(() => {
         this.inFlight--;

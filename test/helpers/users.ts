@@ -26,7 +26,7 @@ export async function login(gw: Pick<Gateway, 'url'>, email: string, password: s
 
 /** The header TB clients send (docs/api.md). */
 export function authHeaders(token: string): { 'X-Authorization': string } {
-  return { 'X-Authorization': 'Bearer ' + token };
+  return { 'X-Authorization': `Bearer ${token}` };
 }
 
 /** Adds a tenant administrator through the CLI and logs in as it: its JWT. */

@@ -11,7 +11,7 @@
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
 import type { HttpContext, HttpRouter, Reply } from '../../http/adapter.js';
-import { json, jsonText } from '../../http/adapter.js';
+import { jsonText } from '../../http/adapter.js';
 import { type JsonValue, NumLit, isJsonObject, stringifyJson } from '../../ingest/json.js';
 import { parseBody } from '../../ingest/payload.js';
 import type { RpcOutcome } from '../../rpc/broker.js';

@@ -68,7 +68,7 @@ function renderPoints(points: readonly DsKv[], strict: boolean): string {
     const value = strict ? kvToJson(p.value) : JSON.stringify(kvToString(p.value));
     out += `${i === 0 ? '' : ','}{"ds":${JSON.stringify(p.ds)},"value":${value}}`;
   }
-  return out + ']';
+  return `${out}]`;
 }
 
 function entityOf(s: Services, ctx: HttpContext): string {

@@ -45,9 +45,9 @@ const bad = (message: string): CmdFailure => new CmdFailure(WS_ERROR.BAD_REQUEST
 export function runCommand(deps: CommandDeps, session: WsSink, principal: Principal, cmd: WsCmd): void {
   try {
     switch (cmd.kind) {
-      case 'TS_SUB': return tsSubscribe(deps, session, principal, cmd);
-      case 'HISTORY': return history(deps, session, principal, cmd);
-      case 'ATTR_SUB': return attrSubscribe(deps, session, principal, cmd);
+      case 'TS_SUB': tsSubscribe(deps, session, principal, cmd); return;
+      case 'HISTORY': history(deps, session, principal, cmd); return;
+      case 'ATTR_SUB': attrSubscribe(deps, session, principal, cmd); return;
       case 'UNSUPPORTED': throw bad(`Unsupported command type: ${cmd.type}`);
     }
   } catch (err) {
@@ -126,7 +126,10 @@ function historyEntries(deps: CommandDeps, entityId: string, keys: readonly stri
 }
 
 function tsSubscribe(deps: CommandDeps, session: WsSink, principal: Principal, cmd: TsSubCmd): void {
-  if (cmd.unsubscribe) return unsubscribe(deps, session, cmd);
+  if (cmd.unsubscribe) {
+    unsubscribe(deps, session, cmd);
+    return;
+  }
   checkTarget(deps, principal, cmd, MSG_FETCH_DATA);
   checkCapacity(deps, session, cmd.cmdId);
   const { s } = deps;
@@ -161,7 +164,10 @@ function history(deps: CommandDeps, session: WsSink, principal: Principal, cmd: 
 }
 
 function attrSubscribe(deps: CommandDeps, session: WsSink, principal: Principal, cmd: AttrSubCmd): void {
-  if (cmd.unsubscribe) return unsubscribe(deps, session, cmd);
+  if (cmd.unsubscribe) {
+    unsubscribe(deps, session, cmd);
+    return;
+  }
   // Access is checked here too: TB skips it on this path (a TB quirk), Outpost denies.
   checkTarget(deps, principal, cmd, MSG_FETCH_ATTRIBUTES);
   const scopeText = cmd.scope === undefined || cmd.scope === '' ? undefined : cmd.scope;

@@ -19,7 +19,7 @@ import type { Principal } from '../../auth/index.js';
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
 import { runCommand, type CommandDeps } from './commands.js';
-import { FrameError, type WsFormat, parseFrame } from './protocol.js';
+import { FrameError, type ParsedFrame, type WsFormat, parseFrame } from './protocol.js';
 import { SubscriptionRegistry, type WsSink } from './registry.js';
 import { PARSE_ERROR_FRAME } from './render.js';
 
@@ -94,7 +94,7 @@ export function registerWsApi(app: TemplatedApp, s: Services): SubscriptionRegis
   s.bus.on('entityDeleted', (ev) => registry.onEntityDeleted(ev.entityId));
 
   const handleFrame = (session: Session, text: string): void => {
-    let frame;
+    let frame: ParsedFrame;
     try {
       frame = parseFrame(text, session.format);
     } catch (err) {
@@ -104,11 +104,15 @@ export function registerWsApi(app: TemplatedApp, s: Services): SubscriptionRegis
       return;
     }
     if (session.principal === undefined) {
-      if (frame.auth === undefined) return session.end(CLOSE.POLICY_VIOLATION, 'Auth cmd is missing');
+      if (frame.auth === undefined) {
+        session.end(CLOSE.POLICY_VIOLATION, 'Auth cmd is missing');
+        return;
+      }
       try {
         session.principal = s.auth.authenticateToken(frame.auth.token);
       } catch (err) {
-        return session.end(CLOSE.BAD_DATA, authFailure(err));
+        session.end(CLOSE.BAD_DATA, authFailure(err));
+        return;
       }
       clearTimeout(session.authTimer);
       session.authTimer = undefined;
