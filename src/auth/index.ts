@@ -156,7 +156,7 @@ export class AuthService {
   }
 
   /**
-   * docs/cli.md: a ticket signed by a key of `auth.ticketKeys` stands for its email with its authority on
+   * Access tickets (docs/cli.md): a ticket signed by a key of `auth.ticketKeys` stands for its email with its authority on
    * this gateway's tenant, whether or not such a user exists here. A customer ticket names its customer by id
    * or title (ids differ between gateways); a customer this gateway does not know grants nothing (401).
    * Tampered, untrusted, expired or logged-out tickets → 401 "Token has expired", as a bad JWT signature.
@@ -196,7 +196,7 @@ export class AuthService {
   }
 
   /**
-   * docs/api.md access rules. Tenant admin: any entity of its tenant. Customer user: devices and assets
+   * The access rules (docs/api.md). Tenant admin: any entity of its tenant. Customer user: devices and assets
    * assigned to its customer, and its own customer (read only). Unknown entity → 404, otherwise 403.
    */
   checkAccess(p: Principal, entityType: EntityType | string, entityId: string, op: AccessOp = 'read'): EntityRecord {

@@ -9,7 +9,7 @@ import nacl from 'tweetnacl';
 import type { Authority } from '../store/entities.js';
 
 export const TICKET_HEADER = Buffer.from(JSON.stringify({ alg: 'EdDSA', typ: 'JWT' })).toString('base64url');
-/** docs/cli.md: a ticket lives at most 7 days */
+/** a ticket lives at most 7 days (docs/cli.md) */
 export const MAX_TICKET_TTL_SEC = 7 * 86_400;
 
 export interface TicketClaims {

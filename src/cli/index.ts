@@ -38,7 +38,7 @@ export async function buildCli(argv: readonly string[] = []): Promise<Command> {
   const program = new Command('outpost')
     .description('Outpost IoT edge gateway')
     .version(packageVersion(), '-V, --version', 'print the version')
-    // docs/cli.md: failures print one line (commander's own "error: ..." line; `--help` shows usage)
+    // failures print one line (docs/cli.md) (commander's own "error: ..." line; `--help` shows usage)
     .exitOverride();
   const named = argv[2] === undefined ? undefined : COMMAND_GROUPS[argv[2]];
   const loaders = named ?? Object.values(COMMAND_GROUPS).flat();
@@ -69,7 +69,7 @@ export async function runCli(argv: string[]): Promise<void> {
   }
 }
 
-/** docs/cli.md: an error is one line, whatever the message carried. */
+/** An error is one line (docs/cli.md), whatever the message carried. */
 function oneLine(msg: string): string {
   return msg.replace(/\s*\n\s*/g, ' ').trim();
 }

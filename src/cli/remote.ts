@@ -95,7 +95,7 @@ export class RemoteBackend implements Backend {
     return a.text;
   }
 
-  /** docs/api.md: one tsSubCmd; its first reply (the current values) is skipped, every later frame printed. */
+  /** One tsSubCmd (the websocket API, docs/api.md); its first reply (the current values) is skipped, every later frame printed. */
   async tail(deviceId: string, keys: readonly string[] | undefined, onPoint: (p: TailPoint) => void, signal: AbortSignal, onReady?: () => void): Promise<void> {
     const { default: WebSocket } = await import('ws');
     const token = await this.s.token();

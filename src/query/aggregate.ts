@@ -1,5 +1,5 @@
 /**
- * docs/api.md: the value of an aggregated bucket, from the storage engine's mergeable state (src/store/rollups/aggregate.ts).
+ * The value of an aggregated bucket (docs/api.md), from the storage engine's mergeable state (src/store/rollups/aggregate.ts).
  */
 import { type KvValue, kvDouble, kvLong, kvString } from '../model/kv.js';
 import { type AggFn, type BucketAgg, type ExactLong, numericSum } from '../store/rollups/aggregate.js';

@@ -89,7 +89,7 @@ export function isHistoryRequest(q: URLSearchParams): boolean {
 }
 
 /**
- * The history parameters (docs/api.md defaults: limit from config, agg NONE, orderBy DESC, interval 0).
+ * The history parameters (defaults, docs/api.md: limit from config, agg NONE, orderBy DESC, interval 0).
  * Only syntax is checked here; `planHistory` applies the semantic rules (interval, bucket count).
  */
 export function parseHistoryParams(q: URLSearchParams): HistoryRequest {

@@ -106,7 +106,7 @@ export class LmdbDepthStore implements DepthStore {
 
   write(entityId: string, records: readonly DsRecord[]): Promise<void> {
     // All puts are issued in one synchronous turn: lmdb-js commits them in one transaction (all-or-nothing),
-    // and the caller is answered only after that transaction is flushed (docs/api.md durability).
+    // and the caller is answered only after that transaction is flushed (durability, docs/api.md).
     let last: Promise<boolean> | undefined;
     let settle: ((committed: boolean) => void) | undefined;
     if (records.length > 0) {

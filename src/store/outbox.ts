@@ -8,7 +8,7 @@
  *
  * Keys of `env.outbox` (ordered-binary arrays):
  *   ['q', seq, e]       → number[] flat (k, firstTs, lastTs, n)*: pending telemetry of entity e from batch seq
- *   ['h', e, seq]       → { refs, above }: refs holding points stamped too far ahead (held; docs/sync.md clock)
+ *   ['h', e, seq]       → { refs, above }: refs holding points stamped too far ahead (held: the clock rule of docs/sync.md)
  *   ['x', seq, e]       → { refs, status, error }: a batch the upstream refused with 400 (set aside, shown)
  *   ['a', uuid]         → n: the device's client attributes changed (n bumps on every change)
  *   ['t', uuid]         → { token, provisioned }: the device's upstream access token

@@ -62,7 +62,7 @@ export function registerAuthApi(router: HttpRouter, s: Services): void {
 
   router.route('get', '/api/auth/user', (ctx) => {
     const p = principalOf(s, ctx);
-    // docs/cli.md: a ticket's holder need not be a user of this gateway; it is described from the ticket
+    // A ticket's holder (docs/cli.md) need not be a user of this gateway; it is described from the ticket
     if (p.ticket) return json(ticketUserJson(p));
     const user = s.entities.user(p.userId);
     // Deleted users' tokens are dropped from the cache; this only races with a concurrent deletion.

@@ -27,7 +27,7 @@ function numberOf(v: JsonValue | undefined, name: string): number | undefined {
   return Math.trunc(n);
 }
 
-/** docs/api.md status mapping; bodies of the failure statuses are empty (TB). */
+/** The status of each outcome (docs/api.md); bodies of the failure statuses are empty (TB). */
 function outcomeReply(o: RpcOutcome, flavour: Flavour): Reply {
   switch (o.kind) {
     case 'delivered': return { status: 200, body: '' };

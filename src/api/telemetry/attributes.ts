@@ -63,7 +63,7 @@ function valuesReply(s: Services, ctx: HttpContext, rawScope: string | undefined
   return jsonText(renderAttributeValues(attrs));
 }
 
-/** docs/api.md writes: nothing is stored unless the whole body is valid. */
+/** Writes (docs/api.md): nothing is stored unless the whole body is valid. */
 async function save(s: Services, ctx: HttpContext, entityType: string, entityId: string, rawScope: string): Promise<void> {
   const t = target(s, ctx, entityType, entityId, 'write');
   const scope = scopeParam(rawScope);

@@ -66,7 +66,7 @@ function unsubscribe(deps: CommandDeps, session: WsSink, cmd: TsSubCmd | AttrSub
   else deps.registry.remove(session, cmd.cmdId);
 }
 
-/** TB's checks in its order: cmdId, entityId, (history: keys), entityType, then access (docs/api.md rules). */
+/** TB's checks in its order: cmdId, entityId, (history: keys), entityType, then access (the rules in docs/api.md). */
 function checkTarget(deps: CommandDeps, principal: Principal, cmd: TsSubCmd | HistoryCmd | AttrSubCmd, failMsg: string): void {
   if (cmd.cmdId < 0) throw bad('Cmd id is negative value!');
   if (cmd.entityId === '') throw bad('Device id is empty!');

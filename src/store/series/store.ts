@@ -1,5 +1,5 @@
 /**
- * The LMDB timeseries store. docs/api.md semantics live here: same (entity, key, ts) overwrites (the later
+ * The LMDB timeseries store. The semantics of docs/api.md live here: same (entity, key, ts) overwrites (the later
  * write wins); "latest" follows the newest ts and an older point never replaces it; ranges are [startTs, endTs).
  *
  * Layout (see chunks.ts): a write puts one compressed head fragment per (series, chunk window) it touches, so a
