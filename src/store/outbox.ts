@@ -105,7 +105,7 @@ export const loggedKey = (lsn: number, entityId: string): string => `${lsn}:${en
  *
  * With the log, the sync service sends a device's points of a record straight from memory as soon as the
  * record is on disk (onLogged), before any LMDB commit: an LMDB commit per send would cost the SD card more
- * than the log saves (BENCHMARKS.md, "SD-card wear"). What it sent is noted here (and in the log itself, see
+ * than the log saves (BENCHMARKS.md, SD-card wear; docs/design/write-path.md). What it sent is noted here (and in the log itself, see
  * LmdbTimeseriesStore.noteSent), so the apply that later puts the record into LMDB records nothing left to send
  * for it. A send still under way when its record is applied is recorded as usual, and its seq kept: the
  * service removes that entry itself once the send succeeds.
