@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs an ARM bundle under qemu-user on this x64 machine and exercises it end to end (issue 18; slow, so not part
+# Runs an ARM bundle under qemu-user on this x64 machine and exercises it end to end (docs/install.md; slow, so not part
 # of npm test):
 #   scripts/arm-smoke.sh <arm64|armv7|x64> [--load-seconds 20] [--connections 8]
 # bundle (built if build/ lacks it) → install.sh --root into a temp dir with the target's Node → CLI: user add,

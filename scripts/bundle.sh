@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Offline install bundle for one gateway architecture (CONTRACT §12), built on any Linux machine:
+# Offline install bundle for one gateway architecture (docs/install.md), built on any Linux machine:
 #   scripts/bundle.sh <x64|arm64|armv7> [--node 20,22] [--out DIR] [--no-build]
 # writes DIR/outpost-<version>-linux-<arch>.tar.gz (DIR defaults to build/) with one top folder outpost/:
 # dist/src, package.json, production node_modules holding only that architecture's native binaries, the unit,
-# install.sh, README.md and bundle.json (arch and Node majors, read by install.sh). The gateway needs neither a
+# install.sh, README.md, docs/ and bundle.json (arch and Node majors, read by install.sh). The gateway needs neither a
 # compiler nor the network.
 #
 # --node: the Node majors whose native binaries are kept (uWebSockets.js ships one 5-7 MB binary per platform and
@@ -101,6 +101,7 @@ cp systemd/outpost.service "$top/systemd/"
 cp scripts/install.sh "$top/install.sh"
 chmod 0755 "$top/install.sh"
 cp README.md "$top/"
+cp -r docs "$top/docs"
 node -e '
   const [version, arch, cpu, majors] = process.argv.slice(1);
   process.stdout.write(JSON.stringify({ version, arch, nodeArch: cpu, nodeMajors: majors.split(",").map(Number) }) + "\n");

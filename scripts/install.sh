@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Outpost installer (CONTRACT §12). Shipped at the top of the bundle (scripts/bundle.sh) as outpost/install.sh;
+# Outpost installer (docs/install.md). Shipped at the top of the bundle (scripts/bundle.sh) as outpost/install.sh;
 # run it as root from the extracted bundle:
 #   sudo ./outpost/install.sh                      install or upgrade; keeps /etc/outpost and /var/lib/outpost
 #   sudo ./outpost/install.sh --uninstall          remove program, unit and command; keep config, data and user
@@ -65,7 +65,7 @@ fi
 [ -f "$src/bundle.json" ] && [ -f "$src/dist/src/main.js" ] ||
   die "run install.sh from an extracted bundle (scripts/bundle.sh <x64|arm64|armv7> builds one)"
 
-# --- Node: 18-22 (CONTRACT §12) and one whose native binaries this bundle carries.
+# --- Node: 18-22 (docs/install.md) and one whose native binaries this bundle carries.
 node_help() {
   cat >&2 <<'EOF'
 outpost: to get a supported Node on Raspberry Pi OS / Debian (bookworm's `apt install nodejs` is 18.19, end of
@@ -131,7 +131,7 @@ if [ ! -f "$root$etc/outpost.json" ]; then
   printf '{\n  "port": 8080\n}\n' > "$root$etc/outpost.json"
   chmod 0640 "$root$etc/outpost.json"
   own root:outpost "$root$etc/outpost.json"
-  say "wrote $etc/outpost.json (keys: README's configuration table)"
+  say "wrote $etc/outpost.json (keys: $prefix/docs/configuration.md)"
 else
   say "kept $etc/outpost.json"
 fi
@@ -142,7 +142,7 @@ chmod 0700 "$root$data"
 own outpost:outpost "$root$data"
 
 # --- The `outpost` command. It sets the installed config and data dir (a technician types `outpost status`), and
-# run as root it becomes the outpost user: LMDB readers need write access to lock.mdb, and a file the CLI
+# run as root it becomes the outpost user: LMDB readers need write access to outpost.mdb-lock, and a file the CLI
 # creates in the data dir must stay the daemon's.
 mkdir -p "$root$(dirname "$cmd")"
 cat > "$root$cmd.tmp" <<EOF

@@ -31,20 +31,20 @@ export interface Services {
   readonly dict: Dictionary;
   readonly entities: EntityStore;
   readonly timeseries: TimeseriesStore;
-  /** background compaction/rollups/retention of the timeseries store; `stats()` for status endpoints (issue 6) */
+  /** background compaction/rollups/retention of the timeseries store; `stats()` for status endpoints */
   readonly downsample?: DownsampleEngine;
-  /** depth series (CONTRACT §4, §5, §8) */
+  /** depth series (docs/api.md) */
   readonly depth: DepthStore;
   readonly bus: EventBus;
   readonly ingest: TelemetryIngest;
   readonly auth: AuthService;
-  /** attributes: client/server/shared scopes (CONTRACT §4, §5) */
+  /** attributes: client/server/shared scopes (docs/api.md) */
   readonly attributes: AttributeStore;
-  /** device long-polls, server- and client-side RPC (CONTRACT §4, §7) */
+  /** device long-polls, server- and client-side RPC (docs/api.md) */
   readonly rpc: RpcBroker;
-  /** upstream store-and-forward (CONTRACT §9); absent when `sync.url` is unset */
+  /** upstream store-and-forward (docs/sync.md); absent when `sync.url` is unset */
   readonly sync?: SyncStatusSource;
-  /** request, ingest and websocket counters for the status endpoints (issue 17); absent in unit tests */
+  /** request, ingest and websocket counters for the status endpoints; absent in unit tests */
   readonly metrics?: Metrics;
   /** the clock; tests substitute a fake one */
   readonly now: () => number;

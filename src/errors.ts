@@ -1,6 +1,6 @@
 /**
- * The one error catalogue (STYLE §8). Every error the gateway answers with has a stable code here, its HTTP
- * status, ThingsBoard's errorCode (CONTRACT §3) and a default message. test/errors.test.ts fails when a code
+ * The one error catalogue. Every error the gateway answers with has a stable code here, its HTTP
+ * status, ThingsBoard's errorCode (docs/api.md) and a default message. test/errors.test.ts fails when a code
  * is missing from README's error table.
  */
 export const TB = {
@@ -58,7 +58,7 @@ export class OutpostError extends Error {
   }
 }
 
-/** ThingsBoard's error JSON `{status,message,errorCode,timestamp}` (CONTRACT §3). */
+/** ThingsBoard's error JSON `{status,message,errorCode,timestamp}` (docs/api.md). */
 export function errorBody(err: OutpostError, now: number = Date.now()): string {
   return JSON.stringify({ status: err.status, message: err.message, errorCode: err.tbCode, timestamp: now });
 }

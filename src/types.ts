@@ -1,5 +1,5 @@
 /**
- * Units and identities as types (STYLE §6). Branded strings cannot be mixed up by accident:
+ * Units and identities as types. Branded strings cannot be mixed up by accident:
  * an AccessToken is never passed where a DeviceId is expected.
  */
 declare const brand: unique symbol;
@@ -14,10 +14,10 @@ export type EntityId = Brand<string, 'EntityId'>;
 export type TenantId = Brand<string, 'TenantId'>;
 export type CustomerId = Brand<string, 'CustomerId'>;
 export type UserId = Brand<string, 'UserId'>;
-/** A device's credentialsId of type ACCESS_TOKEN (CONTRACT §2). */
+/** A device's credentialsId of type ACCESS_TOKEN (docs/api.md). */
 export type AccessToken = Brand<string, 'AccessToken'>;
 
-/** ThingsBoard's "unassigned" customer id (CONTRACT §2). */
+/** ThingsBoard's "unassigned" customer id (docs/api.md). */
 export const NULL_UUID = '13814000-1dd2-11b2-8080-808080808080' as CustomerId;
 
 export const ENTITY_TYPES = [

@@ -1,5 +1,5 @@
 /**
- * The role × endpoint access matrix (CONTRACT §3, reference §3.6), table-driven and black-box.
+ * The role × endpoint access matrix (docs/api.md), table-driven and black-box.
  *
  * Every user endpoint is a row; every row runs for seven callers:
  *   tenantAdmin      reaches everything of its tenant
@@ -12,7 +12,7 @@
  * Unknown entities answer 404 for every authenticated caller. Rows of endpoints that another issue has not
  * built yet stay in the table and are skipped while the route answers 404 "No endpoint ...".
  *
- * The websocket (CONTRACT §6) has its own table: a bad `?token=` closes the socket 1011; each command on an
+ * The websocket (docs/api.md) has its own table: a bad `?token=` closes the socket 1011; each command on an
  * entity the caller may not read answers errorCode 1. A session without a token waits for an `authCmd`
  * (TB's /api/ws protocol), so `noToken` is not a row there: test/ws.test.ts covers it.
  */
@@ -49,7 +49,7 @@ interface Row {
   readonly body?: (fx: Fixture, role: Role | 'probe') => unknown;
   /** expected status for [tenantAdmin, ownCustomer, otherCustomer]; the four others always get 401 */
   readonly expect: readonly [Status, Status, Status];
-  /** send the token as `Authorization: Bearer` (the downloads, CONTRACT §8) instead of X-Authorization */
+  /** send the token as `Authorization: Bearer` (the downloads, docs/api.md) instead of X-Authorization */
   readonly authorizationHeader?: boolean;
   /** the row consumes the caller's session (logout): authenticated roles log in afresh for it */
   readonly freshLogin?: boolean;
@@ -75,10 +75,10 @@ async function freshDeviceOfA(fx: Fixture, role: Role | 'probe', tag: string): P
 }
 
 const ROWS: readonly Row[] = [
-  // ---- auth (CONTRACT §3)
+  // ---- auth (docs/api.md)
   { name: 'GET /api/auth/user', method: 'GET', path: () => '/api/auth/user', expect: [200, 200, 200] },
   { name: 'POST /api/auth/logout', method: 'POST', path: () => '/api/auth/logout', expect: [200, 200, 200], freshLogin: true },
-  // ---- devices (CONTRACT §2)
+  // ---- devices (docs/api.md)
   { name: 'POST /api/device (create)', method: 'POST', path: () => '/api/device', body: (_fx, role) => ({ name: `created-by-${role}` }), expect: [200, 403, 403] },
   { name: 'POST /api/device (update D)', method: 'POST', path: () => '/api/device', body: (fx) => ({ id: { entityType: 'DEVICE', id: fx.deviceD }, name: 'device-D', label: 'updated' }), expect: [200, 200, 403] },
   { name: 'GET /api/device/{D}', method: 'GET', path: (fx) => `/api/device/${fx.deviceD}`, expect: [200, 200, 403] },
@@ -103,7 +103,7 @@ const ROWS: readonly Row[] = [
   { name: 'GET /api/asset/{unknown}', method: 'GET', path: () => `/api/asset/${UNKNOWN_ID}`, expect: [404, 404, 404] },
   { name: 'GET /api/tenant/assets', method: 'GET', path: () => '/api/tenant/assets?pageSize=10&page=0', expect: [200, 403, 403] },
   { name: 'POST /api/customer/{A}/asset/{S}', method: 'POST', path: (fx) => `/api/customer/${fx.customerA}/asset/${fx.assetS}`, expect: [200, 403, 403] },
-  // ---- telemetry REST (CONTRACT §5)
+  // ---- telemetry REST (docs/api.md)
   { name: 'GET keys/timeseries (D)', method: 'GET', path: T('DEVICE', D, 'keys/timeseries'), expect: [200, 200, 403] },
   { name: 'GET keys/timeseries (unknown)', method: 'GET', path: T('DEVICE', U, 'keys/timeseries'), expect: [404, 404, 404] },
   { name: 'GET keys/timeseries (asset S)', method: 'GET', path: T('ASSET', S, 'keys/timeseries'), expect: [200, 200, 403] },
@@ -120,7 +120,7 @@ const ROWS: readonly Row[] = [
   { name: 'DELETE SERVER_SCOPE (D)', method: 'DELETE', path: T('DEVICE', D, 'SERVER_SCOPE?keys=nothing'), expect: [200, 200, 403] },
   { name: 'GET keys/depthseries (D)', method: 'GET', path: T('DEVICE', D, 'keys/depthseries'), expect: [200, 200, 403] },
   { name: 'GET values/depthseries (D)', method: 'GET', path: T('DEVICE', D, 'values/depthseries?keys=depthKey'), expect: [200, 200, 403] },
-  // ---- server-side RPC (CONTRACT §7): the device polls while the one-way call waits for delivery
+  // ---- server-side RPC (docs/api.md): the device polls while the one-way call waits for delivery
   {
     name: 'POST /api/plugins/rpc/oneway/{D}', method: 'POST', path: (fx) => `/api/plugins/rpc/oneway/${fx.deviceD}`,
     body: () => ({ method: 'matrix', params: {}, timeout: 20000 }), expect: [200, 200, 403],
@@ -128,7 +128,7 @@ const ROWS: readonly Row[] = [
   },
   { name: 'POST /api/plugins/rpc/twoway/{unknown}', method: 'POST', path: () => `/api/plugins/rpc/twoway/${UNKNOWN_ID}`, body: () => ({ method: 'x', params: {} }), expect: [404, 404, 404] },
   { name: 'GET /api/outpost/status', method: 'GET', path: () => '/api/outpost/status', expect: [200, 403, 403] },
-  // ---- CSV downloads (CONTRACT §8), token in Authorization
+  // ---- CSV downloads (docs/api.md), token in Authorization
   { name: 'GET /api/download/deviceSeriesData (D)', method: 'GET', path: (fx) => `/api/download/deviceSeriesData?deviceId=${fx.deviceD}&type=ts&startValue=0&endValue=100000`, expect: [200, 200, 403], authorizationHeader: true },
   { name: 'GET /api/download/deviceSeriesData (unknown)', method: 'GET', path: () => `/api/download/deviceSeriesData?deviceId=${UNKNOWN_ID}&type=ts&startValue=0&endValue=1`, expect: [404, 404, 404], authorizationHeader: true },
   { name: 'GET /api/download/deviceAttributesData (D)', method: 'GET', path: (fx) => `/api/download/deviceAttributesData?deviceId=${fx.deviceD}`, expect: [200, 200, 403], authorizationHeader: true },

@@ -1,6 +1,6 @@
 /**
- * Unit tests of the aggregation state, the CONTRACT §5 type rules, bucket planning and the query planner.
- * TB worked examples (reference §2.3) are the fixtures; a seeded test checks mergeAgg == adding every point.
+ * Unit tests of the aggregation state, the docs/api.md type rules, bucket planning and the query planner.
+ * TB worked examples are the fixtures; a seeded test checks mergeAgg == adding every point.
  */
 import t from 'tap';
 import { type KvValue, kvBool, kvDouble, kvJson, kvLong, kvString } from '../src/model/kv.js';
@@ -146,7 +146,7 @@ t.test('mergeAgg of any split equals adding every point (seeded)', async (t) => 
   t.equal(checked, 1500);
 });
 
-t.test('bucket planning (CONTRACT §5)', async (t) => {
+t.test('bucket planning (docs/api.md)', async (t) => {
   const p = planBuckets(1, 3000, 2000, { maxIntervals: 700 });
   t.same([...bucketsOf(p)], [{ start: 1, end: 2001, ts: 1001 }, { start: 2001, end: 3000, ts: 2500 }], '[1,3000) by 2000 → [1,2001),[2001,3000)');
   t.same(bucketAt(planBuckets(0, 60000, 20000, { maxIntervals: 700 }), 2), { start: 40000, end: 60000, ts: 50000 });

@@ -1,5 +1,5 @@
 /**
- * Auth REST, black-box (CONTRACT §3, reference §3.1–3.5): login, refresh, logout, current user, header
+ * Auth REST, black-box (docs/api.md): login, refresh, logout, current user, header
  * variants, TB error JSON for every failure, signing key persisted across restarts.
  */
 import { statSync } from 'node:fs';

@@ -1,5 +1,5 @@
 /**
- * Compressed chunks and head fragments (issue 6 §1, §6): the point-block codec round-trips every TB value
+ * Compressed chunks and head fragments (docs/design/storage.md): the point-block codec round-trips every TB value
  * type exactly, and the LMDB store gives the same answers before and after compaction, under out-of-order
  * points, same-ts overwrites and deletes.
  */
@@ -7,7 +7,7 @@ import t from 'tap';
 import { SeriesColumn } from '../src/model/batch.js';
 import { type KvValue, type TsKv, kvBool, kvDouble, kvJson, kvLong, kvString, kvToString } from '../src/model/kv.js';
 import { decodePoints, decodePointsIn, encodeColumn, encodePoints } from '../src/store/encoding/gorilla.js';
-import { LmdbTimeseriesStore } from '../src/store/series/store.js';
+import type { LmdbTimeseriesStore } from '../src/store/series/store.js';
 import { addPoint, emptyAgg } from '../src/store/rollups/aggregate.js';
 import { finalizeAgg } from '../src/query/aggregate.js';
 import { bucketsOf, planBuckets } from '../src/store/planner/buckets.js';
@@ -38,8 +38,8 @@ t.test('point blocks round-trip every value type exactly', async (t) => {
   }
   const pts = series(100, (i) => kvDouble(i / 10));
   const block = encodePoints(pts);
-  const from = pts[10]!.ts;
-  const to = pts[20]!.ts;
+  const from = (pts[10] as TsKv).ts;
+  const to = (pts[20] as TsKv).ts;
   t.same(show(decodePointsIn(block, from, to)), show(pts.slice(10, 20)), 'partial decode [from, to)');
   t.same(decodePointsIn(block, to, to), [], 'empty partial range');
 });
@@ -57,7 +57,7 @@ t.test('columns: a slice of any column encodes as its points do, and sortedDisti
     let ts = -50_000 + Math.floor(next() * 100_000);
     const runs = 1 + Math.floor(next() * 4);
     for (let r = 0; r < runs; r++) {
-      const make = kinds[Math.floor(next() * kinds.length)]!;
+      const make = kinds[Math.floor(next() * kinds.length)] as (typeof kinds)[number];
       for (let i = 0, n = 1 + Math.floor(next() * 40); i < n; i++) col.push((ts += 1 + Math.floor(next() * 3)), make());
     }
     const from = Math.floor(next() * col.length);

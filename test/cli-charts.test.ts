@@ -1,5 +1,5 @@
 /**
- * Charts a technician reads over SSH (CONTRACT §10), checked as a person would: `query --chart`, `devices`
+ * Charts a technician reads over SSH (docs/cli.md), checked as a person would: `query --chart`, `devices`
  * and `tail` run in a real terminal (tmux), the screen captured and compared with the captures kept in
  * test/fixtures/ (UPDATE_FIXTURES=1 rewrites them). The chart renderer is also compared deterministically,
  * tmux or not.

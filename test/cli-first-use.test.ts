@@ -69,7 +69,7 @@ t.test('rpc failures in words, --version, usage errors, export -o, HEAD /metrics
     t.equal(v.stdout, `${VERSION}\n`, `${flag} prints the version`);
   }
   const usage = await run(['query']);
-  t.equal(usage.code, 2, 'a usage error exits 2 (README)');
+  t.equal(usage.code, 2, 'a usage error exits 2 (docs/cli.md)');
   t.match(usage.stderr, /missing required argument 'device'/);
 
   const file = join(tempDir(t), 'pump.csv');

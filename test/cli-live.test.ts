@@ -1,5 +1,5 @@
 /**
- * `outpost rpc` and `outpost tail` (CONTRACT §10) against a real daemon: rpc through a device long-poll
+ * `outpost rpc` and `outpost tail` (docs/cli.md) against a real daemon: rpc through a device long-poll
  * (remote only), tail following new points in both modes until Ctrl-C.
  */
 import { spawn } from 'node:child_process';
@@ -42,7 +42,8 @@ t.test('rpc and tail', async (t) => {
     t.ok(done, `tail ${mode[0]} showed new points`);
     const pts = lines.slice(0, 3).map((l) => JSON.parse(l) as { ts: number; key: string; value: string });
     t.ok(pts.every((p) => p.key === 'v' && p.value === String(p.ts - now)), `tail ${mode[0]}: {"ts","key","value"} of the posted points`);
-    t.ok(pts[1]!.ts > pts[0]!.ts && pts[2]!.ts > pts[1]!.ts, `tail ${mode[0]}: in order, no repeats`);
+    const [p0, p1, p2] = pts.map((p) => p.ts);
+    t.ok(p0 !== undefined && p1 !== undefined && p2 !== undefined && p1 > p0 && p2 > p1, `tail ${mode[0]}: in order, no repeats`);
     child.kill('SIGINT');
     const code = await new Promise<number | null>((r) => child.once('exit', r));
     t.equal(code, 0, `tail ${mode[0]} exits 0 on Ctrl-C`);

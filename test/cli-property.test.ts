@@ -1,5 +1,5 @@
 /**
- * Seeded property test (CONTRACT §10 "two modes, one output"): random series go in through the device API,
+ * Seeded property test (docs/cli.md "two modes, one output"): random series go in through the device API,
  * random history queries go out through `outpost query --json` locally (the data dir read-only beside the
  * daemon) and remotely, and both must equal REST's `values/timeseries` answer byte for byte.
  */

@@ -1,5 +1,5 @@
 /**
- * `outpost query` (table, --json, --csv, --chart), `export` and `status` (CONTRACT §10), local and remote against
+ * `outpost query` (table, --json, --csv, --chart), `export` and `status` (docs/cli.md), local and remote against
  * a real daemon: --json and export must be REST's bytes in both modes.
  */
 import { readFileSync, readdirSync } from 'node:fs';

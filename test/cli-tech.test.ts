@@ -1,5 +1,5 @@
 /**
- * The technician's CLI (CONTRACT §10) against a real daemon, local (the data dir read-only beside the running
+ * The technician's CLI (docs/cli.md) against a real daemon, local (the data dir read-only beside the running
  * daemon) and remote (--url after outpost login): login, the stored session and its transparent refresh,
  * devices, latest, attributes, one-line errors with "did you mean", logout. `--json` must be REST's answer byte
  * for byte in both modes. (query/export/status: cli-query.test.ts; rpc/tail: cli-live.test.ts.)
@@ -56,7 +56,7 @@ t.test('login, devices, latest, attributes and errors, local and remote', async 
     [['devices', '--data-dir', join(cfg, 'nowhere')], /^outpost: no store in /, 'no store here'],
   ];
   const failed = await Promise.all(failures.map(([args]) => run(args)));
-  failures.forEach(([, msg, what], i) => failsOneLine(t, failed[i] as CliResult, msg, what));
+  for (const [i, [, msg, what]] of failures.entries()) failsOneLine(t, failed[i] as CliResult, msg, what);
 
   // attributes --json == REST, both modes
   await Promise.all(([[undefined, ''], ['shared', '/SHARED_SCOPE'], ['client', '/CLIENT_SCOPE']] as const).map(async ([scope, path]) => {

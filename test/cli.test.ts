@@ -1,5 +1,5 @@
 /**
- * The admin CLI and `outpost serve` lifecycle (CONTRACT §1): JSON lines, `--customer` by id and by title,
+ * The admin CLI and `outpost serve` lifecycle (docs/cli.md): JSON lines, `--customer` by id and by title,
  * one-line errors with a non-zero exit, use with and without the daemon (which sees new entities at once),
  * env defaults, the listening log line, SIGTERM/SIGINT → 0, and HTTPS through --tls-cert/--tls-key.
  */
@@ -88,7 +88,7 @@ t.test('admin commands without a daemon', async (t) => {
     [['frobnicate'], /unknown command 'frobnicate'/, 'unknown command'],
   ];
   const results = await Promise.all(failures.map(([args]) => cli([...args, ...dd])));
-  failures.forEach(([, msg, what], i) => failsWithOneLine(t, results[i] as CliResult, msg, what));
+  for (const [i, [, msg, what]] of failures.entries()) failsWithOneLine(t, results[i] as CliResult, msg, what);
 
   // OUTPOST_DATA_DIR is the CLI's default data dir too
   const viaEnv = await cli(['device', 'add', '--name', 'env-dev'], { OUTPOST_DATA_DIR: dir });

@@ -1,5 +1,5 @@
 /**
- * kill -9 in the middle of compaction (issue 6, durability first): the daemon is folding two weeks of head
+ * kill -9 in the middle of compaction (durability first): the daemon is folding two weeks of head
  * fragments, with same-ts overwrites and a type change among them, into chunks and rollups when it is
  * killed. Every acknowledged point must still be there with its last posted value, aggregated answers must
  * equal the raw computation on the half-compacted store right after the restart and again once compaction

@@ -25,7 +25,7 @@ t.test('csvField quotes exactly commas, quotes, CR and LF (RFC 4180)', async (t)
   const b = new CsvBuffer(4);
   for (const [value] of table) { b.field(value); b.comma(); }
   b.eol();
-  t.equal(b.view().toString('utf8'), table.map(([, e]) => `${e},`).join('') + '\n', 'CsvBuffer writes the same bytes, growing as needed');
+  t.equal(b.view().toString('utf8'), `${table.map(([, e]) => `${e},`).join('')}\n`, 'CsvBuffer writes the same bytes, growing as needed');
 });
 
 /** A column over fixed cells, in small pages so page boundaries are crossed. */
@@ -60,7 +60,7 @@ t.test('wideCsvChunks merges sorted sources into one row per distinct position',
 t.test('wideCsvChunks cuts chunks of at least chunkBytes, losing nothing', async (t) => {
   const pairs: Array<[number, string]> = Array.from({ length: 1000 }, (_, i) => [i, `value-${i}`]);
   const { text, chunks } = wideText(['ts', 'v'], [cells(pairs)], 1024);
-  t.equal(text, 'ts,v\n' + pairs.map(([p, v]) => `${p},${v}\n`).join(''));
+  t.equal(text, `ts,v\n${pairs.map(([p, v]) => `${p},${v}\n`).join('')}`);
   for (const c of chunks.slice(0, -1)) t.ok(c.length >= 1024 && c.length < 1024 + 30, `chunk size ${c.length}`);
   t.ok(chunks.length > 5);
 });

@@ -9,7 +9,7 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { readEntity } from './helpers/readback.js';
-import { MAIN, addDevice, http, startGateway, tempDir } from './helpers/server.js';
+import { type Gateway, MAIN, addDevice, http, startGateway, tempDir } from './helpers/server.js';
 
 interface Exit { code: number | null; stdout: string; stderr: string; ms: number }
 
@@ -81,7 +81,7 @@ t.test('a second daemon on the same data dir or port is refused; kill -9 then lo
 t.test('the store and its secrets are private to the daemon user whatever the umask', async (t) => {
   const dataDir = join(tempDir(t), 'data');
   const old = process.umask(0o000); // children inherit it: a careless shell
-  let gw;
+  let gw: Gateway;
   try {
     gw = await startGateway(t, { dataDir });
   } finally {

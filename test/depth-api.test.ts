@@ -78,7 +78,7 @@ t.test('depth series: upload shapes, typing, overwrite, keys, latest, ranges, er
     t.equal(r.status, 400, q);
   }
 
-  // Access rules (CONTRACT §3).
+  // Access rules (docs/api.md).
   t.equal((await http('GET', `${rest}/keys/depthseries`)).status, 401, 'no token');
   t.equal((await http('GET', `${rest}/keys/depthseries`, undefined, authHeaders(f.acmeUser))).status, 403, 'customer user, unassigned device');
   t.equal((await http('GET', `${rest}/keys/depthseries`, undefined, bearer(f.admin))).status, 200, 'Authorization: Bearer works too');

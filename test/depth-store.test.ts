@@ -1,5 +1,5 @@
 import t from 'tap';
-import { kvDouble, kvLong, kvString, kvToString } from '../src/model/kv.js';
+import { type KvValue, kvDouble, kvLong, kvString, kvToString } from '../src/model/kv.js';
 import { LmdbDepthStore, depthKey, readOrderedF64, writeOrderedF64 } from '../src/store/depth.js';
 import { openTestEnv } from './helpers/store.js';
 
@@ -44,7 +44,7 @@ t.test('LmdbDepthStore: overwrite, keys, latest, inclusive ranges, paging, limit
   const latest = store.latest(dev);
   t.same([...latest.keys()].sort(), ['bit', 'rop', 'wob']);
   t.equal(latest.get('rop')?.ds, 10.5, 'latest is the greatest depth');
-  t.equal(kvToString(latest.get('rop')!.value), '2.5', 'same key+depth overwrote');
+  t.equal(kvToString(latest.get('rop')?.value as KvValue), '2.5', 'same key+depth overwrote');
   t.same([...store.latest(dev, ['wob', 'missing']).keys()], ['wob'], 'missing keys absent');
 
   const rop = [...store.range(dev, 'rop', { startDs: -10, endDs: 100 })].map((p) => [p.ds, kvToString(p.value)]);
@@ -63,6 +63,6 @@ t.test('LmdbDepthStore: overwrite, keys, latest, inclusive ranges, paging, limit
   let ordered = true;
   for (let i = 1; i < all.length; i++) if (!((all[i - 1] as { ds: number }).ds < (all[i] as { ds: number }).ds)) ordered = false;
   t.ok(ordered, 'strictly ascending across page boundaries');
-  t.equal(kvToString(all[2499]!.value), '2499');
+  t.equal(kvToString((all[2499] as { value: KvValue }).value), '2499');
   t.equal([...store.range(dev, 'gr', { startDs: -1000, endDs: 1000, limit: 2000 })].length, 2000, 'limit across pages');
 });

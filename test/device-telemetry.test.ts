@@ -1,5 +1,5 @@
 /**
- * POST /api/v1/{token}/telemetry against the real daemon (CONTRACT §4): every shape, TB value typing end to
+ * POST /api/v1/{token}/telemetry against the real daemon (docs/api.md): every shape, TB value typing end to
  * end, overwrite and latest rules (also across a restart), every error with nothing stored, body caps and
  * 404s. Data is read back from the store the daemon leaves behind (test/helpers/readback.ts).
  */

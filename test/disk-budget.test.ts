@@ -1,4 +1,4 @@
-/** The disk budget that keeps an SD card from filling (issue 6): automatic by default, explicit, or off. */
+/** The disk budget that keeps an SD card from filling (docs/design/storage.md): automatic by default, explicit, or off. */
 import { statfsSync } from 'node:fs';
 import t from 'tap';
 import { loadConfig } from '../src/config/index.js';

@@ -1,5 +1,5 @@
 /**
- * CONTRACT §4: "the 200 is sent only after the points are committed": kill -9 the daemon in the middle of a
+ * A 200 is sent only after the points are committed (docs/api.md): kill -9 the daemon in the middle of a
  * burst of concurrent posts, then find EVERY point whose request got a 200, with the value that was posted.
  * Requests cut off by the kill may or may not be stored, but nothing stored may be something never sent,
  * and a stored request is stored whole (both its keys).

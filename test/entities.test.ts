@@ -1,5 +1,5 @@
 /**
- * Entity management REST, black-box (CONTRACT §2, reference §6): devices, credentials, paging and name
+ * Entity management REST, black-box (docs/api.md): devices, credentials, paging and name
  * lookup, customers with assign/unassign, assets, deletion, TB JSON shapes and 400/404 on bad ids.
  */
 import t from 'tap';

@@ -1,5 +1,5 @@
 /**
- * The daemon's decoded-entity cache stays coherent (CONTRACT §1–§4): a device the CLI creates works at
+ * The daemon's decoded-entity cache stays coherent (docs/cli.md, docs/api.md): a device the CLI creates works at
  * once, a device deleted by REST or by another process is refused at once, a token moved to another device
  * follows at once, and an assignment change (REST or another process) changes a customer user's access at
  * once. Each check follows a warm-up request, so a stale cache entry would be what answers.

@@ -1,7 +1,7 @@
 /**
- * The error catalogue (src/errors.ts, STYLE §8): every code is documented in README's "Errors" table with
+ * The error catalogue (src/errors.ts): every code is documented in README's "Errors" table with
  * the same HTTP status and TB errorCode, the table lists no code that does not exist, and the error JSON
- * has TB's shape (CONTRACT §3).
+ * has TB's shape (docs/api.md).
  */
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';

@@ -1,5 +1,5 @@
 /**
- * Fuzz the telemetry endpoint (CONTRACT §4), seeded and bounded: random bytes, random JSON, valid payloads
+ * Fuzz the telemetry endpoint (docs/api.md), seeded and bounded: random bytes, random JSON, valid payloads
  * and mutations/truncations of them. The daemon must answer every request with 200, 400 or 413 (never a 500,
  * never a crash), still answer afterwards, and a rejected request must store nothing: after each non-200,
  * the device's points, latest values and the dictionary are exactly as before (read from another process
@@ -126,7 +126,7 @@ const NASTY: Buffer[] = [
   Buffer.from('{"ts":-9007199254740993,"values":{"a":1}}'),
   Buffer.alloc(0),
   Buffer.from('\u0000'),
-  Buffer.from('[' + '{},'.repeat(20_000) + '{}]'),
+  Buffer.from(`[${'{},'.repeat(20_000)}{}]`),
 ];
 
 t.test(`fuzz the telemetry endpoint (seed ${SEED})`, async (t) => {

@@ -1,5 +1,5 @@
 /**
- * Group commit in the timeseries store (issue 2): the writes of one event-loop turn share one transaction and
+ * Group commit in the timeseries store: the writes of one event-loop turn share one transaction and
  * become one head fragment per series, yet keep sequential semantics (later call wins on an equal ts; a delete
  * covers writes queued before it). Real LMDB in a temp dir.
  */

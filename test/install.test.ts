@@ -1,5 +1,5 @@
 /**
- * Install on a gateway (CONTRACT §12, issue 18): install.sh --root into a temp dir (files, modes, the `outpost`
+ * Install on a gateway (docs/install.md): install.sh --root into a temp dir (files, modes, the `outpost`
  * command finding the installed config and data dir, idempotence, an upgrade keeping config and data, the
  * low-port drop-in, uninstall, purge, Node refused with the Raspberry Pi OS advice), the unit through
  * systemd-analyze (verify clean, exposure <= 2.0) where it exists, and one real x64 bundle: its layout, size,
@@ -37,6 +37,7 @@ function fakeBundle(dir: string, bundle: { nodeArch?: string; nodeMajors?: numbe
   cpSync(join(REPO, 'scripts/install.sh'), join(top, 'install.sh'));
   cpSync(join(REPO, 'package.json'), join(top, 'package.json'));
   cpSync(join(REPO, 'README.md'), join(top, 'README.md'));
+  cpSync(join(REPO, 'docs'), join(top, 'docs'), { recursive: true });
   writeFileSync(join(top, 'bundle.json'), JSON.stringify({
     version: '0.0.0-test', arch: 'test', nodeArch: bundle.nodeArch ?? process.arch, nodeMajors: bundle.nodeMajors ?? [NODE_MAJOR],
   }));
@@ -120,7 +121,7 @@ t.test('install.sh --root: files, modes, the outpost command, upgrade, uninstall
   t.equal(readFileSync(at('var/lib/outpost/marker'), 'utf8'), 'data', 'data kept');
   t.ok(readdirSync(at('var/lib/outpost')).some((f) => f.endsWith('.mdb')), 'store kept');
   t.match(readFileSync(at('etc/systemd/system/outpost.service.d/10-low-port.conf'), 'utf8'),
-    /AmbientCapabilities=CAP_NET_BIND_SERVICE[^]*PrivateUsers=no/, 'port 80: CAP_NET_BIND_SERVICE drop-in');
+    /AmbientCapabilities=CAP_NET_BIND_SERVICE[\s\S]*PrivateUsers=no/, 'port 80: CAP_NET_BIND_SERVICE drop-in');
   t.match(second.stdout, /http:\/\/\S+:80 /, 'the URL follows the configured port');
   writeFileSync(at('etc/outpost/outpost.json'), '{ "port": 8080 }\n');
   install(t, top, ['--root', root]);
@@ -156,10 +157,10 @@ t.test('install.sh refuses what cannot run, saying what to do', async (t) => {
     t.notOk(existsSync(join(dir, 'root/opt/outpost')), `${what}: nothing installed`);
   };
   const top = fakeBundle(join(dir, 'a'), { nodeMajors: [20, 22] });
-  refuse('Node 16', top, { OUTPOST_NODE: fakeNode('v16.20.2') }, /Node v16\.20\.2 .* not supported: Outpost runs on Node 18 to 22[^]*bookworm[^]*NodeSource[^]*official tarball/);
+  refuse('Node 16', top, { OUTPOST_NODE: fakeNode('v16.20.2') }, /Node v16\.20\.2 .* not supported: Outpost runs on Node 18 to 22[\s\S]*bookworm[\s\S]*NodeSource[\s\S]*official tarball/);
   refuse('Node 24', top, { OUTPOST_NODE: fakeNode('v24.1.0') }, /not supported/);
-  refuse('bookworm\'s Node 18.19', top, { OUTPOST_NODE: fakeNode('v18.19.0') }, /carries native binaries for Node 20 and 22, not for Node 18[^]*apt install nodejs[^]*18\.19[^]*setup_22\.x/);
-  refuse('no Node', top, { OUTPOST_NODE: join(dir, 'nowhere/node') }, /Node\.js is not installed[^]*NodeSource/);
+  refuse('bookworm\'s Node 18.19', top, { OUTPOST_NODE: fakeNode('v18.19.0') }, /carries native binaries for Node 20 and 22, not for Node 18[\s\S]*apt install nodejs[\s\S]*18\.19[\s\S]*setup_22\.x/);
+  refuse('no Node', top, { OUTPOST_NODE: join(dir, 'nowhere/node') }, /Node\.js is not installed[\s\S]*NodeSource/);
   const other = process.arch === 'arm64' ? 'x64' : 'arm64';
   refuse('another architecture', fakeBundle(join(dir, 'b'), { nodeArch: other }), {}, new RegExp(`this bundle is for ${other} but .* is ${process.arch}`));
   const r = run(join(REPO, 'scripts/install.sh'), ['--root', join(dir, 'root')]);
@@ -207,7 +208,7 @@ t.test('an x64 bundle: layout, size, native binaries, and it runs once installed
   t.ok(size <= 10 * 1024 * 1024, `${size} bytes <= 10 MiB`);
   const list = run('tar', ['-tzf', tarball]).stdout.trim().split('\n');
   t.same(list.filter((p) => !p.startsWith('outpost/')), [], 'one top folder, outpost/');
-  for (const f of ['outpost/install.sh', 'outpost/README.md', 'outpost/systemd/outpost.service', 'outpost/dist/src/main.js', 'outpost/bundle.json', 'outpost/package.json']) {
+  for (const f of ['outpost/install.sh', 'outpost/README.md', 'outpost/docs/configuration.md', 'outpost/systemd/outpost.service', 'outpost/dist/src/main.js', 'outpost/bundle.json', 'outpost/package.json']) {
     t.ok(list.includes(f), `has ${f}`);
   }
   t.notOk(list.some((p) => p.startsWith('outpost/dist/test') || p.endsWith('.map') || p.endsWith('.ts')), 'no tests, sources or maps');
@@ -233,7 +234,7 @@ t.test('an x64 bundle: layout, size, native binaries, and it runs once installed
     const onData = (d: Buffer): void => {
       log += d.toString();
       const m = /listening on (http:\/\/\S+)/.exec(log);
-      if (m) resolve(m[1]!);
+      if (m?.[1] !== undefined) resolve(m[1]);
     };
     proc.stdout.on('data', onData);
     proc.stderr.on('data', onData);

@@ -78,6 +78,7 @@ t.test('__proto__ and constructor keys are plain data', async (t) => {
   t.equal(Object.getPrototypeOf(obj), Object.prototype, 'prototype unchanged');
   t.equal((obj as { polluted?: unknown }).polluted, undefined, 'nothing inherited from the payload');
   t.same(Object.keys(obj), ['__proto__', 'constructor']);
+  // biome-ignore lint/suspicious/noProto: the subject is an own `__proto__` key parsed from JSON, which must stay plain data
   t.same(plain(obj['__proto__'] as JsonValue), { polluted: 1 });
   t.equal(({} as { polluted?: unknown }).polluted, undefined, 'Object.prototype untouched');
   t.equal(stringifyJson(v), '{"__proto__":{"polluted":1},"constructor":2}');

@@ -1,5 +1,5 @@
 /**
- * Unit tests of the auth core (CONTRACT §3): HS512 sign/verify, scrypt passwords, and AuthService's
+ * Unit tests of the auth core (docs/api.md): HS512 sign/verify, scrypt passwords, and AuthService's
  * verified-token cache against a real LMDB store in a temp dir, with a hand-driven clock.
  */
 import { createHmac } from 'node:crypto';

@@ -5,7 +5,7 @@ import t from 'tap';
 import { pollTimeout } from '../src/api/device/rpc.js';
 import { EventBus } from '../src/bus/index.js';
 import { loadConfig } from '../src/config/index.js';
-import { OutpostError } from '../src/errors.js';
+import type { OutpostError } from '../src/errors.js';
 import type { HttpContext } from '../src/http/adapter.js';
 import { kvDouble, kvString } from '../src/model/kv.js';
 import { RpcBroker } from '../src/rpc/broker.js';

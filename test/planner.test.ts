@@ -1,5 +1,5 @@
 /**
- * The downsampling planner answers exactly (issue 6 §2, CONTRACT §5): a seeded property test writes random
+ * The downsampling planner answers exactly (docs/design/downsampling.md): a seeded property test writes random
  * data (mixed types, out-of-order points, same-ts overwrites, deletes, compactions that leave some windows
  * dirty), runs random (startTs, endTs, interval, limit) queries through the store's BucketSource and compares
  * every aggregation function with brute force over a model of the raw points.

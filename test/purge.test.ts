@@ -1,5 +1,5 @@
 /**
- * The data of deleted entities (purge.ts): telemetry in head, chunks, rollups and latest, attributes and depth
+ * The data of deleted entities (src/store/background/purge.ts): telemetry in head, chunks, rollups and latest, attributes and depth
  * series all go, in bounded steps of the downsampling engine, resumed after a restart, while every other
  * entity keeps all of its data.
  */

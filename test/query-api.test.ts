@@ -1,5 +1,5 @@
 /**
- * Black-box tests of the timeseries REST API (CONTRACT §5): TB's worked examples through HTTP, latest values,
+ * Black-box tests of the timeseries REST API (docs/api.md): TB's worked examples through HTTP, latest values,
  * raw pages (streamed when large), parameter errors, REST writes and deletes, and access rules.
  */
 import t, { type Test } from 'tap';

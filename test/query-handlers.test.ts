@@ -1,5 +1,5 @@
 /**
- * The timeseries handlers called in-process (STYLE §1: handlers are plain functions of an HttpContext), over
+ * The timeseries handlers called in-process (: handlers are plain functions of an HttpContext), over
  * a real LMDB store in a temp dir and the real EventBus: REST writes publish `telemetry` for any entity type,
  * deletes publish `telemetryDeleted` exactly for the keys whose latest value went away or was rewritten.
  */

@@ -1,5 +1,5 @@
 /**
- * Seeded property test (CONTRACT §5 "results equal the same computation over the raw points, exactly"):
+ * Seeded property test (docs/api.md "results equal the same computation over the raw points, exactly"):
  * random series of longs, doubles, strings and mixed values go in through the REST write API; random
  * history queries (ranges, intervals, aggs, limits, orders) go out through the REST read API and are compared
  * with a brute-force reference written here, independently of src/query: it walks every bucket, sums with
@@ -138,7 +138,7 @@ function randomPoint(r: () => number, kind: string): { val: RefValue; literal: s
       return { val: { t: 'DOUBLE', v: Number(lit) }, literal: lit };
     }
     case 'str': {
-      const s = 's' + String.fromCharCode(97 + Math.floor(r() * 26)) + String.fromCharCode(65 + Math.floor(r() * 26));
+      const s = `s${String.fromCharCode(97 + Math.floor(r() * 26))}${String.fromCharCode(65 + Math.floor(r() * 26))}`;
       return { val: { t: 'STRING', v: s }, literal: JSON.stringify(s) };
     }
     default: {

@@ -1,5 +1,5 @@
 /**
- * Streamed range reads (issue 7): `TimeseriesStore.range` merges chunks and head fragments point by point
+ * Streamed range reads: `TimeseriesStore.range` merges chunks and head fragments point by point
  * (chunks.ts `seriesPoints`, gorilla.ts `BlockColumns`). A seeded property test compares it with a model of
  * the raw points over random [startTs, endTs), ASC/DESC and limits, while windows hold a chunk, many
  * fragments, both, or legacy single-point head entries; and BlockColumns matches decodePoints for every mode.
@@ -79,7 +79,7 @@ t.test('range streams exactly what a model of the raw points holds (seeded)', as
     const recs: Array<{ ts: number; values: Array<[string, KvValue]> }> = [];
     for (let i = 0; i < 300; i++) recs.push({ ts: base + i * 10_000, values: [['x', value()]] });
     await store.write(ENTITY, recs);
-    for (const r of recs) model.set(r.ts, r.values[0]![1]);
+    for (const r of recs) model.set(r.ts, (r.values[0] as (typeof r.values)[number])[1]);
     for (let i = 0; i < 40; i++) {
       const keys = [...model.keys()];
       const ts = rand() < 0.6 ? keys[int(keys.length)] as number : t0 + int(span);

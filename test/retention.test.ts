@@ -1,5 +1,5 @@
 /**
- * Retention and the disk budget (issue 6 §4, §5): raw chunks go first and rollups answer for the range they
+ * Retention and the disk budget (docs/design/downsampling.md, docs/design/storage.md): raw chunks go first and rollups answer for the range they
  * covered; the budget drops the oldest raw windows until live pages fit; tier retention never costs exactness;
  * late points below the raw horizon are counted; the engine runs in bounded steps and stops cleanly.
  * Fake clock: the engine reads `now` from the test.
@@ -13,7 +13,7 @@ import { type KvValue, kvDouble, kvLong, kvToString } from '../src/model/kv.js';
 import { windowStart } from '../src/store/series/chunks.js';
 import { readOrderedI64 } from '../src/store/encoding/codec.js';
 import { DownsampleEngine, type EngineOptions, liveBytes } from '../src/store/background/downsample.js';
-import { LmdbTimeseriesStore } from '../src/store/series/store.js';
+import type { LmdbTimeseriesStore } from '../src/store/series/store.js';
 import type { Teardown } from './helpers/server.js';
 import { compactAll, openSeriesStore } from './helpers/store.js';
 
@@ -92,7 +92,7 @@ t.test('raw retention: old chunks go, rollups answer for their range', async (t)
   // Aligned to the tiers, answers over the dropped range stay exact.
   const aligned = planBuckets(T0 + HOUR, horizon, HOUR, { maxIntervals: 700 });
   t.same(show([...store.bucketAggs(ENTITY, 'v', aligned)] as Array<{ index: number; agg: BucketAgg }>), show(brute(model, aligned)), 'hour buckets from rollups = raw');
-  // Unaligned: each 10-min rollup bucket is counted in the request bucket holding its start (README).
+  // Unaligned: each 10-min rollup bucket is counted in the request bucket holding its start (docs/design/downsampling.md).
   const unaligned = planBuckets(T0 + 7 * MIN, T0 + 5 * HOUR + 7 * MIN, HOUR, { maxIntervals: 700 });
   const counts = [...store.bucketAggs(ENTITY, 'v', unaligned)].map((b) => b.agg.count);
   const approx = [...bucketsOf(unaligned)].map((b) => [...model.keys()].filter((ts) => {

@@ -1,5 +1,5 @@
 /**
- * Downsampling inside the real daemon (issue 6, black box, STYLE §16): a TB array batch of old points is
+ * Downsampling inside the real daemon (black box): a TB array batch of old points is
  * compacted into chunks and rollups by the daemon's background engine; aggregated history over HTTP equals the
  * raw computation before compaction, after it, and after a restart; SIGTERM stops the engine cleanly (exit 0).
  */

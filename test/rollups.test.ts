@@ -1,5 +1,5 @@
 /**
- * Rollup tiers (issue 6 §2, STYLE §13): the alignment function, ladder validation, the block codec (every
+ * Rollup tiers (docs/design/downsampling.md): the alignment function, ladder validation, the block codec (every
  * BucketAgg field round-trips), and tiers that stay equal to a recomputation from raw points under
  * out-of-order points, same-ts overwrites and deletes. TB's worked example goes through the planner.
  */
@@ -12,7 +12,7 @@ import { type KvValue, type TsKv, kvBool, kvDouble, kvJson, kvLong, kvString, kv
 import { windowStart } from '../src/store/series/chunks.js';
 import { decodePoints as decodeBlockPoints } from '../src/store/encoding/gorilla.js';
 import { type RollupBucket, bucketize, decodeBlock, encodeBlock, makeTiers } from '../src/store/rollups/store.js';
-import { LmdbTimeseriesStore } from '../src/store/series/store.js';
+import type { LmdbTimeseriesStore } from '../src/store/series/store.js';
 import type { Teardown } from './helpers/server.js';
 import { compactAll, openSeriesStore } from './helpers/store.js';
 
@@ -120,5 +120,6 @@ t.test('TB worked example answers from rollups: AVG 150.0/350.0/550.0', async (t
   const got = [...aggregateBuckets(store, ENTITY, 'v', plan, 'AVG')].map((p) => [p.ts, render(p.value)]);
   t.same(got, [[10_000, 'DOUBLE:150.0'], [30_000, 'DOUBLE:350.0'], [50_000, 'DOUBLE:550.0']]);
   const s = store.seriesOf(ENTITY, 'v');
-  t.ok(s !== undefined && [...store.rollups.buckets(store.tiers[1]!, s.e, s.k, 0, 60_000)].length === 3, 'the 20-s tier holds the buckets');
+  const tier = store.tiers[1];
+  t.ok(s !== undefined && tier !== undefined && [...store.rollups.buckets(tier, s.e, s.k, 0, 60_000)].length === 3, 'the 20-s tier holds the buckets');
 });

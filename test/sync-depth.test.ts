@@ -1,5 +1,5 @@
 /**
- * Depth series upstream (CONTRACT §9, issue 16): recorded in the write's transaction, sent to an upstream that
+ * Depth series upstream (docs/sync.md): recorded in the write's transaction, sent to an upstream that
  * answers `/api/v1/{T}/depth/telemetry` (a second Outpost daemon, or the fake TB with `acceptsDepth`), counted
  * as not synced where the upstream answers that path 404 (plain TB). Real daemons on ephemeral ports.
  */

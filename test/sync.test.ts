@@ -1,12 +1,12 @@
 /**
- * Upstream sync (CONTRACT §9, issue 16) against a fake ThingsBoard (helpers/fake-tb.ts) and, end to end,
+ * Upstream sync (docs/sync.md) against a fake ThingsBoard (helpers/fake-tb.ts) and, end to end,
  * against a second Outpost daemon with provisioning. Each case starts the real `outpost serve` with a small
  * config (short back-off caps, small batches) and waits on events: the fake's requests, the status endpoint.
  */
 import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import t, { type Test } from 'tap';
+import t from 'tap';
 import { clockSynchronized } from '../src/sync/clock.js';
 import { FakeTb, type Received } from './helpers/fake-tb.js';
 import { type Gateway, addDevice, cli, http, startGateway, tempDir } from './helpers/server.js';

@@ -1,6 +1,6 @@
 /**
  * The telemetry fast path (src/ingest/fastpath.ts) against the general path (parseJson → parseTelemetry),
- * CONTRACT §4: whenever the fast path answers, its columns equal those of the general path's records exactly
+ * Whenever the fast path answers, its columns equal those of the general path's records exactly
  * (key order, point order, value types, -0, bigints); when the general path refuses a body, the fast path must not answer. Table-driven for
  * the rarities, then seeded random bodies and mutations of them.
  */

@@ -1,5 +1,5 @@
 /**
- * Access tickets (CONTRACT §11): `outpost ticket keygen/issue`, then the accept/reject matrix on a gateway
+ * Access tickets (docs/cli.md): `outpost ticket keygen/issue`, then the accept/reject matrix on a gateway
  * whose config trusts one key: valid admin and customer tickets carry their authority's rules; tampered,
  * expired, untrusted and over-long tickets answer 401; ttl > 7 days is refused at issue; login --ticket works.
  */

@@ -1,5 +1,5 @@
 /**
- * ThingsBoard value typing (CONTRACT §4) and Java double rendering (CONTRACT §5), table-driven with TB's
+ * ThingsBoard value typing (docs/api.md) and Java double rendering (docs/api.md), table-driven with TB's
  * own fixtures (JsonConverterTest) plus the edge cases around 64-bit overflow and scale.
  */
 import t from 'tap';
@@ -85,7 +85,7 @@ t.test('a literal that would expand beyond the plain-digit cap is rejected, not 
   // just under the cap is still TB's plain string
   const ok = typeJsonValue(parseJson(`1E${MAX_PLAIN_NUMBER_LENGTH - 1}`));
   t.equal(ok?.type, 'STRING');
-  t.equal((ok?.v as string).length, MAX_PLAIN_NUMBER_LENGTH);
+  t.equal((ok?.v as string | undefined)?.length, MAX_PLAIN_NUMBER_LENGTH);
   t.equal(typeJsonValue(parseJson('0E999999999'))?.v, 0, 'zero with any exponent is 0');
 });
 

@@ -1,5 +1,5 @@
 /**
- * Power loss, simulated (issue 19): the write-ahead log runs on a file layer that keeps every write apart until
+ * Power loss, simulated (docs/design/write-path.md): the write-ahead log runs on a file layer that keeps every write apart until
  * it is fdatasync'ed. At a seeded crash point every operation stops for good; of the writes not yet synced, a
  * random subset of their 512-byte sectors reaches the "disk" (writeback may have flushed some, in any order),
  * the rest is lost. The log is then opened from what is on disk, as at the next boot, and must give back exactly

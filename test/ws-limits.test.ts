@@ -1,5 +1,5 @@
 /**
- * Websocket limits (CONTRACT §6, STYLE §11): a consumer that stops reading is closed once its outbound buffer
+ * Websocket limits (docs/api.md): a consumer that stops reading is closed once its outbound buffer
  * passes ws.maxBackpressure, server memory stays bounded, other sockets keep receiving; the per-session
  * subscription cap. Small limits come from a config file so the test needs little data.
  */

@@ -1,4 +1,4 @@
-/** Websocket over TLS (CONTRACT §1, §6): wss on the same port as HTTPS, certificate verified by the client. */
+/** Websocket over TLS (docs/cli.md, docs/api.md): wss on the same port as HTTPS, certificate verified by the client. */
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';

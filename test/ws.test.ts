@@ -1,5 +1,5 @@
 /**
- * Websocket telemetry API, black-box (CONTRACT §6): the real daemon, real sockets (the `ws` client).
+ * Websocket telemetry API, black-box (docs/api.md): the real daemon, real sockets (the `ws` client).
  * Ordering without sleeps: a device POST answers after its bus event was fanned out, so a frame for it is
  * already on the wire when the POST resolves; "nothing arrived" is proven with a barrier write to another
  * subscription whose frame must come first.

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:cli` (issue 17): wall time of `outpost latest <device>` locally and remotely next to
+ * `npm run bench:cli`: wall time of `outpost latest <device>` locally and remotely next to
  * `node -e 0` (the floor: Node's own start) in the same run, and `outpost query` over a month of 10-s data
  * with `--interval 2h` (AVG), local (data dir read-only) vs REST (remote mode). Medians of RUNS runs each.
  * Then the daemon's ingest latency (sequential one-point posts) alone and while local `outpost query` runs

@@ -1,5 +1,5 @@
 /**
- * CSV download benchmark (issue 7): GET /api/download/deviceSeriesData of ROWS rows × 3 keys over loopback,
+ * CSV download benchmark: GET /api/download/deviceSeriesData of ROWS rows × 3 keys over loopback,
  * against a baseline serving the very same bytes from a pre-built Buffer with a bare uWS handler
  * (`tryEnd` + `onWritable`, the fastest uWS can stream). Reported: rows/s, MB/s and the server's peak RssAnon
  * growth during the download (target: < 20 MB for outpost), sampled from /proc/<pid>/status every 5 ms.
@@ -197,7 +197,7 @@ async function main(): Promise<void> {
         (tunedCold ? `First download with ${tunedFlags.join(' ')}: RssAnon growth ${(tunedCold.peakGrowth / MB).toFixed(1)} MB. ` : '') +
         `${rounds} rounds; ${rows.toLocaleString('en-US')} rows × 3 keys (long, double, string with quoting every 10th row).`,
     ];
-    process.stdout.write(lines.join('\n') + '\n');
+    process.stdout.write(`${lines.join('\n')}\n`);
   } finally {
     for (const c of children) c.kill('SIGTERM');
     rmSync(dir, { recursive: true, force: true });

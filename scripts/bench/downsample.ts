@@ -1,5 +1,5 @@
 /**
- * Downsampling benchmark (issue 6). Loopback only, bounded in count and time.
+ * Downsampling benchmark (docs/design/downsampling.md). Loopback only, bounded in count and time.
  *
  * Outpost (the real server, `startServer`, in a child process so the load generator does not share its event
  * loop) and InfluxDB 1.x (Debian `influxdb`, when installed; skipped with a note otherwise) receive the same
@@ -47,7 +47,7 @@ const QUERY_WARM_UP = 20;
  * Every server gets the month once, in order: its first bodies untimed, the rest (200 bodies, 400,000 points)
  * timed. A gateway that has been running has its write path compiled; after 20 bodies (~10 commits) a fresh
  * process was still optimizing it during the timed run (20: 1.51-1.91 M points/s, 60: 1.83-2.06 M, same runs).
- * Until the seventh session the first 20 bodies were re-sent in a timed whole month, as same-value upserts.
+ * The warm-up bodies are sent once, untimed: re-sent inside the timed month they would count as same-value upserts.
  */
 const WARM_UP_BODIES = 60;
 const HOUR = 3_600_000;
@@ -195,7 +195,7 @@ function generate(start: number, count: number, seed: number): Sample[] {
   for (let i = 0; i < count; i++) {
     temp += Math.round((rand() - 0.5) * 20);
     counter += Math.floor(rand() * 4);
-    // toFixed keeps a '.' so every value types as a DOUBLE (CONTRACT §4), as a real sensor's would.
+    // toFixed keeps a '.' so every value types as a DOUBLE (docs/api.md), as a real sensor's would.
     out.push({ ts: start + i * STEP_MS, temperature: (temp / 100).toFixed(2), counter });
   }
   return out;

@@ -1,5 +1,5 @@
 /**
- * Ingest benchmark (issue 2): 64 connections POSTing a 3-key telemetry body, side by side in the same run:
+ * Ingest benchmark: 64 connections POSTing a 3-key telemetry body, side by side in the same run:
  *   (a) bare    — a uWS handler that only collects and JSON.parses the body, then answers 200 (the ceiling);
  *   (b) naive   — a durable handler written the obvious way: JSON.parse, one LMDB put per key (msgpack value,
  *                 string key), ack after that commit is flushed (`await put; await db.flushed`);

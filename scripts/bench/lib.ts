@@ -66,8 +66,8 @@ export function intArg(argv: readonly string[], name: string, def: number): numb
  * One keep-alive HTTP/1.1 connection for bulk loads: a request goes out as one pre-encoded buffer (`encodeRequest`:
  * head and body) and only the status line, Content-Length and body of the answer are read, one request at a
  * time. On the 2 shared cores the load generator's CPU is taken from the server under test: for a 65 KB body
- * this costs 0.10–0.14 ms of CPU per request where node:http costs 0.31–0.36 ms (BENCHMARKS.md, "Seventh
- * session"). Answers must carry a Content-Length or have no body (204, 304); a chunked answer is an error.
+ * this costs 0.10–0.14 ms of CPU per request where node:http costs 0.31–0.36 ms (docs/benchmarks-history.md,
+ * "Downsampling"). Answers must carry a Content-Length or have no body (204, 304); a chunked answer is an error.
  */
 export class RawHttpConnection {
   private buf: Buffer = Buffer.alloc(0);

@@ -1,5 +1,5 @@
 /**
- * Long-poll benchmark (issue 4): hold 10,000 concurrent `GET /attributes/updates` polls (one per device, raw
+ * Long-poll benchmark: hold 10,000 concurrent `GET /attributes/updates` polls (one per device, raw
  * keep-alive `net` sockets, not fetches), then change one shared attribute of every device through REST and
  * time until every poll has been answered. Reports the daemon's RssAnon (/proc/<pid>/status) idle and with the
  * polls open (target < 120 MB).

@@ -1,5 +1,5 @@
 /**
- * Telemetry parsing benchmark (issue 6 §6): the time to turn one ThingsBoard array of 1,000 `{ts, values}`
+ * Telemetry parsing benchmark: the time to turn one ThingsBoard array of 1,000 `{ts, values}`
  * records (2 keys, ~70 KB) into what the store writes, in process, rounds interleaved, medians:
  *   - the fast path (`parseTelemetryFast`: the body's bytes straight into per-key columns);
  *   - the general path (UTF-8 decode, literal-preserving `parseJson`, TB typing, records → columns), which every

@@ -1,5 +1,5 @@
 /**
- * Query benchmark (issue 3): what the telemetry read API costs, and what auth adds to it.
+ * Query benchmark: what the telemetry read API costs, and what auth adds to it.
  *
  * Scenarios (loopback only, bounded): latest of 10 keys at 64 connections; a raw page of 1000 points; a 1-day
  * AVG over 1-second data (86,400 points → 24 one-hour buckets). Each runs against the SAME handlers twice:

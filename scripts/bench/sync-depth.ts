@@ -1,5 +1,5 @@
 /**
- * Depth-series sync benchmark (issue 16). Loopback only, real daemons in child processes:
+ * Depth-series sync benchmark (docs/sync.md). Loopback only, real daemons in child processes:
  *
  *   - drain: a depth backlog (devices × depths × 10 keys, posted 100 depths a request while the upstream is
  *     unreachable) drained unpaced into a second Outpost (provisioning every device), points/s from the

@@ -1,5 +1,5 @@
 /**
- * Upstream sync benchmark (issue 16). Loopback only, bounded in count and time; real daemons in child processes.
+ * Upstream sync benchmark (docs/sync.md). Loopback only, bounded in count and time; real daemons in child processes.
  *
  *   - drain: a backlog of 1 M points (100 devices × 10 keys × 1000 timestamps, posted while the upstream is
  *     unreachable) drained unpaced into a second Outpost (provisioning every device), points/s from the

@@ -1,5 +1,5 @@
 /**
- * SD-card wear benchmark (issue 19): bytes the daemon writes per point when devices post one at a time, per
+ * SD-card wear benchmark (docs/design/write-path.md): bytes the daemon writes per point when devices post one at a time, per
  * write policy, side by side in one run. Each policy runs the real `outpost serve` (dist/src/main.js) on a fresh
  * data dir with its config file; the devices are created beforehand in the data dir.
  *

@@ -1,5 +1,5 @@
 /**
- * Websocket fan-out benchmark (issue 5): 1,000 subscribers on 100 devices (10 per device, scope
+ * Websocket fan-out benchmark: 1,000 subscribers on 100 devices (10 per device, scope
  * LATEST_TELEMETRY), 1,000 telemetry writes/s through the device HTTP API for a bounded time. Each write
  * carries its send time as `ts`, so a subscriber measures write-to-delivery latency from the frame alone.
  * Reports delivered updates/s, p50/p99 latency (after a 1 s warm-up) and the server's RssAnon (peak,

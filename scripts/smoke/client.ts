@@ -53,8 +53,9 @@ async function readBack(url: string, jwt: string, deviceId: string): Promise<Rec
   t = performance.now();
   const agg = (await query(url, jwt, deviceId, `${range}&agg=AVG&interval=3600000`))['t'] ?? [];
   const aggMs = performance.now() - t;
-  if (agg.length !== 1 || Number(agg[0]!.value) !== 179.5) fail(`AVG query: ${JSON.stringify(agg)}`);
-  return { rawPoints: raw.length, rawQueryMs: Math.round(rawMs), avg: Number(agg[0]!.value), aggQueryMs: Math.round(aggMs) };
+  const avg = Number(agg[0]?.value);
+  if (agg.length !== 1 || avg !== 179.5) fail(`AVG query: ${JSON.stringify(agg)}`);
+  return { rawPoints: raw.length, rawQueryMs: Math.round(rawMs), avg, aggQueryMs: Math.round(aggMs) };
 }
 
 async function write(url: string, token: string, deviceId: string, email: string, password: string): Promise<void> {
@@ -88,7 +89,7 @@ export function anonKb(pid: number, guest32 = false): { total: number; guest: nu
   if (guest32) {
     for (const line of readFileSync(`/proc/${pid}/smaps`, 'utf8').split('\n')) {
       const range = /^([0-9a-f]+)-[0-9a-f]+ /.exec(line);
-      if (range) low = parseInt(range[1]!, 16) < 2 ** 32;
+      if (range) low = parseInt(range[1] ?? '', 16) < 2 ** 32;
       else if (low && line.startsWith('Anonymous:')) guest += Number(line.slice(10).trim().split(' ')[0]);
     }
   }
@@ -128,8 +129,9 @@ async function load(url: string, token: string, seconds: number, connections: nu
 }
 
 const [cmd, ...a] = process.argv.slice(2);
-if (cmd === 'write' && a.length === 5) await write(a[0]!, a[1]!, a[2]!, a[3]!, a[4]!);
-else if (cmd === 'verify' && a.length === 4) await verify(a[0]!, a[1]!, a[2]!, a[3]!);
+const [a0 = '', a1 = '', a2 = '', a3 = '', a4 = ''] = a;
+if (cmd === 'write' && a.length === 5) await write(a0, a1, a2, a3, a4);
+else if (cmd === 'verify' && a.length === 4) await verify(a0, a1, a2, a3);
 else if (cmd === 'rss' && a.length === 2) console.log(JSON.stringify(anonKb(Number(a[0]), a[1] === 'guest32')));
-else if (cmd === 'load' && a.length === 6) await load(a[0]!, a[1]!, Number(a[2]), Number(a[3]), Number(a[4]), a[5] === 'guest32');
+else if (cmd === 'load' && a.length === 6) await load(a0, a1, Number(a[2]), Number(a[3]), Number(a[4]), a[5] === 'guest32');
 else fail('usage: client.js write|verify|load ... (see the header of scripts/smoke/client.ts)');

@@ -1,5 +1,5 @@
 /**
- * User authentication and entity access (CONTRACT §3). Verified tokens are cached until they expire, so a
+ * User authentication and entity access (docs/api.md). Verified tokens are cached until they expire, so a
  * dashboard polling every second costs one HMAC per token lifetime, not one per request.
  */
 import { randomUUID } from 'node:crypto';
@@ -25,7 +25,7 @@ export interface Principal {
   /** Unix seconds */
   readonly exp: number;
   readonly iat: number;
-  /** authenticated by an access ticket (CONTRACT §11): userId and sessionId are the ticket's jti */
+  /** authenticated by an access ticket (docs/cli.md): userId and sessionId are the ticket's jti */
   readonly ticket?: true;
 }
 
@@ -55,7 +55,7 @@ export class AuthService {
   /** trusted operator keys (config auth.ticketKeys) */
   private readonly ticketKeys: readonly Uint8Array[];
 
-  /** Checks a password; 401 "Invalid username or password" on any mismatch (CONTRACT §3). */
+  /** Checks a password; 401 "Invalid username or password" on any mismatch (docs/api.md). */
   async login(username: string, password: string): Promise<TokenPair> {
     const user = typeof username === 'string' ? this.entities.userByEmail(username) : undefined;
     // Hash even for unknown users so timing does not reveal which emails exist.
@@ -80,14 +80,14 @@ export class AuthService {
     return { token: signJwt(claims, this.key), refreshToken: signJwt(refresh, this.key) };
   }
 
-  /** A new pair for a valid refresh token (CONTRACT §3). */
+  /** A new pair for a valid refresh token (docs/api.md). */
   refresh(refreshToken: unknown): TokenPair {
     if (typeof refreshToken !== 'string' || refreshToken === '') throw new OutpostError('AUTH_FAILED');
     const r = verifyJwt(refreshToken, this.key, Math.floor(this.now() / 1000));
     if (!r.ok) throw this.failure(r.reason);
     if (r.claims.scopes?.[0] !== 'REFRESH_TOKEN') throw new OutpostError('AUTH_FAILED', 'Invalid refresh token');
     const user = this.entities.user(r.claims.userId);
-    if (!user || !user.enabled || this.isRevoked(r.claims.sessionId)) throw new OutpostError('TOKEN_EXPIRED');
+    if (!user?.enabled || this.isRevoked(r.claims.sessionId)) throw new OutpostError('TOKEN_EXPIRED');
     return this.issue(user);
   }
 
@@ -116,7 +116,7 @@ export class AuthService {
    */
   authenticateHeader(xAuthorization: string | undefined, authorization: string | undefined): Principal {
     const header = xAuthorization && !isBlank(xAuthorization) ? xAuthorization : authorization;
-    if (!header || !header.startsWith('Bearer ')) throw new OutpostError('AUTH_FAILED');
+    if (!header?.startsWith('Bearer ')) throw new OutpostError('AUTH_FAILED');
     const last = header.charCodeAt(header.length - 1);
     const first = header.charCodeAt(7);
     // trim() only when there is something to trim (it copies)
@@ -148,7 +148,7 @@ export class AuthService {
     const authority = c.scopes?.[0];
     if (authority !== 'TENANT_ADMIN' && authority !== 'CUSTOMER_USER') throw new OutpostError('AUTH_FAILED');
     const user = this.entities.user(c.userId);
-    if (!user || !user.enabled || this.isRevoked(c.sessionId)) throw new OutpostError('TOKEN_EXPIRED');
+    if (!user?.enabled || this.isRevoked(c.sessionId)) throw new OutpostError('TOKEN_EXPIRED');
     return {
       userId: c.userId, email: c.sub, authority, tenantId: c.tenantId, customerId: c.customerId,
       sessionId: c.sessionId, exp: c.exp, iat: c.iat,
@@ -156,7 +156,7 @@ export class AuthService {
   }
 
   /**
-   * CONTRACT §11: a ticket signed by a key of `auth.ticketKeys` stands for its email with its authority on
+   * Access tickets (docs/cli.md): a ticket signed by a key of `auth.ticketKeys` stands for its email with its authority on
    * this gateway's tenant, whether or not such a user exists here. A customer ticket names its customer by id
    * or title (ids differ between gateways); a customer this gateway does not know grants nothing (401).
    * Tampered, untrusted, expired or logged-out tickets → 401 "Token has expired", as a bad JWT signature.
@@ -196,7 +196,7 @@ export class AuthService {
   }
 
   /**
-   * CONTRACT §3 access rules. Tenant admin: any entity of its tenant. Customer user: devices and assets
+   * The access rules (docs/api.md). Tenant admin: any entity of its tenant. Customer user: devices and assets
    * assigned to its customer, and its own customer (read only). Unknown entity → 404, otherwise 403.
    */
   checkAccess(p: Principal, entityType: EntityType | string, entityId: string, op: AccessOp = 'read'): EntityRecord {

@@ -1,5 +1,5 @@
 /**
- * HS512 JWTs with ThingsBoard's claims (CONTRACT §3), signed with node:crypto HMAC (microseconds; pure-JS
+ * HS512 JWTs with ThingsBoard's claims (docs/api.md), signed with node:crypto HMAC (microseconds; pure-JS
  * crypto stays off the hot path). The signing key is generated per install and kept in the data dir.
  */
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';

@@ -1,5 +1,5 @@
 /**
- * Access tickets (CONTRACT §11): JWTs signed with an operator's Ed25519 key (RFC 8037, header
+ * Access tickets (docs/cli.md): JWTs signed with an operator's Ed25519 key (RFC 8037, header
  * `{"alg":"EdDSA","typ":"JWT"}`), accepted offline by every gateway whose `auth.ticketKeys` lists the public
  * key. tweetnacl is the Ed25519 implementation: a verify costs ~8 ms here, so AuthService caches verified
  * tickets beside its JWTs and verifies only on a miss.
@@ -9,7 +9,7 @@ import nacl from 'tweetnacl';
 import type { Authority } from '../store/entities.js';
 
 export const TICKET_HEADER = Buffer.from(JSON.stringify({ alg: 'EdDSA', typ: 'JWT' })).toString('base64url');
-/** CONTRACT §11: a ticket lives at most 7 days */
+/** a ticket lives at most 7 days (docs/cli.md) */
 export const MAX_TICKET_TTL_SEC = 7 * 86_400;
 
 export interface TicketClaims {

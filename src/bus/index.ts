@@ -1,5 +1,5 @@
 /**
- * The in-process event bus (STYLE §4). A committed write publishes one event; long-polls, websocket
+ * The in-process event bus. A committed write publishes one event; long-polls, websocket
  * subscriptions and the sync outbox listen. Publishers never know their listeners, and a listener that
  * throws is logged and skipped, never breaking the write that published.
  */

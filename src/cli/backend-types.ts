@@ -7,7 +7,7 @@ import type { StatusJson } from '../status/index.js';
 import type { AggParam } from '../query/history.js';
 import type { EpochMs } from '../types.js';
 
-/** `outpost devices --json`, CONTRACT §10 */
+/** `outpost devices --json`, docs/cli.md */
 export interface DeviceRow {
   readonly id: string;
   readonly name: string;

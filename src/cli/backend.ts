@@ -1,5 +1,5 @@
 /**
- * The two modes of the technician's commands (CONTRACT §10) behind one interface (backend-types.ts): Local reads
+ * The two modes of the technician's commands (docs/cli.md) behind one interface (backend-types.ts): Local reads
  * the data dir read-only with the daemon's own query code, Remote asks a gateway's REST/websocket API. Answers
  * are REST's JSON text in both, so `--json` is the same bytes either way and the human output is rendered from
  * it once.

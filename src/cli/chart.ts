@@ -1,5 +1,5 @@
 /**
- * Terminal charts a technician can read over SSH (CONTRACT §10): a braille line chart per key (2×4 dots per
+ * Terminal charts a technician can read over SSH (docs/cli.md): a braille line chart per key (2×4 dots per
  * character cell) with min/max on the y axis and local times on the x axis, sized to the terminal; and
  * one-line block sparklines. Pure functions of their input (and TZ), so a test can compare them to a fixture.
  */

@@ -25,7 +25,7 @@ export function example(cmd: Command, ...lines: string[]): Command {
   return cmd.addHelpText('after', `\nExample${lines.length > 1 ? 's' : ''}:\n${lines.map((l) => `  $ ${l}`).join('\n')}\n`);
 }
 
-/** The store opened read-write for an admin command (CONTRACT §1: usable beside the running daemon). */
+/** The store opened read-write for an admin command (docs/cli.md: usable beside the running daemon). */
 export async function withStore<T>(flags: ConfigFlags, fn: (entities: EntityStore, env: StoreEnv) => Promise<T>): Promise<T> {
   const [{ loadConfig }, { openStoreEnv }, { EntityStore: Entities }] = await Promise.all([
     import('../config/index.js'), import('../store/env.js'), import('../store/entities.js'),

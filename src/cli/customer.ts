@@ -1,4 +1,4 @@
-/** `outpost customer add` (CONTRACT §1): prints `{"id","title"}`. */
+/** `outpost customer add` (docs/cli.md): prints `{"id","title"}`. */
 import type { Command } from 'commander';
 import type { ConfigFlags } from '../config/index.js';
 import { OutpostError } from '../errors.js';

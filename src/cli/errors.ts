@@ -1,4 +1,4 @@
-/** A failure the CLI reports as its one stderr line (CONTRACT §10), exit 1. */
+/** A failure the CLI reports as its one stderr line (docs/cli.md), exit 1. */
 export class CliError extends Error {
   override readonly name = 'CliError';
 }

@@ -1,5 +1,5 @@
 /**
- * `outpost export <device>` (CONTRACT §10): the CSV of `/api/download/deviceSeriesData`, byte for byte,
+ * `outpost export <device>` (docs/cli.md): the CSV of `/api/download/deviceSeriesData`, byte for byte,
  * streamed (constant memory for any range), a progress line on stderr when it is a TTY. With `-o FILE` it is
  * written to a temporary file renamed into place at the end: Ctrl-C or a failure leaves no partial FILE.
  */

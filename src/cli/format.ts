@@ -1,5 +1,5 @@
 /**
- * Human output of the technician's commands (CONTRACT §10): aligned tables sized to the terminal, local
+ * Human output of the technician's commands (docs/cli.md): aligned tables sized to the terminal, local
  * times, colour only on a TTY without NO_COLOR. `--json` output never comes through here.
  */
 import type { EpochMs } from '../types.js';
@@ -57,6 +57,7 @@ export function shortTime(ts: EpochMs, withDate: boolean): string {
 /** Display width of a string (ANSI escapes excluded; every other code point counts one column). */
 export function displayWidth(s: string): number {
   let n = 0;
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: ANSI colour sequences start with ESC (0x1b)
   for (const _ of s.replace(/\x1b\[[0-9;]*m/g, '')) n++;
   return n;
 }

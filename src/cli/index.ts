@@ -1,6 +1,6 @@
 /**
- * The `outpost` command line: `serve` and the admin commands (CONTRACT §1), the technician's commands
- * (§10) and access tickets (§11). One file per command group, each exporting a `register(program)`.
+ * The `outpost` command line: `serve` and the admin commands (docs/cli.md), the technician's commands
+ * and access tickets (docs/cli.md). One file per command group, each exporting a `register(program)`.
  *
  * COMMAND_GROUPS maps each top-level command to the modules that register it; a run loads only the modules
  * of the command it names (all of them for `--help` or an unknown command), so `outpost latest` does not
@@ -38,7 +38,7 @@ export async function buildCli(argv: readonly string[] = []): Promise<Command> {
   const program = new Command('outpost')
     .description('Outpost IoT edge gateway')
     .version(packageVersion(), '-V, --version', 'print the version')
-    // CONTRACT §1: failures print one line (commander's own "error: ..." line; `--help` shows usage)
+    // failures print one line (docs/cli.md) (commander's own "error: ..." line; `--help` shows usage)
     .exitOverride();
   const named = argv[2] === undefined ? undefined : COMMAND_GROUPS[argv[2]];
   const loaders = named ?? Object.values(COMMAND_GROUPS).flat();
@@ -61,7 +61,7 @@ export async function runCli(argv: string[]): Promise<void> {
     const e = err as { code?: string; exitCode?: number; message?: string };
     if (typeof e.code === 'string' && e.code.startsWith('commander.')) {
       // commander already printed its message (help, version, missing option, unknown command): usage
-      // errors exit 2, failures of a command that ran exit 1 (README)
+      // errors exit 2, failures of a command that ran exit 1 (docs/cli.md)
       process.exit(e.exitCode === 0 ? 0 : 2);
     }
     process.stderr.write(`outpost: ${oneLine(e.message ?? String(err))}\n`);
@@ -69,7 +69,7 @@ export async function runCli(argv: string[]): Promise<void> {
   }
 }
 
-/** CONTRACT §10: an error is one line, whatever the message carried. */
+/** An error is one line (docs/cli.md), whatever the message carried. */
 function oneLine(msg: string): string {
   return msg.replace(/\s*\n\s*/g, ' ').trim();
 }

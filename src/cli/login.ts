@@ -1,5 +1,5 @@
 /**
- * `outpost login` / `logout` (CONTRACT §10): a session per gateway URL in the credentials file (session.ts).
+ * `outpost login` / `logout` (docs/cli.md): a session per gateway URL in the credentials file (session.ts).
  * With `--ticket`, the access ticket itself is the session (it is verified by the gateway first); it cannot
  * be refreshed past its expiry, only replaced.
  */

@@ -1,4 +1,4 @@
-/** Options shared by the technician's commands (CONTRACT §10): the mode and `--json`. */
+/** Options shared by the technician's commands (docs/cli.md): the mode and `--json`. */
 import { type Command, Option } from 'commander';
 import { type Backend, type ModeOptions, openBackend } from './backend.js';
 import { configOption, dataDirOption } from './common.js';

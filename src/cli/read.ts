@@ -1,4 +1,4 @@
-/** `outpost devices`, `latest`, `query` and `attributes` (CONTRACT §10), local or remote. */
+/** `outpost devices`, `latest`, `query` and `attributes` (docs/cli.md), local or remote. */
 import { type Command, Option } from 'commander';
 import type { AggParam } from '../query/history.js';
 import { type AttributeScopeArg, type Backend, resolveDevice } from './backend.js';

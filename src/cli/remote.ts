@@ -1,5 +1,5 @@
 /**
- * Remote mode (CONTRACT §10): a gateway's REST API with the stored session (session.ts), its websocket API
+ * Remote mode (docs/cli.md): a gateway's REST API with the stored session (session.ts), its websocket API
  * for `tail`. Answers are passed through as the gateway sent them.
  */
 import type { StatusJson } from '../status/index.js';
@@ -95,7 +95,7 @@ export class RemoteBackend implements Backend {
     return a.text;
   }
 
-  /** CONTRACT §6: one tsSubCmd; its first reply (the current values) is skipped, every later frame printed. */
+  /** One tsSubCmd (the websocket API, docs/api.md); its first reply (the current values) is skipped, every later frame printed. */
   async tail(deviceId: string, keys: readonly string[] | undefined, onPoint: (p: TailPoint) => void, signal: AbortSignal, onReady?: () => void): Promise<void> {
     const { default: WebSocket } = await import('ws');
     const token = await this.s.token();

@@ -68,7 +68,7 @@ export function historyCsv(series: SeriesJson): string {
   return `${lines.join('\n')}\n`;
 }
 
-/** CONTRACT §10 `--chart`: each key as a braille line chart over [from, to], as wide as the terminal. */
+/** `--chart` (docs/cli.md): each key as a braille line chart over [from, to], as wide as the terminal. */
 export function historyCharts(series: SeriesJson, from: number, to: number, width = terminalColumns(), height = 10): string {
   const keys = Object.keys(series);
   if (keys.length === 0) return '(no data in this range)';

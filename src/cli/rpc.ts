@@ -1,4 +1,4 @@
-/** `outpost rpc <device> <method>` (CONTRACT §10, §7): prints the device's reply. */
+/** `outpost rpc <device> <method>` (docs/cli.md, docs/api.md): prints the device's reply. */
 import type { Command } from 'commander';
 import { resolveDevice } from './backend.js';
 import { example } from './common.js';

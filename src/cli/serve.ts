@@ -1,4 +1,4 @@
-/** `outpost serve` (CONTRACT §1): the daemon, until SIGTERM/SIGINT, then a flushed exit 0. */
+/** `outpost serve` (docs/cli.md): the daemon, until SIGTERM/SIGINT, then a flushed exit 0. */
 import type { Command } from 'commander';
 import type { ConfigFlags } from '../config/index.js';
 import { configOption, dataDirOption, example } from './common.js';

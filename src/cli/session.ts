@@ -1,5 +1,5 @@
 /**
- * Remote sessions (CONTRACT §10): `outpost login` stores, per gateway URL, the refresh token (or the access
+ * Remote sessions (docs/cli.md): `outpost login` stores, per gateway URL, the refresh token (or the access
  * ticket) in `$XDG_CONFIG_HOME/outpost/credentials.json` (mode 0600); every remote command takes its access
  * token from there and refreshes it transparently when it has expired or is about to.
  * HTTP goes through node:http(s) rather than fetch: undici's first use costs tens of ms a command pays.

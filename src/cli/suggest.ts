@@ -1,4 +1,4 @@
-/** "Did you mean" for device names (CONTRACT §10): the nearest names by edit distance. */
+/** "Did you mean" for device names (docs/cli.md): the nearest names by edit distance. */
 
 /** Levenshtein distance, case-insensitive (a technician types `Pump-1` for `pump-1`). */
 export function editDistance(a: string, b: string): number {

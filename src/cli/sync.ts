@@ -1,5 +1,5 @@
 /**
- * `outpost sync`: the upstream sync as the running daemon sees it (CONTRACT §9 `GET /api/outpost/sync`), for a
+ * `outpost sync`: the upstream sync as the running daemon sees it (`GET /api/outpost/sync`, docs/sync.md), for a
  * technician on site: is it connected, how far behind, since when, what was dropped, held or set aside, and which
  * devices are parked and why. The figures live in the daemon (its backlog counts, its back-off), so this asks it
  * (`--url` or OUTPOST_URL); there is no local mode.

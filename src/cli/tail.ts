@@ -1,4 +1,4 @@
-/** `outpost tail <device>` (CONTRACT §10): each new point as it is stored, until interrupted. */
+/** `outpost tail <device>` (docs/cli.md): each new point as it is stored, until interrupted. */
 import type { Command } from 'commander';
 import { resolveDevice } from './backend.js';
 import { example } from './common.js';

@@ -1,5 +1,5 @@
 /**
- * `outpost ticket keygen` / `issue` (CONTRACT §11): an operator's Ed25519 key pair and the tickets it signs.
+ * `outpost ticket keygen` / `issue` (docs/cli.md): an operator's Ed25519 key pair and the tickets it signs.
  * Both work offline; a gateway trusts a key once its public half is in `auth.ticketKeys`.
  */
 import { readFileSync, writeFileSync } from 'node:fs';

@@ -1,5 +1,5 @@
 /**
- * Friendly times and durations of the technician's commands (CONTRACT §10). T: epoch ms, ISO-8601 (local
+ * Friendly times and durations of the technician's commands (docs/cli.md). T: epoch ms, ISO-8601 (local
  * time when it names no zone, as a technician reads the box's clock), `now`, or relative `-15m`/`-6h`/`-7d`.
  * D: `30s`, `10m`, `1h`, `1d`, `1w` or plain ms.
  */

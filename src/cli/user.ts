@@ -1,4 +1,4 @@
-/** `outpost user add` (CONTRACT §1): prints `{"id","email","authority","customerId"}`. */
+/** `outpost user add` (docs/cli.md): prints `{"id","email","authority","customerId"}`. */
 import { type Command, Option } from 'commander';
 import type { ConfigFlags } from '../config/index.js';
 import { OutpostError } from '../errors.js';

@@ -1,10 +1,10 @@
 /**
- * RFC 4180 writing (CONTRACT §8). A field is quoted when it holds a comma, a double quote, CR or LF; quotes
+ * RFC 4180 writing (docs/api.md). A field is quoted when it holds a comma, a double quote, CR or LF; quotes
  * inside are doubled. Records end with LF (as Tempus; RFC 4180 readers accept it). A present-but-empty string
  * value is written as `""` so that it stays distinguishable from a missing cell, which is written as nothing.
  *
  * `CsvBuffer` writes fields straight into one reusable byte buffer, so streaming millions of rows allocates no
- * per-row strings or chunk buffers (the memory target of issue 7 is about exactly that garbage).
+ * per-row strings or chunk buffers (a download of any size must run in bounded memory, so that garbage matters).
  */
 
 /** Record terminator. */

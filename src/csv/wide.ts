@@ -1,5 +1,5 @@
 /**
- * The wide-row merger behind the CSV downloads (CONTRACT §8): k columns, each one key's cells ascending by
+ * The wide-row merger behind the CSV downloads (docs/api.md): k columns, each one key's cells ascending by
  * position (ts or ds), become one row per distinct position, ascending, with one cell per column (empty when
  * that column has no point there). Columns are pulled page by page, so memory is O(k pages) plus one output
  * chunk whatever the number of rows.

@@ -1,5 +1,5 @@
 /**
- * The one place that touches uWebSockets.js for HTTP (STYLE §1): route table, request copying, abort
+ * The one place that touches uWebSockets.js for HTTP: route table, request copying, abort
  * tracking, capped body collection, corked replies, streaming with backpressure and the JSON error shape.
  * Route handlers are plain async functions from an HttpContext to a Reply.
  *
@@ -48,7 +48,11 @@ export interface HttpContext {
   remoteAddress(): string;
 }
 
-export type Handler = (ctx: HttpContext) => Promise<Reply | StreamReply | void> | Reply | StreamReply | void;
+/** What a handler gives back: a reply, a stream, or nothing when it answered the exchange itself. */
+// biome-ignore lint/suspicious/noConfusingVoidType: `void` lets handlers that return nothing (async or not) type-check
+export type HandlerResult = Reply | StreamReply | void;
+
+export type Handler = (ctx: HttpContext) => Promise<HandlerResult> | HandlerResult;
 
 export interface RouteOptions {
   /** bytes; defaults to the server's maxBodyBytes */
@@ -313,7 +317,7 @@ export class HttpRouter {
     return this;
   }
 
-  /** Unknown path or method → 404 JSON (CONTRACT §4). Register last. */
+  /** Unknown path or method → 404 JSON (docs/api.md). Register last. */
   fallback(): void {
     this.app.any('/*', (res, req) => {
       const ex = new Exchange(res, req, req.getMethod(), req.getUrl(), [], this.opts.maxBodyBytes, this.opts.log);
@@ -333,7 +337,7 @@ export class HttpRouter {
       return;
     }
     if (isPromise(out)) {
-      out.then((reply: Reply | StreamReply | void) => this.finish(ex, reply, done), (err: unknown) => {
+      out.then((reply: HandlerResult) => this.finish(ex, reply, done), (err: unknown) => {
         this.inFlight--;
         ex.sendError(err);
         done?.(true);
@@ -343,7 +347,7 @@ export class HttpRouter {
     }
   }
 
-  private finish(ex: Exchange, reply: Reply | StreamReply | void, done?: (failed: boolean) => void): void {
+  private finish(ex: Exchange, reply: HandlerResult, done?: (failed: boolean) => void): void {
     if (reply && isStream(reply)) {
       void ex.stream(reply).finally(() => {
         this.inFlight--;

@@ -1,5 +1,5 @@
 /**
- * A one-pass parser for the common telemetry bodies (CONTRACT §4) that fills the per-key columns directly,
+ * A one-pass parser for the common telemetry bodies (docs/api.md) that fills the per-key columns directly,
  * without the intermediate JsonValue tree: `{k:v,..}`, `{"ts":ms,"values":{k:v,..}}` or an array of those,
  * with scalar values. It reads the body's bytes (indexing a Buffer is ~3× faster than charCodeAt here, and
  * the string is never built) and takes ASCII keys and strings only. It answers `undefined` ("not mine") for

@@ -1,6 +1,6 @@
 /**
  * A JSON parser that keeps the literal text of numbers, because ThingsBoard types a value by its literal:
- * `42.0` is a double, `42` a long, `1E+1` a long, `12345678901234567890` a string (CONTRACT §4). JSON.parse
+ * `42.0` is a double, `42` a long, `1E+1` a long, `12345678901234567890` a string (docs/api.md). JSON.parse
  * cannot tell `42.0` from `42`.
  *
  * Plain integer literals within the safe range come back as JS numbers (the common case, no allocation);

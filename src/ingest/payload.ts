@@ -1,5 +1,5 @@
 /**
- * Device and REST payload shapes (CONTRACT §4): telemetry as `{k:v}`, `{"ts":ms,"values":{..}}` or an array
+ * Device and REST payload shapes (docs/api.md): telemetry as `{k:v}`, `{"ts":ms,"values":{..}}` or an array
  * mixing both; attributes as a flat object. Parsing is all-or-nothing: any problem throws BAD_PAYLOAD before
  * anything is stored.
  */

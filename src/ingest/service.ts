@@ -1,6 +1,6 @@
 /**
  * Ingest: store a parsed telemetry write durably, then publish it on the bus. Device and REST handlers both
- * come through here, so "acknowledged" always means "on disk" (CONTRACT §4) and every listener sees every
+ * come through here, so "acknowledged" always means "on disk" (docs/api.md) and every listener sees every
  * committed write exactly once.
  */
 import type { EventBus } from '../bus/index.js';

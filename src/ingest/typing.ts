@@ -1,5 +1,5 @@
 /**
- * ThingsBoard's value typing for device payloads (CONTRACT §4, TB JsonConverter):
+ * ThingsBoard's value typing for device payloads (docs/api.md, TB JsonConverter):
  * - a number literal is read as a BigDecimal; integral after stripping trailing zeros and not a "simple
  *   decimal" (has '.' and no exponent) → LONG, or STRING of its plain digits beyond 64 bits;
  * - otherwise DOUBLE when its scale is ≤ 16, else STRING of its plain form;

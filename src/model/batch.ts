@@ -1,5 +1,5 @@
 /**
- * A telemetry write as one column per key (issue 6 §6: batched ingest at chunk speed). A column holds a key's
+ * A telemetry write as one column per key (batched ingest at chunk speed). A column holds a key's
  * points in posted order; its values stay unboxed numbers while they are all LONGs (safe integers) or all
  * DOUBLEs, the shape of nearly every sensor series. A 1000-record batch of two keys is then four number
  * arrays instead of ~8,000 small objects that would live until the commit and be copied by every scavenge on

@@ -1,5 +1,5 @@
 /**
- * ThingsBoard's key-value model: five value types and their rendering rules (CONTRACT §4, §5).
+ * ThingsBoard's key-value model: five value types and their rendering rules (docs/api.md).
  * A long is a JS number while it is a safe integer and a bigint beyond that, so no 64-bit value loses digits.
  */
 export type KvValue =

@@ -1,11 +1,11 @@
 /**
- * CONTRACT §5: the value of an aggregated bucket, from the storage engine's mergeable state (src/store/aggregate.ts).
+ * The value of an aggregated bucket (docs/api.md), from the storage engine's mergeable state (src/store/rollups/aggregate.ts).
  */
 import { type KvValue, kvDouble, kvLong, kvString } from '../model/kv.js';
 import { type AggFn, type BucketAgg, type ExactLong, numericSum } from '../store/rollups/aggregate.js';
 
 /**
- * The bucket's value under `fn` (CONTRACT §5), or undefined when the bucket is omitted:
+ * The bucket's value under `fn` (docs/api.md), or undefined when the bucket is omitted:
  * - AVG → DOUBLE S / numeric count; omitted without numbers.
  * - SUM → LONG exact sum when all numbers are longs, DOUBLE S when a double is present; omitted without numbers.
  * - MIN/MAX → over numbers (LONG if all long, DOUBLE if any double); without numbers, lexicographic over

@@ -1,5 +1,5 @@
 /**
- * Latest and history queries over a TimeseriesStore (CONTRACT §5), free of HTTP so the REST handlers, the
+ * Latest and history queries over a TimeseriesStore (docs/api.md), free of HTTP so the REST handlers, the
  * websocket and anything else share them.
  *
  * Streaming: results are lazy iterables pulled from `TimeseriesStore.range`; nothing loads a whole range.
@@ -49,7 +49,7 @@ export type HistoryPlan =
   | { readonly kind: 'agg'; readonly fn: AggFn; readonly plan: BucketPlan };
 
 /**
- * Validates and normalises a request (CONTRACT §5): agg NONE, or agg with interval 0, is raw; an agg with
+ * Validates and normalises a request (docs/api.md): agg NONE, or agg with interval 0, is raw; an agg with
  * interval < 0 is 400; limit must be ≥ 1; without an explicit limit an aggregated range may span at most
  * maxIntervals buckets (else 400); endTs < startTs is 400 for aggregates and an empty answer for raw.
  */
@@ -106,7 +106,7 @@ export interface HistoryOptions extends QueryLimits {
 
 /**
  * History of `keys` (request order, duplicates dropped) for one entity. Throws BAD_PARAM synchronously for
- * an invalid request, before touching the store. Keys with no points in the answer are absent (CONTRACT §5).
+ * an invalid request, before touching the store. Keys with no points in the answer are absent (docs/api.md).
  * Raw: [startTs, endTs) in `orderBy`, at most `limit` per key. Aggregated: see `aggregateBuckets`.
  */
 export function queryHistory(store: TimeseriesStore, entityId: string, keys: readonly string[], q: HistoryRequest | HistoryPlan, opts: HistoryOptions): IterableIterator<KeySeries> {
@@ -140,7 +140,7 @@ export interface LatestPoint {
 }
 
 /**
- * Latest values (CONTRACT §5). With keys: one entry per requested key in request order (duplicates dropped),
+ * Latest values (docs/api.md). With keys: one entry per requested key in request order (duplicates dropped),
  * `{ts: now, value: null}` for a key without data. Without keys (undefined or empty): every key that has a
  * latest value, sorted by name.
  */

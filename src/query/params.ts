@@ -1,5 +1,5 @@
 /**
- * Query-string parsing for the telemetry REST API (CONTRACT §5, reference §2.2–2.5). Every problem is a
+ * Query-string parsing for the telemetry REST API (docs/api.md). Every problem is a
  * BAD_PARAM OutpostError: 400 with TB error JSON, errorCode 31. No HTTP types here: input is a
  * URLSearchParams, so the websocket layer can reuse the same rules on its own fields.
  */
@@ -89,7 +89,7 @@ export function isHistoryRequest(q: URLSearchParams): boolean {
 }
 
 /**
- * The history parameters (CONTRACT §5 defaults: limit from config, agg NONE, orderBy DESC, interval 0).
+ * The history parameters (defaults, docs/api.md: limit from config, agg NONE, orderBy DESC, interval 0).
  * Only syntax is checked here; `planHistory` applies the semantic rules (interval, bucket count).
  */
 export function parseHistoryParams(q: URLSearchParams): HistoryRequest {
@@ -100,7 +100,7 @@ export function parseHistoryParams(q: URLSearchParams): HistoryRequest {
   }
   const intervalType = opt(q, 'intervalType');
   if (intervalType !== undefined && intervalType !== 'MILLISECONDS') {
-    // Calendar buckets (WEEK, MONTH, …) are not part of CONTRACT §5.
+    // Calendar buckets (WEEK, MONTH, …) are not supported (docs/api.md).
     throw new OutpostError('BAD_PARAM', `Unsupported intervalType: ${intervalType} (only MILLISECONDS)`);
   }
   const limit = parseLongParam(q, 'limit');

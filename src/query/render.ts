@@ -57,7 +57,7 @@ export function* renderHistoryChunks(series: Iterable<KeySeries>, strict: boolea
   yield `${buf}}`;
 }
 
-/** `values/attributes` (CONTRACT §5): `[{"lastUpdateTs","key","value"}]`, values typed. */
+/** `values/attributes` (docs/api.md): `[{"lastUpdateTs","key","value"}]`, values typed. */
 export function renderAttributeValues(attrs: readonly AttributeKv[]): string {
   return `[${attrs.map((a) => `{"lastUpdateTs":${a.lastUpdateTs},"key":${JSON.stringify(a.key)},"value":${kvToJson(a.value)}}`).join(',')}]`;
 }

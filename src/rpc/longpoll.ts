@@ -1,5 +1,5 @@
 /**
- * The registry of held device requests (CONTRACT §4): `GET /attributes/updates`, `GET /rpc` and client-side
+ * The registry of held device requests (docs/api.md): `GET /attributes/updates`, `GET /rpc` and client-side
  * `POST /rpc` waiting for their answer. Bounded (`maxOpen`: one more → 429), one shared timer wheel for every
  * deadline, and an entry leaves the registry the moment it is answered, times out or its client goes away.
  *

@@ -1,12 +1,12 @@
 /**
- * A bucketed timer: thousands of long-poll and RPC deadlines share ONE runtime timer (STYLE §11).
+ * A bucketed timer: thousands of long-poll and RPC deadlines share ONE runtime timer.
  *
  * Deadlines are rounded UP to the next multiple of `tickMs`, so an entry fires at or after its deadline and at
  * most `tickMs` late, never early. Entries with the same rounded deadline share a bucket; a min-heap of bucket
  * numbers keeps the earliest bucket at hand and the single timer is armed for it. Cancelling an entry is O(1)
  * (removal from its bucket's set); an emptied bucket stays in the heap and is skipped when it comes due.
  *
- * The clock is injected so tests drive time by hand (STYLE §14). The real clock's timer is unref'd: pending
+ * The clock is injected so tests drive time by hand. The real clock's timer is unref'd: pending
  * deadlines never keep the process alive.
  */
 import type { DurationMs, EpochMs } from '../types.js';

@@ -1,12 +1,12 @@
 /**
- * The attribute store (CONTRACT §4, §5): CLIENT, SERVER and SHARED scopes per entity.
+ * The attribute store (docs/api.md): CLIENT, SERVER and SHARED scopes per entity.
  *
  * Layout: `attributes` sub-database, key [entity u32][scope u8][key utf8] → [lastUpdateTs i64][value]
  * (codec.encodeStamped). Scope bytes follow TB's listing order CLIENT < SERVER < SHARED, so an entity's
  * attributes over all scopes are one contiguous range in exactly the order `values/attributes` lists them.
  *
  * Writes and deletes resolve only once committed and flushed to disk, and publish one bus `attributes` event
- * after that (STYLE §4): long-polls, websocket subscriptions and sync listen there, never here.
+ * after that: long-polls, websocket subscriptions and sync listen there, never here.
  */
 import type { AttributeScope, EventBus } from '../bus/index.js';
 import type { KvValue } from '../model/kv.js';
@@ -17,7 +17,7 @@ import type { StoreEnv } from './env.js';
 
 export type { AttributeScope } from '../bus/index.js';
 
-/** TB's listing order (CONTRACT §5: values/attributes without scope lists CLIENT, SERVER, SHARED). */
+/** TB's listing order (docs/api.md: values/attributes without scope lists CLIENT, SERVER, SHARED). */
 export const ATTRIBUTE_SCOPES: readonly AttributeScope[] = ['CLIENT_SCOPE', 'SERVER_SCOPE', 'SHARED_SCOPE'];
 
 export function isAttributeScope(s: string): s is AttributeScope {
@@ -34,7 +34,7 @@ export interface AttributeKv {
   readonly value: KvValue;
 }
 
-/** The storage seam for attributes (STYLE §2). */
+/** The storage seam for attributes. */
 export interface AttributeStore {
   /**
    * Upserts `entries` in one scope, all stamped `ts`; resolves once on disk, then publishes. An empty list

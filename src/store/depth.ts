@@ -1,5 +1,5 @@
 /**
- * The depth-series store (Tempus fork of TB; CONTRACT §4 upload, §5 query, §8 download). A depth series is
+ * The depth-series store (Tempus fork of TB; docs/api.md "Depth series"). A depth series is
  * a key's values stamped by a depth ("ds", a double: metres or feet, whatever the device uses) instead of a
  * time. Same (entity, key, ds) overwrites.
  *
@@ -43,7 +43,7 @@ export interface DepthRangeQuery {
   readonly limit?: number;
 }
 
-/** The storage seam the depth REST API and the CSV downloads read through (STYLE §2). */
+/** The storage seam the depth REST API and the CSV downloads read through. */
 export interface DepthStore {
   /** Stores every point of `records` for one entity; resolves once they are on disk. */
   write(entityId: string, records: readonly DsRecord[]): Promise<void>;
@@ -106,7 +106,7 @@ export class LmdbDepthStore implements DepthStore {
 
   write(entityId: string, records: readonly DsRecord[]): Promise<void> {
     // All puts are issued in one synchronous turn: lmdb-js commits them in one transaction (all-or-nothing),
-    // and the caller is answered only after that transaction is flushed (CONTRACT §4 durability).
+    // and the caller is answered only after that transaction is flushed (durability, docs/api.md).
     let last: Promise<boolean> | undefined;
     let settle: ((committed: boolean) => void) | undefined;
     if (records.length > 0) {

@@ -295,7 +295,7 @@ function openOnce(opts: OpenOptions, missing: string[]): StoreEnv {
     root = openLmdb({
       path: dataFile,
       mapSize: opts.mapSizeBytes,
-      // Commit returns before fsync; durability is awaited explicitly through `flushed` (CONTRACT §4).
+      // Commit returns before fsync; durability is awaited explicitly through `flushed` (docs/api.md).
       overlappingSync: true,
       maxDbs: 32,
       readOnly: (opts.readOnly ?? false) && opts.otherThread !== true,

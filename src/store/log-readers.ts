@@ -1,7 +1,7 @@
 /**
- * Other processes that read the store (the CLI's local mode, CONTRACT §10) see LMDB only, not the daemon's
+ * Other processes that read the store (the CLI's local mode, docs/cli.md) see LMDB only, not the daemon's
  * write-ahead log, whose points wait up to store.applyIntervalMs to be put into LMDB. Such a reader needs no
- * channel of its own to ask for them: opening the env registers it in LMDB's reader table (lock.mdb), which
+ * channel of its own to ask for them: opening the env registers it in LMDB's reader table (outpost.mdb-lock), which
  * the daemon can list. While another process holds the store open, the daemon puts its log into LMDB every
  * READER_POLL_MS, so that reader (`outpost tail` above all) sees what devices post within a fraction of a
  * second; the SD card pays those commits only while a technician is looking. A reader waits at open for the

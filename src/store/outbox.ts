@@ -1,5 +1,5 @@
 /**
- * The sync outbox (CONTRACT §9, issue 16): what is left to send upstream, recorded in the same LMDB transaction
+ * The sync outbox (docs/sync.md): what is left to send upstream, recorded in the same LMDB transaction
  * as the write it concerns. It holds pointers, never a second copy of the points: per group-commit batch `seq`
  * and entity, the head fragments that batch wrote (key, firstTs, lastTs, count). The points are read back from
  * the store: the fragment itself while it exists (exactly that write's points), the chunk range after
@@ -8,7 +8,7 @@
  *
  * Keys of `env.outbox` (ordered-binary arrays):
  *   ['q', seq, e]       → number[] flat (k, firstTs, lastTs, n)*: pending telemetry of entity e from batch seq
- *   ['h', e, seq]       → { refs, above }: refs holding points stamped too far ahead (held; CONTRACT §9 clock)
+ *   ['h', e, seq]       → { refs, above }: refs holding points stamped too far ahead (held: the clock rule of docs/sync.md)
  *   ['x', seq, e]       → { refs, status, error }: a batch the upstream refused with 400 (set aside, shown)
  *   ['a', uuid]         → n: the device's client attributes changed (n bumps on every change)
  *   ['t', uuid]         → { token, provisioned }: the device's upstream access token
@@ -105,7 +105,7 @@ export const loggedKey = (lsn: number, entityId: string): string => `${lsn}:${en
  *
  * With the log, the sync service sends a device's points of a record straight from memory as soon as the
  * record is on disk (onLogged), before any LMDB commit: an LMDB commit per send would cost the SD card more
- * than the log saves (BENCHMARKS.md, "SD-card wear"). What it sent is noted here (and in the log itself, see
+ * than the log saves (BENCHMARKS.md, SD-card wear; docs/design/write-path.md). What it sent is noted here (and in the log itself, see
  * LmdbTimeseriesStore.noteSent), so the apply that later puts the record into LMDB records nothing left to send
  * for it. A send still under way when its record is applied is recorded as usual, and its seq kept: the
  * service removes that entry itself once the send succeeds.

@@ -1,7 +1,7 @@
 /**
- * The write-ahead log of telemetry (issue 19: SD-card endurance). A device's post is acknowledged once its
+ * The write-ahead log of telemetry (SD-card endurance: docs/design/write-path.md). A device's post is acknowledged once its
  * record is in the log and the log is fdatasync'ed; LMDB gets the points later, many posts in one transaction
- * (timeseries.ts `applyLogged`), because every LMDB commit copies each B-tree page it touches (tens of KB)
+ * (series/apply.ts `applyLogged`), because every LMDB commit copies each B-tree page it touches (tens of KB)
  * while a log append costs the one page it lands on.
  *
  * Segments are preallocated and filled with zeros once, then recycled (renamed) instead of deleted, so an
@@ -456,7 +456,7 @@ export function nodeWalFs(dir: string): WalFs {
   };
 }
 
-/** The points of one group commit as timeseries.ts queues them: entity UUID → key → columns, in call order. */
+/** The points of one group commit as series/append.ts queues them: entity UUID → key → columns, in call order. */
 export type PendingPoints = Map<string, Map<string, SeriesColumn[]>>;
 
 type WireValue = readonly [string, unknown];

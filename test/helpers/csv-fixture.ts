@@ -1,5 +1,5 @@
 /**
- * A gateway with the users and devices the depth and download tests need (CONTRACT §3 access rules):
+ * A gateway with the users and devices the depth and download tests need (docs/api.md access rules):
  * a tenant admin, a customer "Acme" with its user and device, another customer's user, and an unassigned
  * device. Everything goes through the CLI and REST, like a real installation.
  */
@@ -38,5 +38,5 @@ export async function csvFixture(t: Teardown, full = true): Promise<CsvFixture> 
   return { gw, dev, acmeDev, admin: admin.token, acmeUser: acmeUser.token, otherUser: otherUser.token };
 }
 
-/** `Authorization: Bearer` — the header Tempus' downloads use (CONTRACT §8). */
+/** `Authorization: Bearer` — the header Tempus' downloads use (docs/api.md). */
 export const bearer = (token: string): Record<string, string> => ({ Authorization: `Bearer ${token}` });

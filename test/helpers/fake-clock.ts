@@ -1,5 +1,5 @@
 /**
- * A hand-driven clock for TimerWheel / RpcBroker unit tests (STYLE §14): `advance(ms)` moves time and runs
+ * A hand-driven clock for TimerWheel / RpcBroker unit tests: `advance(ms)` moves time and runs
  * every timer that came due, in due order. Counts armed timers so tests can assert "one timer, not one per entry".
  */
 import type { WheelClock } from '../../src/rpc/timer-wheel.js';

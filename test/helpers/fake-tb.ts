@@ -1,5 +1,5 @@
 /**
- * A fake ThingsBoard upstream for the sync tests (issue 16): an HTTP server on loopback that takes TB's device
+ * A fake ThingsBoard upstream for the sync tests (docs/sync.md): an HTTP server on loopback that takes TB's device
  * API (`POST /api/v1/{token}/telemetry|attributes`, `POST /api/v1/provision`) and types values by TB's literal
  * rules (JsonConverter: a number literal with `.` is a double, other integers a long), so a test can check that
  * `42.0` arrived as a double. It can refuse connections (stop listening), answer with a status per request

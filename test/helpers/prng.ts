@@ -1,4 +1,4 @@
-/** mulberry32: a small seeded PRNG, so randomized tests and benchmark data reproduce exactly (STYLE §14). */
+/** mulberry32: a small seeded PRNG, so randomized tests and benchmark data reproduce exactly. */
 export function rng(seed: number): () => number {
   let a = seed >>> 0;
   return () => {

@@ -1,7 +1,7 @@
 /**
  * Reads what a (stopped or killed) daemon left in its data dir, straight from LMDB through the store's own
  * TimeseriesStore seam: the black-box way to check "acknowledged means on disk" without a query API.
- * What was acknowledged may still be in the write-ahead log only (issue 19), so the data file and the log are
+ * What was acknowledged may still be in the write-ahead log only (docs/design/write-path.md), so the data file and the log are
  * copied to a scratch dir and opened there as the daemon opens them at start (the log replayed into LMDB):
  * the data dir itself is never written from a test.
  */

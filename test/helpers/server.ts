@@ -1,5 +1,5 @@
 /**
- * Black-box test harness (STYLE §16): runs the real compiled `outpost serve` on port 0 with a temp data dir,
+ * Black-box test harness: runs the real compiled `outpost serve` on port 0 with a temp data dir,
  * waits for its "listening" log line, and talks HTTP to it. The CLI is run the same way.
  */
 import { type ChildProcess, execFile, spawn } from 'node:child_process';

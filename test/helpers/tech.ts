@@ -1,5 +1,5 @@
 /**
- * A daemon set up for the technician's CLI tests (CONTRACT §10): a tenant admin, customer Acme, devices pump-1
+ * A daemon set up for the technician's CLI tests (docs/cli.md): a tenant admin, customer Acme, devices pump-1
  * (Acme, two hours of t/n/s points, client and shared attributes) and valve-7 (no data), and a CLI environment
  * (its own credentials dir, TZ=UTC, NO_COLOR, 100 columns), logged in unless asked not to be.
  */
@@ -61,7 +61,7 @@ export function ok(t: Test, r: CliResult, what: string): string {
   return r.stdout;
 }
 
-/** A failed command: exit 1 and exactly one line on stderr (CONTRACT §10). */
+/** A failed command: exit 1 and exactly one line on stderr (docs/cli.md). */
 export function failsOneLine(t: Test, r: CliResult, msg: RegExp, what: string): void {
   t.equal(r.code, 1, `${what}: exit 1`);
   const errLines = r.stderr.trimEnd().split('\n');

@@ -1,5 +1,5 @@
 /**
- * Users and JWTs for black-box tests (CONTRACT §1 CLI `outpost user add`, §3 login). Signatures are stable:
+ * Users and JWTs for black-box tests (`outpost user add` in docs/cli.md, login in docs/api.md). Signatures are stable:
  * other test files depend on them.
  */
 import { type Gateway, cliJson, http } from './server.js';
@@ -24,9 +24,9 @@ export async function login(gw: Pick<Gateway, 'url'>, email: string, password: s
   return r.json<TokenPair>();
 }
 
-/** The header TB clients send (CONTRACT §3). */
+/** The header TB clients send (docs/api.md). */
 export function authHeaders(token: string): { 'X-Authorization': string } {
-  return { 'X-Authorization': 'Bearer ' + token };
+  return { 'X-Authorization': `Bearer ${token}` };
 }
 
 /** Adds a tenant administrator through the CLI and logs in as it: its JWT. */

@@ -1,5 +1,5 @@
 /**
- * Login, refresh, logout and current user (CONTRACT §3, reference §3.1–3.2). Handlers are thin: parse the
+ * Login, refresh, logout and current user (docs/api.md). Handlers are thin: parse the
  * body, call AuthService, render TB JSON. Every failure is an OutpostError, so it leaves as TB error JSON.
  */
 import type { Services } from '../../context.js';
@@ -14,7 +14,7 @@ const AUTH_MAX_BODY_BYTES = 16 * 1024;
 
 /**
  * The JSON object body of a login/refresh request. TB answers 401 "Authentication failed" (errorCode 10) for
- * an unparsable body, not 400: its security filter rejects before any controller runs (reference §3.1 quirk).
+ * an unparsable body, not 400: its security filter rejects before any controller runs (a TB quirk).
  */
 async function authBody(ctx: HttpContext): Promise<Record<string, unknown>> {
   const raw = await ctx.body();
@@ -62,7 +62,7 @@ export function registerAuthApi(router: HttpRouter, s: Services): void {
 
   router.route('get', '/api/auth/user', (ctx) => {
     const p = principalOf(s, ctx);
-    // CONTRACT §11: a ticket's holder need not be a user of this gateway; it is described from the ticket
+    // A ticket's holder (docs/cli.md) need not be a user of this gateway; it is described from the ticket
     if (p.ticket) return json(ticketUserJson(p));
     const user = s.entities.user(p.userId);
     // Deleted users' tokens are dropped from the cache; this only races with a concurrent deletion.

@@ -1,5 +1,5 @@
 /**
- * GET /api/download/deviceAttributesData?deviceId= (CONTRACT §8): every attribute of the device, all three
+ * GET /api/download/deviceAttributesData?deviceId= (docs/api.md): every attribute of the device, all three
  * scopes merged, as a wide CSV: first column `last_update_ts`, then one column per attribute key (sorted), one
  * row per distinct lastUpdateTs ascending, empty cells elsewhere (Tempus' layout, rows and columns sorted).
  * When one key exists in several scopes, each scope's value sits in the row of its own lastUpdateTs; if two

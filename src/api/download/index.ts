@@ -1,4 +1,4 @@
-/** CSV downloads (CONTRACT §8): GET, user JWT in `Authorization: Bearer` (X-Authorization also accepted). */
+/** CSV downloads (docs/api.md): GET, user JWT in `Authorization: Bearer` (X-Authorization also accepted). */
 import type { Services } from '../../context.js';
 import type { HttpRouter } from '../../http/adapter.js';
 import { downloadAttributes } from './attributes.js';

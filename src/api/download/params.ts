@@ -1,5 +1,5 @@
 /**
- * Query parameters of the CSV downloads (CONTRACT §8). Missing or unparsable → 400 BAD_PARAM; nothing is
+ * Query parameters of the CSV downloads (docs/api.md). Missing or unparsable → 400 BAD_PARAM; nothing is
  * read before every parameter is valid.
  */
 import { OutpostError } from '../../errors.js';

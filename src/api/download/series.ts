@@ -1,5 +1,5 @@
 /**
- * GET /api/download/deviceSeriesData?deviceId=&type=ts|ds&startValue=&endValue= (CONTRACT §8): the device's
+ * GET /api/download/deviceSeriesData?deviceId=&type=ts|ds&startValue=&endValue= (docs/api.md): the device's
  * time series (type=ts, epoch-ms bounds) or depth series (type=ds, depth bounds) as a wide CSV, bounds
  * inclusive, streamed. Order of checks: 401 (no valid user), 400 (parameters), 404 (unknown device),
  * 403 (not the user's device).

@@ -1,5 +1,5 @@
 /**
- * Per-key columns for the wide CSV (CONTRACT §8): each holds one key's points in [start, end] ascending.
+ * Per-key columns for the wide CSV (docs/api.md): each holds one key's points in [start, end] ascending.
  * Timeseries points come through `TimeseriesStore.range` (so the downloads see whatever the store holds:
  * head fragments, chunks), read in pages so no store iterator is held while the response waits on a slow
  * client; depth points come through `DepthStore.range`, which pages itself.

@@ -1,5 +1,5 @@
 /**
- * Writes a wide CSV through the adapter's StreamReply (CONTRACT §8 "streamed, any size"): rows are written
+ * Writes a wide CSV through the adapter's StreamReply (docs/api.md "streamed, any size"): rows are written
  * into one reused ~32 KiB byte buffer, each full chunk awaits the socket's backpressure (`sink.write`; uWS
  * copies what it cannot send at once, so the buffer is free again when write returns), and production stops
  * as soon as the client goes away.
@@ -21,7 +21,7 @@ export interface WideTable {
 
 /**
  * The table's CSV in chunks of about CHUNK_BYTES; each is a view of one reused buffer, to be written (or
- * copied) before the next is pulled. The REST download and `outpost export` share it (CONTRACT §10: byte for byte).
+ * copied) before the next is pulled. The REST download and `outpost export` share it (docs/cli.md: byte for byte).
  */
 export function wideTableChunks(table: WideTable): Generator<Buffer, void, undefined> {
   const present = table.named.filter(([, c]) => !c.done);

@@ -1,5 +1,5 @@
 /**
- * Server-side RPC REST (CONTRACT §7), user JWT:
+ * Server-side RPC REST (docs/api.md), user JWT:
  *   POST /api/plugins/rpc/{oneway|twoway}/{deviceId}   undelivered → 409, unanswered → 408
  *   POST /api/rpc/{oneway|twoway}/{deviceId}           undelivered → 504, unanswered → 504
  * Body `{"method","params"?,"timeout"?,"expirationTime"?}`; timeout default rpc.defaultTimeoutMs (10000),
@@ -11,7 +11,7 @@
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
 import type { HttpContext, HttpRouter, Reply } from '../../http/adapter.js';
-import { json, jsonText } from '../../http/adapter.js';
+import { jsonText } from '../../http/adapter.js';
 import { type JsonValue, NumLit, isJsonObject, stringifyJson } from '../../ingest/json.js';
 import { parseBody } from '../../ingest/payload.js';
 import type { RpcOutcome } from '../../rpc/broker.js';
@@ -27,7 +27,7 @@ function numberOf(v: JsonValue | undefined, name: string): number | undefined {
   return Math.trunc(n);
 }
 
-/** CONTRACT §7 status mapping; bodies of the failure statuses are empty (TB). */
+/** The status of each outcome (docs/api.md); bodies of the failure statuses are empty (TB). */
 function outcomeReply(o: RpcOutcome, flavour: Flavour): Reply {
   switch (o.kind) {
     case 'delivered': return { status: 200, body: '' };

@@ -1,5 +1,5 @@
 /**
- * The daemon's figures (issue 17, CONTRACT §10 `outpost status`): `GET /api/outpost/status` (tenant admin) as
+ * The daemon's figures (docs/cli.md `outpost status`, docs/api.md): `GET /api/outpost/status` (tenant admin) as
  * JSON, `GET /metrics` in the Prometheus text format. /metrics answers loopback clients (a Prometheus agent
  * on the gateway itself), or any client with `Authorization: Bearer <metrics.token>` when that is set.
  */

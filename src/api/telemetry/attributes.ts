@@ -1,11 +1,11 @@
 /**
- * Attribute REST under /api/plugins/telemetry (CONTRACT §5), user JWT, access checked on every call (§3):
+ * Attribute REST under /api/plugins/telemetry (docs/api.md), user JWT, access checked on every call:
  * - GET  /{entityType}/{entityId}/keys/attributes[/{scope}]        → ["k",..] (CLIENT, SERVER, SHARED order)
  * - GET  /{entityType}/{entityId}/values/attributes[/{scope}]?keys= → [{"lastUpdateTs","key","value"}] typed
  * - POST /{entityType}/{entityId}/attributes/{scope}, /{entityType}/{entityId}/{scope}, /{deviceId}/{scope}
  *   body {k:v}: SERVER_SCOPE or SHARED_SCOPE; CLIENT_SCOPE, empty body, null value, blank key → 400
  * - DELETE /{entityType}/{entityId}/{scope}?keys=, /{deviceId}/{scope}?keys= ; keys required
- * Errors use the TB error JSON (CONTRACT §3) rather than TB's plain-text bodies here.
+ * Errors use the TB error JSON (docs/api.md) rather than TB's plain-text bodies here.
  */
 import type { Principal } from '../../auth/index.js';
 import type { Services } from '../../context.js';
@@ -63,7 +63,7 @@ function valuesReply(s: Services, ctx: HttpContext, rawScope: string | undefined
   return jsonText(renderAttributeValues(attrs));
 }
 
-/** CONTRACT §5 writes: nothing is stored unless the whole body is valid. */
+/** Writes (docs/api.md): nothing is stored unless the whole body is valid. */
 async function save(s: Services, ctx: HttpContext, entityType: string, entityId: string, rawScope: string): Promise<void> {
   const t = target(s, ctx, entityType, entityId, 'write');
   const scope = scopeParam(rawScope);

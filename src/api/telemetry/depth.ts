@@ -1,5 +1,5 @@
 /**
- * Depth-series reads (CONTRACT §5, Tempus' TelemetryFeature.DEPTHSERIES):
+ * Depth-series reads (docs/api.md, Tempus' TelemetryFeature.DEPTHSERIES):
  * - GET /api/plugins/telemetry/{entityType}/{entityId}/keys/depthseries → `["k1","k2"]` (sorted);
  * - GET .../values/depthseries?keys=a,b → the value at the greatest depth per key; keys without data absent;
  *   no `keys` → every key;
@@ -68,7 +68,7 @@ function renderPoints(points: readonly DsKv[], strict: boolean): string {
     const value = strict ? kvToJson(p.value) : JSON.stringify(kvToString(p.value));
     out += `${i === 0 ? '' : ','}{"ds":${JSON.stringify(p.ds)},"value":${value}}`;
   }
-  return out + ']';
+  return `${out}]`;
 }
 
 function entityOf(s: Services, ctx: HttpContext): string {

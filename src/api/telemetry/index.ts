@@ -1,4 +1,4 @@
-/** Telemetry and attribute REST under /api/plugins/telemetry (CONTRACT §5). */
+/** Telemetry and attribute REST under /api/plugins/telemetry (docs/api.md). */
 import type { Services } from '../../context.js';
 import type { HttpRouter } from '../../http/adapter.js';
 import { registerAttributeRoutes } from './attributes.js';

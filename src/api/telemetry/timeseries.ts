@@ -1,5 +1,5 @@
 /**
- * Timeseries REST under /api/plugins/telemetry/{entityType}/{entityId} (CONTRACT §5): keys/timeseries,
+ * Timeseries REST under /api/plugins/telemetry/{entityType}/{entityId} (docs/api.md): keys/timeseries,
  * latest and history values, POST timeseries/{scope}, DELETE timeseries/delete.
  *
  * Every handler: user JWT (401) → entity type and id syntax (400) → access (404/403, write for POST/DELETE)
@@ -28,7 +28,7 @@ interface Target {
   readonly entityId: string;
 }
 
-/** Authenticates, validates the path's entity and checks the principal may `op` it (CONTRACT §3). */
+/** Authenticates, validates the path's entity and checks the principal may `op` it (docs/api.md). */
 function target(s: Services, ctx: HttpContext, op: AccessOp): Target {
   const principal = principalOf(s, ctx);
   const entityType = parseEntityType(ctx.params[0] ?? '');
@@ -46,7 +46,7 @@ export function getTimeseriesKeys(s: Services) {
 }
 
 /**
- * GET values/timeseries: latest unless both startTs and endTs are given (TB routing quirk, CONTRACT §5);
+ * GET values/timeseries: latest unless both startTs and endTs are given (TB routing quirk, docs/api.md);
  * `historyOnly` (values/timeseries/history) always answers history and requires both.
  */
 export function getTimeseriesValues(s: Services, historyOnly: boolean) {

@@ -1,5 +1,5 @@
 /**
- * Running one websocket command for an authenticated user (CONTRACT §6, reference §4.4): validation, access
+ * Running one websocket command for an authenticated user (docs/api.md): validation, access
  * rules, the first reply, and registering the live subscription. Plain and synchronous: every read here
  * (latest values, history, attributes) is a synchronous LMDB read, so the first reply and the registration
  * happen in one turn and no committed write can fall between them.
@@ -45,9 +45,9 @@ const bad = (message: string): CmdFailure => new CmdFailure(WS_ERROR.BAD_REQUEST
 export function runCommand(deps: CommandDeps, session: WsSink, principal: Principal, cmd: WsCmd): void {
   try {
     switch (cmd.kind) {
-      case 'TS_SUB': return tsSubscribe(deps, session, principal, cmd);
-      case 'HISTORY': return history(deps, session, principal, cmd);
-      case 'ATTR_SUB': return attrSubscribe(deps, session, principal, cmd);
+      case 'TS_SUB': tsSubscribe(deps, session, principal, cmd); return;
+      case 'HISTORY': history(deps, session, principal, cmd); return;
+      case 'ATTR_SUB': attrSubscribe(deps, session, principal, cmd); return;
       case 'UNSUPPORTED': throw bad(`Unsupported command type: ${cmd.type}`);
     }
   } catch (err) {
@@ -60,13 +60,13 @@ export function runCommand(deps: CommandDeps, session: WsSink, principal: Princi
   }
 }
 
-/** `unsubscribe: true`: by cmdId; an empty entityId cancels every subscription of the session (reference §4.5). */
+/** `unsubscribe: true`: by cmdId; an empty entityId cancels every subscription of the session. */
 function unsubscribe(deps: CommandDeps, session: WsSink, cmd: TsSubCmd | AttrSubCmd): void {
   if (cmd.entityId === '') deps.registry.removeSession(session);
   else deps.registry.remove(session, cmd.cmdId);
 }
 
-/** TB's checks in its order: cmdId, entityId, (history: keys), entityType, then access (CONTRACT §3 rules). */
+/** TB's checks in its order: cmdId, entityId, (history: keys), entityType, then access (the rules in docs/api.md). */
 function checkTarget(deps: CommandDeps, principal: Principal, cmd: TsSubCmd | HistoryCmd | AttrSubCmd, failMsg: string): void {
   if (cmd.cmdId < 0) throw bad('Cmd id is negative value!');
   if (cmd.entityId === '') throw bad('Device id is empty!');
@@ -126,7 +126,10 @@ function historyEntries(deps: CommandDeps, entityId: string, keys: readonly stri
 }
 
 function tsSubscribe(deps: CommandDeps, session: WsSink, principal: Principal, cmd: TsSubCmd): void {
-  if (cmd.unsubscribe) return unsubscribe(deps, session, cmd);
+  if (cmd.unsubscribe) {
+    unsubscribe(deps, session, cmd);
+    return;
+  }
   checkTarget(deps, principal, cmd, MSG_FETCH_DATA);
   checkCapacity(deps, session, cmd.cmdId);
   const { s } = deps;
@@ -161,8 +164,11 @@ function history(deps: CommandDeps, session: WsSink, principal: Principal, cmd: 
 }
 
 function attrSubscribe(deps: CommandDeps, session: WsSink, principal: Principal, cmd: AttrSubCmd): void {
-  if (cmd.unsubscribe) return unsubscribe(deps, session, cmd);
-  // Access is checked here too: TB skips it on this path (reference §4.4 quirk), Outpost denies.
+  if (cmd.unsubscribe) {
+    unsubscribe(deps, session, cmd);
+    return;
+  }
+  // Access is checked here too: TB skips it on this path (a TB quirk), Outpost denies.
   checkTarget(deps, principal, cmd, MSG_FETCH_ATTRIBUTES);
   const scopeText = cmd.scope === undefined || cmd.scope === '' ? undefined : cmd.scope;
   if (scopeText !== undefined && !isAttributeScope(scopeText)) throw bad(`Invalid attribute scope: ${scopeText}`);

@@ -1,5 +1,5 @@
 /**
- * Websocket telemetry API (CONTRACT §6, reference §4): the only uWS websocket code.
+ * Websocket telemetry API (docs/api.md): the only uWS websocket code.
  *
  * - `/api/ws/plugins/telemetry?token=<jwt>`: legacy frames `{"tsSubCmds","historyCmds","attrSubCmds"}`.
  * - `/api/ws[?token=<jwt>]`: `{"authCmd":{cmdId,token},"cmds":[{type,...}]}` (TB's current endpoint).
@@ -9,7 +9,7 @@
  * accepted and then closed 1011 with the reason, as TB does. Without a token the session waits up to
  * config.ws.authTimeoutMs for a frame with `authCmd` (else 1008).
  *
- * Limits (STYLE §11): inbound frames ≤ config.ws.maxPayloadLength (uWS closes bigger ones); outbound buffer
+ * Limits: inbound frames ≤ config.ws.maxPayloadLength (uWS closes bigger ones); outbound buffer
  * ≤ config.ws.maxBackpressure: a send that would exceed it is dropped and the socket force-closed at once, so
  * a consumer that stops reading costs at most that much memory; idle sockets are pinged and closed after
  * config.ws.idleTimeoutSec; at most config.ws.maxSubscriptionsPerSession subscriptions per socket.
@@ -19,11 +19,11 @@ import type { Principal } from '../../auth/index.js';
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
 import { runCommand, type CommandDeps } from './commands.js';
-import { FrameError, type WsFormat, parseFrame } from './protocol.js';
+import { FrameError, type ParsedFrame, type WsFormat, parseFrame } from './protocol.js';
 import { SubscriptionRegistry, type WsSink } from './registry.js';
 import { PARSE_ERROR_FRAME } from './render.js';
 
-/** RFC 6455 close codes used here (TB's choices, reference §4.1). */
+/** RFC 6455 close codes used here (TB's choices). */
 const CLOSE = { BAD_DATA: 1007, POLICY_VIOLATION: 1008, SERVER_ERROR: 1011 } as const;
 
 /** uWS `send` results */
@@ -94,7 +94,7 @@ export function registerWsApi(app: TemplatedApp, s: Services): SubscriptionRegis
   s.bus.on('entityDeleted', (ev) => registry.onEntityDeleted(ev.entityId));
 
   const handleFrame = (session: Session, text: string): void => {
-    let frame;
+    let frame: ParsedFrame;
     try {
       frame = parseFrame(text, session.format);
     } catch (err) {
@@ -104,11 +104,15 @@ export function registerWsApi(app: TemplatedApp, s: Services): SubscriptionRegis
       return;
     }
     if (session.principal === undefined) {
-      if (frame.auth === undefined) return session.end(CLOSE.POLICY_VIOLATION, 'Auth cmd is missing');
+      if (frame.auth === undefined) {
+        session.end(CLOSE.POLICY_VIOLATION, 'Auth cmd is missing');
+        return;
+      }
       try {
         session.principal = s.auth.authenticateToken(frame.auth.token);
       } catch (err) {
-        return session.end(CLOSE.BAD_DATA, authFailure(err));
+        session.end(CLOSE.BAD_DATA, authFailure(err));
+        return;
       }
       clearTimeout(session.authTimer);
       session.authTimer = undefined;

@@ -1,5 +1,5 @@
 /**
- * Websocket command frames (CONTRACT §6, reference §4.2 and §4.6): parsing is pure and strict, as TB's
+ * Websocket command frames (docs/api.md): parsing is pure and strict, as TB's
  * Jackson parser with FAIL_ON_UNKNOWN_PROPERTIES is. A frame that is not JSON, not an object, or carries an
  * unknown property or a value of the wrong type is rejected whole (`FrameError`), and the caller answers with
  * the "Failed to parse the payload" frame. Semantic checks (negative cmdId, empty entityId, access) happen
@@ -23,7 +23,7 @@ interface CmdBase {
 
 export interface TsSubCmd extends CmdBase {
   readonly kind: 'TS_SUB';
-  /** 'LATEST_TELEMETRY' suppresses points older than the last one sent (reference §4.5) */
+  /** 'LATEST_TELEMETRY' suppresses points older than the last one sent */
   readonly scope: string | undefined;
   /** ms; > 0 → the first reply is history over [startTs, startTs + timeWindow) */
   readonly timeWindow: number;

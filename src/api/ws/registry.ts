@@ -1,5 +1,5 @@
 /**
- * Live subscriptions and their fan-out (CONTRACT §6, reference §4.5).
+ * Live subscriptions and their fan-out (docs/api.md).
  *
  * Cost model: subscriptions are indexed by entityId, so a write touches only the subscribers of the written
  * entity, never every session. Per bus event each distinct update (same keys, same points) is serialised
@@ -148,7 +148,7 @@ export class SubscriptionRegistry {
 
   /**
    * Latest values removed or rewritten (REST delete): per subscribed key the new latest value when the delete
-   * promoted an older point (`current` has it), else `[0,""]` (reference §4.5). LATEST state follows.
+   * promoted an older point (`current` has it), else `[0,""]`. LATEST state follows.
    */
   onTelemetryDeleted(ev: TelemetryDeleteEvent, current: (keys: readonly string[]) => ReadonlyMap<string, TsKv> = () => new Map()): void {
     const subs = this.tsByEntity.get(ev.entityId);

@@ -1,5 +1,5 @@
 /**
- * The one reply shape (CONTRACT §6, TB `TelemetrySubscriptionUpdate`):
+ * The one reply shape (docs/api.md, TB `TelemetrySubscriptionUpdate`):
  * `{"subscriptionId":<cmdId>,"errorCode":0,"errorMsg":null,"data":{"k":[[ts,"v"],..]},"latestValues":{"k":ts}}`.
  * `data` keys sorted, values strings (or null for a key without data), `latestValues[k]` = ts of the last
  * entry of `data[k]`. Replies are split into a per-subscriber prefix (only the subscriptionId differs) and a
@@ -26,7 +26,7 @@ export function renderPoint(ts: number, value: string | null): RenderedPoint {
   return { ts, json: `[${ts},${value === null ? 'null' : JSON.stringify(value)}]` };
 }
 
-/** `[0,""]`: a deleted attribute or latest value (reference §4.5). */
+/** `[0,""]`: a deleted attribute or latest value. */
 export const DELETED_POINT: RenderedPoint = { ts: 0, json: '[0,""]' };
 
 /**

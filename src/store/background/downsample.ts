@@ -1,5 +1,5 @@
 /**
- * The downsampling engine's background work (issue 6 §4, §5): head → chunk compaction (with rollup rebuild),
+ * The downsampling engine's background work (docs/design/downsampling.md, docs/design/storage.md): head → chunk compaction (with rollup rebuild),
  * raw and per-tier retention, the disk budget and the removal of deleted entities' data (purge.ts), all in
  * small bounded steps.
  *
@@ -12,7 +12,7 @@
  * `ref - rawRetentionMs` (ref = min(now, newest ts written), see LmdbTimeseriesStore.newestTs) and, when live
  * LMDB pages exceed 90% of `maxDiskBytes`, one window past the oldest chunk (the oldest raw data goes first;
  * rollups stay). The horizon is persisted (meta `rawHorizonTs`) before
- * chunks are removed, so queries switch to rollups for that range at once (planner.ts). Tier blocks older than
+ * chunks are removed, so queries switch to rollups for that range at once (planner/planner.ts). Tier blocks older than
  * their tier's retention are dropped the same way (meta `tierHorizonTs`).
  */
 import { statSync } from 'node:fs';
@@ -40,7 +40,7 @@ export interface EngineOptions {
   readonly dataDir: string;
 }
 
-/** Usage and what was dropped, for the status/metrics endpoints (issue 6 §4). Counters are since start. */
+/** Usage and what was dropped, for the status/metrics endpoints. Counters are since start. */
 export interface DownsampleStats extends CompactionCounters {
   /** size of the LMDB file (its high-water mark: LMDB reuses freed pages but never shrinks the file) */
   fileBytes: number;

@@ -1,5 +1,5 @@
 /**
- * Point-block codec for compressed chunks and head fragments (issue 6). A block is a ts-ascending run of
+ * Point-block codec for compressed chunks and head fragments (docs/design/storage.md). A block is a ts-ascending run of
  * distinct-ts points of ONE series. Layout:
  *
  *   [mode u8][count varint][firstTs zigzag varint][ts stream length varint][ts stream][values]
@@ -368,7 +368,7 @@ const EMPTY_BLOCK = Buffer.alloc(0);
 export type NumericKind = 'LONG' | 'DOUBLE' | 'NONE';
 
 /**
- * Random access to one block's points without an object per point (issue 7: `range` streams, issue 6: the
+ * Random access to one block's points without an object per point (`range` streams, the
  * planner's raw edges). `load` decodes the timestamps below `toTs` into a reused Float64Array; values are
  * decoded on demand: difference streams sequentially up to the highest index asked, into a reused
  * Float64Array; F64 by offset; TAGGED through a lazily built offset table. A KvValue is allocated only by

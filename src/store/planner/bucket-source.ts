@@ -1,5 +1,5 @@
 /**
- * The aggregation seam (STYLE §3): where the aggregated buckets of a history query come from. The default scans
+ * The aggregation seam: where the aggregated buckets of a history query come from. The default scans
  * raw points; the LMDB store answers from rollup tiers plus raw edges (planner.ts). query/history.ts finalizes
  * the states into TB values, so everything below it stays free of TB's result typing.
  */

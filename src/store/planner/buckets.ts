@@ -1,5 +1,5 @@
 /**
- * Bucket planning for aggregated history queries (CONTRACT §5).
+ * Bucket planning for aggregated history queries (docs/api.md).
  *
  * Buckets are anchored at startTs: bucket i is [startTs + i·interval, startTs + (i+1)·interval), the last one
  * cut at endTs; all bounds are inclusive start, exclusive end, in epoch ms. A bucket's point carries the

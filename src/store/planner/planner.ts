@@ -1,14 +1,14 @@
 /**
- * The downsampling query planner (issue 6 §2): answers aggregated history from rollup tiers where whole tier
+ * The downsampling query planner (docs/design/downsampling.md): answers aggregated history from rollup tiers where whole tier
  * buckets fit inside the request's buckets, and from raw points only at the unaligned edges. It is the
  * `BucketSource` (bucket-source.ts) of the LMDB store, so every aggregated query goes through it.
  *
- * Exactness (CONTRACT §5): a request bucket [bs, be) is cut greedily, left to right, into pieces:
+ * Exactness (docs/api.md): a request bucket [bs, be) is cut greedily, left to right, into pieces:
  *   - runs of tier-T buckets [c, c + m·T) with c aligned to T, inside [bs, be), not overlapping a dirty chunk
  *     window (one with head fragments, which rollups do not reflect yet), T retained at c: the coarsest such T;
  *   - otherwise raw points of [c, next finest-tier boundary) (or to the end of the dirty window).
  * Each piece's BucketAgg is merged; BucketAgg merges exactly, so the result equals aggregating the raw points.
- * A raw piece inside a finest-tier bucket B (issue 6: TB anchors buckets at startTs, so every request-bucket
+ * A raw piece inside a finest-tier bucket B (TB anchors buckets at startTs, so every request-bucket
  * boundary splits one B) is read from B's rollup when it holds all or none of B's points, and, when the caller
  * finalizes with COUNT/SUM/AVG (`fn`) and the piece spans more than half of B, as B minus the raw points of the
  * rest: counts and exact sums subtract exactly. Merges keep only the fields `fn` finalizes from.
@@ -22,7 +22,7 @@
  *
  * Below the raw horizon (chunks dropped by retention or the disk budget) raw pieces are answered from the
  * finest retained tier instead: a tier bucket that straddles a request-bucket boundary is counted whole in the
- * request bucket holding its start (the documented edge approximation; README "Downsampling").
+ * request bucket holding its start (the documented edge approximation; docs/design/downsampling.md).
  */
 import type { AggFn } from '../rollups/aggregate.js';
 import { type BucketAggregate, type BucketSource, RawScanSource } from './bucket-source.js';

@@ -7,7 +7,7 @@ import type { TsKv } from '../../model/kv.js';
 import { type AggFn, type BucketAgg, type MergeFields, addLong, addNumber, addPartial, addPoint, addScaledExactly, clearAgg, emptyAgg, fieldsFor, mergeInto, removeAgg, subtractable } from '../rollups/aggregate.js';
 import type { EntityIdx, KeyIdx } from '../encoding/codec.js';
 import { readOrderedI64 } from '../encoding/codec.js';
-import { BlockColumns } from '../encoding/gorilla.js';
+import type { BlockColumns } from '../encoding/gorilla.js';
 import {
   type DecodedBlock, type RollupBucket, SUM_COUNT, SUM_DOUBLE_COUNT, SUM_LONG_COUNT, SUM_LONG_SUM,
   SUM_PARTIALS, SUM_PARTIAL_0, SUM_STRIDE, type TierSpec, rollupKey,

@@ -1,5 +1,5 @@
 /**
- * A mergeable per-bucket aggregate state: what rollup tiers store and the planner merges. The CONTRACT §5 rules
+ * A mergeable per-bucket aggregate state: what rollup tiers store and the planner merges. The rules of docs/api.md
  * that turn a state into a value (AVG a double, SUM a long unless a double is present, ...) are TB's semantics and
  * live in src/query/aggregate.ts (`finalizeAgg`).
  *
@@ -16,7 +16,7 @@
 import type { KvValue } from '../../model/kv.js';
 import type { EpochMs } from '../../types.js';
 
-/** The aggregation functions of CONTRACT §5 (NONE is a raw query, not a function). */
+/** The aggregation functions (docs/api.md; NONE is a raw query, not a function). */
 export const AGG_FNS = ['MIN', 'MAX', 'AVG', 'SUM', 'COUNT'] as const;
 export type AggFn = (typeof AGG_FNS)[number];
 

@@ -1,5 +1,5 @@
 /**
- * Rollup tiers (issue 6, STYLE §13): per series and tier, the mergeable aggregate state (`BucketAgg` of
+ * Rollup tiers (docs/design/downsampling.md): per series and tier, the mergeable aggregate state (`BucketAgg` of
  * aggregate.ts) of every non-empty bucket [start, start + bucketMs), buckets aligned to epoch 0.
  * Because BucketAgg merges exactly (exact long sums, Shewchuk partials for doubles), merging rollup buckets
  * gives the same finalized answer as aggregating the raw points.

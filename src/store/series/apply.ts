@@ -107,6 +107,7 @@ export abstract class SeriesLogApply extends SeriesState {
     for (const [entityId, bySeries] of batch) {
       const e = this.dict.internEntity(entityId);
       // what sync already sent from the log is not left to send
+      // biome-ignore lint/complexity/useOptionalChain: `record` is a boolean that narrows `outbox` where it is read below
       const record = outbox !== undefined && outbox.recordsLogged(lsn, entityId);
       if (record) outbox.recordedLogged(lsn, entityId, e, seq);
       for (const [key, cols] of bySeries) {

@@ -1,5 +1,5 @@
 /**
- * Raw-point layout of the downsampling engine (issue 6).
+ * Raw-point layout of the downsampling engine (docs/design/storage.md).
  *
  * Time is cut into windows of `chunkWindowMs`, aligned to epoch 0 (window of ts = floor(ts / W) · W, so
  * negative timestamps work too). Per series:
@@ -179,7 +179,7 @@ const columnPool: BlockColumns[] = [];
 const COLUMN_POOL_MAX = 32;
 
 /**
- * The points of series (e, k) with ts in [fromTs, toTs), ascending or descending, streamed (issue 7): each
+ * The points of series (e, k) with ts in [fromTs, toTs), ascending or descending, streamed: each
  * window's chunk and fragments are decoded into reused typed-array columns (BlockColumns) and merged lazily;
  * the only per-point allocations are the yielded TsKv and its value. Same answer as seriesWindows + filter:
  * distinct ts, and on an equal ts a fragment beats the chunk and a later fragment (higher seq) beats an

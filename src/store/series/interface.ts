@@ -1,5 +1,5 @@
 /**
- * The storage seam the query layer, websocket, downloads and the rollup planner read through (STYLE §2): what a
+ * The storage seam the query layer, websocket, downloads and the rollup planner read through: what a
  * timeseries store answers, apart from how the LMDB store does it, so the planner and bucket sources depend on
  * this small module and not on the store's implementation.
  */
@@ -28,7 +28,7 @@ export interface DeleteRequest {
   readonly rewriteLatest: boolean;
 }
 
-/** The storage seam the query layer, websocket and downloads read through (STYLE §2). */
+/** The storage seam the query layer, websocket and downloads read through. */
 export interface TimeseriesStore {
   /**
    * Stores every point for one entity; resolves once they are on disk. Records (TB's shape) are converted to

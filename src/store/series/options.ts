@@ -42,7 +42,7 @@ export const DEFAULT_STORE_OPTIONS: StoreOptions = {
   tierRetentionMs: DEFAULTS.downsample.tierRetentionMs,
 };
 
-/** Counters since start (issue 6 §4: for the status/metrics endpoints). */
+/** Counters since start (for the status/metrics endpoints). */
 export interface CompactionCounters {
   /** windows folded into chunks */
   compactedWindows: number;

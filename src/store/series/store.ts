@@ -1,5 +1,5 @@
 /**
- * The LMDB timeseries store. CONTRACT §5 semantics live here: same (entity, key, ts) overwrites (the later
+ * The LMDB timeseries store. The semantics of docs/api.md live here: same (entity, key, ts) overwrites (the later
  * write wins); "latest" follows the newest ts and an older point never replaces it; ranges are [startTs, endTs).
  *
  * Layout (see chunks.ts): a write puts one compressed head fragment per (series, chunk window) it touches, so a
@@ -59,8 +59,8 @@ export class LmdbTimeseriesStore extends SeriesDelete implements TimeseriesStore
   }
 
   /**
-   * BucketSource (bucket-source.ts seam): aggregated history answered from rollup tiers plus raw edges, exactly
-   * (planner.ts).
+   * BucketSource (planner/bucket-source.ts seam): aggregated history answered from rollup tiers plus raw edges, exactly
+   * (planner/planner.ts).
    */
   bucketAggs(entityId: string, key: string, plan: BucketPlan, fn?: AggFn): Iterable<BucketAggregate> {
     this.applyLogged();
