@@ -1,6 +1,6 @@
 /**
- * `outpost device add` (CONTRACT §1): prints `{"id","name","token"}`. `--upstream-token` sets the device's token
- * on the upstream (CONTRACT §9) in the same run; `device upstream` (upstream.ts) sets it later.
+ * `outpost device add` (docs/cli.md): prints `{"id","name","token"}`. `--upstream-token` sets the device's token
+ * on the upstream (docs/sync.md) in the same run; `device upstream` (upstream.ts) sets it later.
  */
 import type { Command } from 'commander';
 import type { ConfigFlags } from '../config/index.js';
@@ -16,7 +16,7 @@ export function registerDevice(program: Command): void {
     .option('--type <type>', 'device type', 'default')
     .option('--token <token>', 'access token (default: 20 random alphanumerics)')
     .option('--customer <idOrTitle>', 'assign to this customer')
-    .option('--upstream-token <token>', 'its access token on the upstream ThingsBoard (sync.url, CONTRACT §9)')
+    .option('--upstream-token <token>', 'its access token on the upstream ThingsBoard (sync.url, docs/sync.md)')
     .option('--gateway', 'a gateway: may publish for sub-devices over the MQTT Gateway API (v1/gateway/*)')
     .addOption(dataDirOption())
     .addOption(configOption())

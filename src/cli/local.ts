@@ -1,5 +1,5 @@
 /**
- * Local mode (CONTRACT §10): the data dir opened read-only beside the running daemon. LMDB readers take no
+ * Local mode (docs/cli.md): the data dir opened read-only beside the running daemon. LMDB readers take no
  * lock the writer waits for (a reader only pins the pages of its snapshot), and nothing here writes. The
  * daemon sees this process in LMDB's reader table and puts its write-ahead log into LMDB while it reads
  * (store/log-readers.ts), so recent points are here too. Answers

@@ -1,5 +1,5 @@
 /**
- * Tenants, customers, devices, assets and users (CONTRACT §1, §2). Written by the daemon's REST API and by
+ * Tenants, customers, devices, assets and users (docs/cli.md, docs/api.md). Written by the daemon's REST API and by
  * the admin CLI from another process; every check-then-write runs inside one LMDB write transaction, which
  * holds LMDB's cross-process writer lock, so two processes can never create the same name twice.
  */
@@ -53,7 +53,7 @@ export type EntityRecord = TenantRecord | CustomerRecord | DeviceRecord | AssetR
 
 const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 
-/** TB's random access token: 20 alphanumerics (CONTRACT §2). */
+/** TB's random access token: 20 alphanumerics (docs/api.md). */
 export function randomAccessToken(): AccessToken {
   const bytes = randomBytes(40);
   let out = '';
@@ -181,7 +181,7 @@ export class EntityStore {
     return r;
   }
 
-  /** The gateway's one tenant, created on first start (CONTRACT §1). */
+  /** The gateway's one tenant, created on first start (docs/cli.md). */
   async ensureTenant(): Promise<{ tenant: TenantRecord; created: boolean }> {
     const existing = this.tenant();
     if (existing) return { tenant: existing, created: false };
@@ -362,7 +362,7 @@ export class EntityStore {
       void this.env.users.put(email.toLowerCase(), rec.id);
       return true;
     });
-    if (!ok) throw new OutpostError('BAD_PARAM', 'User with email \'' + email + '\'  already present in database!');
+    if (!ok) throw new OutpostError('BAD_PARAM', `User with email '${email}'  already present in database!`);
     await this.env.flushed();
     return rec;
   }
@@ -382,7 +382,7 @@ export class EntityStore {
   }
 
   /**
-   * Assigns a device or asset to a customer (CONTRACT §2). 404 when either is missing. Re-assigning to the
+   * Assigns a device or asset to a customer (docs/api.md). 404 when either is missing. Re-assigning to the
    * customer it already has is a no-op that still answers the record (TB behaviour).
    */
   async assignToCustomer(type: 'DEVICE' | 'ASSET', id: string, customerId: string): Promise<DeviceRecord | AssetRecord> {
@@ -464,11 +464,11 @@ export class EntityStore {
     return outcome;
   }
 
-  /** Deletes an asset and its name index entry, and queues its data for removal (purge.ts); false when there was none. */
+  /** Deletes an asset and its name index entry, and queues its data for removal (store/background/purge.ts); false when there was none. */
   async deleteAsset(id: string): Promise<boolean> {
     const done = await this.writeTxn(() => {
       const r = this.get(id);
-      if (!r || r.entityType !== 'ASSET') return false;
+      if (r?.entityType !== 'ASSET') return false;
       void this.env.entities.remove(id);
       void this.env.names.remove(nameKey(r.tenantId, 'ASSET', r.name));
       queuePurge(this.env, id);
@@ -480,7 +480,7 @@ export class EntityStore {
 
   /**
    * Deletes a customer as TB does: its devices and assets become unassigned and its users are deleted, all in
-   * one transaction, which also queues the data of the customer and its users for removal (purge.ts). Returns
+   * one transaction, which also queues the data of the customer and its users for removal (store/background/purge.ts). Returns
    * the ids of the deleted users (their sessions must stop working), or undefined when there was no such
    * customer.
    */
@@ -509,7 +509,7 @@ export class EntityStore {
     return deletedUsers;
   }
 
-  /** Deletes a device, its name and token entries, and queues its data for removal (purge.ts); false when there was none. */
+  /** Deletes a device, its name and token entries, and queues its data for removal (store/background/purge.ts); false when there was none. */
   async deleteDevice(id: string): Promise<boolean> {
     const done = await this.writeTxn(() => {
       const r = this.device(id);

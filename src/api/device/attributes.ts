@@ -1,5 +1,5 @@
 /**
- * Device attribute endpoints (CONTRACT §4): `POST /attributes` (client scope), `GET /attributes` and the
+ * Device attribute endpoints (docs/api.md): `POST /attributes` (client scope), `GET /attributes` and the
  * `GET /attributes/updates` long-poll.
  */
 import type { Services } from '../../context.js';
@@ -20,7 +20,7 @@ export function postAttributes(s: Services) {
 }
 
 /**
- * GET /api/v1/{token}/attributes[?clientKeys=a,b][&sharedKeys=c] (CONTRACT §4): neither → all client and all
+ * GET /api/v1/{token}/attributes[?clientKeys=a,b][&sharedKeys=c] (docs/api.md): neither → all client and all
  * shared; one → only that section; `{"client":{..},"shared":{..}}` with empty sections omitted.
  */
 export function getAttributes(s: Services) {
@@ -31,7 +31,7 @@ export function getAttributes(s: Services) {
 }
 
 /**
- * GET /api/v1/{token}/attributes/updates?timeout= (CONTRACT §4): the next SHARED_SCOPE change as a flat
+ * GET /api/v1/{token}/attributes/updates?timeout= (docs/api.md): the next SHARED_SCOPE change as a flat
  * `{k:v}` or `{"deleted":[..]}`; 408 with an empty body on timeout.
  */
 export function getAttributeUpdates(s: Services) {

@@ -1,5 +1,5 @@
 /**
- * POST /api/v1/{token}/depth/telemetry (CONTRACT §4, Tempus' MQTT topic v1/devices/me/depth/telemetry over
+ * POST /api/v1/{token}/depth/telemetry (docs/api.md, Tempus' MQTT topic v1/devices/me/depth/telemetry over
  * HTTP): `{"ds":<double>,"values":{..}}` or an array of those. Both fields are required (400 otherwise, where
  * Tempus silently skipped); values are typed as telemetry; same key+depth overwrites; 401 before the body is
  * read; all-or-nothing; 200 with an empty body once on disk.

@@ -1,4 +1,4 @@
-/** The ThingsBoard device HTTP API, `/api/v1/{token}/...` (CONTRACT §4). */
+/** The ThingsBoard device HTTP API, `/api/v1/{token}/...` (docs/api.md). */
 import type { Services } from '../../context.js';
 import type { HttpRouter } from '../../http/adapter.js';
 import { postDepthTelemetry } from './depth.js';
@@ -11,7 +11,7 @@ export function registerDeviceApi(router: HttpRouter, s: Services): void {
   router.route('post', '/api/v1/:token/attributes', postAttributes(s));
   router.route('get', '/api/v1/:token/attributes', getAttributes(s));
   router.route('get', '/api/v1/:token/attributes/updates', getAttributeUpdates(s));
-  // CONTRACT §4: bodies under /rpc/** are capped at http.maxRpcBodyBytes (64 KiB).
+  // docs/api.md: bodies under /rpc/** are capped at http.maxRpcBodyBytes (64 KiB).
   router.route('get', '/api/v1/:token/rpc', getRpc(s));
   router.route('post', '/api/v1/:token/rpc', postClientRpc(s), { maxBody: s.config.http.maxRpcBodyBytes });
   router.route('post', '/api/v1/:token/rpc/:id', postRpcReply(s), { maxBody: s.config.http.maxRpcBodyBytes });

@@ -1,5 +1,5 @@
 /**
- * Device RPC endpoints (CONTRACT §4): `GET /rpc` long-poll, `POST /rpc/{id}` reply, `POST /rpc` client-side
+ * Device RPC endpoints (docs/api.md): `GET /rpc` long-poll, `POST /rpc/{id}` reply, `POST /rpc` client-side
  * RPC; plus the long-poll plumbing shared with `GET /attributes/updates`.
  */
 import type { Config } from '../../config/index.js';
@@ -13,7 +13,7 @@ import type { DurationMs } from '../../types.js';
 import { authenticateDevice } from './auth.js';
 
 /**
- * CONTRACT §4: `timeout` in ms; absent or 0 → longPoll.defaultTimeoutMs (60000); capped at maxTimeoutMs
+ * docs/api.md: `timeout` in ms; absent or 0 → longPoll.defaultTimeoutMs (60000); capped at maxTimeoutMs
  * (300000). Not a non-negative integer → 400.
  */
 export function pollTimeout(ctx: HttpContext, config: Readonly<Config>): DurationMs {
@@ -40,7 +40,7 @@ export function holdRequest(ctx: HttpContext, open: (settle: (o: PollOutcome) =>
   });
 }
 
-/** CONTRACT §4: data → 200 JSON; timeout → 408 with an EMPTY body; device deleted → 403 (TB). */
+/** docs/api.md: data → 200 JSON; timeout → 408 with an EMPTY body; device deleted → 403 (TB). */
 export function pollReply(o: PollOutcome): Reply {
   switch (o.kind) {
     case 'data': return jsonText(o.body);

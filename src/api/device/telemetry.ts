@@ -1,5 +1,5 @@
 /**
- * POST /api/v1/{token}/telemetry (CONTRACT §4): 401 before the body is read; the three shapes; 400 for bad
+ * POST /api/v1/{token}/telemetry (docs/api.md): 401 before the body is read; the three shapes; 400 for bad
  * JSON or shape with nothing stored; 200 with an empty body once the points are on disk.
  */
 import type { Services } from '../../context.js';

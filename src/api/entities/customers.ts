@@ -1,6 +1,6 @@
 /**
- * Customers REST (CONTRACT §2). Create, update, list and delete are TENANT_ADMIN only; a customer user may
- * read its own customer (reference §3.6).
+ * Customers REST (docs/api.md). Create, update, list and delete are TENANT_ADMIN only; a customer user may
+ * read its own customer ().
  */
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';

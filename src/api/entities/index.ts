@@ -1,4 +1,4 @@
-/** Devices, customers and assets REST (CONTRACT §2). */
+/** Devices, customers and assets REST (docs/api.md). */
 import type { Services } from '../../context.js';
 import type { HttpRouter } from '../../http/adapter.js';
 import { registerCustomerRoutes } from './customers.js';

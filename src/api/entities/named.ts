@@ -1,8 +1,8 @@
 /**
- * Devices and assets REST (CONTRACT §2, reference §6). Both are "named" entities of the tenant that can be
+ * Devices and assets REST (docs/api.md). Both are "named" entities of the tenant that can be
  * assigned to a customer, so one set of handlers serves both, parameterised by type.
  *
- * Roles (reference §3.6): create, delete, assign and unassign are TENANT_ADMIN only (403 for customer users,
+ * Roles (): create, delete, assign and unassign are TENANT_ADMIN only (403 for customer users,
  * checked before the id is parsed, as TB's @PreAuthorize runs first); read and update reach a customer user's
  * own assigned entities. Unknown entity → 404, non-UUID id → 400.
  */
@@ -49,7 +49,7 @@ export function registerNamedRoutes(router: HttpRouter, s: Services, type: Named
     return s.auth.checkAccess(p, type, id, 'read') as NamedRecord;
   };
 
-  // Create (no id) or update (TB: body with `id`). CONTRACT §2: duplicate name → 400.
+  // Create (no id) or update (TB: body with `id`). docs/api.md: duplicate name → 400.
   router.route('post', `/api/${seg}`, async (ctx) => {
     const p = principalOf(s, ctx);
     const body = await jsonObjectBody(ctx);

@@ -1,5 +1,5 @@
 /**
- * Request parsing shared by the management endpoints (CONTRACT §2): UUID path ids, TB's PageLink query
+ * Request parsing shared by the management endpoints (docs/api.md): UUID path ids, TB's PageLink query
  * parameters and JSON object bodies. Bad input → 400 TB error JSON (errorCode 31), nothing changed.
  */
 import { OutpostError } from '../../errors.js';

@@ -1,5 +1,5 @@
 /**
- * ThingsBoard JSON shapes of entities (CONTRACT §2, reference §6): ids are `{"entityType","id"}` objects, an
+ * ThingsBoard JSON shapes of entities (docs/api.md): ids are `{"entityType","id"}` objects, an
  * unassigned customer is the null UUID. Pure functions from store records; nothing here knows HTTP.
  */
 import type { AssetRecord, CustomerRecord, DeviceRecord, UserRecord } from '../../store/entities.js';
