@@ -35,7 +35,7 @@ import { OutboxRecorder } from './store/outbox.js';
 import { SyncService } from './sync/service.js';
 import { outpostCommand } from './daemon/invocation.js';
 import { lockDataDir } from './daemon/lock.js';
-import { checkPortFree, listenExclusive } from './daemon/port.js';
+import { checkPortFree, checkTcpPortFree, listenExclusive } from './daemon/port.js';
 import { type MqttListener, startMqtt } from './mqtt/listener.js';
 
 export interface RunningServer {
@@ -51,6 +51,9 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   }
   // One daemon per port and per data dir, checked before the store is opened: a refused daemon changes nothing.
   await checkPortFree(config.host, config.port);
+  const mqttHost = config.mqtt.host === '' ? config.host : config.mqtt.host;
+  await checkTcpPortFree(mqttHost, config.mqtt.port, 'MQTT');
+  if (config.tls.cert !== '') await checkTcpPortFree(mqttHost, config.mqtt.tlsPort, 'MQTT over TLS');
   const lock = await lockDataDir(config.dataDir);
   warnIfShared(config.dataDir, log);
   const env = openStoreEnv({ dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes, onCommitFailure: commitFailureLog(log) });
@@ -138,7 +141,6 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
     throw err;
   }
   const scheme = config.tls.cert ? 'https' : 'http';
-  const mqttHost = config.mqtt.host === '' ? config.host : config.mqtt.host;
   const mqttUrls = [
     ...(mqtt.port > 0 ? [`mqtt://${mqttHost}:${mqtt.port}`] : []),
     ...(mqtt.tlsPort > 0 ? [`mqtts://${mqttHost}:${mqtt.tlsPort}`] : []),

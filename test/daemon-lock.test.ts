@@ -8,16 +8,17 @@ import { spawn } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
+import { mqttPorts } from './helpers/mqtt.js';
 import { readEntity } from './helpers/readback.js';
 import { type Gateway, MAIN, addDevice, http, startGateway, tempDir } from './helpers/server.js';
 
 interface Exit { code: number | null; stdout: string; stderr: string; ms: number }
 
 /** `outpost serve ...args`, to its exit (bounded: a daemon that starts is killed and reported as such) */
-function serve(args: string[]): Promise<Exit> {
+function serve(args: string[], env: Record<string, string> = {}): Promise<Exit> {
   const started = Date.now();
   return new Promise((resolve) => {
-    const proc = spawn(process.execPath, [MAIN, 'serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    const proc = spawn(process.execPath, [MAIN, 'serve', ...args], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     let stdout = '';
     let stderr = '';
     proc.stdout.on('data', (b: Buffer) => { stdout += b.toString(); });
@@ -53,6 +54,14 @@ t.test('a second daemon on the same data dir or port is refused; kill -9 then lo
   t.match(samePort.stderr, new RegExp(`^outpost: cannot listen on 127\\.0\\.0\\.1:${gw.port}: the port is in use by pid ${gw.proc.pid} \\([^\\n]*\\); nothing was changed\\n$`),
     'same port: one line naming the port and the pid');
   t.notOk(existsSync(otherDir), 'same port: the refused daemon did not even create its data dir');
+
+  // its MQTT port: refused before the store is created too, naming the port and the pid
+  const mqttPort = mqttPorts(gw).port;
+  const sameMqtt = await serve(['--host', '127.0.0.1', '--port', '0', '--data-dir', otherDir], { OUTPOST_MQTT_PORT: String(mqttPort) });
+  t.equal(sameMqtt.code, 1, 'same MQTT port: exit 1');
+  t.match(sameMqtt.stderr, new RegExp(`^outpost: cannot listen for MQTT on 127\\.0\\.0\\.1:${mqttPort}: the port is in use by pid ${gw.proc.pid} \\([^\\n]*\\); nothing was changed\\n$`),
+    'same MQTT port: one line naming the port and the pid');
+  t.notOk(existsSync(otherDir), 'same MQTT port: the refused daemon did not create its data dir');
 
   // the wildcard address overlaps the first daemon's 127.0.0.1 too
   const wildcard = await serve(['--host', '0.0.0.0', '--port', String(gw.port), '--data-dir', otherDir]);

@@ -5,6 +5,7 @@
  * store is opened, so a daemon refused for its port has changed nothing.
  */
 import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
+import { createServer } from 'node:net';
 import * as uws from 'uWebSockets.js';
 import { OutpostError } from '../errors.js';
 
@@ -36,10 +37,26 @@ export async function checkPortFree(host: string, port: number): Promise<void> {
   probe.close();
 }
 
-function portInUse(host: string, port: number): OutpostError {
+/**
+ * The same check for a port a node:net server will take (the MQTT listener): a daemon refused for its MQTT port
+ * must not have created its store either. Port 0 and -1 (an OS-chosen port) are always free.
+ */
+export function checkTcpPortFree(host: string, port: number, what: string): Promise<void> {
+  if (port <= 0) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', (err: NodeJS.ErrnoException) => {
+      reject(err.code === 'EADDRINUSE' ? portInUse(host, port, what) : new OutpostError('CONFIG_INVALID', `cannot listen for ${what} on ${host}:${port}: ${err.message}`));
+    });
+    probe.listen({ host, port, exclusive: true }, () => probe.close(() => resolve()));
+  });
+}
+
+function portInUse(host: string, port: number, what = ''): OutpostError {
   const holder = listenerPid(port);
   const who = holder === undefined ? '' : ` by pid ${holder.pid}${holder.command === '' ? '' : ` (${holder.command})`}`;
-  return new OutpostError('CONFIG_INVALID', `cannot listen on ${host}:${port}: the port is in use${who}; nothing was changed`);
+  const forWhat = what === '' ? '' : ` for ${what}`;
+  return new OutpostError('CONFIG_INVALID', `cannot listen${forWhat} on ${host}:${port}: the port is in use${who}; nothing was changed`);
 }
 
 /**
