@@ -35,6 +35,7 @@ import type { BucketPlan } from './buckets.js';
 import { type PlannedStore, RollupPlanner } from './planner.js';
 import type { OutboxRecorder } from './outbox.js';
 import { serveLogReaders } from './log-readers.js';
+import type { CommitPacer } from './write-budget.js';
 import { type PendingPoints, Wal, type WalFs, type WalStats, decodeRecord, encodePoints as encodeLogged, encodeSentMark } from './wal.js';
 
 export type Order = 'ASC' | 'DESC';
@@ -88,6 +89,8 @@ export interface StoreOptions {
   readonly stepBudgetMs?: number;
   /** ms a write may wait for others to share its commit; 0: the next event-loop turn (config store.commitDelayMs) */
   readonly commitDelayMs?: number;
+  /** decides the commit delay instead of commitDelayMs (write-budget.ts) */
+  readonly pacer?: CommitPacer;
   /** the write-ahead log (wal.ts); absent: a write is acknowledged once its LMDB commit is flushed */
   readonly wal?: LogOptions;
   /**
@@ -202,6 +205,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
   readonly headWindowMs: number;
   private readonly stepBudgetMs: number;
   private readonly commitDelayMs: number;
+  private readonly pacer: CommitPacer | undefined;
   /** the write-ahead log, when writes are acknowledged from it */
   private readonly wal: Wal | undefined;
   private readonly logOpts: LogOptions | undefined;
@@ -264,6 +268,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
     this.headWindowMs = opts.headWindowMs;
     this.stepBudgetMs = opts.stepBudgetMs ?? DEFAULTS.downsample.stepBudgetMs;
     this.commitDelayMs = opts.commitDelayMs ?? 0;
+    this.pacer = opts.pacer;
     this.tiers = makeTiers(opts.tiersMs, opts.tierRetentionMs, opts.windowMs);
     const cacheBytes = opts.readCacheBytes ?? DEFAULTS.query.readCacheBytes;
     this.chunkCacheBytes = cacheBytes / 4;
@@ -481,7 +486,8 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
       this.pendingSince = performance.now();
       // While a batch is committing, the next one keeps filling; it is written when that commit lands (flushNext).
       if (!this.committing) {
-        if (this.commitDelayMs > 0) setTimeout(() => this.flushPending(), this.commitDelayMs);
+        const delay = this.commitDelay();
+        if (delay > 0) setTimeout(() => this.flushPending(), delay);
         else setImmediate(() => this.flushPending());
       }
     }
@@ -568,7 +574,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
       this.flushPending();
       return;
     }
-    const wait = this.pendingSince + this.commitDelayMs - performance.now();
+    const wait = this.pendingSince + this.commitDelay() - performance.now();
     if (wait <= 0) this.flushPending();
     else setTimeout(() => this.flushPending(), wait);
   }
@@ -583,10 +589,15 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
    * more goes at once too: it fills a page of log by itself.
    */
   private batchFull(): boolean {
-    if (this.commitDelayMs === 0) return false;
+    if (this.commitDelay() === 0) return false;
     // a page of log or more already: waiting would save no page (a bulk upload, 1,000 timestamps a body)
     if (this.pendingPoints >= EARLY_FLUSH_POINTS) return true;
     return this.pendingWrites >= Math.max(EARLY_FLUSH_WRITES, this.lastBatchWrites);
+  }
+
+  /** ms the batch filling may wait for others to share its commit */
+  private commitDelay(): number {
+    return this.pacer?.commitDelayMs() ?? this.commitDelayMs;
   }
 
   /** Appends a group commit to the log; its callers are answered once the record is on disk. */
