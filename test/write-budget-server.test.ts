@@ -109,7 +109,7 @@ t.test('an explicit store.commitDelayMs is a fixed delay, whatever the budget', 
 t.test('outpost status says when the card is worn faster than planned', async (t) => {
   const writes: WriteFigures = {
     source: 'proc', budgetBytesPerDay: 1.5e9, reserveBytes: 8_333_333, reserveLeftBytes: 0, todayBytes: 3.1e9, lastHourBytes: 150e6,
-    sinceStartBytes: 3.1e9, bytesPerDay: 3.6e9, cardEnduranceBytes: 16e12, cardLifeYearsAtBudget: 29.2, cardLifeYears: 12.2,
+    sinceStartBytes: 3.1e9, logSinceStartBytes: 2e9, bytesPerDay: 3.6e9, cardEnduranceBytes: 16e12, cardLifeYearsAtBudget: 29.2, cardLifeYears: 12.2,
     commitDelayMs: 0, paced: false, overBudget: true,
   };
   const status = {

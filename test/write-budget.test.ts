@@ -5,7 +5,7 @@
  */
 import t from 'tap';
 import { FakeClock } from './helpers/fake-clock.js';
-import { MAX_DELAY_MS, OTHER_SPREAD_MS, PACING_SHARE, RESERVE_MS, WriteBudget, dayStart } from '../src/store/write-budget.js';
+import { APPLY_STRETCH, MAX_DELAY_MS, OTHER_SPREAD_MS, PACING_SHARE, RESERVE_MS, WriteBudget, dayStart } from '../src/store/write-budget.js';
 
 const DAY = 86_400_000;
 const BUDGET = 1.5e9;
@@ -49,9 +49,11 @@ t.test('a burst spends the reserve at once down to its pacing band, then the del
   clock.advance(1000);
   c.log += second + band;
   t.equal(budget.commitDelayMs(), MAX_DELAY_MS, 'half the band overspent: the longest delay, and no more');
+  t.equal(budget.applyStretch(), APPLY_STRETCH, 'paced: applies rarer and larger');
   // nothing written: the budget refills at its rate and the delay falls back to 0
   clock.advance(Math.ceil((band / RATE) * 1.6));
   t.equal(budget.commitDelayMs(), 0, 'refilled past the band after a quiet spell');
+  t.equal(budget.applyStretch(), 1, 'applies as configured');
 });
 
 t.test('counters are read at most once a second', async (t) => {
@@ -155,6 +157,7 @@ t.test('a fixed delay (explicit store.commitDelayMs) is kept, counted, and warns
     maxDelay = Math.max(maxDelay, budget.commitDelayMs());
   }
   t.equal(maxDelay, 0, 'the fixed delay, whatever was written');
+  t.equal(budget.applyStretch(), 1, 'applies as configured');
   const f = budget.figures();
   t.equal(f.paced, false);
   t.equal(f.overBudget, true, '3.5 GB/day for an hour: over the budget and its reserve');

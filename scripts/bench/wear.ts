@@ -1,32 +1,33 @@
 /**
- * SD-card wear benchmark (issue 19): bytes the daemon writes per point when devices post one at a time, per
- * write policy, side by side in one run. Each policy runs the real `outpost serve` (dist/src/main.js) on a fresh
- * data dir with its config file; the devices are created beforehand in the data dir.
+ * SD-card wear benchmark: bytes the daemon writes per point and how fast it answers, per write policy, side by
+ * side in one run (the write budget of store/write-budget.ts against the fixed commit delay it replaced). Each
+ * row runs the real `outpost serve` (dist/src/main.js) on a fresh data dir with its config file; the devices are
+ * created beforehand in the data dir.
  *
- * Before the load each device posts its last 100 minutes in one request (the head then holds what it holds on a
- * gateway in steady state, within store.headWindowMs). Load: N devices, each on its own keep-alive connection (lib.ts RawHttpConnection), posts K keys every P ms at
- * its own offset, one post at a time (the next waits for the answer), as LAN sensors do.
- *   warm-up: one period, then a read (GET values/timeseries as a tenant admin) so everything logged is in LMDB
- *   window:  W seconds of load; bytes = /proc/<pid>/io write_bytes delta
- *   end:     the same read, which puts whatever the log holds into LMDB (a synchronous, flushed commit), so the
- *            window's LMDB cost is counted even though store.applyIntervalMs (300 s) is longer than the window:
- *            one apply per W seconds, ten times the default's rate. The "per day" column counts that; the last
- *            column spreads the same apply over the default interval's points instead (an apply touches every
- *            series written since the last one, once, however many points each got).
- * Split by source: "log" is what the window wrote before the final read (with the log on: its appends; the
- * LMDB applies otherwise wait for that read), "LMDB" what the read wrote. Without the log every byte is an
- * LMDB commit. Compaction does not run within the window (store.headWindowMs is 2 h); the "other" column is
- * nothing here, said so rather than guessed.
- * write_bytes is charged when a clean page cache page is dirtied (kernel: folio_account_dirtied), not at
- * writeback: a page rewritten before writeback is charged once, one cleaned by an fdatasync and written again
- * is charged again. So the count covers every writeback of the daemon's pages and needs no wait for the
- * kernel's dirty_expire. ext4's own journal writes (jbd2) are not charged to the daemon: the log never changes a
- * file's size and its segments are written with zeros first, so its fdatasyncs need no journal commit.
+ * Rows:
+ *   quiet: one device posts `--quiet-posts` readings (1,000) one at a time, each as soon as the last is
+ *          answered, on an otherwise idle daemon: posts/s and p99 are what a TB SDK or a firmware loop gets.
+ *   ref, big: N devices, each on its own keep-alive connection (lib.ts RawHttpConnection), post K keys every P ms
+ *          at their own offsets, one post at a time (the next waits for the answer), as LAN sensors do.
+ *          warm-up `--warmup` s (300: the budget's reserve is spent and it has settled), then a read (GET
+ *          values/timeseries as a tenant admin) so everything logged is in LMDB; the window `--window` s (600),
+ *          then the same read, which puts the rest of the window's points into LMDB, so the window's applies
+ *          are counted. Bytes = /proc/<pid>/io write_bytes over the window; "of which the log" is the daemon's
+ *          own count of its log pages and segment fills (GET /api/outpost/status).
+ *   catch-up: after the reference window, while its load goes on, one more device posts `--catchup` stored
+ *          readings (2,000) one at a time: how long it takes, and what was written meanwhile.
+ * The quiet rows run alone, one after another; the loaded rows' daemons run at once (`--serial`: one after
+ * another), so their latencies share the machine's noise. Per-workload durations: `--ref-warmup`, `--big-window`...
  *
- * The "+ sync" rows add upstream sync to a sink in this process that answers 200 at once (the link is up): what
- * sending costs the card on top of the write path, in steady state (the window starts once the history is up).
+ * write_bytes is charged when a clean page cache folio is dirtied (kernel: folio_account_dirtied), not at
+ * writeback: a page rewritten before writeback is charged once, one cleaned by an fdatasync and written again is
+ * charged again. On kernels whose ext4 caches files in large folios (Linux >= 6.16) a 4-KiB write into a large
+ * folio is charged the whole folio: LMDB's applies are charged several times what reaches the disk there
+ * (BENCHMARKS.md); the log's segments are written a page at a time to stay in 4-KiB folios. ext4's journal
+ * writes (jbd2) are not charged to the daemon.
  *
- *   npm run bench:wear [-- --window 30 --only ref|big --history <minutes, default 100; 0: a fresh store> --policy <substrings of policy names, comma-separated>]
+ *   npm run bench:wear [-- --only quiet,ref,big --warmup 300 --window 600 --catchup 2000 --quiet-posts 1000
+ *     --history <minutes of history per device first, default 0: a fresh store> --policy <name substrings> --serial]
  */
 import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -128,7 +129,10 @@ async function startSink(): Promise<{ url: string; points: () => number; close: 
 
 interface Result {
   /** bytes written over the window (with its applies) */
-  bytes: number; points: number; posts: number; p50: number; p99: number; rssMb: number; windowS: number; failed: number;
+  bytes: number;
+  /** of which the log's commits (the daemon's own count, /api/outpost/status) */
+  logBytes: number;
+  points: number; posts: number; p50: number; p99: number; rssMb: number; windowS: number; failed: number;
   upstreamPoints: number | undefined;
   /** the write budget's state at the end of the window (GET /api/outpost/status) */
   delayMs: number | undefined; reserveLeftMb: number | undefined;
@@ -181,10 +185,10 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
       const r = await request(0, encodeRequest('GET', `/api/plugins/telemetry/DEVICE/${ids[0] as string}/values/timeseries`, '', auth));
       if (r.status !== 200) throw new Error(`read: ${r.status} ${r.body.toString()}`);
     };
-    const budgetState = async (): Promise<{ delayMs: number; reserveLeftMb: number } | undefined> => {
+    const budgetState = async (): Promise<{ delayMs: number; reserveLeftMb: number; logBytes: number } | undefined> => {
       const r = await request(0, encodeRequest('GET', '/api/outpost/status', '', auth));
-      const st = JSON.parse(r.body.toString()) as { writes?: { commitDelayMs: number; reserveLeftBytes: number } };
-      return st.writes === undefined ? undefined : { delayMs: st.writes.commitDelayMs, reserveLeftMb: st.writes.reserveLeftBytes / 1e6 };
+      const st = JSON.parse(r.body.toString()) as { writes?: { commitDelayMs: number; reserveLeftBytes: number; logSinceStartBytes: number } };
+      return st.writes === undefined ? undefined : { delayMs: st.writes.commitDelayMs, reserveLeftMb: st.writes.reserveLeftBytes / 1e6, logBytes: st.writes.logSinceStartBytes };
     };
     const post = async (i: number, n: number, ts: number): Promise<number> => {
       const values: Record<string, number> = {};
@@ -257,7 +261,7 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
         const bytes = writeBytes(pid) - b0;
         const state = await budgetState();
         return {
-          bytes, points: o.catchup * w.keys, posts: o.catchup, p50: NaN, p99: c.p99, rssMb: rssMax / 2 ** 20, windowS: c.seconds, failed,
+          bytes, logBytes: NaN, points: o.catchup * w.keys, posts: o.catchup, p50: NaN, p99: c.p99, rssMb: rssMax / 2 ** 20, windowS: c.seconds, failed,
           upstreamPoints: sink?.points(), delayMs: state?.delayMs, reserveLeftMb: state?.reserveLeftMb, catchup: undefined,
         };
       }
@@ -265,6 +269,7 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
       await new Promise((r) => setTimeout(r, Math.max(o.warmupS * 1000, w.periodMs)));
       await read();
       measuring = true;
+      const log0 = (await budgetState())?.logBytes ?? NaN;
       const b0 = writeBytes(pid);
       const t0 = performance.now();
       await new Promise((r) => setTimeout(r, o.windowS * 1000));
@@ -273,6 +278,7 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
       const bytes = writeBytes(pid) - b0;
       const windowS = (performance.now() - t0) / 1000;
       const state = await budgetState();
+      const logBytes = (state?.logBytes ?? NaN) - log0;
       let catchup: Result['catchup'];
       if (o.catchup > 0) {
         const c0 = writeBytes(pid);
@@ -284,7 +290,7 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
       await load;
       lat.sort((a, b) => a - b);
       return {
-        bytes, points, posts, p50: quantile(lat, 0.5), p99: quantile(lat, 0.99), rssMb: rssMax / 2 ** 20, windowS, failed,
+        bytes, logBytes, points, posts, p50: quantile(lat, 0.5), p99: quantile(lat, 0.99), rssMb: rssMax / 2 ** 20, windowS, failed,
         upstreamPoints: sink?.points(), delayMs: state?.delayMs, reserveLeftMb: state?.reserveLeftMb, catchup,
       };
     } finally {
@@ -311,14 +317,14 @@ function row(p: Policy, w: Workload, r: Result): string {
   const state = r.delayMs === undefined ? '–' : `${f(r.delayMs)} ms, ${f(r.reserveLeftMb ?? 0, 1)} MB left`;
   const c = r.catchup;
   const catchup = c === undefined ? '' : `${f(c.posts)} posts in ${f(c.seconds, 1)} s (p99 ${f(c.p99)} ms), ${f(c.bytes / 1e6, 2)} MB written meanwhile (the load's share at its window rate: ${f((r.bytes / r.windowS) * c.seconds / 1e6, 2)} MB)`;
-  return `| ${workload} | ${p.name} | ${f(r.posts / r.windowS, 1)} | ${f(r.p50, 1)} / ${f(r.p99, 1)} ms | ${f(perPoint)} | ${f(perDay / 1e9, 2)} GB | ${f(CARD_TBW / perDay / 365.25, 1)} y | ${state} | ${f(r.rssMb, 1)} MB | ${catchup}${r.failed > 0 ? ` ${r.failed} failed` : ''}${r.upstreamPoints === undefined ? '' : ` ${f(r.upstreamPoints)} points upstream`} |`;
+  return `| ${workload} | ${p.name} | ${f(r.posts / r.windowS, 1)} | ${f(r.p50, 1)} / ${f(r.p99, 1)} ms | ${f(perPoint)} (${f(r.logBytes / r.points)} log) | ${f(perDay / 1e9, 2)} GB | ${f(CARD_TBW / perDay / 365.25, 1)} y | ${state} | ${f(r.rssMb, 1)} MB | ${catchup}${r.failed > 0 ? ` ${r.failed} failed` : ''}${r.upstreamPoints === undefined ? '' : ` ${f(r.upstreamPoints)} points upstream`} |`;
 }
 
 async function main(): Promise<void> {
   const opts = (name: string): RunOptions => ({
     warmupS: argValue(`--${name}-warmup`, argValue('--warmup', 300)),
     windowS: argValue(`--${name}-window`, argValue('--window', 600)),
-    catchup: name === 'big' ? 0 : argValue('--catchup', 2000),
+    catchup: name === 'big' ? 0 : name === 'quiet' ? argValue('--quiet-posts', 1000) : argValue('--catchup', 2000),
   });
   const onlyIdx = process.argv.indexOf('--only');
   const only = onlyIdx >= 0 ? (process.argv[onlyIdx + 1] ?? '').split(',') : ['quiet', 'ref', 'big'];
@@ -340,7 +346,7 @@ async function main(): Promise<void> {
     await Promise.all(loads.map(async ({ p, w }) => emit(row(p, w, await run(p, w, opts(w.name))))));
   }
   console.log(`\nwear: ${HISTORY_MS / 60_000} min of history per device before the load; each row its own daemon and fresh data dir; bytes from the daemon's write_bytes, the window's applies included`);
-  console.log('| workload | policy | posts/s | ack p50 / p99 | bytes/point | per day | 32 GB card (16 TBW) life | budget at the window\'s end: delay, reserve | RssAnon max | catch-up while the load runs |');
+  console.log('| workload | policy | posts/s | ack p50 / p99 | bytes/point (of which the log) | per day | 32 GB card (16 TBW) life | budget at the window\'s end: delay, reserve | RssAnon max | catch-up while the load runs |');
   console.log('|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) console.log(r);
 }

@@ -338,7 +338,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
   private applyStep(): boolean {
     let n = 0;
     let points = 0;
-    const max = this.logOpts?.applyMaxPoints ?? Infinity;
+    const max = (this.logOpts?.applyMaxPoints ?? Infinity) * this.applyStretch();
     while (n < this.logged.length && (this.logged[n] as Logged).durable && (n === 0 || points + (this.logged[n] as Logged).count <= max)) {
       points += (this.logged[n] as Logged).count;
       n++;
@@ -390,7 +390,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
 
   private scheduleApply(): void {
     if (this.applyTimer !== undefined || this.logOpts === undefined) return;
-    this.applyTimer = setTimeout(() => this.applyLogged(), this.logOpts.applyIntervalMs);
+    this.applyTimer = setTimeout(() => this.applyLogged(), this.logOpts.applyIntervalMs * this.applyStretch());
     this.applyTimer.unref();
   }
 
@@ -600,6 +600,11 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
     return this.pacer?.commitDelayMs() ?? this.commitDelayMs;
   }
 
+  /** how many times applyIntervalMs and applyMaxPoints an apply waits: larger, rarer applies while wear is paced */
+  private applyStretch(): number {
+    return this.pacer?.applyStretch() ?? 1;
+  }
+
   /** Appends a group commit to the log; its callers are answered once the record is on disk. */
   private logPending(wal: Wal, batch: PendingPoints, settle: { resolve: () => void; reject: (err: unknown) => void }): void {
     // the free-space reserve refuses telemetry as it would refuse the LMDB commit (env.ts)
@@ -633,7 +638,7 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
     }).finally(() => {
       this.committing = false;
       // past applyMaxPoints, one bounded transaction per landed commit, so a bulk upload never holds the loop long
-      if (this.loggedPoints >= (this.logOpts as LogOptions).applyMaxPoints) this.applyStep();
+      if (this.loggedPoints >= (this.logOpts as LogOptions).applyMaxPoints * this.applyStretch()) this.applyStep();
       else this.scheduleApply();
       this.flushNext();
     });

@@ -37,10 +37,11 @@ export const MAX_DELAY_MS = 1000;
  */
 export const OTHER_SPREAD_MS = 2 * MINUTE_MS;
 
-/** What the store's commits have written: the log's pages and segment fills. */
-export interface CommitBytes {
-  readonly bytes: number;
-}
+/**
+ * applies are this many times rarer and larger while commits are paced: 15 min and 60,000 points by default,
+ * ~+5 MB of RssAnon for the points held, and a read of telemetry still applies at once
+ */
+export const APPLY_STRETCH = 3;
 
 export interface WriteBudgetOptions {
   /** `store.writeBudgetBytesPerDay` */
@@ -74,6 +75,8 @@ export interface WriteFigures {
   readonly todayBytes: number;
   readonly lastHourBytes: number;
   readonly sinceStartBytes: number;
+  /** of which the log's commits (its pages and segment fills) */
+  readonly logSinceStartBytes: number;
   /** the rate over the last 24 h (since start when younger), per day */
   readonly bytesPerDay: number;
   readonly cardEnduranceBytes: number;
@@ -106,6 +109,7 @@ export class WriteBudget {
   private lastLog: number;
   private readonly startedAt: number;
   private sinceStart = 0;
+  private logSinceStart = 0;
   private today = 0;
   private todayStart: number;
   /** bytes per minute over the last hour and per hour over the last day, by minute / hour index */
@@ -137,10 +141,13 @@ export class WriteBudget {
     return this.delay;
   }
 
-  /** Whether commits are being paced (the reserve is low): larger, rarer LMDB applies are then worth their delay. */
-  tight(): boolean {
+  /**
+   * While commits are paced, LMDB applies come APPLY_STRETCH times rarer and larger: an apply touches each series
+   * written since the last one once, however many points it got, so its bytes per point fall (BENCHMARKS.md).
+   */
+  applyStretch(): number {
     this.sample();
-    return this.opts.fixedDelayMs === undefined && this.level < this.reserve * this.tune.pacingShare;
+    return this.opts.fixedDelayMs === undefined && this.level < this.reserve * this.tune.pacingShare ? APPLY_STRETCH : 1;
   }
 
   figures(): WriteFigures {
@@ -161,6 +168,7 @@ export class WriteBudget {
       todayBytes: this.today,
       lastHourBytes: lastHour,
       sinceStartBytes: this.sinceStart,
+      logSinceStartBytes: this.logSinceStart,
       bytesPerDay: Math.round(perDay),
       cardEnduranceBytes: this.opts.cardEnduranceBytes,
       cardLifeYearsAtBudget: round1(years(this.opts.bytesPerDay)),
@@ -187,6 +195,7 @@ export class WriteBudget {
     this.lastLog = log;
 
     this.sinceStart += bytes;
+    this.logSinceStart += logBytes;
     const day = dayStart(now);
     if (day !== this.todayStart) {
       this.todayStart = day;
@@ -238,7 +247,10 @@ export function processWriteBytes(): number | undefined {
   }
 }
 
-/** What the store's group commit asks (timeseries.ts): how long a batch may wait for others. */
+/** What the store's group commit asks (timeseries.ts). */
 export interface CommitPacer {
+  /** how long a batch may wait for others */
   commitDelayMs(): number;
+  /** by how much store.applyIntervalMs and store.applyMaxPoints are multiplied now (1: as configured) */
+  applyStretch(): number;
 }
