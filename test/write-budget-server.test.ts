@@ -64,8 +64,11 @@ t.test('a quiet daemon answers a device posting one at a time within one fsync, 
   t.match(metrics.text, /# TYPE outpost_store_written_bytes_total counter/);
 });
 
-/** fewer than the batch that is written at once, delay or not (timeseries.ts batchFull: 8 writes) */
-const DEVICES = 5;
+/**
+ * more than the batch written at once when not paced (timeseries.ts batchFull: as many writes as the last batch,
+ * at least 8): paced, a batch waits its delay out unless it fills a page of log
+ */
+const DEVICES = 10;
 
 t.test('under load beyond a tiny budget commits are grouped, and every acknowledged point survives kill -9', async (t) => {
   const dataDir = tempDir(t);
@@ -84,7 +87,7 @@ t.test('under load beyond a tiny budget commits are grouped, and every acknowled
   const elapsed = performance.now() - t0;
   const all = lats.flat();
   t.ok(median(all) >= 300, `each post waits for others: median answer ${median(all).toFixed(0)} ms`);
-  // 25 posts, one commit each with the delay, would take 25 delays; grouped they take about 5
+  // 50 posts, one commit each with the delay, would take 50 delays; grouped they take about 5
   t.ok(elapsed < 10 * median(all), `${all.length} posts answered in ${(elapsed / 1000).toFixed(1)} s: ~${((all.length * median(all)) / elapsed).toFixed(1)} posts per commit`);
   await gw.stop('SIGKILL');
   const again = await startGateway(t, { dataDir, args: ['--config', config] });

@@ -592,6 +592,8 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
     if (this.commitDelay() === 0) return false;
     // a page of log or more already: waiting would save no page (a bulk upload, 1,000 timestamps a body)
     if (this.pendingPoints >= EARLY_FLUSH_POINTS) return true;
+    // paced by the write budget, saving commits is the point: only a full page goes early
+    if (this.pacer?.pacing() === true) return false;
     return this.pendingWrites >= Math.max(EARLY_FLUSH_WRITES, this.lastBatchWrites);
   }
 

@@ -146,8 +146,12 @@ export class WriteBudget {
    * written since the last one once, however many points it got, so its bytes per point fall (BENCHMARKS.md).
    */
   applyStretch(): number {
+    return this.pacing() ? APPLY_STRETCH : 1;
+  }
+
+  pacing(): boolean {
     this.sample();
-    return this.opts.fixedDelayMs === undefined && this.level < this.reserve * this.tune.pacingShare ? APPLY_STRETCH : 1;
+    return this.opts.fixedDelayMs === undefined && this.level < this.reserve * this.tune.pacingShare;
   }
 
   figures(): WriteFigures {
@@ -253,4 +257,6 @@ export interface CommitPacer {
   commitDelayMs(): number;
   /** by how much store.applyIntervalMs and store.applyMaxPoints are multiplied now (1: as configured) */
   applyStretch(): number;
+  /** whether commits are being paced (the reserve is low): then a batch waits its delay out unless it fills a page */
+  pacing(): boolean;
 }
