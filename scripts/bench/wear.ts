@@ -310,9 +310,8 @@ const f = (x: number, d = 0): string => (Number.isNaN(x) ? '–' : x.toLocaleStr
 
 function row(p: Policy, w: Workload, r: Result): string {
   const perPoint = r.bytes / r.points;
-  // the quiet device posts as fast as it is answered: its rate is its own; a load's is its schedule's
-  const pointsPerDay = w.periodMs === 0 ? (r.points / r.windowS) * 86_400 : (w.devices * w.keys * 86_400_000) / w.periodMs;
-  const perDay = perPoint * pointsPerDay;
+  // the quiet device posts as fast as it is answered, for a few seconds: no rate per day to speak of
+  const perDay = w.periodMs === 0 ? NaN : (perPoint * w.devices * w.keys * 86_400_000) / w.periodMs;
   const workload = w.periodMs === 0 ? `quiet: 1 device, ${f(r.posts)} posts one at a time` : `${w.devices}×${w.keys} / ${w.periodMs / 1000} s`;
   const state = r.delayMs === undefined ? '–' : `${f(r.delayMs)} ms, ${f(r.reserveLeftMb ?? 0, 1)} MB left`;
   const c = r.catchup;
