@@ -11,7 +11,10 @@
  * MAX_DELAY_MS when it is empty, and the level settles where the writes match the refill. Bytes the log's own
  * commits write are debited when they happen; the rest (LMDB applies every few minutes, compaction, sync's
  * bookkeeping) come in bursts of a megabyte and are debited spread over OTHER_SPREAD_MS, so an apply does not
- * jolt every device's answer time. Both sums are exact over the long run.
+ * jolt every device's answer time. Both are debited in full over the long run.
+ *
+ * While commits are paced (pacing()), the store also lets a batch wait its delay out unless it fills a page of
+ * log, and makes its LMDB applies APPLY_STRETCH times rarer and larger (timeseries.ts asks).
  *
  * Pure: the clock and the byte counters are given, it keeps no timer (figures are brought up to date whenever
  * asked, at most once per SAMPLE_MS), so it is tested with a fake clock.
@@ -38,8 +41,8 @@ export const MAX_DELAY_MS = 1000;
 export const OTHER_SPREAD_MS = 2 * MINUTE_MS;
 
 /**
- * applies are this many times rarer and larger while commits are paced: 15 min and 60,000 points by default,
- * ~+5 MB of RssAnon for the points held, and a read of telemetry still applies at once
+ * applies are this many times rarer and larger while commits are paced: 15 min and 60,000 points by default;
+ * the points held cost +5 to +24 MB of RssAnon (bench:wear), and a read of telemetry still applies at once
  */
 export const APPLY_STRETCH = 3;
 
