@@ -16,6 +16,7 @@ import type { RpcBroker } from './rpc/broker.js';
 import type { DepthStore } from './store/depth.js';
 import type { SyncStatusSource } from './sync/status.js';
 import type { Metrics } from './status/metrics.js';
+import type { WriteBudget } from './store/write-budget.js';
 
 export interface Logger {
   info(msg: string): void;
@@ -46,6 +47,8 @@ export interface Services {
   readonly sync?: SyncStatusSource;
   /** request, ingest and websocket counters for the status endpoints; absent in unit tests */
   readonly metrics?: Metrics;
+  /** what the store writes against its daily budget (store.writeBudgetBytesPerDay); absent in unit tests */
+  readonly writeBudget?: WriteBudget;
   /** the clock; tests substitute a fake one */
   readonly now: () => number;
 }

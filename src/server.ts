@@ -32,6 +32,7 @@ import { registerMetricsHead, registerStatusApi } from './api/status/index.js';
 import { Metrics } from './status/metrics.js';
 import { registerSyncApi } from './api/sync/index.js';
 import { OutboxRecorder } from './store/outbox.js';
+import { WriteBudget, writeCounter } from './store/write-budget.js';
 import { SyncService } from './sync/service.js';
 import { outpostCommand } from './daemon/invocation.js';
 import { lockDataDir } from './daemon/lock.js';
@@ -66,17 +67,32 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   const dict = new Dictionary(env);
   // upstream sync's bookkeeping goes into the store before its log is replayed, which records it too
   const outbox = config.sync.url === '' ? undefined : new OutboxRecorder(env);
+  // The write budget (store/write-budget.ts) counts every byte the process writes; it sets the commit delay
+  // unless store.commitDelayMs fixes one. The log's own bytes are known once the store has opened it.
+  let logBytes = (): number => 0;
+  const counter = writeCounter(() => logBytes());
+  const fixedDelayMs = config.store.commitDelayMs >= 0 ? config.store.commitDelayMs : undefined;
+  const writeBudget = new WriteBudget({
+    bytesPerDay: config.store.writeBudgetBytesPerDay, cardEnduranceBytes: config.store.cardEnduranceBytes,
+    ...(fixedDelayMs === undefined ? {} : { fixedDelayMs }), now: Date.now, written: counter.written, logWritten: () => logBytes(), source: counter.source,
+  });
   const timeseries = new LmdbTimeseriesStore(env, dict, {
     outbox,
     windowMs: config.store.chunkWindowMs, headWindowMs: config.store.headWindowMs,
     tiersMs: config.downsample.tiersMs, tierRetentionMs: config.downsample.tierRetentionMs,
     readCacheBytes: config.query.readCacheBytes, stepBudgetMs: config.downsample.stepBudgetMs,
-    commitDelayMs: config.store.commitDelayMs,
+    commitDelayMs: fixedDelayMs ?? 0,
+    ...(fixedDelayMs === undefined ? { pacer: writeBudget } : {}),
     wal: config.store.wal ? {
       fs: nodeWalFs(join(config.dataDir, 'wal')), segmentBytes: config.store.walSegmentBytes,
       applyIntervalMs: config.store.applyIntervalMs, applyMaxPoints: config.store.applyMaxPoints,
     } : undefined,
   });
+  logBytes = () => {
+    const w = timeseries.walStats;
+    // 4-KiB pages: what each append's fdatasync writes (wal.ts)
+    return w === undefined ? 0 : w.pagesWritten * 4096 + w.preallocatedBytes;
+  };
   // Compaction, rollups, retention and the disk budget, in small background steps (issue 6).
   const maxDiskBytes = diskBudget(config);
   log.info(maxDiskBytes > 0 ? `disk budget ${(maxDiskBytes / 2 ** 20).toFixed(0)} MiB: past 90% the oldest raw chunks go (rollups stay)` : 'no disk budget');
@@ -95,7 +111,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
     threadSetup: { dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes },
   });
   const services: Services = {
-    config, log, env, dict, entities, timeseries, bus, downsample, metrics,
+    config, log, env, dict, entities, timeseries, bus, downsample, metrics, writeBudget,
     ingest: new TelemetryIngest(timeseries, bus),
     depth,
     auth: new AuthService(config, env, entities),

@@ -101,7 +101,8 @@ t.test('invalid configuration is rejected with CONFIG_INVALID', async (t) => {
     ['TLS cert without key', () => loadConfig({ tlsCert: '/x.pem' }, {})],
     ['__proto__ key', () => loadConfig({ config: write('k.json', '{"__proto__":{}}') }, {})],
     ['inherited key name', () => loadConfig({ config: write('m.json', '{"toString":"x"}') }, {})],
-    ['negative commit delay', () => loadConfig({ config: write('n.json', '{"store":{"commitDelayMs":-1}}') }, {})],
+    ['commit delay below -1 (the budget)', () => loadConfig({ config: write('n.json', '{"store":{"commitDelayMs":-2}}') }, {})],
+    ['a write budget of 0', () => loadConfig({ config: write('p.json', '{"store":{"writeBudgetBytesPerDay":0}}') }, {})],
     ['commit delay over a minute', () => loadConfig({ config: write('o.json', '{"store":{"commitDelayMs":60001}}') }, {})],
   ];
   for (const [name, fn] of cases) t.equal(codeOf(fn), 'CONFIG_INVALID', name);

@@ -233,7 +233,7 @@ t.test('an x64 bundle: layout, size, native binaries, and it runs once installed
     let log = '';
     const onData = (d: Buffer): void => {
       log += d.toString();
-      const m = /listening on (http:\/\/\S+)/.exec(log);
+      const m = /listening on (http:\/\/[^\s,]+)/.exec(log);
       if (m?.[1] !== undefined) resolve(m[1]);
     };
     proc.stdout.on('data', onData);

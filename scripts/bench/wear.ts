@@ -1,32 +1,33 @@
 /**
- * SD-card wear benchmark (docs/design/write-path.md): bytes the daemon writes per point when devices post one at a time, per
- * write policy, side by side in one run. Each policy runs the real `outpost serve` (dist/src/main.js) on a fresh
- * data dir with its config file; the devices are created beforehand in the data dir.
+ * SD-card wear benchmark: bytes the daemon writes per point and how fast it answers, per write policy, side by
+ * side in one run (the write budget of store/write-budget.ts against the fixed commit delay it replaced). Each
+ * row runs the real `outpost serve` (dist/src/main.js) on a fresh data dir with its config file; the devices are
+ * created beforehand in the data dir.
  *
- * Before the load each device posts its last 100 minutes in one request (the head then holds what it holds on a
- * gateway in steady state, within store.headWindowMs). Load: N devices, each on its own keep-alive connection (lib.ts RawHttpConnection), posts K keys every P ms at
- * its own offset, one post at a time (the next waits for the answer), as LAN sensors do.
- *   warm-up: one period, then a read (GET values/timeseries as a tenant admin) so everything logged is in LMDB
- *   window:  W seconds of load; bytes = /proc/<pid>/io write_bytes delta
- *   end:     the same read, which puts whatever the log holds into LMDB (a synchronous, flushed commit), so the
- *            window's LMDB cost is counted even though store.applyIntervalMs (300 s) is longer than the window:
- *            one apply per W seconds, ten times the default's rate. The "per day" column counts that; the last
- *            column spreads the same apply over the default interval's points instead (an apply touches every
- *            series written since the last one, once, however many points each got).
- * Split by source: "log" is what the window wrote before the final read (with the log on: its appends; the
- * LMDB applies otherwise wait for that read), "LMDB" what the read wrote. Without the log every byte is an
- * LMDB commit. Compaction does not run within the window (store.headWindowMs is 2 h); the "other" column is
- * nothing here, said so rather than guessed.
- * write_bytes is charged when a clean page cache page is dirtied (kernel: folio_account_dirtied), not at
- * writeback: a page rewritten before writeback is charged once, one cleaned by an fdatasync and written again
- * is charged again. So the count covers every writeback of the daemon's pages and needs no wait for the
- * kernel's dirty_expire. ext4's own journal writes (jbd2) are not charged to the daemon: the log never changes a
- * file's size and its segments are written with zeros first, so its fdatasyncs need no journal commit.
+ * Rows:
+ *   quiet: one device posts `--quiet-posts` readings (1,000) one at a time, each as soon as the last is
+ *          answered, on an otherwise idle daemon: posts/s and p99 are what a TB SDK or a firmware loop gets.
+ *   ref, big: N devices, each on its own keep-alive connection (lib.ts RawHttpConnection), post K keys every P ms
+ *          at their own offsets, one post at a time (the next waits for the answer), as LAN sensors do.
+ *          warm-up `--warmup` s (300: the budget's reserve is spent and it has settled), then a read (GET
+ *          values/timeseries as a tenant admin) so everything logged is in LMDB; the window `--window` s (600),
+ *          then the same read, which puts the rest of the window's points into LMDB, so the window's applies
+ *          are counted. Bytes = /proc/<pid>/io write_bytes over the window; "of which the log" is the daemon's
+ *          own count of its log pages and segment fills (GET /api/outpost/status).
+ *   catch-up: after the reference window, while its load goes on, one more device posts `--catchup` stored
+ *          readings (2,000) one at a time: how long it takes, and what was written meanwhile.
+ * The quiet rows run alone, one after another; the loaded rows' daemons run at once (`--serial`: one after
+ * another), so their latencies share the machine's noise. Per-workload durations: `--ref-warmup`, `--big-window`...
  *
- * The "+ sync" rows add upstream sync to a sink in this process that answers 200 at once (the link is up): what
- * sending costs the card on top of the write path, in steady state (the window starts once the history is up).
+ * write_bytes is charged when a clean page cache folio is dirtied (kernel: folio_account_dirtied), not at
+ * writeback: a page rewritten before writeback is charged once, one cleaned by an fdatasync and written again is
+ * charged again. On kernels whose ext4 caches files in large folios (Linux >= 6.16) a 4-KiB write into a large
+ * folio is charged the whole folio: LMDB's applies are charged several times what reaches the disk there
+ * (BENCHMARKS.md); the log's segments are written a page at a time to stay in 4-KiB folios. ext4's journal
+ * writes (jbd2) are not charged to the daemon.
  *
- *   npm run bench:wear [-- --window 30 --only ref|big --history <minutes, default 100; 0: a fresh store> --policy <substrings of policy names, comma-separated>]
+ *   npm run bench:wear [-- --only quiet,ref,big --warmup 300 --window 600 --catchup 2000 --quiet-posts 1000
+ *     --history <minutes of history per device first, default 0: a fresh store> --policy <name substrings> --serial]
  */
 import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -48,7 +49,7 @@ const PASSWORD = 'bench-password';
  * minutes of history posted before the load (`--history`, 0 for a fresh store): within store.headWindowMs (2 h),
  * so no compaction runs during the window
  */
-const HISTORY_MS = (process.argv.includes('--history') ? Number(process.argv[process.argv.indexOf('--history') + 1]) : 100) * 60_000;
+const HISTORY_MS = (process.argv.includes('--history') ? Number(process.argv[process.argv.indexOf('--history') + 1]) : 0) * 60_000;
 /** a 32 GB consumer card rated for 16 TB written */
 const CARD_TBW = 16e12;
 
@@ -61,18 +62,22 @@ const WORKLOADS: readonly Workload[] = [
 interface Policy {
   readonly name: string;
   readonly store: Record<string, unknown>;
+  /** the workloads it runs in by default (`--policy` selects others too) */
   readonly workloads: readonly string[];
   /** sync to an upstream that answers 200 at once (a sink in this process) */
   readonly sync?: boolean;
+  /** in the default run (the write budget against the fixed delay it replaces) */
+  readonly byDefault?: boolean;
 }
 const POLICIES: readonly Policy[] = [
-  { name: 'no log, commitDelayMs 0 (main)', store: { wal: false, commitDelayMs: 0 }, workloads: ['ref', 'big'] },
+  { name: 'write budget 1.5 GB/day (default)', store: {}, workloads: ['quiet', 'ref', 'big'], byDefault: true },
+  { name: 'fixed commitDelayMs 250 (before)', store: { commitDelayMs: 250 }, workloads: ['quiet', 'ref', 'big'], byDefault: true },
+  { name: 'fixed commitDelayMs 0', store: { commitDelayMs: 0 }, workloads: ['quiet'], byDefault: true },
+  { name: 'no log, commitDelayMs 0', store: { wal: false, commitDelayMs: 0 }, workloads: ['ref', 'big'] },
   { name: 'no log, commitDelayMs 250', store: { wal: false, commitDelayMs: 250 }, workloads: ['ref'] },
-  { name: 'log, commitDelayMs 0 (low latency)', store: { wal: true, commitDelayMs: 0 }, workloads: ['ref', 'big'] },
-  { name: 'log, commitDelayMs 250 (default)', store: { wal: true, commitDelayMs: 250 }, workloads: ['ref', 'big'] },
-  { name: 'log, commitDelayMs 400', store: { wal: true, commitDelayMs: 400 }, workloads: ['ref'] },
-  { name: 'no log, 0 + sync (main + sync)', store: { wal: false, commitDelayMs: 0 }, workloads: ['ref'], sync: true },
-  { name: 'log, 250 + sync (default + sync)', store: { wal: true, commitDelayMs: 250 }, workloads: ['ref'], sync: true },
+  { name: 'log, commitDelayMs 400', store: { commitDelayMs: 400 }, workloads: ['ref'] },
+  { name: 'no log, 0 + sync', store: { wal: false, commitDelayMs: 0 }, workloads: ['ref'], sync: true },
+  { name: 'budget + sync', store: {}, workloads: ['ref'], sync: true },
 ];
 
 function writeBytes(pid: number): number {
@@ -122,16 +127,36 @@ async function startSink(): Promise<{ url: string; points: () => number; close: 
   };
 }
 
-interface Result { bytesLog: number; bytesLmdb: number; points: number; p50: number; p99: number; rssMb: number; windowS: number; failed: number; upstreamPoints: number | undefined }
+interface Result {
+  /** bytes written over the window (with its applies) */
+  bytes: number;
+  /** of which the log's commits (the daemon's own count, /api/outpost/status) */
+  logBytes: number;
+  points: number; posts: number; p50: number; p99: number; rssMb: number; windowS: number; failed: number;
+  upstreamPoints: number | undefined;
+  /** the write budget's state at the end of the window (GET /api/outpost/status) */
+  delayMs: number | undefined; reserveLeftMb: number | undefined;
+  catchup: { posts: number; seconds: number; bytes: number; p99: number } | undefined;
+}
 
-async function run(policy: Policy, w: Workload, windowS: number): Promise<Result> {
+interface RunOptions {
+  readonly warmupS: number;
+  readonly windowS: number;
+  /** posts of one more device, one at a time, after the window while the load goes on; 0: none */
+  readonly catchup: number;
+}
+
+/** A quiet gateway: one device posting `posts` readings one at a time as fast as it is answered. */
+const QUIET: Workload = { name: 'quiet', devices: 1, keys: 5, periodMs: 0 };
+
+async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> {
   const dataDir = mkdtempSync(join(tmpdir(), 'outpost-wear-'));
-  /** [0]: the admin's; [i + 1]: device i's */
+  /** [0]: the admin's; [i + 1]: device i's; [devices + 1]: the catch-up device's */
   const conns: Array<RawHttpConnection | undefined> = [];
   let proc: ChildProcess | undefined;
   const sink = policy.sync === true ? await startSink() : undefined;
   try {
-    const ids = await provision(dataDir, w.devices, sink !== undefined);
+    const ids = await provision(dataDir, w.devices + 1, sink !== undefined);
     const configFile = join(dataDir, 'config.json');
     writeFileSync(configFile, JSON.stringify({ store: policy.store, ...(sink === undefined ? {} : { sync: { url: sink.url } }) }));
     const started = await spawnListening([MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir, '--config', configFile], 'outpost');
@@ -154,16 +179,29 @@ async function run(policy: Policy, w: Workload, windowS: number): Promise<Result
     };
     const login = await request(0, encodeRequest('POST', '/api/auth/login', JSON.stringify({ username: EMAIL, password: PASSWORD }), { 'content-type': 'application/json' }));
     const jwt = (JSON.parse(login.body.toString()) as { token: string }).token;
+    const auth = { 'x-authorization': `Bearer ${jwt}` };
     // a read of one device's latest values: the store puts everything logged into LMDB first
     const read = async (): Promise<void> => {
-      const r = await request(0, encodeRequest('GET', `/api/plugins/telemetry/DEVICE/${ids[0] as string}/values/timeseries`, '', { 'x-authorization': `Bearer ${jwt}` }));
+      const r = await request(0, encodeRequest('GET', `/api/plugins/telemetry/DEVICE/${ids[0] as string}/values/timeseries`, '', auth));
       if (r.status !== 200) throw new Error(`read: ${r.status} ${r.body.toString()}`);
+    };
+    const budgetState = async (): Promise<{ delayMs: number; reserveLeftMb: number; logBytes: number } | undefined> => {
+      const r = await request(0, encodeRequest('GET', '/api/outpost/status', '', auth));
+      const st = JSON.parse(r.body.toString()) as { writes?: { commitDelayMs: number; reserveLeftBytes: number; logSinceStartBytes: number } };
+      return st.writes === undefined ? undefined : { delayMs: st.writes.commitDelayMs, reserveLeftMb: st.writes.reserveLeftBytes / 1e6, logBytes: st.writes.logSinceStartBytes };
+    };
+    const post = async (i: number, n: number, ts: number): Promise<number> => {
+      const values: Record<string, number> = {};
+      for (let k = 0; k < w.keys; k++) values[`k${k}`] = Math.round(Math.sin(n / 10 + k) * 1000) / 10;
+      const r = await request(i + 1, encodeRequest('POST', `/api/v1/dev${i}/telemetry`, JSON.stringify({ ts, values }), { 'content-type': 'application/json' }));
+      return r.status;
     };
 
     let measuring = false;
     let stop = false;
     const lat: number[] = [];
     let points = 0;
+    let posts = 0;
     let failed = 0;
     let rssMax = 0;
     const device = async (i: number): Promise<void> => {
@@ -173,21 +211,31 @@ async function run(policy: Policy, w: Workload, windowS: number): Promise<Result
         const wait = due - performance.now();
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
         if (stop) return;
-        const values: Record<string, number> = {};
-        for (let k = 0; k < w.keys; k++) values[`k${k}`] = Math.round(Math.sin(n / 10 + k) * 1000) / 10;
-        const body = JSON.stringify({ ts: Date.now(), values });
         const sent = performance.now();
-        const r = await request(i + 1, encodeRequest('POST', `/api/v1/dev${i}/telemetry`, body, { 'content-type': 'application/json' }));
-        if (r.status !== 200) failed++;
+        if (await post(i, n, Date.now()) !== 200) failed++;
         if (measuring) {
           lat.push(performance.now() - sent);
           points += w.keys;
+          posts++;
         }
       }
     };
+    // One device posting `count` stored readings one at a time (a catch-up after an outage: past timestamps).
+    const catchUp = async (i: number, count: number): Promise<{ seconds: number; p50: number; p99: number }> => {
+      const cl: number[] = [];
+      const t0 = performance.now();
+      const base = Date.now() - count * 1000;
+      for (let n = 0; n < count; n++) {
+        const sent = performance.now();
+        if (await post(i, n, base + n * 1000) !== 200) failed++;
+        cl.push(performance.now() - sent);
+      }
+      cl.sort((a, b) => a - b);
+      return { seconds: (performance.now() - t0) / 1000, p50: quantile(cl, 0.5), p99: quantile(cl, 0.99) };
+    };
     // History first: each device's last HISTORY_MS in one post, so the head holds what it holds in steady state
     // (a fresh store's small B-trees would make every commit look cheaper than on a gateway running for days).
-    if (HISTORY_MS > 0) await Promise.all(Array.from({ length: w.devices }, async (_, i) => {
+    if (HISTORY_MS > 0 && w.periodMs > 0) await Promise.all(Array.from({ length: w.devices }, async (_, i) => {
       const now = Date.now();
       const records: string[] = [];
       for (let ts = now - HISTORY_MS; ts < now - w.periodMs; ts += w.periodMs) {
@@ -198,30 +246,57 @@ async function run(policy: Policy, w: Workload, windowS: number): Promise<Result
       const r = await request(i + 1, encodeRequest('POST', `/api/v1/dev${i}/telemetry`, `[${records.join(',')}]`, { 'content-type': 'application/json' }));
       if (r.status !== 200) throw new Error(`history of dev${i}: ${r.status}`);
     }));
-    if (sink !== undefined) {
+    if (sink !== undefined && HISTORY_MS > 0) {
       // steady state: the history is sent before the window (its drain is not what a day of posts costs)
       const historyPoints = w.devices * w.keys * Math.ceil((HISTORY_MS - w.periodMs) / w.periodMs);
       while (sink.points() < historyPoints) await new Promise((r) => setTimeout(r, 250));
     }
     const sampler = setInterval(() => { rssMax = Math.max(rssMax, rssAnonBytes(pid)); }, 250);
-    const load = Promise.all(Array.from({ length: w.devices }, (_, i) => device(i)));
-    await new Promise((r) => setTimeout(r, w.periodMs));
-    await read();
-    measuring = true;
-    const b0 = writeBytes(pid);
-    await new Promise((r) => setTimeout(r, windowS * 1000));
-    measuring = false;
-    const b1 = writeBytes(pid);
-    await read();
-    const b2 = writeBytes(pid);
-    stop = true;
-    clearInterval(sampler);
-    await load;
-    lat.sort((a, b) => a - b);
-    return {
-      bytesLog: b1 - b0, bytesLmdb: b2 - b1, points, p50: quantile(lat, 0.5), p99: quantile(lat, 0.99),
-      rssMb: rssMax / 2 ** 20, windowS, failed, upstreamPoints: sink?.points(),
-    };
+    try {
+      if (w.periodMs === 0) {
+        // the quiet gateway: the whole run is the one device's catch-up
+        const b0 = writeBytes(pid);
+        const c = await catchUp(0, o.catchup);
+        await read();
+        const bytes = writeBytes(pid) - b0;
+        const state = await budgetState();
+        return {
+          bytes, logBytes: NaN, points: o.catchup * w.keys, posts: o.catchup, p50: c.p50, p99: c.p99, rssMb: rssMax / 2 ** 20, windowS: c.seconds, failed,
+          upstreamPoints: sink?.points(), delayMs: state?.delayMs, reserveLeftMb: state?.reserveLeftMb, catchup: undefined,
+        };
+      }
+      const load = Promise.all(Array.from({ length: w.devices }, (_, i) => device(i)));
+      await new Promise((r) => setTimeout(r, Math.max(o.warmupS * 1000, w.periodMs)));
+      await read();
+      measuring = true;
+      const log0 = (await budgetState())?.logBytes ?? NaN;
+      const b0 = writeBytes(pid);
+      const t0 = performance.now();
+      await new Promise((r) => setTimeout(r, o.windowS * 1000));
+      measuring = false;
+      await read();
+      const bytes = writeBytes(pid) - b0;
+      const windowS = (performance.now() - t0) / 1000;
+      const state = await budgetState();
+      const logBytes = (state?.logBytes ?? NaN) - log0;
+      let catchup: Result['catchup'];
+      if (o.catchup > 0) {
+        const c0 = writeBytes(pid);
+        const c = await catchUp(w.devices, o.catchup);
+        await read();
+        catchup = { posts: o.catchup, seconds: c.seconds, bytes: writeBytes(pid) - c0, p99: c.p99 };
+      }
+      stop = true;
+      await load;
+      lat.sort((a, b) => a - b);
+      return {
+        bytes, logBytes, points, posts, p50: quantile(lat, 0.5), p99: quantile(lat, 0.99), rssMb: rssMax / 2 ** 20, windowS, failed,
+        upstreamPoints: sink?.points(), delayMs: state?.delayMs, reserveLeftMb: state?.reserveLeftMb, catchup,
+      };
+    } finally {
+      stop = true;
+      clearInterval(sampler);
+    }
   } finally {
     await sink?.close();
     for (const c of conns) c?.close();
@@ -231,32 +306,46 @@ async function run(policy: Policy, w: Workload, windowS: number): Promise<Result
   }
 }
 
+const f = (x: number, d = 0): string => (Number.isNaN(x) ? '–' : x.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d }));
+
+function row(p: Policy, w: Workload, r: Result): string {
+  const perPoint = r.bytes / r.points;
+  // the quiet device posts as fast as it is answered, for a few seconds: no rate per day to speak of
+  const perDay = w.periodMs === 0 ? NaN : (perPoint * w.devices * w.keys * 86_400_000) / w.periodMs;
+  const workload = w.periodMs === 0 ? `quiet: 1 device, ${f(r.posts)} posts one at a time` : `${w.devices}×${w.keys} / ${w.periodMs / 1000} s`;
+  const state = r.delayMs === undefined ? '–' : `${f(r.delayMs)} ms, ${f(r.reserveLeftMb ?? 0, 1)} MB left`;
+  const c = r.catchup;
+  const catchup = c === undefined ? '' : `${f(c.posts)} posts in ${f(c.seconds, 1)} s (p99 ${f(c.p99)} ms), ${f(c.bytes / 1e6, 2)} MB written meanwhile (the load's share at its window rate: ${f((r.bytes / r.windowS) * c.seconds / 1e6, 2)} MB)`;
+  return `| ${workload} | ${p.name} | ${f(r.posts / r.windowS, 1)} | ${f(r.p50, 1)} / ${f(r.p99, 1)} ms | ${f(perPoint)} (${f(r.logBytes / r.points)} log) | ${f(perDay / 1e9, 2)} GB | ${f(CARD_TBW / perDay / 365.25, 1)} y | ${state} | ${f(r.rssMb, 1)} MB | ${catchup}${r.failed > 0 ? ` ${r.failed} failed` : ''}${r.upstreamPoints === undefined ? '' : ` ${f(r.upstreamPoints)} points upstream`} |`;
+}
+
 async function main(): Promise<void> {
-  const windowS = argValue('--window', 30);
+  const opts = (name: string): RunOptions => ({
+    warmupS: argValue(`--${name}-warmup`, argValue('--warmup', 300)),
+    windowS: argValue(`--${name}-window`, argValue('--window', 600)),
+    catchup: name === 'big' ? 0 : name === 'quiet' ? argValue('--quiet-posts', 1000) : argValue('--catchup', 2000),
+  });
   const onlyIdx = process.argv.indexOf('--only');
-  const only = onlyIdx >= 0 ? (process.argv[onlyIdx + 1] ?? '').split(',') : undefined;
+  const only = onlyIdx >= 0 ? (process.argv[onlyIdx + 1] ?? '').split(',') : ['quiet', 'ref', 'big'];
   const policyIdx = process.argv.indexOf('--policy');
   const policyFilter = policyIdx >= 0 ? (process.argv[policyIdx + 1] ?? '').split(',') : undefined;
+  const chosen = (w: Workload): Policy[] => POLICIES.filter((p) => p.workloads.includes(w.name) && (policyFilter === undefined ? p.byDefault === true : policyFilter.some((x) => p.name.includes(x))));
   const rows: string[] = [];
-  for (const w of WORKLOADS) {
-    if (only !== undefined && !only.includes(w.name)) continue;
-    for (const p of POLICIES) {
-      if (!p.workloads.includes(w.name)) continue;
-      if (policyFilter !== undefined && !policyFilter.some((f) => p.name.includes(f))) continue;
-      const r = await run(p, w, windowS);
-      const total = r.bytesLog + r.bytesLmdb;
-      const perPoint = total / r.points;
-      const pointsPerDay = (w.devices * w.keys * 86_400_000) / w.periodMs;
-      const perDay = perPoint * pointsPerDay;
-      const applyS = DEFAULTS.store.applyIntervalMs / 1000;
-      const atDefault = p.store['wal'] === true ? (r.bytesLog + (r.bytesLmdb * windowS) / applyS) / r.points * pointsPerDay : perDay;
-      const f = (x: number, d = 0): string => x.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d });
-      rows.push(`| ${w.devices}×${w.keys} / ${w.periodMs / 1000} s | ${p.name} | ${f(r.bytesLog / r.points)} | ${f(r.bytesLmdb / r.points)} | ${f(perPoint)} | ${f(perDay / 1e9, 2)} GB | ${f(r.p50, 1)} / ${f(r.p99, 1)} ms | ${f(r.rssMb, 1)} MB | ${f(CARD_TBW / perDay / 365, 1)} | ${f(atDefault / 1e9, 2)} GB, ${f(CARD_TBW / atDefault / 365, 1)} years |${r.failed > 0 ? ` ${r.failed} failed |` : ''}${r.upstreamPoints === undefined ? '' : ` ${f(r.upstreamPoints)} points upstream |`}`);
-      console.error(rows[rows.length - 1]);
-    }
+  const emit = (line: string): void => {
+    rows.push(line);
+    console.error(line);
+  };
+  // The quiet rows alone and one after another (their latency is the point); the loaded rows side by side, each
+  // workload's daemons at once (`--serial`: one after another), the catch-up after each reference window.
+  if (only.includes('quiet')) for (const p of chosen(QUIET)) emit(row(p, QUIET, await run(p, QUIET, opts('quiet'))));
+  const loads = WORKLOADS.filter((w) => only.includes(w.name)).flatMap((w) => chosen(w).map((p) => ({ p, w })));
+  if (process.argv.includes('--serial')) {
+    for (const { p, w } of loads) emit(row(p, w, await run(p, w, opts(w.name))));
+  } else {
+    await Promise.all(loads.map(async ({ p, w }) => emit(row(p, w, await run(p, w, opts(w.name))))));
   }
-  console.log(`\nwear: devices post one at a time after ${HISTORY_MS / 60_000} min of history each; ${windowS} s window per row, fresh daemon and data dir each; bytes/point from the daemon's write_bytes`);
-  console.log('| workload | policy | bytes/point: log (or LMDB commits without it) | bytes/point: LMDB apply | bytes/point total | per day | ack p50 / p99 | RssAnon max | 32 GB card (16 TBW) life, years | per day and card life with one apply per applyIntervalMs |');
+  console.log(`\nwear: ${HISTORY_MS / 60_000} min of history per device before the load; each row its own daemon and fresh data dir; bytes from the daemon's write_bytes, the window's applies included`);
+  console.log('| workload | policy | posts/s | ack p50 / p99 | bytes/point (of which the log) | per day | 32 GB card (16 TBW) life | budget at the window\'s end: delay, reserve | RssAnon max | catch-up while the load runs |');
   console.log('|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) console.log(r);
 }

@@ -1,6 +1,7 @@
 /** `outpost status` (CONTRACT §10): the daemon's figures, or locally what the data dir alone tells. */
 import type { Command } from 'commander';
 import type { StatusJson } from '../status/index.js';
+import type { WriteFigures } from '../store/write-budget.js';
 import { example } from './common.js';
 import { duration, localTime } from './format.js';
 import { type TechOptions, print, techOptions, withBackend } from './options.js';
@@ -24,7 +25,21 @@ export function statusLines(s: StatusJson): string[] {
     lines.push(ports === '' ? 'mqtt       off' : `mqtt       ${ports}: ${m.connections} connections (${m.refusedConnections} refused), ${m.messagesIn} messages in, ${m.messagesOut} out${m.pubackMeanMs === null ? '' : `, PUBACK ${m.pubackMeanMs} ms mean`}`);
   }
   if (s.process) lines.push(`memory     ${mb(s.process.rssBytes)} RSS${s.process.rssAnonBytes === null ? '' : `, ${mb(s.process.rssAnonBytes)} RssAnon`}`);
+  if (s.writes) lines.push(...writeLines(s.writes));
   if (s.eventLoop) lines.push(`event loop late by ${s.eventLoop.p99Ms} ms at p99, ${s.eventLoop.maxMs} ms at most (last minute)`);
+  return lines;
+}
+
+const gb = (b: number): string => `${(b / 1e9).toFixed(2)} GB`;
+
+/** What the store wrote against its daily budget, and a warning a technician cannot miss when it wears the card faster. */
+function writeLines(w: WriteFigures): string[] {
+  const life = w.cardLifeYears === null ? '' : `, ${gb(w.bytesPerDay)}/day so far: card life ${w.cardLifeYears} years`;
+  const lines = [
+    `writes     ${gb(w.todayBytes)} today, ${mb(w.lastHourBytes)} last hour; budget ${gb(w.budgetBytesPerDay)}/day (card of ${(w.cardEnduranceBytes / 1e12).toFixed(0)} TB written: ${w.cardLifeYearsAtBudget} years)${life}`,
+    `           commits ${w.paced ? (w.commitDelayMs === 0 ? 'at once' : `grouped, ${w.commitDelayMs} ms`) : `fixed delay ${w.commitDelayMs} ms (store.commitDelayMs)`}; reserve ${mb(w.reserveLeftBytes)} of ${mb(w.reserveBytes)} left${w.source === 'log' ? '; counting the log only (no /proc/self/io)' : ''}`,
+  ];
+  if (w.overBudget) lines.push(`WARNING    the last hour wrote ${mb(w.lastHourBytes)}, more than the budget allows: the SD card wears faster than planned`);
   return lines;
 }
 

@@ -51,11 +51,18 @@ export const DEFAULTS = {
     /**
      * ms a telemetry write may wait for others to share its commit (its log record's fdatasync with `store.wal`,
      * else its LMDB commit); 0: the next event-loop turn. Each post is still answered only once its commit is
-     * on disk. Each commit costs at least a 4-KiB page written (an LMDB commit ~32 KB), so where devices post
-     * one at a time a delay trades response time for SD-card wear (issue 19, BENCHMARKS.md). 0 with the log is
-     * the low-latency setting.
+     * on disk. -1 (default): set by the write budget below, 0 while it has room. A value of 0 or more is a fixed
+     * delay, whatever the budget says (the budget is still counted and shown).
      */
-    commitDelayMs: 250,
+    commitDelayMs: -1,
+    /**
+     * bytes the store may write per day on average (log, LMDB applies, compaction, sync's bookkeeping), counted
+     * from the kernel's write_bytes of the process. While there is room, writes are committed at once; under
+     * sustained load commits are grouped so the long-run rate holds (docs/write-budget.md). Never refuses data.
+     */
+    writeBudgetBytesPerDay: 1.5e9,
+    /** bytes the SD card is rated to have written over its life (TBW; 16 TB: a 32 GB consumer card), for the status */
+    cardEnduranceBytes: 16e12,
     /**
      * Telemetry is acknowledged from a write-ahead log of our own (`<dataDir>/wal`, preallocated recycled
      * segments) and put into LMDB in bulk every `applyIntervalMs`, before any read, and at shutdown (issue 19).
@@ -281,6 +288,7 @@ function validate(c: Config): void {
     ['store.headWindowMs', c.store.headWindowMs], ['store.chunkWindowMs', c.store.chunkWindowMs],
     ['store.applyIntervalMs', c.store.applyIntervalMs], ['store.applyMaxPoints', c.store.applyMaxPoints],
     ['store.walSegmentBytes', c.store.walSegmentBytes],
+    ['store.writeBudgetBytesPerDay', c.store.writeBudgetBytesPerDay], ['store.cardEnduranceBytes', c.store.cardEnduranceBytes],
     ['downsample.stepBudgetMs', c.downsample.stepBudgetMs], ['downsample.sweepIntervalMs', c.downsample.sweepIntervalMs],
     ['ws.maxPayloadLength', c.ws.maxPayloadLength],
     ['ws.authTimeoutMs', c.ws.authTimeoutMs],
@@ -299,8 +307,8 @@ function validate(c: Config): void {
   }
   if (typeof c.store.wal !== 'boolean') throw new OutpostError('CONFIG_INVALID', `config: "store.wal" must be true or false, got ${String(c.store.wal)}`);
   const delay = c.store.commitDelayMs;
-  if (!Number.isInteger(delay) || delay < 0 || delay > 60_000) {
-    throw new OutpostError('CONFIG_INVALID', `config: "store.commitDelayMs" must be an integer 0..60000, got ${delay}`);
+  if (!Number.isInteger(delay) || delay < -1 || delay > 60_000) {
+    throw new OutpostError('CONFIG_INVALID', `config: "store.commitDelayMs" must be -1 (set by the write budget) or an integer 0..60000, got ${delay}`);
   }
   if (c.sync.url !== '' && !/^https?:\/\/[^/]/.test(c.sync.url)) {
     throw new OutpostError('CONFIG_INVALID', `config: "sync.url" must start with http:// or https://, got ${JSON.stringify(c.sync.url)}`);

@@ -7,6 +7,7 @@ import type { Services } from '../context.js';
 import { clockSynchronized } from '../sync/clock.js';
 import { SYNC_OFF, type SyncStatus } from '../sync/status.js';
 import type { RpcStatus } from '../rpc/broker.js';
+import type { WriteFigures } from '../store/write-budget.js';
 import { LATENCY_BUCKETS_SEC, type LoopDelayFigures, type Metrics, REQUEST_KINDS } from './metrics.js';
 
 export interface StoreFigures {
@@ -42,6 +43,8 @@ export interface StatusJson {
   readonly process: { readonly rssBytes: number; readonly rssAnonBytes: number | null } | null;
   /** how late the daemon's event loop ran over the last minute (null: read from the data dir alone) */
   readonly eventLoop: LoopDelayFigures | null;
+  /** bytes written against the daily write budget and the card life they imply (absent: read from the data dir alone) */
+  readonly writes?: WriteFigures;
 }
 
 export interface MqttStatus {
@@ -111,6 +114,7 @@ export function daemonStatus(s: Services, metrics: Metrics): StatusJson {
     mqtt: mqttStatus(metrics),
     process: { rssBytes: process.memoryUsage.rss(), rssAnonBytes: rssAnonBytes() },
     eventLoop: metrics.loopDelay.figures(),
+    ...(s.writeBudget === undefined ? {} : { writes: s.writeBudget.figures() }),
   };
 }
 
@@ -146,6 +150,11 @@ export function prometheusText(status: StatusJson, metrics: Metrics): string {
   one('outpost_store_file_bytes', 'gauge', 'Size of the LMDB file.', status.store.fileBytes);
   one('outpost_store_live_bytes', 'gauge', 'LMDB pages in use (what the disk budget compares).', status.store.liveBytes);
   one('outpost_store_budget_bytes', 'gauge', 'The disk budget (0 = none).', status.store.maxDiskBytes);
+  const w = status.writes;
+  one('outpost_store_written_bytes_total', 'counter', 'Bytes the daemon wrote to storage since start (log, LMDB, compaction, sync).', w?.sinceStartBytes);
+  one('outpost_store_write_budget_bytes_per_day', 'gauge', 'The daily write budget (store.writeBudgetBytesPerDay).', w?.budgetBytesPerDay);
+  one('outpost_store_write_reserve_left_bytes', 'gauge', 'What is left of the write budget\'s reserve; commits are grouped when it runs low.', w?.reserveLeftBytes);
+  one('outpost_store_commit_delay_seconds', 'gauge', 'How long a telemetry commit may wait for others to share it.', w === undefined ? undefined : w.commitDelayMs / 1000);
   one('outpost_compaction_backlog_fragments', 'gauge', 'Head fragments waiting for compaction.', status.compaction.backlogFragments);
   one('outpost_compacted_windows_total', 'counter', 'Windows compacted into chunks since start.', status.compaction.compactedWindows);
   one('outpost_sync_enabled', 'gauge', '1 when upstream sync is configured.', Number(status.sync.enabled));

@@ -51,7 +51,8 @@ export abstract class SeriesAppend extends SeriesLogApply {
       this.pendingSince = performance.now();
       // While a batch is committing, the next one keeps filling; it is written when that commit lands (flushNext).
       if (!this.committing) {
-        if (this.commitDelayMs > 0) setTimeout(() => this.flushPending(), this.commitDelayMs);
+        const delay = this.commitDelay();
+        if (delay > 0) setTimeout(() => this.flushPending(), delay);
         else setImmediate(() => this.flushPending());
       }
     }
@@ -138,7 +139,7 @@ export abstract class SeriesAppend extends SeriesLogApply {
       this.flushPending();
       return;
     }
-    const wait = this.pendingSince + this.commitDelayMs - performance.now();
+    const wait = this.pendingSince + this.commitDelay() - performance.now();
     if (wait <= 0) this.flushPending();
     else setTimeout(() => this.flushPending(), wait);
   }
@@ -153,9 +154,11 @@ export abstract class SeriesAppend extends SeriesLogApply {
    * more goes at once too: it fills a page of log by itself.
    */
   private batchFull(): boolean {
-    if (this.commitDelayMs === 0) return false;
+    if (this.commitDelay() === 0) return false;
     // a page of log or more already: waiting would save no page (a bulk upload, 1,000 timestamps a body)
     if (this.pendingPoints >= EARLY_FLUSH_POINTS) return true;
+    // paced by the write budget, saving commits is the point: only a full page goes early
+    if (this.pacer?.pacing() === true) return false;
     return this.pendingWrites >= Math.max(EARLY_FLUSH_WRITES, this.lastBatchWrites);
   }
 
@@ -192,7 +195,7 @@ export abstract class SeriesAppend extends SeriesLogApply {
     }).finally(() => {
       this.committing = false;
       // past applyMaxPoints, one bounded transaction per landed commit, so a bulk upload never holds the loop long
-      if (this.loggedPoints >= (this.logOpts as LogOptions).applyMaxPoints) this.applyStep();
+      if (this.loggedPoints >= (this.logOpts as LogOptions).applyMaxPoints * this.applyStretch()) this.applyStep();
       else this.scheduleApply();
       this.flushNext();
     });

@@ -40,7 +40,7 @@ export abstract class SeriesLogApply extends SeriesState {
   protected applyStep(): boolean {
     let n = 0;
     let points = 0;
-    const max = this.logOpts?.applyMaxPoints ?? Infinity;
+    const max = (this.logOpts?.applyMaxPoints ?? Infinity) * this.applyStretch();
     while (n < this.logged.length && (this.logged[n] as Logged).durable && (n === 0 || points + (this.logged[n] as Logged).count <= max)) {
       points += (this.logged[n] as Logged).count;
       n++;
@@ -92,7 +92,7 @@ export abstract class SeriesLogApply extends SeriesState {
 
   protected scheduleApply(): void {
     if (this.applyTimer !== undefined || this.logOpts === undefined) return;
-    this.applyTimer = setTimeout(() => this.applyLogged(), this.logOpts.applyIntervalMs);
+    this.applyTimer = setTimeout(() => this.applyLogged(), this.logOpts.applyIntervalMs * this.applyStretch());
     this.applyTimer.unref();
   }
 

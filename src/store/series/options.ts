@@ -2,6 +2,7 @@
 import { DEFAULTS } from '../../config/index.js';
 import type { OutboxRecorder } from '../outbox.js';
 import type { WalFs } from '../wal.js';
+import type { CommitPacer } from '../write-budget.js';
 
 export interface StoreOptions {
   /** ms; chunk window (config store.chunkWindowMs) */
@@ -16,6 +17,8 @@ export interface StoreOptions {
   readonly stepBudgetMs?: number;
   /** ms a write may wait for others to share its commit; 0: the next event-loop turn (config store.commitDelayMs) */
   readonly commitDelayMs?: number;
+  /** decides the commit delay instead of commitDelayMs (write-budget.ts) */
+  readonly pacer?: CommitPacer;
   /** the write-ahead log (wal.ts); absent: a write is acknowledged once its LMDB commit is flushed */
   readonly wal?: LogOptions;
   /**

@@ -17,6 +17,7 @@ import type { OutboxRecorder } from '../outbox.js';
 import type { RollupPlanner } from '../planner/planner.js';
 import { RollupStore, type TierSpec, makeTiers } from '../rollups/store.js';
 import { type PendingPoints, Wal, type WalStats, decodeRecord } from '../wal.js';
+import type { CommitPacer } from '../write-budget.js';
 import { type SeriesChunks, rawHorizonOf } from './chunks.js';
 import { type CompactionCounters, DEFAULT_STORE_OPTIONS, type LogOptions, type StoreOptions } from './options.js';
 
@@ -73,6 +74,7 @@ export abstract class SeriesState {
   readonly headWindowMs: number;
   protected readonly stepBudgetMs: number;
   protected readonly commitDelayMs: number;
+  protected readonly pacer: CommitPacer | undefined;
   /** the write-ahead log, when writes are acknowledged from it */
   protected readonly wal: Wal | undefined;
   protected readonly logOpts: LogOptions | undefined;
@@ -135,6 +137,7 @@ export abstract class SeriesState {
     this.headWindowMs = opts.headWindowMs;
     this.stepBudgetMs = opts.stepBudgetMs ?? DEFAULTS.downsample.stepBudgetMs;
     this.commitDelayMs = opts.commitDelayMs ?? 0;
+    this.pacer = opts.pacer;
     this.tiers = makeTiers(opts.tiersMs, opts.tierRetentionMs, opts.windowMs);
     const cacheBytes = opts.readCacheBytes ?? DEFAULTS.query.readCacheBytes;
     this.chunkCacheBytes = cacheBytes / 4;
@@ -261,5 +264,15 @@ export abstract class SeriesState {
     let m = this.latestTs.get(e);
     if (m === undefined) this.latestTs.set(e, (m = new Map()));
     m.set(k, ts);
+  }
+
+  /** ms the batch filling may wait for others to share its commit: the write budget's, or the fixed delay */
+  protected commitDelay(): number {
+    return this.pacer?.commitDelayMs() ?? this.commitDelayMs;
+  }
+
+  /** how many times applyIntervalMs and applyMaxPoints an apply waits: larger, rarer applies while wear is paced */
+  protected applyStretch(): number {
+    return this.pacer?.applyStretch() ?? 1;
   }
 }
