@@ -93,7 +93,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
     // 4-KiB pages: what each append's fdatasync writes (wal.ts)
     return w === undefined ? 0 : w.pagesWritten * 4096 + w.preallocatedBytes;
   };
-  // Compaction, rollups, retention and the disk budget, in small background steps (issue 6).
+  // Compaction, rollups, retention and the disk budget, in small background steps (docs/design/downsampling.md).
   const maxDiskBytes = diskBudget(config);
   log.info(maxDiskBytes > 0 ? `disk budget ${(maxDiskBytes / 2 ** 20).toFixed(0)} MiB: past 90% the oldest raw chunks go (rollups stay)` : 'no disk budget');
   const downsample = new DownsampleEngine(timeseries, {
@@ -104,7 +104,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   const metrics = new Metrics();
   metrics.listen(bus);
   const attributes = new LmdbAttributeStore(env, dict, bus, Date.now);
-  // Upstream sync (CONTRACT §9): hooks the write paths before the first write, sends once listening.
+  // Upstream sync (docs/sync.md): hooks the write paths before the first write, sends once listening.
   const depth = new LmdbDepthStore(env, dict);
   const sync = outbox === undefined ? undefined : new SyncService({
     env, dict, entities, timeseries, attributes, depth, outbox, config: config.sync, log,

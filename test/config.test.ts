@@ -1,5 +1,5 @@
 /**
- * Configuration (CONTRACT §1, STYLE §9): flags > env > config file > defaults, unknown keys and wrong types
+ * Configuration (docs/configuration.md): flags > env > config file > defaults, unknown keys and wrong types
  * rejected, ports validated, the result deeply frozen.
  */
 import { writeFileSync } from 'node:fs';

@@ -1,5 +1,5 @@
 /**
- * The write budget end to end (store/write-budget.ts, CONTRACT §15): on a quiet daemon a device posting one
+ * The write budget end to end (store/write-budget.ts, docs/write-budget.md): on a quiet daemon a device posting one
  * request at a time is answered within one fsync; under load beyond a (tiny) budget its commits are grouped,
  * every post is still answered only once durable, and nothing is lost, not even to kill -9. The figures reach
  * `GET /api/outpost/status`, `/metrics` and `outpost status`.

@@ -1,4 +1,4 @@
-/** `outpost status` (CONTRACT §10): the daemon's figures, or locally what the data dir alone tells. */
+/** `outpost status` (docs/cli.md): the daemon's figures, or locally what the data dir alone tells. */
 import type { Command } from 'commander';
 import type { StatusJson } from '../status/index.js';
 import type { WriteFigures } from '../store/write-budget.js';

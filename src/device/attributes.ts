@@ -1,5 +1,5 @@
 /**
- * The device API's attribute read (CONTRACT §4 `GET /attributes`, MQTT `v1/devices/me/attributes/request/{id}`):
+ * The device API's attribute read (docs/api.md `GET /attributes`, MQTT `v1/devices/me/attributes/request/{id}`):
  * one body for both transports.
  */
 import { kvToJson } from '../model/kv.js';

@@ -1,5 +1,5 @@
 /**
- * Depth series payloads (CONTRACT §4 `/depth/telemetry`, MQTT `v1/devices/me/depth/telemetry` as Tempus):
+ * Depth series payloads (docs/api.md `/depth/telemetry`, MQTT `v1/devices/me/depth/telemetry` as Tempus):
  * `{"ds":<double>,"values":{..}}` or an array of those; both fields required; values typed as telemetry.
  */
 import { OutpostError } from '../errors.js';

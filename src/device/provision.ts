@@ -1,5 +1,5 @@
 /**
- * TB's device provisioning, strategy "allow create new devices" (CONTRACT §9): HTTP `POST /api/v1/provision`
+ * TB's device provisioning, strategy "allow create new devices" (docs/sync.md, docs/api.md): HTTP `POST /api/v1/provision`
  * and MQTT `/provision/request` give the same answers. A new name creates the device with a fresh token
  * (SUCCESS); a name that exists → FAILURE; a wrong key or secret → NOT_FOUND.
  */

@@ -1,5 +1,5 @@
 /**
- * The daemon's figures (CONTRACT §10 `outpost status`, issue 17): one JSON shape for `GET /api/outpost/status`
+ * The daemon's figures (docs/cli.md `outpost status`, docs/api.md "Status and metrics"): one JSON shape for `GET /api/outpost/status`
  * and `outpost status --json`, and the same figures in the Prometheus text format for `GET /metrics`.
  */
 import { readFileSync } from 'node:fs';

@@ -1,5 +1,5 @@
 /**
- * The daemon's own counters for `GET /api/outpost/status` and `GET /metrics` (CONTRACT §10, issue 17): HTTP
+ * The daemon's own counters for `GET /api/outpost/status` and `GET /metrics` (docs/api.md "Status and metrics"): HTTP
  * requests and their latency by kind, ingested points (from the bus: every committed telemetry write), open
  * websockets. Collected in the HTTP/API layer, so the store's write path knows nothing of them. Fixed memory:
  * one histogram per kind and a 60-slot ring of points per second.

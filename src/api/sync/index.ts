@@ -1,5 +1,5 @@
 /**
- * CONTRACT §9 on this side: `GET /api/outpost/sync` (tenant admin), the sync status, and `POST /api/v1/provision`,
+ * The gateway's side of upstream sync (docs/sync.md): `GET /api/outpost/sync` (tenant admin), the sync status, and `POST /api/v1/provision`,
  * TB's device provisioning (strategy "allow create new devices") so one Outpost can sync into another and LAN
  * devices can provision themselves. TB answers every provisioning outcome with HTTP 200.
  */

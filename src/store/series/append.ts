@@ -24,7 +24,7 @@ const BULK_POINTS = 2000;
 
 export abstract class SeriesAppend extends SeriesLogApply {
   /**
-   * Group commit (issue 2): write() only queues the points; every request of the current event-loop turn (or
+   * Group commit: write() only queues the points; every request of the current event-loop turn (or
    * of the next `commitDelayMs`, when set) is written by one `flushPending()`, merged per series, so 64
    * concurrent 3-key posts to a device cost 3 fragment puts and 3 latest puts in one transaction instead of 384
    * puts. All of a batch's puts share one LMDB transaction, so each request is still all-or-nothing, and each is
@@ -131,7 +131,7 @@ export abstract class SeriesAppend extends SeriesLogApply {
    * After a commit lands: the batch that filled meanwhile is written once its first write has waited
    * commitDelayMs, not at once. Written at once, it would take a commit (an fdatasync, a page of log or an
    * LMDB commit's pages) of its own for the few posts of one fsync's time; with the wait, each post still waits
-   * at most commitDelayMs plus one commit (issue 19: at 10 posts/s and 250 ms, ~4.3 commits/s became ~2.9).
+   * at most commitDelayMs plus one commit (docs/design/write-path.md: at 10 posts/s and 250 ms, ~4.3 commits/s became ~2.9).
    */
   private flushNext(): void {
     if (this.settlePending === undefined) return;
@@ -145,7 +145,7 @@ export abstract class SeriesAppend extends SeriesLogApply {
   }
 
   /**
-   * Whether the batch filling is written before its delay is out, because waiting buys nothing (issue 19: an
+   * Whether the batch filling is written before its delay is out, because waiting buys nothing (docs/design/write-path.md: an
    * adaptive delay): it holds as many writes as the last batch did, at least EARLY_FLUSH_WRITES. Where many
    * clients each wait for their answer before posting again (a bulk load on 64 connections), they are all back
    * within a millisecond of a commit, and no more come until it is answered; holding them the full delay would
