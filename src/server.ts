@@ -36,6 +36,7 @@ import { SyncService } from './sync/service.js';
 import { outpostCommand } from './daemon/invocation.js';
 import { lockDataDir } from './daemon/lock.js';
 import { checkPortFree, listenExclusive } from './daemon/port.js';
+import { type MqttListener, startMqtt } from './mqtt/listener.js';
 
 export interface RunningServer {
   readonly port: number;
@@ -128,8 +129,21 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
 
   const listenSocket = await listenExclusive(app, config.host, config.port);
   const port = uws.us_socket_local_port(listenSocket as unknown as uws.us_socket);
+  let mqtt: MqttListener;
+  try {
+    mqtt = await startMqtt(services, metrics.mqtt);
+  } catch (err) {
+    uws.us_listen_socket_close(listenSocket);
+    app.close();
+    throw err;
+  }
   const scheme = config.tls.cert ? 'https' : 'http';
-  log.info(`outpost listening on ${scheme}://${config.host}:${port} (data dir ${config.dataDir})`);
+  const mqttHost = config.mqtt.host === '' ? config.host : config.mqtt.host;
+  const mqttUrls = [
+    ...(mqtt.port > 0 ? [`mqtt://${mqttHost}:${mqtt.port}`] : []),
+    ...(mqtt.tlsPort > 0 ? [`mqtts://${mqttHost}:${mqtt.tlsPort}`] : []),
+  ];
+  log.info(`outpost listening on ${scheme}://${config.host}:${port}${mqttUrls.map((u) => `, ${u}`).join('')} (data dir ${config.dataDir})`);
   downsample.start();
   sync?.start();
 
@@ -140,6 +154,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
     close() {
       closing ??= (async () => {
         uws.us_listen_socket_close(listenSocket);
+        await mqtt.close();
         metrics.loopDelay.close();
         services.rpc.close();
         app.close();

@@ -31,19 +31,19 @@ t.test('broker: ids per device from 0, queued order, one per poll, open poll get
   const polled: PollOutcome[] = [];
   for (let i = 0; i < 3; i++) t.equal(broker.waitRpc('d1', 1_000, (o) => polled.push(o)), undefined, 'queued RPC answers at once');
   t.same(polled.map((o) => (o.kind === 'data' ? o.body : o.kind)), [
-    '{"id":0,"method":"first","params":{"m":"first"}}',
-    '{"id":1,"method":"second","params":{"m":"second"}}',
-    '{"id":2,"method":"third","params":{"m":"third"}}',
+    '{"id":1,"method":"first","params":{"m":"first"}}',
+    '{"id":2,"method":"second","params":{"m":"second"}}',
+    '{"id":3,"method":"third","params":{"m":"third"}}',
   ], 'FIFO, one per poll, ids count per device');
   await flush();
   t.same(outcomes.map(([m, o]) => `${m}:${o.kind}`), ['first:delivered', 'second:delivered', 'third:delivered'], 'one-way resolves on delivery');
   broker.waitRpc('d2', 1_000, (o) => polled.push(o));
-  t.same(polled.at(-1), { kind: 'data', body: '{"id":0,"method":"other","params":{"m":"other"}}' }, 'd2 counts from 0 too');
+  t.same(polled.at(-1), { kind: 'data', body: '{"id":1,"method":"other","params":{"m":"other"}}' }, 'd2 counts from 1 too (TB\'s Python SDK reads id 0 as no id)');
 
   const handle = broker.waitRpc('d1', 5_000, (o) => polled.push(o));
   t.ok(handle, 'nothing queued: the poll is held');
   submit('d1', 'live');
-  t.same(polled.at(-1), { kind: 'data', body: '{"id":3,"method":"live","params":{"m":"live"}}' }, 'an open poll receives it at once');
+  t.same(polled.at(-1), { kind: 'data', body: '{"id":4,"method":"live","params":{"m":"live"}}' }, 'an open poll receives it at once');
   t.equal(broker.status().queuedRpcs, 0);
   broker.close();
 });
@@ -66,16 +66,16 @@ t.test('broker: two-way replies, expiry of queued and unanswered RPCs, queue bou
 
   const polled: PollOutcome[] = [];
   broker.waitRpc('d1', 1_000, (o) => polled.push(o));
-  t.same(polled, [{ kind: 'data', body: '{"id":0,"method":"ask","params":{}}' }], 'the expired one is never delivered');
+  t.same(polled, [{ kind: 'data', body: '{"id":1,"method":"ask","params":{}}' }], 'the expired one is never delivered');
   t.equal(broker.reply('d1', 7, '{}'), false, 'unknown id is ignored');
-  t.equal(broker.reply('d1', 0, '{"value":1}'), true);
+  t.equal(broker.reply('d1', 1, '{"value":1}'), true);
   await flush();
   t.same(outcomes.at(-1), { kind: 'reply', body: '{"value":1}' });
-  t.equal(broker.reply('d1', 0, '{"again":1}'), false, 'a second reply finds nothing');
+  t.equal(broker.reply('d1', 1, '{"again":1}'), false, 'a second reply finds nothing');
 
   void broker.submit('d1', { method: 'silent', paramsJson: 'null', oneway: false, timeoutMs: 5_000 }).then((o) => outcomes.push(o));
   broker.waitRpc('d1', 1_000, (o) => polled.push(o));
-  t.same(polled.at(-1), { kind: 'data', body: '{"id":2,"method":"silent","params":null}' }, 'the refused submission consumed no id');
+  t.same(polled.at(-1), { kind: 'data', body: '{"id":3,"method":"silent","params":null}' }, 'the refused submission consumed no id');
   clock.advance(5_010);
   await flush();
   t.same(outcomes.at(-1), { kind: 'unanswered' }, 'delivered, no reply → unanswered');
@@ -153,15 +153,15 @@ t.test('server-side and client-side RPC end to end', async (t) => {
     t.equal(r.text, '');
     const got = await poll;
     t.equal(got.status, 200);
-    t.equal(got.text, '{"id":0,"method":"setGpio","params":{"pin":7,"value":1.0}}', 'params forwarded verbatim');
+    t.equal(got.text, '{"id":1,"method":"setGpio","params":{"pin":7,"value":1.0}}', 'params forwarded verbatim');
   });
 
   t.test('two-way: JSON reply, non-JSON reply → 406, reply to unknown id → 200', async (t) => {
     const call = http('POST', v1('twoway'), { method: 'getTemp', params: {} }, admin);
     await waitStatus(gw, admin, (s) => s.queuedRpcs === 1);
     const got = await http('GET', `${dv}/rpc?timeout=20000`);
-    t.same(got.json(), { id: 1, method: 'getTemp', params: {} }, 'queued RPC delivered on the next poll');
-    const rep = await http('POST', `${dv}/rpc/1`, '{"value":21.5}');
+    t.same(got.json(), { id: 2, method: 'getTemp', params: {} }, 'queued RPC delivered on the next poll');
+    const rep = await http('POST', `${dv}/rpc/2`, '{"value":21.5}');
     t.equal(rep.status, 200);
     t.equal(rep.text, '');
     const res = await call;
@@ -170,8 +170,8 @@ t.test('server-side and client-side RPC end to end', async (t) => {
 
     const call2 = http('POST', v2('twoway'), { method: 'getText' }, admin);
     const got2 = await http('GET', `${dv}/rpc?timeout=20000`);
-    t.same(got2.json(), { id: 2, method: 'getText', params: {} });
-    await http('POST', `${dv}/rpc/2`, 'not json');
+    t.same(got2.json(), { id: 3, method: 'getText', params: {} });
+    await http('POST', `${dv}/rpc/3`, 'not json');
     t.equal((await call2).status, 406);
 
     t.equal((await http('POST', `${dv}/rpc/5000`, '{"late":1}')).status, 200, 'unknown id → 200');
@@ -185,7 +185,7 @@ t.test('server-side and client-side RPC end to end', async (t) => {
     const seen = [];
     for (let i = 0; i < 3; i++) seen.push((await http('GET', `${dv}/rpc`)).json<{ id: number; method: string }>());
     t.same(seen.map((x) => x.method), ['a', 'b', 'c']);
-    t.same(seen.map((x) => x.id), [3, 4, 5]);
+    t.same(seen.map((x) => x.id), [4, 5, 6]);
     t.same((await Promise.all(calls)).map((r) => r.status), [200, 200, 200]);
   });
 
@@ -266,6 +266,6 @@ t.test('default config: timeouts below rpc.minTimeoutMs (5000) are raised, defau
   await new Promise((resolve) => setTimeout(resolve, 300));
   const got = await http('GET', `${gw.url}/api/v1/${dev.token}/rpc?timeout=1000`);
   t.equal(got.status, 200);
-  t.same(got.json(), { id: 0, method: 'late', params: {} });
+  t.same(got.json(), { id: 1, method: 'late', params: {} });
   t.equal((await call).status, 200);
 });

@@ -157,7 +157,7 @@ export class LocalBackend implements Backend {
         headFragments, chunks: stats(this.env.chunks), rollupBlocks: stats(this.env.rollups),
       },
       compaction: { backlogFragments: headFragments, compactedWindows: null },
-      sync: SYNC_OFF, longPoll: null, websockets: null, process: null, eventLoop: null,
+      sync: SYNC_OFF, longPoll: null, websockets: null, mqtt: null, process: null, eventLoop: null,
     };
   }
 

@@ -18,6 +18,11 @@ export function statusLines(s: StatusJson): string[] {
   const y = s.sync;
   lines.push(`sync       ${y.enabled ? `${y.state} to ${y.url ?? '?'}: ${y.backlogPoints} points behind, ${y.sentPoints} sent, ${y.droppedPoints} dropped${y.lastError ? `; last error: ${y.lastError}` : ''}` : 'off'}`);
   if (s.longPoll) lines.push(`clients    ${s.longPoll.openPolls} long-polls, ${s.websockets ?? 0} websockets`);
+  const m = s.mqtt;
+  if (m) {
+    const ports = [m.port > 0 ? `port ${m.port}` : '', m.tlsPort > 0 ? `TLS ${m.tlsPort}` : ''].filter((x) => x !== '').join(', ');
+    lines.push(ports === '' ? 'mqtt       off' : `mqtt       ${ports}: ${m.connections} connections (${m.refusedConnections} refused), ${m.messagesIn} messages in, ${m.messagesOut} out${m.pubackMeanMs === null ? '' : `, PUBACK ${m.pubackMeanMs} ms mean`}`);
+  }
   if (s.process) lines.push(`memory     ${mb(s.process.rssBytes)} RSS${s.process.rssAnonBytes === null ? '' : `, ${mb(s.process.rssAnonBytes)} RssAnon`}`);
   if (s.eventLoop) lines.push(`event loop late by ${s.eventLoop.p99Ms} ms at p99, ${s.eventLoop.maxMs} ms at most (last minute)`);
   return lines;

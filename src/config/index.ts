@@ -188,6 +188,27 @@ export const DEFAULTS = {
      */
     encoderThread: true,
   },
+  mqtt: {
+    /**
+     * TB's MQTT device and Gateway API (docs/mqtt.md); 0 = off, -1 = a port the OS chooses (named in the
+     * listening line; for tests). Env OUTPOST_MQTT_PORT (a number or `ephemeral`).
+     */
+    port: 1883,
+    /** '' = the HTTP host (`host`) */
+    host: '',
+    /** MQTT over TLS with the daemon's certificate (`tls.cert`/`tls.key`); 0 = off, -1 = OS-chosen. Env OUTPOST_MQTT_TLS_PORT. */
+    tlsPort: 8883,
+    /** bytes; a PUBLISH payload above this closes the connection (TB's 65536) */
+    maxPayloadBytes: 65_536,
+    /** open MQTT connections (before CONNECT included); one more is closed at once */
+    maxConnections: 10_000,
+    /** ms; a connection must send CONNECT within this */
+    connectTimeoutMs: 10_000,
+    /** bytes queued for a client that does not read; beyond this its connection is closed */
+    maxOutboundBytes: 1024 * 1024,
+    /** publishes of one connection waiting for their commit; beyond this its socket is not read */
+    maxInflight: 64,
+  },
   provision: {
     /** TB device provisioning on this Outpost (`POST /api/v1/provision`, CONTRACT §9); empty = refused. */
     key: '',
@@ -243,6 +264,12 @@ function parsePort(v: string | number, where: string): number {
   return n;
 }
 
+/** An MQTT port: 0 = off, -1 (or `ephemeral` from env) = chosen by the OS, else 1..65535. */
+function mqttPort(v: string | number, where: string): number {
+  if (v === 'ephemeral' || v === -1 || v === '-1') return -1;
+  return parsePort(v, where);
+}
+
 function validate(c: Config): void {
   const positive: Array<[string, number]> = [
     ['http.maxBodyBytes', c.http.maxBodyBytes], ['http.maxRpcBodyBytes', c.http.maxRpcBodyBytes],
@@ -260,6 +287,9 @@ function validate(c: Config): void {
     ['sync.maxBatchBytes', c.sync.maxBatchBytes], ['sync.concurrency', c.sync.concurrency],
     ['sync.retryBaseMs', c.sync.retryBaseMs], ['sync.retryMaxMs', c.sync.retryMaxMs], ['sync.requestTimeoutMs', c.sync.requestTimeoutMs],
     ['sync.depthProbeMs', c.sync.depthProbeMs],
+    ['mqtt.maxPayloadBytes', c.mqtt.maxPayloadBytes], ['mqtt.maxConnections', c.mqtt.maxConnections],
+    ['mqtt.connectTimeoutMs', c.mqtt.connectTimeoutMs], ['mqtt.maxOutboundBytes', c.mqtt.maxOutboundBytes],
+    ['mqtt.maxInflight', c.mqtt.maxInflight],
   ];
   for (const [name, v] of positive) {
     if (!Number.isFinite(v) || v <= 0) throw new OutpostError('CONFIG_INVALID', `config: "${name}" must be > 0, got ${v}`);
@@ -282,6 +312,9 @@ function validate(c: Config): void {
     throw new OutpostError('CONFIG_INVALID', 'config: sync provisioning needs both "sync.provisionKey" and "sync.provisionSecret"');
   }
   parsePort(c.port, 'config');
+  mqttPort(c.mqtt.port, 'config: "mqtt.port"');
+  mqttPort(c.mqtt.tlsPort, 'config: "mqtt.tlsPort"');
+  if (c.mqtt.maxPayloadBytes > 268_435_455) throw new OutpostError('CONFIG_INVALID', 'config: "mqtt.maxPayloadBytes" must be at most 268435455 (MQTT\'s limit)');
   const budget = c.downsample.maxDiskBytes;
   if (!Number.isInteger(budget) || (budget < 0 && budget !== -1)) {
     throw new OutpostError('CONFIG_INVALID', `config: "downsample.maxDiskBytes" must be bytes, 0 (automatic) or -1 (none), got ${budget}`);
@@ -311,6 +344,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, over
   const target = config as unknown as Record<string, unknown>;
 
   const file = flags.config ?? env['OUTPOST_CONFIG'];
+  let fileJson: unknown;
   if (file) {
     let parsed: unknown;
     try {
@@ -320,6 +354,7 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, over
     }
     if (!isPlainObject(parsed)) throw new OutpostError('CONFIG_INVALID', `config file ${file}: must hold a JSON object`);
     mergeChecked(target, parsed, shape, `config file ${file}`);
+    fileJson = parsed;
   }
   mergeChecked(target, overrides as Record<string, unknown>, shape, 'overrides');
 
@@ -332,6 +367,18 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, over
   };
   layer('env', env['OUTPOST_HOST'], env['OUTPOST_PORT'], env['OUTPOST_DATA_DIR'], env['OUTPOST_TLS_CERT'], env['OUTPOST_TLS_KEY']);
   layer('flag', flags.host, flags.port, flags.dataDir, flags.tlsCert, flags.tlsKey);
+  // `port: 0` (any free port, as tests and benchmarks run) takes any free MQTT ports too, unless they were set:
+  // two such daemons must never fight over 1883.
+  if (config.port === 0) {
+    const given = (src: unknown, k: 'port' | 'tlsPort'): boolean => isPlainObject(src) && isPlainObject(src['mqtt']) && Object.hasOwn(src['mqtt'], k);
+    for (const k of ['port', 'tlsPort'] as const) {
+      if (!given(fileJson, k) && !given(overrides, k) && config.mqtt[k] !== 0) config.mqtt[k] = -1;
+    }
+  }
+  const envMqtt = env['OUTPOST_MQTT_PORT'];
+  if (envMqtt !== undefined && envMqtt !== '') config.mqtt.port = mqttPort(envMqtt, 'OUTPOST_MQTT_PORT');
+  const envMqtts = env['OUTPOST_MQTT_TLS_PORT'];
+  if (envMqtts !== undefined && envMqtts !== '') config.mqtt.tlsPort = mqttPort(envMqtts, 'OUTPOST_MQTT_TLS_PORT');
 
   config.dataDir = resolve(config.dataDir);
   validate(config);

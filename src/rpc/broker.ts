@@ -1,7 +1,8 @@
 /**
  * Server ↔ device messaging for the HTTP device API (CONTRACT §4, §7):
- * - server-side RPC: per-device ids from 0, a bounded pending queue with expiry, delivery to an open or the
- *   next `GET /rpc`, replies through `POST /rpc/{id}`;
+ * - server-side RPC: per-device ids from 1 (TB's Python SDK reads id 0 as "no id"), a bounded pending queue
+ *   with expiry, delivery to an open or the next `GET /rpc` or to the device's push sink (its MQTT session or
+ *   its gateway's), exactly once whichever way; replies through `POST /rpc/{id}` or MQTT;
  * - shared-attribute changes (bus `attributes`, SHARED_SCOPE of a DEVICE) answer every open
  *   `GET /attributes/updates` of that device;
  * - client-side RPC (`POST /rpc`): registered handlers, built-in `getCurrentTime`, otherwise held until the
@@ -47,6 +48,22 @@ export interface ClientRpcCall {
   readonly paramsJson: string;
 }
 
+/** A server-side RPC as handed to a push sink. */
+export interface RpcDelivery {
+  readonly id: number;
+  readonly method: string;
+  /** `params` as JSON text */
+  readonly paramsJson: string;
+}
+
+/**
+ * Where a device listens without polling (an MQTT subscription to its RPC topic, or its gateway's session):
+ * `deliver` hands the RPC over (written to the connection) or returns false when it can no longer take it.
+ */
+export interface RpcSink {
+  deliver(rpc: RpcDelivery): boolean;
+}
+
 export interface RpcBrokerOptions {
   /** pending (queued, undelivered) server-side RPCs per device; one more → 429 */
   readonly maxPendingPerDevice: number;
@@ -68,6 +85,8 @@ interface PendingRpc {
   readonly oneway: boolean;
   /** `{"id":..,"method":..,"params":..}`: what the device's poll receives */
   readonly body: string;
+  readonly method: string;
+  readonly paramsJson: string;
   state: 'queued' | 'delivered' | 'done';
   timer: WheelEntry | undefined;
   readonly resolve: (o: RpcOutcome) => void;
@@ -96,6 +115,8 @@ export class RpcBroker {
   /** next RPC id per device; kept while the daemon runs (TB: per device-actor lifetime) */
   private readonly seq = new Map<string, number>();
   private readonly devices = new Map<string, DeviceRpcState>();
+  /** one push sink per device: the latest to attach (a new MQTT session replaces the old one, as TB) */
+  private readonly sinks = new Map<string, RpcSink>();
   private readonly clientHandlers = new Map<string, ClientRpcHandler>();
   private clientFallback: ClientRpcHandler | undefined;
   private readonly unsubscribe: Array<() => void> = [];
@@ -110,9 +131,8 @@ export class RpcBroker {
         // CONTRACT §4: only SHARED_SCOPE changes of the device wake its `/attributes/updates`.
         if (ev.entityType !== 'DEVICE' || ev.scope !== 'SHARED_SCOPE') return;
         if (this.polls.countFor(ev.entityId, 'attributes') === 0) return;
-        const body = ev.deleted.length > 0 ? JSON.stringify({ deleted: ev.deleted }) : updateBody(ev.updated);
         if (ev.deleted.length === 0 && ev.updated.length === 0) return;
-        this.polls.answerAll(ev.entityId, 'attributes', body);
+        this.polls.answerAll(ev.entityId, 'attributes', attributeUpdateBody(ev.updated, ev.deleted));
       }),
       bus.on('entityDeleted', (ev) => {
         if (ev.entityType === 'DEVICE') this.deviceDeleted(ev.entityId);
@@ -160,15 +180,46 @@ export class RpcBroker {
       st = { queue: [], awaiting: new Map() };
       this.devices.set(deviceId, st);
     }
-    const id = this.seq.get(deviceId) ?? 0;
-    this.seq.set(deviceId, id + 1);
+    const id = this.seq.get(deviceId) ?? 1;
+    this.seq.set(deviceId, id >= 2147483647 ? 1 : id + 1);
     const body = `{"id":${id},"method":${JSON.stringify(req.method)},"params":${req.paramsJson}}`;
     return new Promise<RpcOutcome>((resolve) => {
-      const p: PendingRpc = { id, deviceId, oneway: req.oneway, body, state: 'queued', timer: undefined, resolve };
+      const p: PendingRpc = {
+        id, deviceId, oneway: req.oneway, body, method: req.method, paramsJson: req.paramsJson,
+        state: 'queued', timer: undefined, resolve,
+      };
       p.timer = this.wheel.schedule(req.timeoutMs, () => this.expire(p));
-      if (this.polls.answerOldest(deviceId, 'rpc', body)) this.delivered(p);
+      if (this.polls.answerOldest(deviceId, 'rpc', body) || this.push(p)) this.delivered(p);
       else (st as DeviceRpcState).queue.push(p);
     });
+  }
+
+  /**
+   * A device now listens by push (MQTT): every queued RPC is handed to `sink` at once, and later ones as they
+   * come (an open long-poll still goes first). Replaces the device's earlier sink. Returns the detach function,
+   * which does nothing once another sink has replaced this one.
+   */
+  attachSink(deviceId: string, sink: RpcSink): () => void {
+    this.sinks.set(deviceId, sink);
+    const st = this.devices.get(deviceId);
+    while (st !== undefined && st.queue.length > 0) {
+      const next = st.queue[0] as PendingRpc;
+      if (!this.deliverTo(sink, next)) break;
+      st.queue.shift();
+      this.delivered(next);
+    }
+    return () => {
+      if (this.sinks.get(deviceId) === sink) this.sinks.delete(deviceId);
+    };
+  }
+
+  private push(p: PendingRpc): boolean {
+    const sink = this.sinks.get(p.deviceId);
+    return sink !== undefined && this.deliverTo(sink, p);
+  }
+
+  private deliverTo(sink: RpcSink, p: PendingRpc): boolean {
+    return sink.deliver({ id: p.id, method: p.method, paramsJson: p.paramsJson });
   }
 
   /** `POST /rpc/{id}`: the device's reply to a delivered two-way RPC. Unknown or stale ids are ignored. */
@@ -278,11 +329,16 @@ export class RpcBroker {
     }
     this.devices.delete(deviceId);
     this.seq.delete(deviceId);
+    this.sinks.delete(deviceId);
   }
 }
 
-/** CONTRACT §4: a flat `{k:v}` of the changed shared keys with typed values. */
-function updateBody(updated: ReadonlyArray<readonly [string, KvValue]>): string {
+/**
+ * CONTRACT §4: a flat `{k:v}` of the changed shared keys with typed values, or `{"deleted":[..]}`; the same
+ * body goes to HTTP long-polls and MQTT subscribers.
+ */
+export function attributeUpdateBody(updated: ReadonlyArray<readonly [string, KvValue]>, deleted: readonly string[]): string {
+  if (deleted.length > 0) return JSON.stringify({ deleted });
   let out = '{';
   for (let i = 0; i < updated.length; i++) {
     const [k, v] = updated[i] as readonly [string, KvValue];

@@ -37,9 +37,35 @@ export interface StatusJson {
   readonly sync: SyncStatus;
   readonly longPoll: RpcStatus | null;
   readonly websockets: number | null;
+  /** the MQTT transport (null: read from the data dir alone) */
+  readonly mqtt: MqttStatus | null;
   readonly process: { readonly rssBytes: number; readonly rssAnonBytes: number | null } | null;
   /** how late the daemon's event loop ran over the last minute (null: read from the data dir alone) */
   readonly eventLoop: LoopDelayFigures | null;
+}
+
+export interface MqttStatus {
+  /** listening ports, 0 = off */
+  readonly port: number;
+  readonly tlsPort: number;
+  readonly connections: number;
+  readonly acceptedConnections: number;
+  readonly refusedConnections: number;
+  readonly messagesIn: number;
+  readonly messagesOut: number;
+  /** QoS 1/2 publishes acknowledged, and the mean ms from receipt to PUBACK */
+  readonly acks: number;
+  readonly pubackMeanMs: number | null;
+}
+
+function mqttStatus(m: Metrics): MqttStatus {
+  const c = m.mqtt;
+  const h = c.pubackLatency;
+  return {
+    port: c.plainPort, tlsPort: c.tlsPort, connections: c.connections, acceptedConnections: c.accepted,
+    refusedConnections: c.closed.auth + c.closed.limit, messagesIn: c.messagesIn, messagesOut: c.messagesOut,
+    acks: h.count, pubackMeanMs: h.count === 0 ? null : Math.round((h.sum / h.count) * 1e4) / 10,
+  };
 }
 
 let version: string | undefined;
@@ -82,6 +108,7 @@ export function daemonStatus(s: Services, metrics: Metrics): StatusJson {
     sync: s.sync?.status() ?? SYNC_OFF,
     longPoll: s.rpc.status(),
     websockets: metrics.websockets,
+    mqtt: mqttStatus(metrics),
     process: { rssBytes: process.memoryUsage.rss(), rssAnonBytes: rssAnonBytes() },
     eventLoop: metrics.loopDelay.figures(),
   };
@@ -127,6 +154,22 @@ export function prometheusText(status: StatusJson, metrics: Metrics): string {
   one('outpost_sync_dropped_points_total', 'counter', 'Points removed before they were sent upstream.', status.sync.droppedPoints);
   one('outpost_longpolls_open', 'gauge', 'Device long-polls held open.', status.longPoll?.openPolls);
   one('outpost_websockets_open', 'gauge', 'Open websockets.', status.websockets);
+  const mq = metrics.mqtt;
+  one('outpost_mqtt_connections_open', 'gauge', 'Open MQTT connections.', mq.connections);
+  one('outpost_mqtt_connections_accepted_total', 'counter', 'MQTT connections accepted.', mq.accepted);
+  metric('outpost_mqtt_connections_closed_total', 'counter', 'MQTT connections refused or closed by the daemon, by reason.',
+    Object.entries(mq.closed).map(([reason, n]) => `outpost_mqtt_connections_closed_total{reason="${reason}"} ${n}`));
+  one('outpost_mqtt_messages_in_total', 'counter', 'MQTT PUBLISH packets received.', mq.messagesIn);
+  one('outpost_mqtt_messages_out_total', 'counter', 'MQTT PUBLISH packets sent.', mq.messagesOut);
+  const ph: string[] = [];
+  let cum = 0;
+  LATENCY_BUCKETS_SEC.forEach((le, i) => {
+    cum += mq.pubackLatency.counts[i] as number;
+    ph.push(`outpost_mqtt_puback_seconds_bucket{le="${le}"} ${cum}`);
+  });
+  ph.push(`outpost_mqtt_puback_seconds_bucket{le="+Inf"} ${mq.pubackLatency.count}`,
+    `outpost_mqtt_puback_seconds_sum ${mq.pubackLatency.sum}`, `outpost_mqtt_puback_seconds_count ${mq.pubackLatency.count}`);
+  metric('outpost_mqtt_puback_seconds', 'histogram', 'Receipt of a QoS 1/2 MQTT publish to its PUBACK (after the commit).', ph);
   one('outpost_process_rss_bytes', 'gauge', 'Resident set size.', status.process?.rssBytes);
   one('outpost_process_rss_anon_bytes', 'gauge', 'RssAnon: the heap, without mapped store pages.', status.process?.rssAnonBytes);
   one('outpost_event_loop_delay_p99_seconds', 'gauge', 'p99 of how late the event loop ran, over the last minute.',

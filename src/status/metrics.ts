@@ -82,6 +82,25 @@ export function kindOf(method: string, pattern: string): RequestKind {
   return 'other';
 }
 
+/** Why an MQTT connection was refused or closed by the daemon (one counter each). */
+export type MqttCloseReason = 'auth' | 'limit' | 'malformed' | 'oversize' | 'keepalive' | 'slowReader' | 'badPayload' | 'takeover' | 'connectTimeout' | 'protocol' | 'storeError';
+
+/** The MQTT transport's counters (src/mqtt): open connections, messages each way, PUBACK latency, refusals. */
+export class MqttCounters {
+  /** the listening ports, 0 = off */
+  plainPort = 0;
+  tlsPort = 0;
+  connections = 0;
+  accepted = 0;
+  messagesIn = 0;
+  messagesOut = 0;
+  /** receipt of a QoS 1/2 PUBLISH to its PUBACK/PUBREC (after the commit) */
+  readonly pubackLatency = new Histogram();
+  readonly closed: Record<MqttCloseReason, number> = {
+    auth: 0, limit: 0, malformed: 0, oversize: 0, keepalive: 0, slowReader: 0, badPayload: 0, takeover: 0, connectTimeout: 0, protocol: 0, storeError: 0,
+  };
+}
+
 export class Metrics {
   readonly startedTs: number;
   readonly requests: Record<RequestKind, Histogram> = { ingest: new Histogram(), query: new Histogram(), other: new Histogram() };
@@ -89,6 +108,7 @@ export class Metrics {
   readonly errors: Record<RequestKind, number> = { ingest: 0, query: 0, other: 0 };
   ingestedPoints = 0;
   websockets = 0;
+  readonly mqtt = new MqttCounters();
   readonly loopDelay = new LoopDelay();
   private readonly perSecond = new Float64Array(RATE_WINDOW_SEC);
   private second = 0;

@@ -25,6 +25,10 @@ export interface DeviceRecord extends Base {
   readonly type: string;
   readonly label: string | null;
   readonly token: AccessToken;
+  /** TB's `additionalInfo.gateway`: may speak the MQTT Gateway API for sub-devices (absent = false) */
+  readonly gateway?: boolean;
+  /** the gateway device that created this sub-device (MQTT Gateway API); only that gateway reaches it */
+  readonly gatewayId?: EntityId;
 }
 export interface AssetRecord extends Base {
   readonly entityType: 'ASSET';
@@ -73,6 +77,8 @@ export interface NewDevice {
   readonly label?: string | null | undefined;
   readonly token?: string | undefined;
   readonly customerId?: CustomerId | undefined;
+  readonly gateway?: boolean | undefined;
+  readonly gatewayId?: EntityId | undefined;
 }
 
 export interface NewUser {
@@ -302,6 +308,8 @@ export class EntityStore {
       entityType: 'DEVICE', id: randomUUID() as EntityId, tenantId: t.id as string as TenantId, createdTime: Date.now(),
       customerId: d.customerId ?? NULL_UUID, name: d.name, type: d.type ?? 'default', label: d.label ?? null,
       token: (d.token ?? randomAccessToken()) as AccessToken,
+      ...(d.gateway === true ? { gateway: true } : {}),
+      ...(d.gatewayId !== undefined ? { gatewayId: d.gatewayId } : {}),
     };
     const outcome = await this.writeTxn(() => {
       if (this.env.names.get(nameKey(t.id, 'DEVICE', d.name)) !== undefined) return 'name';

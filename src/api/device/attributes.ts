@@ -6,8 +6,7 @@ import type { Services } from '../../context.js';
 import type { HttpContext, Reply } from '../../http/adapter.js';
 import { jsonText } from '../../http/adapter.js';
 import { parseAttributes, parseBody } from '../../ingest/payload.js';
-import { kvToJson } from '../../model/kv.js';
-import type { AttributeKv } from '../../store/attributes.js';
+import { deviceAttributesJson, keyList } from '../../device/attributes.js';
 import { authenticateDevice } from './auth.js';
 import { holdRequest, pollReply, pollTimeout } from './rpc.js';
 
@@ -20,18 +19,6 @@ export function postAttributes(s: Services) {
   };
 }
 
-/** `a,b` split on ',' without trimming (TB); absent or empty → not given. */
-function keyList(raw: string | null): string[] | undefined {
-  if (raw === null || raw === '') return undefined;
-  return raw.split(',');
-}
-
-function section(name: string, attrs: readonly AttributeKv[]): string {
-  let out = `${JSON.stringify(name)}:{`;
-  attrs.forEach((a, i) => { out += `${i === 0 ? '' : ','}${JSON.stringify(a.key)}:${kvToJson(a.value)}`; });
-  return `${out}}`;
-}
-
 /**
  * GET /api/v1/{token}/attributes[?clientKeys=a,b][&sharedKeys=c] (CONTRACT §4): neither → all client and all
  * shared; one → only that section; `{"client":{..},"shared":{..}}` with empty sections omitted.
@@ -39,15 +26,7 @@ function section(name: string, attrs: readonly AttributeKv[]): string {
 export function getAttributes(s: Services) {
   return (ctx: HttpContext): Reply => {
     const device = authenticateDevice(s.entities, ctx);
-    const clientKeys = keyList(ctx.query.get('clientKeys'));
-    const sharedKeys = keyList(ctx.query.get('sharedKeys'));
-    const neither = clientKeys === undefined && sharedKeys === undefined;
-    const client = neither || clientKeys !== undefined ? s.attributes.get(device.id, 'CLIENT_SCOPE', clientKeys) : [];
-    const shared = neither || sharedKeys !== undefined ? s.attributes.get(device.id, 'SHARED_SCOPE', sharedKeys) : [];
-    const parts: string[] = [];
-    if (client.length > 0) parts.push(section('client', client));
-    if (shared.length > 0) parts.push(section('shared', shared));
-    return jsonText(`{${parts.join(',')}}`);
+    return jsonText(deviceAttributesJson(s.attributes, device.id, keyList(ctx.query.get('clientKeys')), keyList(ctx.query.get('sharedKeys'))));
   };
 }
 

@@ -27,6 +27,16 @@ function labelOf(body: Record<string, unknown>): string | null | undefined {
   return optionalString(body, 'label');
 }
 
+/** TB's `additionalInfo.gateway`: true marks a device that may use the MQTT Gateway API. */
+function gatewayFlag(body: Record<string, unknown>): boolean {
+  const info = body['additionalInfo'];
+  if (info === undefined || info === null) return false;
+  if (typeof info !== 'object' || Array.isArray(info)) throw new OutpostError('BAD_PARAM', '"additionalInfo" must be a JSON object');
+  const g = (info as Record<string, unknown>)['gateway'];
+  if (g !== undefined && typeof g !== 'boolean') throw new OutpostError('BAD_PARAM', '"additionalInfo.gateway" must be true or false');
+  return g === true;
+}
+
 /** The path segment of a type: `/api/device`, `/api/asset`. */
 const segment = (type: NamedType): string => type.toLowerCase();
 
@@ -55,7 +65,8 @@ export function registerNamedRoutes(router: HttpRouter, s: Services, type: Named
     if (name === undefined || name.trim() === '') throw new OutpostError('BAD_PARAM', `${typeTitle(type)} name should be specified!`);
     if (type === 'DEVICE') {
       const accessToken = ctx.query.get('accessToken');
-      return json(deviceJson(await s.entities.createDevice({ name, type: subtype, label, token: accessToken ?? undefined })));
+      const gateway = gatewayFlag(body);
+      return json(deviceJson(await s.entities.createDevice({ name, type: subtype, label, token: accessToken ?? undefined, gateway })));
     }
     return json(assetJson(await s.entities.createAsset({ name, type: subtype, label })));
   });

@@ -11,7 +11,8 @@ export const entityId = (entityType: EntityType, id: string): EntityIdJson => ({
 
 export function deviceJson(d: DeviceRecord): Record<string, unknown> {
   return {
-    id: entityId('DEVICE', d.id), createdTime: d.createdTime, additionalInfo: null,
+    id: entityId('DEVICE', d.id), createdTime: d.createdTime,
+    additionalInfo: d.gateway === true ? { gateway: true } : d.gatewayId !== undefined ? { lastConnectedGateway: d.gatewayId } : null,
     tenantId: entityId('TENANT', d.tenantId), customerId: entityId('CUSTOMER', d.customerId),
     name: d.name, type: d.type, label: d.label,
   };
