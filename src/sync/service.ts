@@ -45,6 +45,7 @@ import type { LaneHost, Slots } from './lanes/host.js';
 import { LogLane } from './lanes/log.js';
 import { OutboxLanes, entryOf } from './lanes/outbox.js';
 import { Link } from './link.js';
+import { MqttGateway, type SessionStatus, isMqttUrl } from './mqtt/gateway.js';
 import type { DeviceSyncStatus, SyncState, SyncStatus, SyncStatusSource } from './status.js';
 import type { ThreadSetup } from './thread-worker.js';
 import type { Outcome, Transport } from './transport.js';
@@ -66,6 +67,10 @@ export interface SyncStatusFull extends SyncStatus, DepthSyncStatus {
   readonly droppedRange: readonly [EpochMs, EpochMs] | null;
   /** telemetry of entities that are not devices (assets): not synced (only devices are) */
   readonly notSyncedPoints: number;
+  /** how the upstream is reached: TB's HTTP device API, or one MQTT gateway session */
+  readonly transport: 'http' | 'mqtt';
+  /** the MQTT gateway session; null over HTTP */
+  readonly session: SessionStatus | null;
 }
 
 const CHECK_PARKED_MS = 2_000;
@@ -97,6 +102,8 @@ export class SyncService implements SyncStatusSource, LaneHost {
   readonly dict: Dictionary;
   readonly timeseries: LmdbTimeseriesStore;
   readonly transport: Transport;
+  /** the MQTT gateway session and its downlink; undefined over HTTP */
+  readonly gateway: MqttGateway | undefined;
   readonly counts: SyncCounts;
   readonly link: Link;
   readonly devices: Devices;
@@ -131,9 +138,17 @@ export class SyncService implements SyncStatusSource, LaneHost {
     this.dict = deps.dict;
     this.timeseries = deps.timeseries;
     this.recorder = deps.outbox;
-    this.transport = new HttpTransport({
+    this.gateway = isMqttUrl(this.cfg.url) ? new MqttGateway({
+      env: this.env, config: this.cfg, log: this.log, now: this.now,
+      up: () => {
+        this.link.resumed();
+        this.wake();
+      },
+      down: (why) => { this.counts.counters.lastError = `${why} (${this.cfg.url})`; },
+    }) : undefined;
+    this.transport = this.gateway?.transport ?? new HttpTransport({
       env: this.env, url: this.cfg.url, concurrency: this.cfg.concurrency, requestTimeoutMs: this.cfg.requestTimeoutMs,
-      encoderThread: this.cfg.encoderThread, threadSetup: deps.threadSetup, log: this.log,
+      encoderThread: this.cfg.encoderThread, threadSetup: deps.threadSetup, log: this.log, maxBatchBytes: this.cfg.maxBatchBytes,
     });
     this.counts = new SyncCounts(this.env, this.log, this.now);
     this.acks = new Acks(this.env, this.counts, this.log);
@@ -173,7 +188,8 @@ export class SyncService implements SyncStatusSource, LaneHost {
     this.recorder.onApplied = (lsn) => this.logLane.applied(lsn);
     this.deps.attributes.syncMark = (id) => this.env.outbox.put(attributeMarkKey(id), Math.random());
     this.depthSync = new DepthSync({
-      env: this.env, dict: deps.dict, entities: deps.entities, transport: this.transport, maxBatchBytes: this.cfg.maxBatchBytes,
+      env: this.env, dict: deps.dict, entities: deps.entities, transport: this.transport,
+      maxBatchBytes: this.gateway?.transport.depthBodyLimit ?? this.cfg.maxBatchBytes,
       probeMs: this.cfg.depthProbeMs, log: this.log, now: this.now,
       host: {
         token: async (id) => {
@@ -211,6 +227,7 @@ export class SyncService implements SyncStatusSource, LaneHost {
     every(HELD_RECHECK_MS, () => { void this.releaseHeld(); });
     every(1000, () => this.wake());
     this.pumping = this.ready.then(() => this.pump());
+    this.gateway?.start();
   }
 
   async stop(): Promise<void> {
@@ -531,6 +548,7 @@ export class SyncService implements SyncStatusSource, LaneHost {
       clockSynchronized: clockSynchronized(), heldPoints: this.counts.heldTotal, setAsidePoints: c.setAside,
       droppedRange: c.droppedFrom === null || c.droppedTo === null ? null : [c.droppedFrom, c.droppedTo],
       notSyncedPoints: c.notSynced, ...this.depthSync.status(),
+      transport: this.transport.kind, session: this.gateway?.status() ?? null,
     };
   }
 
