@@ -265,6 +265,14 @@ export class RpcBroker {
 
   // ---- status and lifecycle --------------------------------------------------------------------
 
+  /** Devices listening now: an open long-poll (RPC or attributes) or a push sink (MQTT, or a LAN gateway's session). */
+  *listeningDevices(): IterableIterator<string> {
+    yield* this.sinks.keys();
+    for (const id of this.polls.devices()) {
+      if (!this.sinks.has(id) && (this.polls.countFor(id, 'rpc') > 0 || this.polls.countFor(id, 'attributes') > 0)) yield id;
+    }
+  }
+
   status(): RpcStatus {
     let queued = 0;
     let awaiting = 0;

@@ -33,6 +33,7 @@ import {
 import type { LmdbAttributeStore } from '../store/attributes.js';
 import type { LmdbDepthStore } from '../store/depth.js';
 import type { LmdbTimeseriesStore } from '../store/series/store.js';
+import type { RpcBroker } from '../rpc/broker.js';
 import type { EpochMs } from '../types.js';
 import { Acks, noOps } from './acks.js';
 import { MAX_AHEAD_MS, clockSynchronized } from './clock.js';
@@ -85,6 +86,8 @@ export interface SyncDeps {
   readonly timeseries: LmdbTimeseriesStore;
   readonly attributes: LmdbAttributeStore;
   readonly depth: LmdbDepthStore;
+  /** local devices' listeners and RPC (the MQTT gateway session announces the devices listening, delivers RPC) */
+  readonly rpc: RpcBroker;
   /** the recorder the timeseries store was opened with (so the log's replay at start is recorded too) */
   readonly outbox: OutboxRecorder;
   readonly config: Readonly<Config['sync']>;
@@ -139,7 +142,8 @@ export class SyncService implements SyncStatusSource, LaneHost {
     this.timeseries = deps.timeseries;
     this.recorder = deps.outbox;
     this.gateway = isMqttUrl(this.cfg.url) ? new MqttGateway({
-      env: this.env, config: this.cfg, log: this.log, now: this.now,
+      env: this.env, config: this.cfg, log: this.log, now: this.now, entities: deps.entities, rpc: deps.rpc,
+      pending: () => this.pendingDevices(),
       up: () => {
         this.link.resumed();
         this.wake();
@@ -245,6 +249,12 @@ export class SyncService implements SyncStatusSource, LaneHost {
 
   stopped(): boolean {
     return this.isStopped;
+  }
+
+  /** Devices with points or attributes waiting to go up. */
+  private *pendingDevices(): IterableIterator<string> {
+    for (const d of this.devices.all()) if (d.backlog > 0 || d.logged > 0) yield d.id;
+    for (const { key } of this.env.outbox.getRange({ ...ATTRIBUTE_MARKS, limit: 1000 })) yield (key as AttributeMarkKey)[1];
   }
 
   // ---- bookkeeping -------------------------------------------------------------------------------------
