@@ -46,7 +46,7 @@ import type { LaneHost, Slots } from './lanes/host.js';
 import { LogLane } from './lanes/log.js';
 import { OutboxLanes, entryOf } from './lanes/outbox.js';
 import { Link } from './link.js';
-import { MqttGateway, type SessionStatus, isMqttUrl } from './mqtt/gateway.js';
+import { DOWNLINK_OFF, type DownlinkStatus, MqttGateway, type SessionStatus, isMqttUrl } from './mqtt/gateway.js';
 import type { DeviceSyncStatus, SyncState, SyncStatus, SyncStatusSource } from './status.js';
 import type { ThreadSetup } from './thread-worker.js';
 import type { Outcome, Transport } from './transport.js';
@@ -72,6 +72,8 @@ export interface SyncStatusFull extends SyncStatus, DepthSyncStatus {
   readonly transport: 'http' | 'mqtt';
   /** the MQTT gateway session; null over HTTP */
   readonly session: SessionStatus | null;
+  /** what comes down the MQTT gateway session (disabled over HTTP) */
+  readonly downlink: DownlinkStatus;
 }
 
 const CHECK_PARKED_MS = 2_000;
@@ -142,7 +144,7 @@ export class SyncService implements SyncStatusSource, LaneHost {
     this.timeseries = deps.timeseries;
     this.recorder = deps.outbox;
     this.gateway = isMqttUrl(this.cfg.url) ? new MqttGateway({
-      env: this.env, config: this.cfg, log: this.log, now: this.now, entities: deps.entities, rpc: deps.rpc,
+      env: this.env, config: this.cfg, log: this.log, now: this.now, entities: deps.entities, attributes: deps.attributes, rpc: deps.rpc,
       pending: () => this.pendingDevices(),
       up: () => {
         this.link.resumed();
@@ -558,7 +560,7 @@ export class SyncService implements SyncStatusSource, LaneHost {
       clockSynchronized: clockSynchronized(), heldPoints: this.counts.heldTotal, setAsidePoints: c.setAside,
       droppedRange: c.droppedFrom === null || c.droppedTo === null ? null : [c.droppedFrom, c.droppedTo],
       notSyncedPoints: c.notSynced, ...this.depthSync.status(),
-      transport: this.transport.kind, session: this.gateway?.status() ?? null,
+      transport: this.transport.kind, session: this.gateway?.status() ?? null, downlink: this.gateway?.downlinkStatus() ?? DOWNLINK_OFF,
     };
   }
 

@@ -63,6 +63,14 @@ export class Announcer {
     if (!this.at.has(c.id)) this.announce(c, true);
   }
 
+  /** A message naming `c` was acknowledged: TB connected it implicitly, which counts as an announce. */
+  carried(c: Candidate): void {
+    if (this.o.session.state !== 'up') return;
+    const first = !this.at.has(c.id);
+    this.at.set(c.id, this.o.now());
+    if (first) this.o.announced(c);
+  }
+
   scan(): void {
     if (this.o.session.state !== 'up') return;
     const now = this.o.now();

@@ -7,9 +7,12 @@
 import type { Config } from '../../config/index.js';
 import type { Logger } from '../../context.js';
 import type { RpcBroker } from '../../rpc/broker.js';
+import type { AttributeStore } from '../../store/attributes.js';
 import type { EntityStore } from '../../store/entities.js';
 import type { StoreEnv } from '../../store/env.js';
 import { Announcer, type Candidate } from './announce.js';
+import { SharedDownlink } from './attributes.js';
+import { DownlinkState } from './downlink-state.js';
 import { gatewayToken } from './gateway-token.js';
 import { GatewaySession, type SessionState } from './session.js';
 import { MqttTransport } from './transport.js';
@@ -20,9 +23,26 @@ export interface SessionStatus {
   readonly announcedDevices: number;
 }
 
+/** The downlink's part of the sync status (docs/sync.md "Downlink"). */
+export interface DownlinkStatus {
+  readonly enabled: boolean;
+  readonly attributesApplied: number;
+  readonly lastReconcileTs: number | null;
+  readonly rpcReceived: number;
+  readonly rpcDelivered: number;
+  readonly rpcReplied: number;
+  readonly rpcExpired: number;
+  readonly rpcPending: number;
+}
+
+export const DOWNLINK_OFF: DownlinkStatus = Object.freeze({
+  enabled: false, attributesApplied: 0, lastReconcileTs: null, rpcReceived: 0, rpcDelivered: 0, rpcReplied: 0, rpcExpired: 0, rpcPending: 0,
+});
+
 export interface MqttGatewayOptions {
   readonly env: StoreEnv;
   readonly entities: EntityStore;
+  readonly attributes: AttributeStore;
   readonly rpc: RpcBroker;
   /** ids of the devices with points or attributes waiting to go up */
   readonly pending: () => Iterable<string>;
@@ -43,6 +63,8 @@ export class MqttGateway {
   readonly session: GatewaySession;
   readonly transport: MqttTransport;
   private readonly announcer: Announcer;
+  private readonly state: DownlinkState;
+  private readonly shared: SharedDownlink;
   /** device id → when it was last seen listening locally (a long-poll between two polls still counts) */
   private readonly listenedAt = new Map<string, number>();
 
@@ -53,14 +75,27 @@ export class MqttGateway {
       log: o.log, now: o.now,
       token: () => gatewayToken({ env: o.env, config: cfg, log: o.log, refused: (why) => o.down(why) }),
       onUp: () => this.up(),
-      onDown: (why) => o.down(why),
+      onDown: (why) => {
+        this.shared.sessionDown();
+        o.down(why);
+      },
       onMessage: (topic, payload) => this.message(topic, payload),
     });
-    this.transport = new MqttTransport({ env: o.env, url: cfg.url, session: this.session, maxBatchBytes: cfg.maxBatchBytes });
+    this.transport = new MqttTransport({ env: o.env, url: cfg.url, session: this.session, maxBatchBytes: cfg.maxBatchBytes,
+      carried: (name) => {
+        const rec = o.entities.byName('DEVICE', name);
+        if (rec !== undefined && rec.entityType === 'DEVICE') this.announcer.carried({ id: rec.id, name, type: rec.type });
+      },
+    });
+    this.state = new DownlinkState(o.env);
+    this.shared = new SharedDownlink({
+      env: o.env, session: this.session, entities: o.entities, attributes: o.attributes, state: this.state,
+      timeoutMs: cfg.requestTimeoutMs, log: o.log, now: o.now,
+    });
     this.announcer = new Announcer({
       session: this.session, announceMs: cfg.announceMs, now: o.now,
       candidates: () => this.candidates(),
-      announced: () => undefined,
+      announced: (c) => this.shared.reconcile(c),
     });
   }
 
@@ -106,7 +141,31 @@ export class MqttGateway {
     return rec === undefined ? undefined : { id, name: rec.name, type: rec.type };
   }
 
-  private message(_topic: string, _payload: Buffer): Promise<void> {
-    return Promise.resolve();
+  downlinkStatus(): DownlinkStatus {
+    const c = this.state.counters;
+    return { enabled: true, ...c, rpcPending: 0 };
+  }
+
+  /** A message from upstream; resolves once what it carries is durable (its PUBACK goes then). */
+  private async message(topic: string, payload: Buffer): Promise<void> {
+    try {
+      switch (topic) {
+        case 'v1/gateway/attributes':
+          await this.shared.pushed(payload);
+          return;
+        case 'v1/gateway/attributes/response':
+          this.shared.answered(payload);
+          return;
+        default:
+          return;
+      }
+    } catch (err) {
+      // a message that cannot be understood is acknowledged and dropped: refusing it would only end the session
+      if ((err as { code?: unknown }).code === 'BAD_JSON' || (err as { code?: unknown }).code === 'BAD_PAYLOAD') {
+        this.o.log.warn(`sync: a message from upstream on ${topic} could not be read: ${(err as Error).message}`);
+        return;
+      }
+      throw err;
+    }
   }
 }

@@ -40,6 +40,8 @@ export interface MqttTransportOptions {
   readonly url: string;
   readonly session: GatewaySession;
   readonly maxBatchBytes: number;
+  /** a message naming the device was acknowledged: TB connected it implicitly (announce.ts) */
+  readonly carried: (name: string) => void;
 }
 
 export class MqttTransport implements Transport {
@@ -107,16 +109,18 @@ export class MqttTransport implements Transport {
     return Promise.resolve();
   }
 
-  private send(topic: string, name: string, body: Uint8Array, open: '[' | '{'): Promise<Outcome> {
+  private async send(topic: string, name: string, body: Uint8Array, open: '[' | '{'): Promise<Outcome> {
     const invalid = invalidMessage(name, body, open);
-    if (invalid !== undefined) return Promise.resolve({ kind: 'setAside', error: invalid });
+    if (invalid !== undefined) return { kind: 'setAside', error: invalid };
     const head = Buffer.from(`{${JSON.stringify(name)}:`);
     const payload = Buffer.concat([head, body, CLOSE]);
     const size = payload.length + PACKET_BYTES + Buffer.byteLength(topic);
     if (size > this.o.maxBatchBytes) {
-      return Promise.resolve({ kind: 'setAside', error: `a message of ${size} bytes is over sync.maxBatchBytes (${this.o.maxBatchBytes})` });
+      return { kind: 'setAside', error: `a message of ${size} bytes is over sync.maxBatchBytes (${this.o.maxBatchBytes})` };
     }
-    return this.o.session.publish(topic, payload);
+    const out = await this.o.session.publish(topic, payload);
+    if (out.kind === 'sent') this.o.carried(name);
+    return out;
   }
 }
 
