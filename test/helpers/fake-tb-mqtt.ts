@@ -48,6 +48,8 @@ export class FakeTbMqtt {
   /** most uplink publishes waiting for their PUBACK at once */
   maxUnacked = 0;
   pubackDelayMs = 0;
+  /** false: pending RPCs are not re-sent when a device's sub-session opens again (to see what the gateway kept) */
+  resendPending = true;
   /** downlinks the gateway acknowledged (PUBACK), by topic */
   readonly acked: string[] = [];
   port = 0;
@@ -111,6 +113,11 @@ export class FakeTbMqtt {
     this.rpcs.push(rpc);
     this.sendRpc(rpc);
     return { id, reply };
+  }
+
+  /** How many times RPC `id` of `device` was published to the gateway. */
+  rpcSends(device: string, id: number): number {
+    return this.sentDown.filter((x) => x === `${device}:${id}`).length;
   }
 
   /** Whether `device` has a live sub-session now. */
@@ -297,11 +304,14 @@ export class FakeTbMqtt {
     const alive = was !== undefined && (this.o.inactivityMs === undefined || Date.now() - was <= this.o.inactivityMs);
     c.subDevices.set(name, Date.now());
     // a new sub-session subscribes to RPC: TB (re)sends every pending RPC of the device
-    if (!alive) for (const r of this.rpcs) if (r.device === name) this.sendRpc(r);
+    if (!alive && this.resendPending) for (const r of this.rpcs) if (r.device === name) this.sendRpc(r);
   }
+
+  private readonly sentDown: string[] = [];
 
   private sendRpc(r: Rpc): void {
     if (r.expiresAt < Date.now()) return;
+    if (this.isConnected(r.device)) this.sentDown.push(`${r.device}:${r.id}`);
     this.pushTo(r.device, 'v1/gateway/rpc', JSON.stringify({ device: r.device, data: { id: r.id, method: r.method, params: r.params } }));
   }
 

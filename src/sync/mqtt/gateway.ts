@@ -13,6 +13,7 @@ import type { StoreEnv } from '../../store/env.js';
 import { Announcer, type Candidate } from './announce.js';
 import { SharedDownlink } from './attributes.js';
 import { DownlinkState } from './downlink-state.js';
+import { RpcDownlink } from './rpc.js';
 import { gatewayToken } from './gateway-token.js';
 import { GatewaySession, type SessionState } from './session.js';
 import { MqttTransport } from './transport.js';
@@ -65,6 +66,7 @@ export class MqttGateway {
   private readonly announcer: Announcer;
   private readonly state: DownlinkState;
   private readonly shared: SharedDownlink;
+  private readonly rpcDown: RpcDownlink;
   /** device id → when it was last seen listening locally (a long-poll between two polls still counts) */
   private readonly listenedAt = new Map<string, number>();
 
@@ -92,6 +94,9 @@ export class MqttGateway {
       env: o.env, session: this.session, entities: o.entities, attributes: o.attributes, state: this.state,
       timeoutMs: cfg.requestTimeoutMs, log: o.log, now: o.now,
     });
+    this.rpcDown = new RpcDownlink({
+      env: o.env, session: this.session, entities: o.entities, rpc: o.rpc, state: this.state, ttlMs: cfg.rpcTtlMs, log: o.log, now: o.now,
+    });
     this.announcer = new Announcer({
       session: this.session, announceMs: cfg.announceMs, now: o.now,
       candidates: () => this.candidates(),
@@ -100,12 +105,14 @@ export class MqttGateway {
   }
 
   start(): void {
+    this.rpcDown.start();
     this.session.start();
     this.announcer.start();
   }
 
   stop(): void {
     this.announcer.stop();
+    this.rpcDown.stop();
     this.session.stop();
   }
 
@@ -115,6 +122,7 @@ export class MqttGateway {
 
   private up(): void {
     this.announcer.sessionUp();
+    this.rpcDown.sessionUp();
     this.o.up();
   }
 
@@ -127,6 +135,10 @@ export class MqttGateway {
         this.listenedAt.delete(id);
         continue;
       }
+      const c = this.candidate(id);
+      if (c !== undefined) yield c;
+    }
+    for (const id of this.rpcDown.devices()) {
       const c = this.candidate(id);
       if (c !== undefined) yield c;
     }
@@ -143,7 +155,7 @@ export class MqttGateway {
 
   downlinkStatus(): DownlinkStatus {
     const c = this.state.counters;
-    return { enabled: true, ...c, rpcPending: 0 };
+    return { enabled: true, ...c, rpcPending: this.rpcDown.pending };
   }
 
   /** A message from upstream; resolves once what it carries is durable (its PUBACK goes then). */
@@ -152,6 +164,9 @@ export class MqttGateway {
       switch (topic) {
         case 'v1/gateway/attributes':
           await this.shared.pushed(payload);
+          return;
+        case 'v1/gateway/rpc':
+          await this.rpcDown.received(payload);
           return;
         case 'v1/gateway/attributes/response':
           this.shared.answered(payload);
