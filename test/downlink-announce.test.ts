@@ -56,3 +56,26 @@ t.test('listeners and devices with data are announced, kept alive past the inact
   const st = await http('GET', `${gw.url}/api/v1/${listener.token}/attributes`);
   t.equal(st.status, 200);
 });
+
+t.test('gateway_device_deleted / gateway_device_renamed: answered, logged once, shown; nothing local deleted', async (t) => {
+  const tb = new FakeTbMqtt({ tokens: [GW_TOKEN] });
+  await tb.start();
+  t.teardown(() => tb.stop());
+  const gw = await syncGateway(t, tb.url, { gatewayToken: GW_TOKEN });
+  const { addUser, login, authHeaders } = await import('./helpers/users.js');
+  await addUser(gw.dataDir, 'admin@life.test', 'secret', 'TENANT_ADMIN');
+  const jwt = (await login(gw, 'admin@life.test', 'secret')).token;
+  const d = await addDevice(gw.dataDir, 'gone-dev');
+  await until(() => tb.connected, 'session up');
+  tb.gatewayRpc('gateway_device_deleted', 'gone-dev');
+  tb.gatewayRpc('gateway_device_deleted', 'gone-dev');
+  tb.gatewayRpc('gateway_device_renamed', { 'old-name': 'new-name' });
+  await until(() => tb.received.filter((m) => m.topic.startsWith('v1/devices/me/rpc/response/')).length === 3, 'three answers');
+  t.ok(tb.received.filter((m) => m.topic.startsWith('v1/devices/me/rpc/response/')).every((m) => m.text === '{"success":true}'), 'each answered');
+  t.equal(gw.logs.filter((l) => l.includes('deleted the device "gone-dev"')).length, 1, 'logged once');
+  const s = await http('GET', `${gw.url}/api/outpost/sync`, undefined, authHeaders(jwt));
+  const events = s.json<{ downlink: { deviceEvents: Array<{ event: string; name: string; newName: string | null }> } }>().downlink.deviceEvents;
+  t.same(events.map((e) => [e.event, e.name, e.newName]), [['deleted', 'gone-dev', null], ['renamed', 'old-name', 'new-name']], 'shown in the status');
+  const still = await http('GET', `${gw.url}/api/v1/${d.token}/attributes`);
+  t.equal(still.status, 200, 'the local device is still there');
+});

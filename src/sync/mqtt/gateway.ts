@@ -13,6 +13,7 @@ import type { StoreEnv } from '../../store/env.js';
 import { Announcer, type Candidate } from './announce.js';
 import { SharedDownlink } from './attributes.js';
 import { DownlinkState } from './downlink-state.js';
+import { Lifecycle, type LifecycleEvent } from './lifecycle.js';
 import { RpcDownlink } from './rpc.js';
 import { gatewayToken } from './gateway-token.js';
 import { GatewaySession, type SessionState } from './session.js';
@@ -34,10 +35,12 @@ export interface DownlinkStatus {
   readonly rpcReplied: number;
   readonly rpcExpired: number;
   readonly rpcPending: number;
+  /** devices the upstream deleted or renamed (the latest 20) */
+  readonly deviceEvents: readonly LifecycleEvent[];
 }
 
 export const DOWNLINK_OFF: DownlinkStatus = Object.freeze({
-  enabled: false, attributesApplied: 0, lastReconcileTs: null, rpcReceived: 0, rpcDelivered: 0, rpcReplied: 0, rpcExpired: 0, rpcPending: 0,
+  enabled: false, attributesApplied: 0, lastReconcileTs: null, rpcReceived: 0, rpcDelivered: 0, rpcReplied: 0, rpcExpired: 0, rpcPending: 0, deviceEvents: [],
 });
 
 export interface MqttGatewayOptions {
@@ -67,6 +70,7 @@ export class MqttGateway {
   private readonly state: DownlinkState;
   private readonly shared: SharedDownlink;
   private readonly rpcDown: RpcDownlink;
+  private readonly lifecycle: Lifecycle;
   /** device id → when it was last seen listening locally (a long-poll between two polls still counts) */
   private readonly listenedAt = new Map<string, number>();
 
@@ -97,6 +101,7 @@ export class MqttGateway {
     this.rpcDown = new RpcDownlink({
       env: o.env, session: this.session, entities: o.entities, rpc: o.rpc, state: this.state, ttlMs: cfg.rpcTtlMs, log: o.log, now: o.now,
     });
+    this.lifecycle = new Lifecycle(o.env, this.session, o.log, o.now);
     this.announcer = new Announcer({
       session: this.session, announceMs: cfg.announceMs, now: o.now,
       candidates: () => this.candidates(),
@@ -155,7 +160,7 @@ export class MqttGateway {
 
   downlinkStatus(): DownlinkStatus {
     const c = this.state.counters;
-    return { enabled: true, ...c, rpcPending: this.rpcDown.pending };
+    return { enabled: true, ...c, rpcPending: this.rpcDown.pending, deviceEvents: this.lifecycle.recent };
   }
 
   /** A message from upstream; resolves once what it carries is durable (its PUBACK goes then). */
@@ -172,6 +177,7 @@ export class MqttGateway {
           this.shared.answered(payload);
           return;
         default:
+          if (topic.startsWith('v1/devices/me/rpc/request/')) await this.lifecycle.request(topic, payload);
           return;
       }
     } catch (err) {
