@@ -6,7 +6,7 @@ import t, { type Test } from 'tap';
 import { invalidMessage, messageOverhead } from '../src/sync/mqtt/transport.js';
 import { FakeTbMqtt } from './helpers/fake-tb-mqtt.js';
 import { mqttPorts } from './helpers/mqtt.js';
-import { type Gateway, addDevice, http, startGateway } from './helpers/server.js';
+import { type Gateway, addDevice, cli, http, startGateway, tempDir } from './helpers/server.js';
 import { syncGateway, postTelemetry as post, records, syncStatusUntil } from './helpers/sync.js';
 import { addUser, authHeaders, login } from './helpers/users.js';
 
@@ -140,4 +140,36 @@ t.test('Outpost into Outpost over MQTT: points appear on the upper one under the
     await new Promise((r) => setTimeout(r, 200));
   }
   t.equal(n, 60, 'every point on the upper Outpost');
+});
+
+t.test('a batch the upstream refuses (MQTT 5 PUBACK 0x99) is set aside; outpost sync lists it, retries it, and prints the session', async (t) => {
+  const tb = await fakeTb(t);
+  tb.refuseDevice = 'bad-dev';
+  const gw = await syncGateway(t, tb.url, { gatewayToken: GW_TOKEN });
+  const jwt = await admin(gw);
+  const bad = await addDevice(gw.dataDir, 'bad-dev');
+  const good = await addDevice(gw.dataDir, 'good-dev');
+  await post(gw, bad.token, records(BASE, 10, 1));
+  await post(gw, good.token, records(BASE, 10, 1));
+  await until(() => tb.pointCount('good-dev') === 10, 'the other device goes on');
+  await statusUntil(gw, jwt, (x) => (x as unknown as { setAsidePoints: number }).setAsidePoints === 10, 'set aside');
+  t.equal(tb.closes.length, 0, 'the session was kept');
+  const env = { XDG_CONFIG_HOME: tempDir(t), OUTPOST_URL: '' };
+  const li = await cli(['login', '--url', gw.url, '--username', 'admin@downlink.test', '--password', 'secret'], env);
+  t.equal(li.code, 0, li.stderr);
+  const shown = await cli(['sync', '--url', gw.url], env);
+  t.match(shown.stdout, /transport {2}MQTT gateway session: up since/);
+  t.match(shown.stdout, /downlink {3}0 shared attributes applied/);
+  t.match(shown.stdout, /rpc down {3}0 received/);
+  const listed = await cli(['sync', '--url', gw.url, '--set-aside'], env);
+  t.match(listed.stdout, /1 batch set aside:\n {2}bad-dev: 10 points stamped .*PUBACK 0x99/);
+  const status = await cli(['status', '--url', gw.url], env);
+  t.match(status.stdout, /10 points set aside \(outpost sync --set-aside\)/, 'outpost status shows what the sync added');
+  t.match(status.stdout, /transport {2}MQTT gateway session/);
+  tb.refuseDevice = undefined;
+  const retried = await cli(['sync', '--url', gw.url, '--retry-set-aside'], env);
+  t.match(retried.stdout, /10 points put back in the queue/);
+  await until(() => tb.pointCount('bad-dev') === 10, 'sent once retried');
+  const none = await cli(['sync', '--url', gw.url, '--set-aside'], env);
+  t.match(none.stdout, /no batches set aside/);
 });

@@ -50,6 +50,7 @@ import { DOWNLINK_OFF, type DownlinkStatus, MqttGateway, type SessionStatus, isM
 import type { DeviceSyncStatus, SyncState, SyncStatus, SyncStatusSource } from './status.js';
 import type { ThreadSetup } from './thread-worker.js';
 import type { Outcome, Transport } from './transport.js';
+import { SetAside } from './set-aside.js';
 import { SliceTurns } from './turns.js';
 import { wireValue } from './wire.js';
 
@@ -113,6 +114,7 @@ export class SyncService implements SyncStatusSource, LaneHost {
   readonly link: Link;
   readonly devices: Devices;
   readonly acks: Acks;
+  readonly setAside: SetAside;
   /** one slice of sync CPU work per event-loop turn (turns.ts) */
   readonly turns = new SliceTurns();
   readonly slots: Slots = { inFlight: 0, liveInFlight: 0 };
@@ -217,6 +219,14 @@ export class SyncService implements SyncStatusSource, LaneHost {
       },
     });
     this.deps.depth.syncRecorder = this.depthSync;
+    this.setAside = new SetAside({
+      env: this.env, dict: deps.dict, entities: deps.entities, counts: this.counts,
+      requeued: (items) => {
+        for (const { e, refs } of items) this.noteQueued(e, refs, 1);
+        this.lanes.rescanBacklog();
+        this.wake();
+      },
+    });
   }
 
   /** Starts sending. */

@@ -3,6 +3,7 @@
  * its readers (the sync endpoint, `GET /api/outpost/status`, `/metrics`, `outpost status`).
  */
 import type { EpochMs } from '../types.js';
+import type { SetAsideAdmin } from './set-aside.js';
 
 export type SyncState = 'idle' | 'sending' | 'backoff' | 'off';
 
@@ -32,6 +33,8 @@ export interface SyncStatus {
 /** Anything that can answer the sync status: the sync service when `sync.url` is set. */
 export interface SyncStatusSource {
   status(): SyncStatus;
+  /** batches set aside: list, retry, clear (`outpost sync`) */
+  readonly setAside?: SetAsideAdmin;
 }
 
 /** The answer when sync is not configured. */

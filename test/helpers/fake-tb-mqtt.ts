@@ -50,6 +50,8 @@ export class FakeTbMqtt {
   pubackDelayMs = 0;
   /** false: pending RPCs are not re-sent when a device's sub-session opens again (to see what the gateway kept) */
   resendPending = true;
+  /** telemetry naming this device gets MQTT 5's PUBACK 0x99 (payload format invalid), the session kept (TB, MQTT 5) */
+  refuseDevice: string | undefined;
   /** downlinks the gateway acknowledged (PUBACK), by topic */
   readonly acked: string[] = [];
   port = 0;
@@ -212,17 +214,21 @@ export class FakeTbMqtt {
     const text = payload.toString();
     this.received.push({ topic: p.topic, text, bytes: payload.length + p.topic.length + 10 });
     let bad: string | undefined;
+    const refusedNow = this.refuseDevice !== undefined && p.topic === 'v1/gateway/telemetry' && c.version === 5 && text.includes(JSON.stringify(this.refuseDevice));
     try {
+      if (refusedNow) throw new Error('refused');
       bad = this.handle(c, p.topic, JSON.parse(text) as unknown);
     } catch (err) {
-      bad = `not JSON: ${(err as Error).message}`;
+      if (!refusedNow) bad = `not JSON: ${(err as Error).message}`;
     }
     if (p.qos === 1) {
       this.unacked++;
       this.maxUnacked = Math.max(this.maxUnacked, this.unacked);
       if (this.pubackDelayMs > 0) await new Promise((r) => setTimeout(r, this.pubackDelayMs));
       this.unacked--;
-      this.write(c, { cmd: 'puback', messageId: p.messageId, reasonCode: 0 });
+      const refused = this.refuseDevice !== undefined && p.topic === 'v1/gateway/telemetry' && c.version === 5 && text.includes(JSON.stringify(this.refuseDevice));
+      this.write(c, { cmd: 'puback', messageId: p.messageId, reasonCode: refused ? 0x99 : 0 });
+      if (refused) return;
     }
     // TB: PUBACK, then the whole session is closed
     if (bad !== undefined) this.close(c, bad);
