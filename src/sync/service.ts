@@ -13,7 +13,8 @@
  *   acks.ts           acknowledgements, batched into one transaction
  *   lanes/log.ts      live points straight from the write-ahead log
  *   lanes/outbox.ts   the live and backlog lanes over the outbox queue
- *   transport.ts      the way upstream (http-transport.ts) and the one classifier of its answers
+ *   transport.ts      the way upstream (http-transport.ts, mqtt/) and the one classifier of its answers
+ *   mqtt/gateway.ts   the MQTT gateway session and what comes down it (announce, attributes, RPC)
  *   depth.ts          depth series
  *
  * Slots: at most sync.concurrency requests in flight, live first (the log lane, then the live outbox lane), the
