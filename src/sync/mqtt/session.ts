@@ -197,6 +197,8 @@ export class GatewaySession {
       if (this.client !== client) return;
       connacked = true;
       this.failures = 0;
+      // a PUBACK followed at once by a reply would wait for the upstream's delayed ACK (40 ms) under Nagle
+      (client.stream as { setNoDelay?: (on: boolean) => void }).setNoDelay?.(true);
       this.setState('up');
       this.o.log.info(`sync: MQTT gateway session to ${this.o.url} up (MQTT ${this.version === 5 ? '5' : '3.1.1'})`);
       client.subscribe(SUBSCRIPTIONS, { qos: 1 }, () => undefined);
