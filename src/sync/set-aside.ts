@@ -9,27 +9,9 @@ import type { EntityStore } from '../store/entities.js';
 import type { StoreEnv } from '../store/env.js';
 import { COUNTERS_KEY, type FragmentRef, decodeRefs, queueKey, refsMinTs, refsPoints } from '../store/outbox.js';
 import type { SyncCounts } from './counts.js';
+import type { SetAsideAdmin, SetAsideBatch } from './status.js';
 
-export interface SetAsideBatch {
-  readonly seq: number;
-  readonly deviceId: string | null;
-  readonly deviceName: string | null;
-  readonly points: number;
-  readonly firstTs: number;
-  readonly lastTs: number;
-  /** the upstream's answer (400), or 0: could not be read back */
-  readonly status: number;
-  readonly error: string;
-}
-
-/** What `outpost sync` can do with set-aside batches (GET/POST/DELETE /api/outpost/sync/setAside). */
-export interface SetAsideAdmin {
-  list(limit: number): { readonly batches: SetAsideBatch[]; readonly total: number };
-  /** back into the queue; resolves with the points put back */
-  retry(): Promise<number>;
-  /** forgotten by the sync (the points stay in the store); resolves with the points cleared */
-  clear(): Promise<number>;
-}
+export type { SetAsideAdmin, SetAsideBatch } from './status.js';
 
 const RANGE = { start: ['x'], end: ['x', Number.MAX_SAFE_INTEGER] };
 
