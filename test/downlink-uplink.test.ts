@@ -173,3 +173,37 @@ t.test('a batch the upstream refuses (MQTT 5 PUBACK 0x99) is set aside; outpost 
   const none = await cli(['sync', '--url', gw.url, '--set-aside'], env);
   t.match(none.stdout, /no batches set aside/);
 });
+
+t.test('no gateway token: the gateway provisions itself with "gateway": true, stores the token, and keeps it across restarts', async (t) => {
+  const upperCfg = tempDir(t, 'outpost-upper-cfg-');
+  const { writeFileSync } = await import('node:fs');
+  const { join } = await import('node:path');
+  writeFileSync(join(upperCfg, 'c.json'), JSON.stringify({ provision: { key: 'PK', secret: 'PS' } }));
+  const upper = await startGateway(t, { args: ['--config', join(upperCfg, 'c.json')] });
+  const upJwt = await admin(upper);
+  const { port } = mqttPorts(upper);
+  const url = `mqtt://127.0.0.1:${port}`;
+  const lower = await syncGateway(t, url, { provisionKey: 'PK', provisionSecret: 'PS', gatewayName: 'site-7' });
+  const d = await addDevice(lower.dataDir, 'prov-sensor');
+  await post(lower, d.token, records(BASE, 5, 1));
+  const gwRow = async (): Promise<{ additionalInfo?: { gateway?: boolean } } | undefined> => {
+    const r = await http('GET', `${upper.url}/api/tenant/devices?deviceName=site-7`, undefined, authHeaders(upJwt));
+    return r.status === 200 ? r.json() : undefined;
+  };
+  await until(() => lower.logs.some((l) => l.includes('provisioned this gateway upstream as "site-7"')), 'provisioned');
+  const row = await gwRow();
+  t.equal(row?.additionalInfo?.gateway, true, 'provisioned as a gateway upstream');
+  const deadline = Date.now() + 15_000;
+  let seen = 0;
+  while (Date.now() < deadline && seen === 0) {
+    const r = await http('GET', `${upper.url}/api/tenant/devices?deviceName=prov-sensor`, undefined, authHeaders(upJwt));
+    if (r.status === 200) seen = 1;
+    else await new Promise((res) => setTimeout(res, 200));
+  }
+  t.equal(seen, 1, 'its devices reach the upper one through the provisioned session');
+  await lower.stop('SIGTERM');
+  const again = await syncGateway(t, url, { provisionKey: 'PK', provisionSecret: 'PS', gatewayName: 'site-7' }, {}, lower.dataDir);
+  await post(again, d.token, records(BASE + 60_000, 5, 1));
+  await until(() => again.logs.some((l) => l.includes('MQTT gateway session') && l.includes(' up ')), 'up again with the stored token');
+  t.notOk(again.logs.some((l) => l.includes('provisioned this gateway')), 'not provisioned a second time (the name exists upstream: it would be refused)');
+});
