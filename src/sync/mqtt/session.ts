@@ -98,13 +98,14 @@ export class GatewaySession {
   /** Publishes at QoS 1 and answers once the PUBACK came (`sent`), or why not. */
   async publish(topic: string, payload: Buffer | string): Promise<Outcome> {
     if (this.stateNow !== 'up') return { kind: 'retry', what: `MQTT session ${this.stateNow}`, afterMs: undefined };
-    if (this.inFlight >= this.o.inflight) await new Promise<void>((r) => this.slotWaiters.push(r));
+    // a slot of the window: taken now, or handed over by a publish that ended (never one more than the window)
+    if (this.inFlight < this.o.inflight) this.inFlight++;
+    else await new Promise<void>((r) => this.slotWaiters.push(r));
     const client = this.client;
     if (this.stateNow !== 'up' || client === undefined) {
       this.releaseSlot();
       return { kind: 'retry', what: `MQTT session ${this.stateNow}`, afterMs: undefined };
     }
-    this.inFlight++;
     return new Promise<Outcome>((resolve) => {
       let done = false;
       const timer = setTimeout(() => {
@@ -117,7 +118,6 @@ export class GatewaySession {
         done = true;
         clearTimeout(timer);
         this.pending.delete(settle);
-        this.inFlight--;
         this.releaseSlot();
         resolve(out);
       };
@@ -141,14 +141,20 @@ export class GatewaySession {
     return true;
   }
 
+  /** The slot goes to the next publish waiting for one, else back to the window. */
   private releaseSlot(): void {
-    this.slotWaiters.shift()?.();
+    const next = this.slotWaiters.shift();
+    if (next !== undefined) next();
+    else this.inFlight--;
   }
 
   private settleAll(why: string): void {
     for (const s of [...this.pending]) s({ kind: 'retry', what: why, afterMs: undefined });
-    // publishes waiting for a slot find the session down and answer retry
-    for (const w of this.slotWaiters.splice(0)) w();
+    // publishes waiting for a slot get one, find the session down, answer retry and hand it on
+    for (const w of this.slotWaiters.splice(0)) {
+      this.inFlight++;
+      w();
+    }
   }
 
   private setState(s: SessionState): void {
