@@ -207,3 +207,18 @@ t.test('no gateway token: the gateway provisions itself with "gateway": true, st
   await until(() => again.logs.some((l) => l.includes('MQTT gateway session') && l.includes(' up ')), 'up again with the stored token');
   t.notOk(again.logs.some((l) => l.includes('provisioned this gateway')), 'not provisioned a second time (the name exists upstream: it would be refused)');
 });
+
+t.test('depth series to an upstream without them (MQTT 5 PUBACK 0x90): counted as not synced, telemetry goes on', async (t) => {
+  const tb = await fakeTb(t);
+  tb.depthAbsent = true;
+  const gw = await syncGateway(t, tb.url, { gatewayToken: GW_TOKEN });
+  const jwt = await admin(gw);
+  const d = await addDevice(gw.dataDir, 'well');
+  const r = await http('POST', `${gw.url}/api/v1/${d.token}/depth/telemetry`, '[{"ds":1.5,"values":{"p":1.0}},{"ds":2.5,"values":{"p":2.0}}]');
+  t.equal(r.status, 200);
+  await post(gw, d.token, records(BASE, 3, 1));
+  const s = await statusUntil(gw, jwt, (x) => (x as unknown as { depthEndpoint: string }).depthEndpoint === 'absent', 'depth absent upstream');
+  t.ok((s as unknown as { depthNotSyncedPoints: number }).depthNotSyncedPoints >= 2, 'counted as not synced');
+  await until(() => tb.pointCount('well') === 3, 'telemetry went on');
+  t.equal(tb.closes.length, 0, 'the session was kept');
+});

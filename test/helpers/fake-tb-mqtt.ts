@@ -52,6 +52,8 @@ export class FakeTbMqtt {
   resendPending = true;
   /** telemetry naming this device gets MQTT 5's PUBACK 0x99 (payload format invalid), the session kept (TB, MQTT 5) */
   refuseDevice: string | undefined;
+  /** plain TB: no depth series; MQTT 5 PUBACK 0x90 (topic name invalid) for `v1/gateway/depth/telemetry` */
+  depthAbsent = false;
   /** downlinks the gateway acknowledged (PUBACK), by topic */
   readonly acked: string[] = [];
   port = 0;
@@ -214,7 +216,8 @@ export class FakeTbMqtt {
     const text = payload.toString();
     this.received.push({ topic: p.topic, text, bytes: payload.length + p.topic.length + 10 });
     let bad: string | undefined;
-    const refusedNow = this.refuseDevice !== undefined && p.topic === 'v1/gateway/telemetry' && c.version === 5 && text.includes(JSON.stringify(this.refuseDevice));
+    const refusedNow = (this.refuseDevice !== undefined && p.topic === 'v1/gateway/telemetry' && c.version === 5 && text.includes(JSON.stringify(this.refuseDevice)))
+      || (this.depthAbsent && p.topic === 'v1/gateway/depth/telemetry' && c.version === 5);
     try {
       if (refusedNow) throw new Error('refused');
       bad = this.handle(c, p.topic, JSON.parse(text) as unknown);
@@ -227,8 +230,9 @@ export class FakeTbMqtt {
       if (this.pubackDelayMs > 0) await new Promise((r) => setTimeout(r, this.pubackDelayMs));
       this.unacked--;
       const refused = this.refuseDevice !== undefined && p.topic === 'v1/gateway/telemetry' && c.version === 5 && text.includes(JSON.stringify(this.refuseDevice));
-      this.write(c, { cmd: 'puback', messageId: p.messageId, reasonCode: refused ? 0x99 : 0 });
-      if (refused) return;
+      const noDepth = this.depthAbsent && p.topic === 'v1/gateway/depth/telemetry' && c.version === 5;
+      this.write(c, { cmd: 'puback', messageId: p.messageId, reasonCode: refused ? 0x99 : noDepth ? 0x90 : 0 });
+      if (refused || noDepth) return;
     }
     // TB: PUBACK, then the whole session is closed
     if (bad !== undefined) this.close(c, bad);

@@ -43,6 +43,8 @@ export interface SessionOptions {
 const SENT: Outcome = { kind: 'sent' };
 /** MQTT 5 PUBACK reason: payload format invalid (TB: a message it could not convert) */
 const PAYLOAD_FORMAT_INVALID = 0x99;
+/** MQTT 5 PUBACK reason: topic name invalid (TB: a topic it does not serve, such as depth series) */
+const TOPIC_NAME_INVALID = 0x90;
 /** CONNACK codes of an upstream that does not speak MQTT 5: 3.1.1's 1, MQTT 5's 0x84 */
 const UNSUPPORTED_VERSION = new Set([1, 0x84]);
 /** the topics TB publishes to a gateway (it does without a SUBSCRIBE; subscribing costs nothing and some brokers need it) */
@@ -129,6 +131,8 @@ export class GatewaySession {
         }
         const code = (err as { code?: unknown }).code;
         if (code === PAYLOAD_FORMAT_INVALID) settle({ kind: 'setAside', error: `PUBACK 0x99 (payload format invalid) for ${topic}` });
+        // as HTTP's 404 for a path: the depth lane then asks whether the upstream has that endpoint at all
+        else if (code === TOPIC_NAME_INVALID) settle({ kind: 'refused', what: `PUBACK 0x90 (topic name invalid) for ${topic}`, missing: true });
         else settle({ kind: 'retry', what: `${topic}: ${err.message}`, afterMs: undefined });
       });
     });
