@@ -106,8 +106,12 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   const attributes = new LmdbAttributeStore(env, dict, bus, Date.now);
   // Upstream sync (docs/sync.md): hooks the write paths before the first write, sends once listening.
   const depth = new LmdbDepthStore(env, dict);
+  const rpc = new RpcBroker(bus, {
+    maxPendingPerDevice: config.rpc.maxPendingPerDevice, maxOpenPolls: config.longPoll.maxOpen,
+    clientSideTimeoutMs: config.rpc.clientSideTimeoutMs, log: (m) => log.error(m),
+  });
   const sync = outbox === undefined ? undefined : new SyncService({
-    env, dict, entities, timeseries, attributes, depth, outbox, config: config.sync, log,
+    env, dict, entities, timeseries, attributes, depth, outbox, rpc, config: config.sync, log,
     threadSetup: { dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes },
   });
   const services: Services = {
@@ -117,10 +121,7 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
     auth: new AuthService(config, env, entities),
     attributes,
     ...(sync === undefined ? {} : { sync }),
-    rpc: new RpcBroker(bus, {
-      maxPendingPerDevice: config.rpc.maxPendingPerDevice, maxOpenPolls: config.longPoll.maxOpen,
-      clientSideTimeoutMs: config.rpc.clientSideTimeoutMs, log: (m) => log.error(m),
-    }),
+    rpc,
     now: Date.now,
   };
 

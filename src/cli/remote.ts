@@ -133,6 +133,12 @@ export class RemoteBackend implements Backend {
     return this.json<StatusJson>('/api/outpost/status');
   }
 
+  /** the batches set aside: listed, retried or cleared (`outpost sync --set-aside` ...); the answer's text */
+  async syncSetAside(what: 'list' | 'retry' | 'clear'): Promise<string> {
+    const [method, path] = what === 'list' ? ['GET', '/api/outpost/sync/setAside'] : what === 'retry' ? ['POST', '/api/outpost/sync/setAside/retry'] : ['DELETE', '/api/outpost/sync/setAside'];
+    return (await this.s.request(method, path)).text;
+  }
+
   /** REST `GET /api/outpost/sync` text (`outpost sync`) */
   async syncStatus(): Promise<string> {
     return (await this.s.request('GET', '/api/outpost/sync')).text;

@@ -2,9 +2,11 @@
 import type { Command } from 'commander';
 import type { StatusJson } from '../status/index.js';
 import type { WriteFigures } from '../store/write-budget.js';
+import type { SyncStatusFull } from '../sync/service.js';
 import { example } from './common.js';
 import { duration, localTime } from './format.js';
 import { type TechOptions, print, techOptions, withBackend } from './options.js';
+import { linkLines } from './sync.js';
 
 const mb = (b: number): string => `${(b / 2 ** 20).toFixed(1)} MiB`;
 
@@ -18,6 +20,17 @@ export function statusLines(s: StatusJson): string[] {
   lines.push(`compaction ${s.compaction.backlogFragments} head fragments waiting${s.compaction.compactedWindows === null ? '' : `, ${s.compaction.compactedWindows} windows compacted since start`}`);
   const y = s.sync;
   lines.push(`sync       ${y.enabled ? `${y.state} to ${y.url ?? '?'}: ${y.backlogPoints} points behind, ${y.sentPoints} sent, ${y.droppedPoints} dropped${y.lastError ? `; last error: ${y.lastError}` : ''}` : 'off'}`);
+  if (y.enabled) {
+    // what the sync adds to §9's fields (set aside, depth, the MQTT session and its downlink), when the daemon says
+    const x = y as Partial<SyncStatusFull>;
+    const extra = [
+      x.setAsidePoints ? `${x.setAsidePoints} points set aside (outpost sync --set-aside)` : '',
+      x.heldPoints ? `${x.heldPoints} held for their timestamp` : '',
+      x.depthBacklogPoints !== undefined && x.depthBacklogPoints + (x.depthSentPoints ?? 0) > 0 ? `depth ${x.depthBacklogPoints} behind, ${x.depthSentPoints ?? 0} sent` : '',
+    ].filter((e) => e !== '');
+    if (extra.length > 0) lines.push(`           ${extra.join('; ')}`);
+    for (const l of linkLines(x, s.now)) lines.push(l);
+  }
   if (s.longPoll) lines.push(`clients    ${s.longPoll.openPolls} long-polls, ${s.websockets ?? 0} websockets`);
   const m = s.mqtt;
   if (m) {

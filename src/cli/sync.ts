@@ -6,6 +6,7 @@
  */
 import { type Command, Option } from 'commander';
 import type { SyncStatusFull } from '../sync/service.js';
+import type { SetAsideBatch } from '../sync/set-aside.js';
 import { example } from './common.js';
 import { CliError } from './errors.js';
 import { duration, localTime } from './format.js';
@@ -39,6 +40,7 @@ export function syncLines(s: SyncStatusFull, now: number): string[] {
     lines.push(`depth      endpoint ${s.depthEndpoint}: ${n(s.depthBacklogPoints)} behind, ${n(s.depthSentPoints)} sent${s.depthSetAsidePoints > 0 ? `, ${n(s.depthSetAsidePoints)} set aside` : ''}${s.depthNotSyncedPoints > 0 ? `, ${n(s.depthNotSyncedPoints)} not synced` : ''}`);
   }
   if (s.lastError !== null) lines.push(`last error ${s.lastError}`);
+  lines.push(...linkLines(s, now));
   const parked = s.devices.filter((d) => d.state === 'parked');
   const behind = s.devices.filter((d) => d.state !== 'parked' && d.backlogPoints + d.depthBacklogPoints > 0)
     .sort((a, b) => b.backlogPoints + b.depthBacklogPoints - (a.backlogPoints + a.depthBacklogPoints));
@@ -53,21 +55,63 @@ export function syncLines(s: SyncStatusFull, now: number): string[] {
   return lines;
 }
 
+/** The transport, the MQTT session and what came down it (docs/sync.md "Downlink"). */
+export function linkLines(s: Partial<Pick<SyncStatusFull, 'transport' | 'session' | 'downlink'>>, now: number): string[] {
+  const lines: string[] = [];
+  if (s.transport === undefined) return lines;
+  const ss = s.session;
+  lines.push(`transport  ${s.transport === 'mqtt' ? 'MQTT gateway session' : 'HTTP device API (uplink only: no downlink)'}${
+    ss === null || ss === undefined ? '' : `: ${ss.state} since ${localTime(ss.since)} (${ago(ss.since, now)}), ${n(ss.announcedDevices)} devices announced`}`);
+  const d = s.downlink;
+  if (d?.enabled) {
+    lines.push(`downlink   ${n(d.attributesApplied)} shared attributes applied, last reconciled ${d.lastReconcileTs === null ? 'never' : `${localTime(d.lastReconcileTs)} (${ago(d.lastReconcileTs, now)})`}`);
+    lines.push(`rpc down   ${n(d.rpcReceived)} received, ${n(d.rpcDelivered)} delivered, ${n(d.rpcReplied)} replied, ${n(d.rpcExpired)} expired, ${n(d.rpcPending)} pending`);
+    for (const e of d.deviceEvents) {
+      lines.push(`upstream   ${localTime(e.ts)}: ${e.event === 'deleted' ? `deleted "${e.name}"` : `renamed "${e.name}" to "${e.newName ?? '?'}"`} (kept here as it is)`);
+    }
+  }
+  return lines;
+}
+
+function setAsideLines(list: { batches: SetAsideBatch[]; total: number }): string[] {
+  if (list.total === 0) return ['no batches set aside'];
+  const lines = [`${n(list.total)} batch${list.total === 1 ? '' : 'es'} set aside${list.total > list.batches.length ? ` (the first ${list.batches.length})` : ''}:`];
+  for (const b of list.batches) {
+    lines.push(`  ${b.deviceName ?? b.deviceId ?? '?'}: ${points(b.points)} stamped ${localTime(b.firstTs)} .. ${localTime(b.lastTs)}; ${b.status === 0 ? 'unreadable' : `HTTP ${b.status}`}: ${b.error.slice(0, 120)}`);
+  }
+  return lines;
+}
+
 export function registerSync(program: Command): void {
   example(program.command('sync')
     .description('the upstream sync of a running gateway: state, backlog and its age, dropped, held and set-aside points, parked devices')
     .addOption(new Option('--url <url>', 'the gateway (env OUTPOST_URL), after outpost login'))
     .option('--json', 'machine output (REST\'s JSON)')
-    .action(async (o: { url?: string; json?: boolean }) => {
+    .option('--set-aside', 'list the batches set aside (refused by the upstream, or unreadable)')
+    .option('--retry-set-aside', 'put the batches set aside back in the queue')
+    .option('--clear-set-aside', 'forget the batches set aside (their points stay in the store)')
+    .action(async (o: { url?: string; json?: boolean; setAside?: boolean; retrySetAside?: boolean; clearSetAside?: boolean }) => {
       // the backlog's counts, the back-off and the parked devices live in the daemon, not in the data dir
       const url = o.url ?? process.env['OUTPOST_URL'];
       if (url === undefined || url === '') throw new CliError('sync asks the running daemon: give --url (or OUTPOST_URL), e.g. outpost sync --url http://localhost:8080');
       const b = RemoteBackend.open(url);
       try {
+        if (o.retrySetAside === true || o.clearSetAside === true) {
+          const r = await b.syncSetAside(o.retrySetAside === true ? 'retry' : 'clear');
+          const p = (JSON.parse(r) as { points: number }).points;
+          print(o.json ? r : `${points(p)} ${o.retrySetAside === true ? 'put back in the queue' : 'forgotten by the sync (kept in the store)'}`);
+          return;
+        }
+        if (o.setAside === true) {
+          const r = await b.syncSetAside('list');
+          print(o.json ? r : setAsideLines(JSON.parse(r) as { batches: SetAsideBatch[]; total: number }).join('\n'));
+          return;
+        }
         const text = await b.syncStatus();
         print(o.json ? text : syncLines(JSON.parse(text) as SyncStatusFull, Date.now()).join('\n'));
       } finally {
         await b.close();
       }
-    }), 'outpost sync --url http://gw-12.local:8080', 'outpost sync --url http://gw-12.local:8080 --json');
+    }), 'outpost sync --url http://gw-12.local:8080', 'outpost sync --url http://gw-12.local:8080 --json',
+  'outpost sync --url http://gw-12.local:8080 --set-aside', 'outpost sync --url http://gw-12.local:8080 --retry-set-aside');
 }

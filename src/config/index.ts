@@ -194,6 +194,16 @@ export const DEFAULTS = {
      * +16 MiB at peak while draining, buys no parallelism).
      */
     encoderThread: true,
+    /** the gateway device's access token upstream, for an `mqtt://`/`mqtts://` sync.url; empty: provisioned (sync.provisionKey/Secret, `"gateway": true`). */
+    gatewayToken: '',
+    /** the name the gateway provisions itself under upstream; empty: the host name. */
+    gatewayName: '',
+    /** MQTT: publishes at most waiting for their PUBACK. */
+    inflight: 16,
+    /** ms; MQTT: every announced device is announced again within this (TB drops a sub-device after 10 min without traffic). */
+    announceMs: 300_000,
+    /** ms; MQTT: an RPC from upstream not delivered to its device within this expires (counted). */
+    rpcTtlMs: 300_000,
   },
   mqtt: {
     /**
@@ -295,6 +305,7 @@ function validate(c: Config): void {
     ['sync.maxBatchBytes', c.sync.maxBatchBytes], ['sync.concurrency', c.sync.concurrency],
     ['sync.retryBaseMs', c.sync.retryBaseMs], ['sync.retryMaxMs', c.sync.retryMaxMs], ['sync.requestTimeoutMs', c.sync.requestTimeoutMs],
     ['sync.depthProbeMs', c.sync.depthProbeMs],
+    ['sync.inflight', c.sync.inflight], ['sync.announceMs', c.sync.announceMs], ['sync.rpcTtlMs', c.sync.rpcTtlMs],
     ['mqtt.maxPayloadBytes', c.mqtt.maxPayloadBytes], ['mqtt.maxConnections', c.mqtt.maxConnections],
     ['mqtt.connectTimeoutMs', c.mqtt.connectTimeoutMs], ['mqtt.maxOutboundBytes', c.mqtt.maxOutboundBytes],
     ['mqtt.maxInflight', c.mqtt.maxInflight],
@@ -310,8 +321,8 @@ function validate(c: Config): void {
   if (!Number.isInteger(delay) || delay < -1 || delay > 60_000) {
     throw new OutpostError('CONFIG_INVALID', `config: "store.commitDelayMs" must be -1 (set by the write budget) or an integer 0..60000, got ${delay}`);
   }
-  if (c.sync.url !== '' && !/^https?:\/\/[^/]/.test(c.sync.url)) {
-    throw new OutpostError('CONFIG_INVALID', `config: "sync.url" must start with http:// or https://, got ${JSON.stringify(c.sync.url)}`);
+  if (c.sync.url !== '' && !/^(https?|mqtts?):\/\/[^/]/.test(c.sync.url)) {
+    throw new OutpostError('CONFIG_INVALID', `config: "sync.url" must start with http://, https://, mqtt:// or mqtts://, got ${JSON.stringify(c.sync.url)}`);
   }
   if (!(c.sync.maxPointsPerSec >= 0)) throw new OutpostError('CONFIG_INVALID', `config: "sync.maxPointsPerSec" must be >= 0`);
   if (!Number.isInteger(c.sync.concurrency)) throw new OutpostError('CONFIG_INVALID', `config: "sync.concurrency" must be an integer`);

@@ -26,6 +26,8 @@ export interface RpcSubmission {
   readonly oneway: boolean;
   /** ms from now until the RPC expires (already raised to the configured minimum) */
   readonly timeoutMs: DurationMs;
+  /** told when the device receives it (an RPC from the upstream counts its deliveries) */
+  readonly onDelivered?: () => void;
 }
 
 export type RpcOutcome =
@@ -89,6 +91,7 @@ interface PendingRpc {
   readonly paramsJson: string;
   state: 'queued' | 'delivered' | 'done';
   timer: WheelEntry | undefined;
+  readonly onDelivered: (() => void) | undefined;
   readonly resolve: (o: RpcOutcome) => void;
 }
 
@@ -186,7 +189,7 @@ export class RpcBroker {
     return new Promise<RpcOutcome>((resolve) => {
       const p: PendingRpc = {
         id, deviceId, oneway: req.oneway, body, method: req.method, paramsJson: req.paramsJson,
-        state: 'queued', timer: undefined, resolve,
+        state: 'queued', timer: undefined, resolve, onDelivered: req.onDelivered,
       };
       p.timer = this.wheel.schedule(req.timeoutMs, () => this.expire(p));
       if (this.polls.answerOldest(deviceId, 'rpc', body) || this.push(p)) this.delivered(p);
@@ -265,6 +268,14 @@ export class RpcBroker {
 
   // ---- status and lifecycle --------------------------------------------------------------------
 
+  /** Devices listening now: an open long-poll (RPC or attributes) or a push sink (MQTT, or a LAN gateway's session). */
+  *listeningDevices(): IterableIterator<string> {
+    yield* this.sinks.keys();
+    for (const id of this.polls.devices()) {
+      if (!this.sinks.has(id) && (this.polls.countFor(id, 'rpc') > 0 || this.polls.countFor(id, 'attributes') > 0)) yield id;
+    }
+  }
+
   status(): RpcStatus {
     let queued = 0;
     let awaiting = 0;
@@ -292,6 +303,7 @@ export class RpcBroker {
   // ---- internals -------------------------------------------------------------------------------
 
   private delivered(p: PendingRpc): void {
+    p.onDelivered?.();
     if (p.oneway) {
       this.finish(p, { kind: 'delivered' });
       return;

@@ -84,6 +84,11 @@ export class LongPollRegistry {
     return this.perKind[kind];
   }
 
+  /** Devices with at least one held request. */
+  devices(): IterableIterator<string> {
+    return this.byDevice.keys();
+  }
+
   countFor(deviceId: string, kind: PollKind): number {
     const polls = this.byDevice.get(deviceId);
     if (polls === undefined) return 0;

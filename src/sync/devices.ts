@@ -92,8 +92,13 @@ export class Devices {
     return made;
   }
 
-  /** The device's upstream token: set with the CLI, or provisioned (stored durably before use); else parked. */
+  /**
+   * What the transport addresses the device by: its name over the MQTT gateway session; else its upstream token,
+   * set with the CLI or provisioned (stored durably before use), or none (parked).
+   */
   async tokenFor(dev: Dev): Promise<string | undefined> {
+    // one gateway session carries every device by its name (mqtt/transport.ts): no token of its own
+    if (this.o.transport.addressing === 'name') return dev.name;
     const rec = readToken(this.o.env, dev.id);
     if (rec !== undefined) return rec.token;
     if (this.o.config.provisionKey === '') {

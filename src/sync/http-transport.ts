@@ -21,6 +21,7 @@ export interface HttpTransportOptions {
   /** what the sync thread opens: the data dir and map size (thread.ts) */
   readonly threadSetup: Pick<ThreadSetup, 'dataDir' | 'mapSizeBytes'>;
   readonly log: Logger;
+  readonly maxBatchBytes: number;
 }
 
 const path = (token: string, what: string): string => `api/v1/${encodeURIComponent(token)}/${what}`;
@@ -28,13 +29,21 @@ const path = (token: string, what: string): string => `api/v1/${encodeURICompone
 export class HttpTransport implements Transport {
   private readonly client: UpstreamClient;
   private readonly thread: SyncThread;
+  readonly kind = 'http';
+  readonly addressing = 'token';
+  private readonly maxBatchBytes: number;
 
   constructor(o: HttpTransportOptions) {
+    this.maxBatchBytes = o.maxBatchBytes;
     this.client = new UpstreamClient(o.url, o.concurrency, o.requestTimeoutMs);
     this.thread = new SyncThread({
       env: o.env, client: this.client, log: o.log, thread: o.encoderThread,
       setup: { ...o.threadSetup, url: o.url, concurrency: o.concurrency, requestTimeoutMs: o.requestTimeoutMs },
     });
+  }
+
+  bodyLimit(): number {
+    return this.maxBatchBytes;
   }
 
   get url(): string {

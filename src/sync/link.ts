@@ -67,6 +67,15 @@ export class Link {
     this.tokensAt = this.o.now();
   }
 
+  /**
+   * The transport's connection came back (an MQTT session's CONNACK): the back-off ends at once, as after a 2xx
+   * (the session waited its own back-off before reconnecting).
+   */
+  resumed(): void {
+    this.backoffUntil = 0;
+    this.succeeded();
+  }
+
   /** The upstream failed (`afterMs`: its Retry-After); returns the delay chosen. */
   failed(what: string, afterMs: number | undefined): number {
     const cfg = this.o.config;

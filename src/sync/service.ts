@@ -13,7 +13,8 @@
  *   acks.ts           acknowledgements, batched into one transaction
  *   lanes/log.ts      live points straight from the write-ahead log
  *   lanes/outbox.ts   the live and backlog lanes over the outbox queue
- *   transport.ts      the way upstream (http-transport.ts) and the one classifier of its answers
+ *   transport.ts      the way upstream (http-transport.ts, mqtt/) and the one classifier of its answers
+ *   mqtt/gateway.ts   the MQTT gateway session and what comes down it (announce, attributes, RPC)
  *   depth.ts          depth series
  *
  * Slots: at most sync.concurrency requests in flight, live first (the log lane, then the live outbox lane), the
@@ -33,6 +34,7 @@ import {
 import type { LmdbAttributeStore } from '../store/attributes.js';
 import type { LmdbDepthStore } from '../store/depth.js';
 import type { LmdbTimeseriesStore } from '../store/series/store.js';
+import type { RpcBroker } from '../rpc/broker.js';
 import type { EpochMs } from '../types.js';
 import { Acks, noOps } from './acks.js';
 import { MAX_AHEAD_MS, clockSynchronized } from './clock.js';
@@ -45,9 +47,11 @@ import type { LaneHost, Slots } from './lanes/host.js';
 import { LogLane } from './lanes/log.js';
 import { OutboxLanes, entryOf } from './lanes/outbox.js';
 import { Link } from './link.js';
+import { DOWNLINK_OFF, type DownlinkStatus, MqttGateway, type SessionStatus, isMqttUrl } from './mqtt/gateway.js';
 import type { DeviceSyncStatus, SyncState, SyncStatus, SyncStatusSource } from './status.js';
 import type { ThreadSetup } from './thread-worker.js';
 import type { Outcome, Transport } from './transport.js';
+import { SetAside } from './set-aside.js';
 import { SliceTurns } from './turns.js';
 import { wireValue } from './wire.js';
 
@@ -66,6 +70,12 @@ export interface SyncStatusFull extends SyncStatus, DepthSyncStatus {
   readonly droppedRange: readonly [EpochMs, EpochMs] | null;
   /** telemetry of entities that are not devices (assets): not synced (only devices are) */
   readonly notSyncedPoints: number;
+  /** how the upstream is reached: TB's HTTP device API, or one MQTT gateway session */
+  readonly transport: 'http' | 'mqtt';
+  /** the MQTT gateway session; null over HTTP */
+  readonly session: SessionStatus | null;
+  /** what comes down the MQTT gateway session (disabled over HTTP) */
+  readonly downlink: DownlinkStatus;
 }
 
 const CHECK_PARKED_MS = 2_000;
@@ -80,6 +90,8 @@ export interface SyncDeps {
   readonly timeseries: LmdbTimeseriesStore;
   readonly attributes: LmdbAttributeStore;
   readonly depth: LmdbDepthStore;
+  /** local devices' listeners and RPC (the MQTT gateway session announces the devices listening, delivers RPC) */
+  readonly rpc: RpcBroker;
   /** the recorder the timeseries store was opened with (so the log's replay at start is recorded too) */
   readonly outbox: OutboxRecorder;
   readonly config: Readonly<Config['sync']>;
@@ -97,10 +109,13 @@ export class SyncService implements SyncStatusSource, LaneHost {
   readonly dict: Dictionary;
   readonly timeseries: LmdbTimeseriesStore;
   readonly transport: Transport;
+  /** the MQTT gateway session and its downlink; undefined over HTTP */
+  readonly gateway: MqttGateway | undefined;
   readonly counts: SyncCounts;
   readonly link: Link;
   readonly devices: Devices;
   readonly acks: Acks;
+  readonly setAside: SetAside;
   /** one slice of sync CPU work per event-loop turn (turns.ts) */
   readonly turns = new SliceTurns();
   readonly slots: Slots = { inFlight: 0, liveInFlight: 0 };
@@ -131,9 +146,18 @@ export class SyncService implements SyncStatusSource, LaneHost {
     this.dict = deps.dict;
     this.timeseries = deps.timeseries;
     this.recorder = deps.outbox;
-    this.transport = new HttpTransport({
+    this.gateway = isMqttUrl(this.cfg.url) ? new MqttGateway({
+      env: this.env, config: this.cfg, log: this.log, now: this.now, entities: deps.entities, attributes: deps.attributes, rpc: deps.rpc,
+      pending: () => this.pendingDevices(),
+      up: () => {
+        this.link.resumed();
+        this.wake();
+      },
+      down: (why) => { this.counts.counters.lastError = `${why} (${this.cfg.url})`; },
+    }) : undefined;
+    this.transport = this.gateway?.transport ?? new HttpTransport({
       env: this.env, url: this.cfg.url, concurrency: this.cfg.concurrency, requestTimeoutMs: this.cfg.requestTimeoutMs,
-      encoderThread: this.cfg.encoderThread, threadSetup: deps.threadSetup, log: this.log,
+      encoderThread: this.cfg.encoderThread, threadSetup: deps.threadSetup, log: this.log, maxBatchBytes: this.cfg.maxBatchBytes,
     });
     this.counts = new SyncCounts(this.env, this.log, this.now);
     this.acks = new Acks(this.env, this.counts, this.log);
@@ -173,7 +197,8 @@ export class SyncService implements SyncStatusSource, LaneHost {
     this.recorder.onApplied = (lsn) => this.logLane.applied(lsn);
     this.deps.attributes.syncMark = (id) => this.env.outbox.put(attributeMarkKey(id), Math.random());
     this.depthSync = new DepthSync({
-      env: this.env, dict: deps.dict, entities: deps.entities, transport: this.transport, maxBatchBytes: this.cfg.maxBatchBytes,
+      env: this.env, dict: deps.dict, entities: deps.entities, transport: this.transport,
+      maxBatchBytes: this.gateway?.transport.depthBodyLimit ?? this.cfg.maxBatchBytes,
       probeMs: this.cfg.depthProbeMs, log: this.log, now: this.now,
       host: {
         token: async (id) => {
@@ -195,6 +220,14 @@ export class SyncService implements SyncStatusSource, LaneHost {
       },
     });
     this.deps.depth.syncRecorder = this.depthSync;
+    this.setAside = new SetAside({
+      env: this.env, dict: deps.dict, entities: deps.entities, counts: this.counts,
+      requeued: (items) => {
+        for (const { e, refs } of items) this.noteQueued(e, refs, 1);
+        this.lanes.rescanBacklog();
+        this.wake();
+      },
+    });
   }
 
   /** Starts sending. */
@@ -211,6 +244,7 @@ export class SyncService implements SyncStatusSource, LaneHost {
     every(HELD_RECHECK_MS, () => { void this.releaseHeld(); });
     every(1000, () => this.wake());
     this.pumping = this.ready.then(() => this.pump());
+    this.gateway?.start();
   }
 
   async stop(): Promise<void> {
@@ -228,6 +262,12 @@ export class SyncService implements SyncStatusSource, LaneHost {
 
   stopped(): boolean {
     return this.isStopped;
+  }
+
+  /** Devices with points or attributes waiting to go up. */
+  private *pendingDevices(): IterableIterator<string> {
+    for (const d of this.devices.all()) if (d.backlog > 0 || d.logged > 0) yield d.id;
+    for (const { key } of this.env.outbox.getRange({ ...ATTRIBUTE_MARKS, limit: 1000 })) yield (key as AttributeMarkKey)[1];
   }
 
   // ---- bookkeeping -------------------------------------------------------------------------------------
@@ -531,6 +571,7 @@ export class SyncService implements SyncStatusSource, LaneHost {
       clockSynchronized: clockSynchronized(), heldPoints: this.counts.heldTotal, setAsidePoints: c.setAside,
       droppedRange: c.droppedFrom === null || c.droppedTo === null ? null : [c.droppedFrom, c.droppedTo],
       notSyncedPoints: c.notSynced, ...this.depthSync.status(),
+      transport: this.transport.kind, session: this.gateway?.status() ?? null, downlink: this.gateway?.downlinkStatus() ?? DOWNLINK_OFF,
     };
   }
 

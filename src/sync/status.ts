@@ -32,6 +32,8 @@ export interface SyncStatus {
 /** Anything that can answer the sync status: the sync service when `sync.url` is set. */
 export interface SyncStatusSource {
   status(): SyncStatus;
+  /** batches set aside: list, retry, clear (`outpost sync`) */
+  readonly setAside?: SetAsideAdmin;
 }
 
 /** The answer when sync is not configured. */
@@ -39,3 +41,24 @@ export const SYNC_OFF: SyncStatus = Object.freeze({
   enabled: false, state: 'off', url: null, backlogPoints: 0, oldestPendingTs: null, sentPoints: 0, droppedPoints: 0,
   lastSuccessTs: null, lastError: null, devices: [],
 });
+
+export interface SetAsideBatch {
+  readonly seq: number;
+  readonly deviceId: string | null;
+  readonly deviceName: string | null;
+  readonly points: number;
+  readonly firstTs: number;
+  readonly lastTs: number;
+  /** the upstream's answer (400), or 0: could not be read back */
+  readonly status: number;
+  readonly error: string;
+}
+
+/** What `outpost sync` can do with set-aside batches (GET/POST/DELETE /api/outpost/sync/setAside). */
+export interface SetAsideAdmin {
+  list(limit: number): { readonly batches: SetAsideBatch[]; readonly total: number };
+  /** back into the queue; resolves with the points put back */
+  retry(): Promise<number>;
+  /** forgotten by the sync (the points stay in the store); resolves with the points cleared */
+  clear(): Promise<number>;
+}

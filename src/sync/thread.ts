@@ -66,6 +66,16 @@ function local(g: EncodedGroup): ReadyGroup {
   return { ...g, bodies: g.bodies.map((b) => ({ points: b.points, lastTs: b.lastTs, bytes: b.body.byteLength })), at: { local: g.bodies.map((b) => b.body) } };
 }
 
+/** A group encoded in this thread (a transport that sends from the main thread: mqtt/transport.ts). */
+export function encodeHere(env: StoreEnv, req: EncodeRequest): ReadyGroup {
+  return local(encodeGroup(env, req));
+}
+
+/** Body `index` of a group encoded by encodeHere. */
+export function localBody(group: ReadyGroup, index: number): Uint8Array | undefined {
+  return 'local' in group.at ? group.at.local[index] : undefined;
+}
+
 export class SyncThread {
   private worker: Worker | undefined;
   private readonly waiting = new Map<number, Waiting>();

@@ -2,8 +2,9 @@
  * What the sync service needs of the way to the upstream: "send this batch for this device, tell me what
  * became of it". The service decides everything else (what to send, in which order, pacing, back-off,
  * parking, acknowledgements); a transport only carries a body and reduces the upstream's answer to an
- * Outcome. Today the transport is HTTP (http-transport.ts, TB's device API); a transport over TB's MQTT
- * gateway API fits the same shape (an Outcome per message: PUBACK is `sent`).
+ * Outcome. Two implement it: HTTP (http-transport.ts, TB's device API, a device addressed by its token) and
+ * MQTT (mqtt/transport.ts, TB's gateway API over one session, a device addressed by its name; PUBACK is
+ * `sent`).
  *
  * `classify` is the one place an HTTP status is given a meaning.
  */
@@ -43,6 +44,14 @@ export function classify(a: UpstreamAnswer): Outcome {
 export interface Transport {
   /** the upstream, as shown in the status and the log */
   readonly url: string;
+  readonly kind: 'http' | 'mqtt';
+  /**
+   * what `to` is: a device's upstream access token (each device has its own credentials), or its name (one
+   * gateway session carries every device, which needs no token of its own)
+   */
+  readonly addressing: 'token' | 'name';
+  /** the largest body for `to` that keeps one request or message within sync.maxBatchBytes */
+  bodyLimit(to: string): number;
   /** whether encode runs off the main thread (the service then takes its CPU turn after it, not before) */
   readonly threaded: boolean;
   /** a telemetry array (the live lane's, encoded on the main thread) */

@@ -21,4 +21,17 @@ export function registerSyncApi(router: HttpRouter, s: Services): void {
     s.auth.requireTenantAdmin(principalOf(s, ctx));
     return json(s.sync?.status() ?? SYNC_OFF);
   });
+  // batches set aside (refused with 400, or unreadable): listed, retried or cleared (`outpost sync`)
+  router.route('get', '/api/outpost/sync/setAside', (ctx) => {
+    s.auth.requireTenantAdmin(principalOf(s, ctx));
+    return json(s.sync?.setAside?.list(1000) ?? { batches: [], total: 0 });
+  });
+  router.route('post', '/api/outpost/sync/setAside/retry', async (ctx) => {
+    s.auth.requireTenantAdmin(principalOf(s, ctx));
+    return json({ points: (await s.sync?.setAside?.retry()) ?? 0 });
+  });
+  router.route('del', '/api/outpost/sync/setAside', async (ctx) => {
+    s.auth.requireTenantAdmin(principalOf(s, ctx));
+    return json({ points: (await s.sync?.setAside?.clear()) ?? 0 });
+  });
 }

@@ -185,7 +185,7 @@ export class LogLane {
       }
       let sent = 0;
       let bytes = 0;
-      const bodies = wireBodies(points, this.h.cfg.maxBatchBytes, Infinity);
+      const bodies = wireBodies(points, this.h.transport.bodyLimit(token), Infinity);
       for (let r = bodies.next(); !r.done; await this.h.turns.take(true), r = bodies.next()) {
         const { body, points: n } = r.value;
         await this.h.link.pace(false, n);

@@ -164,7 +164,7 @@ export class OutboxLanes {
     try {
       const token = await this.h.devices.tokenFor(dev);
       if (token === undefined) return;
-      const maxBody = this.h.cfg.maxBatchBytes;
+      const maxBody = this.h.transport.bodyLimit(token);
       const maxPoints = lane.paced ? Math.max(1, Math.ceil(this.h.cfg.maxPointsPerSec / 10)) : Infinity;
       let group: Entry[] = [];
       let groupBytes = 0;

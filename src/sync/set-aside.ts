@@ -1,0 +1,89 @@
+/**
+ * Batches set aside (the upstream refused them with 400, or they could not be read back: store/outbox.ts
+ * `['x', seq, e]`): listed, put back in the queue (retried: after a fix upstream, or a bug fixed here), or
+ * cleared (their points stay in the store; only the sync forgets them). Telemetry only; depth batches set aside
+ * are counted (depthSetAsidePoints) and stay.
+ */
+import type { Dictionary } from '../store/encoding/dict.js';
+import type { EntityStore } from '../store/entities.js';
+import type { StoreEnv } from '../store/env.js';
+import { COUNTERS_KEY, type FragmentRef, decodeRefs, queueKey, refsMinTs, refsPoints } from '../store/outbox.js';
+import type { SyncCounts } from './counts.js';
+import type { SetAsideAdmin, SetAsideBatch } from './status.js';
+
+export type { SetAsideAdmin, SetAsideBatch } from './status.js';
+
+const RANGE = { start: ['x'], end: ['x', Number.MAX_SAFE_INTEGER] };
+
+interface Stored { refs: number[]; status: number; error: string }
+
+export interface SetAsideHost {
+  readonly env: StoreEnv;
+  readonly dict: Dictionary;
+  readonly entities: EntityStore;
+  readonly counts: SyncCounts;
+  /** entries back in the queue: counted in the backlog, found by the backlog lane */
+  requeued(items: ReadonlyArray<{ e: number; refs: readonly FragmentRef[] }>): void;
+}
+
+export class SetAside implements SetAsideAdmin {
+  constructor(private readonly h: SetAsideHost) {}
+
+  list(limit: number): { batches: SetAsideBatch[]; total: number } {
+    const batches: SetAsideBatch[] = [];
+    let total = 0;
+    for (const { key, value } of this.h.env.outbox.getRange(RANGE)) {
+      total++;
+      if (batches.length >= limit) continue;
+      const [, seq, e] = key as ['x', number, number];
+      const v = value as Stored;
+      const refs = decodeRefs(v.refs);
+      const id = this.h.dict.entityUuid(e) ?? null;
+      const rec = id === null ? undefined : this.h.entities.device(id);
+      batches.push({
+        seq, deviceId: id, deviceName: rec?.name ?? null, points: refsPoints(refs), firstTs: refsMinTs(refs),
+        lastTs: refs.reduce((m, r) => Math.max(m, r.lastTs), -Infinity), status: v.status, error: v.error,
+      });
+    }
+    return { batches, total };
+  }
+
+  async retry(): Promise<number> {
+    const moved: Array<{ key: ['x', number, number]; e: number; seq: number; v: Stored; refs: FragmentRef[] }> = [];
+    for (const { key, value } of this.h.env.outbox.getRange(RANGE)) {
+      const k = key as ['x', number, number];
+      const v = value as Stored;
+      moved.push({ key: k, seq: k[1], e: k[2], v, refs: decodeRefs(v.refs) });
+    }
+    if (moved.length === 0) return 0;
+    const points = moved.reduce((s, m) => s + refsPoints(m.refs), 0);
+    const c = this.h.counts.counters;
+    c.setAside = Math.max(0, c.setAside - points);
+    await this.h.env.root.transaction(() => {
+      for (const m of moved) {
+        void this.h.env.outbox.remove(m.key);
+        void this.h.env.outbox.put(queueKey(m.seq, m.e), m.v.refs);
+      }
+      void this.h.env.outbox.put(COUNTERS_KEY, { ...c });
+    });
+    this.h.requeued(moved.map((m) => ({ e: m.e, refs: m.refs })));
+    return points;
+  }
+
+  async clear(): Promise<number> {
+    const keys: Array<['x', number, number]> = [];
+    let points = 0;
+    for (const { key, value } of this.h.env.outbox.getRange(RANGE)) {
+      keys.push(key as ['x', number, number]);
+      points += refsPoints(decodeRefs((value as Stored).refs));
+    }
+    if (keys.length === 0) return 0;
+    const c = this.h.counts.counters;
+    c.setAside = Math.max(0, c.setAside - points);
+    await this.h.env.root.transaction(() => {
+      for (const k of keys) void this.h.env.outbox.remove(k);
+      void this.h.env.outbox.put(COUNTERS_KEY, { ...c });
+    });
+    return points;
+  }
+}
