@@ -80,7 +80,7 @@ export function verifyTicket(token: string, trusted: readonly Uint8Array[], nowS
     || typeof c.iat !== 'number' || typeof c.exp !== 'number' || (authority === 'CUSTOMER_USER' && typeof c.customerId !== 'string')) {
     return { ok: false, reason: 'malformed' };
   }
-  // a ticket signed for longer than the contract allows is refused whoever signed it
+  // a ticket signed for longer than 7 days (the most a ticket may live) is refused whoever signed it
   if (c.exp <= nowSec || c.exp - c.iat > MAX_TICKET_TTL_SEC) return { ok: false, reason: 'expired' };
   return { ok: true, claims: c as TicketClaims };
 }

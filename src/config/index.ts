@@ -1,6 +1,6 @@
 /**
  * Configuration: one defaults object with units in comments, merged from file < env < flags, validated
- * (unknown keys and wrong types rejected), then frozen (STYLE §9, CONTRACT §1).
+ * (unknown keys and wrong types rejected), then frozen (docs/configuration.md).
  */
 import { readFileSync } from 'node:fs';
 import { arch, totalmem } from 'node:os';
@@ -33,7 +33,7 @@ export const DEFAULTS = {
     key: '',
   },
   http: {
-    /** bytes; request bodies above this answer 413 (CONTRACT §4). */
+    /** bytes; request bodies above this answer 413 (docs/api.md). */
     maxBodyBytes: 4 * 1024 * 1024,
     /** bytes; cap for `/api/v1/<token>/rpc/**` bodies. */
     maxRpcBodyBytes: 64 * 1024,
@@ -65,7 +65,7 @@ export const DEFAULTS = {
     cardEnduranceBytes: 16e12,
     /**
      * Telemetry is acknowledged from a write-ahead log of our own (`<dataDir>/wal`, preallocated recycled
-     * segments) and put into LMDB in bulk every `applyIntervalMs`, before any read, and at shutdown (issue 19).
+     * segments) and put into LMDB in bulk every `applyIntervalMs`, before any read, and at shutdown (docs/design/write-path.md).
      * false: each group commit is an LMDB commit, flushed before the answer (the pre-issue-19 behaviour).
      */
     wal: true,
@@ -81,7 +81,7 @@ export const DEFAULTS = {
   },
   downsample: {
     /**
-     * ms, ascending; rollup tier bucket sizes, each a multiple of the previous (issue 6; STYLE §13). 10 min, not
+     * ms, ascending; rollup tier bucket sizes, each a multiple of the previous (docs/design/downsampling.md). 10 min, not
      * 1 min, is the finest by default: a 1-min bucket of 10-s data holds 6 points, and its exact state costs more
      * disk than the raw chunk and more time to read than the raw edge it would replace (BENCHMARKS.md).
      * Add 60_000 in front for sparse 1-s data or when raw retention is short.
@@ -89,7 +89,7 @@ export const DEFAULTS = {
     tiersMs: [600_000, 3_600_000, 86_400_000],
     /**
      * ms; raw points (chunks) older than this (counted back from the newest point) are dropped, answers there
-     * come from rollups; 0 keeps them. Default 0: CONTRACT §5 promises raw history at any ts (TB clients post
+     * come from rollups; 0 keeps them. Default 0: the REST API promises raw history at any ts (TB clients post
      * ts 1000 next to server-time points); 30 days (2_592_000_000) is the recommended setting for SD cards.
      */
     rawRetentionMs: 0,
@@ -107,7 +107,7 @@ export const DEFAULTS = {
     sweepIntervalMs: 1_000,
   },
   longPoll: {
-    /** ms; `timeout` when the device gives none (CONTRACT §4). */
+    /** ms; `timeout` when the device gives none (docs/api.md). */
     defaultTimeoutMs: 60_000,
     /** ms; upper bound on a device-requested timeout. */
     maxTimeoutMs: 300_000,
@@ -115,7 +115,7 @@ export const DEFAULTS = {
     maxOpen: 50_000,
   },
   rpc: {
-    /** ms; REST server-side RPC default timeout (CONTRACT §7). */
+    /** ms; REST server-side RPC default timeout (docs/api.md). */
     defaultTimeoutMs: 10_000,
     /** ms; smaller REST timeouts are raised to this. */
     minTimeoutMs: 5_000,
@@ -125,7 +125,7 @@ export const DEFAULTS = {
     maxPendingPerDevice: 100,
   },
   query: {
-    /** aggregation buckets per query without an explicit limit (CONTRACT §5). */
+    /** aggregation buckets per query without an explicit limit (docs/api.md). */
     maxIntervals: 700,
     /** raw points per key when no `limit` is given. */
     defaultLimit: 100,
@@ -137,7 +137,7 @@ export const DEFAULTS = {
     readCacheBytes: LOW_RAM ? 16 * 1024 * 1024 : 48 * 1024 * 1024,
   },
   auth: {
-    /** s; access JWT lifetime (CONTRACT §3). */
+    /** s; access JWT lifetime (docs/api.md). */
     accessTokenTtlSec: 9000,
     /** s; refresh JWT lifetime. */
     refreshTokenTtlSec: 604_800,
@@ -146,7 +146,7 @@ export const DEFAULTS = {
     tokenCacheSize: LOW_RAM ? 256 : 4096,
     /**
      * Ed25519 public keys (base64url, 32 bytes) of the operators whose access tickets this gateway accepts
-     * (CONTRACT §11; `outpost ticket keygen` prints one). Empty: tickets are refused.
+     * (docs/cli.md "Access tickets"; `outpost ticket keygen` prints one). Empty: tickets are refused.
      */
     ticketKeys: [] as string[],
   },
@@ -169,7 +169,7 @@ export const DEFAULTS = {
     authTimeoutMs: 10_000,
   },
   sync: {
-    /** upstream base URL, `http://` or `https://` (CONTRACT §9); empty = sync off. */
+    /** upstream base URL, `http://` or `https://` (docs/sync.md); empty = sync off. */
     url: '',
     /** TB device provisioning key and secret; empty = devices without an upstream token are parked. */
     provisionKey: '',
@@ -227,7 +227,7 @@ export const DEFAULTS = {
     maxInflight: 64,
   },
   provision: {
-    /** TB device provisioning on this Outpost (`POST /api/v1/provision`, CONTRACT §9); empty = refused. */
+    /** TB device provisioning on this Outpost (`POST /api/v1/provision`, docs/api.md); empty = refused. */
     key: '',
     secret: '',
   },
@@ -356,7 +356,7 @@ function deepFreeze<T>(o: T): T {
   return Object.freeze(o);
 }
 
-/** flags > env > config file > defaults (CONTRACT §1). The result is frozen. */
+/** flags > env > config file > defaults (docs/configuration.md). The result is frozen. */
 export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, overrides: ConfigOverrides = {}): Readonly<Config> {
   const config = structuredClone(DEFAULTS) as Config;
   const shape = DEFAULTS as unknown as Record<string, unknown>;

@@ -1,5 +1,5 @@
 /**
- * Server ↔ device messaging for the HTTP device API (CONTRACT §4, §7):
+ * Server ↔ device messaging for the device API (docs/api.md):
  * - server-side RPC: per-device ids from 1 (TB's Python SDK reads id 0 as "no id"), a bounded pending queue
  *   with expiry, delivery to an open or the next `GET /rpc` or to the device's push sink (its MQTT session or
  *   its gateway's), exactly once whichever way; replies through `POST /rpc/{id}` or MQTT;
@@ -9,7 +9,7 @@
  *   client-side timeout;
  * - a deleted device (bus `entityDeleted`) ends its held requests and pending RPCs.
  *
- * One timer wheel serves every deadline here (STYLE §11). Nothing here knows HTTP: outcomes are values.
+ * One timer wheel serves every deadline here, so every queue here is bounded in time. Nothing here knows HTTP: outcomes are values.
  */
 import type { EventBus } from '../bus/index.js';
 import { OutpostError } from '../errors.js';
@@ -18,7 +18,7 @@ import type { DurationMs, EpochMs } from '../types.js';
 import { LongPollRegistry, type PollHandle, type PollOutcome } from './longpoll.js';
 import { TimerWheel, type WheelClock, type WheelEntry, realClock } from './timer-wheel.js';
 
-/** A server-side RPC as submitted through REST (CONTRACT §7). */
+/** A server-side RPC as submitted through REST (docs/api.md). */
 export interface RpcSubmission {
   readonly method: string;
   /** `params` as JSON text, forwarded verbatim */
@@ -131,7 +131,7 @@ export class RpcBroker {
     this.clientHandlers.set('getCurrentTime', () => `{"time":${this.now()}}`);
     this.unsubscribe.push(
       bus.on('attributes', (ev) => {
-        // CONTRACT §4: only SHARED_SCOPE changes of the device wake its `/attributes/updates`.
+        // As ThingsBoard (docs/api.md): only SHARED_SCOPE changes of the device wake its `/attributes/updates`.
         if (ev.entityType !== 'DEVICE' || ev.scope !== 'SHARED_SCOPE') return;
         if (this.polls.countFor(ev.entityId, 'attributes') === 0) return;
         if (ev.deleted.length === 0 && ev.updated.length === 0) return;
@@ -171,7 +171,7 @@ export class RpcBroker {
   // ---- server-side RPC -------------------------------------------------------------------------
 
   /**
-   * Queues an RPC for the device, or hands it to an open poll at once. Resolves with its outcome (CONTRACT §7).
+   * Queues an RPC for the device, or hands it to an open poll at once. Resolves with its outcome (docs/api.md).
    * Throws 429 (nothing queued) when the device already has `maxPendingPerDevice` queued RPCs.
    */
   submit(deviceId: string, req: RpcSubmission): Promise<RpcOutcome> {
@@ -246,7 +246,7 @@ export class RpcBroker {
   }
 
   /**
-   * `POST /rpc` (CONTRACT §4): a registered handler's reply, or the fallback's, else `{"error":"timeout"}`
+   * `POST /rpc` (docs/api.md): a registered handler's reply, or the fallback's, else `{"error":"timeout"}`
    * after the client-side timeout. The wait is a held request: bounded, and dropped on client abort.
    */
   clientRpc(call: ClientRpcCall, settle: (o: PollOutcome) => void): PollHandle | undefined {
@@ -346,7 +346,7 @@ export class RpcBroker {
 }
 
 /**
- * CONTRACT §4: a flat `{k:v}` of the changed shared keys with typed values, or `{"deleted":[..]}`; the same
+ * As ThingsBoard (docs/api.md): a flat `{k:v}` of the changed shared keys with typed values, or `{"deleted":[..]}`; the same
  * body goes to HTTP long-polls and MQTT subscribers.
  */
 export function attributeUpdateBody(updated: ReadonlyArray<readonly [string, KvValue]>, deleted: readonly string[]): string {

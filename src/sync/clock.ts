@@ -1,5 +1,5 @@
 /**
- * Whether the system clock is synchronized (CONTRACT §9 clock, issue 16 §8). A Pi has no RTC: until NTP syncs
+ * Whether the system clock is synchronized (docs/sync.md, the clock). A Pi has no RTC: until NTP syncs
  * it may run on a stale clock. systemd-timesyncd creates `/run/systemd/timesync/synchronized` once it has
  * synchronized (systemd ≥ 239); chrony and ntpd do not, and Node has no adjtimex binding, so when that
  * directory does not exist at all the answer is null (unknown), not false.

@@ -1,5 +1,5 @@
 /**
- * Depth series upstream (CONTRACT §9, issue 16): `POST {url}/api/v1/{T}/depth/telemetry` with
+ * Depth series upstream (docs/sync.md): `POST {url}/api/v1/{T}/depth/telemetry` with
  * `[{"ds":..,"values":{..}},..]`, where the upstream answers that path (another Outpost, Tempus).
  *
  * The backlog is the store, as for telemetry: each depth write records in its own transaction which points it

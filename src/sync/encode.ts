@@ -11,7 +11,7 @@ import { type FragmentRef, readRef } from '../store/outbox.js';
 import { MIN_SENDABLE_TS } from './clock.js';
 import { type WirePoint, wireBodies, wirePoints } from './wire.js';
 
-/** An outbox entry's record of points held for their timestamp: `['h', e, seq]` (CONTRACT §9 clock). */
+/** An outbox entry's record of points held for their timestamp: `['h', e, seq]` (docs/sync.md, the clock). */
 export interface HeldRecord {
   refs: number[];
   /** future-held points have ts >= this (the clock + 1 day when held) */

@@ -1,5 +1,5 @@
 /**
- * What the upstream sync reports (CONTRACT §9 `GET /api/outpost/sync`): the seam between the sync service and
+ * What the upstream sync reports (docs/sync.md `GET /api/outpost/sync`): the seam between the sync service and
  * its readers (the sync endpoint, `GET /api/outpost/status`, `/metrics`, `outpost status`).
  */
 import type { EpochMs } from '../types.js';
@@ -15,7 +15,7 @@ export interface DeviceSyncStatus {
   readonly backlogPoints: number;
 }
 
-/** CONTRACT §9, field for field. Counters count since the data dir was created. */
+/** docs/sync.md "Status", field for field. Counters count since the data dir was created. */
 export interface SyncStatus {
   readonly enabled: boolean;
   readonly state: SyncState;

@@ -1,5 +1,5 @@
 /**
- * The sync's work off the main thread (issue 16: "the ingest path keeps priority").
+ * The sync's work off the main thread (the ingest path keeps priority: docs/sync.md).
  *
  * Draining unpaced, reading points back and encoding them is most of the sync's CPU, and the requests that carry
  * them are most of the rest (node:http: about 0.3 ms of CPU each, two to three per 1000 points). On the main

@@ -1,5 +1,5 @@
 /**
- * Event-loop turns for the sync's CPU work (issue 16: "the ingest path keeps priority").
+ * Event-loop turns for the sync's CPU work (the ingest path keeps priority: docs/sync.md).
  *
  * Reading a batch back from the store and encoding its body costs a few milliseconds. Left to promise
  * continuations, every job whose answer arrived in the same poll phase would do that work back to back,

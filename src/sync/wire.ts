@@ -1,5 +1,5 @@
 /**
- * Telemetry on the wire to the upstream (CONTRACT §9): `[{"ts":..,"values":{..}},..]` with every value keeping
+ * Telemetry on the wire to the upstream (docs/sync.md): `[{"ts":..,"values":{..}},..]` with every value keeping
  * its ThingsBoard type. TB types a number by its literal (a `.` makes a double, otherwise a long); Outpost as an
  * upstream (src/ingest/typing.ts) takes a `.` without exponent, or any literal with a fraction, as a double, but
  * `1.0E10` as a long, and more than 16 fraction digits as a string. So an integral double goes out in plain
