@@ -58,9 +58,15 @@ export function makeLogger(level: Config['logLevel']): Logger {
     process.stderr.write(`${new Date().toISOString()} ${lvl} ${msg}\n`);
   };
   return {
-    info: (m) => { if (level !== 'silent') line('info', m); },
-    warn: (m) => { if (level !== 'silent') line('warn', m); },
+    info: (m) => {
+      if (level !== 'silent') line('info', m);
+    },
+    warn: (m) => {
+      if (level !== 'silent') line('warn', m);
+    },
     error: (m) => line('error', m),
-    debug: (m) => { if (level === 'debug') line('debug', m); },
+    debug: (m) => {
+      if (level === 'debug') line('debug', m);
+    },
   };
 }

@@ -45,7 +45,10 @@ export interface RunningServer {
   close(): Promise<void>;
 }
 
-export async function startServer(config: Readonly<Config>, log: Logger = makeLogger(config.logLevel)): Promise<RunningServer> {
+export async function startServer(
+  config: Readonly<Config>,
+  log: Logger = makeLogger(config.logLevel),
+): Promise<RunningServer> {
   // Configuration errors are reported before the store is created or touched.
   for (const f of config.tls.cert ? [config.tls.cert, config.tls.key] : []) {
     if (!existsSync(f)) throw new OutpostError('CONFIG_INVALID', `TLS file not found: ${f}`);
@@ -57,12 +60,18 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   if (config.tls.cert !== '') await checkTcpPortFree(mqttHost, config.mqtt.tlsPort, 'MQTT over TLS');
   const lock = await lockDataDir(config.dataDir);
   warnIfShared(config.dataDir, log);
-  const env = openStoreEnv({ dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes, onCommitFailure: commitFailureLog(log) });
+  const env = openStoreEnv({
+    dataDir: config.dataDir,
+    mapSizeBytes: config.store.mapSizeBytes,
+    onCommitFailure: commitFailureLog(log),
+  });
   const entities = new EntityStore(env);
   const { created } = await entities.ensureTenant();
   if (created) {
-    log.info(`created "Default tenant" in ${config.dataDir}; create the first user with: ` +
-      `${outpostCommand()} user add --data-dir ${config.dataDir} --email admin@example.com --password <secret> --authority TENANT_ADMIN`);
+    log.info(
+      `created "Default tenant" in ${config.dataDir}; create the first user with: ` +
+        `${outpostCommand()} user add --data-dir ${config.dataDir} --email admin@example.com --password <secret> --authority TENANT_ADMIN`,
+    );
   }
   const dict = new Dictionary(env);
   // upstream sync's bookkeeping goes into the store before its log is replayed, which records it too
@@ -73,20 +82,32 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   const counter = writeCounter(() => logBytes());
   const fixedDelayMs = config.store.commitDelayMs >= 0 ? config.store.commitDelayMs : undefined;
   const writeBudget = new WriteBudget({
-    bytesPerDay: config.store.writeBudgetBytesPerDay, cardEnduranceBytes: config.store.cardEnduranceBytes,
-    ...(fixedDelayMs === undefined ? {} : { fixedDelayMs }), now: Date.now, written: counter.written, logWritten: () => logBytes(), source: counter.source,
+    bytesPerDay: config.store.writeBudgetBytesPerDay,
+    cardEnduranceBytes: config.store.cardEnduranceBytes,
+    ...(fixedDelayMs === undefined ? {} : { fixedDelayMs }),
+    now: Date.now,
+    written: counter.written,
+    logWritten: () => logBytes(),
+    source: counter.source,
   });
   const timeseries = new LmdbTimeseriesStore(env, dict, {
     outbox,
-    windowMs: config.store.chunkWindowMs, headWindowMs: config.store.headWindowMs,
-    tiersMs: config.downsample.tiersMs, tierRetentionMs: config.downsample.tierRetentionMs,
-    readCacheBytes: config.query.readCacheBytes, stepBudgetMs: config.downsample.stepBudgetMs,
+    windowMs: config.store.chunkWindowMs,
+    headWindowMs: config.store.headWindowMs,
+    tiersMs: config.downsample.tiersMs,
+    tierRetentionMs: config.downsample.tierRetentionMs,
+    readCacheBytes: config.query.readCacheBytes,
+    stepBudgetMs: config.downsample.stepBudgetMs,
     commitDelayMs: fixedDelayMs ?? 0,
     ...(fixedDelayMs === undefined ? { pacer: writeBudget } : {}),
-    wal: config.store.wal ? {
-      fs: nodeWalFs(join(config.dataDir, 'wal')), segmentBytes: config.store.walSegmentBytes,
-      applyIntervalMs: config.store.applyIntervalMs, applyMaxPoints: config.store.applyMaxPoints,
-    } : undefined,
+    wal: config.store.wal
+      ? {
+          fs: nodeWalFs(join(config.dataDir, 'wal')),
+          segmentBytes: config.store.walSegmentBytes,
+          applyIntervalMs: config.store.applyIntervalMs,
+          applyMaxPoints: config.store.applyMaxPoints,
+        }
+      : undefined,
   });
   logBytes = () => {
     const w = timeseries.walStats;
@@ -95,11 +116,23 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   };
   // Compaction, rollups, retention and the disk budget, in small background steps (docs/design/downsampling.md).
   const maxDiskBytes = diskBudget(config);
-  log.info(maxDiskBytes > 0 ? `disk budget ${(maxDiskBytes / 2 ** 20).toFixed(0)} MiB: past 90% the oldest raw chunks go (rollups stay)` : 'no disk budget');
-  const downsample = new DownsampleEngine(timeseries, {
-    rawRetentionMs: config.downsample.rawRetentionMs, maxDiskBytes,
-    stepBudgetMs: config.downsample.stepBudgetMs, sweepIntervalMs: config.downsample.sweepIntervalMs, dataDir: config.dataDir,
-  }, Date.now, (m) => log.error(m));
+  log.info(
+    maxDiskBytes > 0
+      ? `disk budget ${(maxDiskBytes / 2 ** 20).toFixed(0)} MiB: past 90% the oldest raw chunks go (rollups stay)`
+      : 'no disk budget',
+  );
+  const downsample = new DownsampleEngine(
+    timeseries,
+    {
+      rawRetentionMs: config.downsample.rawRetentionMs,
+      maxDiskBytes,
+      stepBudgetMs: config.downsample.stepBudgetMs,
+      sweepIntervalMs: config.downsample.sweepIntervalMs,
+      dataDir: config.dataDir,
+    },
+    Date.now,
+    (m) => log.error(m),
+  );
   const bus = new EventBus((m) => log.error(m));
   const metrics = new Metrics();
   metrics.listen(bus);
@@ -107,15 +140,38 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
   // Upstream sync (docs/sync.md): hooks the write paths before the first write, sends once listening.
   const depth = new LmdbDepthStore(env, dict);
   const rpc = new RpcBroker(bus, {
-    maxPendingPerDevice: config.rpc.maxPendingPerDevice, maxOpenPolls: config.longPoll.maxOpen,
-    clientSideTimeoutMs: config.rpc.clientSideTimeoutMs, log: (m) => log.error(m),
+    maxPendingPerDevice: config.rpc.maxPendingPerDevice,
+    maxOpenPolls: config.longPoll.maxOpen,
+    clientSideTimeoutMs: config.rpc.clientSideTimeoutMs,
+    log: (m) => log.error(m),
   });
-  const sync = outbox === undefined ? undefined : new SyncService({
-    env, dict, entities, timeseries, attributes, depth, outbox, rpc, config: config.sync, log,
-    threadSetup: { dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes },
-  });
+  const sync =
+    outbox === undefined
+      ? undefined
+      : new SyncService({
+          env,
+          dict,
+          entities,
+          timeseries,
+          attributes,
+          depth,
+          outbox,
+          rpc,
+          config: config.sync,
+          log,
+          threadSetup: { dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes },
+        });
   const services: Services = {
-    config, log, env, dict, entities, timeseries, bus, downsample, metrics, writeBudget,
+    config,
+    log,
+    env,
+    dict,
+    entities,
+    timeseries,
+    bus,
+    downsample,
+    metrics,
+    writeBudget,
     ingest: new TelemetryIngest(timeseries, bus),
     depth,
     auth: new AuthService(config, env, entities),
@@ -132,7 +188,8 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
     app = uws.App();
   }
   const router = new HttpRouter(app, {
-    maxBodyBytes: config.http.maxBodyBytes, log: (m) => log.error(m),
+    maxBodyBytes: config.http.maxBodyBytes,
+    log: (m) => log.error(m),
     observe: (method, pattern, ms, failed) => metrics.observe(method, pattern, ms, failed),
   });
   registerDeviceApi(router, services);
@@ -162,7 +219,9 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
     ...(mqtt.port > 0 ? [`mqtt://${mqttHost}:${mqtt.port}`] : []),
     ...(mqtt.tlsPort > 0 ? [`mqtts://${mqttHost}:${mqtt.tlsPort}`] : []),
   ];
-  log.info(`outpost listening on ${scheme}://${config.host}:${port}${mqttUrls.map((u) => `, ${u}`).join('')} (data dir ${config.dataDir})`);
+  log.info(
+    `outpost listening on ${scheme}://${config.host}:${port}${mqttUrls.map((u) => `, ${u}`).join('')} (data dir ${config.dataDir})`,
+  );
   downsample.start();
   sync?.start();
 
@@ -198,7 +257,9 @@ export async function startServer(config: Readonly<Config>, log: Logger = makeLo
 function warnIfShared(dataDir: string, log: Logger): void {
   const mode = statSync(dataDir).mode & 0o777;
   if ((mode & 0o077) !== 0) {
-    log.warn(`data dir ${dataDir} is readable by other users (mode ${mode.toString(8)}); it holds password hashes and device tokens: chmod 700 ${dataDir}`);
+    log.warn(
+      `data dir ${dataDir} is readable by other users (mode ${mode.toString(8)}); it holds password hashes and device tokens: chmod 700 ${dataDir}`,
+    );
   }
 }
 
@@ -215,7 +276,9 @@ function commitFailureLog(log: Logger): (err: OutpostError) => void {
       missed++;
       return;
     }
-    log.error(`store write failed (${err.code}): ${describeError(err)}${missed > 0 ? `; ${missed} more since the last report` : ''}`);
+    log.error(
+      `store write failed (${err.code}): ${describeError(err)}${missed > 0 ? `; ${missed} more since the last report` : ''}`,
+    );
     lastAt = now;
     missed = 0;
   };
@@ -232,7 +295,11 @@ export function diskBudget(config: Readonly<Config>): number {
   if (b === -1) return 0;
   if (b > 0) return Math.min(b, config.store.mapSizeBytes);
   let storeBytes = 0;
-  try { storeBytes = statSync(join(config.dataDir, 'outpost.mdb')).size; } catch { /* first start */ }
+  try {
+    storeBytes = statSync(join(config.dataDir, 'outpost.mdb')).size;
+  } catch {
+    /* first start */
+  }
   const fsStat = statfsSync(config.dataDir);
   // A 32-bit build maps 1 GiB: there the map, not the SD card, is what fills first.
   return Math.floor(Math.min(0.8 * (storeBytes + fsStat.bavail * fsStat.bsize), config.store.mapSizeBytes));

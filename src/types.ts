@@ -21,7 +21,16 @@ export type AccessToken = Brand<string, 'AccessToken'>;
 export const NULL_UUID = '13814000-1dd2-11b2-8080-808080808080' as CustomerId;
 
 export const ENTITY_TYPES = [
-  'TENANT', 'CUSTOMER', 'USER', 'RULE', 'PLUGIN', 'DASHBOARD', 'ASSET', 'DEVICE', 'ALARM', 'ENTITY_VIEW',
+  'TENANT',
+  'CUSTOMER',
+  'USER',
+  'RULE',
+  'PLUGIN',
+  'DASHBOARD',
+  'ASSET',
+  'DEVICE',
+  'ALARM',
+  'ENTITY_VIEW',
 ] as const;
 export type EntityType = (typeof ENTITY_TYPES)[number];
 

@@ -57,8 +57,10 @@ interface Row {
   readonly alongside?: (fx: Fixture, signal: AbortSignal) => Promise<unknown>;
 }
 
-const T = (entity: string, id: (fx: Fixture) => string, rest: string) => (fx: Fixture): string =>
-  `/api/plugins/telemetry/${entity}/${id(fx)}/${rest}`;
+const T =
+  (entity: string, id: (fx: Fixture) => string, rest: string) =>
+  (fx: Fixture): string =>
+    `/api/plugins/telemetry/${entity}/${id(fx)}/${rest}`;
 const D = (fx: Fixture): string => fx.deviceD;
 const S = (fx: Fixture): string => fx.assetS;
 const U = (): string => UNKNOWN_ID;
@@ -77,61 +79,267 @@ async function freshDeviceOfA(fx: Fixture, role: Role | 'probe', tag: string): P
 const ROWS: readonly Row[] = [
   // ---- auth (docs/api.md)
   { name: 'GET /api/auth/user', method: 'GET', path: () => '/api/auth/user', expect: [200, 200, 200] },
-  { name: 'POST /api/auth/logout', method: 'POST', path: () => '/api/auth/logout', expect: [200, 200, 200], freshLogin: true },
+  {
+    name: 'POST /api/auth/logout',
+    method: 'POST',
+    path: () => '/api/auth/logout',
+    expect: [200, 200, 200],
+    freshLogin: true,
+  },
   // ---- devices (docs/api.md)
-  { name: 'POST /api/device (create)', method: 'POST', path: () => '/api/device', body: (_fx, role) => ({ name: `created-by-${role}` }), expect: [200, 403, 403] },
-  { name: 'POST /api/device (update D)', method: 'POST', path: () => '/api/device', body: (fx) => ({ id: { entityType: 'DEVICE', id: fx.deviceD }, name: 'device-D', label: 'updated' }), expect: [200, 200, 403] },
+  {
+    name: 'POST /api/device (create)',
+    method: 'POST',
+    path: () => '/api/device',
+    body: (_fx, role) => ({ name: `created-by-${role}` }),
+    expect: [200, 403, 403],
+  },
+  {
+    name: 'POST /api/device (update D)',
+    method: 'POST',
+    path: () => '/api/device',
+    body: (fx) => ({ id: { entityType: 'DEVICE', id: fx.deviceD }, name: 'device-D', label: 'updated' }),
+    expect: [200, 200, 403],
+  },
   { name: 'GET /api/device/{D}', method: 'GET', path: (fx) => `/api/device/${fx.deviceD}`, expect: [200, 200, 403] },
-  { name: 'GET /api/device/{unknown}', method: 'GET', path: () => `/api/device/${UNKNOWN_ID}`, expect: [404, 404, 404] },
-  { name: 'GET /api/device/{D}/credentials', method: 'GET', path: (fx) => `/api/device/${fx.deviceD}/credentials`, expect: [200, 200, 403] },
-  { name: 'DELETE /api/device/{fresh of A}', method: 'DELETE', path: async (fx, role) => `/api/device/${await freshDeviceOfA(fx, role, 'del')}`, expect: [200, 403, 403] },
-  { name: 'DELETE /api/device/{unknown}', method: 'DELETE', path: () => `/api/device/${UNKNOWN_ID}`, expect: [404, 403, 403] },
-  { name: 'GET /api/tenant/devices (page)', method: 'GET', path: () => '/api/tenant/devices?pageSize=10&page=0', expect: [200, 403, 403] },
-  { name: 'GET /api/tenant/devices?deviceName', method: 'GET', path: () => '/api/tenant/devices?deviceName=device-D', expect: [200, 403, 403] },
+  {
+    name: 'GET /api/device/{unknown}',
+    method: 'GET',
+    path: () => `/api/device/${UNKNOWN_ID}`,
+    expect: [404, 404, 404],
+  },
+  {
+    name: 'GET /api/device/{D}/credentials',
+    method: 'GET',
+    path: (fx) => `/api/device/${fx.deviceD}/credentials`,
+    expect: [200, 200, 403],
+  },
+  {
+    name: 'DELETE /api/device/{fresh of A}',
+    method: 'DELETE',
+    path: async (fx, role) => `/api/device/${await freshDeviceOfA(fx, role, 'del')}`,
+    expect: [200, 403, 403],
+  },
+  {
+    name: 'DELETE /api/device/{unknown}',
+    method: 'DELETE',
+    path: () => `/api/device/${UNKNOWN_ID}`,
+    expect: [404, 403, 403],
+  },
+  {
+    name: 'GET /api/tenant/devices (page)',
+    method: 'GET',
+    path: () => '/api/tenant/devices?pageSize=10&page=0',
+    expect: [200, 403, 403],
+  },
+  {
+    name: 'GET /api/tenant/devices?deviceName',
+    method: 'GET',
+    path: () => '/api/tenant/devices?deviceName=device-D',
+    expect: [200, 403, 403],
+  },
   // ---- customers
-  { name: 'POST /api/customer', method: 'POST', path: () => '/api/customer', body: (_fx, role) => ({ title: `customer-by-${role}` }), expect: [200, 403, 403] },
-  { name: 'GET /api/customer/{A}', method: 'GET', path: (fx) => `/api/customer/${fx.customerA}`, expect: [200, 200, 403] },
-  { name: 'GET /api/customer/{unknown}', method: 'GET', path: () => `/api/customer/${UNKNOWN_ID}`, expect: [404, 404, 404] },
-  { name: 'GET /api/customers', method: 'GET', path: () => '/api/customers?pageSize=10&page=0', expect: [200, 403, 403] },
-  { name: 'GET /api/customer/{A}/devices', method: 'GET', path: (fx) => `/api/customer/${fx.customerA}/devices?pageSize=10&page=0`, expect: [200, 200, 403] },
-  { name: 'GET /api/customer/{A}/assets', method: 'GET', path: (fx) => `/api/customer/${fx.customerA}/assets?pageSize=10&page=0`, expect: [200, 200, 403] },
-  { name: 'POST /api/customer/{A}/device/{D}', method: 'POST', path: (fx) => `/api/customer/${fx.customerA}/device/${fx.deviceD}`, expect: [200, 403, 403] },
-  { name: 'DELETE /api/customer/device/{fresh of A}', method: 'DELETE', path: async (fx, role) => `/api/customer/device/${await freshDeviceOfA(fx, role, 'unassign')}`, expect: [200, 403, 403] },
+  {
+    name: 'POST /api/customer',
+    method: 'POST',
+    path: () => '/api/customer',
+    body: (_fx, role) => ({ title: `customer-by-${role}` }),
+    expect: [200, 403, 403],
+  },
+  {
+    name: 'GET /api/customer/{A}',
+    method: 'GET',
+    path: (fx) => `/api/customer/${fx.customerA}`,
+    expect: [200, 200, 403],
+  },
+  {
+    name: 'GET /api/customer/{unknown}',
+    method: 'GET',
+    path: () => `/api/customer/${UNKNOWN_ID}`,
+    expect: [404, 404, 404],
+  },
+  {
+    name: 'GET /api/customers',
+    method: 'GET',
+    path: () => '/api/customers?pageSize=10&page=0',
+    expect: [200, 403, 403],
+  },
+  {
+    name: 'GET /api/customer/{A}/devices',
+    method: 'GET',
+    path: (fx) => `/api/customer/${fx.customerA}/devices?pageSize=10&page=0`,
+    expect: [200, 200, 403],
+  },
+  {
+    name: 'GET /api/customer/{A}/assets',
+    method: 'GET',
+    path: (fx) => `/api/customer/${fx.customerA}/assets?pageSize=10&page=0`,
+    expect: [200, 200, 403],
+  },
+  {
+    name: 'POST /api/customer/{A}/device/{D}',
+    method: 'POST',
+    path: (fx) => `/api/customer/${fx.customerA}/device/${fx.deviceD}`,
+    expect: [200, 403, 403],
+  },
+  {
+    name: 'DELETE /api/customer/device/{fresh of A}',
+    method: 'DELETE',
+    path: async (fx, role) => `/api/customer/device/${await freshDeviceOfA(fx, role, 'unassign')}`,
+    expect: [200, 403, 403],
+  },
   // ---- assets
-  { name: 'POST /api/asset', method: 'POST', path: () => '/api/asset', body: (_fx, role) => ({ name: `asset-by-${role}`, type: 'building' }), expect: [200, 403, 403] },
+  {
+    name: 'POST /api/asset',
+    method: 'POST',
+    path: () => '/api/asset',
+    body: (_fx, role) => ({ name: `asset-by-${role}`, type: 'building' }),
+    expect: [200, 403, 403],
+  },
   { name: 'GET /api/asset/{S}', method: 'GET', path: (fx) => `/api/asset/${fx.assetS}`, expect: [200, 200, 403] },
   { name: 'GET /api/asset/{unknown}', method: 'GET', path: () => `/api/asset/${UNKNOWN_ID}`, expect: [404, 404, 404] },
-  { name: 'GET /api/tenant/assets', method: 'GET', path: () => '/api/tenant/assets?pageSize=10&page=0', expect: [200, 403, 403] },
-  { name: 'POST /api/customer/{A}/asset/{S}', method: 'POST', path: (fx) => `/api/customer/${fx.customerA}/asset/${fx.assetS}`, expect: [200, 403, 403] },
+  {
+    name: 'GET /api/tenant/assets',
+    method: 'GET',
+    path: () => '/api/tenant/assets?pageSize=10&page=0',
+    expect: [200, 403, 403],
+  },
+  {
+    name: 'POST /api/customer/{A}/asset/{S}',
+    method: 'POST',
+    path: (fx) => `/api/customer/${fx.customerA}/asset/${fx.assetS}`,
+    expect: [200, 403, 403],
+  },
   // ---- telemetry REST (docs/api.md)
   { name: 'GET keys/timeseries (D)', method: 'GET', path: T('DEVICE', D, 'keys/timeseries'), expect: [200, 200, 403] },
-  { name: 'GET keys/timeseries (unknown)', method: 'GET', path: T('DEVICE', U, 'keys/timeseries'), expect: [404, 404, 404] },
-  { name: 'GET keys/timeseries (asset S)', method: 'GET', path: T('ASSET', S, 'keys/timeseries'), expect: [200, 200, 403] },
-  { name: 'GET values/timeseries latest (D)', method: 'GET', path: T('DEVICE', D, 'values/timeseries?keys=temperature'), expect: [200, 200, 403] },
-  { name: 'GET values/timeseries history (D)', method: 'GET', path: T('DEVICE', D, 'values/timeseries?keys=temperature&startTs=0&endTs=100000'), expect: [200, 200, 403] },
-  { name: 'GET values/timeseries/history (D)', method: 'GET', path: T('DEVICE', D, 'values/timeseries/history?keys=temperature&startTs=0&endTs=100000'), expect: [200, 200, 403] },
-  { name: 'POST timeseries/ANY (D)', method: 'POST', path: T('DEVICE', D, 'timeseries/ANY'), body: () => ({ matrix: 1 }), expect: [200, 200, 403] },
-  { name: 'POST timeseries/ANY (asset S)', method: 'POST', path: T('ASSET', S, 'timeseries/ANY'), body: () => ({ matrix: 1 }), expect: [200, 200, 403] },
-  { name: 'DELETE timeseries/delete (D)', method: 'DELETE', path: T('DEVICE', D, 'timeseries/delete?keys=nothing&deleteAllDataForKeys=true'), expect: [200, 200, 403] },
+  {
+    name: 'GET keys/timeseries (unknown)',
+    method: 'GET',
+    path: T('DEVICE', U, 'keys/timeseries'),
+    expect: [404, 404, 404],
+  },
+  {
+    name: 'GET keys/timeseries (asset S)',
+    method: 'GET',
+    path: T('ASSET', S, 'keys/timeseries'),
+    expect: [200, 200, 403],
+  },
+  {
+    name: 'GET values/timeseries latest (D)',
+    method: 'GET',
+    path: T('DEVICE', D, 'values/timeseries?keys=temperature'),
+    expect: [200, 200, 403],
+  },
+  {
+    name: 'GET values/timeseries history (D)',
+    method: 'GET',
+    path: T('DEVICE', D, 'values/timeseries?keys=temperature&startTs=0&endTs=100000'),
+    expect: [200, 200, 403],
+  },
+  {
+    name: 'GET values/timeseries/history (D)',
+    method: 'GET',
+    path: T('DEVICE', D, 'values/timeseries/history?keys=temperature&startTs=0&endTs=100000'),
+    expect: [200, 200, 403],
+  },
+  {
+    name: 'POST timeseries/ANY (D)',
+    method: 'POST',
+    path: T('DEVICE', D, 'timeseries/ANY'),
+    body: () => ({ matrix: 1 }),
+    expect: [200, 200, 403],
+  },
+  {
+    name: 'POST timeseries/ANY (asset S)',
+    method: 'POST',
+    path: T('ASSET', S, 'timeseries/ANY'),
+    body: () => ({ matrix: 1 }),
+    expect: [200, 200, 403],
+  },
+  {
+    name: 'DELETE timeseries/delete (D)',
+    method: 'DELETE',
+    path: T('DEVICE', D, 'timeseries/delete?keys=nothing&deleteAllDataForKeys=true'),
+    expect: [200, 200, 403],
+  },
   { name: 'GET keys/attributes (D)', method: 'GET', path: T('DEVICE', D, 'keys/attributes'), expect: [200, 200, 403] },
-  { name: 'GET values/attributes (D)', method: 'GET', path: T('DEVICE', D, 'values/attributes'), expect: [200, 200, 403] },
-  { name: 'GET values/attributes (unknown)', method: 'GET', path: T('DEVICE', U, 'values/attributes'), expect: [404, 404, 404] },
-  { name: 'POST attributes/SERVER_SCOPE (D)', method: 'POST', path: T('DEVICE', D, 'attributes/SERVER_SCOPE'), body: () => ({ matrix: 1 }), expect: [200, 200, 403] },
-  { name: 'DELETE SERVER_SCOPE (D)', method: 'DELETE', path: T('DEVICE', D, 'SERVER_SCOPE?keys=nothing'), expect: [200, 200, 403] },
-  { name: 'GET keys/depthseries (D)', method: 'GET', path: T('DEVICE', D, 'keys/depthseries'), expect: [200, 200, 403] },
-  { name: 'GET values/depthseries (D)', method: 'GET', path: T('DEVICE', D, 'values/depthseries?keys=depthKey'), expect: [200, 200, 403] },
+  {
+    name: 'GET values/attributes (D)',
+    method: 'GET',
+    path: T('DEVICE', D, 'values/attributes'),
+    expect: [200, 200, 403],
+  },
+  {
+    name: 'GET values/attributes (unknown)',
+    method: 'GET',
+    path: T('DEVICE', U, 'values/attributes'),
+    expect: [404, 404, 404],
+  },
+  {
+    name: 'POST attributes/SERVER_SCOPE (D)',
+    method: 'POST',
+    path: T('DEVICE', D, 'attributes/SERVER_SCOPE'),
+    body: () => ({ matrix: 1 }),
+    expect: [200, 200, 403],
+  },
+  {
+    name: 'DELETE SERVER_SCOPE (D)',
+    method: 'DELETE',
+    path: T('DEVICE', D, 'SERVER_SCOPE?keys=nothing'),
+    expect: [200, 200, 403],
+  },
+  {
+    name: 'GET keys/depthseries (D)',
+    method: 'GET',
+    path: T('DEVICE', D, 'keys/depthseries'),
+    expect: [200, 200, 403],
+  },
+  {
+    name: 'GET values/depthseries (D)',
+    method: 'GET',
+    path: T('DEVICE', D, 'values/depthseries?keys=depthKey'),
+    expect: [200, 200, 403],
+  },
   // ---- server-side RPC (docs/api.md): the device polls while the one-way call waits for delivery
   {
-    name: 'POST /api/plugins/rpc/oneway/{D}', method: 'POST', path: (fx) => `/api/plugins/rpc/oneway/${fx.deviceD}`,
-    body: () => ({ method: 'matrix', params: {}, timeout: 20000 }), expect: [200, 200, 403],
-    alongside: (fx, signal) => fetch(`${fx.gw.url}/api/v1/${fx.deviceToken}/rpc?timeout=20000`, { signal }).then((r) => r.text()),
+    name: 'POST /api/plugins/rpc/oneway/{D}',
+    method: 'POST',
+    path: (fx) => `/api/plugins/rpc/oneway/${fx.deviceD}`,
+    body: () => ({ method: 'matrix', params: {}, timeout: 20000 }),
+    expect: [200, 200, 403],
+    alongside: (fx, signal) =>
+      fetch(`${fx.gw.url}/api/v1/${fx.deviceToken}/rpc?timeout=20000`, { signal }).then((r) => r.text()),
   },
-  { name: 'POST /api/plugins/rpc/twoway/{unknown}', method: 'POST', path: () => `/api/plugins/rpc/twoway/${UNKNOWN_ID}`, body: () => ({ method: 'x', params: {} }), expect: [404, 404, 404] },
+  {
+    name: 'POST /api/plugins/rpc/twoway/{unknown}',
+    method: 'POST',
+    path: () => `/api/plugins/rpc/twoway/${UNKNOWN_ID}`,
+    body: () => ({ method: 'x', params: {} }),
+    expect: [404, 404, 404],
+  },
   { name: 'GET /api/outpost/status', method: 'GET', path: () => '/api/outpost/status', expect: [200, 403, 403] },
   // ---- CSV downloads (docs/api.md), token in Authorization
-  { name: 'GET /api/download/deviceSeriesData (D)', method: 'GET', path: (fx) => `/api/download/deviceSeriesData?deviceId=${fx.deviceD}&type=ts&startValue=0&endValue=100000`, expect: [200, 200, 403], authorizationHeader: true },
-  { name: 'GET /api/download/deviceSeriesData (unknown)', method: 'GET', path: () => `/api/download/deviceSeriesData?deviceId=${UNKNOWN_ID}&type=ts&startValue=0&endValue=1`, expect: [404, 404, 404], authorizationHeader: true },
-  { name: 'GET /api/download/deviceAttributesData (D)', method: 'GET', path: (fx) => `/api/download/deviceAttributesData?deviceId=${fx.deviceD}`, expect: [200, 200, 403], authorizationHeader: true },
+  {
+    name: 'GET /api/download/deviceSeriesData (D)',
+    method: 'GET',
+    path: (fx) => `/api/download/deviceSeriesData?deviceId=${fx.deviceD}&type=ts&startValue=0&endValue=100000`,
+    expect: [200, 200, 403],
+    authorizationHeader: true,
+  },
+  {
+    name: 'GET /api/download/deviceSeriesData (unknown)',
+    method: 'GET',
+    path: () => `/api/download/deviceSeriesData?deviceId=${UNKNOWN_ID}&type=ts&startValue=0&endValue=1`,
+    expect: [404, 404, 404],
+    authorizationHeader: true,
+  },
+  {
+    name: 'GET /api/download/deviceAttributesData (D)',
+    method: 'GET',
+    path: (fx) => `/api/download/deviceAttributesData?deviceId=${fx.deviceD}`,
+    expect: [200, 200, 403],
+    authorizationHeader: true,
+  },
 ];
 
 const AUTHENTICATED = ['tenantAdmin', 'ownCustomer', 'otherCustomer'] as const;
@@ -206,11 +414,21 @@ async function setup(t: Test): Promise<Fixture> {
   if (out.status !== 200) throw new Error(`logout failed: ${out.status} ${out.text}`);
 
   return {
-    gw, customerA: a['id'] as string, customerB: b['id'] as string, deviceD: device.id, deviceToken: device.token, assetS,
+    gw,
+    customerA: a['id'] as string,
+    customerB: b['id'] as string,
+    deviceD: device.id,
+    deviceToken: device.token,
+    assetS,
     passwords,
     tokens: {
-      tenantAdmin: admin.token, ownCustomer: own.token, otherCustomer: other.token,
-      noToken: undefined, expired, tampered, loggedOut: gone.token,
+      tenantAdmin: admin.token,
+      ownCustomer: own.token,
+      otherCustomer: other.token,
+      noToken: undefined,
+      expired,
+      tampered,
+      loggedOut: gone.token,
     },
   };
 }
@@ -230,7 +448,11 @@ t.test('access matrix: endpoint × role', async (t) => {
       for (const role of ROLES) {
         const want = expected(row, role);
         const r = await send(fx, row, role);
-        t.equal(r.status, want.status, `${role} → ${want.status}${r.status === want.status ? '' : ` (got ${r.text.slice(0, 200)})`}`);
+        t.equal(
+          r.status,
+          want.status,
+          `${role} → ${want.status}${r.status === want.status ? '' : ` (got ${r.text.slice(0, 200)})`}`,
+        );
         if (want.errorCode !== undefined && r.status === want.status) {
           const err = r.json<{ status: number; errorCode: number; message: string }>();
           t.equal(err.errorCode, want.errorCode, `${role} errorCode ${want.errorCode}`);
@@ -245,10 +467,28 @@ t.test('access matrix: endpoint × role', async (t) => {
   await t.test('refused callers created nothing', async (t) => {
     const adminHeaders = { 'X-Authorization': `Bearer ${fx.tokens.tenantAdmin ?? ''}` };
     for (const role of ROLES) {
-      const lookup = await http('GET', `${fx.gw.url}/api/tenant/devices?deviceName=created-by-${role}`, undefined, adminHeaders);
-      t.equal(lookup.status, role === 'tenantAdmin' ? 200 : 404, `device created by ${role}: ${role === 'tenantAdmin' ? 'yes' : 'no'}`);
-      const customer = await http('GET', `${fx.gw.url}/api/customers?pageSize=100&page=0&textSearch=customer-by-${role}`, undefined, adminHeaders);
-      t.equal(customer.json<{ totalElements: number }>().totalElements, role === 'tenantAdmin' ? 1 : 0, `customer created by ${role}`);
+      const lookup = await http(
+        'GET',
+        `${fx.gw.url}/api/tenant/devices?deviceName=created-by-${role}`,
+        undefined,
+        adminHeaders,
+      );
+      t.equal(
+        lookup.status,
+        role === 'tenantAdmin' ? 200 : 404,
+        `device created by ${role}: ${role === 'tenantAdmin' ? 'yes' : 'no'}`,
+      );
+      const customer = await http(
+        'GET',
+        `${fx.gw.url}/api/customers?pageSize=100&page=0&textSearch=customer-by-${role}`,
+        undefined,
+        adminHeaders,
+      );
+      t.equal(
+        customer.json<{ totalElements: number }>().totalElements,
+        role === 'tenantAdmin' ? 1 : 0,
+        `customer created by ${role}`,
+      );
     }
   });
 });
@@ -261,17 +501,42 @@ interface WsRow {
 }
 
 const WS_ROWS: readonly WsRow[] = [
-  { name: 'tsSubCmds DEVICE D', frame: (fx) => ({ tsSubCmds: [{ cmdId: 1, entityType: 'DEVICE', entityId: fx.deviceD, keys: 'temperature' }] }), expect: [0, 0, 1] },
-  { name: 'tsSubCmds ASSET S', frame: (fx) => ({ tsSubCmds: [{ cmdId: 1, entityType: 'ASSET', entityId: fx.assetS }] }), expect: [0, 0, 1] },
-  { name: 'tsSubCmds unknown device', frame: () => ({ tsSubCmds: [{ cmdId: 1, entityType: 'DEVICE', entityId: UNKNOWN_ID }] }), expect: [1, 1, 1] },
-  { name: 'historyCmds DEVICE D', frame: (fx) => ({ historyCmds: [{ cmdId: 1, entityType: 'DEVICE', entityId: fx.deviceD, keys: 'temperature', startTs: 0, endTs: 100000 }] }), expect: [0, 0, 1] },
-  { name: 'attrSubCmds DEVICE D', frame: (fx) => ({ attrSubCmds: [{ cmdId: 1, entityType: 'DEVICE', entityId: fx.deviceD }] }), expect: [0, 0, 1] },
+  {
+    name: 'tsSubCmds DEVICE D',
+    frame: (fx) => ({ tsSubCmds: [{ cmdId: 1, entityType: 'DEVICE', entityId: fx.deviceD, keys: 'temperature' }] }),
+    expect: [0, 0, 1],
+  },
+  {
+    name: 'tsSubCmds ASSET S',
+    frame: (fx) => ({ tsSubCmds: [{ cmdId: 1, entityType: 'ASSET', entityId: fx.assetS }] }),
+    expect: [0, 0, 1],
+  },
+  {
+    name: 'tsSubCmds unknown device',
+    frame: () => ({ tsSubCmds: [{ cmdId: 1, entityType: 'DEVICE', entityId: UNKNOWN_ID }] }),
+    expect: [1, 1, 1],
+  },
+  {
+    name: 'historyCmds DEVICE D',
+    frame: (fx) => ({
+      historyCmds: [
+        { cmdId: 1, entityType: 'DEVICE', entityId: fx.deviceD, keys: 'temperature', startTs: 0, endTs: 100000 },
+      ],
+    }),
+    expect: [0, 0, 1],
+  },
+  {
+    name: 'attrSubCmds DEVICE D',
+    frame: (fx) => ({ attrSubCmds: [{ cmdId: 1, entityType: 'DEVICE', entityId: fx.deviceD }] }),
+    expect: [0, 0, 1],
+  },
 ];
 
 const WS_BAD_TOKEN_ROLES = ['expired', 'tampered', 'loggedOut'] as const;
 
 t.test('access matrix: websocket command × role', async (t) => {
-  const wsUrl = (token: string): string => `${fx.gw.url.replace(/^http/, 'ws')}/api/ws/plugins/telemetry?token=${encodeURIComponent(token)}`;
+  const wsUrl = (token: string): string =>
+    `${fx.gw.url.replace(/^http/, 'ws')}/api/ws/plugins/telemetry?token=${encodeURIComponent(token)}`;
   let probe: WsClient;
   try {
     probe = await WsClient.connect(wsUrl(fx.tokens.tenantAdmin ?? ''));

@@ -15,7 +15,12 @@ function claimsOf(jwt: string): Record<string, unknown> {
   return JSON.parse(Buffer.from(payload, 'base64url').toString('utf8')) as Record<string, unknown>;
 }
 
-interface TbError { status: number; message: string; errorCode: number; timestamp: number }
+interface TbError {
+  status: number;
+  message: string;
+  errorCode: number;
+  timestamp: number;
+}
 
 function isTbError(t: Test, r: HttpResult, status: number, errorCode: number, message?: string): void {
   t.equal(r.status, status, `status ${status}`);
@@ -60,11 +65,35 @@ t.test('auth REST', async (t) => {
   });
 
   await t.test('login failures are 401 TB errors', async (t) => {
-    isTbError(t, await http('POST', url('/api/auth/login'), { username: 'admin@example.com', password: 'wrong' }), 401, 10, 'Invalid username or password');
-    isTbError(t, await http('POST', url('/api/auth/login'), { username: 'nobody@example.com', password: 'secret-1' }), 401, 10, 'Invalid username or password');
+    isTbError(
+      t,
+      await http('POST', url('/api/auth/login'), { username: 'admin@example.com', password: 'wrong' }),
+      401,
+      10,
+      'Invalid username or password',
+    );
+    isTbError(
+      t,
+      await http('POST', url('/api/auth/login'), { username: 'nobody@example.com', password: 'secret-1' }),
+      401,
+      10,
+      'Invalid username or password',
+    );
     isTbError(t, await http('POST', url('/api/auth/login'), '{not json'), 401, 10, 'Authentication failed');
-    isTbError(t, await http('POST', url('/api/auth/login'), { username: 'admin@example.com' }), 401, 10, 'Authentication failed');
-    isTbError(t, await http('POST', url('/api/auth/login'), { username: '', password: 'x' }), 401, 10, 'Authentication failed');
+    isTbError(
+      t,
+      await http('POST', url('/api/auth/login'), { username: 'admin@example.com' }),
+      401,
+      10,
+      'Authentication failed',
+    );
+    isTbError(
+      t,
+      await http('POST', url('/api/auth/login'), { username: '', password: 'x' }),
+      401,
+      10,
+      'Authentication failed',
+    );
     isTbError(t, await http('POST', url('/api/auth/login'), '[1,2]'), 401, 10, 'Authentication failed');
     isTbError(t, await http('GET', url('/api/auth/login')), 401, 10, 'Authentication method not supported');
   });
@@ -87,12 +116,30 @@ t.test('auth REST', async (t) => {
     }
     isTbError(t, await http('GET', url('/api/auth/user')), 401, 10, 'Authentication failed');
     isTbError(t, await http('GET', url('/api/auth/user'), undefined, { 'X-Authorization': `Basic ${token}` }), 401, 10);
-    isTbError(t, await http('GET', url('/api/auth/user'), undefined, { 'X-Authorization': 'Bearer not-a-jwt' }), 401, 10, 'Invalid username or password');
+    isTbError(
+      t,
+      await http('GET', url('/api/auth/user'), undefined, { 'X-Authorization': 'Bearer not-a-jwt' }),
+      401,
+      10,
+      'Invalid username or password',
+    );
     const [h, p, sig] = token.split('.') as [string, string, string];
     const flipped = sig.slice(0, 10) + (sig[10] === 'A' ? 'B' : 'A') + sig.slice(11);
-    isTbError(t, await http('GET', url('/api/auth/user'), undefined, authHeaders(`${h}.${p}.${flipped}`)), 401, 11, 'Token has expired');
+    isTbError(
+      t,
+      await http('GET', url('/api/auth/user'), undefined, authHeaders(`${h}.${p}.${flipped}`)),
+      401,
+      11,
+      'Token has expired',
+    );
     const forged = Buffer.from(JSON.stringify({ ...claimsOf(token), scopes: ['TENANT_ADMIN'] })).toString('base64url');
-    isTbError(t, await http('GET', url('/api/auth/user'), undefined, authHeaders(`${h}.${forged}.${sig}`)), 401, 11, 'Token has expired');
+    isTbError(
+      t,
+      await http('GET', url('/api/auth/user'), undefined, authHeaders(`${h}.${forged}.${sig}`)),
+      401,
+      11,
+      'Token has expired',
+    );
   });
 
   await t.test('refresh gives a new working pair; access token is no refresh token', async (t) => {
@@ -119,9 +166,25 @@ t.test('auth REST', async (t) => {
     const out = await http('POST', url('/api/auth/logout'), undefined, authHeaders(a.token));
     t.equal(out.status, 200);
     t.equal(out.text, '');
-    isTbError(t, await http('GET', url('/api/auth/user'), undefined, authHeaders(a.token)), 401, 11, 'Token has expired');
-    isTbError(t, await http('POST', url('/api/auth/token'), { refreshToken: a.refreshToken }), 401, 11, 'Token has expired');
-    t.equal((await http('GET', url('/api/auth/user'), undefined, authHeaders(b.token))).status, 200, 'other session unaffected');
+    isTbError(
+      t,
+      await http('GET', url('/api/auth/user'), undefined, authHeaders(a.token)),
+      401,
+      11,
+      'Token has expired',
+    );
+    isTbError(
+      t,
+      await http('POST', url('/api/auth/token'), { refreshToken: a.refreshToken }),
+      401,
+      11,
+      'Token has expired',
+    );
+    t.equal(
+      (await http('GET', url('/api/auth/user'), undefined, authHeaders(b.token))).status,
+      200,
+      'other session unaffected',
+    );
     isTbError(t, await http('POST', url('/api/auth/logout')), 401, 10);
   });
 

@@ -46,7 +46,7 @@ t.test('query --json equals REST on random queries, local and remote', async (t)
     const agg = AGGS[int(AGGS.length)] as (typeof AGGS)[number];
     const startTs = t0 - 3_600_000 + int(20 * 3_600_000);
     const endTs = startTs + 1 + int(30 * 3_600_000);
-    const interval = agg === 'NONE' ? 0 : [60_000, 600_000, 3_600_000, 7_200_000, 5_432_100][int(5)] as number;
+    const interval = agg === 'NONE' ? 0 : ([60_000, 600_000, 3_600_000, 7_200_000, 5_432_100][int(5)] as number);
     const limit = rand() < 0.4 ? 1 + int(300) : agg === 'NONE' ? 5000 : undefined;
     const ks = keys.filter(() => rand() < 0.6);
     if (ks.length === 0) ks.push('m');
@@ -54,10 +54,31 @@ t.test('query --json equals REST on random queries, local and remote', async (t)
   });
   const check = async ({ agg, startTs, endTs, interval, limit, ks }: (typeof drawn)[number]): Promise<void> => {
     const qs = `keys=${ks.join(',')}&startTs=${startTs}&endTs=${endTs}&interval=${interval}&agg=${agg}&orderBy=ASC${limit === undefined ? '' : `&limit=${limit}`}`;
-    const rest = await http('GET', `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}/values/timeseries?${qs}`, undefined, H);
-    const args = ['query', 'rnd', '--keys', ks.join(','), '--from', String(startTs), '--to', String(endTs), '--agg', agg, '--json',
-      ...(interval ? ['--interval', String(interval)] : []), ...(limit === undefined ? [] : ['--limit', String(limit)])];
-    const [l, r] = await Promise.all([cli([...args, '--data-dir', gw.dataDir], env), cli([...args, '--url', gw.url], env)]);
+    const rest = await http(
+      'GET',
+      `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}/values/timeseries?${qs}`,
+      undefined,
+      H,
+    );
+    const args = [
+      'query',
+      'rnd',
+      '--keys',
+      ks.join(','),
+      '--from',
+      String(startTs),
+      '--to',
+      String(endTs),
+      '--agg',
+      agg,
+      '--json',
+      ...(interval ? ['--interval', String(interval)] : []),
+      ...(limit === undefined ? [] : ['--limit', String(limit)]),
+    ];
+    const [l, r] = await Promise.all([
+      cli([...args, '--data-dir', gw.dataDir], env),
+      cli([...args, '--url', gw.url], env),
+    ]);
     if (rest.status !== 200) {
       // a query REST refuses (too many buckets) is refused by the CLI too, with REST's message
       t.equal(l.code, 1, `${qs}: local refuses as REST (${rest.status})`);
@@ -70,5 +91,8 @@ t.test('query --json equals REST on random queries, local and remote', async (t)
   };
   let compared = 0;
   for (let i = 0; i < drawn.length; i += 3) await Promise.all(drawn.slice(i, i + 3).map(check));
-  t.ok(compared >= QUERIES / 2, `${compared} of ${QUERIES} queries answered and compared (the rest refused by REST and the CLI alike)`);
+  t.ok(
+    compared >= QUERIES / 2,
+    `${compared} of ${QUERIES} queries answered and compared (the rest refused by REST and the CLI alike)`,
+  );
 });

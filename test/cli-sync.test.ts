@@ -28,10 +28,30 @@ t.test('outpost sync shows the backlog, its age, a parked device and who is behi
   type Seen = { state: string; backlogPoints: number; devices: Array<{ name: string; state: string }> };
   // the tokenless device first: it parks at its first send (while backing off, nothing is tried)
   await post(meter.token, { ts: oldest + 5000, values: { kwh: 7 } });
-  await syncStatusUntil<Seen>(gw, jwt, (s) => s.devices.some((d) => d.name === 'meter-7' && d.state === 'parked'), 'meter-7 parked', 10_000, 50);
-  await post(pump.token, [{ ts: oldest, values: { p: 1.5 } }, { ts: oldest + 1000, values: { p: 2.5 } }, { ts: oldest + 2000, values: { p: 3 } }]);
-  await syncStatusUntil<Seen>(gw, jwt, (s) => s.state === 'backoff' && s.backlogPoints === 4 && s.devices.some((d) => d.name === 'meter-7' && d.state === 'parked'),
-    'backing off, 4 behind, meter-7 parked', 10_000, 50);
+  await syncStatusUntil<Seen>(
+    gw,
+    jwt,
+    (s) => s.devices.some((d) => d.name === 'meter-7' && d.state === 'parked'),
+    'meter-7 parked',
+    10_000,
+    50,
+  );
+  await post(pump.token, [
+    { ts: oldest, values: { p: 1.5 } },
+    { ts: oldest + 1000, values: { p: 2.5 } },
+    { ts: oldest + 2000, values: { p: 3 } },
+  ]);
+  await syncStatusUntil<Seen>(
+    gw,
+    jwt,
+    (s) =>
+      s.state === 'backoff' &&
+      s.backlogPoints === 4 &&
+      s.devices.some((d) => d.name === 'meter-7' && d.state === 'parked'),
+    'backing off, 4 behind, meter-7 parked',
+    10_000,
+    50,
+  );
 
   const env = { XDG_CONFIG_HOME: tempDir(t), OUTPOST_URL: '' };
   const li = await cli(['login', '--url', gw.url, '--username', 'tech@site.test', '--password', 'secret'], env);
@@ -40,18 +60,30 @@ t.test('outpost sync shows the backlog, its age, a parked device and who is behi
   t.equal(shown.code, 0, shown.stderr);
   const lines = shown.stdout.trimEnd().split('\n');
   // backing off, or retrying when asked (sync.retryMaxMs is 400 ms here)
-  t.match(lines[0], new RegExp(`^sync +(backoff|sending) to ${tb.url.replace(/[.]/g, '\\.')}; clock `), 'state and upstream first');
+  t.match(
+    lines[0],
+    new RegExp(`^sync +(backoff|sending) to ${tb.url.replace(/[.]/g, '\\.')}; clock `),
+    'state and upstream first',
+  );
   t.match(shown.stdout, /^last ok +never$/m, 'no upstream answer yet');
-  t.match(shown.stdout, /^backlog +4 points behind, the oldest stamped .* \(3h 0m ago\); 0 sent since the data dir was made$/m, 'how far behind, and since when');
+  t.match(
+    shown.stdout,
+    /^backlog +4 points behind, the oldest stamped .* \(3h 0m ago\); 0 sent since the data dir was made$/m,
+    'how far behind, and since when',
+  );
   t.match(shown.stdout, /^last error +HTTP 503 from /m, 'why');
-  t.match(shown.stdout, /^parked +1 device \(their points wait; the others go on\):\n {2}meter-7: no upstream token .*; 1 point behind$/m, 'the parked device, its reason and what waits');
+  t.match(
+    shown.stdout,
+    /^parked +1 device \(their points wait; the others go on\):\n {2}meter-7: no upstream token .*; 1 point behind$/m,
+    'the parked device, its reason and what waits',
+  );
   t.match(shown.stdout, /^behind +1 device with points to send:\n {2}pump-1: 3 points$/m, 'who else is behind');
   t.notMatch(shown.stdout, /^(dropped|held|set aside) /m, 'no empty sections');
 
   const asJson = await cli(['sync', '--url', gw.url, '--json'], env);
   t.equal(asJson.code, 0, asJson.stderr);
   const rest = await syncStatusOf<Record<string, unknown>>(gw, jwt);
-  t.same(Object.keys(JSON.parse(asJson.stdout) as object).sort(), Object.keys(rest).sort(), '--json is REST\'s body');
+  t.same(Object.keys(JSON.parse(asJson.stdout) as object).sort(), Object.keys(rest).sort(), "--json is REST's body");
   t.equal((JSON.parse(asJson.stdout) as { backlogPoints: number }).backlogPoints, 4);
 
   const noUrl = await cli(['sync'], env);
@@ -59,7 +91,7 @@ t.test('outpost sync shows the backlog, its age, a parked device and who is behi
   t.match(noUrl.stderr, /sync asks the running daemon: give --url \(or OUTPOST_URL\)/, 'that says how to ask');
 
   tb.answer = undefined;
-  await tb.waitFor(() => tb.distinct('P1').size === 3, 'pump-1\'s points upstream');
+  await tb.waitFor(() => tb.distinct('P1').size === 3, "pump-1's points upstream");
   await syncStatusUntil<Seen>(gw, jwt, (s) => s.backlogPoints === 1, 'only the parked device behind', 10_000, 50);
   const after = await cli(['sync', '--url', gw.url], env);
   t.match(after.stdout, /^backlog +1 point behind, .*; 3 sent since the data dir was made$/m, 'sent counted');

@@ -15,9 +15,21 @@ import { openStoreEnv } from '../src/store/env.js';
 import { NULL_UUID } from '../src/types.js';
 import { type CliResult, addDevice, cli, cliJson, http, startGateway, tempDir } from './helpers/server.js';
 
-interface DeviceLine { id: string; name: string; token: string }
-interface CustomerLine { id: string; title: string }
-interface UserLine { id: string; email: string; authority: string; customerId: string }
+interface DeviceLine {
+  id: string;
+  name: string;
+  token: string;
+}
+interface CustomerLine {
+  id: string;
+  title: string;
+}
+interface UserLine {
+  id: string;
+  email: string;
+  authority: string;
+  customerId: string;
+}
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -48,16 +60,67 @@ t.test('admin commands without a daemon', async (t) => {
   t.match(cust.id, UUID);
   t.same(Object.keys(cust), ['id', 'title']);
   t.equal(cust.title, 'Acme');
-  failsWithOneLine(t, await cli(['customer', 'add', ...dd, '--title', 'Acme']), /^outpost: .*already exists/, 'duplicate customer title');
+  failsWithOneLine(
+    t,
+    await cli(['customer', 'add', ...dd, '--title', 'Acme']),
+    /^outpost: .*already exists/,
+    'duplicate customer title',
+  );
 
   // Independent creations run side by side (separate processes; LMDB serialises the writers).
   const [plain, byId, byTitle, admin, cu, cuById] = await Promise.all([
     cliJson<DeviceLine>(['device', 'add', ...dd, '--name', 'pump-1']),
-    cliJson<DeviceLine>(['device', 'add', ...dd, '--name', 'pump-2', '--customer', cust.id, '--token', 'tok-2', '--type', 'pump']),
+    cliJson<DeviceLine>([
+      'device',
+      'add',
+      ...dd,
+      '--name',
+      'pump-2',
+      '--customer',
+      cust.id,
+      '--token',
+      'tok-2',
+      '--type',
+      'pump',
+    ]),
     cliJson<DeviceLine>(['device', 'add', ...dd, '--name', 'pump-3', '--customer', 'Acme']),
-    cliJson<UserLine>(['user', 'add', ...dd, '--email', 'admin@example.com', '--password', 'secret', '--authority', 'TENANT_ADMIN']),
-    cliJson<UserLine>(['user', 'add', ...dd, '--email', 'cu@example.com', '--password', 'pw', '--authority', 'CUSTOMER_USER', '--customer', 'Acme']),
-    cliJson<UserLine>(['user', 'add', ...dd, '--email', 'cu2@example.com', '--password', 'pw', '--authority', 'CUSTOMER_USER', '--customer', cust.id]),
+    cliJson<UserLine>([
+      'user',
+      'add',
+      ...dd,
+      '--email',
+      'admin@example.com',
+      '--password',
+      'secret',
+      '--authority',
+      'TENANT_ADMIN',
+    ]),
+    cliJson<UserLine>([
+      'user',
+      'add',
+      ...dd,
+      '--email',
+      'cu@example.com',
+      '--password',
+      'pw',
+      '--authority',
+      'CUSTOMER_USER',
+      '--customer',
+      'Acme',
+    ]),
+    cliJson<UserLine>([
+      'user',
+      'add',
+      ...dd,
+      '--email',
+      'cu2@example.com',
+      '--password',
+      'pw',
+      '--authority',
+      'CUSTOMER_USER',
+      '--customer',
+      cust.id,
+    ]),
   ]);
   t.same(Object.keys(plain), ['id', 'name', 'token'], 'device add prints {id,name,token}');
   t.match(plain.id, UUID);
@@ -76,15 +139,43 @@ t.test('admin commands without a daemon', async (t) => {
 
   // Failures change nothing, so they run side by side (each is a separate process).
   const failures: Array<[string[], RegExp, string]> = [
-    [['device', 'add', '--name', 'pump-1'], /^outpost: Device with such name already exists!$/, 'duplicate device name'],
-    [['device', 'add', '--name', 'pump-9', '--token', 'tok-2'], /^outpost: .*credentials are already assigned/, 'duplicate token'],
-    [['device', 'add', '--name', 'pump-9', '--customer', 'Nobody'], /^outpost: no customer with id or title "Nobody"$/, 'unknown customer'],
+    [
+      ['device', 'add', '--name', 'pump-1'],
+      /^outpost: Device with such name already exists!$/,
+      'duplicate device name',
+    ],
+    [
+      ['device', 'add', '--name', 'pump-9', '--token', 'tok-2'],
+      /^outpost: .*credentials are already assigned/,
+      'duplicate token',
+    ],
+    [
+      ['device', 'add', '--name', 'pump-9', '--customer', 'Nobody'],
+      /^outpost: no customer with id or title "Nobody"$/,
+      'unknown customer',
+    ],
     [['device', 'add', '--name', 'pump-9', '--token', 'has space'], /^outpost: .*access token/, 'bad token'],
-    [['user', 'add', '--email', 'ADMIN@example.com', '--password', 'x', '--authority', 'TENANT_ADMIN'], /^outpost: .*already present/, 'duplicate email (case-insensitive)'],
-    [['user', 'add', '--email', 'c2@example.com', '--password', 'x', '--authority', 'CUSTOMER_USER'], /^outpost: .*customer/, 'customer user without a customer'],
-    [['user', 'add', '--email', 'not-an-email', '--password', 'x', '--authority', 'TENANT_ADMIN'], /^outpost: Invalid email/, 'bad email'],
+    [
+      ['user', 'add', '--email', 'ADMIN@example.com', '--password', 'x', '--authority', 'TENANT_ADMIN'],
+      /^outpost: .*already present/,
+      'duplicate email (case-insensitive)',
+    ],
+    [
+      ['user', 'add', '--email', 'c2@example.com', '--password', 'x', '--authority', 'CUSTOMER_USER'],
+      /^outpost: .*customer/,
+      'customer user without a customer',
+    ],
+    [
+      ['user', 'add', '--email', 'not-an-email', '--password', 'x', '--authority', 'TENANT_ADMIN'],
+      /^outpost: Invalid email/,
+      'bad email',
+    ],
     [['device', 'add'], /required option '--name/, 'missing required option'],
-    [['user', 'add', '--email', 'x@example.com', '--password', 'x', '--authority', 'ROOT'], /ROOT/, 'unknown authority'],
+    [
+      ['user', 'add', '--email', 'x@example.com', '--password', 'x', '--authority', 'ROOT'],
+      /ROOT/,
+      'unknown authority',
+    ],
     [['frobnicate'], /unknown command 'frobnicate'/, 'unknown command'],
   ];
   const results = await Promise.all(failures.map(([args]) => cli([...args, ...dd])));
@@ -93,15 +184,33 @@ t.test('admin commands without a daemon', async (t) => {
   // OUTPOST_DATA_DIR is the CLI's default data dir too
   const viaEnv = await cli(['device', 'add', '--name', 'env-dev'], { OUTPOST_DATA_DIR: dir });
   t.equal(viaEnv.code, 0);
-  t.equal(await deviceCustomer(dir, (JSON.parse(viaEnv.stdout) as { id: string }).id), NULL_UUID, 'created in the env data dir');
+  t.equal(
+    await deviceCustomer(dir, (JSON.parse(viaEnv.stdout) as { id: string }).id),
+    NULL_UUID,
+    'created in the env data dir',
+  );
 });
 
 t.test('admin commands while the daemon runs; the daemon sees them at once', async (t) => {
   const gw = await startGateway(t);
   t.equal(gw.logs.filter((l) => /listening on/.test(l)).length, 1, 'one log line when listening');
-  t.ok(gw.logs.some((l) => /outpost user add/.test(l)), 'first start says how to create the first user');
+  t.ok(
+    gw.logs.some((l) => /outpost user add/.test(l)),
+    'first start says how to create the first user',
+  );
 
-  const user = await cliJson<UserLine>(['user', 'add', '--data-dir', gw.dataDir, '--email', 'live@example.com', '--password', 'pw1', '--authority', 'TENANT_ADMIN']);
+  const user = await cliJson<UserLine>([
+    'user',
+    'add',
+    '--data-dir',
+    gw.dataDir,
+    '--email',
+    'live@example.com',
+    '--password',
+    'pw1',
+    '--authority',
+    'TENANT_ADMIN',
+  ]);
   t.match(user.id, UUID);
   const login = await http('POST', `${gw.url}/api/auth/login`, { username: 'live@example.com', password: 'pw1' });
   t.equal(login.status, 200, 'a user created by the CLI can log in without a restart');
@@ -111,13 +220,21 @@ t.test('admin commands while the daemon runs; the daemon sees them at once', asy
   const dev = await addDevice(gw.dataDir, 'live-dev', ['--customer', cust.id]);
   const r = await http('POST', `${gw.url}/api/v1/${dev.token}/telemetry`, '{"a":1}');
   t.equal(r.status, 200, 'a device created by the CLI posts at once');
-  failsWithOneLine(t, await cli(['device', 'add', '--data-dir', gw.dataDir, '--name', 'live-dev']), /already exists/, 'duplicate while running');
+  failsWithOneLine(
+    t,
+    await cli(['device', 'add', '--data-dir', gw.dataDir, '--name', 'live-dev']),
+    /already exists/,
+    'duplicate while running',
+  );
   t.equal(await deviceCustomer(gw.dataDir, dev.id), cust.id, 'readable from another process while the daemon runs');
 
   t.equal(await gw.stop('SIGTERM'), 0, 'SIGTERM → exit 0');
   t.ok(gw.logs.some((l) => /SIGTERM received/.test(l)));
   const again = await startGateway(t, { dataDir: gw.dataDir });
-  t.notOk(again.logs.some((l) => /outpost user add/.test(l)), 'second start does not create the tenant again');
+  t.notOk(
+    again.logs.some((l) => /outpost user add/.test(l)),
+    'second start does not create the tenant again',
+  );
   t.equal(await again.stop('SIGINT'), 0, 'SIGINT → exit 0');
 });
 
@@ -126,8 +243,11 @@ t.test('a data dir whose LMDB file is not an Outpost store: a clear error, read-
   const other = openLmdb({ path: join(dir, 'outpost.mdb'), maxDbs: 4 });
   await other.openDB({ name: 'meta' }).put('k', 1);
   await other.close();
-  t.throws(() => openStoreEnv({ dataDir: dir, mapSizeBytes: DEFAULTS.store.mapSizeBytes, readOnly: true }),
-    { code: 'STORE_FAILED', message: /has no entities, names, .* databases: not an Outpost store/ }, 'opening it read-only');
+  t.throws(
+    () => openStoreEnv({ dataDir: dir, mapSizeBytes: DEFAULTS.store.mapSizeBytes, readOnly: true }),
+    { code: 'STORE_FAILED', message: /has no entities, names, .* databases: not an Outpost store/ },
+    'opening it read-only',
+  );
   const r = await cli(['status', '--data-dir', dir]);
   t.not(r.code, 0);
   t.match(r.stderr, /^outpost: .*not an Outpost store\n$/, 'one line, no TypeError');
@@ -137,7 +257,17 @@ t.test('serve rejects bad configuration with a one-line error, before touching t
   const dir = tempDir(t);
   const [badPort, noTlsFile, certOnly] = await Promise.all([
     cli(['serve', '--data-dir', dir, '--port', 'abc']),
-    cli(['serve', '--data-dir', dir, '--port', '0', '--tls-cert', join(dir, 'nope.pem'), '--tls-key', join(dir, 'nope.key')]),
+    cli([
+      'serve',
+      '--data-dir',
+      dir,
+      '--port',
+      '0',
+      '--tls-cert',
+      join(dir, 'nope.pem'),
+      '--tls-key',
+      join(dir, 'nope.key'),
+    ]),
     cli(['serve', '--data-dir', dir, '--port', '0', '--tls-cert', join(dir, 'nope.pem')]),
   ]);
   failsWithOneLine(t, badPort, /^outpost: .*port must be an integer/, 'bad port');
@@ -158,26 +288,53 @@ t.test('HTTPS with --tls-cert/--tls-key', { skip: hasOpenssl ? false : 'openssl 
   const cert = join(dir, 'cert.pem');
   const key = join(dir, 'key.pem');
   // a self-signed certificate valid for 127.0.0.1, so the client can verify it properly
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1',
-    '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost'], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'rsa:2048',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '1',
+      '-subj',
+      '/CN=localhost',
+      '-addext',
+      'subjectAltName=IP:127.0.0.1,DNS:localhost',
+    ],
+    { stdio: 'ignore' },
+  );
   const gw = await startGateway(t, { args: ['--tls-cert', cert, '--tls-key', key] });
   t.match(gw.url, /^https:/);
   t.ok(gw.logs.some((l) => /listening on https:\/\//.test(l)));
   const dev = await addDevice(gw.dataDir, 'tls-dev');
   const ca = readFileSync(cert);
   const res = await new Promise<{ status: number; text: string }>((resolve, reject) => {
-    const req = httpsRequest(`${gw.url}/api/v1/${dev.token}/telemetry`, { method: 'POST', ca, headers: { 'content-type': 'application/json' } }, (r) => {
-      let text = '';
-      r.on('data', (c: Buffer) => { text += c.toString(); });
-      r.on('end', () => resolve({ status: r.statusCode ?? 0, text }));
-    });
+    const req = httpsRequest(
+      `${gw.url}/api/v1/${dev.token}/telemetry`,
+      { method: 'POST', ca, headers: { 'content-type': 'application/json' } },
+      (r) => {
+        let text = '';
+        r.on('data', (c: Buffer) => {
+          text += c.toString();
+        });
+        r.on('end', () => resolve({ status: r.statusCode ?? 0, text }));
+      },
+    );
     req.on('error', reject);
     req.end('{"ts":1,"values":{"secure":true}}');
   });
   t.equal(res.status, 200, 'telemetry over HTTPS, certificate verified against its own CA');
   t.equal(res.text, '');
   const plain = await http('POST', `http://127.0.0.1:${gw.port}/api/v1/${dev.token}/telemetry`, '{"a":1}').then(
-    (r) => `status ${r.status}`, (err: unknown) => `error ${String(err)}`);
+    (r) => `status ${r.status}`,
+    (err: unknown) => `error ${String(err)}`,
+  );
   t.match(plain, /^error/, 'plain HTTP on the TLS port does not get an answer');
   t.equal(await gw.stop('SIGTERM'), 0);
 });

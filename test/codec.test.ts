@@ -4,15 +4,39 @@
  */
 import t from 'tap';
 import {
-  decodePointKey, decodeStamped, decodeValue, encodeStamped, encodeValue, entityPrefix, pointKey, prefixEnd, readOrderedI64,
-  seriesKey, writeOrderedI64,
+  decodePointKey,
+  decodeStamped,
+  decodeValue,
+  encodeStamped,
+  encodeValue,
+  entityPrefix,
+  pointKey,
+  prefixEnd,
+  readOrderedI64,
+  seriesKey,
+  writeOrderedI64,
 } from '../src/store/encoding/codec.js';
 import { type KvValue, kvBool, kvDouble, kvJson, kvLong, kvString } from '../src/model/kv.js';
 import { rng } from './helpers/prng.js';
 
 const I64_EDGES = [
-  Number.MIN_SAFE_INTEGER, -(2 ** 32) - 1, -(2 ** 32), -(2 ** 31), -1000, -2, -1, 0, 1, 2, 1000, 2 ** 31, 2 ** 32 - 1,
-  2 ** 32, 2 ** 32 + 1, 1_700_000_000_000, Number.MAX_SAFE_INTEGER,
+  Number.MIN_SAFE_INTEGER,
+  -(2 ** 32) - 1,
+  -(2 ** 32),
+  -(2 ** 31),
+  -1000,
+  -2,
+  -1,
+  0,
+  1,
+  2,
+  1000,
+  2 ** 31,
+  2 ** 32 - 1,
+  2 ** 32,
+  2 ** 32 + 1,
+  1_700_000_000_000,
+  Number.MAX_SAFE_INTEGER,
 ];
 
 t.test('ordered i64: round trip and byte order equals numeric order', async (t) => {
@@ -42,17 +66,21 @@ t.test('ordered i64: round trip and byte order equals numeric order', async (t) 
 
 t.test('point keys sort by entity, then key, then ts', async (t) => {
   const keys: Array<[number, number, number]> = [];
-  for (const e of [1, 2, 255, 256, 2 ** 32 - 1]) for (const k of [1, 7, 65536]) for (const ts of [-5000, -1, 0, 1, 5000, 1_700_000_000_000]) keys.push([e, k, ts]);
+  for (const e of [1, 2, 255, 256, 2 ** 32 - 1])
+    for (const k of [1, 7, 65536]) for (const ts of [-5000, -1, 0, 1, 5000, 1_700_000_000_000]) keys.push([e, k, ts]);
   const next = rng(2);
   const shuffled = [...keys];
   for (let i = shuffled.length - 1; i > 0; i--) {
     const j = Math.floor(next() * (i + 1));
     [shuffled[i], shuffled[j]] = [shuffled[j] as [number, number, number], shuffled[i] as [number, number, number]];
   }
-  const sortedBytes = shuffled.map((x) => pointKey(...x)).sort(Buffer.compare).map((b) => {
-    const d = decodePointKey(b);
-    return [d.e, d.k, d.ts];
-  });
+  const sortedBytes = shuffled
+    .map((x) => pointKey(...x))
+    .sort(Buffer.compare)
+    .map((b) => {
+      const d = decodePointKey(b);
+      return [d.e, d.k, d.ts];
+    });
   const sortedTuples = [...keys].sort((a, b) => a[0] - b[0] || a[1] - b[1] || a[2] - b[2]);
   t.same(sortedBytes, sortedTuples);
   t.equal(pointKey(1, 2, 3).length, 16, 'a point key is 16 bytes');
@@ -63,7 +91,8 @@ t.test('point keys sort by entity, then key, then ts', async (t) => {
 t.test('prefixEnd is the first key after every key with the prefix', async (t) => {
   const p = seriesKey(5, 0xff);
   const end = prefixEnd(p);
-  for (const ts of [Number.MIN_SAFE_INTEGER, 0, Number.MAX_SAFE_INTEGER]) t.ok(Buffer.compare(pointKey(5, 0xff, ts), end) < 0);
+  for (const ts of [Number.MIN_SAFE_INTEGER, 0, Number.MAX_SAFE_INTEGER])
+    t.ok(Buffer.compare(pointKey(5, 0xff, ts), end) < 0);
   t.ok(Buffer.compare(pointKey(5, 0x100, Number.MIN_SAFE_INTEGER), end) >= 0, 'the next series is not inside');
   t.same(prefixEnd(Buffer.from([1, 0xff, 0xff])), Buffer.from([2]), 'carries over 0xff bytes');
   t.same(prefixEnd(Buffer.from([0xff, 0xff])), Buffer.from([0xff, 0xff, 0xff]), 'an all-0xff prefix gets a longer key');
@@ -71,13 +100,34 @@ t.test('prefixEnd is the first key after every key with the prefix', async (t) =
 
 t.test('values round trip through encodeValue/decodeValue and encodeStamped', async (t) => {
   const values: KvValue[] = [
-    kvBool(true), kvBool(false),
-    kvLong(0), kvLong(-1), kvLong(2147483647), kvLong(-2147483648), kvLong(2147483648), kvLong(-2147483649),
-    kvLong(Number.MAX_SAFE_INTEGER), kvLong(Number.MIN_SAFE_INTEGER),
-    kvLong(9223372036854775807n), kvLong(-9223372036854775808n), kvLong(9007199254740993n),
-    kvDouble(0), kvDouble(-0), kvDouble(42), kvDouble(10.1), kvDouble(-1.5e-300), kvDouble(Number.MAX_VALUE), kvDouble(Infinity), kvDouble(NaN),
-    kvString(''), kvString('abc'), kvString('ünïcödé 😀'), kvString('\u0000nul'), kvString('x'.repeat(100_000)),
-    kvJson('{"a":1.0,"b":[1E2,null]}'), kvJson('[]'),
+    kvBool(true),
+    kvBool(false),
+    kvLong(0),
+    kvLong(-1),
+    kvLong(2147483647),
+    kvLong(-2147483648),
+    kvLong(2147483648),
+    kvLong(-2147483649),
+    kvLong(Number.MAX_SAFE_INTEGER),
+    kvLong(Number.MIN_SAFE_INTEGER),
+    kvLong(9223372036854775807n),
+    kvLong(-9223372036854775808n),
+    kvLong(9007199254740993n),
+    kvDouble(0),
+    kvDouble(-0),
+    kvDouble(42),
+    kvDouble(10.1),
+    kvDouble(-1.5e-300),
+    kvDouble(Number.MAX_VALUE),
+    kvDouble(Infinity),
+    kvDouble(NaN),
+    kvString(''),
+    kvString('abc'),
+    kvString('ünïcödé 😀'),
+    kvString('\u0000nul'),
+    kvString('x'.repeat(100_000)),
+    kvJson('{"a":1.0,"b":[1E2,null]}'),
+    kvJson('[]'),
   ];
   for (const v of values) {
     const label = `${v.type} ${typeof v.v === 'string' ? v.v.slice(0, 20) : String(v.v)}`;
@@ -92,8 +142,16 @@ t.test('values round trip through encodeValue/decodeValue and encodeStamped', as
   }
   t.equal(typeof decodeValue(encodeValue(kvLong(12))).v, 'number', 'a small long decodes as a number');
   t.equal(encodeValue(kvLong(12)).length, 5, 'longs in 32 bits take 5 bytes');
-  t.equal(typeof decodeValue(encodeValue(kvLong(9223372036854775807n))).v, 'bigint', 'a long beyond 2^53 decodes as a bigint');
-  t.equal(typeof decodeValue(encodeValue(kvLong(2 ** 40))).v, 'number', 'a safe long beyond 32 bits decodes as a number');
+  t.equal(
+    typeof decodeValue(encodeValue(kvLong(9223372036854775807n))).v,
+    'bigint',
+    'a long beyond 2^53 decodes as a bigint',
+  );
+  t.equal(
+    typeof decodeValue(encodeValue(kvLong(2 ** 40))).v,
+    'number',
+    'a safe long beyond 32 bits decodes as a number',
+  );
   t.throws(() => decodeValue(Buffer.from([99])), /unknown tag 99/);
   const framed = Buffer.concat([Buffer.from('junk'), encodeValue(kvString('mid')), Buffer.from('tail')]);
   t.equal(decodeValue(framed, 4, framed.length - 4).v, 'mid', 'decodes a slice given offset and end');

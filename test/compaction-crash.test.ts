@@ -28,12 +28,22 @@ const POINTS = (14 * DAY) / STEP;
 type Model = Map<string, Map<number, KvValue>>;
 
 const body = (recs: Array<[number, Record<string, string>]>): string =>
-  `[${recs.map(([ts, v]) => `{"ts":${ts},"values":{${Object.entries(v).map(([k, x]) => `"${k}":${x}`).join(',')}}}`).join(',')}]`;
+  `[${recs
+    .map(
+      ([ts, v]) =>
+        `{"ts":${ts},"values":{${Object.entries(v)
+          .map(([k, x]) => `"${k}":${x}`)
+          .join(',')}}}`,
+    )
+    .join(',')}]`;
 
 /** Two weeks of a 2-decimal temperature and a counter, then overwrites of day 5 and a type change in day 6. */
 function workload(): { bodies: string[]; model: Model } {
   const rand = rng(11);
-  const model: Model = new Map([['temperature', new Map()], ['counter', new Map()]]);
+  const model: Model = new Map([
+    ['temperature', new Map()],
+    ['counter', new Map()],
+  ]);
   const set = (key: string, ts: number, literal: string, v: KvValue): Record<string, string> => {
     (model.get(key) as Map<number, KvValue>).set(ts, v);
     return { [key]: literal };
@@ -48,7 +58,10 @@ function workload(): { bodies: string[]; model: Model } {
       counter += Math.floor(rand() * 4);
       const ts = T0 + i * STEP;
       const t = (temp / 100).toFixed(2);
-      recs.push([ts, { ...set('temperature', ts, t, kvDouble(Number(t))), ...set('counter', ts, String(counter), kvLong(counter)) }]);
+      recs.push([
+        ts,
+        { ...set('temperature', ts, t, kvDouble(Number(t))), ...set('counter', ts, String(counter), kvLong(counter)) },
+      ]);
     }
     bodies.push(body(recs));
   }
@@ -62,20 +75,26 @@ function workload(): { bodies: string[]; model: Model } {
   bodies.push(body(over));
   // a counter that turns into a double at every 50th point of day 6 (its chunks then hold mixed types)
   const mixed: Array<[number, Record<string, string>]> = [];
-  for (let ts = T0 + 6 * DAY; ts < T0 + 7 * DAY; ts += 50 * STEP) mixed.push([ts, set('counter', ts, `${ts % 997}.25`, kvDouble((ts % 997) + 0.25))]);
+  for (let ts = T0 + 6 * DAY; ts < T0 + 7 * DAY; ts += 50 * STEP)
+    mixed.push([ts, set('counter', ts, `${ts % 997}.25`, kvDouble((ts % 997) + 0.25))]);
   bodies.push(body(mixed));
   return { bodies, model };
 }
 
 /** TB's answer for `key` as the raw computation gives it: [bucket ts, value] per non-empty bucket. */
-function expected(series: Map<number, KvValue>, q: { startTs: number; endTs: number; interval: number }, fn: (typeof AGG_FNS)[number]): Array<[number, string]> {
+function expected(
+  series: Map<number, KvValue>,
+  q: { startTs: number; endTs: number; interval: number },
+  fn: (typeof AGG_FNS)[number],
+): Array<[number, string]> {
   const points = [...series].sort((a, b) => a[0] - b[0]);
   const out: Array<[number, string]> = [];
   let i = 0;
   for (const b of bucketsOf(planBuckets(q.startTs, q.endTs, q.interval, { maxIntervals: 700 }))) {
     while (i < points.length && (points[i] as [number, KvValue])[0] < b.start) i++;
     const agg = emptyAgg();
-    for (let j = i; j < points.length && (points[j] as [number, KvValue])[0] < b.end; j++) addPoint(agg, ...(points[j] as [number, KvValue]));
+    for (let j = i; j < points.length && (points[j] as [number, KvValue])[0] < b.end; j++)
+      addPoint(agg, ...(points[j] as [number, KvValue]));
     const value = finalizeAgg(agg, fn);
     if (value !== undefined) out.push([b.ts, kvToString(value)]);
   }
@@ -112,8 +131,10 @@ t.test('kill -9 during compaction loses nothing and leaves rollups consistent wi
   }
   gw.proc.kill('SIGKILL');
   t.equal(await gw.stop('SIGKILL'), null, 'the daemon died by the signal');
-  t.ok(atKill.head > 0 && atKill.head <= posted.head / 2 && atKill.chunks > 0,
-    `killed mid-compaction (head fragments: ${posted.head} after the posts, ${atKill.head} at the kill; ${atKill.chunks} chunks)`);
+  t.ok(
+    atKill.head > 0 && atKill.head <= posted.head / 2 && atKill.chunks > 0,
+    `killed mid-compaction (head fragments: ${posted.head} after the posts, ${atKill.head} at the kill; ${atKill.chunks} chunks)`,
+  );
 
   const checkRaw = async (label: string): Promise<void> => {
     const dump = await readEntity(gw.dataDir, dev.id);
@@ -121,10 +142,17 @@ t.test('kill -9 during compaction loses nothing and leaves rollups consistent wi
       const want = [...series].sort((a, b) => a[0] - b[0]).map(([ts, v]) => `${ts} ${v.type} ${kvToString(v)}`);
       const got = (dump.points[key] ?? []).map((p) => `${p.ts} ${p.type} ${p.value}`);
       t.equal(got.length, want.length, `${label}: ${key} has every point (${want.length})`);
-      t.ok(got.every((g, i) => g === want[i]), `${label}: ${key} holds the last posted value of every point`);
+      t.ok(
+        got.every((g, i) => g === want[i]),
+        `${label}: ${key} holds the last posted value of every point`,
+      );
       const newest = want[want.length - 1] as string;
       const latest = dump.latest[key];
-      t.equal(latest && `${latest.ts} ${latest.type} ${latest.value}`, newest, `${label}: latest ${key} is its newest point`);
+      t.equal(
+        latest && `${latest.ts} ${latest.type} ${latest.value}`,
+        newest,
+        `${label}: latest ${key} is its newest point`,
+      );
     }
   };
   await checkRaw('after kill -9');
@@ -135,11 +163,23 @@ t.test('kill -9 during compaction loses nothing and leaves rollups consistent wi
     let mismatches = 0;
     for (const q of QUERIES) {
       for (const fn of AGG_FNS) {
-        const r = await http('GET', `${gw2.url}/api/plugins/telemetry/DEVICE/${dev.id}/values/timeseries?keys=temperature,counter&startTs=${q.startTs}&endTs=${q.endTs}&interval=${q.interval}&agg=${fn}`, undefined, authHeaders(token));
+        const r = await http(
+          'GET',
+          `${gw2.url}/api/plugins/telemetry/DEVICE/${dev.id}/values/timeseries?keys=temperature,counter&startTs=${q.startTs}&endTs=${q.endTs}&interval=${q.interval}&agg=${fn}`,
+          undefined,
+          authHeaders(token),
+        );
         const answer = r.json<Record<string, Array<{ ts: number; value: string }> | undefined>>();
         for (const [key, series] of model) {
           const got = (answer[key] ?? []).map((p) => [p.ts, p.value]);
-          if (!t.same(got, expected(series, q, fn), `${label}: ${key} ${fn} over [${q.startTs - T0}, ${q.endTs - T0}) by ${q.interval}`)) mismatches++;
+          if (
+            !t.same(
+              got,
+              expected(series, q, fn),
+              `${label}: ${key} ${fn} over [${q.startTs - T0}, ${q.endTs - T0}) by ${q.interval}`,
+            )
+          )
+            mismatches++;
         }
       }
     }

@@ -33,14 +33,27 @@ t.test('defaults with an empty environment', async (t) => {
 t.test('precedence: flags > env > file > defaults, key by key', async (t) => {
   const dir = tempDir(t);
   const file = join(dir, 'outpost.json');
-  writeFileSync(file, JSON.stringify({ host: '10.0.0.1', port: 1111, dataDir: '/from/file', http: { maxBodyBytes: 1000 }, logLevel: 'silent' }));
+  writeFileSync(
+    file,
+    JSON.stringify({
+      host: '10.0.0.1',
+      port: 1111,
+      dataDir: '/from/file',
+      http: { maxBodyBytes: 1000 },
+      logLevel: 'silent',
+    }),
+  );
 
   const fileOnly = loadConfig({ config: file }, {});
   t.equal(fileOnly.host, '10.0.0.1');
   t.equal(fileOnly.port, 1111);
   t.equal(fileOnly.dataDir, '/from/file');
   t.equal(fileOnly.http.maxBodyBytes, 1000, 'nested file key');
-  t.equal(fileOnly.http.maxRpcBodyBytes, DEFAULTS.http.maxRpcBodyBytes, 'sibling of a nested file key keeps its default');
+  t.equal(
+    fileOnly.http.maxRpcBodyBytes,
+    DEFAULTS.http.maxRpcBodyBytes,
+    'sibling of a nested file key keeps its default',
+  );
   t.equal(fileOnly.logLevel, 'silent');
 
   const env = { OUTPOST_CONFIG: file, OUTPOST_HOST: '10.0.0.2', OUTPOST_PORT: '2222' };
@@ -53,7 +66,11 @@ t.test('precedence: flags > env > file > defaults, key by key', async (t) => {
   t.equal(flagsOverEnv.port, 3333, 'flag beats env');
   t.equal(flagsOverEnv.dataDir, '/from/flag', 'flag beats env');
   t.equal(flagsOverEnv.host, '10.0.0.2', 'env value kept where no flag is given');
-  t.equal(loadConfig({}, { ...env, OUTPOST_DATA_DIR: '/from/env' }).dataDir, '/from/env', 'env beats file for the data dir');
+  t.equal(
+    loadConfig({}, { ...env, OUTPOST_DATA_DIR: '/from/env' }).dataDir,
+    '/from/env',
+    'env beats file for the data dir',
+  );
 
   const other = join(dir, 'other.json');
   writeFileSync(other, JSON.stringify({ port: 4444 }));
@@ -68,8 +85,16 @@ t.test('the result is deeply frozen', async (t) => {
   t.ok(Object.isFrozen(c));
   t.ok(Object.isFrozen(c.http));
   t.ok(Object.isFrozen(c.tls));
-  t.throws(() => { (c as { port: number }).port = 1; }, TypeError, 'assignment throws in strict mode');
-  t.throws(() => { (c.http as { maxBodyBytes: number }).maxBodyBytes = 1; }, TypeError);
+  t.throws(
+    () => {
+      (c as { port: number }).port = 1;
+    },
+    TypeError,
+    'assignment throws in strict mode',
+  );
+  t.throws(() => {
+    (c.http as { maxBodyBytes: number }).maxBodyBytes = 1;
+  }, TypeError);
   t.equal(DEFAULTS.port, 8080, 'the defaults object itself is never mutated');
   t.not(Object.isFrozen(DEFAULTS.http), true, 'loading does not freeze the shared defaults');
 });
@@ -101,9 +126,18 @@ t.test('invalid configuration is rejected with CONFIG_INVALID', async (t) => {
     ['TLS cert without key', () => loadConfig({ tlsCert: '/x.pem' }, {})],
     ['__proto__ key', () => loadConfig({ config: write('k.json', '{"__proto__":{}}') }, {})],
     ['inherited key name', () => loadConfig({ config: write('m.json', '{"toString":"x"}') }, {})],
-    ['commit delay below -1 (the budget)', () => loadConfig({ config: write('n.json', '{"store":{"commitDelayMs":-2}}') }, {})],
-    ['a write budget of 0', () => loadConfig({ config: write('p.json', '{"store":{"writeBudgetBytesPerDay":0}}') }, {})],
-    ['commit delay over a minute', () => loadConfig({ config: write('o.json', '{"store":{"commitDelayMs":60001}}') }, {})],
+    [
+      'commit delay below -1 (the budget)',
+      () => loadConfig({ config: write('n.json', '{"store":{"commitDelayMs":-2}}') }, {}),
+    ],
+    [
+      'a write budget of 0',
+      () => loadConfig({ config: write('p.json', '{"store":{"writeBudgetBytesPerDay":0}}') }, {}),
+    ],
+    [
+      'commit delay over a minute',
+      () => loadConfig({ config: write('o.json', '{"store":{"commitDelayMs":60001}}') }, {}),
+    ],
   ];
   for (const [name, fn] of cases) t.equal(codeOf(fn), 'CONFIG_INVALID', name);
   try {

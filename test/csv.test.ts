@@ -23,38 +23,65 @@ t.test('csvField quotes exactly commas, quotes, CR and LF (RFC 4180)', async (t)
   for (const [value, expected] of table) t.equal(csvField(value), expected, JSON.stringify(value));
   t.equal(csvRecord(['ts', 'a,b', 'c']), `ts,"a,b",c${EOL}`);
   const b = new CsvBuffer(4);
-  for (const [value] of table) { b.field(value); b.comma(); }
+  for (const [value] of table) {
+    b.field(value);
+    b.comma();
+  }
   b.eol();
-  t.equal(b.view().toString('utf8'), `${table.map(([, e]) => `${e},`).join('')}\n`, 'CsvBuffer writes the same bytes, growing as needed');
+  t.equal(
+    b.view().toString('utf8'),
+    `${table.map(([, e]) => `${e},`).join('')}\n`,
+    'CsvBuffer writes the same bytes, growing as needed',
+  );
 });
 
 /** A column over fixed cells, in small pages so page boundaries are crossed. */
-const cells = (pairs: Array<[number, string]>): Column => Column.of(pairs.map(([pos, text]) => ({ pos, text }))[Symbol.iterator](), 3);
+const cells = (pairs: Array<[number, string]>): Column =>
+  Column.of(pairs.map(([pos, text]) => ({ pos, text }))[Symbol.iterator](), 3);
 
 /** All chunks of a wide CSV, each copied (the generator reuses its buffer), and the chunks themselves. */
 function wideText(header: string[], columns: Column[], chunkBytes = 1 << 20): { text: string; chunks: Buffer[] } {
   const chunks: Buffer[] = [];
-  for (const c of wideCsvChunks({ header, columns, formatPos: (p) => String(p) }, chunkBytes)) chunks.push(Buffer.from(c));
+  for (const c of wideCsvChunks({ header, columns, formatPos: (p) => String(p) }, chunkBytes))
+    chunks.push(Buffer.from(c));
   return { text: Buffer.concat(chunks).toString('utf8'), chunks };
 }
 
 t.test('wideCsvChunks merges sorted sources into one row per distinct position', async (t) => {
-  const { text } = wideText(['ts', 'a', 'b', 'c', 'd'], [
-    cells([[1, 'a1'], [3, 'a3'], [7, 'a7']]),
-    cells([[2, 'b2'], [3, 'b3']]),
-    cells([]),
-    cells([[-5, 'c-5'], [7, 'c7']]),
-  ]);
-  t.equal(text, [
-    'ts,a,b,c,d\n',
-    '-5,,,,c-5\n',
-    '1,a1,,,\n',
-    '2,,b2,,\n',
-    '3,a3,b3,,\n',
-    '7,a7,,,c7\n',
-  ].join(''));
+  const { text } = wideText(
+    ['ts', 'a', 'b', 'c', 'd'],
+    [
+      cells([
+        [1, 'a1'],
+        [3, 'a3'],
+        [7, 'a7'],
+      ]),
+      cells([
+        [2, 'b2'],
+        [3, 'b3'],
+      ]),
+      cells([]),
+      cells([
+        [-5, 'c-5'],
+        [7, 'c7'],
+      ]),
+    ],
+  );
+  t.equal(text, ['ts,a,b,c,d\n', '-5,,,,c-5\n', '1,a1,,,\n', '2,,b2,,\n', '3,a3,b3,,\n', '7,a7,,,c7\n'].join(''));
   t.equal(wideText(['ts'], []).text, 'ts\n', 'no sources → header only');
-  t.equal(wideText(['ds', 'k,1'], [cells([[0.25, 'x,y'], [0.5, '']])]).text, 'ds,"k,1"\n0.25,"x,y"\n0.5,""\n', 'header and cells quoted; empty string is ""');
+  t.equal(
+    wideText(
+      ['ds', 'k,1'],
+      [
+        cells([
+          [0.25, 'x,y'],
+          [0.5, ''],
+        ]),
+      ],
+    ).text,
+    'ds,"k,1"\n0.25,"x,y"\n0.5,""\n',
+    'header and cells quoted; empty string is ""',
+  );
 });
 
 t.test('wideCsvChunks cuts chunks of at least chunkBytes, losing nothing', async (t) => {
@@ -81,7 +108,10 @@ t.test('seeded round trip through an independent RFC 4180 parser', async (t) => 
     const row: string[] = [];
     let any = false;
     for (let k = 0; k < K; k++) {
-      if (rnd() < 0.5) { row.push(''); continue; }
+      if (rnd() < 0.5) {
+        row.push('');
+        continue;
+      }
       let v = randomText();
       if (v === '') v = 'x';
       series[k]?.push([pos, v]);
@@ -90,7 +120,11 @@ t.test('seeded round trip through an independent RFC 4180 parser', async (t) => 
     }
     if (any) expected.set(pos, row);
   }
-  const { text } = wideText(['ts', 'k0', 'k1', 'k2', 'k3', 'k4'], series.map((s) => cells(s)), 4096);
+  const { text } = wideText(
+    ['ts', 'k0', 'k1', 'k2', 'k3', 'k4'],
+    series.map((s) => cells(s)),
+    4096,
+  );
   const parsed = parseCsv(text);
   t.same(parsed[0], ['ts', 'k0', 'k1', 'k2', 'k3', 'k4']);
   t.equal(parsed.length - 1, expected.size, 'one row per distinct position');
@@ -105,7 +139,21 @@ t.test('seeded round trip through an independent RFC 4180 parser', async (t) => 
 });
 
 t.test('CsvBuffer.integer writes the same digits as String(n)', async (t) => {
-  const values = [0, 7, 10, 99, 100, -1, -10, 1700000000000, -1700000000123, Number.MAX_SAFE_INTEGER, Number.MIN_SAFE_INTEGER, 2 ** 53 + 2, 1e21];
+  const values = [
+    0,
+    7,
+    10,
+    99,
+    100,
+    -1,
+    -10,
+    1700000000000,
+    -1700000000123,
+    Number.MAX_SAFE_INTEGER,
+    Number.MIN_SAFE_INTEGER,
+    2 ** 53 + 2,
+    1e21,
+  ];
   for (const n of values) {
     const b = new CsvBuffer(1);
     b.integer(n);
@@ -130,12 +178,17 @@ t.test('csvAttachment: waits for backpressure, stops reading when the client goe
   let bytes = 0;
   let release: (() => void) | undefined;
   const sink = {
-    get aborted() { return aborted; },
+    get aborted() {
+      return aborted;
+    },
     write(chunk: string | Buffer): Promise<void> {
       writes++;
       bytes += chunk.length;
       // the second write blocks until released: a slow client
-      if (writes === 2) return new Promise<void>((resolve) => { release = resolve; });
+      if (writes === 2)
+        return new Promise<void>((resolve) => {
+          release = resolve;
+        });
       return Promise.resolve();
     },
   };

@@ -8,7 +8,12 @@ import t from 'tap';
 import { type EntityDump, readEntity } from './helpers/readback.js';
 import { addDevice, cliJson, http, startGateway } from './helpers/server.js';
 
-interface TbError { status: number; message: string; errorCode: number; timestamp: number }
+interface TbError {
+  status: number;
+  message: string;
+  errorCode: number;
+  timestamp: number;
+}
 
 const MIB4 = 4 * 1024 * 1024;
 
@@ -29,7 +34,9 @@ function rawPost(url: string, body: Buffer, chunked: boolean): Promise<{ status:
     const req = httpRequest(url, { method: 'POST', headers }, (res) => {
       let text = '';
       res.setEncoding('utf8');
-      res.on('data', (c: string) => { text += c; });
+      res.on('data', (c: string) => {
+        text += c;
+      });
       res.on('end', () => resolve({ status: res.statusCode ?? 0, text }));
       res.on('error', reject);
     });
@@ -42,7 +49,10 @@ function rawPost(url: string, body: Buffer, chunked: boolean): Promise<{ status:
       while (off < body.length) {
         const chunk = body.subarray(off, off + piece);
         off += piece;
-        if (!req.write(chunk)) { req.once('drain', pump); return; }
+        if (!req.write(chunk)) {
+          req.once('drain', pump);
+          return;
+        }
       }
       req.end();
     };
@@ -82,8 +92,11 @@ t.test('telemetry shapes, typing, overwrite rules, errors and caps', async (t) =
   const after = Date.now();
 
   // --- typing, end to end ---
-  await expect200(typing, `{"ts":1000,"values":{"dbl":42.0,"lng":11,"exp":1E+1,"dexp":101E-1,"numstr":"17","decstr":"-1.5",
-    "str":"abc","big":1E19,"maxlong":9223372036854775807,"bool":true,"json":{"x":[1.0,null]},"arr":[1,"a"],"nul":null,"sci":1.0E10}}`);
+  await expect200(
+    typing,
+    `{"ts":1000,"values":{"dbl":42.0,"lng":11,"exp":1E+1,"dexp":101E-1,"numstr":"17","decstr":"-1.5",
+    "str":"abc","big":1E19,"maxlong":9223372036854775807,"bool":true,"json":{"x":[1.0,null]},"arr":[1,"a"],"nul":null,"sci":1.0E10}}`,
+  );
 
   // --- overwrite and latest ---
   await expect200(overwrite, '{"ts":1000,"values":{"k":1}}');
@@ -151,8 +164,11 @@ t.test('telemetry shapes, typing, overwrite rules, errors and caps', async (t) =
 
   // 404 for unknown paths and methods, as TB error JSON
   for (const [method, path] of [
-    ['POST', `/api/v1/${shapes.token}/nothing-here`], ['GET', `/api/v1/${shapes.token}/telemetry`],
-    ['PUT', `/api/v1/${shapes.token}/telemetry`], ['DELETE', `/api/v1/${shapes.token}/telemetry`], ['GET', '/no/such/path'],
+    ['POST', `/api/v1/${shapes.token}/nothing-here`],
+    ['GET', `/api/v1/${shapes.token}/telemetry`],
+    ['PUT', `/api/v1/${shapes.token}/telemetry`],
+    ['DELETE', `/api/v1/${shapes.token}/telemetry`],
+    ['GET', '/no/such/path'],
     ['POST', '/api/v2/x/telemetry'],
   ] as const) {
     const r = await http(method, `${gw.url}${path}`, method === 'GET' ? undefined : '{"a":1}');
@@ -168,36 +184,73 @@ t.test('telemetry shapes, typing, overwrite rules, errors and caps', async (t) =
   // --- read back ---
   const s = await readEntity(gw.dataDir, shapes.id);
   const serverTs = (p: { ts: number } | undefined): boolean => p !== undefined && p.ts >= before && p.ts <= after;
-  t.same(Object.keys(s.latest).sort(), ['a', 'after', 'b', 'c', 'd', 'g', 'neg', 'ts', 'values'], 'exactly the posted keys; nulls skipped');
+  t.same(
+    Object.keys(s.latest).sort(),
+    ['a', 'after', 'b', 'c', 'd', 'g', 'neg', 'ts', 'values'],
+    'exactly the posted keys; nulls skipped',
+  );
   t.ok(serverTs(s.latest['a']), 'object shape gets the server ts');
   t.same(s.points['b'], [{ ts: 1000, type: 'DOUBLE', value: '2.5' }]);
-  t.same(s.points['c'], [{ ts: 2000, type: 'STRING', value: 'x' }, { ts: 3000, type: 'STRING', value: 'y' }], 'array mixing both shapes');
+  t.same(
+    s.points['c'],
+    [
+      { ts: 2000, type: 'STRING', value: 'x' },
+      { ts: 3000, type: 'STRING', value: 'y' },
+    ],
+    'array mixing both shapes',
+  );
   t.ok(serverTs(s.latest['d']), 'plain object inside an array gets the server ts');
   t.equal(s.latest['ts']?.value, '5000', 'an object with only "ts" is a plain key');
   t.equal(s.latest['ts']?.type, 'LONG');
   t.ok(serverTs(s.latest['ts']));
-  t.same({ type: s.latest['values']?.type, value: s.latest['values']?.value }, { type: 'JSON', value: '{"f":1}' }, 'an object with only "values" is a plain key');
+  t.same(
+    { type: s.latest['values']?.type, value: s.latest['values']?.value },
+    { type: 'JSON', value: '{"f":1}' },
+    'an object with only "values" is a plain key',
+  );
   t.same(s.points['g'], [{ ts: 7000, type: 'LONG', value: '1' }], 'a numeric-string ts is accepted');
   t.same(s.points['neg'], [{ ts: -5, type: 'LONG', value: '1' }], 'negative ts');
 
   const ty = await readEntity(gw.dataDir, typing.id);
   const typed = Object.fromEntries(Object.entries(ty.latest).map(([k, p]) => [k, [p.type, p.value, p.ts]]));
-  t.same(typed, {
-    dbl: ['DOUBLE', '42.0', 1000], lng: ['LONG', '11', 1000], exp: ['LONG', '10', 1000], dexp: ['DOUBLE', '10.1', 1000],
-    numstr: ['LONG', '17', 1000], decstr: ['DOUBLE', '-1.5', 1000], str: ['STRING', 'abc', 1000],
-    big: ['STRING', '10000000000000000000', 1000], maxlong: ['LONG', '9223372036854775807', 1000],
-    bool: ['BOOLEAN', 'true', 1000], json: ['JSON', '{"x":[1.0,null]}', 1000], arr: ['JSON', '[1,"a"]', 1000],
-    sci: ['LONG', '10000000000', 1000],
-  }, 'TB typing survives the store');
+  t.same(
+    typed,
+    {
+      dbl: ['DOUBLE', '42.0', 1000],
+      lng: ['LONG', '11', 1000],
+      exp: ['LONG', '10', 1000],
+      dexp: ['DOUBLE', '10.1', 1000],
+      numstr: ['LONG', '17', 1000],
+      decstr: ['DOUBLE', '-1.5', 1000],
+      str: ['STRING', 'abc', 1000],
+      big: ['STRING', '10000000000000000000', 1000],
+      maxlong: ['LONG', '9223372036854775807', 1000],
+      bool: ['BOOLEAN', 'true', 1000],
+      json: ['JSON', '{"x":[1.0,null]}', 1000],
+      arr: ['JSON', '[1,"a"]', 1000],
+      sci: ['LONG', '10000000000', 1000],
+    },
+    'TB typing survives the store',
+  );
 
   const o = await readEntity(gw.dataDir, overwrite.id);
-  t.same(o.points['k'], [
-    { ts: 1000, type: 'LONG', value: '2' }, { ts: 2000, type: 'LONG', value: '99' }, { ts: 3000, type: 'LONG', value: '3' },
-  ], 'same (key, ts) overwrites; an older point is stored');
+  t.same(
+    o.points['k'],
+    [
+      { ts: 1000, type: 'LONG', value: '2' },
+      { ts: 2000, type: 'LONG', value: '99' },
+      { ts: 3000, type: 'LONG', value: '3' },
+    ],
+    'same (key, ts) overwrites; an older point is stored',
+  );
   t.same(o.latest['k'], { ts: 3000, type: 'LONG', value: '3' }, 'latest never moves back to an older ts');
   t.same(o.points['m'], [{ ts: 4000, type: 'LONG', value: '2' }], 'within one request the later element wins');
   t.same(o.latest['m'], { ts: 4000, type: 'LONG', value: '2' });
-  t.same(o.latest['n'], { ts: 6000, type: 'LONG', value: '6' }, 'an older element later in the array does not move latest back');
+  t.same(
+    o.latest['n'],
+    { ts: 6000, type: 'LONG', value: '6' },
+    'an older element later in the array does not move latest back',
+  );
 
   const r = await readEntity(gw.dataDir, rejects.id);
   t.same(r, { latest: {}, points: {} }, 'nothing from any rejected request was stored');
@@ -212,7 +265,11 @@ t.test('telemetry shapes, typing, overwrite rules, errors and caps', async (t) =
   await expect200(overwrite, '{"ts":9000,"values":{"m":9}}');
   t.equal(await gw2.stop('SIGTERM'), 0);
   const o2 = await readEntity(gw.dataDir, overwrite.id);
-  t.same(o2.latest['k'], { ts: 3000, type: 'LONG', value: '3' }, 'after a restart an older point still does not move latest back');
+  t.same(
+    o2.latest['k'],
+    { ts: 3000, type: 'LONG', value: '3' },
+    'after a restart an older point still does not move latest back',
+  );
   t.same(o2.latest['m'], { ts: 9000, type: 'LONG', value: '9' }, 'a newer point after a restart does');
   t.equal(o2.points['k']?.length, 4);
 });
@@ -226,11 +283,26 @@ t.test('a device created by the CLI while the daemon runs is usable at once', as
   t.equal(r.status, 200, 'no restart needed');
 
   // README "Try it": a CLI user logs in and reads the point back through the REST API
-  await cliJson(['user', 'add', '--data-dir', gw.dataDir, '--email', 'try@example.com', '--password', 'secret', '--authority', 'TENANT_ADMIN']);
+  await cliJson([
+    'user',
+    'add',
+    '--data-dir',
+    gw.dataDir,
+    '--email',
+    'try@example.com',
+    '--password',
+    'secret',
+    '--authority',
+    'TENANT_ADMIN',
+  ]);
   const login = await http('POST', `${gw.url}/api/auth/login`, { username: 'try@example.com', password: 'secret' });
   t.equal(login.status, 200);
-  const values = await http('GET', `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}/values/timeseries?keys=a`, undefined,
-    { 'X-Authorization': `Bearer ${login.json<{ token: string }>().token}` });
+  const values = await http(
+    'GET',
+    `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}/values/timeseries?keys=a`,
+    undefined,
+    { 'X-Authorization': `Bearer ${login.json<{ token: string }>().token}` },
+  );
   t.equal(values.status, 200);
   t.same(values.json(), { a: [{ ts: 1, value: '1' }] }, 'the posted point, as TB renders it');
   t.equal(await gw.stop(), 0);
@@ -244,7 +316,10 @@ t.test('batches arrive whole: one buffer of the declared length, or chunks colle
   const url = `${gw.url}/api/v1/batch-token/telemetry`;
   const batch = (from: number, n: number): string =>
     `[${Array.from({ length: n }, (_, i) => `{"ts":${from + i},"values":{"t":${(i % 997) / 4},"c":${from + i},"s":"v${i % 5}"}}`).join(',')}]`;
-  const sizes: Array<[from: number, n: number]> = [[1_000_000, 1000], [2_000_000, 6000]];
+  const sizes: Array<[from: number, n: number]> = [
+    [1_000_000, 1000],
+    [2_000_000, 6000],
+  ];
   for (const [from, n] of sizes) {
     const body = Buffer.from(batch(from, n));
     for (const chunked of [false, true]) {
@@ -256,8 +331,15 @@ t.test('batches arrive whole: one buffer of the declared length, or chunks colle
   const dump = await readEntity(gw.dataDir, dev.id);
   t.equal(dump.points['c']?.length, 7000, 'every record of both batches is stored once (the re-post overwrote)');
   // "t" posts 0, 0.25, 0.5, …, 1, 1.25: a LONG among DOUBLEs, each typed as posted
-  t.same(dump.points['t']?.slice(0, 3), [{ ts: 1_000_000, type: 'LONG', value: '0' }, { ts: 1_000_001, type: 'DOUBLE', value: '0.25' },
-    { ts: 1_000_002, type: 'DOUBLE', value: '0.5' }], 'a column mixing LONG and DOUBLE keeps each type');
+  t.same(
+    dump.points['t']?.slice(0, 3),
+    [
+      { ts: 1_000_000, type: 'LONG', value: '0' },
+      { ts: 1_000_001, type: 'DOUBLE', value: '0.25' },
+      { ts: 1_000_002, type: 'DOUBLE', value: '0.5' },
+    ],
+    'a column mixing LONG and DOUBLE keeps each type',
+  );
   t.same(dump.points['s']?.at(-1), { ts: 2_005_999, type: 'STRING', value: 'v4' });
   t.same(dump.points['c']?.at(-1), { ts: 2_005_999, type: 'LONG', value: '2005999' });
 });

@@ -27,7 +27,8 @@ export function configLeaves(obj: Record<string, unknown>, prefix = ''): Array<[
   const out: Array<[string, unknown]> = [];
   for (const [k, v] of Object.entries(obj)) {
     const key = prefix ? `${prefix}.${k}` : k;
-    if (typeof v === 'object' && v !== null && !Array.isArray(v)) out.push(...configLeaves(v as Record<string, unknown>, key));
+    if (typeof v === 'object' && v !== null && !Array.isArray(v))
+      out.push(...configLeaves(v as Record<string, unknown>, key));
     else out.push([key, v]);
   }
   return out;
@@ -62,7 +63,9 @@ export function configDocProblems(md: string, leaves: Array<[string, unknown]>):
     // Whitespace is free inside the row: `[600000, 3600000]` matches [600000,3600000].
     const want = defaultSpan(value).replace(/\s+/g, '');
     if (!row.replace(/\s+/g, '').includes(want)) {
-      problems.push(`config key "${key}": its row in docs/configuration.md does not show the default ${defaultSpan(value)}`);
+      problems.push(
+        `config key "${key}": its row in docs/configuration.md does not show the default ${defaultSpan(value)}`,
+      );
     }
   }
   return problems;
@@ -99,8 +102,19 @@ t.test('every config key is in docs/configuration.md with its default', async (t
 
 t.test('the config check reports a key that is missing or documented with another default', async (t) => {
   const md = '| Key | Default |\n|---|---|\n| `a.b` | `5` |\n| `a.c` | `[1, 2]` |\n| `s` | `""` |\n';
-  t.same(configDocProblems(md, [['a.b', 5], ['a.c', [1, 2]], ['s', '']]), [], 'all documented');
-  const missing = configDocProblems(md, [['a.b', 5], ['mqtt.port', 1883]]);
+  t.same(
+    configDocProblems(md, [
+      ['a.b', 5],
+      ['a.c', [1, 2]],
+      ['s', ''],
+    ]),
+    [],
+    'all documented',
+  );
+  const missing = configDocProblems(md, [
+    ['a.b', 5],
+    ['mqtt.port', 1883],
+  ]);
   t.equal(missing.length, 1);
   t.match(missing[0], /"mqtt\.port" has no row/, 'names the missing key');
   const changed = configDocProblems(md, [['a.b', 6]]);

@@ -20,62 +20,90 @@ async function until(pred: () => boolean, label: string, ms = 15_000): Promise<v
 }
 
 const connectsOf = (tb: FakeTbMqtt, name: string): number =>
-  tb.received.filter((m) => m.topic === 'v1/gateway/connect' && (JSON.parse(m.text) as { device: string }).device === name).length;
+  tb.received.filter(
+    (m) => m.topic === 'v1/gateway/connect' && (JSON.parse(m.text) as { device: string }).device === name,
+  ).length;
 
-t.test('listeners and devices with data are announced, kept alive past the inactivity timeout, announced again after a reconnect', async (t) => {
-  const tb = new FakeTbMqtt({ tokens: [GW_TOKEN], inactivityMs: 1_500 });
-  await tb.start();
-  t.teardown(() => tb.stop());
-  const gw = await syncGateway(t, tb.url, { gatewayToken: GW_TOKEN, announceMs: 1_000 });
-  const listener = await addDevice(gw.dataDir, 'listens', ['--type', 'valve']);
-  const quiet = await addDevice(gw.dataDir, 'quiet');
-  const poster = await addDevice(gw.dataDir, 'posts');
-  // a device waiting for RPC over an HTTP long-poll (held while the test runs)
-  const ac = new AbortController();
-  t.teardown(() => ac.abort());
-  const poll = (): void => {
-    void fetch(`${gw.url}/api/v1/${listener.token}/rpc?timeout=60000`, { signal: ac.signal }).catch(() => undefined);
-  };
-  poll();
-  await post(gw, poster.token, records(BASE, 3, 1));
-  await until(() => connectsOf(tb, 'listens') > 0, 'the listener announced');
-  const first = tb.received.find((m) => m.topic === 'v1/gateway/connect' && m.text.includes('listens'));
-  t.same(JSON.parse(first?.text ?? '{}'), { device: 'listens', type: 'valve' }, 'announced with its type');
-  await until(() => tb.pointCount('posts') === 3, 'the poster\'s points (an implicit connect too)');
-  await new Promise((r) => setTimeout(r, 4_000));
-  t.ok(tb.isConnected('listens'), 'still connected upstream after 2.5 × the inactivity timeout');
-  t.ok(connectsOf(tb, 'listens') >= 3, `announced again within announceMs (${connectsOf(tb, 'listens')} times in ~4 s)`);
-  t.equal(connectsOf(tb, 'quiet'), 0, 'a device with nothing to send and no listener is not announced');
-  void quiet;
-  const before = tb.connects.length;
-  tb.dropSession();
-  await until(() => tb.connects.length > before, 'reconnected');
-  const n = connectsOf(tb, 'listens');
-  await until(() => connectsOf(tb, 'listens') > n && tb.isConnected('listens'), 'announced in the new session');
-  t.pass('announced after the reconnect');
-  const st = await http('GET', `${gw.url}/api/v1/${listener.token}/attributes`);
-  t.equal(st.status, 200);
-});
+t.test(
+  'listeners and devices with data are announced, kept alive past the inactivity timeout, announced again after a reconnect',
+  async (t) => {
+    const tb = new FakeTbMqtt({ tokens: [GW_TOKEN], inactivityMs: 1_500 });
+    await tb.start();
+    t.teardown(() => tb.stop());
+    const gw = await syncGateway(t, tb.url, { gatewayToken: GW_TOKEN, announceMs: 1_000 });
+    const listener = await addDevice(gw.dataDir, 'listens', ['--type', 'valve']);
+    const quiet = await addDevice(gw.dataDir, 'quiet');
+    const poster = await addDevice(gw.dataDir, 'posts');
+    // a device waiting for RPC over an HTTP long-poll (held while the test runs)
+    const ac = new AbortController();
+    t.teardown(() => ac.abort());
+    const poll = (): void => {
+      void fetch(`${gw.url}/api/v1/${listener.token}/rpc?timeout=60000`, { signal: ac.signal }).catch(() => undefined);
+    };
+    poll();
+    await post(gw, poster.token, records(BASE, 3, 1));
+    await until(() => connectsOf(tb, 'listens') > 0, 'the listener announced');
+    const first = tb.received.find((m) => m.topic === 'v1/gateway/connect' && m.text.includes('listens'));
+    t.same(JSON.parse(first?.text ?? '{}'), { device: 'listens', type: 'valve' }, 'announced with its type');
+    await until(() => tb.pointCount('posts') === 3, "the poster's points (an implicit connect too)");
+    await new Promise((r) => setTimeout(r, 4_000));
+    t.ok(tb.isConnected('listens'), 'still connected upstream after 2.5 × the inactivity timeout');
+    t.ok(
+      connectsOf(tb, 'listens') >= 3,
+      `announced again within announceMs (${connectsOf(tb, 'listens')} times in ~4 s)`,
+    );
+    t.equal(connectsOf(tb, 'quiet'), 0, 'a device with nothing to send and no listener is not announced');
+    void quiet;
+    const before = tb.connects.length;
+    tb.dropSession();
+    await until(() => tb.connects.length > before, 'reconnected');
+    const n = connectsOf(tb, 'listens');
+    await until(() => connectsOf(tb, 'listens') > n && tb.isConnected('listens'), 'announced in the new session');
+    t.pass('announced after the reconnect');
+    const st = await http('GET', `${gw.url}/api/v1/${listener.token}/attributes`);
+    t.equal(st.status, 200);
+  },
+);
 
-t.test('gateway_device_deleted / gateway_device_renamed: answered, logged once, shown; nothing local deleted', async (t) => {
-  const tb = new FakeTbMqtt({ tokens: [GW_TOKEN] });
-  await tb.start();
-  t.teardown(() => tb.stop());
-  const gw = await syncGateway(t, tb.url, { gatewayToken: GW_TOKEN });
-  const { addUser, login, authHeaders } = await import('./helpers/users.js');
-  await addUser(gw.dataDir, 'admin@life.test', 'secret', 'TENANT_ADMIN');
-  const jwt = (await login(gw, 'admin@life.test', 'secret')).token;
-  const d = await addDevice(gw.dataDir, 'gone-dev');
-  await until(() => tb.connected, 'session up');
-  tb.gatewayRpc('gateway_device_deleted', 'gone-dev');
-  tb.gatewayRpc('gateway_device_deleted', 'gone-dev');
-  tb.gatewayRpc('gateway_device_renamed', { 'old-name': 'new-name' });
-  await until(() => tb.received.filter((m) => m.topic.startsWith('v1/devices/me/rpc/response/')).length === 3, 'three answers');
-  t.ok(tb.received.filter((m) => m.topic.startsWith('v1/devices/me/rpc/response/')).every((m) => m.text === '{"success":true}'), 'each answered');
-  t.equal(gw.logs.filter((l) => l.includes('deleted the device "gone-dev"')).length, 1, 'logged once');
-  const s = await http('GET', `${gw.url}/api/outpost/sync`, undefined, authHeaders(jwt));
-  const events = s.json<{ downlink: { deviceEvents: Array<{ event: string; name: string; newName: string | null }> } }>().downlink.deviceEvents;
-  t.same(events.map((e) => [e.event, e.name, e.newName]), [['deleted', 'gone-dev', null], ['renamed', 'old-name', 'new-name']], 'shown in the status');
-  const still = await http('GET', `${gw.url}/api/v1/${d.token}/attributes`);
-  t.equal(still.status, 200, 'the local device is still there');
-});
+t.test(
+  'gateway_device_deleted / gateway_device_renamed: answered, logged once, shown; nothing local deleted',
+  async (t) => {
+    const tb = new FakeTbMqtt({ tokens: [GW_TOKEN] });
+    await tb.start();
+    t.teardown(() => tb.stop());
+    const gw = await syncGateway(t, tb.url, { gatewayToken: GW_TOKEN });
+    const { addUser, login, authHeaders } = await import('./helpers/users.js');
+    await addUser(gw.dataDir, 'admin@life.test', 'secret', 'TENANT_ADMIN');
+    const jwt = (await login(gw, 'admin@life.test', 'secret')).token;
+    const d = await addDevice(gw.dataDir, 'gone-dev');
+    await until(() => tb.connected, 'session up');
+    tb.gatewayRpc('gateway_device_deleted', 'gone-dev');
+    tb.gatewayRpc('gateway_device_deleted', 'gone-dev');
+    tb.gatewayRpc('gateway_device_renamed', { 'old-name': 'new-name' });
+    await until(
+      () => tb.received.filter((m) => m.topic.startsWith('v1/devices/me/rpc/response/')).length === 3,
+      'three answers',
+    );
+    t.ok(
+      tb.received
+        .filter((m) => m.topic.startsWith('v1/devices/me/rpc/response/'))
+        .every((m) => m.text === '{"success":true}'),
+      'each answered',
+    );
+    t.equal(gw.logs.filter((l) => l.includes('deleted the device "gone-dev"')).length, 1, 'logged once');
+    const s = await http('GET', `${gw.url}/api/outpost/sync`, undefined, authHeaders(jwt));
+    const events = s.json<{
+      downlink: { deviceEvents: Array<{ event: string; name: string; newName: string | null }> };
+    }>().downlink.deviceEvents;
+    t.same(
+      events.map((e) => [e.event, e.name, e.newName]),
+      [
+        ['deleted', 'gone-dev', null],
+        ['renamed', 'old-name', 'new-name'],
+      ],
+      'shown in the status',
+    );
+    const still = await http('GET', `${gw.url}/api/v1/${d.token}/attributes`);
+    t.equal(still.status, 200, 'the local device is still there');
+  },
+);

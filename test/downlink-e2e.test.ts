@@ -20,7 +20,12 @@ async function admin(gw: Gateway, email: string): Promise<string> {
 async function upperId(upper: Gateway, jwt: string, name: string): Promise<string> {
   const end = Date.now() + 15_000;
   for (;;) {
-    const r = await http('GET', `${upper.url}/api/tenant/devices?deviceName=${encodeURIComponent(name)}`, undefined, authHeaders(jwt));
+    const r = await http(
+      'GET',
+      `${upper.url}/api/tenant/devices?deviceName=${encodeURIComponent(name)}`,
+      undefined,
+      authHeaders(jwt),
+    );
     if (r.status === 200) return r.json<{ id: { id: string } }>().id.id;
     if (Date.now() > end) throw new Error(`${name} never appeared upstream: ${r.status} ${r.text}`);
     await new Promise((res) => setTimeout(res, 100));
@@ -28,10 +33,19 @@ async function upperId(upper: Gateway, jwt: string, name: string): Promise<strin
 }
 
 async function sharedOf(gw: Gateway, token: string): Promise<Record<string, unknown>> {
-  return (await http('GET', `${gw.url}/api/v1/${token}/attributes`)).json<{ shared?: Record<string, unknown> }>().shared ?? {};
+  return (
+    (await http('GET', `${gw.url}/api/v1/${token}/attributes`)).json<{ shared?: Record<string, unknown> }>().shared ??
+    {}
+  );
 }
 
-const rpc = (upper: Gateway, jwt: string, id: string, method: string, params: unknown): Promise<{ status: number; text: string }> =>
+const rpc = (
+  upper: Gateway,
+  jwt: string,
+  id: string,
+  method: string,
+  params: unknown,
+): Promise<{ status: number; text: string }> =>
   http('POST', `${upper.url}/api/plugins/rpc/twoway/${id}`, { method, params, timeout: 10_000 }, authHeaders(jwt));
 
 t.test('REST on the upper Outpost reaches devices on the lower one, and back', async (t) => {
@@ -49,7 +63,11 @@ t.test('REST on the upper Outpost reaches devices on the lower one, and back', a
   const hdUp = await upperId(upper, upJwt, 'lp-dev');
   const call = rpc(upper, upJwt, hdUp, 'setGpio', { pin: 3 });
   const req = JSON.parse((await poll).text) as { id: number; method: string; params: unknown };
-  t.same({ method: req.method, params: req.params }, { method: 'setGpio', params: { pin: 3 } }, 'the long-poll got the upper one\'s RPC');
+  t.same(
+    { method: req.method, params: req.params },
+    { method: 'setGpio', params: { pin: 3 } },
+    "the long-poll got the upper one's RPC",
+  );
   await http('POST', `${lower.url}/api/v1/${hd.token}/rpc/${req.id}`, { pin: 3, on: true });
   const answer = await call;
   t.equal(answer.status, 200);
@@ -58,7 +76,12 @@ t.test('REST on the upper Outpost reaches devices on the lower one, and back', a
   // a shared attribute set on the upper one reaches the long-poll on the lower one
   const attrPoll = http('GET', `${lower.url}/api/v1/${hd.token}/attributes/updates?timeout=20000`);
   await new Promise((r) => setTimeout(r, 300));
-  const set = await http('POST', `${upper.url}/api/plugins/telemetry/DEVICE/${hdUp}/attributes/SHARED_SCOPE`, { mode: 'eco' }, authHeaders(upJwt));
+  const set = await http(
+    'POST',
+    `${upper.url}/api/plugins/telemetry/DEVICE/${hdUp}/attributes/SHARED_SCOPE`,
+    { mode: 'eco' },
+    authHeaders(upJwt),
+  );
   t.equal(set.status, 200);
   t.same((await attrPoll).json(), { mode: 'eco' });
 
@@ -81,15 +104,35 @@ t.test('REST on the upper Outpost reaches devices on the lower one, and back', a
   const gm = await gInbox.next((x) => x.topic === 'v1/gateway/rpc', 10_000);
   const gReq = JSON.parse(gm.text) as { device: string; data: { id: number; method: string } };
   t.same([gReq.device, gReq.data.method], ['lan-sub', 'open']);
-  await g.publishAsync('v1/gateway/rpc', JSON.stringify({ device: 'lan-sub', id: gReq.data.id, data: { opened: true } }), { qos: 1 });
+  await g.publishAsync(
+    'v1/gateway/rpc',
+    JSON.stringify({ device: 'lan-sub', id: gReq.data.id, data: { opened: true } }),
+    { qos: 1 },
+  );
   t.same(JSON.parse((await call3).text), { opened: true }, 'a device behind a LAN gateway answered the upper one');
 
   // changed on the upper one while the lower one is stopped: arrives after it starts
   await lower.stop('SIGTERM');
-  const set2 = await http('POST', `${upper.url}/api/plugins/telemetry/DEVICE/${hdUp}/attributes/SHARED_SCOPE`, { mode: 'boost', level: 3 }, authHeaders(upJwt));
+  const set2 = await http(
+    'POST',
+    `${upper.url}/api/plugins/telemetry/DEVICE/${hdUp}/attributes/SHARED_SCOPE`,
+    { mode: 'boost', level: 3 },
+    authHeaders(upJwt),
+  );
   t.equal(set2.status, 200);
-  await http('DELETE', `${upper.url}/api/plugins/telemetry/DEVICE/${hdUp}/SHARED_SCOPE?keys=level`, undefined, authHeaders(upJwt));
-  const lower2 = await syncGateway(t, `mqtt://127.0.0.1:${port}`, { gatewayToken: gwDev.token, announceMs: 5_000 }, {}, lower.dataDir);
+  await http(
+    'DELETE',
+    `${upper.url}/api/plugins/telemetry/DEVICE/${hdUp}/SHARED_SCOPE?keys=level`,
+    undefined,
+    authHeaders(upJwt),
+  );
+  const lower2 = await syncGateway(
+    t,
+    `mqtt://127.0.0.1:${port}`,
+    { gatewayToken: gwDev.token, announceMs: 5_000 },
+    {},
+    lower.dataDir,
+  );
   // the device listens again: announced, reconciled
   void http('GET', `${lower2.url}/api/v1/${hd.token}/rpc?timeout=10000`).catch(() => undefined);
   const end = Date.now() + 15_000;

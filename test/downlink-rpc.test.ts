@@ -54,7 +54,11 @@ t.test('round trips: a device on an HTTP long-poll, a device on MQTT', async (t)
   t.match(got.text, /"pin":7,"on":true/, 'params as sent');
   const rep = await http('POST', `${gw.url}/api/v1/${hd.token}/rpc/${req.id}`, { ok: true, v: 1.5 });
   t.equal(rep.status, 200);
-  t.same(JSON.parse(await call.reply), { ok: true, v: 1.5 }, 'the reply reached the upstream as v1/gateway/rpc {device,id,data}');
+  t.same(
+    JSON.parse(await call.reply),
+    { ok: true, v: 1.5 },
+    'the reply reached the upstream as v1/gateway/rpc {device,id,data}',
+  );
 
   const c = await mqttClient(t, gw, md.token);
   const inbox = new Inbox(c);
@@ -69,50 +73,60 @@ t.test('round trips: a device on an HTTP long-poll, a device on MQTT', async (t)
   t.same(s.downlink, { ...s.downlink, rpcReceived: 2, rpcDelivered: 2, rpcReplied: 2, rpcExpired: 0, rpcPending: 0 });
 });
 
-t.test('an RPC re-sent by the upstream (a new sub-session) is delivered once; the reply still reaches it', async (t) => {
-  const tb = await fakeTb(t);
-  const gw = await syncGateway(t, tb.url, { gatewayToken: GW_TOKEN });
-  const d = await addDevice(gw.dataDir, 'once');
-  const first = pollRpc(gw, d.token);
-  await until(() => tb.isConnected('once'), 'announced');
-  const call = tb.rpc('once', 'toggle', {});
-  const req = JSON.parse((await first).text) as { id: number };
-  const second = pollRpc(gw, d.token, 4_000);
-  // the session drops; on the next one the device is announced again and TB re-sends its pending RPC
-  const sends = tb.rpcSends('once', 1);
-  tb.dropSession();
-  await until(() => tb.rpcSends('once', 1) > sends, 'the upstream re-sent it');
-  const again = await second;
-  t.not(again.text.includes('toggle'), true, `the device did not get it twice (poll answered ${again.status})`);
-  await http('POST', `${gw.url}/api/v1/${d.token}/rpc/${req.id}`, { done: 1 });
-  t.same(JSON.parse(await call.reply), { done: 1 });
-});
+t.test(
+  'an RPC re-sent by the upstream (a new sub-session) is delivered once; the reply still reaches it',
+  async (t) => {
+    const tb = await fakeTb(t);
+    const gw = await syncGateway(t, tb.url, { gatewayToken: GW_TOKEN });
+    const d = await addDevice(gw.dataDir, 'once');
+    const first = pollRpc(gw, d.token);
+    await until(() => tb.isConnected('once'), 'announced');
+    const call = tb.rpc('once', 'toggle', {});
+    const req = JSON.parse((await first).text) as { id: number };
+    const second = pollRpc(gw, d.token, 4_000);
+    // the session drops; on the next one the device is announced again and TB re-sends its pending RPC
+    const sends = tb.rpcSends('once', 1);
+    tb.dropSession();
+    await until(() => tb.rpcSends('once', 1) > sends, 'the upstream re-sent it');
+    const again = await second;
+    t.not(again.text.includes('toggle'), true, `the device did not get it twice (poll answered ${again.status})`);
+    await http('POST', `${gw.url}/api/v1/${d.token}/rpc/${req.id}`, { done: 1 });
+    t.same(JSON.parse(await call.reply), { done: 1 });
+  },
+);
 
-t.test('an RPC acknowledged upstream survives kill -9; a reply made while the upstream is away arrives when it returns', async (t) => {
-  const tb = await fakeTb(t);
-  tb.resendPending = false;
-  const gw = await syncGateway(t, tb.url, { gatewayToken: GW_TOKEN });
-  const d = await addDevice(gw.dataDir, 'sleepy');
-  // make it a listener once, so it is announced, then let it sleep
-  const p = pollRpc(gw, d.token, 3_000);
-  await until(() => tb.isConnected('sleepy'), 'announced');
-  await p;
-  const acked = tb.acked.length;
-  const call = tb.rpc('sleepy', 'reboot', { delay: 5 });
-  await until(() => tb.acked.slice(acked).includes('v1/gateway/rpc'), 'PUBACK of the RPC');
-  await gw.stop('SIGKILL');
-  const gw2 = await syncGateway(t, tb.url, { gatewayToken: GW_TOKEN }, {}, gw.dataDir);
-  const got = await pollRpc(gw2, d.token);
-  const req = JSON.parse(got.text) as { id: number; method: string };
-  t.equal(req.method, 'reboot', 'the stored RPC reached the device after the restart (the upstream did not re-send it)');
-  const port = tb.port;
-  await tb.stop();
-  await http('POST', `${gw2.url}/api/v1/${d.token}/rpc/${req.id}`, { rebooting: true });
-  await new Promise((r) => setTimeout(r, 500));
-  tb.port = port;
-  await tb.start();
-  t.same(JSON.parse(await call.reply), { rebooting: true }, 'the reply went once the upstream was back');
-});
+t.test(
+  'an RPC acknowledged upstream survives kill -9; a reply made while the upstream is away arrives when it returns',
+  async (t) => {
+    const tb = await fakeTb(t);
+    tb.resendPending = false;
+    const gw = await syncGateway(t, tb.url, { gatewayToken: GW_TOKEN });
+    const d = await addDevice(gw.dataDir, 'sleepy');
+    // make it a listener once, so it is announced, then let it sleep
+    const p = pollRpc(gw, d.token, 3_000);
+    await until(() => tb.isConnected('sleepy'), 'announced');
+    await p;
+    const acked = tb.acked.length;
+    const call = tb.rpc('sleepy', 'reboot', { delay: 5 });
+    await until(() => tb.acked.slice(acked).includes('v1/gateway/rpc'), 'PUBACK of the RPC');
+    await gw.stop('SIGKILL');
+    const gw2 = await syncGateway(t, tb.url, { gatewayToken: GW_TOKEN }, {}, gw.dataDir);
+    const got = await pollRpc(gw2, d.token);
+    const req = JSON.parse(got.text) as { id: number; method: string };
+    t.equal(
+      req.method,
+      'reboot',
+      'the stored RPC reached the device after the restart (the upstream did not re-send it)',
+    );
+    const port = tb.port;
+    await tb.stop();
+    await http('POST', `${gw2.url}/api/v1/${d.token}/rpc/${req.id}`, { rebooting: true });
+    await new Promise((r) => setTimeout(r, 500));
+    tb.port = port;
+    await tb.start();
+    t.same(JSON.parse(await call.reply), { rebooting: true }, 'the reply went once the upstream was back');
+  },
+);
 
 t.test('an RPC not delivered within sync.rpcTtlMs expires and is counted', async (t) => {
   const tb = await fakeTb(t);
@@ -123,7 +137,14 @@ t.test('an RPC not delivered within sync.rpcTtlMs expires and is counted', async
   await until(() => tb.isConnected('absent'), 'announced');
   await p;
   tb.rpc('absent', 'ping', null);
-  await syncStatusUntil<Status>(gw, jwt, (x) => x.downlink.rpcReceived === 1 && x.downlink.rpcPending === 1, 'pending', 5_000, 50);
+  await syncStatusUntil<Status>(
+    gw,
+    jwt,
+    (x) => x.downlink.rpcReceived === 1 && x.downlink.rpcPending === 1,
+    'pending',
+    5_000,
+    50,
+  );
   const s = await syncStatusUntil<Status>(gw, jwt, (x) => x.downlink.rpcExpired === 1, 'expired', 10_000, 100);
   t.equal(s.downlink.rpcPending, 0);
   const late = await pollRpc(gw, d.token, 1_000);

@@ -24,7 +24,9 @@ t.test('kill -9 during a burst of concurrent posts loses no acknowledged point',
   let ackCount = 0;
   let killed = false;
   let onKill: () => void = () => undefined;
-  const killedPromise = new Promise<void>((resolve) => { onKill = resolve; });
+  const killedPromise = new Promise<void>((resolve) => {
+    onKill = resolve;
+  });
   const kill = (): void => {
     if (killed) return;
     killed = true;
@@ -92,7 +94,10 @@ t.test('kill -9 during a burst of concurrent posts loses no acknowledged point',
 
   // The store reopens cleanly after the crash, keeps everything and takes new writes.
   const again = await startGateway(t, { dataDir: gw.dataDir });
-  const res = await fetch(`${again.url}/api/v1/${dev.token}/telemetry`, { method: 'POST', body: '{"ts":1,"values":{"after":1}}' });
+  const res = await fetch(`${again.url}/api/v1/${dev.token}/telemetry`, {
+    method: 'POST',
+    body: '{"ts":1,"values":{"after":1}}',
+  });
   t.equal(res.status, 200, 'the restarted daemon accepts writes');
   t.equal(await again.stop('SIGTERM'), 0);
   await check('after restart');

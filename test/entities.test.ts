@@ -9,10 +9,30 @@ import { addUser, adminToken, authHeaders, login } from './helpers/users.js';
 const NULL_UUID = '13814000-1dd2-11b2-8080-808080808080';
 const UNKNOWN_ID = '0b1c2d3e-0000-4000-8000-000000000001';
 
-interface IdJson { entityType: string; id: string }
-interface DeviceJson { id: IdJson; createdTime: number; tenantId: IdJson; customerId: IdJson; name: string; type: string; label: string | null }
-interface PageJson<T> { data: T[]; totalPages: number; totalElements: number; hasNext: boolean }
-interface TbError { status: number; message: string; errorCode: number }
+interface IdJson {
+  entityType: string;
+  id: string;
+}
+interface DeviceJson {
+  id: IdJson;
+  createdTime: number;
+  tenantId: IdJson;
+  customerId: IdJson;
+  name: string;
+  type: string;
+  label: string | null;
+}
+interface PageJson<T> {
+  data: T[];
+  totalPages: number;
+  totalElements: number;
+  hasNext: boolean;
+}
+interface TbError {
+  status: number;
+  message: string;
+  errorCode: number;
+}
 
 t.test('entity REST', async (t) => {
   const gw = await startGateway(t);
@@ -62,7 +82,10 @@ t.test('entity REST', async (t) => {
     const r = await api('POST', '/api/device?accessToken=MY_TOKEN_42', { name: 'With-token' });
     t.equal(r.status, 200);
     const d = r.json<DeviceJson>();
-    t.equal((await api('GET', `/api/device/${d.id.id}/credentials`)).json<{ credentialsId: string }>().credentialsId, 'MY_TOKEN_42');
+    t.equal(
+      (await api('GET', `/api/device/${d.id.id}/credentials`)).json<{ credentialsId: string }>().credentialsId,
+      'MY_TOKEN_42',
+    );
     t.equal((await http('POST', `${gw.url}/api/v1/MY_TOKEN_42/telemetry`, { a: 1 })).status, 200);
     const taken = await api('POST', '/api/device?accessToken=MY_TOKEN_42', { name: 'Other' });
     t.equal(taken.status, 400);
@@ -88,30 +111,60 @@ t.test('entity REST', async (t) => {
   });
 
   await t.test('tenant devices: paging, textSearch, name lookup', async (t) => {
-    const before = (await api('GET', '/api/tenant/devices?pageSize=1000&page=0')).json<PageJson<DeviceJson>>().totalElements;
-    for (const n of ['pg-a', 'pg-b', 'PG-c', 'pg-d', 'pg-e']) t.equal((await api('POST', '/api/device', { name: n })).status, 200);
+    const before = (await api('GET', '/api/tenant/devices?pageSize=1000&page=0')).json<PageJson<DeviceJson>>()
+      .totalElements;
+    for (const n of ['pg-a', 'pg-b', 'PG-c', 'pg-d', 'pg-e'])
+      t.equal((await api('POST', '/api/device', { name: n })).status, 200);
     const total = before + 5;
     const p0 = (await api('GET', '/api/tenant/devices?pageSize=2&page=0')).json<PageJson<DeviceJson>>();
     t.equal(p0.totalElements, total);
     t.equal(p0.totalPages, Math.ceil(total / 2));
     t.equal(p0.data.length, 2);
     t.equal(p0.hasNext, true);
-    const last = (await api('GET', `/api/tenant/devices?pageSize=2&page=${Math.ceil(total / 2) - 1}`)).json<PageJson<DeviceJson>>();
+    const last = (await api('GET', `/api/tenant/devices?pageSize=2&page=${Math.ceil(total / 2) - 1}`)).json<
+      PageJson<DeviceJson>
+    >();
     t.equal(last.hasNext, false);
     t.equal(last.data.length, total % 2 === 0 ? 2 : 1);
     const seen = new Set<string>();
     for (let page = 0; page < Math.ceil(total / 2); page++) {
-      for (const d of (await api('GET', `/api/tenant/devices?pageSize=2&page=${page}`)).json<PageJson<DeviceJson>>().data) seen.add(d.id.id);
+      for (const d of (await api('GET', `/api/tenant/devices?pageSize=2&page=${page}`)).json<PageJson<DeviceJson>>()
+        .data)
+        seen.add(d.id.id);
     }
     t.equal(seen.size, total, 'pages neither overlap nor skip');
 
-    const search = (await api('GET', '/api/tenant/devices?pageSize=10&page=0&textSearch=pg-')).json<PageJson<DeviceJson>>();
-    t.same(search.data.map((d) => d.name), ['pg-a', 'pg-b', 'PG-c', 'pg-d', 'pg-e'], 'case-insensitive substring, creation order');
-    const sorted = (await api('GET', '/api/tenant/devices?pageSize=2&page=0&textSearch=pg&sortProperty=name&sortOrder=DESC')).json<PageJson<DeviceJson>>();
-    t.same(sorted.data.map((d) => d.name), ['pg-e', 'pg-d']);
-    t.same((await api('GET', '/api/tenant/devices?pageSize=10&page=5')).json<PageJson<DeviceJson>>().data, [], 'page past the end is empty');
+    const search = (await api('GET', '/api/tenant/devices?pageSize=10&page=0&textSearch=pg-')).json<
+      PageJson<DeviceJson>
+    >();
+    t.same(
+      search.data.map((d) => d.name),
+      ['pg-a', 'pg-b', 'PG-c', 'pg-d', 'pg-e'],
+      'case-insensitive substring, creation order',
+    );
+    const sorted = (
+      await api('GET', '/api/tenant/devices?pageSize=2&page=0&textSearch=pg&sortProperty=name&sortOrder=DESC')
+    ).json<PageJson<DeviceJson>>();
+    t.same(
+      sorted.data.map((d) => d.name),
+      ['pg-e', 'pg-d'],
+    );
+    t.same(
+      (await api('GET', '/api/tenant/devices?pageSize=10&page=5')).json<PageJson<DeviceJson>>().data,
+      [],
+      'page past the end is empty',
+    );
 
-    for (const q of ['', 'page=0', 'pageSize=10', 'pageSize=0&page=0', 'pageSize=abc&page=0', 'pageSize=10&page=-1', 'pageSize=10&page=0&sortOrder=UP', 'pageSize=10&page=0&sortProperty=secret']) {
+    for (const q of [
+      '',
+      'page=0',
+      'pageSize=10',
+      'pageSize=0&page=0',
+      'pageSize=abc&page=0',
+      'pageSize=10&page=-1',
+      'pageSize=10&page=0&sortOrder=UP',
+      'pageSize=10&page=0&sortProperty=secret',
+    ]) {
       const r = await api('GET', `/api/tenant/devices?${q}`);
       t.equal(r.status, 400, `?${q} → 400`);
       t.equal(err(r).errorCode, 31);
@@ -144,7 +197,11 @@ t.test('entity REST', async (t) => {
     t.equal((await api('POST', '/api/device', { name: 'old-name' })).status, 200, 'old name is free again');
     const clash = await api('POST', '/api/device', { id: d.id, name: 'old-name' });
     t.equal(clash.status, 400);
-    t.equal((await api('GET', `/api/device/${d.id.id}`)).json<DeviceJson>().name, 'new-name', 'unchanged after a failed update');
+    t.equal(
+      (await api('GET', `/api/device/${d.id.id}`)).json<DeviceJson>().name,
+      'new-name',
+      'unchanged after a failed update',
+    );
   });
 
   await t.test('customers, assign and unassign devices', async (t) => {
@@ -164,8 +221,13 @@ t.test('entity REST', async (t) => {
     t.equal(assigned.status, 200);
     t.same(assigned.json<DeviceJson>().customerId, cust.id);
     t.same((await api('GET', `/api/device/${d.id.id}`)).json<DeviceJson>().customerId, cust.id);
-    const list = (await api('GET', `/api/customer/${cust.id.id}/devices?pageSize=10&page=0`)).json<PageJson<DeviceJson>>();
-    t.same(list.data.map((x) => x.id.id), [d.id.id]);
+    const list = (await api('GET', `/api/customer/${cust.id.id}/devices?pageSize=10&page=0`)).json<
+      PageJson<DeviceJson>
+    >();
+    t.same(
+      list.data.map((x) => x.id.id),
+      [d.id.id],
+    );
     t.equal(list.totalElements, 1);
     t.equal((await api('GET', `/api/customer/${cust.id.id}/devices`)).status, 400, 'paging required');
 
@@ -179,7 +241,10 @@ t.test('entity REST', async (t) => {
     const again = await api('DELETE', `/api/customer/device/${d.id.id}`);
     t.equal(again.status, 400);
     t.equal(err(again).message, "Device isn't assigned to any customer!");
-    t.same((await api('GET', `/api/customer/${cust.id.id}/devices?pageSize=10&page=0`)).json<PageJson<DeviceJson>>().data, []);
+    t.same(
+      (await api('GET', `/api/customer/${cust.id.id}/devices?pageSize=10&page=0`)).json<PageJson<DeviceJson>>().data,
+      [],
+    );
 
     const customers = (await api('GET', '/api/customers?pageSize=10&page=0')).json<PageJson<{ title: string }>>();
     t.ok(customers.data.some((x) => x.title === 'Acme'));
@@ -197,16 +262,27 @@ t.test('entity REST', async (t) => {
     t.equal((await api('GET', `/api/asset/${UNKNOWN_ID}`)).status, 404);
     t.equal((await api('GET', `/api/device/${a.id.id}`)).status, 404, 'an asset id is no device');
     const page = (await api('GET', '/api/tenant/assets?pageSize=10&page=0')).json<PageJson<DeviceJson>>();
-    t.same(page.data.map((x) => x.name), ['Building A']);
+    t.same(
+      page.data.map((x) => x.name),
+      ['Building A'],
+    );
     t.equal((await api('GET', '/api/tenant/assets?assetName=Building%20A')).json<DeviceJson>().id.id, a.id.id);
 
     const cust = await cliJson(['customer', 'add', '--data-dir', gw.dataDir, '--title', 'AssetCo']);
     const as = await api('POST', `/api/customer/${cust['id']}/asset/${a.id.id}`);
     t.equal(as.status, 200);
     t.equal(as.json<DeviceJson>().customerId.id, cust['id']);
-    t.same((await api('GET', `/api/customer/${cust['id']}/assets?pageSize=10&page=0`)).json<PageJson<DeviceJson>>().data.map((x) => x.id.id), [a.id.id]);
+    t.same(
+      (await api('GET', `/api/customer/${cust['id']}/assets?pageSize=10&page=0`))
+        .json<PageJson<DeviceJson>>()
+        .data.map((x) => x.id.id),
+      [a.id.id],
+    );
     t.equal((await api('DELETE', `/api/customer/asset/${a.id.id}`)).status, 200);
-    t.equal(err(await api('DELETE', `/api/customer/asset/${a.id.id}`)).message, "Asset isn't assigned to any customer!");
+    t.equal(
+      err(await api('DELETE', `/api/customer/asset/${a.id.id}`)).message,
+      "Asset isn't assigned to any customer!",
+    );
     t.equal((await api('DELETE', `/api/asset/${a.id.id}`)).status, 200);
     t.equal((await api('GET', `/api/asset/${a.id.id}`)).status, 404);
   });
@@ -219,7 +295,11 @@ t.test('entity REST', async (t) => {
     t.equal(del.text, '');
     t.equal((await api('GET', `/api/device/${d.id.id}`)).status, 404);
     t.equal((await http('POST', `${gw.url}/api/v1/DEL_TOKEN/telemetry`, { a: 1 })).status, 401);
-    t.equal((await api('POST', '/api/device?accessToken=DEL_TOKEN', { name: 'doomed' })).status, 200, 'name and token reusable');
+    t.equal(
+      (await api('POST', '/api/device?accessToken=DEL_TOKEN', { name: 'doomed' })).status,
+      200,
+      'name and token reusable',
+    );
   });
 
   await t.test('delete customer: devices unassigned, its users gone', async (t) => {
@@ -228,12 +308,23 @@ t.test('entity REST', async (t) => {
     t.equal((await api('POST', `/api/customer/${cust.id.id}/device/${d.id.id}`)).status, 200);
     await addUser(gw.dataDir, 'short@example.com', 'pw', 'CUSTOMER_USER', cust.id.id);
     const u = await login(gw, 'short@example.com', 'pw');
-    t.equal((await http('GET', `${gw.url}/api/device/${d.id.id}`, undefined, authHeaders(u.token))).status, 200, 'cached before deletion');
+    t.equal(
+      (await http('GET', `${gw.url}/api/device/${d.id.id}`, undefined, authHeaders(u.token))).status,
+      200,
+      'cached before deletion',
+    );
     t.equal((await api('DELETE', `/api/customer/${cust.id.id}`)).status, 200);
     t.equal((await api('GET', `/api/customer/${cust.id.id}`)).status, 404);
     t.same((await api('GET', `/api/device/${d.id.id}`)).json<DeviceJson>().customerId.id, NULL_UUID);
-    t.equal((await http('GET', `${gw.url}/api/device/${d.id.id}`, undefined, authHeaders(u.token))).status, 401, 'deleted user token rejected');
-    t.equal((await http('POST', `${gw.url}/api/auth/login`, { username: 'short@example.com', password: 'pw' })).status, 401);
+    t.equal(
+      (await http('GET', `${gw.url}/api/device/${d.id.id}`, undefined, authHeaders(u.token))).status,
+      401,
+      'deleted user token rejected',
+    );
+    t.equal(
+      (await http('POST', `${gw.url}/api/auth/login`, { username: 'short@example.com', password: 'pw' })).status,
+      401,
+    );
   });
 });
 
@@ -251,10 +342,24 @@ t.test('pageOf: TB PageLink semantics (unit)', async (t) => {
     ['first page', { pageSize: 3, page: 0 }, ['Alpha', 'beta', 'gamma'], 4, 2, true],
     ['last partial page', { pageSize: 3, page: 1 }, ['alphabet'], 4, 2, false],
     ['past the end', { pageSize: 3, page: 7 }, [], 4, 2, false],
-    ['textSearch is a case-insensitive substring', { pageSize: 10, page: 0, textSearch: 'ALPHA' }, ['Alpha', 'alphabet'], 2, 1, false],
+    [
+      'textSearch is a case-insensitive substring',
+      { pageSize: 10, page: 0, textSearch: 'ALPHA' },
+      ['Alpha', 'alphabet'],
+      2,
+      1,
+      false,
+    ],
     ['no match', { pageSize: 10, page: 0, textSearch: 'zzz' }, [], 0, 0, false],
     ['name DESC', { pageSize: 2, page: 0, sortProperty: 'name', sortOrder: 'DESC' }, ['gamma', 'beta'], 4, 2, true],
-    ['type ASC, ties in creation order', { pageSize: 10, page: 0, sortProperty: 'type' }, ['beta', 'gamma', 'alphabet', 'Alpha'], 4, 1, false],
+    [
+      'type ASC, ties in creation order',
+      { pageSize: 10, page: 0, sortProperty: 'type' },
+      ['beta', 'gamma', 'alphabet', 'Alpha'],
+      4,
+      1,
+      false,
+    ],
   ];
   for (const [name, q, want, total, pages, hasNext] of cases) {
     const p = pageOf(items, q);

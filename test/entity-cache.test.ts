@@ -44,7 +44,12 @@ t.test('device tokens: CLI create, REST delete, delete and re-create from anothe
   // the same token on a new device: points must land on the new one
   const c = await addDevice(d, 'dev-c', ['--token', 'tok-b']);
   t.equal(await post(gw, 'tok-b', '{"k":7}'), 200, 're-created token works at once');
-  const latest = await http('GET', `${gw.url}/api/plugins/telemetry/DEVICE/${c.id}/values/timeseries?keys=k`, undefined, admin);
+  const latest = await http(
+    'GET',
+    `${gw.url}/api/plugins/telemetry/DEVICE/${c.id}/values/timeseries?keys=k`,
+    undefined,
+    admin,
+  );
   t.equal(latest.status, 200);
   t.same(latest.json<Record<string, Array<{ value: string }>>>()['k']?.[0]?.value, '7', 'stored under the new device');
 });
@@ -58,12 +63,22 @@ t.test('access: assignment changes by REST and by another process apply at once'
   await addUser(d, 'cu@example.com', 'pw', 'CUSTOMER_USER', 'Acme');
   const [admin, cu] = await Promise.all([login(gw, 'admin@example.com', 'secret'), login(gw, 'cu@example.com', 'pw')]);
   const read = (): Promise<number> =>
-    http('GET', `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}/values/timeseries?keys=x`, undefined, authHeaders(cu.token)).then((r) => r.status);
+    http(
+      'GET',
+      `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}/values/timeseries?keys=x`,
+      undefined,
+      authHeaders(cu.token),
+    ).then((r) => r.status);
 
   t.equal(await read(), 403, 'unassigned: customer user refused');
   t.equal(await read(), 403, 'and again (cached)');
 
-  const assign = await http('POST', `${gw.url}/api/customer/${acme.id}/device/${dev.id}`, undefined, authHeaders(admin.token));
+  const assign = await http(
+    'POST',
+    `${gw.url}/api/customer/${acme.id}/device/${dev.id}`,
+    undefined,
+    authHeaders(admin.token),
+  );
   t.equal(assign.status, 200, 'REST assign');
   t.equal(await read(), 200, 'REST assignment applies at once');
 
@@ -78,7 +93,12 @@ t.test('access: assignment changes by REST and by another process apply at once'
   t.equal(await read(), 403, 'REST unassignment applies at once');
 
   t.ok(await other.deleteDevice(dev.id), 'deleted from another process');
-  const gone = await http('GET', `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}/values/timeseries?keys=x`, undefined, authHeaders(admin.token));
+  const gone = await http(
+    'GET',
+    `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}/values/timeseries?keys=x`,
+    undefined,
+    authHeaders(admin.token),
+  );
   t.equal(gone.status, 404, 'deleted by another process: 404 at once');
 });
 

@@ -13,14 +13,19 @@ import { ERRORS, type ErrorCode, OutpostError, asOutpostError, errorBody } from 
 function readme(): string {
   let dir = dirname(fileURLToPath(import.meta.url));
   for (;;) {
-    if (existsSync(join(dir, 'package.json')) && existsSync(join(dir, 'README.md'))) return readFileSync(join(dir, 'README.md'), 'utf8');
+    if (existsSync(join(dir, 'package.json')) && existsSync(join(dir, 'README.md')))
+      return readFileSync(join(dir, 'README.md'), 'utf8');
     const up = dirname(dir);
     if (up === dir) throw new Error('README.md not found');
     dir = up;
   }
 }
 
-interface Row { status: number; tbCode: number; meaning: string }
+interface Row {
+  status: number;
+  tbCode: number;
+  meaning: string;
+}
 
 /** Rows of the first table under the "## Errors" heading: | `CODE` | status | TB errorCode | meaning | */
 function errorTable(md: string): Map<string, Row> {
@@ -62,8 +67,17 @@ t.test('OutpostError and the TB error JSON', async (t) => {
     t.ok(e.status >= 400 && e.status <= 599, `${code}: an error status`);
   }
   const e = new OutpostError('BAD_PAYLOAD', 'Key cannot be blank');
-  t.same(JSON.parse(errorBody(e, 1234)), { status: 400, message: 'Key cannot be blank', errorCode: 31, timestamp: 1234 });
-  t.same(Object.keys(JSON.parse(errorBody(e)) as object), ['status', 'message', 'errorCode', 'timestamp'], 'TB field order');
+  t.same(JSON.parse(errorBody(e, 1234)), {
+    status: 400,
+    message: 'Key cannot be blank',
+    errorCode: 31,
+    timestamp: 1234,
+  });
+  t.same(
+    Object.keys(JSON.parse(errorBody(e)) as object),
+    ['status', 'message', 'errorCode', 'timestamp'],
+    'TB field order',
+  );
   const cause = new Error('disk on fire');
   const wrapped = asOutpostError(cause);
   t.equal(wrapped.code, 'INTERNAL', 'unknown errors become INTERNAL');

@@ -12,7 +12,8 @@ function plain(v: JsonValue): unknown {
   if (Array.isArray(v)) return v.map(plain);
   if (isJsonObject(v)) {
     const out: Record<string, unknown> = {};
-    for (const [k, x] of Object.entries(v)) Object.defineProperty(out, k, { value: plain(x), enumerable: true, writable: true, configurable: true });
+    for (const [k, x] of Object.entries(v))
+      Object.defineProperty(out, k, { value: plain(x), enumerable: true, writable: true, configurable: true });
     return out;
   }
   return v;
@@ -20,7 +21,17 @@ function plain(v: JsonValue): unknown {
 
 t.test('valid documents agree with JSON.parse', async (t) => {
   const docs = [
-    '0', '-1', '1.5', '1e3', '-1E-3', '"x"', 'true', 'false', 'null', '[]', '{}',
+    '0',
+    '-1',
+    '1.5',
+    '1e3',
+    '-1E-3',
+    '"x"',
+    'true',
+    'false',
+    'null',
+    '[]',
+    '{}',
     ' \t\r\n{ "a" : [ 1 , { "b" : null } ] , "c" : "d" } \n',
     '"\\"\\\\\\/\\b\\f\\n\\r\\t"',
     '"\\u0041\\u00e9\\u20AC\\ud83d\\ude00"',
@@ -41,14 +52,51 @@ t.test('number literals: safe integers are numbers, everything else keeps its te
     t.ok(v instanceof NumLit, `${lit} is a NumLit`);
     t.equal((v as NumLit).text, lit);
   }
-  t.equal(stringifyJson(parseJson('{"a":[1.0,2E5,-0,{"b":"\\n"}],"c":true,"d":null}')), '{"a":[1.0,2E5,-0,{"b":"\\n"}],"c":true,"d":null}');
+  t.equal(
+    stringifyJson(parseJson('{"a":[1.0,2E5,-0,{"b":"\\n"}],"c":true,"d":null}')),
+    '{"a":[1.0,2E5,-0,{"b":"\\n"}],"c":true,"d":null}',
+  );
 });
 
 t.test('invalid documents are rejected with JsonSyntaxError', async (t) => {
   const bad = [
-    '', ' ', '{', '}', '[', '[1,]', '{"a":1,}', '{a:1}', "{'a':1}", '{"a" 1}', '{"a":}', '01', '1.', '.5', '+1', '-',
-    '1e', '1e+', 'tru', 'nul', 'NaN', 'Infinity', '"abc', '"a\\x"', '"\\u12"', '"\\u12G4"', '"tab\there"', '"nl\nhere"',
-    '{"a":1} x', '[1] [2]', '{"a":1}}', 'true false', '"a" "b"', '\u00a0{}', '[1 2]', '{"a":1 "b":2}', '/* c */ 1',
+    '',
+    ' ',
+    '{',
+    '}',
+    '[',
+    '[1,]',
+    '{"a":1,}',
+    '{a:1}',
+    "{'a':1}",
+    '{"a" 1}',
+    '{"a":}',
+    '01',
+    '1.',
+    '.5',
+    '+1',
+    '-',
+    '1e',
+    '1e+',
+    'tru',
+    'nul',
+    'NaN',
+    'Infinity',
+    '"abc',
+    '"a\\x"',
+    '"\\u12"',
+    '"\\u12G4"',
+    '"tab\there"',
+    '"nl\nhere"',
+    '{"a":1} x',
+    '[1] [2]',
+    '{"a":1}}',
+    'true false',
+    '"a" "b"',
+    '\u00a0{}',
+    '[1 2]',
+    '{"a":1 "b":2}',
+    '/* c */ 1',
   ];
   for (const d of bad) {
     t.throws(() => parseJson(d), JsonSyntaxError, JSON.stringify(d));

@@ -27,16 +27,26 @@ t.test('verifyJwt: table of tokens', async (t) => {
     ['expired', signJwt({ exp: NOW_SEC - 1 }, KEY), false, 'expired'],
     ['no exp claim', signJwt({ sub: 'a' }, KEY), false, 'expired'],
     ['other key', signJwt({ exp: NOW_SEC + 10 }, Buffer.alloc(64, 8)), false, 'signature'],
-    ['payload changed', `${h}.${Buffer.from('{"sub":"b","exp":9999999999}').toString('base64url')}.${s}`, false, 'signature'],
+    [
+      'payload changed',
+      `${h}.${Buffer.from('{"sub":"b","exp":9999999999}').toString('base64url')}.${s}`,
+      false,
+      'signature',
+    ],
     ['signature truncated', `${h}.${p}.${s.slice(0, -4)}`, false, 'signature'],
     ['alg none', `${Buffer.from('{"alg":"none"}').toString('base64url')}.${p}.`, false, 'signature'],
     ['two parts', `${h}.${p}`, false, 'malformed'],
     ['garbage', 'not-a-jwt', false, 'malformed'],
-    ['signed non-JSON payload', (() => {
-      const bad = Buffer.from('not json').toString('base64url');
-      const sig = createHmac('sha512', KEY).update(`${h}.${bad}`).digest('base64url');
-      return `${h}.${bad}.${sig}`;
-    })(), false, 'malformed'],
+    [
+      'signed non-JSON payload',
+      (() => {
+        const bad = Buffer.from('not json').toString('base64url');
+        const sig = createHmac('sha512', KEY).update(`${h}.${bad}`).digest('base64url');
+        return `${h}.${bad}.${sig}`;
+      })(),
+      false,
+      'malformed',
+    ],
   ];
   for (const [name, token, ok, reason] of cases) {
     const r = verifyJwt(token, KEY, NOW_SEC);
@@ -73,7 +83,11 @@ t.test('AuthService: cache, expiry, logout, revocation pruning', async (t) => {
   const config = loadConfig({ dataDir: dir }, {});
   const entities = new EntityStore(env);
   await entities.ensureTenant();
-  const user = await entities.createUser({ email: 'u@example.com', passwordHash: await hashPassword('pw'), authority: 'TENANT_ADMIN' });
+  const user = await entities.createUser({
+    email: 'u@example.com',
+    passwordHash: await hashPassword('pw'),
+    authority: 'TENANT_ADMIN',
+  });
   let nowMs = NOW_SEC * 1000;
   const auth = new AuthService(config, env, entities, () => nowMs);
 
@@ -86,40 +100,79 @@ t.test('AuthService: cache, expiry, logout, revocation pruning', async (t) => {
   t.equal(auth.authenticateHeader('', `Bearer ${pair.token}`), p1, 'blank X-Authorization falls back');
 
   const code = (fn: () => unknown): string | undefined => {
-    try { fn(); } catch (err) { return err instanceof OutpostError ? `${err.status}/${err.tbCode}/${err.message}` : String(err); }
+    try {
+      fn();
+    } catch (err) {
+      return err instanceof OutpostError ? `${err.status}/${err.tbCode}/${err.message}` : String(err);
+    }
     return undefined;
   };
-  t.equal(code(() => auth.authenticateHeader(undefined, undefined)), '401/10/Authentication failed');
-  t.equal(code(() => auth.authenticateHeader(`Basic ${pair.token}`, undefined)), '401/10/Authentication failed');
+  t.equal(
+    code(() => auth.authenticateHeader(undefined, undefined)),
+    '401/10/Authentication failed',
+  );
+  t.equal(
+    code(() => auth.authenticateHeader(`Basic ${pair.token}`, undefined)),
+    '401/10/Authentication failed',
+  );
 
   nowMs = (p1.exp - 1) * 1000;
   t.equal(auth.authenticateToken(pair.token), p1, 'valid until the last second');
   nowMs = p1.exp * 1000;
-  t.equal(code(() => auth.authenticateToken(pair.token)), '401/11/Token has expired', 'a cached token expires with its exp');
+  t.equal(
+    code(() => auth.authenticateToken(pair.token)),
+    '401/11/Token has expired',
+    'a cached token expires with its exp',
+  );
 
   nowMs = NOW_SEC * 1000;
   const fresh = auth.refresh(pair.refreshToken);
   t.not(auth.authenticateToken(fresh.token).sessionId, p1.sessionId, 'refresh opens a new session');
-  t.equal(code(() => auth.refresh(pair.token)), '401/10/Invalid refresh token', 'access token is no refresh token');
-  t.equal(code(() => auth.refresh(undefined)), '401/10/Authentication failed');
+  t.equal(
+    code(() => auth.refresh(pair.token)),
+    '401/10/Invalid refresh token',
+    'access token is no refresh token',
+  );
+  t.equal(
+    code(() => auth.refresh(undefined)),
+    '401/10/Authentication failed',
+  );
 
   const second = await auth.login('u@example.com', 'pw');
   const p2 = auth.authenticateToken(second.token);
   await auth.logout(p2);
-  t.equal(code(() => auth.authenticateToken(second.token)), '401/11/Token has expired', 'logged out, even though it was cached');
-  t.equal(code(() => auth.refresh(second.refreshToken)), '401/11/Token has expired', 'the refresh token of the session too');
+  t.equal(
+    code(() => auth.authenticateToken(second.token)),
+    '401/11/Token has expired',
+    'logged out, even though it was cached',
+  );
+  t.equal(
+    code(() => auth.refresh(second.refreshToken)),
+    '401/11/Token has expired',
+    'the refresh token of the session too',
+  );
   t.ok(auth.authenticateToken(fresh.token), 'other sessions keep working');
 
   // A revocation is kept for one refresh lifetime, then pruned by a later logout.
-  const revokedKeys = (): number => [...env.meta.getKeys({ start: ['revokedSession'] })].filter((k) => Array.isArray(k) && k[0] === 'revokedSession').length;
+  const revokedKeys = (): number =>
+    [...env.meta.getKeys({ start: ['revokedSession'] })].filter((k) => Array.isArray(k) && k[0] === 'revokedSession')
+      .length;
   t.equal(revokedKeys(), 1);
   nowMs = (p2.iat + config.auth.refreshTokenTtlSec + 1) * 1000;
   const later = await auth.login('u@example.com', 'pw');
   await auth.logout(auth.authenticateToken(later.token));
   t.equal(revokedKeys(), 1, 'the outdated revocation is gone, the new one kept');
 
-  await t.rejects(auth.login('u@example.com', 'nope'), { status: 401, tbCode: 10, message: 'Invalid username or password' });
-  await t.rejects(auth.login('nobody@example.com', 'pw'), { status: 401, tbCode: 10, message: 'Invalid username or password' });
+  await t.rejects(auth.login('u@example.com', 'nope'), {
+    status: 401,
+    tbCode: 10,
+    message: 'Invalid username or password',
+  });
+  await t.rejects(auth.login('nobody@example.com', 'pw'), {
+    status: 401,
+    tbCode: 10,
+    message: 'Invalid username or password',
+  });
 });
 
 t.test('AuthService: token cache stays bounded', async (t) => {

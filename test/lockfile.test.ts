@@ -15,8 +15,14 @@ import { tempDir } from './helpers/server.js';
 
 const REPO = fileURLToPath(new URL('../..', import.meta.url));
 
-interface LockEntry { version?: string; optional?: boolean; optionalDependencies?: Record<string, string> }
-interface Lock { packages: Record<string, LockEntry> }
+interface LockEntry {
+  version?: string;
+  optional?: boolean;
+  optionalDependencies?: Record<string, string>;
+}
+interface Lock {
+  packages: Record<string, LockEntry>;
+}
 
 const lockText = readFileSync(join(REPO, 'package-lock.json'), 'utf8');
 const lock = JSON.parse(lockText) as Lock;
@@ -42,7 +48,10 @@ t.test('every optional dependency of a locked package is in the lock', async (t)
       if (!resolveIn(lock.packages, path, dep)) missing.push(`${path || '(root)'} → ${dep}`);
     }
   }
-  t.ok(checked >= 10, `the lock has optional dependencies to check (${checked}: lmdb's and msgpackr-extract's platforms)`);
+  t.ok(
+    checked >= 10,
+    `the lock has optional dependencies to check (${checked}: lmdb's and msgpackr-extract's platforms)`,
+  );
   t.same(missing, [], 'none missing (run `npm install` and commit package-lock.json)');
 });
 
@@ -56,32 +65,42 @@ function npm(args: string[], cwd: string, cache: string): { status: number | nul
     cwd,
     encoding: 'utf8',
     timeout: 60_000,
-    env: { ...process.env, npm_config_cache: cache, npm_config_offline: 'true', npm_config_audit: 'false', npm_config_fund: 'false' },
+    env: {
+      ...process.env,
+      npm_config_cache: cache,
+      npm_config_offline: 'true',
+      npm_config_audit: 'false',
+      npm_config_fund: 'false',
+    },
   });
   // npm's usage text follows its error: keep the lines that say what is wrong.
   const lines = `${r.stdout}${r.stderr}`.split('\n').filter((l) => /Missing|in sync|ENOTCACHED|ERR|error code/.test(l));
   return { status: r.status, out: lines.join('\n') };
 }
 
-t.test('npm ci --dry-run --offline accepts the lock, and refuses it with a platform package missing', { skip: hasNpm ? false : 'npm is not available' }, async (t) => {
-  const dir = tempDir(t);
-  const good = join(dir, 'good');
-  const bad = join(dir, 'bad');
-  for (const d of [good, bad]) {
-    mkdirSync(d);
-    copyFileSync(join(REPO, 'package.json'), join(d, 'package.json'));
-  }
-  copyFileSync(join(REPO, 'package-lock.json'), join(good, 'package-lock.json'));
-  const broken = JSON.parse(lockText) as Lock;
-  const victim = Object.keys(broken.packages).find((p) => p.startsWith('node_modules/@msgpackr-extract/'));
-  if (victim === undefined) return t.fail('the lock has msgpackr-extract platform packages');
-  delete broken.packages[victim];
-  writeFileSync(join(bad, 'package-lock.json'), JSON.stringify(broken, null, 2));
+t.test(
+  'npm ci --dry-run --offline accepts the lock, and refuses it with a platform package missing',
+  { skip: hasNpm ? false : 'npm is not available' },
+  async (t) => {
+    const dir = tempDir(t);
+    const good = join(dir, 'good');
+    const bad = join(dir, 'bad');
+    for (const d of [good, bad]) {
+      mkdirSync(d);
+      copyFileSync(join(REPO, 'package.json'), join(d, 'package.json'));
+    }
+    copyFileSync(join(REPO, 'package-lock.json'), join(good, 'package-lock.json'));
+    const broken = JSON.parse(lockText) as Lock;
+    const victim = Object.keys(broken.packages).find((p) => p.startsWith('node_modules/@msgpackr-extract/'));
+    if (victim === undefined) return t.fail('the lock has msgpackr-extract platform packages');
+    delete broken.packages[victim];
+    writeFileSync(join(bad, 'package-lock.json'), JSON.stringify(broken, null, 2));
 
-  const args = ['ci', '--dry-run', '--ignore-scripts', '--loglevel=error'];
-  const ok = npm(args, good, join(dir, 'cache'));
-  t.equal(ok.status, 0, `npm ci accepts the committed lock${ok.status ? `: ${ok.out}` : ''}`);
-  const refused = npm(args, bad, join(dir, 'cache'));
-  t.not(refused.status, 0, 'npm ci refuses a lock without one platform package');
-  t.match(refused.out, /in sync|Missing/, 'because the lock is out of sync');
-});
+    const args = ['ci', '--dry-run', '--ignore-scripts', '--loglevel=error'];
+    const ok = npm(args, good, join(dir, 'cache'));
+    t.equal(ok.status, 0, `npm ci accepts the committed lock${ok.status ? `: ${ok.out}` : ''}`);
+    const refused = npm(args, bad, join(dir, 'cache'));
+    t.not(refused.status, 0, 'npm ci refuses a lock without one platform package');
+    t.match(refused.out, /in sync|Missing/, 'because the lock is out of sync');
+  },
+);

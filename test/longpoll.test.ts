@@ -22,7 +22,8 @@ t.test('registry: bound, timeouts on the fake clock, answers, abort cleanup', (t
   const got: Array<[string, PollOutcome]> = [];
 
   const handles = [];
-  for (let i = 0; i < 1_000; i++) handles.push(reg.open(`dev-${i % 10}`, i % 2 === 0 ? 'attributes' : 'rpc', 60_000, (o) => got.push([`p${i}`, o])));
+  for (let i = 0; i < 1_000; i++)
+    handles.push(reg.open(`dev-${i % 10}`, i % 2 === 0 ? 'attributes' : 'rpc', 60_000, (o) => got.push([`p${i}`, o])));
   t.equal(reg.openCount, 1_000);
   t.equal(reg.deviceCount, 10);
   t.equal(clock.pending, 1, 'one timer for 1,000 polls');
@@ -50,7 +51,14 @@ t.test('registry: bound, timeouts on the fake clock, answers, abort cleanup', (t
   t.same(got, [['a1', { kind: 'timeout' }]], 'at the deadline');
   t.equal(reg.answerAll('d1', 'attributes', '{"x":1}'), 1);
   t.equal(reg.answerOldest('d1', 'rpc', 'R'), true);
-  t.same(got.slice(1), [['a2', { kind: 'data', body: '{"x":1}' }], ['r1', { kind: 'data', body: 'R' }]], 'all attribute polls of d1; the oldest rpc poll');
+  t.same(
+    got.slice(1),
+    [
+      ['a2', { kind: 'data', body: '{"x":1}' }],
+      ['r1', { kind: 'data', body: 'R' }],
+    ],
+    'all attribute polls of d1; the oldest rpc poll',
+  );
   t.equal(reg.endDevice('d1'), 1);
   t.same(got.at(-1), ['r2', { kind: 'deviceDeleted' }]);
   t.equal(reg.answerOldest('d1', 'rpc', 'R'), false);
@@ -64,7 +72,13 @@ t.test('registry: bound, timeouts on the fake clock, answers, abort cleanup', (t
 t.test('broker: only SHARED_SCOPE changes of a DEVICE wake attribute polls', (t) => {
   const clock = new FakeClock(0);
   const bus = new EventBus();
-  const broker = new RpcBroker(bus, { maxPendingPerDevice: 10, maxOpenPolls: 100, clientSideTimeoutMs: 1_000, clock, tickMs: 10 });
+  const broker = new RpcBroker(bus, {
+    maxPendingPerDevice: 10,
+    maxOpenPolls: 100,
+    clientSideTimeoutMs: 1_000,
+    clock,
+    tickMs: 10,
+  });
   const got: PollOutcome[] = [];
   broker.waitAttributes('d1', 60_000, (o) => got.push(o));
   broker.waitAttributes('d1', 60_000, (o) => got.push(o));
@@ -74,8 +88,22 @@ t.test('broker: only SHARED_SCOPE changes of a DEVICE wake attribute polls', (t)
   bus.publish('attributes', { ...base, entityType: 'ASSET', scope: 'SHARED_SCOPE', updated: [['k', kvString('v')]] });
   bus.publish('attributes', { ...base, entityId: 'd2', scope: 'SHARED_SCOPE', updated: [['k', kvString('v')]] });
   t.same(got, [], 'server, client, asset and other-device changes do not wake it');
-  bus.publish('attributes', { ...base, scope: 'SHARED_SCOPE', updated: [['fw', kvString('1.2')], ['n', kvDouble(42)]] });
-  t.same(got, [{ kind: 'data', body: '{"fw":"1.2","n":42.0}' }, { kind: 'data', body: '{"fw":"1.2","n":42.0}' }], 'every open poll, flat typed body');
+  bus.publish('attributes', {
+    ...base,
+    scope: 'SHARED_SCOPE',
+    updated: [
+      ['fw', kvString('1.2')],
+      ['n', kvDouble(42)],
+    ],
+  });
+  t.same(
+    got,
+    [
+      { kind: 'data', body: '{"fw":"1.2","n":42.0}' },
+      { kind: 'data', body: '{"fw":"1.2","n":42.0}' },
+    ],
+    'every open poll, flat typed body',
+  );
   broker.waitAttributes('d1', 60_000, (o) => got.push(o));
   bus.publish('attributes', { ...base, scope: 'SHARED_SCOPE', updated: [], deleted: ['fw'] });
   t.same(got.at(-1), { kind: 'data', body: '{"deleted":["fw"]}' });
@@ -104,7 +132,10 @@ function rawGet(port: number, path: string): { socket: Socket; response: Promise
   socket.setNoDelay(true);
   const response = new Promise<string>((resolve) => {
     let buf = '';
-    socket.on('data', (d) => { buf += d.toString(); resolve(buf); });
+    socket.on('data', (d) => {
+      buf += d.toString();
+      resolve(buf);
+    });
     socket.on('close', () => resolve(buf));
     socket.on('error', () => resolve(buf));
   });
@@ -133,7 +164,10 @@ t.test('GET /attributes/updates end to end', async (t) => {
     const p1 = http('GET', `${upd}?timeout=20000`);
     const p2 = http('GET', `${upd}?timeout=20000`);
     await waitLongPoll(gw, admin, (s) => s.attributePolls === 2);
-    t.equal((await http('POST', `${rest}/attributes/SHARED_SCOPE`, '{"fw":"v1.2","rate":30,"ratio":2.0}', admin)).status, 200);
+    t.equal(
+      (await http('POST', `${rest}/attributes/SHARED_SCOPE`, '{"fw":"v1.2","rate":30,"ratio":2.0}', admin)).status,
+      200,
+    );
     for (const r of await Promise.all([p1, p2])) {
       t.equal(r.status, 200);
       t.equal(r.text, '{"fw":"v1.2","rate":30,"ratio":2.0}');
@@ -162,7 +196,8 @@ t.test('GET /attributes/updates end to end', async (t) => {
 
   t.test('1,000 polls opened and dropped: the registry goes back to zero', async (t) => {
     const polls = [];
-    for (let i = 0; i < 1_000; i++) polls.push(rawGet(gw.port, `/api/v1/${dev.token}/attributes/updates?timeout=60000`));
+    for (let i = 0; i < 1_000; i++)
+      polls.push(rawGet(gw.port, `/api/v1/${dev.token}/attributes/updates?timeout=60000`));
     await waitLongPoll(gw, admin, (s) => s.openPolls === 1_000);
     for (const p of polls) p.socket.destroy();
     await waitLongPoll(gw, admin, (s) => s.openPolls === 0);

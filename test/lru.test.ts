@@ -13,8 +13,15 @@ t.test('ByteLru evicts the least recently used entries past its budget', async (
   t.equal(lru.get('b'), undefined, 'b, the least recently used, went first');
   t.ok(lru.get('a') && lru.get('c') && lru.get('d'), 'the others stay');
   t.equal(lru.bytes, 8);
-  lru.add('big', Array.from({ length: 25 }, () => 0));
-  t.same([lru.get('a'), lru.get('c'), lru.get('d')], [undefined, undefined, undefined], 'an entry over the budget pushes out all others');
+  lru.add(
+    'big',
+    Array.from({ length: 25 }, () => 0),
+  );
+  t.same(
+    [lru.get('a'), lru.get('c'), lru.get('d')],
+    [undefined, undefined, undefined],
+    'an entry over the budget pushes out all others',
+  );
   t.equal(lru.get('big')?.length, 25, 'and is kept, alone');
   t.equal(lru.bytes, 25);
   lru.clear();

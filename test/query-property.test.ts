@@ -19,7 +19,11 @@ type RefValue =
   | { t: 'STRING'; v: string }
   | { t: 'BOOLEAN'; v: boolean };
 
-interface RefPoint { ts: number; val: RefValue; literal: string }
+interface RefPoint {
+  ts: number;
+  val: RefValue;
+  literal: string;
+}
 
 /** d × 2^1074 as an exact integer. */
 function scaledDouble(d: number): bigint {
@@ -56,10 +60,14 @@ function roundScaled(s: bigint): number {
 
 function render(v: RefValue): string {
   switch (v.t) {
-    case 'LONG': return v.v.toString();
-    case 'DOUBLE': return javaDouble(v.v);
-    case 'STRING': return v.v;
-    case 'BOOLEAN': return String(v.v);
+    case 'LONG':
+      return v.v.toString();
+    case 'DOUBLE':
+      return javaDouble(v.v);
+    case 'STRING':
+      return v.v;
+    case 'BOOLEAN':
+      return String(v.v);
   }
 }
 
@@ -69,7 +77,9 @@ type Agg = 'NONE' | 'MIN' | 'MAX' | 'AVG' | 'SUM' | 'COUNT';
 function refAggregate(points: RefPoint[], agg: Exclude<Agg, 'NONE'>): string | undefined {
   if (points.length === 0) return undefined;
   if (agg === 'COUNT') return String(points.length);
-  const nums = points.filter((p) => p.val.t === 'LONG' || p.val.t === 'DOUBLE').map((p) => p.val as { t: 'LONG'; v: bigint } | { t: 'DOUBLE'; v: number });
+  const nums = points
+    .filter((p) => p.val.t === 'LONG' || p.val.t === 'DOUBLE')
+    .map((p) => p.val as { t: 'LONG'; v: bigint } | { t: 'DOUBLE'; v: number });
   const anyDouble = nums.some((n) => n.t === 'DOUBLE');
   const scaled = (n: (typeof nums)[number]): bigint => (n.t === 'LONG' ? scaledLong(n.v) : scaledDouble(n.v));
   if (agg === 'AVG' || agg === 'SUM') {
@@ -88,12 +98,23 @@ function refAggregate(points: RefPoint[], agg: Exclude<Agg, 'NONE'>): string | u
     if (!anyDouble) return best.v.toString();
     return javaDouble(best.t === 'LONG' ? Number(best.v) : best.v);
   }
-  const strs = points.filter((p) => p.val.t === 'STRING').map((p) => p.val.v as string).sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+  const strs = points
+    .filter((p) => p.val.t === 'STRING')
+    .map((p) => p.val.v as string)
+    .sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
   if (strs.length === 0) return undefined;
   return agg === 'MIN' ? strs[0] : strs[strs.length - 1];
 }
 
-interface Query { keys: string[]; startTs: number; endTs: number; agg: Agg; interval: number | undefined; limit: number | undefined; orderBy: 'ASC' | 'DESC' | undefined }
+interface Query {
+  keys: string[];
+  startTs: number;
+  endTs: number;
+  agg: Agg;
+  interval: number | undefined;
+  limit: number | undefined;
+  orderBy: 'ASC' | 'DESC' | undefined;
+}
 type Expected = { status: 400 } | { status: 200; body: Array<[string, Array<{ ts: number; value: string }>]> };
 
 function reference(series: Map<string, RefPoint[]>, q: Query): Expected {
@@ -102,7 +123,9 @@ function reference(series: Map<string, RefPoint[]>, q: Query): Expected {
   if (q.agg === 'NONE' || interval === 0) {
     const limit = q.limit ?? 100;
     for (const key of q.keys) {
-      const pts = (series.get(key) ?? []).filter((p) => p.ts >= q.startTs && p.ts < q.endTs).sort((a, b) => a.ts - b.ts);
+      const pts = (series.get(key) ?? [])
+        .filter((p) => p.ts >= q.startTs && p.ts < q.endTs)
+        .sort((a, b) => a.ts - b.ts);
       if (q.orderBy !== 'ASC') pts.reverse();
       const page = pts.slice(0, limit).map((p) => ({ ts: p.ts, value: render(p.val) }));
       if (page.length > 0) body.push([key, page]);
@@ -117,7 +140,10 @@ function reference(series: Map<string, RefPoint[]>, q: Query): Expected {
     let n = 0;
     for (let start = q.startTs; start < q.endTs && (q.limit === undefined || n < q.limit); start += interval, n++) {
       const end = Math.min(start + interval, q.endTs);
-      const v = refAggregate(pts.filter((p) => p.ts >= start && p.ts < end), q.agg);
+      const v = refAggregate(
+        pts.filter((p) => p.ts >= start && p.ts < end),
+        q.agg,
+      );
       if (v !== undefined) out.push({ ts: start + Math.floor((end - start) / 2), value: v });
     }
     if (out.length > 0) body.push([key, out]);
@@ -126,11 +152,14 @@ function reference(series: Map<string, RefPoint[]>, q: Query): Expected {
 }
 
 function randomPoint(r: () => number, kind: string): { val: RefValue; literal: string } {
-  const pick = kind === 'mix' ? ['lng', 'dbl', 'str', 'bool'][Math.floor(r() * 4)] as string : kind;
+  const pick = kind === 'mix' ? (['lng', 'dbl', 'str', 'bool'][Math.floor(r() * 4)] as string) : kind;
   switch (pick) {
     case 'lng': {
       // mostly small; sometimes near ±2^62 so sums leave the 64-bit range
-      const v = r() < 0.15 ? (r() < 0.5 ? -1n : 1n) * (2n ** 62n - BigInt(Math.floor(r() * 1e6))) : BigInt(Math.floor((r() - 0.5) * 2e6));
+      const v =
+        r() < 0.15
+          ? (r() < 0.5 ? -1n : 1n) * (2n ** 62n - BigInt(Math.floor(r() * 1e6)))
+          : BigInt(Math.floor((r() - 0.5) * 2e6));
       return { val: { t: 'LONG', v }, literal: v.toString() };
     }
     case 'dbl': {
@@ -183,7 +212,14 @@ t.test('history answers equal a brute-force reference (seeded)', async (t) => {
     const endTs = r() < 0.04 ? startTs - 1 - Math.floor(r() * 100) : startTs + Math.floor(r() ** 2 * 110_000);
     const agg = aggs[Math.floor(r() * aggs.length)] as Agg;
     const iv = r();
-    const interval = iv < 0.1 ? 0 : iv < 0.13 ? -Math.ceil(r() * 1000) : iv < 0.2 ? undefined : Math.max(1, Math.floor(Math.exp(r() * Math.log(60_000))));
+    const interval =
+      iv < 0.1
+        ? 0
+        : iv < 0.13
+          ? -Math.ceil(r() * 1000)
+          : iv < 0.2
+            ? undefined
+            : Math.max(1, Math.floor(Math.exp(r() * Math.log(60_000))));
     const limit = r() < 0.5 ? undefined : 1 + Math.floor(r() * 300);
     const order = r() < 0.33 ? undefined : r() < 0.5 ? 'ASC' : 'DESC';
     const q: Query = { keys, startTs, endTs, agg, interval, limit, orderBy: order };

@@ -11,7 +11,8 @@ import { BlockColumns, decodePoints, encodePoints } from '../src/store/encoding/
 import { compactAll, openSeriesStore } from './helpers/store.js';
 import { rng } from './helpers/prng.js';
 
-const show = (pts: Iterable<TsKv>): string[] => [...pts].map((p) => `${p.ts}:${p.value.type}:${kvToString(p.value)}${Object.is(p.value.v, -0) ? ':-0' : ''}`);
+const show = (pts: Iterable<TsKv>): string[] =>
+  [...pts].map((p) => `${p.ts}:${p.value.type}:${kvToString(p.value)}${Object.is(p.value.v, -0) ? ':-0' : ''}`);
 const ENTITY = '00000000-0000-0000-0000-0000000000c1';
 const MIN = 60_000;
 const HOUR = 60 * MIN;
@@ -20,13 +21,27 @@ t.test('BlockColumns reads every block mode like decodePoints, with a ts bound a
   const t0 = 1_700_000_000_000;
   const cases: TsKv[][] = [
     Array.from({ length: 300 }, (_, i) => ({ ts: t0 + i * 1000, value: kvLong(5 + i * 3) })),
-    Array.from({ length: 300 }, (_, i) => ({ ts: t0 + i * 1000, value: kvLong((i * 7919) % 1000 - 500) })),
-    Array.from({ length: 200 }, (_, i) => ({ ts: t0 + i * 997, value: kvDouble(Math.round(2000 + 300 * Math.sin(i / 9)) / 100) })),
+    Array.from({ length: 300 }, (_, i) => ({ ts: t0 + i * 1000, value: kvLong(((i * 7919) % 1000) - 500) })),
+    Array.from({ length: 200 }, (_, i) => ({
+      ts: t0 + i * 997,
+      value: kvDouble(Math.round(2000 + 300 * Math.sin(i / 9)) / 100),
+    })),
     Array.from({ length: 50 }, (_, i) => ({ ts: -50_000 + i * 2000, value: kvDouble(Math.PI * i) })),
     // irregular: a late point every 7th, and a gap
-    Array.from({ length: 100 }, (_, i) => ({ ts: t0 + i * 1000 + (i % 7 === 3 ? 400 : 0) + (i > 60 ? 50_000 : 0), value: kvLong(i) })),
-    [kvDouble(-0), kvDouble(NaN), kvDouble(Infinity), kvLong(1), kvBool(true), kvString('a,"b"'), kvJson('{"x":1}'), kvLong(2n ** 62n)]
-      .map((value, i) => ({ ts: i * 3, value })),
+    Array.from({ length: 100 }, (_, i) => ({
+      ts: t0 + i * 1000 + (i % 7 === 3 ? 400 : 0) + (i > 60 ? 50_000 : 0),
+      value: kvLong(i),
+    })),
+    [
+      kvDouble(-0),
+      kvDouble(NaN),
+      kvDouble(Infinity),
+      kvLong(1),
+      kvBool(true),
+      kvString('a,"b"'),
+      kvJson('{"x":1}'),
+      kvLong(2n ** 62n),
+    ].map((value, i) => ({ ts: i * 3, value })),
     [],
   ];
   const cols = new BlockColumns();
@@ -42,10 +57,17 @@ t.test('BlockColumns reads every block mode like decodePoints, with a ts bound a
       for (let i = cols.count - 1; i >= 0; i--) desc.push({ ts: cols.tsAt(i), value: cols.valueAt(i) });
       t.same(show(desc.reverse()), show(want), 'values read last-to-first');
       if (cols.numericKind !== 'NONE') {
-        t.same(want.map((p, i) => cols.num(i) === p.value.v || (Number.isNaN(cols.num(i)) && Number.isNaN(p.value.v as number))), want.map(() => true), 'num()');
+        t.same(
+          want.map(
+            (p, i) => cols.num(i) === p.value.v || (Number.isNaN(cols.num(i)) && Number.isNaN(p.value.v as number)),
+          ),
+          want.map(() => true),
+          'num()',
+        );
       }
       // lowerBound (computed on a regular grid, searched otherwise) against a scan, around every point
-      const scan = (x: number): number => want.findIndex((p) => p.ts >= x) === -1 ? want.length : want.findIndex((p) => p.ts >= x);
+      const scan = (x: number): number =>
+        want.findIndex((p) => p.ts >= x) === -1 ? want.length : want.findIndex((p) => p.ts >= x);
       const probes = want.flatMap((p) => [p.ts - 1, p.ts, p.ts + 1, p.ts + 499]).concat([-1e15, 1e15]);
       const wrong = probes.filter((x) => cols.lowerBound(x) !== scan(x));
       t.same(wrong, [], `lowerBound around all ${want.length} points`);
@@ -58,7 +80,10 @@ t.test('BlockColumns reads every block mode like decodePoints, with a ts bound a
 
 t.test('range streams exactly what a model of the raw points holds (seeded)', async (t) => {
   const { env, store } = openSeriesStore(t, {
-    windowMs: 20 * MIN, headWindowMs: HOUR, tiersMs: [10 * MIN, HOUR], tierRetentionMs: [0, 0],
+    windowMs: 20 * MIN,
+    headWindowMs: HOUR,
+    tiersMs: [10 * MIN, HOUR],
+    tierRetentionMs: [0, 0],
   });
   const rand = rng(424242);
   const int = (n: number): number => Math.floor(rand() * n);
@@ -82,7 +107,7 @@ t.test('range streams exactly what a model of the raw points holds (seeded)', as
     for (const r of recs) model.set(r.ts, (r.values[0] as (typeof r.values)[number])[1]);
     for (let i = 0; i < 40; i++) {
       const keys = [...model.keys()];
-      const ts = rand() < 0.6 ? keys[int(keys.length)] as number : t0 + int(span);
+      const ts = rand() < 0.6 ? (keys[int(keys.length)] as number) : t0 + int(span);
       const v = value();
       await store.write(ENTITY, [{ ts, values: [['x', v]] }]);
       model.set(ts, v);
@@ -111,7 +136,7 @@ t.test('range streams exactly what a model of the raw points holds (seeded)', as
     for (let q = 0; q < 30; q++) {
       const startTs = t0 - HOUR + int(span + 2 * HOUR);
       const endTs = startTs + int(rand() < 0.3 ? 10 * MIN : 6 * HOUR);
-      const order = rand() < 0.5 ? 'ASC' as const : 'DESC' as const;
+      const order = rand() < 0.5 ? ('ASC' as const) : ('DESC' as const);
       const limit = rand() < 0.4 ? 1 + int(200) : undefined;
       let want = sorted.filter((p) => p.ts >= startTs && p.ts < endTs);
       if (order === 'DESC') want = want.reverse();
@@ -119,14 +144,19 @@ t.test('range streams exactly what a model of the raw points holds (seeded)', as
       const got = store.range(ENTITY, 'x', { startTs, endTs, order, ...(limit === undefined ? {} : { limit }) });
       const g = show(got);
       const w = show(want);
-      if (g.join('\n') !== w.join('\n')) t.same(g, w, `round ${round} query ${q}: [${startTs - t0}, ${endTs - t0}) ${order} limit ${limit}`);
+      if (g.join('\n') !== w.join('\n'))
+        t.same(g, w, `round ${round} query ${q}: [${startTs - t0}, ${endTs - t0}) ${order} limit ${limit}`);
       queries++;
     }
     // stopping early releases the iterator, and a new one reads the same
     const it = store.range(ENTITY, 'x', { startTs: t0, endTs: t0 + span, order: 'ASC' });
     const firstTwo = [it.next().value, it.next().value].filter((p): p is TsKv => p !== undefined);
     it.return?.();
-    t.same(show(firstTwo), show(sorted.filter((p) => p.ts >= t0 && p.ts < t0 + span).slice(0, 2)), `round ${round}: early stop`);
+    t.same(
+      show(firstTwo),
+      show(sorted.filter((p) => p.ts >= t0 && p.ts < t0 + span).slice(0, 2)),
+      `round ${round}: early stop`,
+    );
   }
   t.pass(`${queries} random range queries matched the model`);
 });

@@ -26,7 +26,12 @@ const STEP = 30_000;
 const POINTS = (3 * DAY) / STEP;
 
 function setup(t: Teardown, tierRetentionMs = [0, 0, 0]): { store: LmdbTimeseriesStore; dataDir: string } {
-  const { store, dataDir } = openSeriesStore(t, { windowMs: 20 * MIN, headWindowMs: HOUR, tiersMs: [10 * MIN, HOUR, DAY], tierRetentionMs });
+  const { store, dataDir } = openSeriesStore(t, {
+    windowMs: 20 * MIN,
+    headWindowMs: HOUR,
+    tiersMs: [10 * MIN, HOUR, DAY],
+    tierRetentionMs,
+  });
   return { store, dataDir };
 }
 
@@ -47,8 +52,17 @@ async function load(store: LmdbTimeseriesStore, copies = 0): Promise<Map<number,
   return model;
 }
 
-function engine(store: LmdbTimeseriesStore, dataDir: string, now: () => number, opts: Partial<EngineOptions> = {}): DownsampleEngine {
-  return new DownsampleEngine(store, { rawRetentionMs: 0, maxDiskBytes: 0, stepBudgetMs: 4, sweepIntervalMs: 50, dataDir, ...opts }, now);
+function engine(
+  store: LmdbTimeseriesStore,
+  dataDir: string,
+  now: () => number,
+  opts: Partial<EngineOptions> = {},
+): DownsampleEngine {
+  return new DownsampleEngine(
+    store,
+    { rawRetentionMs: 0, maxDiskBytes: 0, stepBudgetMs: 4, sweepIntervalMs: 50, dataDir, ...opts },
+    now,
+  );
 }
 
 async function drain(e: DownsampleEngine): Promise<number> {
@@ -84,21 +98,33 @@ t.test('raw retention: old chunks go, rollups answer for their range', async (t)
   const st = eng.stats();
   t.equal(st.rawHorizonTs, horizon, 'raw horizon = newest − retention, window aligned');
   t.equal(st.headFragments, 3, 'only the last hour (3 windows) is left in head');
-  const raw = [...store.range(ENTITY, 'v', { startTs: Number.MIN_SAFE_INTEGER, endTs: Number.MAX_SAFE_INTEGER, order: 'ASC' })];
+  const raw = [
+    ...store.range(ENTITY, 'v', { startTs: Number.MIN_SAFE_INTEGER, endTs: Number.MAX_SAFE_INTEGER, order: 'ASC' }),
+  ];
   t.equal(raw[0]?.ts, horizon, 'the oldest raw point left is at the horizon');
   t.equal(raw.length, [...model.keys()].filter((ts) => ts >= horizon).length, 'every point after the horizon kept');
-  t.ok(st.droppedRawChunks > 0 && st.droppedRawPoints === POINTS - raw.length, `dropped ${st.droppedRawPoints} raw points in ${st.droppedRawChunks} chunks`);
+  t.ok(
+    st.droppedRawChunks > 0 && st.droppedRawPoints === POINTS - raw.length,
+    `dropped ${st.droppedRawPoints} raw points in ${st.droppedRawChunks} chunks`,
+  );
 
   // Aligned to the tiers, answers over the dropped range stay exact.
   const aligned = planBuckets(T0 + HOUR, horizon, HOUR, { maxIntervals: 700 });
-  t.same(show([...store.bucketAggs(ENTITY, 'v', aligned)] as Array<{ index: number; agg: BucketAgg }>), show(brute(model, aligned)), 'hour buckets from rollups = raw');
+  t.same(
+    show([...store.bucketAggs(ENTITY, 'v', aligned)] as Array<{ index: number; agg: BucketAgg }>),
+    show(brute(model, aligned)),
+    'hour buckets from rollups = raw',
+  );
   // Unaligned: each 10-min rollup bucket is counted in the request bucket holding its start (docs/design/downsampling.md).
   const unaligned = planBuckets(T0 + 7 * MIN, T0 + 5 * HOUR + 7 * MIN, HOUR, { maxIntervals: 700 });
   const counts = [...store.bucketAggs(ENTITY, 'v', unaligned)].map((b) => b.agg.count);
-  const approx = [...bucketsOf(unaligned)].map((b) => [...model.keys()].filter((ts) => {
-    const tenMin = windowStart(ts, 10 * MIN);
-    return tenMin >= b.start && tenMin < b.end;
-  }).length);
+  const approx = [...bucketsOf(unaligned)].map(
+    (b) =>
+      [...model.keys()].filter((ts) => {
+        const tenMin = windowStart(ts, 10 * MIN);
+        return tenMin >= b.start && tenMin < b.end;
+      }).length,
+  );
   t.same(counts, approx, 'edge approximation: whole 10-min buckets by start');
 
   // A late point below the horizon into a window that has rollups is dropped and counted.
@@ -121,10 +147,20 @@ t.test('disk budget: the oldest raw windows go first, rollups stay', async (t) =
   await drain(budgeted);
   const st = budgeted.stats();
   t.ok(st.liveBytes <= 0.9 * st.maxDiskBytes, `live ${st.liveBytes} B ≤ 90% of ${st.maxDiskBytes} B`);
-  t.ok(st.droppedRawChunks > 0 && st.chunks === chunks - st.droppedRawChunks, `dropped ${st.droppedRawChunks} of ${chunks} chunks`);
+  t.ok(
+    st.droppedRawChunks > 0 && st.chunks === chunks - st.droppedRawChunks,
+    `dropped ${st.droppedRawChunks} of ${chunks} chunks`,
+  );
   t.equal(st.rollupBlocks, rollupBlocks, 'rollup blocks untouched');
   t.ok(st.rawHorizonTs > T0, 'the horizon moved past the oldest window');
-  const first = [...store.range(ENTITY, 'v', { startTs: Number.MIN_SAFE_INTEGER, endTs: Number.MAX_SAFE_INTEGER, order: 'ASC', limit: 1 })][0];
+  const first = [
+    ...store.range(ENTITY, 'v', {
+      startTs: Number.MIN_SAFE_INTEGER,
+      endTs: Number.MAX_SAFE_INTEGER,
+      order: 'ASC',
+      limit: 1,
+    }),
+  ][0];
   t.equal(first?.ts, st.rawHorizonTs, 'raw data starts at the horizon: the oldest went first');
 });
 
@@ -139,7 +175,8 @@ t.test('a sweep cut short by a restart is finished after it, so the budget holds
   const first = engine(store, dataDir, now, opts);
   while (first.stats().droppedRawChunks === 0) await first.step();
   const horizon = first.stats().rawHorizonTs;
-  const below = (): number => [...store.env.chunks.getKeys({})].filter((k) => readOrderedI64(k as Buffer, 8) < horizon).length;
+  const below = (): number =>
+    [...store.env.chunks.getKeys({})].filter((k) => readOrderedI64(k as Buffer, 8) < horizon).length;
   t.equal(below(), 3, 'stopped after one step of the sweep: 3 chunks below the persisted horizon are left');
 
   // The daemon restarts: a new engine, the horizon read back from disk, the sweep's progress gone with memory.
@@ -147,7 +184,10 @@ t.test('a sweep cut short by a restart is finished after it, so the budget holds
   await drain(second);
   t.equal(below(), 0, 'the next engine drops what the cut-short sweep left');
   const st = second.stats();
-  t.ok(st.rawHorizonTs > horizon && st.liveBytes <= 0.9 * opts.maxDiskBytes, `and the budget is enforced again (horizon moved on; live ${st.liveBytes} B)`);
+  t.ok(
+    st.rawHorizonTs > horizon && st.liveBytes <= 0.9 * opts.maxDiskBytes,
+    `and the budget is enforced again (horizon moved on; live ${st.liveBytes} B)`,
+  );
 });
 
 t.test('disk budget: over it before anything is compacted, the chunks compacted later still go', async (t) => {
@@ -159,7 +199,10 @@ t.test('disk budget: over it before anything is compacted, the chunks compacted 
   await drain(eng);
   const st = eng.stats();
   t.ok(st.compactedWindows > 0, `compaction made chunks of ${st.compactedWindows} windows`);
-  t.ok(st.droppedRawChunks > 0 && st.liveBytes <= 0.9 * st.maxDiskBytes, `and the budget then dropped ${st.droppedRawChunks} of them (live ${st.liveBytes} of ${st.maxDiskBytes} B)`);
+  t.ok(
+    st.droppedRawChunks > 0 && st.liveBytes <= 0.9 * st.maxDiskBytes,
+    `and the budget then dropped ${st.droppedRawChunks} of them (live ${st.liveBytes} of ${st.maxDiskBytes} B)`,
+  );
 });
 
 t.test('tier retention drops blocks but the planner stays exact (raw kept)', async (t) => {
@@ -177,7 +220,11 @@ t.test('tier retention drops blocks but the planner stays exact (raw kept)', asy
   await drain(eng);
   t.ok((st.tierHorizonTs[0] as number) > T0, 'tier 0 horizon moved');
   const plan = planBuckets(T0 + 7 * MIN, newest, 3 * HOUR, { maxIntervals: 700 });
-  t.same(show([...store.bucketAggs(ENTITY, 'v', plan)] as Array<{ index: number; agg: BucketAgg }>), show(brute(model, plan)), 'exact over the whole range');
+  t.same(
+    show([...store.bucketAggs(ENTITY, 'v', plan)] as Array<{ index: number; agg: BucketAgg }>),
+    show(brute(model, plan)),
+    'exact over the whole range',
+  );
 });
 
 t.test('engine: bounded steps, clean start/stop', async (t) => {
@@ -196,52 +243,71 @@ t.test('engine: bounded steps, clean start/stop', async (t) => {
   // two cores and preempt a 4 ms step by 10+ ms at times, so this guards boundedness itself: the work is split
   // into many steps, each far below the whole.
   t.ok(st.steps >= 10, `the backlog took ${st.steps} steps`);
-  t.ok(st.maxStepMs < 40 && st.maxStepMs < st.backgroundMs / 8, `longest step held the main thread ${st.maxStepMs.toFixed(1)} ms of ${st.backgroundMs.toFixed(0)} ms in all (budget 4 ms; event-loop delay max ${(eld.max / 1e6).toFixed(1)} ms)`);
+  t.ok(
+    st.maxStepMs < 40 && st.maxStepMs < st.backgroundMs / 8,
+    `longest step held the main thread ${st.maxStepMs.toFixed(1)} ms of ${st.backgroundMs.toFixed(0)} ms in all (budget 4 ms; event-loop delay max ${(eld.max / 1e6).toFixed(1)} ms)`,
+  );
   const before = st.steps;
   await new Promise((r) => setTimeout(r, 120));
   t.equal(eng.stats().steps, before, 'no step after stop()');
 });
 
-t.test('engine: foreground first — a few % under saturating writes, about a tenth under light ones, half once they stop', async (t) => {
-  const { store, dataDir } = setup(t);
-  // A backlog of 3 days × 24 keys of 30-s points (5,184 windows, more than all phases can compact here), every
-  // window due at the engine's "now".
-  for (let from = 0; from < POINTS; from += 1000) {
-    const recs = [];
-    for (let i = from; i < Math.min(POINTS, from + 1000); i++) {
-      recs.push({ ts: T0 + i * STEP, values: Array.from({ length: 24 }, (_, k) => [`k${k}`, kvLong(i + k)]) as Array<[string, KvValue]> });
+t.test(
+  'engine: foreground first — a few % under saturating writes, about a tenth under light ones, half once they stop',
+  async (t) => {
+    const { store, dataDir } = setup(t);
+    // A backlog of 3 days × 24 keys of 30-s points (5,184 windows, more than all phases can compact here), every
+    // window due at the engine's "now".
+    for (let from = 0; from < POINTS; from += 1000) {
+      const recs = [];
+      for (let i = from; i < Math.min(POINTS, from + 1000); i++) {
+        recs.push({
+          ts: T0 + i * STEP,
+          values: Array.from({ length: 24 }, (_, k) => [`k${k}`, kvLong(i + k)]) as Array<[string, KvValue]>,
+        });
+      }
+      await store.write(ENTITY, recs);
     }
-    await store.write(ENTITY, recs);
-  }
-  const now = T0 + 10 * DAY;
-  const eng = engine(store, dataDir, () => now, { stepBudgetMs: 2 });
-  let i = 0;
-  // A device writing at the engine's present: its windows are not due, so the backlog stays as it was.
-  const probe = (): Promise<void> => store.write('00000000-0000-0000-0000-0000000000cd', [{ ts: now - i++, values: [['probe', kvLong(i)]] }]);
-  /** the share of wall time the engine's steps took, and their count, while a write came every `gapMs` (undefined: none) */
-  const share = async (ms: number, gapMs: number | undefined): Promise<{ share: number; steps: number }> => {
-    const b0 = eng.stats().backgroundMs;
-    const s0 = eng.stats().steps;
-    const t0 = performance.now();
-    const writes: Array<Promise<void>> = [];
-    while (performance.now() - t0 < ms) {
-      // not awaited: a write is issued every gapMs whatever its commit takes
-      if (gapMs !== undefined) writes.push(probe());
-      await new Promise((r) => setTimeout(r, gapMs ?? 20));
-    }
-    await Promise.all(writes);
-    return { share: (eng.stats().backgroundMs - b0) / (performance.now() - t0), steps: eng.stats().steps - s0 };
-  };
-  eng.start();
-  const saturated = await share(800, 1);
-  const light = await share(800, 10);
-  await new Promise((r) => setTimeout(r, 150)); // past the 100 ms in which the last write still counts as recent
-  const idle = await share(400, undefined);
-  const left = eng.stats().headFragments;
-  await eng.stop();
-  t.ok(left > 0, `the backlog outlasted every phase (${left} head fragments left), so each measured a draining engine`);
-  // a write every ~1 ms leaves no 5 ms gap: one step per 200 ms (a timer firing late may let one more in)
-  t.ok(saturated.steps <= 6, `under saturating writes, ${saturated.steps} steps in 800 ms (${(saturated.share * 100).toFixed(1)}% of the time; one step per 200 ms by design)`);
-  t.ok(light.share < 0.2, `under light writes, ${(light.share * 100).toFixed(1)}% of the time (about 10% by design)`);
-  t.ok(idle.share > 1.5 * light.share, `once writes stop, ${(idle.share * 100).toFixed(1)}% of the time (about half by design; less when timers fire late on a loaded machine)`);
-});
+    const now = T0 + 10 * DAY;
+    const eng = engine(store, dataDir, () => now, { stepBudgetMs: 2 });
+    let i = 0;
+    // A device writing at the engine's present: its windows are not due, so the backlog stays as it was.
+    const probe = (): Promise<void> =>
+      store.write('00000000-0000-0000-0000-0000000000cd', [{ ts: now - i++, values: [['probe', kvLong(i)]] }]);
+    /** the share of wall time the engine's steps took, and their count, while a write came every `gapMs` (undefined: none) */
+    const share = async (ms: number, gapMs: number | undefined): Promise<{ share: number; steps: number }> => {
+      const b0 = eng.stats().backgroundMs;
+      const s0 = eng.stats().steps;
+      const t0 = performance.now();
+      const writes: Array<Promise<void>> = [];
+      while (performance.now() - t0 < ms) {
+        // not awaited: a write is issued every gapMs whatever its commit takes
+        if (gapMs !== undefined) writes.push(probe());
+        await new Promise((r) => setTimeout(r, gapMs ?? 20));
+      }
+      await Promise.all(writes);
+      return { share: (eng.stats().backgroundMs - b0) / (performance.now() - t0), steps: eng.stats().steps - s0 };
+    };
+    eng.start();
+    const saturated = await share(800, 1);
+    const light = await share(800, 10);
+    await new Promise((r) => setTimeout(r, 150)); // past the 100 ms in which the last write still counts as recent
+    const idle = await share(400, undefined);
+    const left = eng.stats().headFragments;
+    await eng.stop();
+    t.ok(
+      left > 0,
+      `the backlog outlasted every phase (${left} head fragments left), so each measured a draining engine`,
+    );
+    // a write every ~1 ms leaves no 5 ms gap: one step per 200 ms (a timer firing late may let one more in)
+    t.ok(
+      saturated.steps <= 6,
+      `under saturating writes, ${saturated.steps} steps in 800 ms (${(saturated.share * 100).toFixed(1)}% of the time; one step per 200 ms by design)`,
+    );
+    t.ok(light.share < 0.2, `under light writes, ${(light.share * 100).toFixed(1)}% of the time (about 10% by design)`);
+    t.ok(
+      idle.share > 1.5 * light.share,
+      `once writes stop, ${(idle.share * 100).toFixed(1)}% of the time (about half by design; less when timers fire late on a loaded machine)`,
+    );
+  },
+);

@@ -60,7 +60,12 @@ t.test('the daemon compacts, and aggregated answers stay equal to the raw comput
   const check = async (base: string, label: string): Promise<void> => {
     for (const q of queries) {
       for (const fn of AGG_FNS) {
-        const r = await http('GET', `${base}/api/plugins/telemetry/DEVICE/${dev.id}/values/timeseries?keys=v&startTs=${q.startTs}&endTs=${q.endTs}&interval=${q.interval}&agg=${fn}`, undefined, authHeaders(token));
+        const r = await http(
+          'GET',
+          `${base}/api/plugins/telemetry/DEVICE/${dev.id}/values/timeseries?keys=v&startTs=${q.startTs}&endTs=${q.endTs}&interval=${q.interval}&agg=${fn}`,
+          undefined,
+          authHeaders(token),
+        );
         const got = (r.json<{ v?: Array<{ ts: number; value: string }> }>().v ?? []).map((p) => [p.ts, p.value]);
         t.same(got, expected(q, fn), `${label}: ${fn} over [${q.startTs - T0}, ${q.endTs - T0}) by ${q.interval}`);
       }
@@ -74,7 +79,10 @@ t.test('the daemon compacts, and aggregated answers stay equal to the raw comput
     await new Promise((r) => setTimeout(r, 50));
   }
   const after = await storeEntries(gw.dataDir);
-  t.ok(after.chunks >= 144 && after.rollups > 0, `compacted into ${after.chunks} chunks and ${after.rollups} rollup blocks`);
+  t.ok(
+    after.chunks >= 144 && after.rollups > 0,
+    `compacted into ${after.chunks} chunks and ${after.rollups} rollup blocks`,
+  );
   await check(gw.url, 'after compaction');
 
   t.equal(await gw.stop('SIGTERM'), 0, 'SIGTERM stops the engine and exits 0');

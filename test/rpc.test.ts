@@ -10,7 +10,14 @@ import { addDevice, cliJson, http, startGateway, tempDir, waitLongPoll } from '.
 import { addUser, adminHeaders, authHeaders, login } from './helpers/users.js';
 
 function makeBroker(clock: FakeClock, bus = new EventBus(), maxPendingPerDevice = 10): RpcBroker {
-  return new RpcBroker(bus, { maxPendingPerDevice, maxOpenPolls: 100, clientSideTimeoutMs: 60_000, clock, tickMs: 10, now: () => clock.now() });
+  return new RpcBroker(bus, {
+    maxPendingPerDevice,
+    maxOpenPolls: 100,
+    clientSideTimeoutMs: 60_000,
+    clock,
+    tickMs: 10,
+    now: () => clock.now(),
+  });
 }
 
 /** Collects outcomes of submitted RPCs as they settle (promise callbacks run on the microtask queue). */
@@ -21,7 +28,9 @@ t.test('broker: ids per device from 0, queued order, one per poll, open poll get
   const broker = makeBroker(clock);
   const outcomes: Array<[string, RpcOutcome]> = [];
   const submit = (dev: string, method: string, oneway = true, timeoutMs = 10_000): void => {
-    void broker.submit(dev, { method, paramsJson: `{"m":"${method}"}`, oneway, timeoutMs }).then((o) => outcomes.push([method, o]));
+    void broker
+      .submit(dev, { method, paramsJson: `{"m":"${method}"}`, oneway, timeoutMs })
+      .then((o) => outcomes.push([method, o]));
   };
   submit('d1', 'first');
   submit('d1', 'second');
@@ -29,21 +38,42 @@ t.test('broker: ids per device from 0, queued order, one per poll, open poll get
   submit('d1', 'third');
   t.same(broker.status().queuedRpcs, 4);
   const polled: PollOutcome[] = [];
-  for (let i = 0; i < 3; i++) t.equal(broker.waitRpc('d1', 1_000, (o) => polled.push(o)), undefined, 'queued RPC answers at once');
-  t.same(polled.map((o) => (o.kind === 'data' ? o.body : o.kind)), [
-    '{"id":1,"method":"first","params":{"m":"first"}}',
-    '{"id":2,"method":"second","params":{"m":"second"}}',
-    '{"id":3,"method":"third","params":{"m":"third"}}',
-  ], 'FIFO, one per poll, ids count per device');
+  for (let i = 0; i < 3; i++)
+    t.equal(
+      broker.waitRpc('d1', 1_000, (o) => polled.push(o)),
+      undefined,
+      'queued RPC answers at once',
+    );
+  t.same(
+    polled.map((o) => (o.kind === 'data' ? o.body : o.kind)),
+    [
+      '{"id":1,"method":"first","params":{"m":"first"}}',
+      '{"id":2,"method":"second","params":{"m":"second"}}',
+      '{"id":3,"method":"third","params":{"m":"third"}}',
+    ],
+    'FIFO, one per poll, ids count per device',
+  );
   await flush();
-  t.same(outcomes.map(([m, o]) => `${m}:${o.kind}`), ['first:delivered', 'second:delivered', 'third:delivered'], 'one-way resolves on delivery');
+  t.same(
+    outcomes.map(([m, o]) => `${m}:${o.kind}`),
+    ['first:delivered', 'second:delivered', 'third:delivered'],
+    'one-way resolves on delivery',
+  );
   broker.waitRpc('d2', 1_000, (o) => polled.push(o));
-  t.same(polled.at(-1), { kind: 'data', body: '{"id":1,"method":"other","params":{"m":"other"}}' }, 'd2 counts from 1 too (TB\'s Python SDK reads id 0 as no id)');
+  t.same(
+    polled.at(-1),
+    { kind: 'data', body: '{"id":1,"method":"other","params":{"m":"other"}}' },
+    "d2 counts from 1 too (TB's Python SDK reads id 0 as no id)",
+  );
 
   const handle = broker.waitRpc('d1', 5_000, (o) => polled.push(o));
   t.ok(handle, 'nothing queued: the poll is held');
   submit('d1', 'live');
-  t.same(polled.at(-1), { kind: 'data', body: '{"id":4,"method":"live","params":{"m":"live"}}' }, 'an open poll receives it at once');
+  t.same(
+    polled.at(-1),
+    { kind: 'data', body: '{"id":4,"method":"live","params":{"m":"live"}}' },
+    'an open poll receives it at once',
+  );
   t.equal(broker.status().queuedRpcs, 0);
   broker.close();
 });
@@ -52,9 +82,15 @@ t.test('broker: two-way replies, expiry of queued and unanswered RPCs, queue bou
   const clock = new FakeClock(0);
   const broker = makeBroker(clock, new EventBus(), 2);
   const outcomes: RpcOutcome[] = [];
-  void broker.submit('d1', { method: 'ask', paramsJson: '{}', oneway: false, timeoutMs: 10_000 }).then((o) => outcomes.push(o));
-  void broker.submit('d1', { method: 'late', paramsJson: '{}', oneway: false, timeoutMs: 5_000 }).then((o) => outcomes.push(o));
-  const err = t.throws(() => broker.submit('d1', { method: 'x', paramsJson: '{}', oneway: true, timeoutMs: 5_000 })) as OutpostError;
+  void broker
+    .submit('d1', { method: 'ask', paramsJson: '{}', oneway: false, timeoutMs: 10_000 })
+    .then((o) => outcomes.push(o));
+  void broker
+    .submit('d1', { method: 'late', paramsJson: '{}', oneway: false, timeoutMs: 5_000 })
+    .then((o) => outcomes.push(o));
+  const err = t.throws(() =>
+    broker.submit('d1', { method: 'x', paramsJson: '{}', oneway: true, timeoutMs: 5_000 }),
+  ) as OutpostError;
   t.equal(err.status, 429, 'a full queue refuses');
 
   clock.advance(4_999);
@@ -73,13 +109,26 @@ t.test('broker: two-way replies, expiry of queued and unanswered RPCs, queue bou
   t.same(outcomes.at(-1), { kind: 'reply', body: '{"value":1}' });
   t.equal(broker.reply('d1', 1, '{"again":1}'), false, 'a second reply finds nothing');
 
-  void broker.submit('d1', { method: 'silent', paramsJson: 'null', oneway: false, timeoutMs: 5_000 }).then((o) => outcomes.push(o));
+  void broker
+    .submit('d1', { method: 'silent', paramsJson: 'null', oneway: false, timeoutMs: 5_000 })
+    .then((o) => outcomes.push(o));
   broker.waitRpc('d1', 1_000, (o) => polled.push(o));
-  t.same(polled.at(-1), { kind: 'data', body: '{"id":3,"method":"silent","params":null}' }, 'the refused submission consumed no id');
+  t.same(
+    polled.at(-1),
+    { kind: 'data', body: '{"id":3,"method":"silent","params":null}' },
+    'the refused submission consumed no id',
+  );
   clock.advance(5_010);
   await flush();
   t.same(outcomes.at(-1), { kind: 'unanswered' }, 'delivered, no reply → unanswered');
-  t.same(broker.status(), { openPolls: 0, attributePolls: 0, rpcPolls: 0, clientRpcs: 0, queuedRpcs: 0, awaitingReplies: 0 });
+  t.same(broker.status(), {
+    openPolls: 0,
+    attributePolls: 0,
+    rpcPolls: 0,
+    clientRpcs: 0,
+    queuedRpcs: 0,
+    awaitingReplies: 0,
+  });
   t.equal(clock.pending, 0, 'no timer left behind');
   broker.close();
 });
@@ -89,7 +138,9 @@ t.test('broker: device deletion ends polls and pending RPCs; client-side RPC', a
   const bus = new EventBus();
   const broker = makeBroker(clock, bus);
   const outcomes: RpcOutcome[] = [];
-  void broker.submit('d1', { method: 'a', paramsJson: '{}', oneway: true, timeoutMs: 10_000 }).then((o) => outcomes.push(o));
+  void broker
+    .submit('d1', { method: 'a', paramsJson: '{}', oneway: true, timeoutMs: 10_000 })
+    .then((o) => outcomes.push(o));
   const polled: PollOutcome[] = [];
   broker.waitAttributes('d1', 10_000, (o) => polled.push(o));
   bus.publish('entityDeleted', { entityType: 'DEVICE', entityId: 'd1' });
@@ -98,7 +149,10 @@ t.test('broker: device deletion ends polls and pending RPCs; client-side RPC', a
   t.same(polled, [{ kind: 'deviceDeleted' }]);
 
   const answers: PollOutcome[] = [];
-  t.equal(broker.clientRpc({ deviceId: 'd1', method: 'getCurrentTime', paramsJson: '{}' }, (o) => answers.push(o)), undefined);
+  t.equal(
+    broker.clientRpc({ deviceId: 'd1', method: 'getCurrentTime', paramsJson: '{}' }, (o) => answers.push(o)),
+    undefined,
+  );
   t.same(answers, [{ kind: 'data', body: '{"time":5000}' }]);
   const held = broker.clientRpc({ deviceId: 'd1', method: 'unknown', paramsJson: '{}' }, (o) => answers.push(o));
   t.ok(held);
@@ -106,7 +160,11 @@ t.test('broker: device deletion ends polls and pending RPCs; client-side RPC', a
   clock.advance(59_999);
   t.equal(answers.length, 1);
   clock.advance(10);
-  t.same(answers.at(-1), { kind: 'data', body: '{"error":"timeout"}' }, 'unhandled → {"error":"timeout"} after the client-side timeout');
+  t.same(
+    answers.at(-1),
+    { kind: 'data', body: '{"error":"timeout"}' },
+    'unhandled → {"error":"timeout"} after the client-side timeout',
+  );
 
   broker.registerClientRpc('echo', async (call) => `{"echo":${call.paramsJson}}`);
   broker.clientRpc({ deviceId: 'd1', method: 'echo', paramsJson: '[1,2]' }, (o) => answers.push(o));
@@ -127,7 +185,14 @@ t.test('server-side and client-side RPC end to end', async (t) => {
   const gw = await startGateway(t, { args: ['--config', cfg] });
   const dev = await addDevice(gw.dataDir, 'rpc-dev');
   const admin = await adminHeaders(gw, 'admin@rpc.test');
-  const customer = await cliJson<{ id: string }>(['customer', 'add', '--data-dir', gw.dataDir, '--title', 'Rpc customer']);
+  const customer = await cliJson<{ id: string }>([
+    'customer',
+    'add',
+    '--data-dir',
+    gw.dataDir,
+    '--title',
+    'Rpc customer',
+  ]);
   await addUser(gw.dataDir, 'cust@rpc.test', 'secret-2', 'CUSTOMER_USER', customer.id);
   const cust = authHeaders((await login(gw, 'cust@rpc.test', 'secret-2')).token);
   const dv = `${gw.url}/api/v1/${dev.token}`;
@@ -169,13 +234,24 @@ t.test('server-side and client-side RPC end to end', async (t) => {
   });
 
   t.test('queued RPCs are delivered in order, one per poll', async (t) => {
-    const calls = ['a', 'b', 'c'].map((m) => http('POST', v1('oneway'), { method: m, params: { m }, timeout: 20_000 }, admin));
+    const calls = ['a', 'b', 'c'].map((m) =>
+      http('POST', v1('oneway'), { method: m, params: { m }, timeout: 20_000 }, admin),
+    );
     await waitLongPoll(gw, admin, (s) => s.queuedRpcs === 3);
     const seen = [];
     for (let i = 0; i < 3; i++) seen.push((await http('GET', `${dv}/rpc`)).json<{ id: number; method: string }>());
-    t.same(seen.map((x) => x.method), ['a', 'b', 'c']);
-    t.same(seen.map((x) => x.id), [4, 5, 6]);
-    t.same((await Promise.all(calls)).map((r) => r.status), [200, 200, 200]);
+    t.same(
+      seen.map((x) => x.method),
+      ['a', 'b', 'c'],
+    );
+    t.same(
+      seen.map((x) => x.id),
+      [4, 5, 6],
+    );
+    t.same(
+      (await Promise.all(calls)).map((r) => r.status),
+      [200, 200, 200],
+    );
   });
 
   t.test('expiry: undelivered → 409 / 504, unanswered → 408 / 504, min timeout applies', async (t) => {
@@ -215,7 +291,17 @@ t.test('server-side and client-side RPC end to end', async (t) => {
       t.equal(r.json<{ errorCode: number }>().errorCode, 31, what);
     }
     t.equal((await http('POST', v1('sideways'), { method: 'x' }, admin)).status, 404);
-    t.equal((await http('POST', `${gw.url}/api/plugins/rpc/oneway/00000000-0000-4000-8000-000000000000`, { method: 'x' }, admin)).status, 404);
+    t.equal(
+      (
+        await http(
+          'POST',
+          `${gw.url}/api/plugins/rpc/oneway/00000000-0000-4000-8000-000000000000`,
+          { method: 'x' },
+          admin,
+        )
+      ).status,
+      404,
+    );
     t.equal((await http('POST', v1('oneway'), { method: 'x' }, cust)).status, 403, 'customer user, unassigned device');
     t.equal((await http('POST', v1('oneway'), { method: 'x' })).status, 401);
     await waitLongPoll(gw, admin, (s) => s.queuedRpcs === 0);

@@ -10,11 +10,20 @@ import { clockSynchronized } from '../src/sync/clock.js';
 import { backoffDelayMs } from '../src/sync/link.js';
 import { FakeTb } from './helpers/fake-tb.js';
 import { type Gateway, addDevice, http, tempDir } from './helpers/server.js';
-import { syncGateway as gateway, postTelemetry as post, records, syncStatusOf, syncStatusUntil } from './helpers/sync.js';
+import {
+  syncGateway as gateway,
+  postTelemetry as post,
+  records,
+  syncStatusOf,
+  syncStatusUntil,
+} from './helpers/sync.js';
 import { addUser, authHeaders, login } from './helpers/users.js';
 
 interface Status {
-  backlogPoints: number; oldestPendingTs: number | null; lastError: string | null; notSyncedPoints: number;
+  backlogPoints: number;
+  oldestPendingTs: number | null;
+  lastError: string | null;
+  notSyncedPoints: number;
 }
 
 const BASE = Date.UTC(2026, 0, 1);
@@ -43,11 +52,31 @@ t.test('a Retry-After longer than sync.retryMaxMs waits retryMaxMs, not what the
 });
 
 t.test('the back-off is equal jitter: between half the doubled delay and all of it, capped', async (t) => {
-  t.equal(backoffDelayMs(1, 1000, 60_000, () => 0), 500, 'first failure, lowest draw: half the base');
-  t.equal(backoffDelayMs(1, 1000, 60_000, () => 1), 1000, 'first failure, highest draw: the base');
-  t.equal(backoffDelayMs(3, 1000, 60_000, () => 0), 2000, 'third failure: half of 4 s at least');
-  t.equal(backoffDelayMs(40, 1000, 60_000, () => 0), 30_000, 'many failures: half the cap at least');
-  t.equal(backoffDelayMs(40, 1000, 60_000, () => 1), 60_000, 'and the cap at most');
+  t.equal(
+    backoffDelayMs(1, 1000, 60_000, () => 0),
+    500,
+    'first failure, lowest draw: half the base',
+  );
+  t.equal(
+    backoffDelayMs(1, 1000, 60_000, () => 1),
+    1000,
+    'first failure, highest draw: the base',
+  );
+  t.equal(
+    backoffDelayMs(3, 1000, 60_000, () => 0),
+    2000,
+    'third failure: half of 4 s at least',
+  );
+  t.equal(
+    backoffDelayMs(40, 1000, 60_000, () => 0),
+    30_000,
+    'many failures: half the cap at least',
+  );
+  t.equal(
+    backoffDelayMs(40, 1000, 60_000, () => 1),
+    60_000,
+    'and the cap at most',
+  );
 });
 
 t.test('the clock state: synchronized, not synchronized, or unknown when timesyncd is not there', async (t) => {
@@ -66,12 +95,22 @@ t.test('telemetry of an asset is counted as not synced and leaves no oldest pend
   const gw = await gateway(t, tb.url, {}, { store: { applyIntervalMs: 200 } });
   await addUser(gw.dataDir, 'admin@sync.test', 'secret', 'TENANT_ADMIN');
   const jwt = (await login(gw, 'admin@sync.test', 'secret')).token;
-  const made = await http('POST', `${gw.url}/api/asset`, JSON.stringify({ name: 'pump house', type: 'building' }), authHeaders(jwt));
+  const made = await http(
+    'POST',
+    `${gw.url}/api/asset`,
+    JSON.stringify({ name: 'pump house', type: 'building' }),
+    authHeaders(jwt),
+  );
   t.equal(made.status, 200, 'the asset is made');
   const asset = made.json<{ id: { id: string } }>().id.id;
-  const r = await http('POST', `${gw.url}/api/plugins/telemetry/ASSET/${asset}/timeseries/ANY`, records(BASE, 3, 2), authHeaders(jwt));
+  const r = await http(
+    'POST',
+    `${gw.url}/api/plugins/telemetry/ASSET/${asset}/timeseries/ANY`,
+    records(BASE, 3, 2),
+    authHeaders(jwt),
+  );
   t.equal(r.status, 200, 'its telemetry is stored');
-  await statusUntil(gw, jwt, (st) => st.notSyncedPoints >= 6, 'the asset\'s points not synced');
+  await statusUntil(gw, jwt, (st) => st.notSyncedPoints >= 6, "the asset's points not synced");
   // a few more scans of the pump (one a second at least): none counts them again
   await new Promise((r) => setTimeout(r, 2500));
   const s = await statusOf(gw, jwt);
@@ -82,6 +121,11 @@ t.test('telemetry of an asset is counted as not synced and leaves no oldest pend
   await tb.down();
   const dev = await addDevice(gw.dataDir, 'd', ['--upstream-token', 'T']);
   await post(gw, dev.token, `{"ts":${BASE + 7_200_000},"values":{"a":1}}`);
-  const down = await statusUntil(gw, jwt, (st) => st.backlogPoints === 1 && st.lastError !== null, 'the device\'s point pending');
-  t.equal(down.oldestPendingTs, BASE + 7_200_000, 'the oldest pending point is the device\'s');
+  const down = await statusUntil(
+    gw,
+    jwt,
+    (st) => st.backlogPoints === 1 && st.lastError !== null,
+    "the device's point pending",
+  );
+  t.equal(down.oldestPendingTs, BASE + 7_200_000, "the oldest pending point is the device's");
 });

@@ -33,17 +33,32 @@ function open(t: Teardown) {
   const dataDir = tempDir(t);
   const env = openStoreEnv({ dataDir, mapSizeBytes: MAP });
   const dict = new Dictionary(env);
-  const store = new LmdbTimeseriesStore(env, dict, { ...DEFAULT_STORE_OPTIONS, commitDelayMs: 0, outbox: new OutboxRecorder(env) });
+  const store = new LmdbTimeseriesStore(env, dict, {
+    ...DEFAULT_STORE_OPTIONS,
+    commitDelayMs: 0,
+    outbox: new OutboxRecorder(env),
+  });
   return { dataDir, env, dict, store };
 }
 
 function logger(): Logger & { lines: string[] } {
   const lines: string[] = [];
-  return { lines, info: (m) => lines.push(m), warn: (m) => lines.push(m), error: (m) => lines.push(m), debug: () => undefined };
+  return {
+    lines,
+    info: (m) => lines.push(m),
+    warn: (m) => lines.push(m),
+    error: (m) => lines.push(m),
+    debug: () => undefined,
+  };
 }
 
 /** A request for the outbox entries of DEVICE (all, or from seq `fromSeq`), every key named. */
-function requestFor(env: StoreEnv, dict: Dictionary, fromSeq = 0, overrides: Partial<EncodeRequest> = {}): EncodeRequest {
+function requestFor(
+  env: StoreEnv,
+  dict: Dictionary,
+  fromSeq = 0,
+  overrides: Partial<EncodeRequest> = {},
+): EncodeRequest {
   const e = dict.entityIdx(DEVICE) as number;
   const entries = [];
   const keyNames = new Map<number, string>();
@@ -55,8 +70,14 @@ function requestFor(env: StoreEnv, dict: Dictionary, fromSeq = 0, overrides: Par
     entries.push({ seq, refs, fromTs: Number.MIN_SAFE_INTEGER });
   }
   return {
-    e, entries, keyNames, windowMs: DEFAULT_STORE_OPTIONS.windowMs,
-    maxTs: Date.now() + MAX_AHEAD_MS, maxBodyBytes: 65_536, maxBodyPoints: Infinity, ...overrides,
+    e,
+    entries,
+    keyNames,
+    windowMs: DEFAULT_STORE_OPTIONS.windowMs,
+    maxTs: Date.now() + MAX_AHEAD_MS,
+    maxBodyBytes: 65_536,
+    maxBodyPoints: Infinity,
+    ...overrides,
   };
 }
 
@@ -66,11 +87,22 @@ const text = (g: EncodedGroup): string[] => g.bodies.map((b) => Buffer.from(b.bo
  * A sync thread posting to `tb`. Requests made in the main thread go to `here` (tb unless given), so a test
  * can tell which thread made one.
  */
-async function syncThread(t: Teardown, env: StoreEnv, dataDir: string, opts: Partial<SyncThreadOptions> & { here?: FakeTb } = {}): Promise<{ thread: SyncThread; tb: FakeTb }> {
+async function syncThread(
+  t: Teardown,
+  env: StoreEnv,
+  dataDir: string,
+  opts: Partial<SyncThreadOptions> & { here?: FakeTb } = {},
+): Promise<{ thread: SyncThread; tb: FakeTb }> {
   const { here, ...rest } = opts;
   const tb = await FakeTb.start();
   const client = new UpstreamClient((here ?? tb).url, 2, 5_000);
-  const thread = new SyncThread({ env, client, log: logger(), setup: { dataDir, mapSizeBytes: MAP, url: tb.url, concurrency: 2, requestTimeoutMs: 5_000 }, ...rest });
+  const thread = new SyncThread({
+    env,
+    client,
+    log: logger(),
+    setup: { dataDir, mapSizeBytes: MAP, url: tb.url, concurrency: 2, requestTimeoutMs: 5_000 },
+    ...rest,
+  });
   t.teardown(async () => {
     await thread.close();
     client.close();
@@ -90,8 +122,14 @@ async function sent(tb: FakeTb, thread: SyncThread, g: ReadyGroup, token = 'T'):
 }
 
 /** What a group says besides its bodies. */
-const counts = (g: ReadyGroup | EncodedGroup): object => ({ points: g.points, dropped: g.dropped, droppedFrom: g.droppedFrom, droppedTo: g.droppedTo, held: g.held, bodies: g.bodies.length });
-
+const counts = (g: ReadyGroup | EncodedGroup): object => ({
+  points: g.points,
+  dropped: g.dropped,
+  droppedFrom: g.droppedFrom,
+  droppedTo: g.droppedTo,
+  held: g.held,
+  bodies: g.bodies.length,
+});
 
 /**
  * Waits for the thread to end after its idle time: polled (the idle timer and the worker's exit have no event to
@@ -107,7 +145,17 @@ t.test('the thread sends exactly what the main thread would, types kept', async 
   t.teardown(() => env.close());
   const { thread: encoder, tb } = await syncThread(t, env, dataDir);
   for (let i = 0; i < 30; i++) {
-    await store.write(DEVICE, [{ ts: BASE + i * 1000, values: [['t', kvDouble(20 + i / 4)], ['n', kvLong(i)], ['whole', kvDouble(42)], ['s', kvString(`x"${i}`)]] }]);
+    await store.write(DEVICE, [
+      {
+        ts: BASE + i * 1000,
+        values: [
+          ['t', kvDouble(20 + i / 4)],
+          ['n', kvLong(i)],
+          ['whole', kvDouble(42)],
+          ['s', kvString(`x"${i}`)],
+        ],
+      },
+    ]);
   }
   const req = requestFor(env, dict, 0, { maxBodyBytes: 1024 });
   t.equal(req.entries.length, 30, 'one outbox entry per write');
@@ -116,22 +164,38 @@ t.test('the thread sends exactly what the main thread would, types kept', async 
   t.ok(encoder.threadRunning, 'encoded in a thread');
   t.notOk('local' in there.at, 'its bodies stay there');
   // field 19 of /proc/<pid>/task/<tid>/stat is the thread's nice value (after the parenthesised name)
-  const nices = readdirSync('/proc/self/task').map((tid) => Number(readFileSync(`/proc/self/task/${tid}/stat`, 'utf8').split(') ')[1]?.split(' ')[16]));
+  const nices = readdirSync('/proc/self/task').map((tid) =>
+    Number(readFileSync(`/proc/self/task/${tid}/stat`, 'utf8').split(') ')[1]?.split(' ')[16]),
+  );
   t.ok(nices.includes(10), `one thread at nice 10, the sync thread's (nice values: ${[...new Set(nices)].join(', ')})`);
   t.equal(nices[0], 0, 'the main thread keeps nice 0');
   t.ok(there.bodies.length > 1, `cut into bodies of at most 1024 bytes (${there.bodies.length})`);
   t.same(counts(there), counts(here), 'the same counts');
-  t.same(there.bodies.map((b) => b.bytes), here.bodies.map((b) => b.body.byteLength), 'the same sizes');
+  t.same(
+    there.bodies.map((b) => b.bytes),
+    here.bodies.map((b) => b.body.byteLength),
+    'the same sizes',
+  );
   const received = await sent(tb, encoder, there);
   t.same(received, text(here), 'the upstream got the same bodies, byte for byte, in order');
   t.equal(there.points, 120);
   const first = (JSON.parse(received[0] as string) as Array<{ ts: number; values: Record<string, unknown> }>)[0];
   t.same(first, { ts: BASE, values: { t: 20, n: 0, whole: 42, s: 'x"0' } });
   t.match(received[0], /"whole":42\.0/, '42.0 stays a double on the wire');
-  t.equal(tb.points.filter((p) => p.key === 'whole' && p.type === 'DOUBLE').length, 30, 'and the upstream typed it DOUBLE');
+  t.equal(
+    tb.points.filter((p) => p.key === 'whole' && p.type === 'DOUBLE').length,
+    30,
+    'and the upstream typed it DOUBLE',
+  );
   const again = await encoder.postBody(there, 0, 'api/v1/T/telemetry');
   t.equal(again.status, 0, 'a body is posted once: the thread forgets it then');
-  const mainOnly = new SyncThread({ env, client: new UpstreamClient(tb.url, 1, 5_000), log: logger(), thread: false, setup: { dataDir, mapSizeBytes: MAP, url: tb.url, concurrency: 1, requestTimeoutMs: 5_000 } });
+  const mainOnly = new SyncThread({
+    env,
+    client: new UpstreamClient(tb.url, 1, 5_000),
+    log: logger(),
+    thread: false,
+    setup: { dataDir, mapSizeBytes: MAP, url: tb.url, concurrency: 1, requestTimeoutMs: 5_000 },
+  });
   const inMain = await mainOnly.encode(req);
   t.ok('local' in inMain.at, 'sync.encoderThread false: encoded in the main thread');
   t.same(await sent(tb, mainOnly, inMain), text(here), 'and sent the same');
@@ -139,7 +203,7 @@ t.test('the thread sends exactly what the main thread would, types kept', async 
   await mainOnly.close();
 });
 
-t.test('while the thread runs, live posts go through it; else through the main thread\'s client', async (t) => {
+t.test("while the thread runs, live posts go through it; else through the main thread's client", async (t) => {
   const { dataDir, env, dict, store } = open(t);
   t.teardown(() => env.close());
   const here = await FakeTb.start();
@@ -153,7 +217,11 @@ t.test('while the thread runs, live posts go through it; else through the main t
   const g = await thread.encode(requestFor(env, dict));
   t.equal((await thread.post('api/v1/L/telemetry', live)).status, 200);
   t.equal(tb.requests.length, 1, 'thread running: made there');
-  t.same(tb.points.map((p) => [p.token, p.type, p.value]), [['L', 'DOUBLE', '1.0']], 'the body as given');
+  t.same(
+    tb.points.map((p) => [p.token, p.type, p.value]),
+    [['L', 'DOUBLE', '1.0']],
+    'the body as given',
+  );
   t.same(await sent(tb, thread, g), [JSON.stringify([{ ts: BASE, values: { v: 1 } }])]);
   await untilIdle(thread);
   t.notOk(thread.threadRunning, 'ended after idleMs without a request');
@@ -183,7 +251,7 @@ t.test('a group left unsent is forgotten, and a stop answers the requests in fli
   thread.abortRequests();
   const a = await pending;
   t.equal(a.status, 0, `a request in flight answers as a network error (${a.error})`);
-  t.ok(Date.now() - t0 < 5_000, 'at once, not after the upstream\'s delay');
+  t.ok(Date.now() - t0 < 5_000, "at once, not after the upstream's delay");
   thread.release(g2);
 });
 
@@ -217,7 +285,13 @@ t.test('held and dropped points are counted in the thread as in the main thread'
   const { thread: encoder, tb } = await syncThread(t, env, dataDir);
   const now = Date.now();
   await store.write(DEVICE, [
-    { ts: now, values: [['a', kvLong(1)], ['gone', kvLong(2)]] },
+    {
+      ts: now,
+      values: [
+        ['a', kvLong(1)],
+        ['gone', kvLong(2)],
+      ],
+    },
     { ts: now + 2 * MAX_AHEAD_MS, values: [['a', kvLong(3)]] },
     { ts: 900_000_000_000, values: [['a', kvLong(4)]] },
   ]);
@@ -229,25 +303,44 @@ t.test('held and dropped points are counted in the thread as in the main thread'
   t.equal(g.dropped, 1, 'a key without a name is dropped');
   t.equal(g.held.length, 1);
   t.match(g.held[0]?.value, { held: 2, pre2000: 1, futureMin: now + 2 * MAX_AHEAD_MS, above: now + MAX_AHEAD_MS });
-  t.same(counts(g), counts(encodeGroup(env, { ...req, keyNames, maxTs: now + MAX_AHEAD_MS })), 'the main thread counts the same');
-  t.same((await sent(tb, encoder, g)).map((b) => JSON.parse(b) as unknown), [[{ ts: now, values: { a: 1 } }]]);
+  t.same(
+    counts(g),
+    counts(encodeGroup(env, { ...req, keyNames, maxTs: now + MAX_AHEAD_MS })),
+    'the main thread counts the same',
+  );
+  t.same(
+    (await sent(tb, encoder, g)).map((b) => JSON.parse(b) as unknown),
+    [[{ ts: now, values: { a: 1 } }]],
+  );
 });
 
-t.test('a thread that dies: its groups are encoded here; three deaths in a row and the thread is given up', async (t) => {
-  const { dataDir, env, dict, store } = open(t);
-  t.teardown(() => env.close());
-  const broken = join(tempDir(t), 'broken-worker.mjs');
-  writeFileSync(broken, 'throw new Error("no encoder here");\n');
-  const log = logger();
-  const { thread: encoder, tb } = await syncThread(t, env, dataDir, { log, workerUrl: pathToFileURL(broken) });
-  await store.write(DEVICE, [{ ts: BASE, values: [['v', kvLong(7)]] }]);
-  const req = requestFor(env, dict);
-  const want = text(encodeGroup(env, req));
-  for (let i = 0; i < 4; i++) t.same(await sent(tb, encoder, await encoder.encode(req)), want, `group ${i + 1} sent all the same`);
-  t.equal(log.lines.filter((l) => l.includes('the sync thread ended (no encoder here)')).length, 2, 'two deaths logged');
-  t.equal(log.lines.filter((l) => l.includes('ended 3 times in a row')).length, 1, 'the third gives the thread up, once');
-  t.notOk(encoder.threadRunning, 'no thread started after that');
-});
+t.test(
+  'a thread that dies: its groups are encoded here; three deaths in a row and the thread is given up',
+  async (t) => {
+    const { dataDir, env, dict, store } = open(t);
+    t.teardown(() => env.close());
+    const broken = join(tempDir(t), 'broken-worker.mjs');
+    writeFileSync(broken, 'throw new Error("no encoder here");\n');
+    const log = logger();
+    const { thread: encoder, tb } = await syncThread(t, env, dataDir, { log, workerUrl: pathToFileURL(broken) });
+    await store.write(DEVICE, [{ ts: BASE, values: [['v', kvLong(7)]] }]);
+    const req = requestFor(env, dict);
+    const want = text(encodeGroup(env, req));
+    for (let i = 0; i < 4; i++)
+      t.same(await sent(tb, encoder, await encoder.encode(req)), want, `group ${i + 1} sent all the same`);
+    t.equal(
+      log.lines.filter((l) => l.includes('the sync thread ended (no encoder here)')).length,
+      2,
+      'two deaths logged',
+    );
+    t.equal(
+      log.lines.filter((l) => l.includes('ended 3 times in a row')).length,
+      1,
+      'the third gives the thread up, once',
+    );
+    t.notOk(encoder.threadRunning, 'no thread started after that');
+  },
+);
 
 t.test('an idle thread ends and a later group starts another; closing leaves the store usable', async (t) => {
   const { dataDir, env, dict, store } = open(t);
@@ -267,14 +360,20 @@ t.test('an idle thread ends and a later group starts another; closing leaves the
   t.notOk(encoder.threadRunning);
   // the thread closed its handle of the shared environment, not the main thread's
   await store.write(DEVICE, [{ ts: BASE + 1, values: [['v', kvLong(2)]] }]);
-  t.same([...store.range(DEVICE, 'v', { startTs: BASE, endTs: BASE + 2, order: 'ASC' })].map((p) => p.value.v), [1, 2]);
+  t.same(
+    [...store.range(DEVICE, 'v', { startTs: BASE, endTs: BASE + 2, order: 'ASC' })].map((p) => p.value.v),
+    [1, 2],
+  );
 });
 
 t.test('a group that cannot be read back is refused, by the thread and then by the main thread', async (t) => {
   const { dataDir, env, dict, store } = open(t);
   t.teardown(() => env.close());
   const { thread: encoder } = await syncThread(t, env, dataDir);
-  await store.write(DEVICE, [{ ts: BASE, values: [['v', kvLong(1)]] }, { ts: BASE + 1, values: [['v', kvLong(2)]] }]);
+  await store.write(DEVICE, [
+    { ts: BASE, values: [['v', kvLong(1)]] },
+    { ts: BASE + 1, values: [['v', kvLong(2)]] },
+  ]);
   const req = requestFor(env, dict);
   // damage the fragment the entry points at
   for (const { key } of env.head.getRange({})) await env.head.put(key, Buffer.from([0xff, 0xff, 0xff]));
@@ -294,7 +393,14 @@ t.test('a gateway sets a batch that cannot be read back aside, shows it and send
   // stamped now: the fragments stay in the head (compaction takes windows older than store.headWindowMs)
   const now = Date.now();
   for (const d of [bad, good]) {
-    const r = await http('POST', `${gw.url}/api/v1/${d.token}/telemetry`, JSON.stringify([{ ts: now - 1, values: { a: 1 } }, { ts: now, values: { a: 2 } }]));
+    const r = await http(
+      'POST',
+      `${gw.url}/api/v1/${d.token}/telemetry`,
+      JSON.stringify([
+        { ts: now - 1, values: { a: 1 } },
+        { ts: now, values: { a: 2 } },
+      ]),
+    );
     t.equal(r.status, 200);
   }
   type Seen = { backlogPoints: number; setAsidePoints: number; sentPoints: number; lastError: string | null };
@@ -304,20 +410,32 @@ t.test('a gateway sets a batch that cannot be read back aside, shows it and send
   const env = openStoreEnv({ dataDir: gw.dataDir, mapSizeBytes: MAP });
   const fragmentsOfBad = (): Buffer[] => {
     const e = new Dictionary(env).entityIdx(bad.id);
-    return e === undefined ? [] : [...env.head.getKeys({})].map((k) => k as Buffer).filter((k) => k.readUInt32BE(0) === e);
+    return e === undefined
+      ? []
+      : [...env.head.getKeys({})].map((k) => k as Buffer).filter((k) => k.readUInt32BE(0) === e);
   };
   for (let tries = 0; fragmentsOfBad().length === 0; tries++) {
-    if (tries > 200) throw new Error('the bad device\'s points never reached the head');
+    if (tries > 200) throw new Error("the bad device's points never reached the head");
     await new Promise((r) => setTimeout(r, 50));
   }
   for (const key of fragmentsOfBad()) await env.head.put(key, Buffer.from([0xff, 0xff, 0xff]));
   await env.close();
   await tb.up();
-  await tb.waitFor(() => tb.distinct('G').size === 2, 'the good device\'s points');
+  await tb.waitFor(() => tb.distinct('G').size === 2, "the good device's points");
   // the upstream records a request before it answers: the gateway counts it sent a moment later
-  const s = await syncStatusUntil<Seen>(gw, jwt, (st) => st.setAsidePoints === 2 && st.sentPoints === 2, 'the damaged batch set aside, the rest sent', 10_000, 50);
+  const s = await syncStatusUntil<Seen>(
+    gw,
+    jwt,
+    (st) => st.setAsidePoints === 2 && st.sentPoints === 2,
+    'the damaged batch set aside, the rest sent',
+    10_000,
+    50,
+  );
   t.match(s.lastError, /could not be read back \(unreadable: /, 'shown in lastError');
   t.equal(s.backlogPoints, 0, 'nothing left pending');
   t.equal(tb.requests.filter((r) => r.token === 'B').length, 0, 'nothing of it went up');
-  t.ok(gw.logs.some((l) => /sync: a batch of bad \(2 points\) could not be read back; set aside/.test(l)), 'one log line');
+  t.ok(
+    gw.logs.some((l) => /sync: a batch of bad \(2 points\) could not be read back; set aside/.test(l)),
+    'one log line',
+  );
 });

@@ -8,7 +8,9 @@ import { SliceTurns } from '../src/sync/turns.js';
 
 const busy = (ms: number): void => {
   const end = performance.now() + ms;
-  while (performance.now() < end) { /* a slice of CPU work */ }
+  while (performance.now() < end) {
+    /* a slice of CPU work */
+  }
 };
 
 t.test('the loop runs between slices: 40 slices of 5 ms never hold it for much more than one', async (t) => {
@@ -21,10 +23,12 @@ t.test('the loop runs between slices: 40 slices of 5 ms never hold it for much m
     last = now;
   }, 1);
   // all queued at once, as jobs whose answers arrived in one poll phase would be
-  await Promise.all(Array.from({ length: 40 }, async () => {
-    await turns.take(false);
-    busy(5);
-  }));
+  await Promise.all(
+    Array.from({ length: 40 }, async () => {
+      await turns.take(false);
+      busy(5);
+    }),
+  );
   clearInterval(tick);
   maxGap = Math.max(maxGap, performance.now() - last);
   // held back to back they would block the loop for 200 ms
@@ -47,7 +51,13 @@ t.test('live slices go before the backlog slices waiting; each queue in order', 
 t.test('releaseAll lets every waiting slice go at once (stop)', async (t) => {
   const turns = new SliceTurns();
   let done = 0;
-  const all = Promise.all(Array.from({ length: 5 }, () => turns.take(false).then(() => { done++; })));
+  const all = Promise.all(
+    Array.from({ length: 5 }, () =>
+      turns.take(false).then(() => {
+        done++;
+      }),
+    ),
+  );
   turns.releaseAll();
   await Promise.resolve();
   t.equal(done, 5, 'resolved in the same turn');

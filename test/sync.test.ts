@@ -10,18 +10,31 @@ import t from 'tap';
 import { clockSynchronized } from '../src/sync/clock.js';
 import { FakeTb, type Received } from './helpers/fake-tb.js';
 import { type Gateway, addDevice, cli, http, startGateway, tempDir } from './helpers/server.js';
-import { syncGateway as gateway, postTelemetry as post, records, syncStatusOf, syncStatusUntil } from './helpers/sync.js';
+import {
+  syncGateway as gateway,
+  postTelemetry as post,
+  records,
+  syncStatusOf,
+  syncStatusUntil,
+} from './helpers/sync.js';
 import { addUser, authHeaders, login } from './helpers/users.js';
 
 interface Status {
-  enabled: boolean; state: string; url: string | null; backlogPoints: number; oldestPendingTs: number | null;
-  sentPoints: number; droppedPoints: number; lastSuccessTs: number | null; lastError: string | null;
+  enabled: boolean;
+  state: string;
+  url: string | null;
+  backlogPoints: number;
+  oldestPendingTs: number | null;
+  sentPoints: number;
+  droppedPoints: number;
+  lastSuccessTs: number | null;
+  lastError: string | null;
   devices: Array<{ id: string; name: string; state: string; reason: string | null; backlogPoints: number }>;
-  heldPoints: number; setAsidePoints: number; droppedRange: [number, number] | null; clockSynchronized: boolean | null;
+  heldPoints: number;
+  setAsidePoints: number;
+  droppedRange: [number, number] | null;
+  clockSynchronized: boolean | null;
 }
-
-
-
 
 const statusOf = (gw: Gateway, jwt: string): Promise<Status> => syncStatusOf<Status>(gw, jwt);
 
@@ -30,7 +43,13 @@ async function admin(gw: Gateway): Promise<string> {
   return (await login(gw, 'admin@sync.test', 'secret')).token;
 }
 
-function statusUntil(gw: Gateway, jwt: string, pred: (s: Status) => boolean, label: string, timeoutMs = 20_000): Promise<Status> {
+function statusUntil(
+  gw: Gateway,
+  jwt: string,
+  pred: (s: Status) => boolean,
+  label: string,
+  timeoutMs = 20_000,
+): Promise<Status> {
   return syncStatusUntil(gw, jwt, pred, label, timeoutMs, 100);
 }
 
@@ -48,15 +67,28 @@ t.test('an outage while devices post: every point arrives, exact in value and ty
   for (let i = 0; i < 50; i++) {
     const ts = BASE + i * 1000;
     const big = `${9_007_199_254_740_993n + BigInt(i)}`;
-    body.push(`{"ts":${ts},"values":{"d":${i}.0,"l":${i},"s":"v${i}","b":${i % 2 === 0},"j":{"i":${i}},"big":${big},"tiny":1.5e-7,"e10":1e10}}`);
-    sent.push({ ts, key: 'd', type: 'DOUBLE', value: `${i}.0` }, { ts, key: 'l', type: 'LONG', value: `${i}` },
-      { ts, key: 's', type: 'STRING', value: `v${i}` }, { ts, key: 'b', type: 'BOOLEAN', value: `${i % 2 === 0}` },
-      { ts, key: 'j', type: 'JSON', value: `{"i":${i}}` }, { ts, key: 'big', type: 'LONG', value: big },
-      { ts, key: 'tiny', type: 'DOUBLE', value: '0.00000015' }, { ts, key: 'e10', type: 'LONG', value: '10000000000' });
+    body.push(
+      `{"ts":${ts},"values":{"d":${i}.0,"l":${i},"s":"v${i}","b":${i % 2 === 0},"j":{"i":${i}},"big":${big},"tiny":1.5e-7,"e10":1e10}}`,
+    );
+    sent.push(
+      { ts, key: 'd', type: 'DOUBLE', value: `${i}.0` },
+      { ts, key: 'l', type: 'LONG', value: `${i}` },
+      { ts, key: 's', type: 'STRING', value: `v${i}` },
+      { ts, key: 'b', type: 'BOOLEAN', value: `${i % 2 === 0}` },
+      { ts, key: 'j', type: 'JSON', value: `{"i":${i}}` },
+      { ts, key: 'big', type: 'LONG', value: big },
+      { ts, key: 'tiny', type: 'DOUBLE', value: '0.00000015' },
+      { ts, key: 'e10', type: 'LONG', value: '10000000000' },
+    );
   }
   // five requests of ten records, the link down
   for (let r = 0; r < 5; r++) await post(gw, dev.token, `[${body.slice(r * 10, r * 10 + 10).join(',')}]`);
-  const down = await statusUntil(gw, jwt, (s) => s.state === 'backoff' && s.backlogPoints === sent.length, 'backing off with the backlog');
+  const down = await statusUntil(
+    gw,
+    jwt,
+    (s) => s.state === 'backoff' && s.backlogPoints === sent.length,
+    'backing off with the backlog',
+  );
   t.equal(down.oldestPendingTs, BASE, 'the oldest pending point is reported');
   t.ok(down.lastError !== null, `the error is shown: ${down.lastError}`);
   await tb.up();
@@ -97,18 +129,24 @@ t.test('a parked device does not block the others; a token set later resumes it'
     await post(gw, none.token, records(BASE + r * 100_000, 20, 2));
     await post(gw, good.token, records(BASE + r * 100_000, 20, 2));
   }
-  await tb.waitFor(() => tb.distinct('GOOD').size === 120, 'the good device\'s points');
+  await tb.waitFor(() => tb.distinct('GOOD').size === 120, "the good device's points");
   // the fake upstream records a body before the gateway reads its answer: wait for that answer too
-  const s = await statusUntil(gw, jwt, (st) => st.devices.filter((d) => d.state === 'parked').length === 2 &&
-    (st.devices.find((d) => d.name === 'good')?.backlogPoints ?? 0) === 0, 'two parked, the good one sent');
+  const s = await statusUntil(
+    gw,
+    jwt,
+    (st) =>
+      st.devices.filter((d) => d.state === 'parked').length === 2 &&
+      (st.devices.find((d) => d.name === 'good')?.backlogPoints ?? 0) === 0,
+    'two parked, the good one sent',
+  );
   const byName = new Map(s.devices.map((d) => [d.name, d]));
   t.match(byName.get('bad')?.reason, /refused its token \(HTTP 401\)/, 'the 401 is the reason');
   t.match(byName.get('tokenless')?.reason, /no upstream token/, 'no token is the reason');
   t.equal(byName.get('bad')?.backlogPoints, 120, 'nothing of the parked device is dropped');
-  t.equal(s.backlogPoints, 240, 'the parked devices\' points are pending');
+  t.equal(s.backlogPoints, 240, "the parked devices' points are pending");
   const set = await cli(['device', 'upstream', 'tokenless', '--token', 'NEW', '--data-dir', gw.dataDir]);
   t.equal(set.code, 0, `device upstream works (${set.stderr})`);
-  await tb.waitFor(() => tb.distinct('NEW').size === 120, 'the resumed device\'s points');
+  await tb.waitFor(() => tb.distinct('NEW').size === 120, "the resumed device's points");
   t.equal(tb.requests.filter((r) => r.token === 'REVOKED').length, 1, 'the parked device was not retried');
 });
 
@@ -155,7 +193,12 @@ t.test('after an outage live points go first (within 5 s) while the backlog drai
   for (let r = 0; r < 4; r++) await post(gw, dev.token, records(BASE + r * 1_000_000, 250, 4));
   // an outage is what the gateway saw fail: points it never tried to send are simply new
   const jwt = await admin(gw);
-  await statusUntil(gw, jwt, (st) => st.lastError !== null && st.backlogPoints === 4000, 'the link seen down, 4,000 points pending');
+  await statusUntil(
+    gw,
+    jwt,
+    (st) => st.lastError !== null && st.backlogPoints === 4000,
+    'the link seen down, 4,000 points pending',
+  );
   await tb.up();
   await tb.waitFor(() => tb.points.length >= 500, 'the drain under way');
   const liveTs = BASE + 50_000_000;
@@ -188,19 +231,26 @@ t.test('a device posting as fast as it is answered does not starve the backlog, 
   const chatty = await addDevice(gw.dataDir, 'chatty', ['--upstream-token', 'CHAT']);
   // 2,000 points of backlog: about 20 bodies of 4 KB
   for (let r = 0; r < 4; r++) await post(gw, old.token, records(BASE + r * 1_000_000, 250, 2));
-  await statusUntil(gw, jwt, (st) => st.lastError !== null && st.backlogPoints === 2000, 'the link seen down, 2,000 points pending');
+  await statusUntil(
+    gw,
+    jwt,
+    (st) => st.lastError !== null && st.backlogPoints === 2000,
+    'the link seen down, 2,000 points pending',
+  );
   // every request takes 20 ms: the chatty device's next point is always waiting when the one slot frees
   tb.delayMs = 20;
   await tb.up();
   let posting = true;
   let n = 0;
   // three posts in flight at a time: ts strictly increasing, values numbered
-  const chatter = Promise.all([0, 1, 2].map(async () => {
-    while (posting) {
-      const i = n++;
-      await post(gw, chatty.token, `{"ts":${BASE + 10_000_000 + i},"values":{"c":${i}}}`);
-    }
-  }));
+  const chatter = Promise.all(
+    [0, 1, 2].map(async () => {
+      while (posting) {
+        const i = n++;
+        await post(gw, chatty.token, `{"ts":${BASE + 10_000_000 + i},"values":{"c":${i}}}`);
+      }
+    }),
+  );
   try {
     await tb.waitFor(() => tb.distinct('OLD').size === 2000, 'the backlog, while the chatty device posts', 15_000);
     t.pass(`the backlog drained while ${n} live posts went on`);
@@ -214,7 +264,10 @@ t.test('a device posting as fast as it is answered does not starve the backlog, 
   const drain = tb.requests.filter((r) => r.token === 'OLD');
   const [from, to] = [(drain[0] as { at: number }).at, (drain[drain.length - 1] as { at: number }).at];
   const between = tb.requests.filter((r) => r.token === 'CHAT' && r.at > from && r.at < to).length;
-  t.ok(between >= 2, `live requests went between the backlog's (${between} of ${tb.requests.filter((r) => r.token === 'CHAT').length})`);
+  t.ok(
+    between >= 2,
+    `live requests went between the backlog's (${between} of ${tb.requests.filter((r) => r.token === 'CHAT').length})`,
+  );
 });
 
 t.test('points the disk budget or retention drops while the link is down are counted, with their range', async (t) => {
@@ -223,9 +276,15 @@ t.test('points the disk budget or retention drops while the link is down are cou
   await tb.down();
   // Retention's horizon follows the newest ts in LMDB, which the log reaches every store.applyIntervalMs (5 min by
   // default): shortened here, so the second post moves the horizon within the test
-  const gw = await gateway(t, tb.url, {}, {
-    store: { headWindowMs: 1000, applyIntervalMs: 200 }, downsample: { rawRetentionMs: 3_600_000, sweepIntervalMs: 50 },
-  });
+  const gw = await gateway(
+    t,
+    tb.url,
+    {},
+    {
+      store: { headWindowMs: 1000, applyIntervalMs: 200 },
+      downsample: { rawRetentionMs: 3_600_000, sweepIntervalMs: 50 },
+    },
+  );
   const jwt = await admin(gw);
   const dev = await addDevice(gw.dataDir, 'd', ['--upstream-token', 'T']);
   const old = Date.now() - 3 * 86_400_000;
@@ -234,7 +293,10 @@ t.test('points the disk budget or retention drops while the link is down are cou
   const s = await statusUntil(gw, jwt, (st) => st.droppedPoints === 60, 'the old points counted as dropped');
   t.same(s.droppedRange, [old, old + 29_000], 'their time range');
   t.equal(s.backlogPoints, 20, 'the rest is pending');
-  t.ok(gw.logs.some((l) => /\d+ points removed by retention or the disk budget/.test(l)), "a log line says so (one a minute at most: compaction may settle the two windows in two passes)");
+  t.ok(
+    gw.logs.some((l) => /\d+ points removed by retention or the disk budget/.test(l)),
+    'a log line says so (one a minute at most: compaction may settle the two windows in two passes)',
+  );
   await tb.up();
   await tb.waitFor(() => tb.distinct('T').size === 20, 'the kept points');
 });
@@ -245,15 +307,28 @@ t.test('a point stamped before 2000 or more than a day ahead is held and shown, 
   const gw = await gateway(t, tb.url);
   const jwt = await admin(gw);
   const dev = await addDevice(gw.dataDir, 'd', ['--upstream-token', 'T']);
-  await post(gw, dev.token, `[{"ts":1000,"values":{"a":1}},{"ts":${Date.now() + 3 * 86_400_000},"values":{"a":2}},{"ts":${BASE},"values":{"a":3}}]`);
+  await post(
+    gw,
+    dev.token,
+    `[{"ts":1000,"values":{"a":1}},{"ts":${Date.now() + 3 * 86_400_000},"values":{"a":2}},{"ts":${BASE},"values":{"a":3}}]`,
+  );
   await tb.waitFor(() => tb.points.length === 1, 'the good point');
   const s = await statusUntil(gw, jwt, (st) => st.heldPoints === 2 && st.backlogPoints === 0, 'two held');
   t.equal(s.sentPoints, 1, 'only the point with a sane timestamp went');
   t.equal(tb.points[0]?.ts, BASE, 'that one');
-  t.equal(s.clockSynchronized, clockSynchronized(), 'the clock state is the system\'s (clock.ts)');
-  const d = await http('POST', `${gw.url}/api/v1/${dev.token}/depth/telemetry`, '[{"ds":1.5,"values":{"rop":1,"lith":"x"}}]');
+  t.equal(s.clockSynchronized, clockSynchronized(), "the clock state is the system's (clock.ts)");
+  const d = await http(
+    'POST',
+    `${gw.url}/api/v1/${dev.token}/depth/telemetry`,
+    '[{"ds":1.5,"values":{"rop":1,"lith":"x"}}]',
+  );
   t.equal(d.status, 200);
-  await statusUntil(gw, jwt, (st) => (st as Status & { depthNotSyncedPoints: number }).depthNotSyncedPoints === 2, 'depth points counted as not synced');
+  await statusUntil(
+    gw,
+    jwt,
+    (st) => (st as Status & { depthNotSyncedPoints: number }).depthNotSyncedPoints === 2,
+    'depth points counted as not synced',
+  );
   t.pass('depth points are counted as not synced');
 });
 
@@ -263,7 +338,13 @@ t.test('kill -9 of the gateway mid-drain: nothing lost, duplicates only from wha
   await tb.down();
   const gw = await gateway(t, tb.url);
   const devs = await Promise.all([0, 1, 2].map((i) => addDevice(gw.dataDir, `d${i}`, ['--upstream-token', `T${i}`])));
-  for (const [i, d] of devs.entries()) for (let r = 0; r < 4; r++) await post(gw, d.token, records(BASE + r * 1_000_000, 500, 2, (n, k) => `${i * 1e6 + n * 10 + k}`));
+  for (const [i, d] of devs.entries())
+    for (let r = 0; r < 4; r++)
+      await post(
+        gw,
+        d.token,
+        records(BASE + r * 1_000_000, 500, 2, (n, k) => `${i * 1e6 + n * 10 + k}`),
+      );
   const total = 3 * 4 * 500 * 2;
   tb.delayMs = 5;
   await tb.up();
@@ -273,49 +354,66 @@ t.test('kill -9 of the gateway mid-drain: nothing lost, duplicates only from wha
   await gw.stop('SIGKILL');
   const receivedAtKill = tb.points.length;
   await gateway(t, tb.url, {}, {}, gw.dataDir);
-  await tb.waitFor(() => devs.every((_, i) => tb.distinct(`T${i}`).size === 4000), 'every point after the restart', 30_000);
+  await tb.waitFor(
+    () => devs.every((_, i) => tb.distinct(`T${i}`).size === 4000),
+    'every point after the restart',
+    30_000,
+  );
   for (let i = 0; i < 3; i++) {
     const got = tb.distinct(`T${i}`);
-    const wrong = [...got.values()].filter((p) => p.type !== 'LONG' || Number(p.value) !== i * 1e6 + ((p.ts - BASE) % 1_000_000) / 1000 * 10 + Number(p.key.slice(1)));
+    const wrong = [...got.values()].filter(
+      (p) =>
+        p.type !== 'LONG' ||
+        Number(p.value) !== i * 1e6 + (((p.ts - BASE) % 1_000_000) / 1000) * 10 + Number(p.key.slice(1)),
+    );
     t.equal(wrong.length, 0, `device ${i}: every value exact`);
   }
-  const maxPerRequest = Math.max(...tb.requests.filter((r) => r.kind === 'telemetry').map((r) => (r.body.match(/"k\d":/g) ?? []).length));
+  const maxPerRequest = Math.max(
+    ...tb.requests.filter((r) => r.kind === 'telemetry').map((r) => (r.body.match(/"k\d":/g) ?? []).length),
+  );
   const dups = tb.points.length - total;
   // in flight at the kill: per device and lane one request, plus what was acknowledged in the last 250 ms
   // (acknowledgements wait that long to share a transaction, src/sync/acks.ts); 1 s of margin
-  const recent = tb.requests.filter((r) => r.kind === 'telemetry' && r.at >= killAt - 1000 && r.at <= killAt)
+  const recent = tb.requests
+    .filter((r) => r.kind === 'telemetry' && r.at >= killAt - 1000 && r.at <= killAt)
     .reduce((n, r) => n + (r.body.match(/"k\d":/g) ?? []).length, 0);
   const bound = 3 * 2 * maxPerRequest + recent;
-  t.ok(dups <= bound, `${dups} duplicates (in flight or acknowledged but not committed at the kill: at most ${bound}; ${receivedAtKill} received before it)`);
+  t.ok(
+    dups <= bound,
+    `${dups} duplicates (in flight or acknowledged but not committed at the kill: at most ${bound}; ${receivedAtKill} received before it)`,
+  );
 });
 
-t.test('with the link up, points go straight from the write-ahead log; a kill -9 re-sends none that went before the last post', async (t) => {
-  const tb = await FakeTb.start();
-  t.teardown(() => tb.close());
-  // the log is applied only every 10 minutes: whatever reaches the upstream here went from the log
-  const gw = await gateway(t, tb.url, {}, { store: { applyIntervalMs: 600_000 } });
-  const jwt = await admin(gw);
-  const dev = await addDevice(gw.dataDir, 'd', ['--upstream-token', 'T']);
-  for (let r = 0; r < 10; r++) {
-    const postedAt = Date.now();
-    await post(gw, dev.token, records(BASE + r * 10_000, 5, 2));
-    await tb.waitFor(() => tb.distinct('T').size === (r + 1) * 10, `post ${r} upstream`);
-    t.ok(Date.now() - postedAt < 2000, `post ${r} upstream in ${Date.now() - postedAt} ms`);
-  }
-  const s = await statusUntil(gw, jwt, (st) => st.sentPoints === 100, 'counted as sent');
-  t.equal(s.backlogPoints, 0, 'nothing pending');
-  t.equal(tb.points.length, 100, 'each point once');
-  await gw.stop('SIGKILL');
-  // at the restart the log is replayed into LMDB: its sent marks leave out what went, so nothing is sent again,
-  // except the last post's points, whose mark waited for a next group commit that never came
-  const again = await gateway(t, tb.url, {}, { store: { applyIntervalMs: 600_000 } }, gw.dataDir);
-  const jwt2 = (await login(again, 'admin@sync.test', 'secret')).token;
-  await statusUntil(again, jwt2, (st) => st.backlogPoints === 0, 'nothing pending after the restart');
-  await post(again, dev.token, records(BASE + 200_000, 1, 1));
-  await tb.waitFor(() => tb.distinct('T').size === 101, 'a new point after the restart');
-  const resent = tb.points.length - 101;
-  t.ok(resent <= 10, `${resent} points sent again (at most the last post's 10)`);
-});
+t.test(
+  'with the link up, points go straight from the write-ahead log; a kill -9 re-sends none that went before the last post',
+  async (t) => {
+    const tb = await FakeTb.start();
+    t.teardown(() => tb.close());
+    // the log is applied only every 10 minutes: whatever reaches the upstream here went from the log
+    const gw = await gateway(t, tb.url, {}, { store: { applyIntervalMs: 600_000 } });
+    const jwt = await admin(gw);
+    const dev = await addDevice(gw.dataDir, 'd', ['--upstream-token', 'T']);
+    for (let r = 0; r < 10; r++) {
+      const postedAt = Date.now();
+      await post(gw, dev.token, records(BASE + r * 10_000, 5, 2));
+      await tb.waitFor(() => tb.distinct('T').size === (r + 1) * 10, `post ${r} upstream`);
+      t.ok(Date.now() - postedAt < 2000, `post ${r} upstream in ${Date.now() - postedAt} ms`);
+    }
+    const s = await statusUntil(gw, jwt, (st) => st.sentPoints === 100, 'counted as sent');
+    t.equal(s.backlogPoints, 0, 'nothing pending');
+    t.equal(tb.points.length, 100, 'each point once');
+    await gw.stop('SIGKILL');
+    // at the restart the log is replayed into LMDB: its sent marks leave out what went, so nothing is sent again,
+    // except the last post's points, whose mark waited for a next group commit that never came
+    const again = await gateway(t, tb.url, {}, { store: { applyIntervalMs: 600_000 } }, gw.dataDir);
+    const jwt2 = (await login(again, 'admin@sync.test', 'secret')).token;
+    await statusUntil(again, jwt2, (st) => st.backlogPoints === 0, 'nothing pending after the restart');
+    await post(again, dev.token, records(BASE + 200_000, 1, 1));
+    await tb.waitFor(() => tb.distinct('T').size === 101, 'a new point after the restart');
+    const resent = tb.points.length - 101;
+    t.ok(resent <= 10, `${resent} points sent again (at most the last post's 10)`);
+  },
+);
 
 t.test('points still in the log at a kill -9 during an outage are sent after the restart', async (t) => {
   const tb = await FakeTb.start();
@@ -349,11 +447,20 @@ t.test('a device several lanes ask for at once is provisioned once, not parked',
     http('POST', `${gw.url}/api/v1/${dev.token}/attributes`, '{"fw":"v1"}'),
   ]);
   t.same([tel.status, attr.status], [200, 200]);
-  await tb.waitFor(() => tb.distinct('up-eager').size === 1 && tb.attributes.has('up-eager'), 'the point and the attribute upstream');
+  await tb.waitFor(
+    () => tb.distinct('up-eager').size === 1 && tb.attributes.has('up-eager'),
+    'the point and the attribute upstream',
+  );
   t.equal(tb.requests.filter((r) => r.kind === 'provision').length, 1, 'one provisioning request');
   const s = await statusOf(gw, jwt);
-  t.match(s.devices.find((d) => d.name === 'eager'), { state: 'ok', reason: null });
-  t.notOk(gw.logs.some((l) => /parked/.test(l)), 'never parked');
+  t.match(
+    s.devices.find((d) => d.name === 'eager'),
+    { state: 'ok', reason: null },
+  );
+  t.notOk(
+    gw.logs.some((l) => /parked/.test(l)),
+    'never parked',
+  );
 });
 
 t.test('end to end: an Outpost syncs into another Outpost, provisioning its devices', async (t) => {
@@ -370,7 +477,11 @@ t.test('end to end: an Outpost syncs into another Outpost, provisioning its devi
   t.same([wrong.status, wrong.body.status], [200, 'NOT_FOUND'], 'a wrong secret: NOT_FOUND');
   const gw = await gateway(t, up.url, { provisionKey: 'pk', provisionSecret: 'ps' });
   const dev = await addDevice(gw.dataDir, 'edge-1');
-  await post(gw, dev.token, `[{"ts":${BASE},"values":{"d":42.0,"l":42,"s":"x","b":true,"j":{"a":[1,2]}}},{"ts":${BASE + 1},"values":{"d":1.5e-7,"l":9007199254740993}}]`);
+  await post(
+    gw,
+    dev.token,
+    `[{"ts":${BASE},"values":{"d":42.0,"l":42,"s":"x","b":true,"j":{"a":[1,2]}}},{"ts":${BASE + 1},"values":{"d":1.5e-7,"l":9007199254740993}}]`,
+  );
   await addUser(up.dataDir, 'up@sync.test', 'secret', 'TENANT_ADMIN');
   const ujwt = (await login(up, 'up@sync.test', 'secret')).token;
   // the upstream's device appears once provisioned; its points once sent
@@ -381,16 +492,33 @@ t.test('end to end: an Outpost syncs into another Outpost, provisioning its devi
     const d = await http('GET', `${up.url}/api/tenant/devices?deviceName=edge-1`, undefined, authHeaders(ujwt));
     if (d.status === 200) {
       upId = d.json<{ id: { id: string } }>().id.id;
-      const r = await http('GET', `${up.url}/api/plugins/telemetry/DEVICE/${upId}/values/timeseries?keys=d,l,s,b,j&startTs=0&endTs=${BASE + 10}&useStrictDataTypes=true`, undefined, authHeaders(ujwt));
+      const r = await http(
+        'GET',
+        `${up.url}/api/plugins/telemetry/DEVICE/${upId}/values/timeseries?keys=d,l,s,b,j&startTs=0&endTs=${BASE + 10}&useStrictDataTypes=true`,
+        undefined,
+        authHeaders(ujwt),
+      );
       values = r.json();
       if (Object.values(values).reduce((s, v) => s + v.length, 0) === 7) break;
     }
     await new Promise((r) => setTimeout(r, 100));
   }
-  t.equal(Object.values(values).reduce((n, v) => n + v.length, 0), 7, 'every point arrived upstream');
-  const raw = await http('GET', `${up.url}/api/plugins/telemetry/DEVICE/${upId}/values/timeseries?keys=d,l&startTs=0&endTs=${BASE + 10}&useStrictDataTypes=true`, undefined, authHeaders(ujwt));
-  t.equal(raw.text, `{"d":[{"ts":${BASE + 1},"value":1.5E-7},{"ts":${BASE},"value":42.0}],"l":[{"ts":${BASE + 1},"value":9007199254740993},{"ts":${BASE},"value":42}]}`,
-    'doubles stay doubles and a long beyond 2^53 stays exact upstream');
+  t.equal(
+    Object.values(values).reduce((n, v) => n + v.length, 0),
+    7,
+    'every point arrived upstream',
+  );
+  const raw = await http(
+    'GET',
+    `${up.url}/api/plugins/telemetry/DEVICE/${upId}/values/timeseries?keys=d,l&startTs=0&endTs=${BASE + 10}&useStrictDataTypes=true`,
+    undefined,
+    authHeaders(ujwt),
+  );
+  t.equal(
+    raw.text,
+    `{"d":[{"ts":${BASE + 1},"value":1.5E-7},{"ts":${BASE},"value":42.0}],"l":[{"ts":${BASE + 1},"value":9007199254740993},{"ts":${BASE},"value":42}]}`,
+    'doubles stay doubles and a long beyond 2^53 stays exact upstream',
+  );
   const again = await prov({ deviceName: 'edge-1', provisionDeviceKey: 'pk', provisionDeviceSecret: 'ps' });
   t.same([again.status, again.body.status], [200, 'FAILURE'], 'a name that exists: FAILURE');
   // client attributes go up too
@@ -417,24 +545,54 @@ const hasOpenssl = ((): boolean => {
   }
 })();
 
-t.test('an HTTPS upstream: keep-alive TLS to another Outpost, its certificate trusted through NODE_EXTRA_CA_CERTS',
-  { skip: hasOpenssl ? false : 'openssl is not available' }, async (t) => {
-  const dir = tempDir(t, 'outpost-sync-tls-');
-  const cert = join(dir, 'cert.pem');
-  const key = join(dir, 'key.pem');
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1',
-    '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost'], { stdio: 'ignore' });
-  const upCfg = join(dir, 'up.json');
-  writeFileSync(upCfg, JSON.stringify({ provision: { key: 'pk', secret: 'ps' } }));
-  const up = await startGateway(t, { args: ['--config', upCfg, '--tls-cert', cert, '--tls-key', key] });
-  t.match(up.url, /^https:/);
-  const gwCfg = join(dir, 'gw.json');
-  writeFileSync(gwCfg, JSON.stringify({ sync: { url: up.url, provisionKey: 'pk', provisionSecret: 'ps', retryBaseMs: 50, retryMaxMs: 400 } }));
-  const gw = await startGateway(t, { args: ['--config', gwCfg], env: { NODE_EXTRA_CA_CERTS: cert } });
-  const jwt = await admin(gw);
-  const dev = await addDevice(gw.dataDir, 'tls-dev');
-  for (let r = 0; r < 3; r++) await post(gw, dev.token, records(BASE + r * 100_000, 20, 2));
-  const s = await statusUntil(gw, jwt, (st) => st.sentPoints === 120 && st.backlogPoints === 0, 'sent over TLS');
-  t.equal(s.lastError, null, 'no error on the way');
-  t.ok(gw.logs.some((l) => /sync: connected to https:/.test(l)), 'connected over https');
-});
+t.test(
+  'an HTTPS upstream: keep-alive TLS to another Outpost, its certificate trusted through NODE_EXTRA_CA_CERTS',
+  { skip: hasOpenssl ? false : 'openssl is not available' },
+  async (t) => {
+    const dir = tempDir(t, 'outpost-sync-tls-');
+    const cert = join(dir, 'cert.pem');
+    const key = join(dir, 'key.pem');
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-keyout',
+        key,
+        '-out',
+        cert,
+        '-days',
+        '1',
+        '-subj',
+        '/CN=localhost',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1,DNS:localhost',
+      ],
+      { stdio: 'ignore' },
+    );
+    const upCfg = join(dir, 'up.json');
+    writeFileSync(upCfg, JSON.stringify({ provision: { key: 'pk', secret: 'ps' } }));
+    const up = await startGateway(t, { args: ['--config', upCfg, '--tls-cert', cert, '--tls-key', key] });
+    t.match(up.url, /^https:/);
+    const gwCfg = join(dir, 'gw.json');
+    writeFileSync(
+      gwCfg,
+      JSON.stringify({
+        sync: { url: up.url, provisionKey: 'pk', provisionSecret: 'ps', retryBaseMs: 50, retryMaxMs: 400 },
+      }),
+    );
+    const gw = await startGateway(t, { args: ['--config', gwCfg], env: { NODE_EXTRA_CA_CERTS: cert } });
+    const jwt = await admin(gw);
+    const dev = await addDevice(gw.dataDir, 'tls-dev');
+    for (let r = 0; r < 3; r++) await post(gw, dev.token, records(BASE + r * 100_000, 20, 2));
+    const s = await statusUntil(gw, jwt, (st) => st.sentPoints === 120 && st.backlogPoints === 0, 'sent over TLS');
+    t.equal(s.lastError, null, 'no error on the way');
+    t.ok(
+      gw.logs.some((l) => /sync: connected to https:/.test(l)),
+      'connected over https',
+    );
+  },
+);

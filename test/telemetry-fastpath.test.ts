@@ -43,7 +43,10 @@ t.test('table: rarities agree or hand over', async (t) => {
   const cases: Array<[body: string, fast: boolean]> = [
     ['{"temperature":21.5,"humidity":40,"pressure":1013.25}', true],
     ['[{"ts":1700000000000,"values":{"a":1.0,"b":2}},{"ts":1700000010000,"values":{"a":"x"}}]', true],
-    ['{"a":-0,"b":-0.0,"c":0,"d":1E+1,"e":101E-1,"f":12345678901234567890,"g":9007199254740993,"h":0.12345678901234567}', true],
+    [
+      '{"a":-0,"b":-0.0,"c":0,"d":1E+1,"e":101E-1,"f":12345678901234567890,"g":9007199254740993,"h":0.12345678901234567}',
+      true,
+    ],
     ['{"a":"42","b":"-1.5","c":".5","d":"1e5","e":"","f":true,"g":false,"h":null}', true],
     ['{"ts":5,"a":1}', true],
     // a flat object with a device key named "ts": it keeps its place among the other keys
@@ -81,9 +84,14 @@ t.test('table: rarities agree or hand over', async (t) => {
     ['{"a":"21 °C"}', false],
     ['[{"ts":1,"values":{"a":1}},{"ts":2,"values":{"a":"é"}}]', false],
   ];
-  for (const [body, fast] of cases) t.equal(agree(t, body), fast, `fast path ${fast ? 'answers' : 'hands over'}: ${body.slice(0, 60)}`);
+  for (const [body, fast] of cases)
+    t.equal(agree(t, body), fast, `fast path ${fast ? 'answers' : 'hands over'}: ${body.slice(0, 60)}`);
   t.equal(agree(t, '{"a":null}', true), false, 'null under rejectNull hands over');
-  t.equal(parseTelemetryFast(Buffer.from([0x7b, 0x22, 0x61, 0xff, 0x22, 0x3a, 0x31, 0x7d]), NOW, false), undefined, 'invalid UTF-8 hands over');
+  t.equal(
+    parseTelemetryFast(Buffer.from([0x7b, 0x22, 0x61, 0xff, 0x22, 0x3a, 0x31, 0x7d]), NOW, false),
+    undefined,
+    'invalid UTF-8 hands over',
+  );
   t.equal(agree(t, '{"a":1}', true), true, 'rejectNull without nulls');
 });
 
@@ -91,18 +99,50 @@ t.test('seeded random bodies: the fast path never disagrees', async (t) => {
   const next = rng(20_261_121);
   const int = (n: number): number => Math.floor(next() * n);
   const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)] as T;
-  const key = (): string => pick(['a', 'b', 'c', 'ts', 'values', 'k1', '1', '', ' ', '__proto__', 'é', 'a"b', 'x'.repeat(255)]);
-  const num = (): string => pick(['0', '-0', '1', '-1', '42', '42.0', '1E+1', '101E-1', '1e400', '1E19', '9223372036854775807',
-    '9223372036854775808', '0.12345678901234567', '1E999999999', '3.14159', '1.0E10', '123456789012345', '1234567890123456',
-    '9007199254740993', String(int(1e9)), `${int(1000)}.${int(1000)}`, `-${int(10)}.${int(100)}0`]);
-  const scalar = (): string => pick([num(), num(), '"abc"', '"17"', '"-1.5"', '".5"', '"1e5"', '"\\n"', 'true', 'false', 'null', '{}', '[1]']);
-  const obj = (): string => `{${Array.from({ length: int(5) }, () => `${JSON.stringify(key())}:${scalar()}`).join(',')}}`;
+  const key = (): string =>
+    pick(['a', 'b', 'c', 'ts', 'values', 'k1', '1', '', ' ', '__proto__', 'é', 'a"b', 'x'.repeat(255)]);
+  const num = (): string =>
+    pick([
+      '0',
+      '-0',
+      '1',
+      '-1',
+      '42',
+      '42.0',
+      '1E+1',
+      '101E-1',
+      '1e400',
+      '1E19',
+      '9223372036854775807',
+      '9223372036854775808',
+      '0.12345678901234567',
+      '1E999999999',
+      '3.14159',
+      '1.0E10',
+      '123456789012345',
+      '1234567890123456',
+      '9007199254740993',
+      String(int(1e9)),
+      `${int(1000)}.${int(1000)}`,
+      `-${int(10)}.${int(100)}0`,
+    ]);
+  const scalar = (): string =>
+    pick([num(), num(), '"abc"', '"17"', '"-1.5"', '".5"', '"1e5"', '"\\n"', 'true', 'false', 'null', '{}', '[1]']);
+  const obj = (): string =>
+    `{${Array.from({ length: int(5) }, () => `${JSON.stringify(key())}:${scalar()}`).join(',')}}`;
   const ts = (): string => pick([String(1_600_000_000_000 + int(1e9)), '0', '-1', '"17"', '1.5', 'null', '{}']);
-  const one = (): string => (next() < 0.5 ? obj() : `{"ts":${ts()},"values":${next() < 0.9 ? obj() : scalar()}${next() < 0.1 ? `,"z":${scalar()}` : ''}}`);
+  const one = (): string =>
+    next() < 0.5
+      ? obj()
+      : `{"ts":${ts()},"values":${next() < 0.9 ? obj() : scalar()}${next() < 0.1 ? `,"z":${scalar()}` : ''}}`;
   const body = (): string => (next() < 0.5 ? one() : `[${Array.from({ length: 1 + int(4) }, one).join(',')}]`);
   const mutate = (s: string): string => {
     const i = int(s.length + 1);
-    return pick([s.slice(0, i), s.slice(0, i) + s.slice(i + 1), s.slice(0, i) + pick(['"', ',', '}', ']', ' ', '0', '.', 'e', '-']) + s.slice(i)]);
+    return pick([
+      s.slice(0, i),
+      s.slice(0, i) + s.slice(i + 1),
+      s.slice(0, i) + pick(['"', ',', '}', ']', ' ', '0', '.', 'e', '-']) + s.slice(i),
+    ]);
   };
   let answered = 0;
   const N = 20_000;
@@ -119,9 +159,28 @@ t.test('batches that repeat a record shape (the record template) agree with the 
   const next = rng(11_212_026);
   const int = (n: number): number => Math.floor(next() * n);
   const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)] as T;
-  const plain = (): string => pick([String(int(1e6)), `-${int(1000)}`, `${int(100)}.${int(100)}`, `-${int(10)}.${1 + int(9)}`, '0', '42.0']);
-  const exotic = (): string => pick(['-0', '1E+1', '101E-1', '1e400', '9223372036854775808', '0.12345678901234567', '1234567890123456',
-    '"17"', '"x"', 'null', 'true', '{}', '[1]', '01', '1.', '-', '1E999999999']);
+  const plain = (): string =>
+    pick([String(int(1e6)), `-${int(1000)}`, `${int(100)}.${int(100)}`, `-${int(10)}.${1 + int(9)}`, '0', '42.0']);
+  const exotic = (): string =>
+    pick([
+      '-0',
+      '1E+1',
+      '101E-1',
+      '1e400',
+      '9223372036854775808',
+      '0.12345678901234567',
+      '1234567890123456',
+      '"17"',
+      '"x"',
+      'null',
+      'true',
+      '{}',
+      '[1]',
+      '01',
+      '1.',
+      '-',
+      '1E999999999',
+    ]);
   const keyPool = ['temperature', 'counter', 'a', 'ts', 'values', 'k1', 'é'];
   let bodies = 0;
   for (let b = 0; b < 3000; b++) {
@@ -138,13 +197,23 @@ t.test('batches that repeat a record shape (the record template) agree with the 
       const values = keys.map(() => plain());
       const variant = next();
       if (variant < 0.7) records.push(rec(String(ts), values));
-      else if (variant < 0.78) records.push(rec(String(ts), values.map((v) => (next() < 0.5 ? exotic() : v))));
-      else if (variant < 0.82) records.push(rec(pick(['"17"', '1.5', '-0', 'null', '12345678901234567', '-5']), values));
+      else if (variant < 0.78)
+        records.push(
+          rec(
+            String(ts),
+            values.map((v) => (next() < 0.5 ? exotic() : v)),
+          ),
+        );
+      else if (variant < 0.82)
+        records.push(rec(pick(['"17"', '1.5', '-0', 'null', '12345678901234567', '-5']), values));
       else if (variant < 0.86) records.push(rec(String(ts), values, [...keys].reverse()));
       else if (variant < 0.9) records.push(rec(String(ts), [...values, plain()], [...keys, keys[0] as string]));
       else if (variant < 0.93) records.push(rec(String(ts), values).replace('}}', `},"z":${plain()}}`));
       else if (variant < 0.96) records.push(rec(String(ts), values).replace(':', ' : '));
-      else records.push(`{"values":{${keys.map((k, j) => `${JSON.stringify(k)}:${values[j] as string}`).join(',')}},"ts":${ts}}`);
+      else
+        records.push(
+          `{"values":{${keys.map((k, j) => `${JSON.stringify(k)}:${values[j] as string}`).join(',')}},"ts":${ts}}`,
+        );
     }
     if (agree(t, `[${records.join(',')}]`, next() < 0.1)) bodies++;
   }

@@ -13,7 +13,10 @@ t.test('ticket accept/reject matrix', async (t) => {
   const dir = tempDir(t);
   const keyFile = join(dir, 'operator.key');
   const other = join(dir, 'other.key');
-  const [kg, kg2] = await Promise.all([cli(['ticket', 'keygen', '--out', keyFile]), cli(['ticket', 'keygen', '--out', other])]);
+  const [kg, kg2] = await Promise.all([
+    cli(['ticket', 'keygen', '--out', keyFile]),
+    cli(['ticket', 'keygen', '--out', other]),
+  ]);
   t.equal(kg.code, 0);
   const pub = kg.stdout.trim();
   t.match(pub, /^[A-Za-z0-9_-]{43}$/, 'keygen prints a base64url public key');
@@ -34,25 +37,62 @@ t.test('ticket accept/reject matrix', async (t) => {
     return r.stdout.trim();
   };
   const admin = await issue(['--email', 'tech@example.com', '--authority', 'TENANT_ADMIN', '--ttl', '8h']);
-  const cust = await issue(['--email', 'c@example.com', '--authority', 'CUSTOMER_USER', '--customer', 'Acme', '--ttl', '1d']);
+  const cust = await issue([
+    '--email',
+    'c@example.com',
+    '--authority',
+    'CUSTOMER_USER',
+    '--customer',
+    'Acme',
+    '--ttl',
+    '1d',
+  ]);
   const untrusted = await issue(['--email', 'tech@example.com', '--authority', 'TENANT_ADMIN', '--ttl', '8h'], other);
   const header = JSON.parse(Buffer.from(admin.split('.')[0] as string, 'base64url').toString()) as unknown;
   t.same(header, { alg: 'EdDSA', typ: 'JWT' }, 'RFC 8037 header');
-  const claims = JSON.parse(Buffer.from(admin.split('.')[1] as string, 'base64url').toString()) as Record<string, unknown>;
+  const claims = JSON.parse(Buffer.from(admin.split('.')[1] as string, 'base64url').toString()) as Record<
+    string,
+    unknown
+  >;
   t.same(Object.keys(claims).sort(), ['exp', 'iat', 'jti', 'scopes', 'sub']);
   t.equal((claims['exp'] as number) - (claims['iat'] as number), 8 * 3600);
 
-  const tooLong = await cli(['ticket', 'issue', '--key', keyFile, '--email', 'x@example.com', '--authority', 'TENANT_ADMIN', '--ttl', '8d']);
+  const tooLong = await cli([
+    'ticket',
+    'issue',
+    '--key',
+    keyFile,
+    '--email',
+    'x@example.com',
+    '--authority',
+    'TENANT_ADMIN',
+    '--ttl',
+    '8d',
+  ]);
   t.equal(tooLong.code, 1, 'ttl > 7 days refused at issue');
   t.match(tooLong.stderr, /at most 7 days/);
 
   const secret = Buffer.from(readFileSync(keyFile, 'utf8').trim(), 'base64url');
   const nowSec = Math.floor(Date.now() / 1000);
-  const expired = issueTicket(secret, { email: 'tech@example.com', authority: 'TENANT_ADMIN', ttlSec: 60, nowSec: nowSec - 120 });
+  const expired = issueTicket(secret, {
+    email: 'tech@example.com',
+    authority: 'TENANT_ADMIN',
+    ttlSec: 60,
+    nowSec: nowSec - 120,
+  });
   const [h, p, s] = admin.split('.') as [string, string, string];
   const tampered = `${h}.${Buffer.from(JSON.stringify({ ...claims, sub: 'boss@example.com' })).toString('base64url')}.${s}`;
   const badSig = `${h}.${p}.${s.slice(0, -4)}AAAA`;
-  const unknownCustomer = await issue(['--email', 'c@example.com', '--authority', 'CUSTOMER_USER', '--customer', 'Nobody', '--ttl', '1h']);
+  const unknownCustomer = await issue([
+    '--email',
+    'c@example.com',
+    '--authority',
+    'CUSTOMER_USER',
+    '--customer',
+    'Nobody',
+    '--ttl',
+    '1h',
+  ]);
 
   const get = (path: string, ticket: string, header = 'X-Authorization'): Promise<number> =>
     http('GET', `${gw.url}${path}`, undefined, { [header]: `Bearer ${ticket}` }).then((r) => r.status);
@@ -61,7 +101,7 @@ t.test('ticket accept/reject matrix', async (t) => {
     ['admin ticket, any device', admin, latest(theirs.id), 200],
     ['admin ticket, Authorization header', admin, latest(mine.id), 200],
     ['admin ticket, tenant status', admin, '/api/outpost/status', 200],
-    ['customer ticket, own customer\'s device', cust, latest(mine.id), 200],
+    ["customer ticket, own customer's device", cust, latest(mine.id), 200],
     ['customer ticket, another device', cust, latest(theirs.id), 403],
     ['customer ticket, tenant status', cust, '/api/outpost/status', 403],
     ['tampered claims', tampered, latest(mine.id), 401],
@@ -71,7 +111,11 @@ t.test('ticket accept/reject matrix', async (t) => {
     ['customer unknown here', unknownCustomer, latest(mine.id), 401],
   ];
   for (const [what, ticket, path, status] of matrix) {
-    t.equal(await get(path, ticket, what.includes('Authorization header') ? 'Authorization' : 'X-Authorization'), status, what);
+    t.equal(
+      await get(path, ticket, what.includes('Authorization header') ? 'Authorization' : 'X-Authorization'),
+      status,
+      what,
+    );
     // a second time: answered from the verified-ticket cache, with the same verdict
     t.equal(await get(path, ticket), status, `${what} (again, cached)`);
   }
@@ -88,7 +132,11 @@ t.test('ticket accept/reject matrix', async (t) => {
   t.match(li.stdout, /as c@example\.com \(CUSTOMER_USER\) with a ticket/);
   const devs = await cli(['devices', '--url', gw.url, '--json'], env);
   t.equal(devs.code, 0, devs.stderr);
-  t.same((JSON.parse(devs.stdout) as Array<{ name: string }>).map((d) => d.name), ['acme-pump'], 'a customer ticket sees its customer\'s devices');
+  t.same(
+    (JSON.parse(devs.stdout) as Array<{ name: string }>).map((d) => d.name),
+    ['acme-pump'],
+    "a customer ticket sees its customer's devices",
+  );
   // logout revokes the ticket on this gateway, cached verdict included
   t.equal(await get(latest(mine.id), cust), 200);
   t.equal((await cli(['logout', '--url', gw.url], env)).code, 0);

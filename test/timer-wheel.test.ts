@@ -11,13 +11,29 @@ t.test('fires at or after the deadline, at most one tick late, never early', (t)
   wheel.schedule(0, () => fired.push(['z', clock.now()]));
   t.same(fired, [], 'nothing runs synchronously, even with delay 0');
   clock.advance(99);
-  t.same(fired.map((f) => f[0]), ['z'], 'delay 0 fires on the next check; 100 not yet');
+  t.same(
+    fired.map((f) => f[0]),
+    ['z'],
+    'delay 0 fires on the next check; 100 not yet',
+  );
   clock.advance(1);
-  t.same(fired.map((f) => f[0]), ['z', 'b'], 'exactly at the deadline');
+  t.same(
+    fired.map((f) => f[0]),
+    ['z', 'b'],
+    'exactly at the deadline',
+  );
   clock.advance(29);
-  t.same(fired.map((f) => f[0]), ['z', 'b'], '120 is rounded up to the 150 bucket');
+  t.same(
+    fired.map((f) => f[0]),
+    ['z', 'b'],
+    '120 is rounded up to the 150 bucket',
+  );
   clock.advance(21);
-  t.same(fired, [['z', 1_000_000], ['b', 1_000_100], ['a', 1_000_150]]);
+  t.same(fired, [
+    ['z', 1_000_000],
+    ['b', 1_000_100],
+    ['a', 1_000_150],
+  ]);
   t.equal(wheel.size, 0);
   t.equal(clock.pending, 0, 'an empty wheel holds no timer');
   t.end();
@@ -28,7 +44,12 @@ t.test('one runtime timer serves many entries; cancel is O(1) and idempotent', (
   const wheel = new TimerWheel(100, clock);
   let count = 0;
   const entries = [];
-  for (let i = 0; i < 10_000; i++) entries.push(wheel.schedule(1_000 + (i % 2_000), () => { count++; }));
+  for (let i = 0; i < 10_000; i++)
+    entries.push(
+      wheel.schedule(1_000 + (i % 2_000), () => {
+        count++;
+      }),
+    );
   t.equal(clock.pending, 1, 'one armed timer for 10,000 entries');
   t.ok(clock.armedTotal <= 2, `armed ${clock.armedTotal} timers in total`);
   for (let i = 0; i < 10_000; i += 2) entries[i]?.cancel();
@@ -71,8 +92,12 @@ t.test('a throwing callback is logged and does not stop the others', (t) => {
   const logs: string[] = [];
   const wheel = new TimerWheel(10, clock, (m) => logs.push(m));
   let ran = false;
-  wheel.schedule(10, () => { throw new Error('boom'); });
-  wheel.schedule(10, () => { ran = true; });
+  wheel.schedule(10, () => {
+    throw new Error('boom');
+  });
+  wheel.schedule(10, () => {
+    ran = true;
+  });
   clock.advance(10);
   t.equal(ran, true);
   t.equal(logs.length, 1);
@@ -99,7 +124,9 @@ t.test('close forgets everything and disarms', (t) => {
   const clock = new FakeClock(0);
   const wheel = new TimerWheel(10, clock);
   let ran = false;
-  const e = wheel.schedule(10, () => { ran = true; });
+  const e = wheel.schedule(10, () => {
+    ran = true;
+  });
   wheel.close();
   t.equal(clock.pending, 0);
   t.equal(e.active, false);
@@ -109,13 +136,15 @@ t.test('close forgets everything and disarms', (t) => {
   t.end();
 });
 
-t.test('the real clock: timer is unref\'d and fires', async (t) => {
+t.test("the real clock: timer is unref'd and fires", async (t) => {
   const wheel = new TimerWheel(5);
   // The wheel's own timer is unref'd, so something else must keep this process alive while we wait.
   const keepAlive = setTimeout(() => undefined, 5_000);
   t.teardown(() => clearTimeout(keepAlive));
   const started = Date.now();
-  const at = await new Promise<number>((resolve) => { wheel.schedule(20, () => resolve(Date.now())); });
+  const at = await new Promise<number>((resolve) => {
+    wheel.schedule(20, () => resolve(Date.now()));
+  });
   t.ok(at - started >= 19, `fired after ${at - started} ms`);
   wheel.close();
 });

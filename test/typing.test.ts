@@ -91,10 +91,24 @@ t.test('a literal that would expand beyond the plain-digit cap is rejected, not 
 
 t.test('Java Double.toString rendering', async (t) => {
   const cases: Array<[number, string]> = [
-    [42, '42.0'], [1e10, '1.0E10'], [1.5e-5, '1.5E-5'], [0.001, '0.001'], [1234567.5, '1234567.5'],
-    [-0, '-0.0'], [0, '0.0'], [1e7, '1.0E7'], [9999999, '9999999.0'], [1e-4, '1.0E-4'],
-    [123456789.123, '1.23456789123E8'], [-2.5, '-2.5'], [1e21, '1.0E21'], [1e-7, '1.0E-7'], [0.1 + 0.2, '0.30000000000000004'],
-    [Number.MAX_VALUE, '1.7976931348623157E308'], [NaN, 'NaN'], [Infinity, 'Infinity'],
+    [42, '42.0'],
+    [1e10, '1.0E10'],
+    [1.5e-5, '1.5E-5'],
+    [0.001, '0.001'],
+    [1234567.5, '1234567.5'],
+    [-0, '-0.0'],
+    [0, '0.0'],
+    [1e7, '1.0E7'],
+    [9999999, '9999999.0'],
+    [1e-4, '1.0E-4'],
+    [123456789.123, '1.23456789123E8'],
+    [-2.5, '-2.5'],
+    [1e21, '1.0E21'],
+    [1e-7, '1.0E-7'],
+    [0.1 + 0.2, '0.30000000000000004'],
+    [Number.MAX_VALUE, '1.7976931348623157E308'],
+    [NaN, 'NaN'],
+    [Infinity, 'Infinity'],
   ];
   for (const [d, s] of cases) t.equal(javaDouble(d), s, `${String(d)} → ${s}`);
 });
@@ -113,7 +127,10 @@ t.test('kvToString and kvToJson per type', async (t) => {
   ];
   for (const [json, asString, asJson] of cases) {
     const v = typeJsonValue(parseJson(json));
-    if (v === undefined) { t.fail(`${json} typed as skip`); continue; }
+    if (v === undefined) {
+      t.fail(`${json} typed as skip`);
+      continue;
+    }
     t.equal(kvToString(v), asString, `${json} as string`);
     t.equal(kvToJson(v), asJson, `${json} as JSON`);
   }

@@ -13,10 +13,16 @@ import { rng as mulberry } from './helpers/prng.js';
 
 class Prng {
   private readonly r: () => number;
-  constructor(seed: number) { this.r = mulberry(seed); }
-  next(): number { return this.r(); }
+  constructor(seed: number) {
+    this.r = mulberry(seed);
+  }
+  next(): number {
+    return this.r();
+  }
   /** an integer in [0, n) */
-  int(n: number): number { return Math.floor(this.r() * n); }
+  int(n: number): number {
+    return Math.floor(this.r() * n);
+  }
 }
 
 const SEEDS = 300;
@@ -37,7 +43,11 @@ class CrashFs implements WalFs {
   private ops = 0;
   crashed = false;
 
-  constructor(private readonly disk: Disk, private readonly crashAt: number, private readonly rng: Prng) {
+  constructor(
+    private readonly disk: Disk,
+    private readonly crashAt: number,
+    private readonly rng: Prng,
+  ) {
     for (const [name, data] of disk) this.cache.set(name, Buffer.from(data));
   }
 
@@ -73,7 +83,9 @@ class CrashFs implements WalFs {
   private file(name: string): WalFile {
     const fs = this;
     return {
-      get size() { return (fs.cache.get(name) as Buffer).length; },
+      get size() {
+        return (fs.cache.get(name) as Buffer).length;
+      },
       read(pos, len) {
         const data = fs.cache.get(name) as Buffer;
         const out = Buffer.alloc(len);
@@ -103,7 +115,9 @@ class CrashFs implements WalFs {
     };
   }
 
-  list(): string[] { return [...this.cache.keys()]; }
+  list(): string[] {
+    return [...this.cache.keys()];
+  }
 
   open(name: string): WalFile {
     if (!this.cache.has(name)) throw new Error(`no file ${name}`);
@@ -148,71 +162,89 @@ function payload(rng: Prng, lsn: number): Buffer {
   return buf;
 }
 
-t.test(`the log gives back exactly the acknowledged prefix after ${SEEDS} seeds × ${CRASHES_PER_SEED} simulated power cuts`, async (t) => {
-  let recoveredTotal = 0;
-  let unackedKept = 0;
-  let failures = 0;
-  for (let seed = 1; seed <= SEEDS && failures < 5; seed++) {
-    const rng = new Prng(seed);
-    // small segments: switches and recycling often; a few pages: groups moved to the next page too
-    const segmentBytes = [2048, 8192, 12288][seed % 3] as number;
-    let disk: Disk = new Map();
-    /** every payload ever appended, by LSN (a crash's lost LSNs are appended again with new payloads) */
-    const appended = new Map<number, Buffer>();
-    /** LMDB's durable walApplied, as recovery reads it */
-    let appliedDb = 0;
-    let maxAcked = 0;
-    for (let crash = 0; crash < CRASHES_PER_SEED; crash++) {
-      const fs = new CrashFs(disk, 5 + rng.int(400), rng);
-      const { wal, records } = Wal.open(fs, { segmentBytes: segmentBytes, appliedLsn: appliedDb });
-      // ---- check what recovery gave back
-      const problems: string[] = [];
-      let expect = appliedDb + 1;
-      for (const r of records as LoggedRecord[]) {
-        if (r.lsn !== expect) problems.push(`lsn ${r.lsn} where ${expect} was expected`);
-        const sent = appended.get(r.lsn);
-        if (sent === undefined || !sent.equals(r.payload)) problems.push(`record ${r.lsn} is not what was appended`);
-        expect = r.lsn + 1;
-      }
-      if (expect - 1 < maxAcked) problems.push(`acknowledged up to ${maxAcked}, recovered up to ${expect - 1}`);
-      if (problems.length > 0) {
-        failures++;
-        t.fail(`seed ${seed}, crash ${crash}: ${problems.slice(0, 3).join('; ')}`);
-        break;
-      }
-      recoveredTotal += records.length;
-      unackedKept += Math.max(0, expect - 1 - maxAcked);
-      // what recovery returned is now the log's truth: later LSNs restart after it
-      for (const lsn of [...appended.keys()]) if (lsn >= expect) appended.delete(lsn);
-      maxAcked = Math.max(maxAcked, expect - 1);
-      // the store puts the replayed records into LMDB at once and syncs it
-      if (records.length > 0 && rng.next() < 0.7) {
-        appliedDb = expect - 1;
-        wal.markApplied(appliedDb);
-      }
-      // ---- run until the crash: appends, some concurrent, and LMDB applying what was acknowledged
-      for (let step = 0; !fs.crashed && step < 400; step++) {
-        const batch = 1 + rng.int(3);
-        const acks: Array<Promise<void>> = [];
-        for (let i = 0; i < batch; i++) {
-          const p = payload(rng, wal.lsn);
-          const { lsn, durable } = wal.append(p);
-          appended.set(lsn, p);
-          acks.push(durable.then(() => { maxAcked = Math.max(maxAcked, lsn); }));
+t.test(
+  `the log gives back exactly the acknowledged prefix after ${SEEDS} seeds × ${CRASHES_PER_SEED} simulated power cuts`,
+  async (t) => {
+    let recoveredTotal = 0;
+    let unackedKept = 0;
+    let failures = 0;
+    for (let seed = 1; seed <= SEEDS && failures < 5; seed++) {
+      const rng = new Prng(seed);
+      // small segments: switches and recycling often; a few pages: groups moved to the next page too
+      const segmentBytes = [2048, 8192, 12288][seed % 3] as number;
+      let disk: Disk = new Map();
+      /** every payload ever appended, by LSN (a crash's lost LSNs are appended again with new payloads) */
+      const appended = new Map<number, Buffer>();
+      /** LMDB's durable walApplied, as recovery reads it */
+      let appliedDb = 0;
+      let maxAcked = 0;
+      for (let crash = 0; crash < CRASHES_PER_SEED; crash++) {
+        const fs = new CrashFs(disk, 5 + rng.int(400), rng);
+        const { wal, records } = Wal.open(fs, { segmentBytes: segmentBytes, appliedLsn: appliedDb });
+        // ---- check what recovery gave back
+        const problems: string[] = [];
+        let expect = appliedDb + 1;
+        for (const r of records as LoggedRecord[]) {
+          if (r.lsn !== expect) problems.push(`lsn ${r.lsn} where ${expect} was expected`);
+          const sent = appended.get(r.lsn);
+          if (sent === undefined || !sent.equals(r.payload)) problems.push(`record ${r.lsn} is not what was appended`);
+          expect = r.lsn + 1;
         }
-        // wait for the group or the crash, whichever comes first
-        await Promise.race([Promise.all(acks), new Promise<void>((r) => { setImmediate(r); }).then(async () => {
-          while (!fs.crashed) await new Promise<void>((r) => { setImmediate(r); });
-        })]);
-        if (!fs.crashed && rng.next() < 0.3 && maxAcked > appliedDb) {
-          appliedDb = appliedDb + 1 + rng.int(maxAcked - appliedDb);
-          // LMDB is durable before the log hears of it, and may crash before the log does
-          if (rng.next() < 0.8) wal.markApplied(appliedDb);
+        if (expect - 1 < maxAcked) problems.push(`acknowledged up to ${maxAcked}, recovered up to ${expect - 1}`);
+        if (problems.length > 0) {
+          failures++;
+          t.fail(`seed ${seed}, crash ${crash}: ${problems.slice(0, 3).join('; ')}`);
+          break;
         }
+        recoveredTotal += records.length;
+        unackedKept += Math.max(0, expect - 1 - maxAcked);
+        // what recovery returned is now the log's truth: later LSNs restart after it
+        for (const lsn of [...appended.keys()]) if (lsn >= expect) appended.delete(lsn);
+        maxAcked = Math.max(maxAcked, expect - 1);
+        // the store puts the replayed records into LMDB at once and syncs it
+        if (records.length > 0 && rng.next() < 0.7) {
+          appliedDb = expect - 1;
+          wal.markApplied(appliedDb);
+        }
+        // ---- run until the crash: appends, some concurrent, and LMDB applying what was acknowledged
+        for (let step = 0; !fs.crashed && step < 400; step++) {
+          const batch = 1 + rng.int(3);
+          const acks: Array<Promise<void>> = [];
+          for (let i = 0; i < batch; i++) {
+            const p = payload(rng, wal.lsn);
+            const { lsn, durable } = wal.append(p);
+            appended.set(lsn, p);
+            acks.push(
+              durable.then(() => {
+                maxAcked = Math.max(maxAcked, lsn);
+              }),
+            );
+          }
+          // wait for the group or the crash, whichever comes first
+          await Promise.race([
+            Promise.all(acks),
+            new Promise<void>((r) => {
+              setImmediate(r);
+            }).then(async () => {
+              while (!fs.crashed)
+                await new Promise<void>((r) => {
+                  setImmediate(r);
+                });
+            }),
+          ]);
+          if (!fs.crashed && rng.next() < 0.3 && maxAcked > appliedDb) {
+            appliedDb = appliedDb + 1 + rng.int(maxAcked - appliedDb);
+            // LMDB is durable before the log hears of it, and may crash before the log does
+            if (rng.next() < 0.8) wal.markApplied(appliedDb);
+          }
+        }
+        disk = fs.afterCrash();
       }
-      disk = fs.afterCrash();
     }
-  }
-  t.equal(failures, 0, 'every recovery returned exactly a whole prefix holding every acknowledged record');
-  t.ok(recoveredTotal > SEEDS, `records were replayed (${recoveredTotal}), some of them never acknowledged (${unackedKept})`);
-});
+    t.equal(failures, 0, 'every recovery returned exactly a whole prefix holding every acknowledged record');
+    t.ok(
+      recoveredTotal > SEEDS,
+      `records were replayed (${recoveredTotal}), some of them never acknowledged (${unackedKept})`,
+    );
+  },
+);

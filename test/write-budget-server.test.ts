@@ -25,7 +25,10 @@ async function sequential(gw: Gateway, token: string, n: number, baseTs: number)
   const lat: number[] = [];
   for (let i = 0; i < n; i++) {
     const t0 = performance.now();
-    const r = await http('POST', `${gw.url}/api/v1/${token}/telemetry`, { ts: baseTs + i * 1000, values: { a: i, b: i * 2 } });
+    const r = await http('POST', `${gw.url}/api/v1/${token}/telemetry`, {
+      ts: baseTs + i * 1000,
+      values: { a: i, b: i * 2 },
+    });
     if (r.status !== 200) throw new Error(`post ${i}: ${r.status} ${r.text}`);
     lat.push(performance.now() - t0);
   }
@@ -33,7 +36,12 @@ async function sequential(gw: Gateway, token: string, n: number, baseTs: number)
 }
 
 async function storedCount(gw: Gateway, H: Record<string, string>, id: string, baseTs: number): Promise<number> {
-  const r = await http('GET', `${gw.url}/api/plugins/telemetry/DEVICE/${id}/values/timeseries?keys=a,b&startTs=${baseTs}&endTs=${baseTs + 3_600_000}&limit=10000`, undefined, H);
+  const r = await http(
+    'GET',
+    `${gw.url}/api/plugins/telemetry/DEVICE/${id}/values/timeseries?keys=a,b&startTs=${baseTs}&endTs=${baseTs + 3_600_000}&limit=10000`,
+    undefined,
+    H,
+  );
   const body = r.json<Record<string, unknown[]>>();
   return (body['a']?.length ?? 0) + (body['b']?.length ?? 0);
 }
@@ -70,30 +78,39 @@ t.test('a quiet daemon answers a device posting one at a time within one fsync, 
  */
 const DEVICES = 10;
 
-t.test('under load beyond a tiny budget commits are grouped, and every acknowledged point survives kill -9', async (t) => {
-  const dataDir = tempDir(t);
-  const config = join(dataDir, 'config.json');
-  // 1 MB a day: the daemon's own start overspends its reserve (~5.6 KB), so every commit waits
-  writeFileSync(config, JSON.stringify({ store: { writeBudgetBytesPerDay: 1e6 } }));
-  const gw = await startGateway(t, { dataDir, args: ['--config', config] });
-  const devices = await Promise.all(Array.from({ length: DEVICES }, (_, i) => addDevice(dataDir, `d${i}`, ['--token', `T${i}`])));
-  const base = Date.now() - 3_600_000;
-  // the budget reads the byte counters at most once a second: the first post (which creates the log's first
-  // segment, a megabyte of zeros) is seen from the next second on
-  await sequential(gw, 'T0', 1, base - 1000);
-  await new Promise((r) => setTimeout(r, 1100));
-  const t0 = performance.now();
-  const lats = await Promise.all(devices.map((_, i) => sequential(gw, `T${i}`, 5, base)));
-  const elapsed = performance.now() - t0;
-  const all = lats.flat();
-  t.ok(median(all) >= 300, `each post waits for others: median answer ${median(all).toFixed(0)} ms`);
-  // 50 posts, one commit each with the delay, would take 50 delays; grouped they take about 5
-  t.ok(elapsed < 10 * median(all), `${all.length} posts answered in ${(elapsed / 1000).toFixed(1)} s: ~${((all.length * median(all)) / elapsed).toFixed(1)} posts per commit`);
-  await gw.stop('SIGKILL');
-  const again = await startGateway(t, { dataDir, args: ['--config', config] });
-  const H = await admin(again);
-  for (const d of devices) t.equal(await storedCount(again, H, d.id, base), 10, `${d.name}: every acknowledged point after kill -9`);
-});
+t.test(
+  'under load beyond a tiny budget commits are grouped, and every acknowledged point survives kill -9',
+  async (t) => {
+    const dataDir = tempDir(t);
+    const config = join(dataDir, 'config.json');
+    // 1 MB a day: the daemon's own start overspends its reserve (~5.6 KB), so every commit waits
+    writeFileSync(config, JSON.stringify({ store: { writeBudgetBytesPerDay: 1e6 } }));
+    const gw = await startGateway(t, { dataDir, args: ['--config', config] });
+    const devices = await Promise.all(
+      Array.from({ length: DEVICES }, (_, i) => addDevice(dataDir, `d${i}`, ['--token', `T${i}`])),
+    );
+    const base = Date.now() - 3_600_000;
+    // the budget reads the byte counters at most once a second: the first post (which creates the log's first
+    // segment, a megabyte of zeros) is seen from the next second on
+    await sequential(gw, 'T0', 1, base - 1000);
+    await new Promise((r) => setTimeout(r, 1100));
+    const t0 = performance.now();
+    const lats = await Promise.all(devices.map((_, i) => sequential(gw, `T${i}`, 5, base)));
+    const elapsed = performance.now() - t0;
+    const all = lats.flat();
+    t.ok(median(all) >= 300, `each post waits for others: median answer ${median(all).toFixed(0)} ms`);
+    // 50 posts, one commit each with the delay, would take 50 delays; grouped they take about 5
+    t.ok(
+      elapsed < 10 * median(all),
+      `${all.length} posts answered in ${(elapsed / 1000).toFixed(1)} s: ~${((all.length * median(all)) / elapsed).toFixed(1)} posts per commit`,
+    );
+    await gw.stop('SIGKILL');
+    const again = await startGateway(t, { dataDir, args: ['--config', config] });
+    const H = await admin(again);
+    for (const d of devices)
+      t.equal(await storedCount(again, H, d.id, base), 10, `${d.name}: every acknowledged point after kill -9`);
+  },
+);
 
 t.test('an explicit store.commitDelayMs is a fixed delay, whatever the budget', async (t) => {
   const dataDir = tempDir(t);
@@ -111,19 +128,49 @@ t.test('an explicit store.commitDelayMs is a fixed delay, whatever the budget', 
 
 t.test('outpost status says when the card is worn faster than planned', async (t) => {
   const writes: WriteFigures = {
-    source: 'proc', budgetBytesPerDay: 1.5e9, reserveBytes: 8_333_333, reserveLeftBytes: 0, todayBytes: 3.1e9, lastHourBytes: 150e6,
-    sinceStartBytes: 3.1e9, logSinceStartBytes: 2e9, bytesPerDay: 3.6e9, cardEnduranceBytes: 16e12, cardLifeYearsAtBudget: 29.2, cardLifeYears: 12.2,
-    commitDelayMs: 0, paced: false, overBudget: true,
+    source: 'proc',
+    budgetBytesPerDay: 1.5e9,
+    reserveBytes: 8_333_333,
+    reserveLeftBytes: 0,
+    todayBytes: 3.1e9,
+    lastHourBytes: 150e6,
+    sinceStartBytes: 3.1e9,
+    logSinceStartBytes: 2e9,
+    bytesPerDay: 3.6e9,
+    cardEnduranceBytes: 16e12,
+    cardLifeYearsAtBudget: 29.2,
+    cardLifeYears: 12.2,
+    commitDelayMs: 0,
+    paced: false,
+    overBudget: true,
   };
   const status = {
-    version: '0', daemon: true, startedTs: 0, uptimeSec: 10, now: 0, clock: { synchronized: true }, ingest: null,
+    version: '0',
+    daemon: true,
+    startedTs: 0,
+    uptimeSec: 10,
+    now: 0,
+    clock: { synchronized: true },
+    ingest: null,
     store: { fileBytes: 0, liveBytes: 0, maxDiskBytes: 0, headFragments: 0, chunks: 0, rollupBlocks: 0 },
     compaction: { backlogFragments: 0, compactedWindows: 0 },
-    sync: { enabled: false }, longPoll: null, websockets: null, process: null, eventLoop: null, writes,
+    sync: { enabled: false },
+    longPoll: null,
+    websockets: null,
+    process: null,
+    eventLoop: null,
+    writes,
   } as unknown as StatusJson;
   const text = statusLines(status).join('\n');
-  t.match(text, /writes\s+3\.10 GB today, 143\.1 MiB last hour; budget 1\.50 GB\/day \(card of 16 TB written: 29\.2 years\), 3\.60 GB\/day so far: card life 12\.2 years/);
+  t.match(
+    text,
+    /writes\s+3\.10 GB today, 143\.1 MiB last hour; budget 1\.50 GB\/day \(card of 16 TB written: 29\.2 years\), 3\.60 GB\/day so far: card life 12\.2 years/,
+  );
   t.match(text, /fixed delay 0 ms \(store\.commitDelayMs\)/);
   t.match(text, /WARNING .*wears faster than planned/);
-  t.notMatch(statusLines({ ...status, writes: { ...writes, overBudget: false, paced: true } }).join('\n'), /WARNING/, 'no warning within the budget');
+  t.notMatch(
+    statusLines({ ...status, writes: { ...writes, overBudget: false, paced: true } }).join('\n'),
+    /WARNING/,
+    'no warning within the budget',
+  );
 });

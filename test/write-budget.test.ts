@@ -5,7 +5,15 @@
  */
 import t from 'tap';
 import { FakeClock } from './helpers/fake-clock.js';
-import { APPLY_STRETCH, MAX_DELAY_MS, OTHER_SPREAD_MS, PACING_SHARE, RESERVE_MS, WriteBudget, dayStart } from '../src/store/write-budget.js';
+import {
+  APPLY_STRETCH,
+  MAX_DELAY_MS,
+  OTHER_SPREAD_MS,
+  PACING_SHARE,
+  RESERVE_MS,
+  WriteBudget,
+  dayStart,
+} from '../src/store/write-budget.js';
 
 const DAY = 86_400_000;
 const BUDGET = 1.5e9;
@@ -15,8 +23,12 @@ function setup(opts: { fixedDelayMs?: number; start?: number } = {}) {
   const clock = new FakeClock(opts.start ?? Date.UTC(2026, 10, 26, 12));
   const c = { log: 0, other: 0 };
   const budget = new WriteBudget({
-    bytesPerDay: BUDGET, cardEnduranceBytes: 16e12, now: () => clock.now(), source: 'proc',
-    written: () => c.log + c.other, logWritten: () => c.log,
+    bytesPerDay: BUDGET,
+    cardEnduranceBytes: 16e12,
+    now: () => clock.now(),
+    source: 'proc',
+    written: () => c.log + c.other,
+    logWritten: () => c.log,
     ...(opts.fixedDelayMs === undefined ? {} : { fixedDelayMs: opts.fixedDelayMs }),
   });
   return { clock, c, budget };
@@ -36,25 +48,31 @@ t.test('room: no delay, and writing at the budget rate never paces', async (t) =
   t.ok(budget.figures().reserveLeftBytes > budget.reserve * 0.99, 'the reserve stays full');
 });
 
-t.test('a burst spends the reserve at once down to its pacing band, then the delay rises to MAX_DELAY_MS', async (t) => {
-  const { clock, c, budget } = setup();
-  const band = budget.reserve * PACING_SHARE;
-  const second = RATE * 1000;
-  clock.advance(1000);
-  c.log += budget.reserve - band + second - 1000;
-  t.equal(budget.commitDelayMs(), 0, 'three quarters of the reserve in one second: still no delay');
-  clock.advance(1000);
-  c.log += second + band / 2 + 1000;
-  t.ok(Math.abs(budget.commitDelayMs() - MAX_DELAY_MS / 2) < 1e-6, `half the band left: half the longest delay (${budget.commitDelayMs()})`);
-  clock.advance(1000);
-  c.log += second + band;
-  t.equal(budget.commitDelayMs(), MAX_DELAY_MS, 'half the band overspent: the longest delay, and no more');
-  t.equal(budget.applyStretch(), APPLY_STRETCH, 'paced: applies rarer and larger');
-  // nothing written: the budget refills at its rate and the delay falls back to 0
-  clock.advance(Math.ceil((band / RATE) * 1.6));
-  t.equal(budget.commitDelayMs(), 0, 'refilled past the band after a quiet spell');
-  t.equal(budget.applyStretch(), 1, 'applies as configured');
-});
+t.test(
+  'a burst spends the reserve at once down to its pacing band, then the delay rises to MAX_DELAY_MS',
+  async (t) => {
+    const { clock, c, budget } = setup();
+    const band = budget.reserve * PACING_SHARE;
+    const second = RATE * 1000;
+    clock.advance(1000);
+    c.log += budget.reserve - band + second - 1000;
+    t.equal(budget.commitDelayMs(), 0, 'three quarters of the reserve in one second: still no delay');
+    clock.advance(1000);
+    c.log += second + band / 2 + 1000;
+    t.ok(
+      Math.abs(budget.commitDelayMs() - MAX_DELAY_MS / 2) < 1e-6,
+      `half the band left: half the longest delay (${budget.commitDelayMs()})`,
+    );
+    clock.advance(1000);
+    c.log += second + band;
+    t.equal(budget.commitDelayMs(), MAX_DELAY_MS, 'half the band overspent: the longest delay, and no more');
+    t.equal(budget.applyStretch(), APPLY_STRETCH, 'paced: applies rarer and larger');
+    // nothing written: the budget refills at its rate and the delay falls back to 0
+    clock.advance(Math.ceil((band / RATE) * 1.6));
+    t.equal(budget.commitDelayMs(), 0, 'refilled past the band after a quiet spell');
+    t.equal(budget.applyStretch(), 1, 'applies as configured');
+  },
+);
 
 t.test('counters are read at most once a second', async (t) => {
   const { clock, c, budget } = setup();
@@ -72,7 +90,13 @@ t.test('counters are read at most once a second', async (t) => {
  * delay d, commits happen every d plus the mean gap between posts (100 ms), at most one per post; an LMDB apply
  * of 1 MB every 5 minutes on top.
  */
-function sustained(budget: WriteBudget, clock: FakeClock, c: { log: number; other: number }, seconds: number, onSecond?: (s: number, delay: number) => void): void {
+function sustained(
+  budget: WriteBudget,
+  clock: FakeClock,
+  c: { log: number; other: number },
+  seconds: number,
+  onSecond?: (s: number, delay: number) => void,
+): void {
   for (let s = 0; s < seconds; s++) {
     const d = budget.commitDelayMs();
     const commitsPerSec = Math.min(10, 1000 / (d + 100));
@@ -99,7 +123,8 @@ t.test('sustained load settles at the budget rate within five minutes, and holds
   t.ok(mean > 50 && mean < MAX_DELAY_MS, `commits grouped by a delay of ${mean.toFixed(0)} ms on average`);
   // spread debits: no apply moves the delay by more than a few ms from one second to the next
   let jump = 0;
-  for (let i = 1; i < delays.length; i++) jump = Math.max(jump, Math.abs((delays[i] as number) - (delays[i - 1] as number)));
+  for (let i = 1; i < delays.length; i++)
+    jump = Math.max(jump, Math.abs((delays[i] as number) - (delays[i - 1] as number)));
   t.ok(jump < 60, `the delay moves by at most ${jump.toFixed(1)} ms a second (an apply's megabyte is spread)`);
   // hours later the long-run rate still holds
   const before = written();
@@ -109,7 +134,7 @@ t.test('sustained load settles at the budget rate within five minutes, and holds
   t.equal(budget.figures().overBudget, false, 'paced: not over budget');
 });
 
-t.test('bytes other than the log\'s are debited spread over OTHER_SPREAD_MS, all of them in the end', async (t) => {
+t.test("bytes other than the log's are debited spread over OTHER_SPREAD_MS, all of them in the end", async (t) => {
   const { clock, c, budget } = setup();
   clock.advance(1000);
   budget.commitDelayMs();
@@ -117,7 +142,10 @@ t.test('bytes other than the log\'s are debited spread over OTHER_SPREAD_MS, all
   clock.advance(1000);
   budget.commitDelayMs();
   const left1 = budget.figures().reserveLeftBytes;
-  t.ok(budget.reserve - left1 < 1_000_000 * (2000 / OTHER_SPREAD_MS) + RATE * 2000, 'one second later only a sliver is debited');
+  t.ok(
+    budget.reserve - left1 < 1_000_000 * (2000 / OTHER_SPREAD_MS) + RATE * 2000,
+    'one second later only a sliver is debited',
+  );
   // the reserve is full again only once the whole megabyte has been paid back at the budget's rate
   for (let s = 0; s < 3600; s++) {
     clock.advance(1000);
@@ -148,40 +176,64 @@ t.test('figures: today from local midnight, the last hour, the card life at the 
   t.equal(budget.figures().lastHourBytes, 0, 'an hour later the last hour is empty');
 });
 
-t.test('a fixed delay (explicit store.commitDelayMs) is kept, counted, and warns when the card wears faster than planned', async (t) => {
-  const { clock, c, budget } = setup({ fixedDelayMs: 0 });
-  let maxDelay = 0;
-  for (let s = 0; s < 3600; s++) {
-    clock.advance(1000);
-    c.log += 41_000; // one page per post at 10 posts/s
-    maxDelay = Math.max(maxDelay, budget.commitDelayMs());
-  }
-  t.equal(maxDelay, 0, 'the fixed delay, whatever was written');
-  t.equal(budget.applyStretch(), 1, 'applies as configured');
-  const f = budget.figures();
-  t.equal(f.paced, false);
-  t.equal(f.overBudget, true, '3.5 GB/day for an hour: over the budget and its reserve');
-  const paced = setup();
-  for (let s = 0; s < 600; s++) {
-    paced.clock.advance(1000);
-    paced.c.log += 41_000;
-  }
-  t.equal(paced.budget.figures().overBudget, false, 'ten minutes of it is what the reserve is for');
-});
+t.test(
+  'a fixed delay (explicit store.commitDelayMs) is kept, counted, and warns when the card wears faster than planned',
+  async (t) => {
+    const { clock, c, budget } = setup({ fixedDelayMs: 0 });
+    let maxDelay = 0;
+    for (let s = 0; s < 3600; s++) {
+      clock.advance(1000);
+      c.log += 41_000; // one page per post at 10 posts/s
+      maxDelay = Math.max(maxDelay, budget.commitDelayMs());
+    }
+    t.equal(maxDelay, 0, 'the fixed delay, whatever was written');
+    t.equal(budget.applyStretch(), 1, 'applies as configured');
+    const f = budget.figures();
+    t.equal(f.paced, false);
+    t.equal(f.overBudget, true, '3.5 GB/day for an hour: over the budget and its reserve');
+    const paced = setup();
+    for (let s = 0; s < 600; s++) {
+      paced.clock.advance(1000);
+      paced.c.log += 41_000;
+    }
+    t.equal(paced.budget.figures().overBudget, false, 'ten minutes of it is what the reserve is for');
+  },
+);
 
 t.test('a clock set back counts no negative time and keeps sampling', async (t) => {
   const { clock, c, budget } = setup();
   clock.advance(1000);
   budget.commitDelayMs();
   const back = new FakeClock(clock.now() - 3_600_000);
-  const b2 = new WriteBudget({ bytesPerDay: BUDGET, cardEnduranceBytes: 16e12, now: () => back.now(), source: 'log', written: () => c.log, logWritten: () => c.log });
+  const b2 = new WriteBudget({
+    bytesPerDay: BUDGET,
+    cardEnduranceBytes: 16e12,
+    now: () => back.now(),
+    source: 'log',
+    written: () => c.log,
+    logWritten: () => c.log,
+  });
   c.log += b2.reserve * 2;
   back.advance(1000);
   t.equal(b2.commitDelayMs(), MAX_DELAY_MS, 'a first sample sees the bytes');
   const sameBudgetClock = { t: clock.now() };
-  const b3 = new WriteBudget({ bytesPerDay: BUDGET, cardEnduranceBytes: 16e12, now: () => sameBudgetClock.t, source: 'log', written: () => c.log, logWritten: () => c.log });
+  const b3 = new WriteBudget({
+    bytesPerDay: BUDGET,
+    cardEnduranceBytes: 16e12,
+    now: () => sameBudgetClock.t,
+    source: 'log',
+    written: () => c.log,
+    logWritten: () => c.log,
+  });
   sameBudgetClock.t -= 3_600_000; // set back an hour
-  t.equal(b3.commitDelayMs(), MAX_DELAY_MS, 'bytes written are seen at once after the clock went back, with no refill for the hour');
+  t.equal(
+    b3.commitDelayMs(),
+    MAX_DELAY_MS,
+    'bytes written are seen at once after the clock went back, with no refill for the hour',
+  );
   t.ok(b3.figures().reserveLeftBytes === 0, 'no time credited');
-  t.throws(() => new WriteBudget({ bytesPerDay: 0, cardEnduranceBytes: 1, now: () => 0, source: 'log', written: () => 0 }), RangeError);
+  t.throws(
+    () => new WriteBudget({ bytesPerDay: 0, cardEnduranceBytes: 1, now: () => 0, source: 'log', written: () => 0 }),
+    RangeError,
+  );
 });

@@ -13,7 +13,10 @@ import { WsClient, wsUrl } from './helpers/ws.js';
 const MAX_BACKPRESSURE = 64 * 1024;
 const configDir = tempDir(t);
 const configFile = join(configDir, 'outpost.json');
-writeFileSync(configFile, JSON.stringify({ ws: { maxBackpressure: MAX_BACKPRESSURE, maxSubscriptionsPerSession: 3, authTimeoutMs: 300 } }));
+writeFileSync(
+  configFile,
+  JSON.stringify({ ws: { maxBackpressure: MAX_BACKPRESSURE, maxSubscriptionsPerSession: 3, authTimeoutMs: 300 } }),
+);
 
 // RssAnon growth should show retained memory (socket buffers), not how lazily garbage is returned: a small V8
 // heap makes the daemon collect promptly, and a fixed glibc mmap threshold returns freed large blocks (request
@@ -38,7 +41,10 @@ t.test('consumers that stop reading are closed; memory bounded; others unaffecte
   const slow: WsClient[] = [];
   for (let i = 0; i < SLOW; i++) slow.push(await open());
   const healthy = await open();
-  t.teardown(() => { for (const c of slow) c.terminate(); healthy.close(); });
+  t.teardown(() => {
+    for (const c of slow) c.terminate();
+    healthy.close();
+  });
   for (const c of [...slow, healthy]) {
     c.send({ tsSubCmds: [{ entityType: 'DEVICE', entityId: dev.id, keys: 'blob', cmdId: 1 }] });
     t.equal((await c.nextJson()).errorCode, 0);
@@ -52,14 +58,21 @@ t.test('consumers that stop reading are closed; memory bounded; others unaffecte
   const blob = 'x'.repeat(256 * 1024);
   const closedLogs = waitLogLines(gw, /ws: closed a slow consumer/, SLOW, { from: gw.logs.length, timeoutMs: 15_000 });
   for (let i = 0; i < WRITES; i++) {
-    const r = await http('POST', `${gw.url}/api/v1/${dev.token}/telemetry`, `{"ts":${1000 + i},"values":{"blob":"${blob}"}}`);
+    const r = await http(
+      'POST',
+      `${gw.url}/api/v1/${dev.token}/telemetry`,
+      `{"ts":${1000 + i},"values":{"blob":"${blob}"}}`,
+    );
     if (r.status !== 200) t.fail(`write ${i}: ${r.status}`);
     // the healthy socket keeps up: it gets every frame, in order
     const f = await healthy.nextJson(10_000);
     if (f.latestValues['blob'] !== 1000 + i) t.fail(`healthy frame ${i} out of order`);
   }
   const grewMiB = (rssAnonKb(gw.proc.pid as number) - rssBefore) / 1024;
-  t.ok(grewMiB < 100, `RssAnon grew by ${grewMiB.toFixed(1)} MiB (< 100 MiB while 240 MiB were produced for slow sockets)`);
+  t.ok(
+    grewMiB < 100,
+    `RssAnon grew by ${grewMiB.toFixed(1)} MiB (< 100 MiB while 240 MiB were produced for slow sockets)`,
+  );
   const lines = await closedLogs;
   t.equal(lines.length, SLOW, 'the server closed every slow socket itself');
   t.match(lines[0], new RegExp(`limit ${MAX_BACKPRESSURE}`));
@@ -68,7 +81,10 @@ t.test('consumers that stop reading are closed; memory bounded; others unaffecte
     c.socket.resume();
     const closed = await c.waitClosed(10_000);
     t.equal(closed.code, 1006, 'force-closed without a close frame');
-    t.ok(c.received.length - 1 < WRITES, `a slow socket got ${c.received.length - 1} of ${WRITES} updates before the close`);
+    t.ok(
+      c.received.length - 1 < WRITES,
+      `a slow socket got ${c.received.length - 1} of ${WRITES} updates before the close`,
+    );
   }
 
   // The daemon is fine: a new subscriber works.

@@ -9,10 +9,18 @@ import { addDevice, cliJson, http, startGateway } from './helpers/server.js';
 import { addUser, authHeaders, login } from './helpers/users.js';
 import { WsClient, type WsReply, wsUrl } from './helpers/ws.js';
 
-const PARSE_ERROR = '{"subscriptionId":1,"errorCode":2,"errorMsg":"Failed to parse the payload","data":null,"latestValues":{}}';
+const PARSE_ERROR =
+  '{"subscriptionId":1,"errorCode":2,"errorMsg":"Failed to parse the payload","data":null,"latestValues":{}}';
 
 const gw = await startGateway(t);
-const customer = await cliJson<{ id: string; title: string }>(['customer', 'add', '--data-dir', gw.dataDir, '--title', 'C1']);
+const customer = await cliJson<{ id: string; title: string }>([
+  'customer',
+  'add',
+  '--data-dir',
+  gw.dataDir,
+  '--title',
+  'C1',
+]);
 await addUser(gw.dataDir, 'admin@example.com', 'secret-1', 'TENANT_ADMIN');
 await addUser(gw.dataDir, 'cu@example.com', 'secret-2', 'CUSTOMER_USER', customer.id);
 const admin = (await login(gw, 'admin@example.com', 'secret-1')).token;
@@ -57,7 +65,11 @@ t.test('tsSubCmds: latest first reply, then one frame per write with the subscri
   const c = await open(admin);
   t.teardown(() => c.close());
   const before = Date.now();
-  c.send({ tsSubCmds: [{ entityType: 'DEVICE', entityId: dev.id, keys: 'temp,missing', cmdId: 7 }], historyCmds: [], attrSubCmds: [] });
+  c.send({
+    tsSubCmds: [{ entityType: 'DEVICE', entityId: dev.id, keys: 'temp,missing', cmdId: 7 }],
+    historyCmds: [],
+    attrSubCmds: [],
+  });
   const first = await replyTo(t, c, 7);
   t.same(Object.keys(first.data ?? {}), ['missing', 'temp'], 'data keys sorted');
   t.same(first.data?.['temp'], [[1000, '20.5']]);
@@ -67,13 +79,21 @@ t.test('tsSubCmds: latest first reply, then one frame per write with the subscri
   t.same(first.latestValues, { missing: missingTs, temp: 1000 });
 
   await post(dev.token, { ts: 2000, values: { temp: 21, hum: 41, other: 'x' } });
-  t.equal(await c.next(), '{"subscriptionId":7,"errorCode":0,"errorMsg":null,"data":{"temp":[[2000,"21"]]},"latestValues":{"temp":2000}}',
-    'exact TB shape, only subscribed keys, values as strings');
+  t.equal(
+    await c.next(),
+    '{"subscriptionId":7,"errorCode":0,"errorMsg":null,"data":{"temp":[[2000,"21"]]},"latestValues":{"temp":2000}}',
+    'exact TB shape, only subscribed keys, values as strings',
+  );
 
   // Several timestamps in one write: one frame, each key's points ascending, latestValues the newest.
   await post(dev.token, '[{"ts":4000,"values":{"temp":1.0}},{"ts":3000,"values":{"temp":2}}]');
   const multi = await replyTo(t, c, 7);
-  t.same(multi.data, { temp: [[3000, '2'], [4000, '1.0']] });
+  t.same(multi.data, {
+    temp: [
+      [3000, '2'],
+      [4000, '1.0'],
+    ],
+  });
   t.same(multi.latestValues, { temp: 4000 });
 });
 
@@ -88,9 +108,11 @@ t.test('tsSubCmds without keys and LATEST_TELEMETRY: every key, older points sup
 
   // The TB black-box example (HttpClientTest#telemetryUpload).
   await post(dev.token, '{"ts":5000,"values":{"stringKey":"value1","booleanKey":true,"doubleKey":42.0,"longKey":73}}');
-  t.equal(await c.next(),
+  t.equal(
+    await c.next(),
     '{"subscriptionId":42,"errorCode":0,"errorMsg":null,"data":{"booleanKey":[[5000,"true"]],"doubleKey":[[5000,"42.0"]],' +
-    '"longKey":[[5000,"73"]],"stringKey":[[5000,"value1"]]},"latestValues":{"booleanKey":5000,"doubleKey":5000,"longKey":5000,"stringKey":5000}}');
+      '"longKey":[[5000,"73"]],"stringKey":[[5000,"value1"]]},"latestValues":{"booleanKey":5000,"doubleKey":5000,"longKey":5000,"stringKey":5000}}',
+  );
 
   await post(dev.token, { ts: 4000, values: { longKey: 1 } });
   await post(dev.token, { ts: 5000, values: { longKey: 2 } });
@@ -108,15 +130,33 @@ t.test('tsSubCmds without keys and LATEST_TELEMETRY: every key, older points sup
 
 t.test('tsSubCmds with timeWindow: history over [startTs, startTs + timeWindow) first', async (t) => {
   const dev = await device();
-  await post(dev.token, [1000, 2000, 3000, 4000, 5000].map((ts) => ({ ts, values: { v: ts / 1000 } })));
+  await post(
+    dev.token,
+    [1000, 2000, 3000, 4000, 5000].map((ts) => ({ ts, values: { v: ts / 1000 } })),
+  );
   const c = await open(admin);
   t.teardown(() => c.close());
-  c.send({ tsSubCmds: [{ entityType: 'DEVICE', entityId: dev.id, keys: 'v', cmdId: 3, startTs: 2000, timeWindow: 2000 }] });
+  c.send({
+    tsSubCmds: [{ entityType: 'DEVICE', entityId: dev.id, keys: 'v', cmdId: 3, startTs: 2000, timeWindow: 2000 }],
+  });
   const first = await replyTo(t, c, 3);
-  t.same(first.data, { v: [[3000, '3'], [2000, '2']] }, 'raw history newest first, end exclusive');
+  t.same(
+    first.data,
+    {
+      v: [
+        [3000, '3'],
+        [2000, '2'],
+      ],
+    },
+    'raw history newest first, end exclusive',
+  );
   t.same(first.latestValues, { v: 2000 }, 'latestValues = ts of the last element (TB)');
 
-  c.send({ tsSubCmds: [{ entityType: 'DEVICE', entityId: dev.id, keys: 'v', cmdId: 4, startTs: 0, timeWindow: 10_000, limit: 2 }] });
+  c.send({
+    tsSubCmds: [
+      { entityType: 'DEVICE', entityId: dev.id, keys: 'v', cmdId: 4, startTs: 0, timeWindow: 10_000, limit: 2 },
+    ],
+  });
   t.same((await replyTo(t, c, 4)).data, {}, 'startTs absent → [now - timeWindow, now): empty here');
 
   await post(dev.token, { ts: 6000, values: { v: 6 } });
@@ -128,20 +168,62 @@ t.test('tsSubCmds with timeWindow: history over [startTs, startTs + timeWindow) 
 t.test('historyCmds: raw and aggregated, one reply; missing keys rejected', async (t) => {
   const dev = await device();
   // TB worked example: longs 100..600 at 5000..55000, [0, 60000) interval 20000 → AVG 150.0/350.0/550.0.
-  await post(dev.token, [100, 200, 300, 400, 500, 600].map((v, i) => ({ ts: 5000 + i * 10_000, values: { x: v } })));
+  await post(
+    dev.token,
+    [100, 200, 300, 400, 500, 600].map((v, i) => ({ ts: 5000 + i * 10_000, values: { x: v } })),
+  );
   const c = await open(admin);
   t.teardown(() => c.close());
-  c.send({ historyCmds: [
-    { entityType: 'DEVICE', entityId: dev.id, keys: 'x,nothing', startTs: 0, endTs: 60_000, interval: 20_000, agg: 'AVG', cmdId: 1 },
-    { entityType: 'DEVICE', entityId: dev.id, keys: 'x', startTs: 15_000, endTs: 45_000, cmdId: 2 },
-    { entityType: 'DEVICE', entityId: dev.id, startTs: 0, endTs: 60_000, cmdId: 3 },
-    { entityType: 'DEVICE', entityId: dev.id, keys: 'x', startTs: 0, endTs: 60_000, agg: 'MEDIAN', interval: 1000, cmdId: 4 },
-  ] });
+  c.send({
+    historyCmds: [
+      {
+        entityType: 'DEVICE',
+        entityId: dev.id,
+        keys: 'x,nothing',
+        startTs: 0,
+        endTs: 60_000,
+        interval: 20_000,
+        agg: 'AVG',
+        cmdId: 1,
+      },
+      { entityType: 'DEVICE', entityId: dev.id, keys: 'x', startTs: 15_000, endTs: 45_000, cmdId: 2 },
+      { entityType: 'DEVICE', entityId: dev.id, startTs: 0, endTs: 60_000, cmdId: 3 },
+      {
+        entityType: 'DEVICE',
+        entityId: dev.id,
+        keys: 'x',
+        startTs: 0,
+        endTs: 60_000,
+        agg: 'MEDIAN',
+        interval: 1000,
+        cmdId: 4,
+      },
+    ],
+  });
   const agg = await replyTo(t, c, 1);
-  t.same(agg.data, { x: [[10_000, '150.0'], [30_000, '350.0'], [50_000, '550.0']] }, 'keys without points absent');
+  t.same(
+    agg.data,
+    {
+      x: [
+        [10_000, '150.0'],
+        [30_000, '350.0'],
+        [50_000, '550.0'],
+      ],
+    },
+    'keys without points absent',
+  );
   const raw = await replyTo(t, c, 2);
-  t.same(raw.data, { x: [[35_000, '400'], [25_000, '300'], [15_000, '200']] });
-  t.equal(await c.next(), '{"subscriptionId":3,"errorCode":2,"errorMsg":"Keys are empty!","data":null,"latestValues":{}}');
+  t.same(raw.data, {
+    x: [
+      [35_000, '400'],
+      [25_000, '300'],
+      [15_000, '200'],
+    ],
+  });
+  t.equal(
+    await c.next(),
+    '{"subscriptionId":3,"errorCode":2,"errorMsg":"Keys are empty!","data":null,"latestValues":{}}',
+  );
   const badAgg = await replyTo(t, c, 4);
   t.equal(badAgg.errorCode, 2);
   t.equal(badAgg.data, null);
@@ -157,7 +239,10 @@ t.test('historyCmds: raw and aggregated, one reply; missing keys rejected', asyn
 
 t.test('deleted latest values: [0,""], or the rewritten latest value', async (t) => {
   const dev = await device();
-  await post(dev.token, [{ ts: 100, values: { a: 1, b: 1 } }, { ts: 200, values: { a: 2, b: 2 } }]);
+  await post(dev.token, [
+    { ts: 100, values: { a: 1, b: 1 } },
+    { ts: 200, values: { a: 2, b: 2 } },
+  ]);
   const c = await open(admin);
   t.teardown(() => c.close());
   c.send({ tsSubCmds: [{ entityType: 'DEVICE', entityId: dev.id, keys: 'a,b', scope: 'LATEST_TELEMETRY', cmdId: 1 }] });
@@ -165,8 +250,16 @@ t.test('deleted latest values: [0,""], or the rewritten latest value', async (t)
   const base = `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}/timeseries/delete`;
   const del = await http('DELETE', `${base}?keys=a&deleteAllDataForKeys=true`, undefined, authHeaders(admin));
   t.equal(del.status, 200, del.text);
-  t.equal(await c.next(), '{"subscriptionId":1,"errorCode":0,"errorMsg":null,"data":{"a":[[0,""]]},"latestValues":{"a":0}}');
-  const rew = await http('DELETE', `${base}?keys=b&startTs=150&endTs=250&rewriteLatestIfDeleted=true`, undefined, authHeaders(admin));
+  t.equal(
+    await c.next(),
+    '{"subscriptionId":1,"errorCode":0,"errorMsg":null,"data":{"a":[[0,""]]},"latestValues":{"a":0}}',
+  );
+  const rew = await http(
+    'DELETE',
+    `${base}?keys=b&startTs=150&endTs=250&rewriteLatestIfDeleted=true`,
+    undefined,
+    authHeaders(admin),
+  );
   t.equal(rew.status, 200, rew.text);
   t.same((await replyTo(t, c, 1)).data, { b: [[100, '1']] }, 'the promoted older point');
   await post(dev.token, { ts: 120, values: { b: 3 } });
@@ -178,10 +271,12 @@ t.test('attrSubCmds: current values, changes, scope filter, deletions as [0,""]'
   await post(dev.token, { fw: '1.0', mode: 2 }, 'attributes');
   const c = await open(admin);
   t.teardown(() => c.close());
-  c.send({ attrSubCmds: [
-    { entityType: 'DEVICE', entityId: dev.id, cmdId: 1 },
-    { entityType: 'DEVICE', entityId: dev.id, keys: 'target', scope: 'SHARED_SCOPE', cmdId: 2 },
-  ] });
+  c.send({
+    attrSubCmds: [
+      { entityType: 'DEVICE', entityId: dev.id, cmdId: 1 },
+      { entityType: 'DEVICE', entityId: dev.id, keys: 'target', scope: 'SHARED_SCOPE', cmdId: 2 },
+    ],
+  });
   const all = await replyTo(t, c, 1);
   t.same(Object.keys(all.data ?? {}), ['fw', 'mode']);
   t.equal(all.data?.['fw']?.[0]?.[1], '1.0');
@@ -194,7 +289,12 @@ t.test('attrSubCmds: current values, changes, scope filter, deletions as [0,""]'
   t.equal(change.data?.['fw']?.[0]?.[1], '1.1');
 
   const base = `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}`;
-  const shared = await http('POST', `${base}/attributes/SHARED_SCOPE`, { target: 21.5, unrelated: true }, authHeaders(admin));
+  const shared = await http(
+    'POST',
+    `${base}/attributes/SHARED_SCOPE`,
+    { target: 21.5, unrelated: true },
+    authHeaders(admin),
+  );
   t.equal(shared.status, 200, shared.text);
   const frames = [await c.nextJson(), await c.nextJson()].sort((a, b) => a.subscriptionId - b.subscriptionId);
   t.same(Object.keys(frames[0]?.data ?? {}), ['target', 'unrelated'], 'all-scope subscription sees shared changes');
@@ -215,10 +315,13 @@ t.test('unsubscribe: by cmdId, and everything with an empty entityId', async (t)
   const barrier = await device();
   const c = await open(admin);
   t.teardown(() => c.close());
-  c.send({ tsSubCmds: [
-    { entityType: 'DEVICE', entityId: dev.id, cmdId: 1 },
-    { entityType: 'DEVICE', entityId: dev.id, cmdId: 2 },
-  ], attrSubCmds: [{ entityType: 'DEVICE', entityId: dev.id, cmdId: 3 }] });
+  c.send({
+    tsSubCmds: [
+      { entityType: 'DEVICE', entityId: dev.id, cmdId: 1 },
+      { entityType: 'DEVICE', entityId: dev.id, cmdId: 2 },
+    ],
+    attrSubCmds: [{ entityType: 'DEVICE', entityId: dev.id, cmdId: 3 }],
+  });
   await replyTo(t, c, 3);
   await replyTo(t, c, 1);
   await replyTo(t, c, 2);
@@ -243,14 +346,26 @@ t.test('access rules on every command, attributes included', async (t) => {
   const c = await open(cuser);
   t.teardown(() => c.close());
   c.send({
-    tsSubCmds: [{ entityType: 'DEVICE', entityId: notMine.id, cmdId: 1 }, { entityType: 'DEVICE', entityId: mine.id, cmdId: 2 }],
+    tsSubCmds: [
+      { entityType: 'DEVICE', entityId: notMine.id, cmdId: 1 },
+      { entityType: 'DEVICE', entityId: mine.id, cmdId: 2 },
+    ],
     historyCmds: [{ entityType: 'DEVICE', entityId: notMine.id, keys: 'a', startTs: 0, endTs: 10, cmdId: 3 }],
     attrSubCmds: [{ entityType: 'DEVICE', entityId: notMine.id, cmdId: 4 }],
   });
-  t.equal(await c.next(), '{"subscriptionId":4,"errorCode":1,"errorMsg":"Failed to fetch attributes!","data":null,"latestValues":{}}');
-  t.equal(await c.next(), '{"subscriptionId":1,"errorCode":1,"errorMsg":"Failed to fetch data!","data":null,"latestValues":{}}');
+  t.equal(
+    await c.next(),
+    '{"subscriptionId":4,"errorCode":1,"errorMsg":"Failed to fetch attributes!","data":null,"latestValues":{}}',
+  );
+  t.equal(
+    await c.next(),
+    '{"subscriptionId":1,"errorCode":1,"errorMsg":"Failed to fetch data!","data":null,"latestValues":{}}',
+  );
   t.equal((await replyTo(t, c, 2)).errorCode, 0, 'the assigned device is allowed');
-  t.equal(await c.next(), '{"subscriptionId":3,"errorCode":1,"errorMsg":"Failed to fetch data!","data":null,"latestValues":{}}');
+  t.equal(
+    await c.next(),
+    '{"subscriptionId":3,"errorCode":1,"errorMsg":"Failed to fetch data!","data":null,"latestValues":{}}',
+  );
 
   // A denied subscription receives nothing later.
   await post(notMine.token, { a: 1 });
@@ -268,16 +383,29 @@ t.test('access rules on every command, attributes included', async (t) => {
 t.test('bad frames', async (t) => {
   const c = await open(admin);
   t.teardown(() => c.close());
-  for (const frame of ['{not json', '[]', '{"tsSubCmds":{}}', '{"tsSubCmds":[{"cmdId":1,"bogus":1}]}', '{"foo":[]}',
-    '{"tsSubCmds":[{"cmdId":"x"}]}', '{"cmds":[]}']) {
+  for (const frame of [
+    '{not json',
+    '[]',
+    '{"tsSubCmds":{}}',
+    '{"tsSubCmds":[{"cmdId":1,"bogus":1}]}',
+    '{"foo":[]}',
+    '{"tsSubCmds":[{"cmdId":"x"}]}',
+    '{"cmds":[]}',
+  ]) {
     c.send(frame);
     t.equal(await c.next(), PARSE_ERROR, `rejected: ${frame}`);
   }
   const dev = await device();
   c.send({ tsSubCmds: [{ entityType: 'DEVICE', entityId: dev.id, cmdId: -1 }] });
-  t.equal(await c.next(), '{"subscriptionId":-1,"errorCode":2,"errorMsg":"Cmd id is negative value!","data":null,"latestValues":{}}');
+  t.equal(
+    await c.next(),
+    '{"subscriptionId":-1,"errorCode":2,"errorMsg":"Cmd id is negative value!","data":null,"latestValues":{}}',
+  );
   c.send({ attrSubCmds: [{ entityType: 'DEVICE', cmdId: 2 }] });
-  t.equal(await c.next(), '{"subscriptionId":2,"errorCode":2,"errorMsg":"Device id is empty!","data":null,"latestValues":{}}');
+  t.equal(
+    await c.next(),
+    '{"subscriptionId":2,"errorCode":2,"errorMsg":"Device id is empty!","data":null,"latestValues":{}}',
+  );
   c.send({ tsSubCmds: [{ entityType: 'GADGET', entityId: dev.id, cmdId: 3 }] });
   const badType = await replyTo(t, c, 3);
   t.equal(badType.errorCode, 1);
@@ -307,17 +435,31 @@ t.test('/api/ws: authCmd + cmds, same replies', async (t) => {
     authCmd: { cmdId: 0, token: admin },
     cmds: [
       { type: 'TIMESERIES', cmdId: 1, entityType: 'DEVICE', entityId: dev.id, keys: 't', scope: 'LATEST_TELEMETRY' },
-      { type: 'TIMESERIES_HISTORY', cmdId: 2, entityType: 'DEVICE', entityId: dev.id, keys: 't', startTs: 0, endTs: 1000 },
+      {
+        type: 'TIMESERIES_HISTORY',
+        cmdId: 2,
+        entityType: 'DEVICE',
+        entityId: dev.id,
+        keys: 't',
+        startTs: 0,
+        endTs: 1000,
+      },
       { type: 'ATTRIBUTES', cmdId: 3, entityType: 'DEVICE', entityId: dev.id },
       { type: 'ENTITY_DATA', cmdId: 4 },
     ],
   });
-  t.equal(await c.next(), '{"subscriptionId":1,"errorCode":0,"errorMsg":null,"data":{"t":[[100,"1"]]},"latestValues":{"t":100}}');
+  t.equal(
+    await c.next(),
+    '{"subscriptionId":1,"errorCode":0,"errorMsg":null,"data":{"t":[[100,"1"]]},"latestValues":{"t":100}}',
+  );
   t.same((await replyTo(t, c, 2)).data, { t: [[100, '1']] });
   t.same((await replyTo(t, c, 3)).data, {});
   t.equal((await replyTo(t, c, 4)).errorCode, 2, 'a TB command type Outpost does not serve');
   await post(dev.token, { ts: 200, values: { t: 2 } });
-  t.equal(await c.next(), '{"subscriptionId":1,"errorCode":0,"errorMsg":null,"data":{"t":[[200,"2"]]},"latestValues":{"t":200}}');
+  t.equal(
+    await c.next(),
+    '{"subscriptionId":1,"errorCode":0,"errorMsg":null,"data":{"t":[[200,"2"]]},"latestValues":{"t":200}}',
+  );
 
   c.send({ tsSubCmds: [] });
   t.equal(await c.next(), PARSE_ERROR, 'legacy keys are rejected on /api/ws');
@@ -346,7 +488,10 @@ t.test('closed sockets: subscriptions end with them, nothing is sent after close
   const dev = await device();
   const clients = await Promise.all([open(admin), open(admin), open(admin)]);
   for (const [i, c] of clients.entries()) {
-    c.send({ tsSubCmds: [{ entityType: 'DEVICE', entityId: dev.id, cmdId: i }], attrSubCmds: [{ entityType: 'DEVICE', entityId: dev.id, cmdId: 10 + i }] });
+    c.send({
+      tsSubCmds: [{ entityType: 'DEVICE', entityId: dev.id, cmdId: i }],
+      attrSubCmds: [{ entityType: 'DEVICE', entityId: dev.id, cmdId: 10 + i }],
+    });
     await c.nextJson();
     await c.nextJson();
   }
@@ -360,7 +505,11 @@ t.test('closed sockets: subscriptions end with them, nothing is sent after close
   t.teardown(() => live.close());
   live.send({ tsSubCmds: [{ entityType: 'DEVICE', entityId: dev.id, keys: 'a', cmdId: 1 }] });
   t.equal((await replyTo(t, live, 1)).data?.['a']?.[0]?.[1], '1', 'the daemon took the writes and serves on');
-  t.same(gw.logs.slice(logsBefore).filter((l) => /error/.test(l)), [], 'no send on a closed socket (uWS would throw, the bus logs it)');
+  t.same(
+    gw.logs.slice(logsBefore).filter((l) => /error/.test(l)),
+    [],
+    'no send on a closed socket (uWS would throw, the bus logs it)',
+  );
 });
 
 t.test('a history reply is bounded: more than 100,000 points is refused, not truncated', async (t) => {
@@ -369,11 +518,19 @@ t.test('a history reply is bounded: more than 100,000 points is refused, not tru
   await post(dev.token, `[${records.join(',')}]`);
   const c = await open(admin);
   t.teardown(() => c.close());
-  c.send({ historyCmds: [{ entityType: 'DEVICE', entityId: dev.id, keys: 'v', startTs: 0, endTs: 200_000, limit: 200_000, cmdId: 1 }] });
+  c.send({
+    historyCmds: [
+      { entityType: 'DEVICE', entityId: dev.id, keys: 'v', startTs: 0, endTs: 200_000, limit: 200_000, cmdId: 1 },
+    ],
+  });
   const refused = await replyTo(t, c, 1);
   t.equal(refused.errorCode, 2);
   t.match(refused.errorMsg, /more than 100000/);
-  c.send({ historyCmds: [{ entityType: 'DEVICE', entityId: dev.id, keys: 'v', startTs: 0, endTs: 200_000, limit: 100_000, cmdId: 2 }] });
+  c.send({
+    historyCmds: [
+      { entityType: 'DEVICE', entityId: dev.id, keys: 'v', startTs: 0, endTs: 200_000, limit: 100_000, cmdId: 2 },
+    ],
+  });
   const ok = await replyTo(t, c, 2);
   t.equal(ok.data?.['v']?.length, 100_000, 'exactly the cap is served');
   t.equal(ok.latestValues['v'], 2, 'newest first: the last of the 100,000 newest is ts 2');

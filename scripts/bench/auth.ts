@@ -26,7 +26,11 @@ const ROUNDS = 5;
 /** operations per round at most, so a very fast case cannot run away */
 const MAX_OPS = 2_000_000;
 
-interface Result { readonly name: string; readonly opsPerSec: number; readonly usPerOp: number }
+interface Result {
+  readonly name: string;
+  readonly opsPerSec: number;
+  readonly usPerOp: number;
+}
 
 function median(xs: number[]): number {
   const s = [...xs].sort((a, b) => a - b);
@@ -64,7 +68,11 @@ async function main(): Promise<void> {
     const config = loadConfig({ dataDir: dir }, {});
     const entities = new EntityStore(env);
     await entities.ensureTenant();
-    const user = await entities.createUser({ email: 'bench@example.com', passwordHash: 'unused', authority: 'TENANT_ADMIN' });
+    const user = await entities.createUser({
+      email: 'bench@example.com',
+      passwordHash: 'unused',
+      authority: 'TENANT_ADMIN',
+    });
     const auth = new AuthService(config, env, entities);
     const { token } = auth.issue(user);
     const key = loadSigningKey(dir);
@@ -91,7 +99,9 @@ async function main(): Promise<void> {
       r.usPerOp < 10 ? r.usPerOp.toFixed(2) : r.usPerOp.toFixed(1),
       `${(r.usPerOp / base.usPerOp).toFixed(r.usPerOp / base.usPerOp < 1 ? 3 : 1)}×`,
     ]);
-    console.log(`token: ${token.length} bytes; median of ${ROUNDS} rounds of ${ROUND_MS} ms each; Node ${process.version}`);
+    console.log(
+      `token: ${token.length} bytes; median of ${ROUNDS} rounds of ${ROUND_MS} ms each; Node ${process.version}`,
+    );
     console.log('');
     console.log('| operation | ops/s (median) | µs/op (median) | time vs HS512 verify |');
     console.log('|---|---:|---:|---:|');

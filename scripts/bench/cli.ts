@@ -36,7 +36,10 @@ function wall(args: readonly string[], env: NodeJS.ProcessEnv, into: number[]): 
   if (TIME === undefined) {
     execFileSync(process.execPath, args, { env: { ...process.env, ...env }, stdio: ['ignore', 'ignore', 'inherit'] });
   } else {
-    const r = spawnSync(TIME, ['-f', 'cpu %U %S', process.execPath, ...args], { env: { ...process.env, ...env }, encoding: 'utf8' });
+    const r = spawnSync(TIME, ['-f', 'cpu %U %S', process.execPath, ...args], {
+      env: { ...process.env, ...env },
+      encoding: 'utf8',
+    });
     const m = /cpu ([\d.]+) ([\d.]+)\s*$/.exec(r.stderr);
     if (r.status !== 0 || !m) throw new Error(`${args.join(' ')} failed: ${r.stderr}`);
     const list = cpu.get(into) ?? [];
@@ -52,10 +55,20 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'outpost-bench-cli-'));
   const data = join(dir, 'data');
   const env = { XDG_CONFIG_HOME: join(dir, 'cfg'), OUTPOST_URL: '' };
-  const run = (...a: string[]): string => execFileSync(process.execPath, [MAIN, ...a], { env: { ...process.env, ...env }, encoding: 'utf8' });
+  const run = (...a: string[]): string =>
+    execFileSync(process.execPath, [MAIN, ...a], { env: { ...process.env, ...env }, encoding: 'utf8' });
   run('user', 'add', '--data-dir', data, '--email', 'b@example.com', '--password', 'pw', '--authority', 'TENANT_ADMIN');
   run('device', 'add', '--data-dir', data, '--name', 'pump-1', '--token', 'PUMP1');
-  const { proc, port } = await spawnListening([MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', data]);
+  const { proc, port } = await spawnListening([
+    MAIN,
+    'serve',
+    '--host',
+    '127.0.0.1',
+    '--port',
+    '0',
+    '--data-dir',
+    data,
+  ]);
   const url = `http://127.0.0.1:${port}`;
   try {
     // a month of 10-s points of one key, posted in day-sized batches, ending now
@@ -63,8 +76,13 @@ async function main(): Promise<void> {
     const start = end - DAYS * 86_400_000;
     for (let day = start; day < end; day += 86_400_000) {
       const pts: string[] = [];
-      for (let ts = day; ts < Math.min(end, day + 86_400_000); ts += 10_000) pts.push(`{"ts":${ts},"values":{"t":${(20 + Math.sin(ts / 3.6e6) * 5).toFixed(2)}}}`);
-      const r = await fetch(`${url}/api/v1/PUMP1/telemetry`, { method: 'POST', body: `[${pts.join(',')}]`, headers: { 'content-type': 'application/json' } });
+      for (let ts = day; ts < Math.min(end, day + 86_400_000); ts += 10_000)
+        pts.push(`{"ts":${ts},"values":{"t":${(20 + Math.sin(ts / 3.6e6) * 5).toFixed(2)}}}`);
+      const r = await fetch(`${url}/api/v1/PUMP1/telemetry`, {
+        method: 'POST',
+        body: `[${pts.join(',')}]`,
+        headers: { 'content-type': 'application/json' },
+      });
       if (r.status !== 200) throw new Error(`post failed: ${r.status}`);
     }
     run('login', '--url', url, '--username', 'b@example.com', '--password', 'pw');
@@ -88,7 +106,21 @@ async function main(): Promise<void> {
     const latestRemote: number[] = [];
     const queryLocal: number[] = [];
     const queryRemote: number[] = [];
-    const q = ['query', 'pump-1', '--keys', 't', '--from', String(start), '--to', String(end), '--agg', 'AVG', '--interval', '2h', '--json'];
+    const q = [
+      'query',
+      'pump-1',
+      '--keys',
+      't',
+      '--from',
+      String(start),
+      '--to',
+      String(end),
+      '--agg',
+      'AVG',
+      '--interval',
+      '2h',
+      '--json',
+    ];
     for (let i = 0; i < RUNS; i++) {
       wall(['-e', '0'], env, floor);
       wall([MAIN, 'latest', 'pump-1', '--json', '--data-dir', data], env, latestLocal);
@@ -101,7 +133,11 @@ async function main(): Promise<void> {
       const out: number[] = [];
       for (let i = 0; i < n; i++) {
         const t0 = performance.now();
-        const r = await fetchOnce(`${url}/api/v1/PUMP1/telemetry`, { method: 'POST', body: `{"probe":${i}}`, headers: { 'content-type': 'application/json' } });
+        const r = await fetchOnce(`${url}/api/v1/PUMP1/telemetry`, {
+          method: 'POST',
+          body: `{"probe":${i}}`,
+          headers: { 'content-type': 'application/json' },
+        });
         await r.arrayBuffer();
         out.push(performance.now() - t0);
       }
@@ -114,7 +150,9 @@ async function main(): Promise<void> {
       let runs = 0;
       const loop = (async () => {
         while (!stop && args !== undefined) {
-          await new Promise<void>((resolve) => execFile(process.execPath, args, { env: { ...process.env, ...env } }, () => resolve()));
+          await new Promise<void>((resolve) =>
+            execFile(process.execPath, args, { env: { ...process.env, ...env } }, () => resolve()),
+          );
           runs++;
         }
       })();
@@ -129,8 +167,18 @@ async function main(): Promise<void> {
     const BLOCKS = 5;
     const cond: Array<{ name: string; args: readonly string[] | undefined; runs: number; lat: number[] }> = [
       { name: 'alone', args: undefined, runs: 0, lat: [] },
-      { name: 'local month queries on the daemon\'s data dir', args: [MAIN, ...q, '--data-dir', data], runs: 0, lat: [] },
-      { name: 'control: the same queries on a copy of the data dir', args: [MAIN, ...q, '--data-dir', copy], runs: 0, lat: [] },
+      {
+        name: "local month queries on the daemon's data dir",
+        args: [MAIN, ...q, '--data-dir', data],
+        runs: 0,
+        lat: [],
+      },
+      {
+        name: 'control: the same queries on a copy of the data dir',
+        args: [MAIN, ...q, '--data-dir', copy],
+        runs: 0,
+        lat: [],
+      },
     ];
     for (let b = 0; b < BLOCKS; b++) {
       for (const c of cond) {
@@ -149,19 +197,27 @@ async function main(): Promise<void> {
       [`outpost query, ${DAYS} days of 10-s data, AVG 2h (remote/REST)`, queryRemote],
     ];
     const fc = median(cpu.get(floor) ?? [NaN]);
-    console.log(`| command (${RUNS} runs) | wall ms, median | over the floor | first run | CPU ms (user+sys), median | over the floor |`);
+    console.log(
+      `| command (${RUNS} runs) | wall ms, median | over the floor | first run | CPU ms (user+sys), median | over the floor |`,
+    );
     console.log('|---|---:|---:|---:|---:|---:|');
     for (const [name, xs] of rows) {
       const ms = median(xs);
       const c = median(cpu.get(xs) ?? [NaN]);
       const over = (v: number, base: number): string => (name.includes('floor') ? '' : `+${(v - base).toFixed(0)}`);
-      console.log(`| ${name} | ${ms.toFixed(0)} | ${over(ms, f)} | ${(xs[0] as number).toFixed(0)} | ${c.toFixed(0)} | ${over(c, fc)} |`);
+      console.log(
+        `| ${name} | ${ms.toFixed(0)} | ${over(ms, f)} | ${(xs[0] as number).toFixed(0)} | ${c.toFixed(0)} | ${over(c, fc)} |`,
+      );
     }
     console.log('');
-    console.log(`| daemon ingest, ${POSTS} sequential posts in ${BLOCKS} alternating blocks | beside | p50 ms | p99 ms | max ms |`);
+    console.log(
+      `| daemon ingest, ${POSTS} sequential posts in ${BLOCKS} alternating blocks | beside | p50 ms | p99 ms | max ms |`,
+    );
     console.log('|---|---:|---:|---:|---:|');
     for (const c of cond) {
-      console.log(`| ${c.name} | ${c.args === undefined ? '' : `${c.runs} runs`} | ${pct(c.lat, 0.5).toFixed(1)} | ${pct(c.lat, 0.99).toFixed(1)} | ${(c.lat.at(-1) as number).toFixed(1)} |`);
+      console.log(
+        `| ${c.name} | ${c.args === undefined ? '' : `${c.runs} runs`} | ${pct(c.lat, 0.5).toFixed(1)} | ${pct(c.lat, 0.99).toFixed(1)} | ${(c.lat.at(-1) as number).toFixed(1)} |`,
+      );
     }
   } finally {
     proc.kill('SIGTERM');

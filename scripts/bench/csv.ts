@@ -47,7 +47,9 @@ function serveBaseline(file: string): void {
   const total = body.length;
   const app = uws.App().get('/*', (res) => {
     let aborted = false;
-    res.onAborted(() => { aborted = true; });
+    res.onAborted(() => {
+      aborted = true;
+    });
     const sendFrom = (offset: number): boolean => {
       const [ok, done] = res.tryEnd(body.subarray(offset), total);
       return ok || done;
@@ -69,7 +71,11 @@ async function seed(dataDir: string, rows: number): Promise<{ deviceId: string; 
   const env = openStoreEnv({ dataDir, mapSizeBytes: 4 * 1024 * MB });
   const entities = new EntityStore(env);
   await entities.ensureTenant();
-  await entities.createUser({ email: 'bench@example.com', passwordHash: await hashPassword('bench-pw'), authority: 'TENANT_ADMIN' });
+  await entities.createUser({
+    email: 'bench@example.com',
+    passwordHash: await hashPassword('bench-pw'),
+    authority: 'TENANT_ADMIN',
+  });
   const device = await entities.createDevice({ name: 'bench-rig' });
   const store = new LmdbTimeseriesStore(env, new Dictionary(env));
   // Ends 3 hours ago (older than the head window: compactable) and starts ~12 days ago (inside raw retention).
@@ -80,7 +86,14 @@ async function seed(dataDir: string, rows: number): Promise<{ deviceId: string; 
     const batch: TsRecord[] = [];
     for (let i = from; i < Math.min(rows, from + BATCH); i++) {
       // A long, a double and a string that needs RFC 4180 quoting every tenth row.
-      batch.push({ ts: startTs + i * 1000, values: [['depth', kvLong(i)], ['rop', kvDouble(i / 4)], ['state', kvString(i % 10 === 0 ? 'tripping, "out"' : 'drilling')]] });
+      batch.push({
+        ts: startTs + i * 1000,
+        values: [
+          ['depth', kvLong(i)],
+          ['rop', kvDouble(i / 4)],
+          ['state', kvString(i % 10 === 0 ? 'tripping, "out"' : 'drilling')],
+        ],
+      });
     }
     await store.write(device.id, batch);
   }
@@ -93,19 +106,35 @@ async function seed(dataDir: string, rows: number): Promise<{ deviceId: string; 
   return { deviceId: device.id, startTs, endTs };
 }
 
-interface Server { proc: ChildProcess; port: number }
+interface Server {
+  proc: ChildProcess;
+  port: number;
+}
 
 function startChild(args: string[], nodeFlags: string[] = []): Promise<Server> {
   return spawnListening([...nodeFlags, ...args], 'server');
 }
 
-interface Download { rows: number; bytes: number; seconds: number; peakGrowth: number }
+interface Download {
+  rows: number;
+  bytes: number;
+  seconds: number;
+  peakGrowth: number;
+}
 
 /** Downloads `path`, counting records; samples the server's RssAnon meanwhile. `sink` optionally keeps the bytes. */
-function download(port: number, path: string, headers: Record<string, string>, pid: number, sink?: NodeJS.WritableStream): Promise<Download> {
+function download(
+  port: number,
+  path: string,
+  headers: Record<string, string>,
+  pid: number,
+  sink?: NodeJS.WritableStream,
+): Promise<Download> {
   const before = rssAnonBytes(pid);
   let peak = before;
-  const sampler = setInterval(() => { peak = Math.max(peak, rssAnonBytes(pid)); }, 5);
+  const sampler = setInterval(() => {
+    peak = Math.max(peak, rssAnonBytes(pid));
+  }, 5);
   const t0 = process.hrtime.bigint();
   return new Promise((resolve, reject) => {
     get({ host: '127.0.0.1', port, path, headers }, (res) => {
@@ -139,10 +168,21 @@ async function main(): Promise<void> {
     const { deviceId, startTs, endTs } = await seed(join(dir, 'data'), rows);
     process.stderr.write(`seeded ${rows} rows × 3 keys in ${((Date.now() - t0) / 1000).toFixed(1)} s\n`);
 
-    const daemon = await startChild([MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', join(dir, 'data')]);
+    const daemon = await startChild([
+      MAIN,
+      'serve',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '0',
+      '--data-dir',
+      join(dir, 'data'),
+    ]);
     children.push(daemon.proc);
     const login = await fetch(`http://127.0.0.1:${daemon.port}/api/auth/login`, {
-      method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'bench@example.com', password: 'bench-pw' }),
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ username: 'bench@example.com', password: 'bench-pw' }),
     });
     const { token } = (await login.json()) as { token: string };
     const path = `/api/download/deviceSeriesData?deviceId=${deviceId}&type=ts&startValue=${startTs}&endValue=${endTs}`;
@@ -162,7 +202,10 @@ async function main(): Promise<void> {
     let tuned: Server | undefined;
     let tunedCold: Download | undefined;
     if (tunedFlags.length > 0) {
-      tuned = await startChild([MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', join(dir, 'data')], tunedFlags);
+      tuned = await startChild(
+        [MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', join(dir, 'data')],
+        tunedFlags,
+      );
       children.push(tuned.proc);
       tunedCold = await download(tuned.port, path, auth, tuned.proc.pid as number);
     }
@@ -179,8 +222,16 @@ async function main(): Promise<void> {
 
     const row = (name: string, ds: Download[]): string[] => {
       const secs = median(ds.map((d) => d.seconds));
-      return [name, String(rows), (cold.bytes / MB).toFixed(1), secs.toFixed(2), Math.round(rows / secs).toLocaleString('en-US'),
-        (cold.bytes / MB / secs).toFixed(1), (median(ds.map((d) => d.peakGrowth)) / MB).toFixed(1), (Math.max(...ds.map((d) => d.peakGrowth)) / MB).toFixed(1)];
+      return [
+        name,
+        String(rows),
+        (cold.bytes / MB).toFixed(1),
+        secs.toFixed(2),
+        Math.round(rows / secs).toLocaleString('en-US'),
+        (cold.bytes / MB / secs).toFixed(1),
+        (median(ds.map((d) => d.peakGrowth)) / MB).toFixed(1),
+        (Math.max(...ds.map((d) => d.peakGrowth)) / MB).toFixed(1),
+      ];
     };
     const b = row('baseline: bare uWS, pre-built buffer', runs.base);
     const o = row('outpost deviceSeriesData (LMDB, streamed)', runs.outpost);
@@ -194,7 +245,9 @@ async function main(): Promise<void> {
       `| outpost / baseline | | | | ${ratio.toFixed(2)}× | | | |`,
       '',
       `First (cold, unmeasured-in-median) outpost download: ${cold.seconds.toFixed(2)} s, RssAnon growth ${(cold.peakGrowth / MB).toFixed(1)} MB. ` +
-        (tunedCold ? `First download with ${tunedFlags.join(' ')}: RssAnon growth ${(tunedCold.peakGrowth / MB).toFixed(1)} MB. ` : '') +
+        (tunedCold
+          ? `First download with ${tunedFlags.join(' ')}: RssAnon growth ${(tunedCold.peakGrowth / MB).toFixed(1)} MB. `
+          : '') +
         `${rounds} rounds; ${rows.toLocaleString('en-US')} rows × 3 keys (long, double, string with quoting every 10th row).`,
     ];
     process.stdout.write(`${lines.join('\n')}\n`);

@@ -53,8 +53,16 @@ const WARM_UP_BODIES = 60;
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 
-interface Ready { port: number; jwt: string; devices: Array<{ id: string; token: string }> }
-interface ChildStats { stats: DownsampleStats; eldMaxMs: number; rssAnonKb: number }
+interface Ready {
+  port: number;
+  jwt: string;
+  devices: Array<{ id: string; token: string }>;
+}
+interface ChildStats {
+  stats: DownsampleStats;
+  eldMaxMs: number;
+  rssAnonKb: number;
+}
 
 function rssAnonKb(pid: number | 'self'): number {
   const m = /RssAnon:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -70,26 +78,49 @@ async function serve(dataDir: string): Promise<void> {
   const s = server.services;
   const engine = s.downsample;
   if (engine === undefined) throw new Error('server has no downsampling engine');
-  const user = await s.entities.createUser({ email: 'bench@example.com', passwordHash: await hashPassword('bench-pw'), authority: 'TENANT_ADMIN' });
+  const user = await s.entities.createUser({
+    email: 'bench@example.com',
+    passwordHash: await hashPassword('bench-pw'),
+    authority: 'TENANT_ADMIN',
+  });
   const devices = [];
   for (const name of ['month', 'backlog', 'probe']) devices.push(await s.entities.createDevice({ name }));
   const { token } = s.auth.issue(user);
   process.on('message', (m: string) => {
     void (async () => {
-      if (m === 'stats') process.send?.({ stats: engine.stats(), eldMaxMs: eld.max / 1e6, rssAnonKb: rssAnonKb('self') } satisfies ChildStats);
-      else if (m === 'eld-start') { eld.reset(); eld.enable(); process.send?.('ok'); }
-      else if (m === 'payload') {
+      if (m === 'stats')
+        process.send?.({
+          stats: engine.stats(),
+          eldMaxMs: eld.max / 1e6,
+          rssAnonKb: rssAnonKb('self'),
+        } satisfies ChildStats);
+      else if (m === 'eld-start') {
+        eld.reset();
+        eld.enable();
+        process.send?.('ok');
+      } else if (m === 'payload') {
         // Bytes of stored values (keys and LMDB page overhead excluded), comparable to InfluxDB's TSM payload.
         let bytes = 0;
-        for (const db of [s.env.head, s.env.chunks, s.env.rollups]) for (const { value } of db.getRange({})) bytes += value.length;
+        for (const db of [s.env.head, s.env.chunks, s.env.rollups])
+          for (const { value } of db.getRange({})) bytes += value.length;
         process.send?.(bytes);
+      } else if (m === 'pause') {
+        await engine.stop();
+        process.send?.('ok');
+      } else if (m === 'resume') {
+        engine.start();
+        process.send?.('ok');
       }
-      else if (m === 'pause') { await engine.stop(); process.send?.('ok'); }
-      else if (m === 'resume') { engine.start(); process.send?.('ok'); }
     })();
   });
-  process.on('disconnect', () => { void server.close().then(() => process.exit(0)); });
-  process.send?.({ port: server.port, jwt: token, devices: devices.map((d) => ({ id: d.id, token: d.token })) } satisfies Ready);
+  process.on('disconnect', () => {
+    void server.close().then(() => process.exit(0));
+  });
+  process.send?.({
+    port: server.port,
+    jwt: token,
+    devices: devices.map((d) => ({ id: d.id, token: d.token })),
+  } satisfies Ready);
 }
 
 /**
@@ -100,7 +131,9 @@ function serveBare(): void {
   const app = uws.App();
   app.post('/*', (res) => {
     let aborted = false;
-    res.onAborted(() => { aborted = true; });
+    res.onAborted(() => {
+      aborted = true;
+    });
     const chunks: Buffer[] = [];
     res.onData((ab, isLast) => {
       chunks.push(Buffer.from(ab.slice(0)));
@@ -134,13 +167,22 @@ async function benchBare(month: readonly Sample[]): Promise<number> {
 
 const agent = new http.Agent({ keepAlive: true, maxSockets: IN_FLIGHT * 2 });
 
-function request(port: number, method: string, path: string, body?: string, headers: Record<string, string> = {}): Promise<{ status: number; text: string }> {
+function request(
+  port: number,
+  method: string,
+  path: string,
+  body?: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
-    const req = http.request({ host: '127.0.0.1', port, method, path, agent, headers: { 'content-type': 'application/json', ...headers } }, (res) => {
-      const parts: Buffer[] = [];
-      res.on('data', (c: Buffer) => parts.push(c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(parts).toString() }));
-    });
+    const req = http.request(
+      { host: '127.0.0.1', port, method, path, agent, headers: { 'content-type': 'application/json', ...headers } },
+      (res) => {
+        const parts: Buffer[] = [];
+        res.on('data', (c: Buffer) => parts.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, text: Buffer.concat(parts).toString() }));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
@@ -160,7 +202,8 @@ async function sendAll(port: number, path: string, bodies: readonly string[]): P
     const worker = async (c: RawHttpConnection): Promise<void> => {
       while (next < requests.length) {
         const r = await c.request(requests[next++] as Buffer);
-        if (r.status < 200 || r.status > 204) throw new Error(`POST ${path}: ${r.status} ${r.body.toString().slice(0, 200)}`);
+        if (r.status < 200 || r.status > 204)
+          throw new Error(`POST ${path}: ${r.status} ${r.body.toString().slice(0, 200)}`);
       }
     };
     await Promise.all(connections.map(worker));
@@ -184,7 +227,11 @@ async function ingest(port: number, path: string, bodies: readonly string[], sam
   return ((samples - warm * BATCH) * 2) / (ms / 1000);
 }
 
-interface Sample { ts: number; temperature: string; counter: number }
+interface Sample {
+  ts: number;
+  temperature: string;
+  counter: number;
+}
 
 /** Regular 10-s data: a 2-decimal temperature random walk and a counter. */
 function generate(start: number, count: number, seed: number): Sample[] {
@@ -204,7 +251,12 @@ function generate(start: number, count: number, seed: number): Sample[] {
 const tbBodies = (data: readonly Sample[]): string[] => {
   const out: string[] = [];
   for (let i = 0; i < data.length; i += BATCH) {
-    out.push(`[${data.slice(i, i + BATCH).map((s) => `{"ts":${s.ts},"values":{"temperature":${s.temperature},"counter":${s.counter}}}`).join(',')}]`);
+    out.push(
+      `[${data
+        .slice(i, i + BATCH)
+        .map((s) => `{"ts":${s.ts},"values":{"temperature":${s.temperature},"counter":${s.counter}}}`)
+        .join(',')}]`,
+    );
   }
   return out;
 };
@@ -212,7 +264,12 @@ const tbBodies = (data: readonly Sample[]): string[] => {
 const lineBodies = (data: readonly Sample[]): string[] => {
   const out: string[] = [];
   for (let i = 0; i < data.length; i += BATCH) {
-    out.push(data.slice(i, i + BATCH).map((s) => `m temperature=${s.temperature},counter=${s.counter}i ${s.ts}`).join('\n'));
+    out.push(
+      data
+        .slice(i, i + BATCH)
+        .map((s) => `m temperature=${s.temperature},counter=${s.counter}i ${s.ts}`)
+        .join('\n'),
+    );
   }
   return out;
 };
@@ -243,8 +300,14 @@ const p99 = (xs: readonly number[]): number => {
 };
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-interface Query { path: string; check: (text: string) => void }
-interface QueryTimes { cold: number; median: number }
+interface Query {
+  path: string;
+  check: (text: string) => void;
+}
+interface QueryTimes {
+  cold: number;
+  median: number;
+}
 
 /**
  * Median latencies of `queries` two ways. `alone`: each query's QUERY_WARM_UP untimed and QUERY_RUNS timed runs
@@ -253,13 +316,21 @@ interface QueryTimes { cold: number; median: number }
  * query then also runs right after the other (caches and heap as the other left them). Per query: the first
  * (cold) run, checked with `check`, and the median of the timed runs.
  */
-async function timeQueries(port: number, queries: readonly Query[], headers: Record<string, string>): Promise<{ alone: QueryTimes[]; mixed: QueryTimes[] }> {
+async function timeQueries(
+  port: number,
+  queries: readonly Query[],
+  headers: Record<string, string>,
+): Promise<{ alone: QueryTimes[]; mixed: QueryTimes[] }> {
   const alone: QueryTimes[] = [];
   for (const q of queries) alone.push((await timeRounds(port, [q], headers))[0] as QueryTimes);
   return { alone, mixed: await timeRounds(port, queries, headers) };
 }
 
-async function timeRounds(port: number, queries: readonly Query[], headers: Record<string, string>): Promise<QueryTimes[]> {
+async function timeRounds(
+  port: number,
+  queries: readonly Query[],
+  headers: Record<string, string>,
+): Promise<QueryTimes[]> {
   const cold: number[] = [];
   const times: number[][] = queries.map(() => []);
   for (let round = 0; round < QUERY_WARM_UP + QUERY_RUNS; round++) {
@@ -268,7 +339,10 @@ async function timeRounds(port: number, queries: readonly Query[], headers: Reco
       const r = await request(port, 'GET', q.path, undefined, headers);
       const dt = performance.now() - t0;
       if (r.status !== 200) throw new Error(`GET ${q.path}: ${r.status} ${r.text.slice(0, 200)}`);
-      if (round === 0) { q.check(r.text); cold[i] = dt; }
+      if (round === 0) {
+        q.check(r.text);
+        cold[i] = dt;
+      }
       if (round >= QUERY_WARM_UP) (times[i] as number[]).push(dt);
     }
   }
@@ -276,18 +350,29 @@ async function timeRounds(port: number, queries: readonly Query[], headers: Reco
 }
 
 function ask<T>(child: ChildProcess, msg: string): Promise<T> {
-  return new Promise((resolve) => { child.once('message', (m) => resolve(m as T)); child.send(msg); });
+  return new Promise((resolve) => {
+    child.once('message', (m) => resolve(m as T));
+    child.send(msg);
+  });
 }
 
 async function freePort(): Promise<number> {
   return new Promise((resolve) => {
     const srv = createServer();
-    srv.listen(0, '127.0.0.1', () => { const { port } = srv.address() as AddressInfo; srv.close(() => resolve(port)); });
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as AddressInfo;
+      srv.close(() => resolve(port));
+    });
   });
 }
 
 interface Result {
-  ingestPps: number; bytesPerPoint: number; rssMb: number; monthMs: number; hourMs: number; note?: string;
+  ingestPps: number;
+  bytesPerPoint: number;
+  rssMb: number;
+  monthMs: number;
+  hourMs: number;
+  note?: string;
   /** InfluxDB: TSM files only (its series file preallocates 8 × 4 MiB segments) */
   dataBytesPerPoint?: number;
   /** the first (cold) month query */
@@ -297,10 +382,23 @@ interface Result {
   hourMixedMs?: number;
 }
 
-async function benchOutpost(month: readonly Sample[], backlog: readonly Sample[], probeStart: number): Promise<Result & {
-  eldMax: number; p99Idle: number; p99Busy: number; busySamples: number; compactS: number; live: number;
-  maxStepMs: number; stepsOver20: number; steps: number;
-}> {
+async function benchOutpost(
+  month: readonly Sample[],
+  backlog: readonly Sample[],
+  probeStart: number,
+): Promise<
+  Result & {
+    eldMax: number;
+    p99Idle: number;
+    p99Busy: number;
+    busySamples: number;
+    compactS: number;
+    live: number;
+    maxStepMs: number;
+    stepsOver20: number;
+    steps: number;
+  }
+> {
   const dataDir = mkdtempSync(join(tmpdir(), 'outpost-bench-ds-'));
   const child = fork(fileURLToPath(import.meta.url), ['--serve', dataDir], { stdio: 'inherit' });
   try {
@@ -331,14 +429,27 @@ async function benchOutpost(month: readonly Sample[], backlog: readonly Sample[]
     const headers = { 'X-Authorization': `Bearer ${ready.jwt}` };
     const end = (month[month.length - 1] as Sample).ts + STEP_MS;
     const p = `/api/plugins/telemetry/DEVICE/${dev.id}/values/timeseries?keys=temperature,counter&agg=AVG`;
-    const expectBuckets = (n: number) => (text: string): void => {
-      const j = JSON.parse(text) as Record<string, unknown[]>;
-      if (j['temperature']?.length !== n || j['counter']?.length !== n) throw new Error(`expected ${n} buckets per key, got ${text.slice(0, 200)}`);
-    };
-    const { alone: [monthQuery, hourQuery], mixed: [monthMixed, hourMixed] } = await timeQueries(ready.port, [
-      { path: `${p}&startTs=${end - month.length * STEP_MS}&endTs=${end}&interval=${2 * HOUR}`, check: expectBuckets((month.length * STEP_MS) / (2 * HOUR)) },
-      { path: `${p}&startTs=${end - HOUR}&endTs=${end}&interval=60000`, check: expectBuckets(60) },
-    ], headers);
+    const expectBuckets =
+      (n: number) =>
+      (text: string): void => {
+        const j = JSON.parse(text) as Record<string, unknown[]>;
+        if (j['temperature']?.length !== n || j['counter']?.length !== n)
+          throw new Error(`expected ${n} buckets per key, got ${text.slice(0, 200)}`);
+      };
+    const {
+      alone: [monthQuery, hourQuery],
+      mixed: [monthMixed, hourMixed],
+    } = await timeQueries(
+      ready.port,
+      [
+        {
+          path: `${p}&startTs=${end - month.length * STEP_MS}&endTs=${end}&interval=${2 * HOUR}`,
+          check: expectBuckets((month.length * STEP_MS) / (2 * HOUR)),
+        },
+        { path: `${p}&startTs=${end - HOUR}&endTs=${end}&interval=60000`, check: expectBuckets(60) },
+      ],
+      headers,
+    );
     const monthMs = monthQuery?.median ?? NaN;
     const monthColdMs = monthQuery?.cold ?? NaN;
     const hourMs = hourQuery?.median ?? NaN;
@@ -351,7 +462,12 @@ async function benchOutpost(month: readonly Sample[], backlog: readonly Sample[]
     let probeTs = probeStart;
     const probePost = async (): Promise<number> => {
       const t = performance.now();
-      const r = await request(ready.port, 'POST', `/api/v1/${probe.token}/telemetry`, `{"ts":${probeTs},"values":{"x":${(probeTs % 1000) / 10 + 0.5}}}`);
+      const r = await request(
+        ready.port,
+        'POST',
+        `/api/v1/${probe.token}/telemetry`,
+        `{"ts":${probeTs},"values":{"x":${(probeTs % 1000) / 10 + 0.5}}}`,
+      );
       probeTs += 1000;
       if (r.status !== 200) throw new Error(`probe post: ${r.status}`);
       return performance.now() - t;
@@ -378,8 +494,24 @@ async function benchOutpost(month: readonly Sample[], backlog: readonly Sample[]
     const eldMax = after.eldMaxMs;
     if (after.stats.compactedWindows <= before.compactedWindows) throw new Error('backlog was not compacted');
     return {
-      ingestPps, bytesPerPoint, dataBytesPerPoint, rssMb, monthMs, monthColdMs, hourMs, monthMixedMs, hourMixedMs, eldMax, p99Idle: p99(idle), p99Busy: p99(busy), busySamples: busy.length, compactS, live,
-      maxStepMs: after.stats.maxStepMs, stepsOver20: after.stats.stepsOver20Ms, steps: after.stats.steps,
+      ingestPps,
+      bytesPerPoint,
+      dataBytesPerPoint,
+      rssMb,
+      monthMs,
+      monthColdMs,
+      hourMs,
+      monthMixedMs,
+      hourMixedMs,
+      eldMax,
+      p99Idle: p99(idle),
+      p99Busy: p99(busy),
+      busySamples: busy.length,
+      compactS,
+      live,
+      maxStepMs: after.stats.maxStepMs,
+      stepsOver20: after.stats.stepsOver20Ms,
+      steps: after.stats.steps,
     };
   } finally {
     child.disconnect();
@@ -392,7 +524,14 @@ async function benchInflux(month: readonly Sample[]): Promise<Result> {
   try {
     execFileSync('influxd', ['version'], { stdio: 'ignore' });
   } catch {
-    return { ingestPps: NaN, bytesPerPoint: NaN, rssMb: NaN, monthMs: NaN, hourMs: NaN, note: 'influxd not installed (apt-get install influxdb): skipped' };
+    return {
+      ingestPps: NaN,
+      bytesPerPoint: NaN,
+      rssMb: NaN,
+      monthMs: NaN,
+      hourMs: NaN,
+      note: 'influxd not installed (apt-get install influxdb): skipped',
+    };
   }
   const dir = mkdtempSync(join(tmpdir(), 'outpost-bench-influx-'));
   const [httpPort, rpcPort] = [await freePort(), await freePort()];
@@ -401,16 +540,27 @@ async function benchInflux(month: readonly Sample[]): Promise<Result> {
     stdio: 'ignore',
     env: {
       ...process.env,
-      INFLUXDB_META_DIR: join(dir, 'meta'), INFLUXDB_DATA_DIR: join(dir, 'data'), INFLUXDB_DATA_WAL_DIR: join(dir, 'wal'),
-      INFLUXDB_HTTP_BIND_ADDRESS: `127.0.0.1:${httpPort}`, INFLUXDB_BIND_ADDRESS: `127.0.0.1:${rpcPort}`,
-      INFLUXDB_REPORTING_DISABLED: 'true', INFLUXDB_MONITOR_STORE_ENABLED: 'false', INFLUXDB_HTTP_LOG_ENABLED: 'false',
-      INFLUXDB_DATA_QUERY_LOG_ENABLED: 'false', INFLUXDB_DATA_CACHE_SNAPSHOT_WRITE_COLD_DURATION: '1s',
-      INFLUXDB_DATA_COMPACT_FULL_WRITE_COLD_DURATION: '5s', INFLUXDB_CONTINUOUS_QUERIES_ENABLED: 'false',
+      INFLUXDB_META_DIR: join(dir, 'meta'),
+      INFLUXDB_DATA_DIR: join(dir, 'data'),
+      INFLUXDB_DATA_WAL_DIR: join(dir, 'wal'),
+      INFLUXDB_HTTP_BIND_ADDRESS: `127.0.0.1:${httpPort}`,
+      INFLUXDB_BIND_ADDRESS: `127.0.0.1:${rpcPort}`,
+      INFLUXDB_REPORTING_DISABLED: 'true',
+      INFLUXDB_MONITOR_STORE_ENABLED: 'false',
+      INFLUXDB_HTTP_LOG_ENABLED: 'false',
+      INFLUXDB_DATA_QUERY_LOG_ENABLED: 'false',
+      INFLUXDB_DATA_CACHE_SNAPSHOT_WRITE_COLD_DURATION: '1s',
+      INFLUXDB_DATA_COMPACT_FULL_WRITE_COLD_DURATION: '5s',
+      INFLUXDB_CONTINUOUS_QUERIES_ENABLED: 'false',
     },
   });
   try {
     for (let i = 0; ; i++) {
-      try { if ((await request(httpPort, 'GET', '/ping')).status === 204) break; } catch { /* not up yet */ }
+      try {
+        if ((await request(httpPort, 'GET', '/ping')).status === 204) break;
+      } catch {
+        /* not up yet */
+      }
       if (i > 100) throw new Error('influxd did not start');
       await sleep(100);
     }
@@ -427,16 +577,40 @@ async function benchInflux(month: readonly Sample[]): Promise<Result> {
     const bytesPerPoint = dirBytes(dir) / (month.length * 2);
     const dataBytesPerPoint = filesBytes(dir, '.tsm') / (month.length * 2);
     const end = (month[month.length - 1] as Sample).ts + STEP_MS;
-    const q = (from: number, group: string): string => `/query?db=bench&epoch=ms&q=${encodeURIComponent(
-      `SELECT mean(temperature), mean(counter) FROM m WHERE time >= ${from}ms AND time < ${end}ms GROUP BY time(${group})`)}`;
-    const ok = (text: string): void => { if (!text.includes('"values"')) throw new Error(`influx answered ${text.slice(0, 200)}`); };
-    const { alone: [monthQuery, hourQuery], mixed: [monthMixed, hourMixed] } = await timeQueries(httpPort, [{ path: q(end - month.length * STEP_MS, '2h'), check: ok }, { path: q(end - HOUR, '1m'), check: ok }], {});
+    const q = (from: number, group: string): string =>
+      `/query?db=bench&epoch=ms&q=${encodeURIComponent(
+        `SELECT mean(temperature), mean(counter) FROM m WHERE time >= ${from}ms AND time < ${end}ms GROUP BY time(${group})`,
+      )}`;
+    const ok = (text: string): void => {
+      if (!text.includes('"values"')) throw new Error(`influx answered ${text.slice(0, 200)}`);
+    };
+    const {
+      alone: [monthQuery, hourQuery],
+      mixed: [monthMixed, hourMixed],
+    } = await timeQueries(
+      httpPort,
+      [
+        { path: q(end - month.length * STEP_MS, '2h'), check: ok },
+        { path: q(end - HOUR, '1m'), check: ok },
+      ],
+      {},
+    );
     const monthMs = monthQuery?.median ?? NaN;
     const hourMs = hourQuery?.median ?? NaN;
     const monthMixedMs = monthMixed?.median ?? NaN;
     const hourMixedMs = hourMixed?.median ?? NaN;
     const version = execFileSync('influxd', ['version']).toString().trim();
-    return { ingestPps, bytesPerPoint, dataBytesPerPoint, rssMb: rssAnonKb(proc.pid as number) / 1024, monthMs, hourMs, monthMixedMs, hourMixedMs, note: version };
+    return {
+      ingestPps,
+      bytesPerPoint,
+      dataBytesPerPoint,
+      rssMb: rssAnonKb(proc.pid as number) / 1024,
+      monthMs,
+      hourMs,
+      monthMixedMs,
+      hourMixedMs,
+      note: version,
+    };
   } finally {
     proc.kill('SIGTERM');
     await new Promise((r) => proc.once('exit', r));
@@ -453,26 +627,48 @@ async function main(): Promise<void> {
   const o = await benchOutpost(month, backlog, end - 10 * DAY);
   const x = await benchInflux(month);
   const barePps = await benchBare(month);
-  const f = (n: number, d = 1): string => (Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : 'n/a');
-  console.log(`downsample bench: ${days} days × 8,640 ts × 2 keys = ${(month.length * 2).toLocaleString('en-US')} points, ${BATCH}-timestamp batches (the first ${warmUpBodies(Math.ceil(month.length / BATCH))} untimed), ${IN_FLIGHT} in flight; query medians of ${QUERY_RUNS} after ${QUERY_WARM_UP} untimed runs; Node ${process.version}; baseline: ${x.note ?? 'InfluxDB'}`);
+  const f = (n: number, d = 1): string =>
+    Number.isFinite(n) ? n.toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d }) : 'n/a';
+  console.log(
+    `downsample bench: ${days} days × 8,640 ts × 2 keys = ${(month.length * 2).toLocaleString('en-US')} points, ${BATCH}-timestamp batches (the first ${warmUpBodies(Math.ceil(month.length / BATCH))} untimed), ${IN_FLIGHT} in flight; query medians of ${QUERY_RUNS} after ${QUERY_WARM_UP} untimed runs; Node ${process.version}; baseline: ${x.note ?? 'InfluxDB'}`,
+  );
   console.log('| metric | Outpost | InfluxDB (baseline) | Outpost ÷ InfluxDB | target |');
   console.log('|---|---:|---:|---:|---|');
-  console.log(`| ingest, points/s | ${f(o.ingestPps, 0)} | ${f(x.ingestPps, 0)} | ${f(o.ingestPps / x.ingestPps, 2)}× | ≥ 1,500,000 |`);
-  console.log(`| ingest ceiling: bare uWS + JSON.parse, same bodies and client, points/s (Outpost ÷ it) | ${f(barePps, 0)} (${f(o.ingestPps / barePps, 2)}×) | | | |`);
-  console.log(`| disk, bytes/point (whole data dir) | ${f(o.bytesPerPoint, 2)} | ${f(x.bytesPerPoint, 2)} | ${f(o.bytesPerPoint / x.bytesPerPoint, 2)}× | ≤ 6 |`);
-  console.log(`| disk, bytes/point (Outpost: chunks + rollups + head values; InfluxDB: TSM files) | ${f(o.dataBytesPerPoint ?? NaN, 2)} | ${f(x.dataBytesPerPoint ?? NaN, 2)} | ${f((o.dataBytesPerPoint ?? NaN) / (x.dataBytesPerPoint ?? NaN), 2)}× | |`);
+  console.log(
+    `| ingest, points/s | ${f(o.ingestPps, 0)} | ${f(x.ingestPps, 0)} | ${f(o.ingestPps / x.ingestPps, 2)}× | ≥ 1,500,000 |`,
+  );
+  console.log(
+    `| ingest ceiling: bare uWS + JSON.parse, same bodies and client, points/s (Outpost ÷ it) | ${f(barePps, 0)} (${f(o.ingestPps / barePps, 2)}×) | | | |`,
+  );
+  console.log(
+    `| disk, bytes/point (whole data dir) | ${f(o.bytesPerPoint, 2)} | ${f(x.bytesPerPoint, 2)} | ${f(o.bytesPerPoint / x.bytesPerPoint, 2)}× | ≤ 6 |`,
+  );
+  console.log(
+    `| disk, bytes/point (Outpost: chunks + rollups + head values; InfluxDB: TSM files) | ${f(o.dataBytesPerPoint ?? NaN, 2)} | ${f(x.dataBytesPerPoint ?? NaN, 2)} | ${f((o.dataBytesPerPoint ?? NaN) / (x.dataBytesPerPoint ?? NaN), 2)}× | |`,
+  );
   console.log(`| RssAnon after ingest, MiB | ${f(o.rssMb)} | ${f(x.rssMb)} | ${f(o.rssMb / x.rssMb, 2)}× | |`);
-  console.log(`| month, 2-h AVG (360 buckets × 2 keys), ms | ${f(o.monthMs, 2)} | ${f(x.monthMs, 2)} | ${f(o.monthMs / x.monthMs, 2)}× | < 15 |`);
+  console.log(
+    `| month, 2-h AVG (360 buckets × 2 keys), ms | ${f(o.monthMs, 2)} | ${f(x.monthMs, 2)} | ${f(o.monthMs / x.monthMs, 2)}× | < 15 |`,
+  );
   console.log(`| Outpost: first (cold) month query, ms | ${f(o.monthColdMs ?? NaN, 2)} | | | |`);
-  console.log(`| hour, 1-min AVG (60 buckets × 2 keys), ms | ${f(o.hourMs, 2)} | ${f(x.hourMs, 2)} | ${f(o.hourMs / x.hourMs, 2)}× | |`);
+  console.log(
+    `| hour, 1-min AVG (60 buckets × 2 keys), ms | ${f(o.hourMs, 2)} | ${f(x.hourMs, 2)} | ${f(o.hourMs / x.hourMs, 2)}× | |`,
+  );
   console.log(`| month ÷ hour latency | ${f(o.monthMs / o.hourMs, 2)} | ${f(x.monthMs / x.hourMs, 2)} | | < 5 |`);
-  const mixed = (r: Result): string => `${f(r.monthMixedMs ?? NaN, 2)} / ${f(r.hourMixedMs ?? NaN, 2)} = ${f((r.monthMixedMs ?? NaN) / (r.hourMixedMs ?? NaN), 2)}`;
+  const mixed = (r: Result): string =>
+    `${f(r.monthMixedMs ?? NaN, 2)} / ${f(r.hourMixedMs ?? NaN, 2)} = ${f((r.monthMixedMs ?? NaN) / (r.hourMixedMs ?? NaN), 2)}`;
   console.log(`| month / hour, the two alternating, ms | ${mixed(o)} | ${mixed(x)} | | |`);
   console.log(`| Outpost: live LMDB pages, bytes/point | ${f(o.live / (month.length * 2), 2)} | | | |`);
-  console.log(`| Outpost: compaction still running after the last ingest answer, s (0 = kept up) | ${f(o.compactS, 1)} | | | |`);
-  console.log(`| Outpost: longest background step (wall), ms; steps > 20 ms of ${o.steps} | ${f(o.maxStepMs, 1)}; ${o.stepsOver20} | | | ≤ 20 |`);
+  console.log(
+    `| Outpost: compaction still running after the last ingest answer, s (0 = kept up) | ${f(o.compactS, 1)} | | | |`,
+  );
+  console.log(
+    `| Outpost: longest background step (wall), ms; steps > 20 ms of ${o.steps} | ${f(o.maxStepMs, 1)}; ${o.stepsOver20} | | | ≤ 20 |`,
+  );
   console.log(`| Outpost: event-loop delay max while the backlog compacts, ms | ${f(o.eldMax, 1)} | | | |`);
-  console.log(`| Outpost: single-point post p99, compaction paused / running (${o.busySamples} samples), ms | ${f(o.p99Idle, 2)} / ${f(o.p99Busy, 2)} (${f(o.p99Busy / o.p99Idle, 2)}×) | | | ≤ 2× |`);
+  console.log(
+    `| Outpost: single-point post p99, compaction paused / running (${o.busySamples} samples), ms | ${f(o.p99Idle, 2)} / ${f(o.p99Busy, 2)} (${f(o.p99Busy / o.p99Idle, 2)}×) | | | ≤ 2× |`,
+  );
   agent.destroy();
 }
 

@@ -19,7 +19,17 @@
  *   npm run bench:ingest [-- --duration 10 --rounds 3 --connections 64 --client wrk|autocannon --only bare,outpost]
  */
 import { type ChildProcess, execFile, execFileSync, fork } from 'node:child_process';
-import { closeSync, fdatasyncSync, mkdtempSync, openSync, readFileSync, rmSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+import {
+  closeSync,
+  fdatasyncSync,
+  mkdtempSync,
+  openSync,
+  readFileSync,
+  rmSync,
+  unlinkSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -58,7 +68,9 @@ function serveBaseline(variant: Exclude<Variant, 'outpost'>, dataDir: string): v
   if (variant === 'bare') {
     app.post('/api/v1/:token/telemetry', (res) => {
       let aborted = false;
-      res.onAborted(() => { aborted = true; });
+      res.onAborted(() => {
+        aborted = true;
+      });
       onBody(res, (body) => {
         JSON.parse(body.toString('utf8'));
         if (!aborted) res.cork(() => res.end());
@@ -71,7 +83,9 @@ function serveBaseline(variant: Exclude<Variant, 'outpost'>, dataDir: string): v
     let seq = 0;
     app.post('/api/v1/:token/telemetry', (res) => {
       let aborted = false;
-      res.onAborted(() => { aborted = true; });
+      res.onAborted(() => {
+        aborted = true;
+      });
       onBody(res, (body) => {
         JSON.parse(body.toString('utf8'));
         const committed = db.put(seq++, body);
@@ -87,7 +101,9 @@ function serveBaseline(variant: Exclude<Variant, 'outpost'>, dataDir: string): v
     app.post('/api/v1/:token/telemetry', (res, req) => {
       const token = req.getParameter(0) ?? '';
       let aborted = false;
-      res.onAborted(() => { aborted = true; });
+      res.onAborted(() => {
+        aborted = true;
+      });
       onBody(res, (body) => {
         let values: Record<string, unknown>;
         try {
@@ -99,9 +115,11 @@ function serveBaseline(variant: Exclude<Variant, 'outpost'>, dataDir: string): v
         const ts = Date.now();
         let last: Promise<boolean> | undefined;
         for (const [k, v] of Object.entries(values)) last = db.put([token, k, ts], v);
-        void Promise.resolve(last).then(() => db.flushed).then(() => {
-          if (!aborted) res.cork(() => res.end());
-        });
+        void Promise.resolve(last)
+          .then(() => db.flushed)
+          .then(() => {
+            if (!aborted) res.cork(() => res.end());
+          });
       });
     });
   }
@@ -115,7 +133,11 @@ function serveBaseline(variant: Exclude<Variant, 'outpost'>, dataDir: string): v
 // ---------------------------------------------------------------------------------------------------------
 // Driver
 
-interface Server { readonly pid: number; readonly port: number; stop(): Promise<void> }
+interface Server {
+  readonly pid: number;
+  readonly port: number;
+  stop(): Promise<void>;
+}
 
 async function startBaseline(variant: Exclude<Variant, 'outpost'>, dataDir: string): Promise<Server> {
   const child: ChildProcess = fork(fileURLToPath(import.meta.url), ['--serve', variant, dataDir], { stdio: 'inherit' });
@@ -127,8 +149,13 @@ async function startBaseline(variant: Exclude<Variant, 'outpost'>, dataDir: stri
 }
 
 async function startOutpost(dataDir: string): Promise<Server> {
-  execFileSync(process.execPath, [MAIN, 'device', 'add', '--data-dir', dataDir, '--name', 'bench', '--token', TOKEN], { stdio: 'ignore' });
-  const { proc, port } = await spawnListening([MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir], 'outpost');
+  execFileSync(process.execPath, [MAIN, 'device', 'add', '--data-dir', dataDir, '--name', 'bench', '--token', TOKEN], {
+    stdio: 'ignore',
+  });
+  const { proc, port } = await spawnListening(
+    [MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir],
+    'outpost',
+  );
   return { pid: proc.pid as number, port, stop: () => stopChild(proc) };
 }
 
@@ -163,13 +190,26 @@ function writeBytes(pid: number): number {
 }
 
 // autocannon ships no types; this is the part of its result we read.
-interface CannonResult { requests: { average: number }; latency: { p50: number; p99: number }; non2xx: number; errors: number; timeouts: number; '2xx': number }
+interface CannonResult {
+  requests: { average: number };
+  latency: { p50: number; p99: number };
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+  '2xx': number;
+}
 type Cannon = (opts: Record<string, unknown>) => Promise<CannonResult>;
 // Loaded through require so no ambient module declaration is needed (autocannon has no types).
 const autocannon = createRequire(import.meta.url)('autocannon') as Cannon;
 
 /** What one load run tells: the same fields from either client. */
-interface LoadResult { rps: number; ok: number; p50: number; p99: number; failed: number }
+interface LoadResult {
+  rps: number;
+  ok: number;
+  p50: number;
+  p99: number;
+  failed: number;
+}
 type LoadClient = 'wrk' | 'autocannon';
 
 function hasWrk(): boolean {
@@ -189,19 +229,38 @@ function hasWrk(): boolean {
 async function load(client: LoadClient, url: string, connections: number, duration: number): Promise<LoadResult> {
   if (client === 'autocannon') {
     const r = await autocannon({
-      url, method: 'POST', body: BODY, headers: { 'content-type': 'application/json' }, connections, pipelining: 1, duration,
+      url,
+      method: 'POST',
+      body: BODY,
+      headers: { 'content-type': 'application/json' },
+      connections,
+      pipelining: 1,
+      duration,
     });
-    return { rps: r.requests.average, ok: r['2xx'], p50: r.latency.p50, p99: r.latency.p99, failed: r.non2xx + r.errors + r.timeouts };
+    return {
+      rps: r.requests.average,
+      ok: r['2xx'],
+      p50: r.latency.p50,
+      p99: r.latency.p99,
+      failed: r.non2xx + r.errors + r.timeouts,
+    };
   }
   const script = join(tmpdir(), `outpost-bench-wrk-${process.pid}.lua`);
-  writeFileSync(script, `wrk.method = "POST"\nwrk.body = '${BODY}'\nwrk.headers["Content-Type"] = "application/json"\n`);
+  writeFileSync(
+    script,
+    `wrk.method = "POST"\nwrk.body = '${BODY}'\nwrk.headers["Content-Type"] = "application/json"\n`,
+  );
   try {
     const out = await new Promise<string>((resolve, reject) => {
       execFile('wrk', ['-t1', `-c${connections}`, `-d${duration}s`, '--latency', '-s', script, url], (err, stdout) => {
-        if (err) reject(err); else resolve(stdout);
+        if (err) reject(err);
+        else resolve(stdout);
       });
     });
-    const num = (re: RegExp): number => { const m = re.exec(out); return m ? Number(m[1]) : 0; };
+    const num = (re: RegExp): number => {
+      const m = re.exec(out);
+      return m ? Number(m[1]) : 0;
+    };
     const ms = (q: string): number => {
       const m = new RegExp(`^\\s+${q}%\\s+([\\d.]+)(us|ms|s)`, 'm').exec(out);
       if (!m) return NaN;
@@ -210,14 +269,23 @@ async function load(client: LoadClient, url: string, connections: number, durati
     };
     const total = num(/(\d+) requests in/);
     const sock = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out);
-    const failed = num(/Non-2xx or 3xx responses: (\d+)/) + (sock ? sock.slice(1).reduce((a, x) => a + Number(x), 0) : 0);
+    const failed =
+      num(/Non-2xx or 3xx responses: (\d+)/) + (sock ? sock.slice(1).reduce((a, x) => a + Number(x), 0) : 0);
     return { rps: num(/Requests\/sec:\s+([\d.]+)/), ok: total - failed, p50: ms('50'), p99: ms('99'), failed };
   } finally {
     rmSync(script, { force: true });
   }
 }
 
-interface Sample { rps: number; p50: number; p99: number; rssAnonMb: number; bytesPerPoint: number; cpuPerReqUs: number; failed: number }
+interface Sample {
+  rps: number;
+  p50: number;
+  p99: number;
+  rssAnonMb: number;
+  bytesPerPoint: number;
+  cpuPerReqUs: number;
+  failed: number;
+}
 
 async function measure(client: LoadClient, variant: Variant, connections: number, duration: number): Promise<Sample> {
   const dataDir = mkdtempSync(join(tmpdir(), `outpost-bench-ingest-${variant}-`));
@@ -228,13 +296,18 @@ async function measure(client: LoadClient, variant: Variant, connections: number
     const written0 = writeBytes(server.pid);
     const cpu0 = cpuMicros(server.pid);
     let rssMax = statusMb(server.pid, 'RssAnon');
-    const sampler = setInterval(() => { rssMax = Math.max(rssMax, statusMb(server.pid, 'RssAnon')); }, 250);
+    const sampler = setInterval(() => {
+      rssMax = Math.max(rssMax, statusMb(server.pid, 'RssAnon'));
+    }, 250);
     const r = await load(client, url, connections, duration);
     clearInterval(sampler);
     rssMax = Math.max(rssMax, statusMb(server.pid, 'RssAnon'));
     const points = r.ok * POINTS_PER_REQUEST;
     return {
-      rps: r.rps, p50: r.p50, p99: r.p99, rssAnonMb: rssMax,
+      rps: r.rps,
+      p50: r.p50,
+      p99: r.p99,
+      rssAnonMb: rssMax,
       bytesPerPoint: points > 0 ? (writeBytes(server.pid) - written0) / points : NaN,
       cpuPerReqUs: r.ok > 0 ? (cpuMicros(server.pid) - cpu0) / r.ok : NaN,
       failed: r.failed,
@@ -279,7 +352,8 @@ async function main(): Promise<void> {
   const client = clientFlag >= 0 ? process.argv[clientFlag + 1] : hasWrk() ? 'wrk' : 'autocannon';
   if (client !== 'wrk' && client !== 'autocannon') throw new Error(`--client: wrk or autocannon, not ${client}`);
   const only = process.argv.indexOf('--only');
-  const variants: Variant[] = only >= 0 ? (process.argv[only + 1] ?? '').split(',') as Variant[] : ['bare', 'naive', 'outpost', 'floor'];
+  const variants: Variant[] =
+    only >= 0 ? ((process.argv[only + 1] ?? '').split(',') as Variant[]) : ['bare', 'naive', 'outpost', 'floor'];
   const samples: Record<Variant, Sample[]> = { bare: [], naive: [], floor: [], outpost: [] };
   const fsyncs: Array<{ p50: number; p90: number }> = [];
   for (let round = 0; round < rounds; round++) {
@@ -288,24 +362,34 @@ async function main(): Promise<void> {
       const s = await measure(client, v, connections, duration);
       if (s.failed > 0) throw new Error(`${v}: ${s.failed} failed requests`);
       samples[v].push(s);
-      process.stderr.write(`round ${round + 1}/${rounds} ${v}: ${s.rps.toFixed(0)} req/s, p50 ${s.p50} ms, p99 ${s.p99} ms, ` +
-        `RssAnon ${s.rssAnonMb.toFixed(1)} MB, ${s.bytesPerPoint.toFixed(1)} B/point, ${s.cpuPerReqUs.toFixed(0)} µs CPU/req\n`);
+      process.stderr.write(
+        `round ${round + 1}/${rounds} ${v}: ${s.rps.toFixed(0)} req/s, p50 ${s.p50} ms, p99 ${s.p99} ms, ` +
+          `RssAnon ${s.rssAnonMb.toFixed(1)} MB, ${s.bytesPerPoint.toFixed(1)} B/point, ${s.cpuPerReqUs.toFixed(0)} µs CPU/req\n`,
+      );
     }
   }
   const med = (v: Variant, f: (s: Sample) => number): number => median(samples[v].map(f));
   const naiveRps = samples.naive.length > 0 ? med('naive', (s) => s.rps) : NaN;
-  console.log(`ingest bench: ${connections} connections, 3-key body, ${rounds} interleaved rounds × ${duration} s per variant ` +
-    `(fresh server process each), medians; load and latency ms from ${client}; RssAnon max during the run`);
+  console.log(
+    `ingest bench: ${connections} connections, 3-key body, ${rounds} interleaved rounds × ${duration} s per variant ` +
+      `(fresh server process each), medians; load and latency ms from ${client}; RssAnon max during the run`,
+  );
   const fp50 = median(fsyncs.map((f) => f.p50));
-  console.log(`fdatasync of one 4 KiB page on the stores' filesystem (median of rounds): p50 ${fp50.toFixed(2)} ms, ` +
-    `p90 ${median(fsyncs.map((f) => f.p90)).toFixed(2)} ms; every ack of (b), (c) and (d) waits for at least one LMDB commit + fsync`);
-  console.log('| variant | req/s | points/s | vs (b) | p50 / p99 ms | RssAnon MB | bytes written / point | server CPU µs / req |');
+  console.log(
+    `fdatasync of one 4 KiB page on the stores' filesystem (median of rounds): p50 ${fp50.toFixed(2)} ms, ` +
+      `p90 ${median(fsyncs.map((f) => f.p90)).toFixed(2)} ms; every ack of (b), (c) and (d) waits for at least one LMDB commit + fsync`,
+  );
+  console.log(
+    '| variant | req/s | points/s | vs (b) | p50 / p99 ms | RssAnon MB | bytes written / point | server CPU µs / req |',
+  );
   console.log('|---|---:|---:|---:|---:|---:|---:|---:|');
   for (const v of variants) {
     const rps = med(v, (s) => s.rps);
     const bpp = med(v, (s) => s.bytesPerPoint);
-    console.log(`| ${LABEL[v]} | ${rps.toFixed(0)} | ${(rps * POINTS_PER_REQUEST).toFixed(0)} | ${(rps / naiveRps).toFixed(2)}× | ` +
-      `${med(v, (s) => s.p50)} / ${med(v, (s) => s.p99)} | ${med(v, (s) => s.rssAnonMb).toFixed(1)} | ${Number.isNaN(bpp) || v === 'bare' ? '–' : bpp.toFixed(1)} | ${med(v, (s) => s.cpuPerReqUs).toFixed(0)} |`);
+    console.log(
+      `| ${LABEL[v]} | ${rps.toFixed(0)} | ${(rps * POINTS_PER_REQUEST).toFixed(0)} | ${(rps / naiveRps).toFixed(2)}× | ` +
+        `${med(v, (s) => s.p50)} / ${med(v, (s) => s.p99)} | ${med(v, (s) => s.rssAnonMb).toFixed(1)} | ${Number.isNaN(bpp) || v === 'bare' ? '–' : bpp.toFixed(1)} | ${med(v, (s) => s.cpuPerReqUs).toFixed(0)} |`,
+    );
   }
 }
 

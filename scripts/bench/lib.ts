@@ -31,7 +31,10 @@ export function argValue(name: string, fallback: number): number {
 }
 
 /** Spawns `node <args>` and resolves with its port once it logs "listening on http(s)://host:port". */
-export function spawnListening(args: readonly string[], label = args.join(' ')): Promise<{ proc: ChildProcess; port: number }> {
+export function spawnListening(
+  args: readonly string[],
+  label = args.join(' '),
+): Promise<{ proc: ChildProcess; port: number }> {
   const proc = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   return new Promise((resolve, reject) => {
     let buf = '';
@@ -103,7 +106,8 @@ export class RawHttpConnection {
   /** Sends one encoded request and resolves with its answer (one at a time per connection). */
   request(bytes: Buffer): Promise<{ status: number; body: Buffer }> {
     if (this.failure !== undefined) return Promise.reject(this.failure);
-    if (this.pending !== undefined) return Promise.reject(new Error('a request is already in flight on this connection'));
+    if (this.pending !== undefined)
+      return Promise.reject(new Error('a request is already in flight on this connection'));
     return new Promise((resolve, reject) => {
       this.pending = { resolve, reject };
       this.socket.write(bytes);
@@ -138,7 +142,12 @@ export class RawHttpConnection {
 }
 
 /** A complete HTTP/1.1 request as one buffer, for RawHttpConnection. */
-export function encodeRequest(method: string, path: string, body: string, headers: Record<string, string> = {}): Buffer {
+export function encodeRequest(
+  method: string,
+  path: string,
+  body: string,
+  headers: Record<string, string> = {},
+): Buffer {
   const payload = Buffer.from(body);
   let head = `${method} ${path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: ${payload.length}\r\n`;
   for (const [name, value] of Object.entries(headers)) head += `${name}: ${value}\r\n`;

@@ -23,24 +23,35 @@ const bodies: Buffer[] = [];
 let temp = 2150;
 let counter = 1e6;
 let seed = 42;
-const rand = (): number => { seed = (seed * 1103515245 + 12345) & 0x7fffffff; return seed / 0x7fffffff; };
+const rand = (): number => {
+  seed = (seed * 1103515245 + 12345) & 0x7fffffff;
+  return seed / 0x7fffffff;
+};
 for (let b = 0; b < BODIES; b++) {
   const rows: string[] = [];
   for (let i = 0; i < RECORDS; i++) {
     temp += Math.round((rand() - 0.5) * 20);
     counter += Math.floor(rand() * 4);
-    rows.push(`{"ts":${1_700_000_000_000 + (b * RECORDS + i) * STEP_MS},"values":{"temperature":${(temp / 100).toFixed(2)},"counter":${counter}}}`);
+    rows.push(
+      `{"ts":${1_700_000_000_000 + (b * RECORDS + i) * STEP_MS},"values":{"temperature":${(temp / 100).toFixed(2)},"counter":${counter}}}`,
+    );
   }
   bodies.push(Buffer.from(`[${rows.join(',')}]`));
 }
 
 const variants: Array<[name: string, parse: (body: Buffer) => unknown]> = [
-  ['fast path (bytes → columns)', (body) => {
-    const batch = parseTelemetryFast(body, 0, false);
-    if (batch === undefined) throw new Error('the fast path declined the benchmark body');
-    return batch;
-  }],
-  ['general path (parseJson → typing → columns)', (body) => TelemetryBatch.fromRecords(parseTelemetry(parseBody(body), 0, false))],
+  [
+    'fast path (bytes → columns)',
+    (body) => {
+      const batch = parseTelemetryFast(body, 0, false);
+      if (batch === undefined) throw new Error('the fast path declined the benchmark body');
+      return batch;
+    },
+  ],
+  [
+    'general path (parseJson → typing → columns)',
+    (body) => TelemetryBatch.fromRecords(parseTelemetry(parseBody(body), 0, false)),
+  ],
   ['baseline: toString + JSON.parse (untyped)', (body) => JSON.parse(body.toString('utf8')) as unknown],
 ];
 
@@ -56,10 +67,14 @@ for (let r = 0; r < rounds + 2; r++) {
 
 const baseline = median(times.get(variants[2]?.[0] ?? '') ?? []);
 const bytes = bodies.reduce((n, b) => n + b.length, 0) / BODIES;
-console.log(`parse bench: ${BODIES} bodies of ${RECORDS} records × 2 keys (${Math.round(bytes / 1024)} KiB each), ${rounds} interleaved rounds, medians; Node ${process.version}`);
+console.log(
+  `parse bench: ${BODIES} bodies of ${RECORDS} records × 2 keys (${Math.round(bytes / 1024)} KiB each), ${rounds} interleaved rounds, medians; Node ${process.version}`,
+);
 console.log('| variant | ms / body | points / s | vs JSON.parse |');
 console.log('|---|---:|---:|---:|');
 for (const [name] of variants) {
   const ms = median(times.get(name) ?? []);
-  console.log(`| ${name} | ${ms.toFixed(3)} | ${Math.round((2 * RECORDS) / (ms / 1000)).toLocaleString('en-US')} | ${(ms / baseline).toFixed(2)}× |`);
+  console.log(
+    `| ${name} | ${ms.toFixed(3)} | ${Math.round((2 * RECORDS) / (ms / 1000)).toLocaleString('en-US')} | ${(ms / baseline).toFixed(2)}× |`,
+  );
 }

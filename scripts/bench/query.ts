@@ -53,14 +53,34 @@ interface Ready {
   handlerUs: Array<{ off: number; on: number }>;
 }
 
-interface Scenario { name: string; path: string; connections: number; /** handler calls per in-process run */ calls: number }
+interface Scenario {
+  name: string;
+  path: string;
+  connections: number /** handler calls per in-process run */;
+  calls: number;
+}
 
 function scenariosFor(deviceId: string): Scenario[] {
   const p = `/api/plugins/telemetry/DEVICE/${deviceId}/values/timeseries`;
   return [
-    { name: 'latest, 10 keys', path: `${p}?keys=${Array.from({ length: 10 }, (_, i) => `k${i}`).join(',')}`, connections: 64, calls: 5000 },
-    { name: 'raw page, 1000 points', path: `${p}?keys=raw&startTs=${DAY_START}&endTs=${DAY_START + 2_000_000}&limit=1000`, connections: 16, calls: 200 },
-    { name: '1-day AVG, 86,400 pts → 24 buckets', path: `${p}?keys=sec&startTs=${DAY_START}&endTs=${DAY_START + 24 * HOUR}&interval=${HOUR}&agg=AVG`, connections: 4, calls: 10 },
+    {
+      name: 'latest, 10 keys',
+      path: `${p}?keys=${Array.from({ length: 10 }, (_, i) => `k${i}`).join(',')}`,
+      connections: 64,
+      calls: 5000,
+    },
+    {
+      name: 'raw page, 1000 points',
+      path: `${p}?keys=raw&startTs=${DAY_START}&endTs=${DAY_START + 2_000_000}&limit=1000`,
+      connections: 16,
+      calls: 200,
+    },
+    {
+      name: '1-day AVG, 86,400 pts → 24 buckets',
+      path: `${p}?keys=sec&startTs=${DAY_START}&endTs=${DAY_START + 24 * HOUR}&interval=${HOUR}&agg=AVG`,
+      connections: 4,
+      calls: 10,
+    },
   ];
 }
 
@@ -68,7 +88,11 @@ function scenariosFor(deviceId: string): Scenario[] {
 function contextFor(path: string, deviceId: string, token: string): HttpContext {
   const query = new URLSearchParams(path.slice(path.indexOf('?') + 1));
   return {
-    method: 'get', url: path, query, params: ['DEVICE', deviceId], aborted: false,
+    method: 'get',
+    url: path,
+    query,
+    params: ['DEVICE', deviceId],
+    aborted: false,
     header: (name) => (name === 'x-authorization' ? `Bearer ${token}` : undefined),
     body: () => Promise.resolve(Buffer.alloc(0)),
     onAbort: () => undefined,
@@ -91,7 +115,10 @@ function microUs(fn: () => void): number {
 
 /** The baseline: same handlers, no token verification and no access check. */
 class NoAuth extends AuthService {
-  constructor(base: ConstructorParameters<typeof AuthService>, private readonly fixed: Principal) {
+  constructor(
+    base: ConstructorParameters<typeof AuthService>,
+    private readonly fixed: Principal,
+  ) {
     super(...base);
   }
   override authenticateHeader(): Principal {
@@ -112,16 +139,26 @@ async function serve(dataDir: string): Promise<void> {
   const dict = new Dictionary(env);
   const timeseries = new LmdbTimeseriesStore(env, dict);
   const bus = new EventBus();
-  const user = await entities.createUser({ email: 'bench@example.com', passwordHash: await hashPassword('bench-pw'), authority: 'TENANT_ADMIN' });
+  const user = await entities.createUser({
+    email: 'bench@example.com',
+    passwordHash: await hashPassword('bench-pw'),
+    authority: 'TENANT_ADMIN',
+  });
   const device = await entities.createDevice({ name: 'bench-device' });
 
   // 10 latest keys; 2000 raw points; 86,400 one-second points over one day.
-  await timeseries.write(device.id, [{ ts: DAY_START, values: Array.from({ length: 10 }, (_, i) => [`k${i}`, kvDouble(i + 0.5)] as const) }]);
-  const raw: TsRecord[] = Array.from({ length: 2000 }, (_, i) => ({ ts: DAY_START + i * 1000, values: [['raw', kvLong(i)]] }));
+  await timeseries.write(device.id, [
+    { ts: DAY_START, values: Array.from({ length: 10 }, (_, i) => [`k${i}`, kvDouble(i + 0.5)] as const) },
+  ]);
+  const raw: TsRecord[] = Array.from({ length: 2000 }, (_, i) => ({
+    ts: DAY_START + i * 1000,
+    values: [['raw', kvLong(i)]],
+  }));
   await timeseries.write(device.id, raw);
   for (let from = 0; from < 86_400; from += 3600) {
     const batch: TsRecord[] = [];
-    for (let s = from; s < from + 3600; s++) batch.push({ ts: DAY_START + s * 1000, values: [['sec', kvDouble(20 + Math.sin(s / 600))]] });
+    for (let s = from; s < from + 3600; s++)
+      batch.push({ ts: DAY_START + s * 1000, values: [['sec', kvDouble(20 + Math.sin(s / 600))]] });
     await timeseries.write(device.id, batch);
   }
 
@@ -129,7 +166,15 @@ async function serve(dataDir: string): Promise<void> {
   const { token } = realAuth.issue(user);
   const principal = realAuth.authenticateToken(token);
   const base = {
-    config, log, env, dict, entities, timeseries, bus, ingest: new TelemetryIngest(timeseries, bus), now: Date.now,
+    config,
+    log,
+    env,
+    dict,
+    entities,
+    timeseries,
+    bus,
+    ingest: new TelemetryIngest(timeseries, bus),
+    now: Date.now,
   };
   // The timeseries routes use only the fields above plus `auth`; the rest of Services is not wired here.
   const withAuth = { ...base, auth: realAuth } as unknown as Services;
@@ -155,10 +200,21 @@ async function serve(dataDir: string): Promise<void> {
     const off: number[] = [];
     const on: number[] = [];
     // warm-up: JIT both variants before timing either
-    for (let i = 0; i < sc.calls; i++) { offHandler(ctx); onHandler(ctx); }
+    for (let i = 0; i < sc.calls; i++) {
+      offHandler(ctx);
+      onHandler(ctx);
+    }
     for (let r = 0; r < 10; r++) {
       // ABAB… so drift affects both variants alike
-      for (const [h, out] of r % 2 === 0 ? [[offHandler, off], [onHandler, on]] as const : [[onHandler, on], [offHandler, off]] as const) {
+      for (const [h, out] of r % 2 === 0
+        ? ([
+            [offHandler, off],
+            [onHandler, on],
+          ] as const)
+        : ([
+            [onHandler, on],
+            [offHandler, off],
+          ] as const)) {
         const t0 = performance.now();
         for (let i = 0; i < sc.calls; i++) h(ctx);
         out.push(((performance.now() - t0) * 1000) / sc.calls);
@@ -167,7 +223,10 @@ async function serve(dataDir: string): Promise<void> {
     return { off: median(off), on: median(on) };
   });
   const ready: Ready = {
-    authPort: await listen(withAuth), openPort: await listen(withoutAuth), token, deviceId: device.id,
+    authPort: await listen(withAuth),
+    openPort: await listen(withoutAuth),
+    token,
+    deviceId: device.id,
     authenticateUs: microUs(() => realAuth.authenticateHeader(header, undefined)),
     checkAccessUs: microUs(() => realAuth.checkAccess(principal, 'DEVICE', device.id, 'read')),
     handlerUs,
@@ -176,15 +235,30 @@ async function serve(dataDir: string): Promise<void> {
   process.on('disconnect', () => process.exit(0));
 }
 
-interface Sample { rps: number; p50: number; p99: number; non2xx: number }
+interface Sample {
+  rps: number;
+  p50: number;
+  p99: number;
+  non2xx: number;
+}
 
 // autocannon ships no types; this is the part of its result we read.
-interface CannonResult { requests: { average: number }; latency: { p50: number; p99: number }; non2xx: number; errors: number }
+interface CannonResult {
+  requests: { average: number };
+  latency: { p50: number; p99: number };
+  non2xx: number;
+  errors: number;
+}
 type Cannon = (opts: Record<string, unknown>) => Promise<CannonResult>;
 // Loaded through require so no ambient module declaration is needed (autocannon has no types).
 const autocannon = createRequire(import.meta.url)('autocannon') as Cannon;
 
-async function run(url: string, headers: Record<string, string>, connections: number, duration: number): Promise<Sample> {
+async function run(
+  url: string,
+  headers: Record<string, string>,
+  connections: number,
+  duration: number,
+): Promise<Sample> {
   const r = await autocannon({ url, connections, duration, headers, pipelining: 1 });
   return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx + r.errors };
 }
@@ -210,25 +284,45 @@ async function main(): Promise<void> {
       await run(`http://127.0.0.1:${ready.openPort}${sc.path}`, headers, sc.connections, 1);
       // ABBA order: alternate which variant goes first, so drift on the shared machine cancels out.
       for (let i = 0; i < rounds; i++) {
-        const offRun = (): Promise<number> => run(`http://127.0.0.1:${ready.openPort}${sc.path}`, headers, sc.connections, duration).then((x) => off.push(x));
-        const onRun = (): Promise<number> => run(`http://127.0.0.1:${ready.authPort}${sc.path}`, headers, sc.connections, duration).then((x) => on.push(x));
-        if (i % 2 === 0) { await offRun(); await onRun(); } else { await onRun(); await offRun(); }
+        const offRun = (): Promise<number> =>
+          run(`http://127.0.0.1:${ready.openPort}${sc.path}`, headers, sc.connections, duration).then((x) =>
+            off.push(x),
+          );
+        const onRun = (): Promise<number> =>
+          run(`http://127.0.0.1:${ready.authPort}${sc.path}`, headers, sc.connections, duration).then((x) =>
+            on.push(x),
+          );
+        if (i % 2 === 0) {
+          await offRun();
+          await onRun();
+        } else {
+          await onRun();
+          await offRun();
+        }
       }
       const errors = [...on, ...off].reduce((n, s) => n + s.non2xx, 0);
       if (errors > 0) throw new Error(`${sc.name}: ${errors} non-2xx answers or errors`);
       const [rOn, rOff] = [median(on.map((s) => s.rps)), median(off.map((s) => s.rps))];
       const f = (n: number): string => n.toFixed(n >= 100 ? 0 : 1);
       const hu = ready.handlerUs[idx] ?? { off: NaN, on: NaN };
-      rows.push(`| ${sc.name} | ${sc.connections} | ${f(rOff)} | ${f(rOn)} | ${((1 - rOn / rOff) * 100).toFixed(1)}% | ` +
-        `${median(off.map((s) => s.p50))} / ${median(off.map((s) => s.p99))} | ${median(on.map((s) => s.p50))} / ${median(on.map((s) => s.p99))} | ` +
-        `${f(hu.off)} / ${f(hu.on)} | ${((hu.on / hu.off - 1) * 100).toFixed(1)}% |`);
+      rows.push(
+        `| ${sc.name} | ${sc.connections} | ${f(rOff)} | ${f(rOn)} | ${((1 - rOn / rOff) * 100).toFixed(1)}% | ` +
+          `${median(off.map((s) => s.p50))} / ${median(off.map((s) => s.p99))} | ${median(on.map((s) => s.p50))} / ${median(on.map((s) => s.p99))} | ` +
+          `${f(hu.off)} / ${f(hu.on)} | ${((hu.on / hu.off - 1) * 100).toFixed(1)}% |`,
+      );
     }
-    console.log(`query bench: ${rounds} alternating rounds × ${duration} s per variant, medians; latency in ms (autocannon)`);
-    console.log('| scenario | conns | req/s no auth | req/s auth | auth cost (req/s) | p50/p99 ms no auth | p50/p99 ms auth | handler µs no auth / auth | auth cost (handler) |');
+    console.log(
+      `query bench: ${rounds} alternating rounds × ${duration} s per variant, medians; latency in ms (autocannon)`,
+    );
+    console.log(
+      '| scenario | conns | req/s no auth | req/s auth | auth cost (req/s) | p50/p99 ms no auth | p50/p99 ms auth | handler µs no auth / auth | auth cost (handler) |',
+    );
     console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
     for (const r of rows) console.log(r);
-    console.log(`in-process, per request: authenticateHeader (cached token) ${ready.authenticateUs.toFixed(2)} µs, ` +
-      `checkAccess ${ready.checkAccessUs.toFixed(2)} µs`);
+    console.log(
+      `in-process, per request: authenticateHeader (cached token) ${ready.authenticateUs.toFixed(2)} µs, ` +
+        `checkAccess ${ready.checkAccessUs.toFixed(2)} µs`,
+    );
   } finally {
     child.kill('SIGTERM');
     rmSync(dataDir, { recursive: true, force: true });

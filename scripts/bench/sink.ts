@@ -15,7 +15,11 @@ app.post('/api/v1/provision', (res) => {
     body += Buffer.from(ab).toString('utf8');
     if (!last) return;
     const name = (JSON.parse(body) as { deviceName: string }).deviceName;
-    res.cork(() => res.writeHeader('Content-Type', 'application/json').end(JSON.stringify({ status: 'SUCCESS', credentialsType: 'ACCESS_TOKEN', credentialsValue: `sink-${name}` })));
+    res.cork(() =>
+      res
+        .writeHeader('Content-Type', 'application/json')
+        .end(JSON.stringify({ status: 'SUCCESS', credentialsType: 'ACCESS_TOKEN', credentialsValue: `sink-${name}` })),
+    );
   });
 });
 app.post('/api/v1/:token/telemetry', (res) => {

@@ -16,21 +16,41 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { RawHttpConnection, encodeRequest, intArg, median, rssAnonBytes, spawnListening, stopDaemon as stop } from './lib.js';
+import {
+  RawHttpConnection,
+  encodeRequest,
+  intArg,
+  median,
+  rssAnonBytes,
+  spawnListening,
+  stopDaemon as stop,
+} from './lib.js';
 
 const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
 const KEYS = 10;
 const DEPTHS_PER_POST = 100;
 
-interface Daemon { proc: ChildProcess; port: number }
+interface Daemon {
+  proc: ChildProcess;
+  port: number;
+}
 
 async function serve(dir: string, config: object): Promise<Daemon> {
   const file = join(dir, 'config.json');
   writeFileSync(file, JSON.stringify({ logLevel: 'info', store: { commitDelayMs: 0 }, ...config }));
-  return spawnListening([MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', join(dir, 'data'), '--config', file], `outpost ${dir}`);
+  return spawnListening(
+    [MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', join(dir, 'data'), '--config', file],
+    `outpost ${dir}`,
+  );
 }
 
-async function request(port: number, method: string, path: string, body: string, headers: Record<string, string> = {}): Promise<{ status: number; text: string }> {
+async function request(
+  port: number,
+  method: string,
+  path: string,
+  body: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; text: string }> {
   const c = await RawHttpConnection.open(port);
   const r = await c.request(encodeRequest(method, path, body, { 'Content-Type': 'application/json', ...headers }));
   c.close();
@@ -42,10 +62,16 @@ async function loginJwt(port: number): Promise<string> {
   return (JSON.parse(r.text) as { token: string }).token;
 }
 
-interface DepthStatus { depthBacklogPoints: number; depthSentPoints: number; state: string }
+interface DepthStatus {
+  depthBacklogPoints: number;
+  depthSentPoints: number;
+  state: string;
+}
 
 async function depthStatus(port: number, jwt: string): Promise<DepthStatus> {
-  return JSON.parse((await request(port, 'GET', '/api/outpost/sync', '', { 'X-Authorization': `Bearer ${jwt}` })).text) as DepthStatus;
+  return JSON.parse(
+    (await request(port, 'GET', '/api/outpost/sync', '', { 'X-Authorization': `Bearer ${jwt}` })).text,
+  ) as DepthStatus;
 }
 
 /** The median RssAnon of RSS_STARTS starts on `dir`, each read 3 s after the start (one start varies by ±5 MiB). */
@@ -71,7 +97,19 @@ async function main(): Promise<void> {
   try {
     for (const d of [upDir, gwDir]) {
       execFileSync('mkdir', ['-p', d]);
-      execFileSync(process.execPath, [MAIN, 'user', 'add', '--data-dir', join(d, 'data'), '--email', 'bench@depth', '--password', 'secret', '--authority', 'TENANT_ADMIN']);
+      execFileSync(process.execPath, [
+        MAIN,
+        'user',
+        'add',
+        '--data-dir',
+        join(d, 'data'),
+        '--email',
+        'bench@depth',
+        '--password',
+        'secret',
+        '--authority',
+        'TENANT_ADMIN',
+      ]);
     }
     const up = await serve(upDir, { provision: { key: 'pk', secret: 'ps' } });
     const down = { sync: { url: 'http://127.0.0.1:9', retryMaxMs: 1000 } };
@@ -83,7 +121,13 @@ async function main(): Promise<void> {
     const tokens: string[] = [];
     for (let i = 0; i < devices; i++) {
       const token = `rig${i}`;
-      const r = await request(gw.port, 'POST', `/api/device?accessToken=${token}`, JSON.stringify({ name: `rig-${i}` }), { 'X-Authorization': `Bearer ${jwt}` });
+      const r = await request(
+        gw.port,
+        'POST',
+        `/api/device?accessToken=${token}`,
+        JSON.stringify({ name: `rig-${i}` }),
+        { 'X-Authorization': `Bearer ${jwt}` },
+      );
       if (r.status !== 200) throw new Error(`device create ${r.status}: ${r.text}`);
       tokens.push(token);
     }
@@ -95,10 +139,15 @@ async function main(): Promise<void> {
         for (let i = 0; i < DEPTHS_PER_POST; i++) {
           const n = p * DEPTHS_PER_POST + i;
           const vals: string[] = [];
-          for (let k = 0; k < KEYS; k++) vals.push(`"k${k}":${k % 2 === 0 ? `${(d + n) % 1000}.5` : `${d * 1_000_000 + n}`}`);
+          for (let k = 0; k < KEYS; k++)
+            vals.push(`"k${k}":${k % 2 === 0 ? `${(d + n) % 1000}.5` : `${d * 1_000_000 + n}`}`);
           recs.push(`{"ds":${(n * 0.1).toFixed(1)},"values":{${vals.join(',')}}}`);
         }
-        const r = await c.request(encodeRequest('POST', `/api/v1/${token}/depth/telemetry`, `[${recs.join(',')}]`, { 'Content-Type': 'application/json' }));
+        const r = await c.request(
+          encodeRequest('POST', `/api/v1/${token}/depth/telemetry`, `[${recs.join(',')}]`, {
+            'Content-Type': 'application/json',
+          }),
+        );
         if (r.status !== 200) throw new Error(`depth post ${r.status}: ${r.body.toString()}`);
       }
     }
@@ -135,18 +184,42 @@ async function main(): Promise<void> {
     const upJwt = await loginJwt(up.port);
     const q = `values/depthseries?keys=${Array.from({ length: KEYS }, (_, k) => `k${k}`).join(',')}&startDs=-1&endDs=1e9&limit=${depths}&useStrictDataTypes=true`;
     const idOf = async (port: number, token: string): Promise<string> =>
-      (JSON.parse((await request(port, 'GET', '/api/tenant/devices?deviceName=rig-0', '', { 'X-Authorization': `Bearer ${token}` })).text) as { id: { id: string } }).id.id;
-    const local = await request(gw.port, 'GET', `/api/plugins/telemetry/DEVICE/${await idOf(gw.port, jwt)}/${q}`, '', { 'X-Authorization': `Bearer ${jwt}` });
-    const remote = await request(up.port, 'GET', `/api/plugins/telemetry/DEVICE/${await idOf(up.port, upJwt)}/${q}`, '', { 'X-Authorization': `Bearer ${upJwt}` });
+      (
+        JSON.parse(
+          (
+            await request(port, 'GET', '/api/tenant/devices?deviceName=rig-0', '', {
+              'X-Authorization': `Bearer ${token}`,
+            })
+          ).text,
+        ) as { id: { id: string } }
+      ).id.id;
+    const local = await request(gw.port, 'GET', `/api/plugins/telemetry/DEVICE/${await idOf(gw.port, jwt)}/${q}`, '', {
+      'X-Authorization': `Bearer ${jwt}`,
+    });
+    const remote = await request(
+      up.port,
+      'GET',
+      `/api/plugins/telemetry/DEVICE/${await idOf(up.port, upJwt)}/${q}`,
+      '',
+      { 'X-Authorization': `Bearer ${upJwt}` },
+    );
     await stop(gw);
     await stop(up);
 
     const mib = (b: number): string => (b / 2 ** 20).toFixed(1);
-    console.log(`| depth points | ${total} (${devices} devices × ${depths} depths × ${KEYS} keys; ${pending} pending after the restart) |`);
+    console.log(
+      `| depth points | ${total} (${devices} devices × ${depths} depths × ${KEYS} keys; ${pending} pending after the restart) |`,
+    );
     console.log(`| posted (100 depths a request, sync down) | ${loadS.toFixed(1)} s |`);
-    console.log(`| drain into a second Outpost, unpaced | ${drainS.toFixed(1)} s = ${Math.round(total / drainS)} points/s (sent ${s.depthSentPoints}) |`);
-    console.log(`| RssAnon with the backlog − with none | ${mib(rssBacklog)} − ${mib(rssNone)} MiB = ${mib(rssBacklog - rssNone)} MiB |`);
-    console.log(`| rig-0 read back from the upstream | ${remote.text === local.text ? 'identical' : 'DIFFERENT'} (${remote.text.length} bytes) |`);
+    console.log(
+      `| drain into a second Outpost, unpaced | ${drainS.toFixed(1)} s = ${Math.round(total / drainS)} points/s (sent ${s.depthSentPoints}) |`,
+    );
+    console.log(
+      `| RssAnon with the backlog − with none | ${mib(rssBacklog)} − ${mib(rssNone)} MiB = ${mib(rssBacklog - rssNone)} MiB |`,
+    );
+    console.log(
+      `| rig-0 read back from the upstream | ${remote.text === local.text ? 'identical' : 'DIFFERENT'} (${remote.text.length} bytes) |`,
+    );
   } finally {
     rmSync(root, { recursive: true, force: true });
   }

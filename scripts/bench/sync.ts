@@ -29,7 +29,16 @@ import { availableParallelism, setPriority, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { RawHttpConnection, encodeRequest, intArg, median, peakRssBytes, rssAnonBytes, spawnListening, stopDaemon as stop } from './lib.js';
+import {
+  RawHttpConnection,
+  encodeRequest,
+  intArg,
+  median,
+  peakRssBytes,
+  rssAnonBytes,
+  spawnListening,
+  stopDaemon as stop,
+} from './lib.js';
 
 const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
 const SINK = fileURLToPath(new URL('./sink.js', import.meta.url));
@@ -38,8 +47,12 @@ const SINK = fileURLToPath(new URL('./sink.js', import.meta.url));
  * the bytes-per-point phase post one request after another, so the default's 250 ms would be most of what they
  * measure, and the bench would run for half an hour
  */
-const COMMIT_DELAY_MS = process.argv.includes('--commit-delay') ? Number(process.argv[process.argv.indexOf('--commit-delay') + 1]) : 0;
-const UPSTREAM_NICE = process.argv.includes('--upstream-nice') ? Number(process.argv[process.argv.indexOf('--upstream-nice') + 1]) : 15;
+const COMMIT_DELAY_MS = process.argv.includes('--commit-delay')
+  ? Number(process.argv[process.argv.indexOf('--commit-delay') + 1])
+  : 0;
+const UPSTREAM_NICE = process.argv.includes('--upstream-nice')
+  ? Number(process.argv[process.argv.indexOf('--upstream-nice') + 1])
+  : 15;
 const KEYS = 10;
 const RECORDS_PER_POST = 100;
 /**
@@ -49,7 +62,10 @@ const RECORDS_PER_POST = 100;
 const BASE = Date.now() - 40 * 60_000;
 const STEP_MS = 1000;
 
-interface Daemon { proc: ChildProcess; port: number }
+interface Daemon {
+  proc: ChildProcess;
+  port: number;
+}
 
 function writeBytes(pid: number): number {
   const m = /write_bytes:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/io`, 'utf8'));
@@ -63,10 +79,31 @@ function cliRun(args: string[]): string {
 async function serve(dir: string, config: object, nodeArgs: string[] = []): Promise<Daemon> {
   const file = join(dir, 'config.json');
   writeFileSync(file, JSON.stringify({ logLevel: 'info', store: { commitDelayMs: COMMIT_DELAY_MS }, ...config }));
-  return spawnListening([...nodeArgs, MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', join(dir, 'data'), '--config', file], `outpost ${dir}`);
+  return spawnListening(
+    [
+      ...nodeArgs,
+      MAIN,
+      'serve',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '0',
+      '--data-dir',
+      join(dir, 'data'),
+      '--config',
+      file,
+    ],
+    `outpost ${dir}`,
+  );
 }
 
-async function request(c: RawHttpConnection, method: string, path: string, body: string, headers: Record<string, string> = {}): Promise<{ status: number; text: string }> {
+async function request(
+  c: RawHttpConnection,
+  method: string,
+  path: string,
+  body: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; text: string }> {
   const r = await c.request(encodeRequest(method, path, body, { 'Content-Type': 'application/json', ...headers }));
   return { status: r.status, text: r.body.toString('utf8') };
 }
@@ -113,7 +150,9 @@ async function createDevices(port: number, jwt: string, n: number, prefix: strin
   const tokens: string[] = [];
   for (let i = 0; i < n; i++) {
     const token = `${prefix}${String(i).padStart(4, '0')}`;
-    const r = await request(c, 'POST', `/api/device?accessToken=${token}`, JSON.stringify({ name: `${prefix}-${i}` }), { 'X-Authorization': `Bearer ${jwt}` });
+    const r = await request(c, 'POST', `/api/device?accessToken=${token}`, JSON.stringify({ name: `${prefix}-${i}` }), {
+      'X-Authorization': `Bearer ${jwt}`,
+    });
     if (r.status !== 200) throw new Error(`device create ${r.status}: ${r.text}`);
     tokens.push(token);
   }
@@ -124,14 +163,18 @@ async function createDevices(port: number, jwt: string, n: number, prefix: strin
 /** Runs `bodies` (path, body) on `inFlight` keep-alive connections. */
 async function load(port: number, bodies: Iterable<[string, string]>, inFlight: number): Promise<void> {
   const it = bodies[Symbol.iterator]();
-  await Promise.all(Array.from({ length: inFlight }, async () => {
-    const c = await RawHttpConnection.open(port);
-    for (let n = it.next(); !n.done; n = it.next()) {
-      const r = await c.request(encodeRequest('POST', n.value[0], n.value[1], { 'Content-Type': 'application/json' }));
-      if (r.status !== 200) throw new Error(`post ${r.status}: ${r.body.toString()}`);
-    }
-    c.close();
-  }));
+  await Promise.all(
+    Array.from({ length: inFlight }, async () => {
+      const c = await RawHttpConnection.open(port);
+      for (let n = it.next(); !n.done; n = it.next()) {
+        const r = await c.request(
+          encodeRequest('POST', n.value[0], n.value[1], { 'Content-Type': 'application/json' }),
+        );
+        if (r.status !== 200) throw new Error(`post ${r.status}: ${r.body.toString()}`);
+      }
+      c.close();
+    }),
+  );
 }
 
 /**
@@ -140,7 +183,9 @@ async function load(port: number, bodies: Iterable<[string, string]>, inFlight: 
  * delay the probe's clock readings, and only while draining.
  */
 async function probe(port: number, token: string, until: () => boolean, minCount: number): Promise<number[]> {
-  const child = fork(fileURLToPath(import.meta.url), ['--probe', String(port), token, String(minCount)], { stdio: 'inherit' });
+  const child = fork(fileURLToPath(import.meta.url), ['--probe', String(port), token, String(minCount)], {
+    stdio: 'inherit',
+  });
   const result = new Promise<number[]>((resolve, reject) => {
     child.once('message', (m) => resolve(m as number[]));
     child.once('exit', (code) => reject(new Error(`probe exited with ${code}`)));
@@ -153,12 +198,16 @@ async function probe(port: number, token: string, until: () => boolean, minCount
 /** The probe's process: posts until the parent says stop, then hands back the latencies. */
 async function probeChild(port: number, token: string, minCount: number): Promise<void> {
   let stopped = false;
-  process.once('message', () => { stopped = true; });
+  process.once('message', () => {
+    stopped = true;
+  });
   const c = await RawHttpConnection.open(port);
   const lat: number[] = [];
   for (let i = 0; !stopped || lat.length < minCount; i++) {
     const t0 = performance.now();
-    const r = await c.request(encodeRequest('POST', `/api/v1/${token}/telemetry`, `{"p":${i}}`, { 'Content-Type': 'application/json' }));
+    const r = await c.request(
+      encodeRequest('POST', `/api/v1/${token}/telemetry`, `{"p":${i}}`, { 'Content-Type': 'application/json' }),
+    );
     if (r.status !== 200) throw new Error(`probe ${r.status}`);
     lat.push(performance.now() - t0);
     if (lat.length >= 200_000) break;
@@ -182,7 +231,10 @@ function cpuMs(pid: number): { main: number; all: number } {
     const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
     return (Number(f[11]) + Number(f[12])) * 10;
   };
-  return { main: ticks(readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8')), all: ticks(readFileSync(`/proc/${pid}/stat`, 'utf8')) };
+  return {
+    main: ticks(readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8')),
+    all: ticks(readFileSync(`/proc/${pid}/stat`, 'utf8')),
+  };
 }
 
 /**
@@ -216,7 +268,13 @@ function spinners(): ChildProcess[] {
   });
 }
 
-interface Drain { s: number; lat: number[]; loop: string; hwm: number; cpu: { main: number; all: number } }
+interface Drain {
+  s: number;
+  lat: number[];
+  loop: string;
+  hwm: number;
+  cpu: { main: number; all: number };
+}
 
 async function main(): Promise<void> {
   const devices = intArg(process.argv, 'devices', 100);
@@ -225,14 +283,26 @@ async function main(): Promise<void> {
   const total = devices * KEYS * timestamps;
   const root = mkdtempSync(join(tmpdir(), 'outpost-bench-sync-'));
   const upArg = process.argv.indexOf('--upstream-dir');
-  const upRoot = upArg > 0 ? mkdtempSync(join(process.argv[upArg + 1] as string, 'outpost-bench-sync-up-')) : join(root, 'up');
+  const upRoot =
+    upArg > 0 ? mkdtempSync(join(process.argv[upArg + 1] as string, 'outpost-bench-sync-up-')) : join(root, 'up');
   // pristine copies: the upstream before anything reached it, the gateway with its backlog before any drain
   const upDir = join(upRoot, 'fresh');
   const gwDir = join(root, 'gw');
   try {
     for (const d of [upDir, gwDir]) {
       execFileSync('mkdir', ['-p', d]);
-      cliRun(['user', 'add', '--data-dir', join(d, 'data'), '--email', 'bench@sync', '--password', 'secret', '--authority', 'TENANT_ADMIN']);
+      cliRun([
+        'user',
+        'add',
+        '--data-dir',
+        join(d, 'data'),
+        '--email',
+        'bench@sync',
+        '--password',
+        'secret',
+        '--authority',
+        'TENANT_ADMIN',
+      ]);
     }
     const upCfg = { provision: { key: 'pk', secret: 'ps' } };
     const down = { url: 'http://127.0.0.1:9', retryMaxMs: 1000 };
@@ -250,7 +320,8 @@ async function main(): Promise<void> {
           for (let i = 0; i < RECORDS_PER_POST; i++) {
             const n = r * RECORDS_PER_POST + i;
             const vals: string[] = [];
-            for (let k = 0; k < KEYS; k++) vals.push(`"k${k}":${k % 2 === 0 ? `${(d + n) % 1000}.5` : `${d * 1000 + n}`}`);
+            for (let k = 0; k < KEYS; k++)
+              vals.push(`"k${k}":${k % 2 === 0 ? `${(d + n) % 1000}.5` : `${d * 1000 + n}`}`);
             recs.push(`{"ts":${BASE + n * STEP_MS},"values":{${vals.join(',')}}}`);
           }
           yield [`/api/v1/${token}/telemetry`, `[${recs.join(',')}]`];
@@ -284,7 +355,11 @@ async function main(): Promise<void> {
       const up = into === 'outpost' ? await serve(upCopy, upCfg) : await spawnListening([SINK], 'sink');
       scheduling = background(up.proc.pid as number);
       const prof = process.env['SYNC_BENCH_PROF'];
-      const g = await serve(dir, { sync: { ...syncOn(`http://127.0.0.1:${up.port}`).sync, encoderThread } }, prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : []);
+      const g = await serve(
+        dir,
+        { sync: { ...syncOn(`http://127.0.0.1:${up.port}`).sync, encoderThread } },
+        prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : [],
+      );
       const pid = g.proc.pid as number;
       const d0 = performance.now();
       const c0 = cpuMs(pid);
@@ -330,12 +405,24 @@ async function main(): Promise<void> {
       const doff = copy(gwDir, join(root, `gw-o${r}`));
       const g = await serve(doff, {});
       const offEnd = performance.now() + (threaded[r] as Drain).s * 1000;
-      const lat = await probe(g.port, probeToken as string, () => performance.now() >= offEnd, (threaded[r] as Drain).lat.length);
+      const lat = await probe(
+        g.port,
+        probeToken as string,
+        () => performance.now() >= offEnd,
+        (threaded[r] as Drain).lat.length,
+      );
       off.push({ lat, loop: await loopDelay(g.port, await loginJwt(g.port)), hwm: peakRssBytes(g.proc.pid as number) });
       // the floor: the same probe, sync off, every core kept busy by work that yields to it
       const spin = spinners();
       const floorEnd = performance.now() + (threaded[r] as Drain).s * 1000;
-      floor.push(await probe(g.port, probeToken as string, () => performance.now() >= floorEnd, (threaded[r] as Drain).lat.length));
+      floor.push(
+        await probe(
+          g.port,
+          probeToken as string,
+          () => performance.now() >= floorEnd,
+          (threaded[r] as Drain).lat.length,
+        ),
+      );
       for (const p of spin) p.kill('SIGKILL');
       await stop(g);
       rmSync(doff, { recursive: true, force: true });
@@ -355,21 +442,36 @@ async function main(): Promise<void> {
     const perPoint = async (config: object, label: string): Promise<number> => {
       const dir = join(root, label);
       execFileSync('mkdir', ['-p', dir]);
-      cliRun(['user', 'add', '--data-dir', join(dir, 'data'), '--email', 'bench@sync', '--password', 'secret', '--authority', 'TENANT_ADMIN']);
+      cliRun([
+        'user',
+        'add',
+        '--data-dir',
+        join(dir, 'data'),
+        '--email',
+        'bench@sync',
+        '--password',
+        'secret',
+        '--authority',
+        'TENANT_ADMIN',
+      ]);
       const g = await serve(dir, config);
       const j = await loginJwt(g.port);
       const toks = await createDevices(g.port, j, 20, label);
       await settle(500);
       const w0 = writeBytes(g.proc.pid as number);
       const posts = 200;
-      await load(g.port, (function* (): Generator<[string, string]> {
-        for (let i = 0; i < posts; i++) {
-          for (const t of toks) {
-            const vals = Array.from({ length: KEYS }, (_, k) => `"k${k}":${(i * 7 + k) % 100}.25`).join(',');
-            yield [`/api/v1/${t}/telemetry`, `{"ts":${BASE + i * STEP_MS},"values":{${vals}}}`];
+      await load(
+        g.port,
+        (function* (): Generator<[string, string]> {
+          for (let i = 0; i < posts; i++) {
+            for (const t of toks) {
+              const vals = Array.from({ length: KEYS }, (_, k) => `"k${k}":${(i * 7 + k) % 100}.25`).join(',');
+              yield [`/api/v1/${t}/telemetry`, `{"ts":${BASE + i * STEP_MS},"values":{${vals}}}`];
+            }
           }
-        }
-      })(), 4);
+        })(),
+        4,
+      );
       // let the sync finish and commit its acknowledgements before reading the counter
       if (config === live) {
         for (;;) {
@@ -404,28 +506,86 @@ async function main(): Promise<void> {
     const mid = (ds: Drain[], f: (d: Drain) => number): number => median(ds.map(f));
     const offP99 = off.map((o) => p99(o.lat));
     const rows: Array<[string, string, string, string]> = [
-      ['backlog loaded (link down)', `${withBacklog.backlogPoints.toLocaleString('en')} points`, `${loadS.toFixed(1)} s to post`, ''],
-      ['drain into a second Outpost, unpaced', `${Math.round(mid(threaded, rate)).toLocaleString('en')} points/s`,
-        `median of ${rounds} (${threaded.map((d) => Math.round(rate(d) / 1000)).join(', ')} k); upstream at ${scheduling}`, 'target ≥ 200,000'],
-      ['ingest single-point p99, draining ÷ sync off', `${median(ratios(threaded)).toFixed(2)}×`,
+      [
+        'backlog loaded (link down)',
+        `${withBacklog.backlogPoints.toLocaleString('en')} points`,
+        `${loadS.toFixed(1)} s to post`,
+        '',
+      ],
+      [
+        'drain into a second Outpost, unpaced',
+        `${Math.round(mid(threaded, rate)).toLocaleString('en')} points/s`,
+        `median of ${rounds} (${threaded.map((d) => Math.round(rate(d) / 1000)).join(', ')} k); upstream at ${scheduling}`,
+        'target ≥ 200,000',
+      ],
+      [
+        'ingest single-point p99, draining ÷ sync off',
+        `${median(ratios(threaded)).toFixed(2)}×`,
         `median of ${rounds} rounds' ratios (${list(ratios(threaded))}); p99 ${list(threaded.map((d) => p99(d.lat)))} ms ÷ ${list(offP99)} ms; ` +
-        `medians ${list(threaded.map((d) => median(d.lat)))} / ${list(off.map((o) => median(o.lat)))} ms; ` +
-        `event-loop delay ${(threaded[0] as Drain).loop} / ${(off[0] as { loop: string }).loop} (round 1)`, 'target ≤ 1.5×'],
-      ['… into a bare sink (a server elsewhere): ingest p99 ÷ sync off', `${median(ratios(toSink)).toFixed(2)}×`,
-        `${list(ratios(toSink))}; drain ${toSink.map((d) => Math.round(rate(d) / 1000)).join(', ')} k points/s; gateway CPU, main / all ${mid(toSink, (d) => d.cpu.main / 1000).toFixed(2)} / ${mid(toSink, (d) => d.cpu.all / 1000).toFixed(2)} s`, ''],
-      ['floor: ingest p99 with sync off and idle-priority busy loops on every core ÷ without', `${median(floor.map((f, r) => p99(f) / (offP99[r] as number))).toFixed(2)}×`,
-        `median of ${rounds} (${list(floor.map((f, r) => p99(f) / (offP99[r] as number)))}); p99 ${list(floor.map(p99))} ms: what keeping the cores busy alone costs here`, ''],
-      ['gateway CPU while draining: main thread / all threads', `${mid(threaded, (d) => d.cpu.main / 1000).toFixed(2)} / ${mid(threaded, (d) => d.cpu.all / 1000).toFixed(2)} s`,
-        `medians, for the whole drain; main thread in each round ${list(threaded.map((d) => d.cpu.main / 1000))} s`, ''],
-      ['… sync.encoderThread false: drain', `${Math.round(mid(inMain, rate)).toLocaleString('en')} points/s`, `${inMain.map((d) => Math.round(rate(d) / 1000)).join(', ')} k`, ''],
-      ['… sync.encoderThread false: ingest p99 ÷ sync off', `${median(ratios(inMain)).toFixed(2)}×`,
-        `${list(ratios(inMain))}; event-loop delay ${(inMain[0] as Drain).loop} (round 1)`, ''],
-      ['… sync.encoderThread false: gateway CPU, main / all', `${mid(inMain, (d) => d.cpu.main / 1000).toFixed(2)} / ${mid(inMain, (d) => d.cpu.all / 1000).toFixed(2)} s`, '', ''],
-      ['peak RSS (VmHWM): draining ÷ sync off', `${(mid(threaded, (d) => d.hwm) / 2 ** 20).toFixed(1)} ÷ ${(median(off.map((o) => o.hwm)) / 2 ** 20).toFixed(1)} MiB`,
-        `medians; sync.encoderThread false: ${(mid(inMain, (d) => d.hwm) / 2 ** 20).toFixed(1)} MiB`, ''],
-      ['bytes written per point, sync on ÷ off', `${bytesOn.toFixed(0)} B ÷ ${bytesOff.toFixed(0)} B = ${(bytesOn / bytesOff).toFixed(3)}`, `medians of 3 each (off ${offs.map((b) => b.toFixed(0)).join(', ')}; on ${ons.map((b) => b.toFixed(0)).join(', ')}); 20 devices × 10 keys, one record per post`, 'target ≤ 1.15'],
-      ['bytes written per point, outbox only (link down) ÷ off', `${bytesRec.toFixed(0)} B ÷ ${bytesOff.toFixed(0)} B = ${(bytesRec / bytesOff).toFixed(3)}`, `medians of 3 (${recs.map((b) => b.toFixed(0)).join(', ')}): the bookkeeping without the sending`, ''],
-      ['RssAnon, 1 M backlog − none', `${((rssBacklog - rssNone) / 2 ** 20).toFixed(1)} MiB`, `${(rssBacklog / 2 ** 20).toFixed(1)} − ${(rssNone / 2 ** 20).toFixed(1)} MiB`, 'target < 10 MiB'],
+          `medians ${list(threaded.map((d) => median(d.lat)))} / ${list(off.map((o) => median(o.lat)))} ms; ` +
+          `event-loop delay ${(threaded[0] as Drain).loop} / ${(off[0] as { loop: string }).loop} (round 1)`,
+        'target ≤ 1.5×',
+      ],
+      [
+        '… into a bare sink (a server elsewhere): ingest p99 ÷ sync off',
+        `${median(ratios(toSink)).toFixed(2)}×`,
+        `${list(ratios(toSink))}; drain ${toSink.map((d) => Math.round(rate(d) / 1000)).join(', ')} k points/s; gateway CPU, main / all ${mid(toSink, (d) => d.cpu.main / 1000).toFixed(2)} / ${mid(toSink, (d) => d.cpu.all / 1000).toFixed(2)} s`,
+        '',
+      ],
+      [
+        'floor: ingest p99 with sync off and idle-priority busy loops on every core ÷ without',
+        `${median(floor.map((f, r) => p99(f) / (offP99[r] as number))).toFixed(2)}×`,
+        `median of ${rounds} (${list(floor.map((f, r) => p99(f) / (offP99[r] as number)))}); p99 ${list(floor.map(p99))} ms: what keeping the cores busy alone costs here`,
+        '',
+      ],
+      [
+        'gateway CPU while draining: main thread / all threads',
+        `${mid(threaded, (d) => d.cpu.main / 1000).toFixed(2)} / ${mid(threaded, (d) => d.cpu.all / 1000).toFixed(2)} s`,
+        `medians, for the whole drain; main thread in each round ${list(threaded.map((d) => d.cpu.main / 1000))} s`,
+        '',
+      ],
+      [
+        '… sync.encoderThread false: drain',
+        `${Math.round(mid(inMain, rate)).toLocaleString('en')} points/s`,
+        `${inMain.map((d) => Math.round(rate(d) / 1000)).join(', ')} k`,
+        '',
+      ],
+      [
+        '… sync.encoderThread false: ingest p99 ÷ sync off',
+        `${median(ratios(inMain)).toFixed(2)}×`,
+        `${list(ratios(inMain))}; event-loop delay ${(inMain[0] as Drain).loop} (round 1)`,
+        '',
+      ],
+      [
+        '… sync.encoderThread false: gateway CPU, main / all',
+        `${mid(inMain, (d) => d.cpu.main / 1000).toFixed(2)} / ${mid(inMain, (d) => d.cpu.all / 1000).toFixed(2)} s`,
+        '',
+        '',
+      ],
+      [
+        'peak RSS (VmHWM): draining ÷ sync off',
+        `${(mid(threaded, (d) => d.hwm) / 2 ** 20).toFixed(1)} ÷ ${(median(off.map((o) => o.hwm)) / 2 ** 20).toFixed(1)} MiB`,
+        `medians; sync.encoderThread false: ${(mid(inMain, (d) => d.hwm) / 2 ** 20).toFixed(1)} MiB`,
+        '',
+      ],
+      [
+        'bytes written per point, sync on ÷ off',
+        `${bytesOn.toFixed(0)} B ÷ ${bytesOff.toFixed(0)} B = ${(bytesOn / bytesOff).toFixed(3)}`,
+        `medians of 3 each (off ${offs.map((b) => b.toFixed(0)).join(', ')}; on ${ons.map((b) => b.toFixed(0)).join(', ')}); 20 devices × 10 keys, one record per post`,
+        'target ≤ 1.15',
+      ],
+      [
+        'bytes written per point, outbox only (link down) ÷ off',
+        `${bytesRec.toFixed(0)} B ÷ ${bytesOff.toFixed(0)} B = ${(bytesRec / bytesOff).toFixed(3)}`,
+        `medians of 3 (${recs.map((b) => b.toFixed(0)).join(', ')}): the bookkeeping without the sending`,
+        '',
+      ],
+      [
+        'RssAnon, 1 M backlog − none',
+        `${((rssBacklog - rssNone) / 2 ** 20).toFixed(1)} MiB`,
+        `${(rssBacklog / 2 ** 20).toFixed(1)} − ${(rssNone / 2 ** 20).toFixed(1)} MiB`,
+        'target < 10 MiB',
+      ],
     ];
     console.log('| measure | result | detail | target |');
     console.log('|---|---|---|---|');
@@ -436,5 +596,6 @@ async function main(): Promise<void> {
   }
 }
 
-if (process.argv[2] === '--probe') await probeChild(Number(process.argv[3]), process.argv[4] as string, Number(process.argv[5]));
+if (process.argv[2] === '--probe')
+  await probeChild(Number(process.argv[3]), process.argv[4] as string, Number(process.argv[5]));
 else await main();

@@ -49,11 +49,17 @@ const PASSWORD = 'bench-password';
  * minutes of history posted before the load (`--history`, 0 for a fresh store): within store.headWindowMs (2 h),
  * so no compaction runs during the window
  */
-const HISTORY_MS = (process.argv.includes('--history') ? Number(process.argv[process.argv.indexOf('--history') + 1]) : 0) * 60_000;
+const HISTORY_MS =
+  (process.argv.includes('--history') ? Number(process.argv[process.argv.indexOf('--history') + 1]) : 0) * 60_000;
 /** a 32 GB consumer card rated for 16 TB written */
 const CARD_TBW = 16e12;
 
-interface Workload { readonly name: string; readonly devices: number; readonly keys: number; readonly periodMs: number }
+interface Workload {
+  readonly name: string;
+  readonly devices: number;
+  readonly keys: number;
+  readonly periodMs: number;
+}
 const WORKLOADS: readonly Workload[] = [
   { name: 'ref', devices: 50, keys: 5, periodMs: 5000 },
   { name: 'big', devices: 200, keys: 10, periodMs: 10_000 },
@@ -71,7 +77,12 @@ interface Policy {
 }
 const POLICIES: readonly Policy[] = [
   { name: 'write budget 1.5 GB/day (default)', store: {}, workloads: ['quiet', 'ref', 'big'], byDefault: true },
-  { name: 'fixed commitDelayMs 250 (before)', store: { commitDelayMs: 250 }, workloads: ['quiet', 'ref', 'big'], byDefault: true },
+  {
+    name: 'fixed commitDelayMs 250 (before)',
+    store: { commitDelayMs: 250 },
+    workloads: ['quiet', 'ref', 'big'],
+    byDefault: true,
+  },
   { name: 'fixed commitDelayMs 0', store: { commitDelayMs: 0 }, workloads: ['quiet'], byDefault: true },
   { name: 'no log, commitDelayMs 0', store: { wal: false, commitDelayMs: 0 }, workloads: ['ref', 'big'] },
   { name: 'no log, commitDelayMs 250', store: { wal: false, commitDelayMs: 250 }, workloads: ['ref'] },
@@ -99,7 +110,8 @@ async function provision(dataDir: string, devices: number, upstream: boolean): P
     const ids: string[] = [];
     for (let i = 0; i < devices; i++) ids.push((await entities.createDevice({ name: `dev${i}`, token: `dev${i}` })).id);
     // the upstream token of each device, as `outpost device upstream` stores it
-    if (upstream) for (const [i, id] of ids.entries()) await env.outbox.put(['t', id], { token: `up${i}`, provisioned: false });
+    if (upstream)
+      for (const [i, id] of ids.entries()) await env.outbox.put(['t', id], { token: `up${i}`, provisioned: false });
     await entities.createUser({ email: EMAIL, passwordHash: await hashPassword(PASSWORD), authority: 'TENANT_ADMIN' });
     return ids;
   } finally {
@@ -113,7 +125,9 @@ async function startSink(): Promise<{ url: string; points: () => number; close: 
   const server = createServer((req, res) => {
     let body = '';
     req.setEncoding('utf8');
-    req.on('data', (c: string) => { body += c; });
+    req.on('data', (c: string) => {
+      body += c;
+    });
     req.on('end', () => {
       points += (body.match(/"k\d+":/g) ?? []).length;
       res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
@@ -122,8 +136,13 @@ async function startSink(): Promise<{ url: string; points: () => number; close: 
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   const port = (server.address() as AddressInfo).port;
   return {
-    url: `http://127.0.0.1:${port}`, points: () => points,
-    close: () => new Promise<void>((r) => { server.closeAllConnections(); server.close(() => r()); }),
+    url: `http://127.0.0.1:${port}`,
+    points: () => points,
+    close: () =>
+      new Promise<void>((r) => {
+        server.closeAllConnections();
+        server.close(() => r());
+      }),
   };
 }
 
@@ -132,10 +151,17 @@ interface Result {
   bytes: number;
   /** of which the log's commits (the daemon's own count, /api/outpost/status) */
   logBytes: number;
-  points: number; posts: number; p50: number; p99: number; rssMb: number; windowS: number; failed: number;
+  points: number;
+  posts: number;
+  p50: number;
+  p99: number;
+  rssMb: number;
+  windowS: number;
+  failed: number;
   upstreamPoints: number | undefined;
   /** the write budget's state at the end of the window (GET /api/outpost/status) */
-  delayMs: number | undefined; reserveLeftMb: number | undefined;
+  delayMs: number | undefined;
+  reserveLeftMb: number | undefined;
   catchup: { posts: number; seconds: number; bytes: number; p99: number } | undefined;
 }
 
@@ -158,8 +184,14 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
   try {
     const ids = await provision(dataDir, w.devices + 1, sink !== undefined);
     const configFile = join(dataDir, 'config.json');
-    writeFileSync(configFile, JSON.stringify({ store: policy.store, ...(sink === undefined ? {} : { sync: { url: sink.url } }) }));
-    const started = await spawnListening([MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir, '--config', configFile], 'outpost');
+    writeFileSync(
+      configFile,
+      JSON.stringify({ store: policy.store, ...(sink === undefined ? {} : { sync: { url: sink.url } }) }),
+    );
+    const started = await spawnListening(
+      [MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir, '--config', configFile],
+      'outpost',
+    );
     proc = started.proc;
     const pid = started.proc.pid as number;
     const port = started.port;
@@ -177,23 +209,44 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
       conns[i] = conn;
       return conn.request(bytes);
     };
-    const login = await request(0, encodeRequest('POST', '/api/auth/login', JSON.stringify({ username: EMAIL, password: PASSWORD }), { 'content-type': 'application/json' }));
+    const login = await request(
+      0,
+      encodeRequest('POST', '/api/auth/login', JSON.stringify({ username: EMAIL, password: PASSWORD }), {
+        'content-type': 'application/json',
+      }),
+    );
     const jwt = (JSON.parse(login.body.toString()) as { token: string }).token;
     const auth = { 'x-authorization': `Bearer ${jwt}` };
     // a read of one device's latest values: the store puts everything logged into LMDB first
     const read = async (): Promise<void> => {
-      const r = await request(0, encodeRequest('GET', `/api/plugins/telemetry/DEVICE/${ids[0] as string}/values/timeseries`, '', auth));
+      const r = await request(
+        0,
+        encodeRequest('GET', `/api/plugins/telemetry/DEVICE/${ids[0] as string}/values/timeseries`, '', auth),
+      );
       if (r.status !== 200) throw new Error(`read: ${r.status} ${r.body.toString()}`);
     };
     const budgetState = async (): Promise<{ delayMs: number; reserveLeftMb: number; logBytes: number } | undefined> => {
       const r = await request(0, encodeRequest('GET', '/api/outpost/status', '', auth));
-      const st = JSON.parse(r.body.toString()) as { writes?: { commitDelayMs: number; reserveLeftBytes: number; logSinceStartBytes: number } };
-      return st.writes === undefined ? undefined : { delayMs: st.writes.commitDelayMs, reserveLeftMb: st.writes.reserveLeftBytes / 1e6, logBytes: st.writes.logSinceStartBytes };
+      const st = JSON.parse(r.body.toString()) as {
+        writes?: { commitDelayMs: number; reserveLeftBytes: number; logSinceStartBytes: number };
+      };
+      return st.writes === undefined
+        ? undefined
+        : {
+            delayMs: st.writes.commitDelayMs,
+            reserveLeftMb: st.writes.reserveLeftBytes / 1e6,
+            logBytes: st.writes.logSinceStartBytes,
+          };
     };
     const post = async (i: number, n: number, ts: number): Promise<number> => {
       const values: Record<string, number> = {};
       for (let k = 0; k < w.keys; k++) values[`k${k}`] = Math.round(Math.sin(n / 10 + k) * 1000) / 10;
-      const r = await request(i + 1, encodeRequest('POST', `/api/v1/dev${i}/telemetry`, JSON.stringify({ ts, values }), { 'content-type': 'application/json' }));
+      const r = await request(
+        i + 1,
+        encodeRequest('POST', `/api/v1/dev${i}/telemetry`, JSON.stringify({ ts, values }), {
+          'content-type': 'application/json',
+        }),
+      );
       return r.status;
     };
 
@@ -212,7 +265,7 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
         if (stop) return;
         const sent = performance.now();
-        if (await post(i, n, Date.now()) !== 200) failed++;
+        if ((await post(i, n, Date.now())) !== 200) failed++;
         if (measuring) {
           lat.push(performance.now() - sent);
           points += w.keys;
@@ -227,7 +280,7 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
       const base = Date.now() - count * 1000;
       for (let n = 0; n < count; n++) {
         const sent = performance.now();
-        if (await post(i, n, base + n * 1000) !== 200) failed++;
+        if ((await post(i, n, base + n * 1000)) !== 200) failed++;
         cl.push(performance.now() - sent);
       }
       cl.sort((a, b) => a - b);
@@ -235,23 +288,33 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
     };
     // History first: each device's last HISTORY_MS in one post, so the head holds what it holds in steady state
     // (a fresh store's small B-trees would make every commit look cheaper than on a gateway running for days).
-    if (HISTORY_MS > 0 && w.periodMs > 0) await Promise.all(Array.from({ length: w.devices }, async (_, i) => {
-      const now = Date.now();
-      const records: string[] = [];
-      for (let ts = now - HISTORY_MS; ts < now - w.periodMs; ts += w.periodMs) {
-        const values: string[] = [];
-        for (let k = 0; k < w.keys; k++) values.push(`"k${k}":${Math.round(Math.sin(ts / 1e5 + k) * 1000) / 10}`);
-        records.push(`{"ts":${ts},"values":{${values.join(',')}}}`);
-      }
-      const r = await request(i + 1, encodeRequest('POST', `/api/v1/dev${i}/telemetry`, `[${records.join(',')}]`, { 'content-type': 'application/json' }));
-      if (r.status !== 200) throw new Error(`history of dev${i}: ${r.status}`);
-    }));
+    if (HISTORY_MS > 0 && w.periodMs > 0)
+      await Promise.all(
+        Array.from({ length: w.devices }, async (_, i) => {
+          const now = Date.now();
+          const records: string[] = [];
+          for (let ts = now - HISTORY_MS; ts < now - w.periodMs; ts += w.periodMs) {
+            const values: string[] = [];
+            for (let k = 0; k < w.keys; k++) values.push(`"k${k}":${Math.round(Math.sin(ts / 1e5 + k) * 1000) / 10}`);
+            records.push(`{"ts":${ts},"values":{${values.join(',')}}}`);
+          }
+          const r = await request(
+            i + 1,
+            encodeRequest('POST', `/api/v1/dev${i}/telemetry`, `[${records.join(',')}]`, {
+              'content-type': 'application/json',
+            }),
+          );
+          if (r.status !== 200) throw new Error(`history of dev${i}: ${r.status}`);
+        }),
+      );
     if (sink !== undefined && HISTORY_MS > 0) {
       // steady state: the history is sent before the window (its drain is not what a day of posts costs)
       const historyPoints = w.devices * w.keys * Math.ceil((HISTORY_MS - w.periodMs) / w.periodMs);
       while (sink.points() < historyPoints) await new Promise((r) => setTimeout(r, 250));
     }
-    const sampler = setInterval(() => { rssMax = Math.max(rssMax, rssAnonBytes(pid)); }, 250);
+    const sampler = setInterval(() => {
+      rssMax = Math.max(rssMax, rssAnonBytes(pid));
+    }, 250);
     try {
       if (w.periodMs === 0) {
         // the quiet gateway: the whole run is the one device's catch-up
@@ -261,8 +324,19 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
         const bytes = writeBytes(pid) - b0;
         const state = await budgetState();
         return {
-          bytes, logBytes: NaN, points: o.catchup * w.keys, posts: o.catchup, p50: c.p50, p99: c.p99, rssMb: rssMax / 2 ** 20, windowS: c.seconds, failed,
-          upstreamPoints: sink?.points(), delayMs: state?.delayMs, reserveLeftMb: state?.reserveLeftMb, catchup: undefined,
+          bytes,
+          logBytes: NaN,
+          points: o.catchup * w.keys,
+          posts: o.catchup,
+          p50: c.p50,
+          p99: c.p99,
+          rssMb: rssMax / 2 ** 20,
+          windowS: c.seconds,
+          failed,
+          upstreamPoints: sink?.points(),
+          delayMs: state?.delayMs,
+          reserveLeftMb: state?.reserveLeftMb,
+          catchup: undefined,
         };
       }
       const load = Promise.all(Array.from({ length: w.devices }, (_, i) => device(i)));
@@ -290,8 +364,19 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
       await load;
       lat.sort((a, b) => a - b);
       return {
-        bytes, logBytes, points, posts, p50: quantile(lat, 0.5), p99: quantile(lat, 0.99), rssMb: rssMax / 2 ** 20, windowS, failed,
-        upstreamPoints: sink?.points(), delayMs: state?.delayMs, reserveLeftMb: state?.reserveLeftMb, catchup,
+        bytes,
+        logBytes,
+        points,
+        posts,
+        p50: quantile(lat, 0.5),
+        p99: quantile(lat, 0.99),
+        rssMb: rssMax / 2 ** 20,
+        windowS,
+        failed,
+        upstreamPoints: sink?.points(),
+        delayMs: state?.delayMs,
+        reserveLeftMb: state?.reserveLeftMb,
+        catchup,
       };
     } finally {
       stop = true;
@@ -301,21 +386,32 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
     await sink?.close();
     for (const c of conns) c?.close();
     const p = proc;
-    if (p !== undefined && p.exitCode === null) await new Promise<void>((resolve) => { p.once('exit', () => resolve()); p.kill('SIGTERM'); });
+    if (p !== undefined && p.exitCode === null)
+      await new Promise<void>((resolve) => {
+        p.once('exit', () => resolve());
+        p.kill('SIGTERM');
+      });
     rmSync(dataDir, { recursive: true, force: true });
   }
 }
 
-const f = (x: number, d = 0): string => (Number.isNaN(x) ? '–' : x.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d }));
+const f = (x: number, d = 0): string =>
+  Number.isNaN(x) ? '–' : x.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d });
 
 function row(p: Policy, w: Workload, r: Result): string {
   const perPoint = r.bytes / r.points;
   // the quiet device posts as fast as it is answered, for a few seconds: no rate per day to speak of
   const perDay = w.periodMs === 0 ? NaN : (perPoint * w.devices * w.keys * 86_400_000) / w.periodMs;
-  const workload = w.periodMs === 0 ? `quiet: 1 device, ${f(r.posts)} posts one at a time` : `${w.devices}×${w.keys} / ${w.periodMs / 1000} s`;
+  const workload =
+    w.periodMs === 0
+      ? `quiet: 1 device, ${f(r.posts)} posts one at a time`
+      : `${w.devices}×${w.keys} / ${w.periodMs / 1000} s`;
   const state = r.delayMs === undefined ? '–' : `${f(r.delayMs)} ms, ${f(r.reserveLeftMb ?? 0, 1)} MB left`;
   const c = r.catchup;
-  const catchup = c === undefined ? '' : `${f(c.posts)} posts in ${f(c.seconds, 1)} s (p99 ${f(c.p99)} ms), ${f(c.bytes / 1e6, 2)} MB written meanwhile (the load's share at its window rate: ${f((r.bytes / r.windowS) * c.seconds / 1e6, 2)} MB)`;
+  const catchup =
+    c === undefined
+      ? ''
+      : `${f(c.posts)} posts in ${f(c.seconds, 1)} s (p99 ${f(c.p99)} ms), ${f(c.bytes / 1e6, 2)} MB written meanwhile (the load's share at its window rate: ${f(((r.bytes / r.windowS) * c.seconds) / 1e6, 2)} MB)`;
   return `| ${workload} | ${p.name} | ${f(r.posts / r.windowS, 1)} | ${f(r.p50, 1)} / ${f(r.p99, 1)} ms | ${f(perPoint)} (${f(r.logBytes / r.points)} log) | ${f(perDay / 1e9, 2)} GB | ${f(CARD_TBW / perDay / 365.25, 1)} y | ${state} | ${f(r.rssMb, 1)} MB | ${catchup}${r.failed > 0 ? ` ${r.failed} failed` : ''}${r.upstreamPoints === undefined ? '' : ` ${f(r.upstreamPoints)} points upstream`} |`;
 }
 
@@ -329,7 +425,12 @@ async function main(): Promise<void> {
   const only = onlyIdx >= 0 ? (process.argv[onlyIdx + 1] ?? '').split(',') : ['quiet', 'ref', 'big'];
   const policyIdx = process.argv.indexOf('--policy');
   const policyFilter = policyIdx >= 0 ? (process.argv[policyIdx + 1] ?? '').split(',') : undefined;
-  const chosen = (w: Workload): Policy[] => POLICIES.filter((p) => p.workloads.includes(w.name) && (policyFilter === undefined ? p.byDefault === true : policyFilter.some((x) => p.name.includes(x))));
+  const chosen = (w: Workload): Policy[] =>
+    POLICIES.filter(
+      (p) =>
+        p.workloads.includes(w.name) &&
+        (policyFilter === undefined ? p.byDefault === true : policyFilter.some((x) => p.name.includes(x))),
+    );
   const rows: string[] = [];
   const emit = (line: string): void => {
     rows.push(line);
@@ -344,8 +445,12 @@ async function main(): Promise<void> {
   } else {
     await Promise.all(loads.map(async ({ p, w }) => emit(row(p, w, await run(p, w, opts(w.name))))));
   }
-  console.log(`\nwear: ${HISTORY_MS / 60_000} min of history per device before the load; each row its own daemon and fresh data dir; bytes from the daemon's write_bytes, the window's applies included`);
-  console.log('| workload | policy | posts/s | ack p50 / p99 | bytes/point (of which the log) | per day | 32 GB card (16 TBW) life | budget at the window\'s end: delay, reserve | RssAnon max | catch-up while the load runs |');
+  console.log(
+    `\nwear: ${HISTORY_MS / 60_000} min of history per device before the load; each row its own daemon and fresh data dir; bytes from the daemon's write_bytes, the window's applies included`,
+  );
+  console.log(
+    "| workload | policy | posts/s | ack p50 / p99 | bytes/point (of which the log) | per day | 32 GB card (16 TBW) life | budget at the window's end: delay, reserve | RssAnon max | catch-up while the load runs |",
+  );
   console.log('|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) console.log(r);
 }

@@ -28,14 +28,25 @@ import { EntityStore } from '../../src/store/entities.js';
 import { openStoreEnv } from '../../src/store/env.js';
 import { intArg, median, rssAnonBytes, spawnListening } from './lib.js';
 
-interface Args { subscribers: number; devices: number; rate: number; seconds: number; rounds: number; dir: string }
+interface Args {
+  subscribers: number;
+  devices: number;
+  rate: number;
+  seconds: number;
+  rounds: number;
+  dir: string;
+}
 
 function parseArgs(argv: string[]): Args {
   const get = (name: string, def: number): number => intArg(argv, name, def);
   const di = argv.indexOf('--dir');
   const a = {
-    subscribers: get('subscribers', 1000), devices: get('devices', 100), rate: get('rate', 1000), seconds: get('seconds', 8),
-    rounds: get('rounds', 2), dir: di >= 0 ? String(argv[di + 1]) : tmpdir(),
+    subscribers: get('subscribers', 1000),
+    devices: get('devices', 100),
+    rate: get('rate', 1000),
+    seconds: get('seconds', 8),
+    rounds: get('rounds', 2),
+    dir: di >= 0 ? String(argv[di + 1]) : tmpdir(),
   };
   if (a.seconds > 60 || a.rounds > 5) throw new Error('bounded: --seconds ≤ 60, --rounds ≤ 5');
   return a;
@@ -47,7 +58,8 @@ const MB = 1024 * 1024;
 /** ms; the first second of writing warms both servers and the client; its latencies are not counted */
 const WARMUP_MS = 1000;
 
-const quantile = (sorted: number[], q: number): number => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN;
+const quantile = (sorted: number[], q: number): number =>
+  sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] ?? NaN;
 
 // ---------------------------------------------------------------------------------------------------------
 // Baseline server (child process): POST /pub/<topic> publishes the body to <topic>; ws /ws?topic=<topic>.
@@ -60,16 +72,25 @@ function runBaselineServer(): void {
     closeOnBackpressureLimit: true,
     idleTimeout: 60,
     upgrade: (res, req, ctx) => {
-      res.upgrade({ topic: req.getQuery('topic') ?? '' }, req.getHeader('sec-websocket-key'), req.getHeader('sec-websocket-protocol'),
-        req.getHeader('sec-websocket-extensions'), ctx);
+      res.upgrade(
+        { topic: req.getQuery('topic') ?? '' },
+        req.getHeader('sec-websocket-key'),
+        req.getHeader('sec-websocket-protocol'),
+        req.getHeader('sec-websocket-extensions'),
+        ctx,
+      );
     },
-    open: (ws) => { ws.subscribe(ws.getUserData().topic); },
+    open: (ws) => {
+      ws.subscribe(ws.getUserData().topic);
+    },
   });
   app.post('/pub/:topic', (res, req) => {
     const topic = req.getParameter(0) ?? '';
     let aborted = false;
     const chunks: Buffer[] = [];
-    res.onAborted(() => { aborted = true; });
+    res.onAborted(() => {
+      aborted = true;
+    });
     res.onData((ab, last) => {
       chunks.push(Buffer.from(ab.slice(0)));
       if (!last || aborted) return;
@@ -108,7 +129,11 @@ async function setupOutpost(dataDir: string, devices: number): Promise<Array<{ i
   const env = openStoreEnv({ dataDir, mapSizeBytes: 4 * 1024 * MB });
   const entities = new EntityStore(env);
   await entities.ensureTenant();
-  await entities.createUser({ email: 'bench@example.com', passwordHash: await hashPassword('bench-pw'), authority: 'TENANT_ADMIN' });
+  await entities.createUser({
+    email: 'bench@example.com',
+    passwordHash: await hashPassword('bench-pw'),
+    authority: 'TENANT_ADMIN',
+  });
   const out: Array<{ id: string; token: string }> = [];
   for (let i = 0; i < devices; i++) {
     const d = await entities.createDevice({ name: `ws-${i}`, token: `ws-token-${i}` });
@@ -120,34 +145,79 @@ async function setupOutpost(dataDir: string, devices: number): Promise<Array<{ i
 
 function httpPost(agent: Agent, port: number, path: string, body: string): Promise<number> {
   return new Promise((resolve, reject) => {
-    const req = request({ host: '127.0.0.1', port, path, method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
-      res.resume();
-      res.on('end', () => resolve(res.statusCode ?? 0));
-    });
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        path,
+        method: 'POST',
+        agent,
+        headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) },
+      },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode ?? 0));
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
 }
 
 async function startOutpost(dataDir: string, devs: Array<{ id: string; token: string }>): Promise<Target> {
-  const { proc, port } = await startProcess([MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir]);
+  const { proc, port } = await startProcess([
+    MAIN,
+    'serve',
+    '--host',
+    '127.0.0.1',
+    '--port',
+    '0',
+    '--data-dir',
+    dataDir,
+  ]);
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
   const login = await new Promise<string>((resolve, reject) => {
     const body = JSON.stringify({ username: 'bench@example.com', password: 'bench-pw' });
-    const req = request({ host: '127.0.0.1', port, path: '/api/auth/login', method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
-      let text = '';
-      res.on('data', (c: Buffer) => { text += c.toString(); });
-      res.on('end', () => (res.statusCode === 200 ? resolve((JSON.parse(text) as { token: string }).token) : reject(new Error(`login ${res.statusCode} ${text}`))));
-    });
+    const req = request(
+      {
+        host: '127.0.0.1',
+        port,
+        path: '/api/auth/login',
+        method: 'POST',
+        agent,
+        headers: { 'content-type': 'application/json' },
+      },
+      (res) => {
+        let text = '';
+        res.on('data', (c: Buffer) => {
+          text += c.toString();
+        });
+        res.on('end', () =>
+          res.statusCode === 200
+            ? resolve((JSON.parse(text) as { token: string }).token)
+            : reject(new Error(`login ${res.statusCode} ${text}`)),
+        );
+      },
+    );
     req.on('error', reject);
     req.end(body);
   });
   agent.destroy();
   return {
-    name: 'Outpost', proc, port,
+    name: 'Outpost',
+    proc,
+    port,
     wsUrl: () => `ws://127.0.0.1:${port}/api/ws/plugins/telemetry?token=${login}`,
-    subscribe: (i) => JSON.stringify({ tsSubCmds: [{ entityType: 'DEVICE', entityId: devs[i % devs.length]?.id, keys: 't', scope: 'LATEST_TELEMETRY', cmdId: 1 }] }),
-    write: (d, ts, seq) => ({ path: `/api/v1/${devs[d]?.token}/telemetry`, body: `{"ts":${ts},"values":{"t":${seq}}}` }),
+    subscribe: (i) =>
+      JSON.stringify({
+        tsSubCmds: [
+          { entityType: 'DEVICE', entityId: devs[i % devs.length]?.id, keys: 't', scope: 'LATEST_TELEMETRY', cmdId: 1 },
+        ],
+      }),
+    write: (d, ts, seq) => ({
+      path: `/api/v1/${devs[d]?.token}/telemetry`,
+      body: `{"ts":${ts},"values":{"t":${seq}}}`,
+    }),
     sentAt: (frame) => {
       const m = /"latestValues":\{"t":(\d+)\}/.exec(frame);
       return m ? Number(m[1]) : undefined;
@@ -158,7 +228,9 @@ async function startOutpost(dataDir: string, devs: Array<{ id: string; token: st
 async function startBaseline(devices: number): Promise<Target> {
   const { proc, port } = await startProcess([SELF, '--baseline-server']);
   return {
-    name: 'bare uWS publish', proc, port,
+    name: 'bare uWS publish',
+    proc,
+    port,
     wsUrl: (i) => `ws://127.0.0.1:${port}/ws?topic=d${i % devices}`,
     subscribe: () => undefined,
     write: (d, ts, seq) => ({ path: `/pub/d${d}`, body: `{"ts":${ts},"values":{"t":${seq}}}` }),
@@ -194,32 +266,44 @@ async function runOnce(target: Target, a: Args): Promise<RunResult> {
   const sockets: WebSocket[] = [];
   // Connect and subscribe all, waiting for each first reply (Outpost) or open (baseline).
   for (let from = 0; from < a.subscribers; from += 100) {
-    await Promise.all(Array.from({ length: Math.min(100, a.subscribers - from) }, (_, k) => new Promise<void>((resolve, reject) => {
-      const i = from + k;
-      const ws = new WebSocket(target.wsUrl(i));
-      sockets.push(ws);
-      const sub = target.subscribe(i);
-      // Outpost answers the subscription first; that frame is not an update.
-      let subscribed = sub === undefined;
-      ws.once('error', reject);
-      ws.on('message', (data) => {
-        if (!subscribed) { subscribed = true; resolve(); return; }
-        const sent = target.sentAt(String(data));
-        if (sent === undefined || !measuring) return;
-        delivered++;
-        if (sent >= measureFrom) latencies.push(Date.now() - sent);
-        onDelivered();
-      });
-      ws.once('open', () => {
-        if (sub === undefined) resolve();
-        else ws.send(sub);
-      });
-    })));
+    await Promise.all(
+      Array.from(
+        { length: Math.min(100, a.subscribers - from) },
+        (_, k) =>
+          new Promise<void>((resolve, reject) => {
+            const i = from + k;
+            const ws = new WebSocket(target.wsUrl(i));
+            sockets.push(ws);
+            const sub = target.subscribe(i);
+            // Outpost answers the subscription first; that frame is not an update.
+            let subscribed = sub === undefined;
+            ws.once('error', reject);
+            ws.on('message', (data) => {
+              if (!subscribed) {
+                subscribed = true;
+                resolve();
+                return;
+              }
+              const sent = target.sentAt(String(data));
+              if (sent === undefined || !measuring) return;
+              delivered++;
+              if (sent >= measureFrom) latencies.push(Date.now() - sent);
+              onDelivered();
+            });
+            ws.once('open', () => {
+              if (sub === undefined) resolve();
+              else ws.send(sub);
+            });
+          }),
+      ),
+    );
   }
   const pid = target.proc.pid as number;
   const rssIdle = rssAnonBytes(pid);
   let rssPeak = rssIdle;
-  const sampler = setInterval(() => { rssPeak = Math.max(rssPeak, rssAnonBytes(pid)); }, 250);
+  const sampler = setInterval(() => {
+    rssPeak = Math.max(rssPeak, rssAnonBytes(pid));
+  }, 250);
 
   // Paced writer: every 10 ms, the writes due by now, round-robin over devices, over 64 keep-alive sockets
   // (concurrent writes share one durable group commit in Outpost).
@@ -235,17 +319,28 @@ async function runOnce(target: Target, a: Args): Promise<RunResult> {
   await new Promise<void>((resolve) => {
     const tick = setInterval(() => {
       const now = Date.now();
-      if (now >= end) { clearInterval(tick); resolve(); return; }
+      if (now >= end) {
+        clearInterval(tick);
+        resolve();
+        return;
+      }
       const due = Math.floor(((now - start) / 1000) * a.rate);
       // Bounded: never more than 2,000 writes in flight, so an overloaded server slows the writer down.
       while (writes < due && inflight.size < 2000) {
         const seq = writes++;
         const sentAt = Date.now();
         const { path, body } = target.write(seq % a.devices, sentAt, seq);
-        const p: Promise<void> = httpPost(agent, target.port, path, body).then(
-          (status) => { if (status !== 200) writeErrors++; if (sentAt >= measureFrom) writeRtts.push(Date.now() - sentAt); },
-          () => { writeErrors++; },
-        ).finally(() => inflight.delete(p));
+        const p: Promise<void> = httpPost(agent, target.port, path, body)
+          .then(
+            (status) => {
+              if (status !== 200) writeErrors++;
+              if (sentAt >= measureFrom) writeRtts.push(Date.now() - sentAt);
+            },
+            () => {
+              writeErrors++;
+            },
+          )
+          .finally(() => inflight.delete(p));
         inflight.add(p);
       }
     }, 10);
@@ -257,7 +352,12 @@ async function runOnce(target: Target, a: Args): Promise<RunResult> {
   if (delivered < expected) {
     await new Promise<void>((resolve) => {
       const timer = setTimeout(resolve, 3000);
-      onDelivered = () => { if (delivered >= expected) { clearTimeout(timer); resolve(); } };
+      onDelivered = () => {
+        if (delivered >= expected) {
+          clearTimeout(timer);
+          resolve();
+        }
+      };
     });
   }
   const elapsed = (Date.now() - start) / 1000;
@@ -270,8 +370,16 @@ async function runOnce(target: Target, a: Args): Promise<RunResult> {
   writeRtts.sort((x, y) => x - y);
   return {
     writeP99: quantile(writeRtts, 0.99),
-    writes, writeErrors, expected, delivered, updatesPerSec: delivered / elapsed,
-    p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99), max: latencies[latencies.length - 1] ?? NaN, rssIdle, rssPeak,
+    writes,
+    writeErrors,
+    expected,
+    delivered,
+    updatesPerSec: delivered / elapsed,
+    p50: quantile(latencies, 0.5),
+    p99: quantile(latencies, 0.99),
+    max: latencies[latencies.length - 1] ?? NaN,
+    rssIdle,
+    rssPeak,
   };
 }
 
@@ -287,15 +395,21 @@ async function main(): Promise<void> {
     baseline.proc.kill(signal);
     rmSync(dataDir, { recursive: true, force: true });
   };
-  for (const sig of ['SIGINT', 'SIGTERM'] as const) process.once(sig, () => { cleanup('SIGKILL'); process.exit(130); });
+  for (const sig of ['SIGINT', 'SIGTERM'] as const)
+    process.once(sig, () => {
+      cleanup('SIGKILL');
+      process.exit(130);
+    });
   const results: Record<string, RunResult[]> = { [baseline.name]: [], [outpost.name]: [] };
   try {
     for (let r = 0; r < a.rounds; r++) {
       for (const target of [baseline, outpost]) {
         const res = await runOnce(target, a);
         (results[target.name] as RunResult[]).push(res);
-        process.stderr.write(`round ${r + 1} ${target.name}: ${res.writes} writes, ${res.delivered}/${res.expected} delivered, ` +
-          `p99 ${res.p99} ms, RssAnon peak ${(res.rssPeak / MB).toFixed(1)} MB\n`);
+        process.stderr.write(
+          `round ${r + 1} ${target.name}: ${res.writes} writes, ${res.delivered}/${res.expected} delivered, ` +
+            `p99 ${res.p99} ms, RssAnon peak ${(res.rssPeak / MB).toFixed(1)} MB\n`,
+        );
       }
     }
   } finally {
@@ -315,8 +429,10 @@ async function main(): Promise<void> {
     ['server RssAnon idle (MB)', (r) => r.rssIdle / MB, (v) => v.toFixed(1)],
     ['server RssAnon peak (MB)', (r) => r.rssPeak / MB, (v) => v.toFixed(1)],
   ];
-  console.log(`${a.subscribers} subscribers on ${a.devices} devices, ${a.rate} writes/s for ${a.seconds} s, ${a.rounds} rounds (medians); ` +
-    `data dir under ${a.dir}; Node ${process.version}\n`);
+  console.log(
+    `${a.subscribers} subscribers on ${a.devices} devices, ${a.rate} writes/s for ${a.seconds} s, ${a.rounds} rounds (medians); ` +
+      `data dir under ${a.dir}; Node ${process.version}\n`,
+  );
   console.log(`| metric | ${baseline.name} (baseline) | Outpost | Outpost / baseline |`);
   console.log('|---|---:|---:|---:|');
   for (const [name, f, fmt] of rows) {

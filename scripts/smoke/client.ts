@@ -101,7 +101,14 @@ function rssAnonKb(pid: number): number {
 }
 
 /** `connections` loops posting a 10-key body for `seconds`; samples the daemon's RssAnon every 200 ms. */
-async function load(url: string, token: string, seconds: number, connections: number, pid: number, guest32: boolean): Promise<void> {
+async function load(
+  url: string,
+  token: string,
+  seconds: number,
+  connections: number,
+  pid: number,
+  guest32: boolean,
+): Promise<void> {
   const end = performance.now() + seconds * 1000;
   let posts = 0;
   let maxRss = rssAnonKb(pid);
@@ -125,7 +132,15 @@ async function load(url: string, token: string, seconds: number, connections: nu
   await Promise.all(Array.from({ length: connections }, (_, c) => worker(c)));
   clearInterval(sampler);
   sample();
-  console.log(JSON.stringify({ posts, postsPerSec: Math.round(posts / seconds), points: posts * 10, maxRssAnonKb: maxRss, maxGuestAnonKb: maxGuest }));
+  console.log(
+    JSON.stringify({
+      posts,
+      postsPerSec: Math.round(posts / seconds),
+      points: posts * 10,
+      maxRssAnonKb: maxRss,
+      maxGuestAnonKb: maxGuest,
+    }),
+  );
 }
 
 const [cmd, ...a] = process.argv.slice(2);
@@ -133,5 +148,6 @@ const [a0 = '', a1 = '', a2 = '', a3 = '', a4 = ''] = a;
 if (cmd === 'write' && a.length === 5) await write(a0, a1, a2, a3, a4);
 else if (cmd === 'verify' && a.length === 4) await verify(a0, a1, a2, a3);
 else if (cmd === 'rss' && a.length === 2) console.log(JSON.stringify(anonKb(Number(a[0]), a[1] === 'guest32')));
-else if (cmd === 'load' && a.length === 6) await load(a0, a1, Number(a[2]), Number(a[3]), Number(a[4]), a[5] === 'guest32');
+else if (cmd === 'load' && a.length === 6)
+  await load(a0, a1, Number(a[2]), Number(a[3]), Number(a[4]), a[5] === 'guest32');
 else fail('usage: client.js write|verify|load ... (see the header of scripts/smoke/client.ts)');

@@ -29,7 +29,10 @@ export interface Principal {
   readonly ticket?: true;
 }
 
-export interface TokenPair { readonly token: string; readonly refreshToken: string }
+export interface TokenPair {
+  readonly token: string;
+  readonly refreshToken: string;
+}
 
 export type AccessOp = 'read' | 'write';
 
@@ -59,7 +62,10 @@ export class AuthService {
   async login(username: string, password: string): Promise<TokenPair> {
     const user = typeof username === 'string' ? this.entities.userByEmail(username) : undefined;
     // Hash even for unknown users so timing does not reveal which emails exist.
-    const ok = await verifyPassword(typeof password === 'string' ? password : '', user?.passwordHash ?? 'scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAA==$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=');
+    const ok = await verifyPassword(
+      typeof password === 'string' ? password : '',
+      user?.passwordHash ?? 'scrypt$16384$8$1$AAAAAAAAAAAAAAAAAAAAAA==$AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=',
+    );
     if (!user || !ok) throw new OutpostError('BAD_CREDENTIALS');
     if (!user.enabled) throw new OutpostError('AUTH_FAILED', 'User account is not active');
     return this.issue(user);
@@ -69,13 +75,30 @@ export class AuthService {
     const iat = Math.floor(this.now() / 1000);
     const sessionId = randomUUID();
     const claims: AccessClaims = {
-      sub: user.email, userId: user.id, scopes: [user.authority], sessionId, enabled: user.enabled, isPublic: false,
-      tenantId: user.tenantId, customerId: user.customerId, firstName: user.firstName, lastName: user.lastName,
-      iss: this.config.auth.issuer, iat, exp: iat + this.config.auth.accessTokenTtlSec,
+      sub: user.email,
+      userId: user.id,
+      scopes: [user.authority],
+      sessionId,
+      enabled: user.enabled,
+      isPublic: false,
+      tenantId: user.tenantId,
+      customerId: user.customerId,
+      firstName: user.firstName,
+      lastName: user.lastName,
+      iss: this.config.auth.issuer,
+      iat,
+      exp: iat + this.config.auth.accessTokenTtlSec,
     };
     const refresh = {
-      sub: user.email, userId: user.id, scopes: ['REFRESH_TOKEN'], sessionId, isPublic: false, jti: randomUUID(),
-      iss: this.config.auth.issuer, iat, exp: iat + this.config.auth.refreshTokenTtlSec,
+      sub: user.email,
+      userId: user.id,
+      scopes: ['REFRESH_TOKEN'],
+      sessionId,
+      isPublic: false,
+      jti: randomUUID(),
+      iss: this.config.auth.issuer,
+      iat,
+      exp: iat + this.config.auth.refreshTokenTtlSec,
     };
     return { token: signJwt(claims, this.key), refreshToken: signJwt(refresh, this.key) };
   }
@@ -120,7 +143,9 @@ export class AuthService {
     const last = header.charCodeAt(header.length - 1);
     const first = header.charCodeAt(7);
     // trim() only when there is something to trim (it copies)
-    return this.authenticateToken(first > 32 && first < 127 && last > 32 && last < 127 ? header.slice(7) : header.slice(7).trim());
+    return this.authenticateToken(
+      first > 32 && first < 127 && last > 32 && last < 127 ? header.slice(7) : header.slice(7).trim(),
+    );
   }
 
   authenticateToken(token: string): Principal {
@@ -150,8 +175,14 @@ export class AuthService {
     const user = this.entities.user(c.userId);
     if (!user?.enabled || this.isRevoked(c.sessionId)) throw new OutpostError('TOKEN_EXPIRED');
     return {
-      userId: c.userId, email: c.sub, authority, tenantId: c.tenantId, customerId: c.customerId,
-      sessionId: c.sessionId, exp: c.exp, iat: c.iat,
+      userId: c.userId,
+      email: c.sub,
+      authority,
+      tenantId: c.tenantId,
+      customerId: c.customerId,
+      sessionId: c.sessionId,
+      exp: c.exp,
+      iat: c.iat,
     };
   }
 
@@ -171,12 +202,23 @@ export class AuthService {
     let customerId: string = NULL_UUID;
     if (c.scopes[0] === 'CUSTOMER_USER') {
       const customer = this.entities.findCustomer(c.customerId ?? '');
-      if (!customer) throw new OutpostError('AUTH_FAILED', `the ticket's customer "${c.customerId ?? ''}" is not known on this gateway`);
+      if (!customer)
+        throw new OutpostError(
+          'AUTH_FAILED',
+          `the ticket's customer "${c.customerId ?? ''}" is not known on this gateway`,
+        );
       customerId = customer.id;
     }
     return {
-      userId: c.jti, email: c.sub, authority: c.scopes[0], tenantId: tenant.id, customerId,
-      sessionId: c.jti, exp: c.exp, iat: c.iat, ticket: true,
+      userId: c.jti,
+      email: c.sub,
+      authority: c.scopes[0],
+      tenantId: tenant.id,
+      customerId,
+      sessionId: c.jti,
+      exp: c.exp,
+      iat: c.iat,
+      ticket: true,
     };
   }
 

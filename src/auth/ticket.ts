@@ -46,11 +46,16 @@ export interface IssueRequest {
 }
 
 export function issueTicket(secretKey: Buffer, r: IssueRequest): string {
-  if (!(r.ttlSec > 0 && r.ttlSec <= MAX_TICKET_TTL_SEC)) throw new Error(`ticket ttl must be between 1 s and 7 days, got ${r.ttlSec} s`);
+  if (!(r.ttlSec > 0 && r.ttlSec <= MAX_TICKET_TTL_SEC))
+    throw new Error(`ticket ttl must be between 1 s and 7 days, got ${r.ttlSec} s`);
   if (r.authority === 'CUSTOMER_USER' && !r.customer) throw new Error('a CUSTOMER_USER ticket needs --customer');
   const claims: TicketClaims = {
-    sub: r.email, scopes: [r.authority], ...(r.authority === 'CUSTOMER_USER' ? { customerId: r.customer } : {}),
-    iat: r.nowSec, exp: r.nowSec + r.ttlSec, jti: randomUUID(),
+    sub: r.email,
+    scopes: [r.authority],
+    ...(r.authority === 'CUSTOMER_USER' ? { customerId: r.customer } : {}),
+    iat: r.nowSec,
+    exp: r.nowSec + r.ttlSec,
+    jti: randomUUID(),
   };
   const signingInput = `${TICKET_HEADER}.${Buffer.from(JSON.stringify(claims)).toString('base64url')}`;
   const sig = nacl.sign.detached(Buffer.from(signingInput), new Uint8Array(secretKey));
@@ -76,8 +81,14 @@ export function verifyTicket(token: string, trusted: readonly Uint8Array[], nowS
     return { ok: false, reason: 'malformed' };
   }
   const authority = c.scopes?.[0];
-  if (typeof c.sub !== 'string' || (authority !== 'TENANT_ADMIN' && authority !== 'CUSTOMER_USER') || typeof c.jti !== 'string'
-    || typeof c.iat !== 'number' || typeof c.exp !== 'number' || (authority === 'CUSTOMER_USER' && typeof c.customerId !== 'string')) {
+  if (
+    typeof c.sub !== 'string' ||
+    (authority !== 'TENANT_ADMIN' && authority !== 'CUSTOMER_USER') ||
+    typeof c.jti !== 'string' ||
+    typeof c.iat !== 'number' ||
+    typeof c.exp !== 'number' ||
+    (authority === 'CUSTOMER_USER' && typeof c.customerId !== 'string')
+  ) {
     return { ok: false, reason: 'malformed' };
   }
   // a ticket signed for longer than 7 days (the most a ticket may live) is refused whoever signed it

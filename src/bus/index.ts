@@ -46,7 +46,10 @@ type Listener<T> = (event: T) => void;
 
 export class EventBus {
   private readonly listeners: { [K in keyof BusEvents]: Set<Listener<BusEvents[K]>> } = {
-    telemetry: new Set(), telemetryDeleted: new Set(), attributes: new Set(), entityDeleted: new Set(),
+    telemetry: new Set(),
+    telemetryDeleted: new Set(),
+    attributes: new Set(),
+    entityDeleted: new Set(),
   };
 
   constructor(private readonly log: (msg: string) => void = () => undefined) {}

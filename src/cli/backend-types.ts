@@ -16,7 +16,10 @@ export interface DeviceRow {
   readonly lastActivityTs: EpochMs | null;
 }
 
-export interface DeviceRef { readonly id: string; readonly name: string }
+export interface DeviceRef {
+  readonly id: string;
+  readonly name: string;
+}
 
 export interface HistoryQuery {
   readonly startTs: EpochMs;
@@ -28,7 +31,11 @@ export interface HistoryQuery {
   readonly order?: 'ASC' | 'DESC' | undefined;
 }
 
-export interface TailPoint { readonly ts: EpochMs; readonly key: string; readonly value: string }
+export interface TailPoint {
+  readonly ts: EpochMs;
+  readonly key: string;
+  readonly value: string;
+}
 
 export type AttributeScopeArg = 'client' | 'shared' | 'server';
 
@@ -44,18 +51,40 @@ export interface Backend {
   /** REST `values/timeseries` history text, orderBy ASC */
   history(deviceId: string, keys: readonly string[], q: HistoryQuery): Promise<string>;
   /** REST `/api/download/deviceSeriesData` bytes, chunk by chunk; `write` is awaited */
-  exportCsv(deviceId: string, type: 'ts' | 'ds', start: number, end: number, write: (chunk: Buffer) => Promise<void>): Promise<void>;
+  exportCsv(
+    deviceId: string,
+    type: 'ts' | 'ds',
+    start: number,
+    end: number,
+    write: (chunk: Buffer) => Promise<void>,
+  ): Promise<void>;
   /** REST `values/attributes[/{scope}]` text */
   attributes(deviceId: string, scope: AttributeScopeArg | undefined): Promise<string>;
   /** the device's reply (two-way) or '' (one-way) */
-  rpc(deviceId: string, method: string, paramsJson: string, oneway: boolean, timeoutMs: number | undefined): Promise<string>;
+  rpc(
+    deviceId: string,
+    method: string,
+    paramsJson: string,
+    oneway: boolean,
+    timeoutMs: number | undefined,
+  ): Promise<string>;
   /** calls `onPoint` for each point stored from now on, until `signal` aborts; `onReady` once it is watching */
-  tail(deviceId: string, keys: readonly string[] | undefined, onPoint: (p: TailPoint) => void, signal: AbortSignal, onReady?: () => void): Promise<void>;
+  tail(
+    deviceId: string,
+    keys: readonly string[] | undefined,
+    onPoint: (p: TailPoint) => void,
+    signal: AbortSignal,
+    onReady?: () => void,
+  ): Promise<void>;
   status(): Promise<StatusJson>;
   close(): Promise<void>;
 }
 
-export const SCOPE_PARAM: Readonly<Record<AttributeScopeArg, string>> = { client: 'CLIENT_SCOPE', shared: 'SHARED_SCOPE', server: 'SERVER_SCOPE' };
+export const SCOPE_PARAM: Readonly<Record<AttributeScopeArg, string>> = {
+  client: 'CLIENT_SCOPE',
+  shared: 'SHARED_SCOPE',
+  server: 'SERVER_SCOPE',
+};
 
 /** both modes list devices in this order, so `devices --json` is the same bytes */
 export function byName(a: { name: string }, b: { name: string }): number {

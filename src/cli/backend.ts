@@ -9,7 +9,15 @@ import { CliError } from './errors.js';
 import { readCurrentUrl } from './session.js';
 import { unknownDevice } from './suggest.js';
 
-export type { AttributeScopeArg, Backend, DeviceRef, DeviceRow, HistoryQuery, ModeOptions, TailPoint } from './backend-types.js';
+export type {
+  AttributeScopeArg,
+  Backend,
+  DeviceRef,
+  DeviceRow,
+  HistoryQuery,
+  ModeOptions,
+  TailPoint,
+} from './backend-types.js';
 export { SCOPE_PARAM, byName } from './backend-types.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
@@ -17,10 +25,16 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 /** A device by id or name (exact, then case-insensitive); else an error naming the nearest names. */
 export async function resolveDevice(b: Backend, ref: string): Promise<DeviceRef> {
   const refs = await b.deviceRefs();
-  const hit = refs.find((d) => d.id === ref || d.name === ref)
-    ?? (UUID.test(ref) ? undefined : refs.find((d) => d.name.toLowerCase() === ref.toLowerCase()));
+  const hit =
+    refs.find((d) => d.id === ref || d.name === ref) ??
+    (UUID.test(ref) ? undefined : refs.find((d) => d.name.toLowerCase() === ref.toLowerCase()));
   if (hit) return hit;
-  throw new CliError(unknownDevice(ref, refs.map((d) => d.name)));
+  throw new CliError(
+    unknownDevice(
+      ref,
+      refs.map((d) => d.name),
+    ),
+  );
 }
 
 /**
@@ -28,8 +42,11 @@ export async function resolveDevice(b: Backend, ref: string): Promise<DeviceRef>
  * else remote to the gateway logged in to last; else local (./data).
  */
 export async function openBackend(o: ModeOptions): Promise<Backend> {
-  const url = o.url ?? (o.dataDir !== undefined ? undefined
-    : process.env['OUTPOST_URL'] || (process.env['OUTPOST_DATA_DIR'] ? undefined : readCurrentUrl()));
+  const url =
+    o.url ??
+    (o.dataDir !== undefined
+      ? undefined
+      : process.env['OUTPOST_URL'] || (process.env['OUTPOST_DATA_DIR'] ? undefined : readCurrentUrl()));
   if (url !== undefined && url !== '') {
     const { RemoteBackend } = await import('./remote.js');
     return RemoteBackend.open(url);

@@ -6,7 +6,10 @@
 import type { EpochMs } from '../types.js';
 import { shortTime } from './format.js';
 
-export interface NumPoint { readonly ts: EpochMs; readonly v: number }
+export interface NumPoint {
+  readonly ts: EpochMs;
+  readonly v: number;
+}
 
 /** The number a REST value string stands for: numbers and booleans (1/0); other values are not charted. */
 export function numericValue(value: unknown): number | undefined {
@@ -28,11 +31,17 @@ export function axisLabel(v: number): string {
 }
 
 // braille dot bits by [column][row] within a cell (Unicode U+2800 block)
-const DOT: ReadonlyArray<readonly number[]> = [[0x01, 0x02, 0x04, 0x40], [0x08, 0x10, 0x20, 0x80]];
+const DOT: ReadonlyArray<readonly number[]> = [
+  [0x01, 0x02, 0x04, 0x40],
+  [0x08, 0x10, 0x20, 0x80],
+];
 
 class Canvas {
   private readonly cells: Uint8Array;
-  constructor(readonly cols: number, readonly rows: number) {
+  constructor(
+    readonly cols: number,
+    readonly rows: number,
+  ) {
     this.cells = new Uint8Array(cols * rows);
   }
 
@@ -52,8 +61,14 @@ class Canvas {
       this.set(x0, y0);
       if (x0 === x1 && y0 === y1) return;
       const e2 = 2 * err;
-      if (e2 >= dy) { err += dy; x0 += sx; }
-      if (e2 <= dx) { err += dx; y0 += sy; }
+      if (e2 >= dy) {
+        err += dy;
+        x0 += sx;
+      }
+      if (e2 <= dx) {
+        err += dx;
+        y0 += sy;
+      }
     }
   }
 
@@ -95,7 +110,8 @@ export function lineChart(title: string, points: readonly NumPoint[], o: ChartOp
   const yDots = o.height * 4 - 1;
   const span = Math.max(1, o.to - o.from);
   const xOf = (ts: number): number => Math.round(((ts - o.from) / span) * xDots);
-  const yOf = (v: number): number => (max === min ? Math.round(yDots / 2) : yDots - Math.round(((v - min) / (max - min)) * yDots));
+  const yOf = (v: number): number =>
+    max === min ? Math.round(yDots / 2) : yDots - Math.round(((v - min) / (max - min)) * yDots);
   let prev: [number, number] | undefined;
   for (const p of points) {
     const xy: [number, number] = [xOf(p.ts), yOf(p.v)];
@@ -103,7 +119,9 @@ export function lineChart(title: string, points: readonly NumPoint[], o: ChartOp
     else canvas.set(xy[0], xy[1]);
     prev = xy;
   }
-  const out = [`${title}  min ${axisLabel(min)}  max ${axisLabel(max)}  (${points.length} point${points.length === 1 ? '' : 's'})`];
+  const out = [
+    `${title}  min ${axisLabel(min)}  max ${axisLabel(max)}  (${points.length} point${points.length === 1 ? '' : 's'})`,
+  ];
   for (let r = 0; r < o.height; r++) {
     const label = r === 0 ? top : r === o.height - 1 ? bottom : '';
     out.push(`${label.padStart(labelW)} ${r === 0 || r === o.height - 1 ? '┤' : '│'}${canvas.row(r)}`);
@@ -122,7 +140,14 @@ function timeAxis(from: EpochMs, to: EpochMs, cols: number): string {
   for (let i = 0; i <= slots; i++) {
     const ts = from + ((to - from) * i) / slots;
     const text = shortTime(Math.round(ts), withDate);
-    const at = Math.min(cols - text.length, Math.max(0, Math.round((cols - 1) * (i / slots)) - (i === 0 ? 0 : i === slots ? text.length - 1 : Math.floor(text.length / 2))));
+    const at = Math.min(
+      cols - text.length,
+      Math.max(
+        0,
+        Math.round((cols - 1) * (i / slots)) -
+          (i === 0 ? 0 : i === slots ? text.length - 1 : Math.floor(text.length / 2)),
+      ),
+    );
     for (let j = 0; j < text.length; j++) chars[at + j] = text[j] as string;
   }
   return chars.join('').trimEnd();
@@ -156,7 +181,10 @@ export function sparkline(points: readonly NumPoint[], from: EpochMs, to: EpochM
   if (min === Infinity) return '';
   let s = '';
   for (let i = 0; i < n; i++) {
-    if (counts[i] === 0) { s += ' '; continue; }
+    if (counts[i] === 0) {
+      s += ' ';
+      continue;
+    }
     const m = (sums[i] as number) / (counts[i] as number);
     s += BLOCKS[max === min ? 3 : Math.round(((m - min) / (max - min)) * 7)];
   }

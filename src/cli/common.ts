@@ -9,7 +9,8 @@ import type { ConfigFlags } from '../config/index.js';
 import type { EntityStore } from '../store/entities.js';
 import type { StoreEnv } from '../store/env.js';
 
-export const dataDirOption = (): Option => new Option('--data-dir <dir>', 'data directory (env OUTPOST_DATA_DIR, default ./data)');
+export const dataDirOption = (): Option =>
+  new Option('--data-dir <dir>', 'data directory (env OUTPOST_DATA_DIR, default ./data)');
 export const configOption = (): Option => new Option('--config <file>', 'JSON config file (env OUTPOST_CONFIG)');
 
 /**
@@ -22,13 +23,21 @@ export function commandGroup(program: Command, name: string, description: string
 
 /** Appends a worked example to a command's `--help`. */
 export function example(cmd: Command, ...lines: string[]): Command {
-  return cmd.addHelpText('after', `\nExample${lines.length > 1 ? 's' : ''}:\n${lines.map((l) => `  $ ${l}`).join('\n')}\n`);
+  return cmd.addHelpText(
+    'after',
+    `\nExample${lines.length > 1 ? 's' : ''}:\n${lines.map((l) => `  $ ${l}`).join('\n')}\n`,
+  );
 }
 
 /** The store opened read-write for an admin command (docs/cli.md: usable beside the running daemon). */
-export async function withStore<T>(flags: ConfigFlags, fn: (entities: EntityStore, env: StoreEnv) => Promise<T>): Promise<T> {
+export async function withStore<T>(
+  flags: ConfigFlags,
+  fn: (entities: EntityStore, env: StoreEnv) => Promise<T>,
+): Promise<T> {
   const [{ loadConfig }, { openStoreEnv }, { EntityStore: Entities }] = await Promise.all([
-    import('../config/index.js'), import('../store/env.js'), import('../store/entities.js'),
+    import('../config/index.js'),
+    import('../store/env.js'),
+    import('../store/entities.js'),
   ]);
   const config = loadConfig(flags);
   const env = openStoreEnv({ dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes });

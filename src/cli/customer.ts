@@ -16,13 +16,17 @@ export function customerIdOf(entities: EntityStore, ref: string | undefined): Cu
 
 export function registerCustomer(program: Command): void {
   const customer = commandGroup(program, 'customer', 'manage customers');
-  example(customer.command('add')
-    .description('create a customer')
-    .requiredOption('--title <title>')
-    .addOption(dataDirOption())
-    .addOption(configOption())
-    .action(async (opts: ConfigFlags & { title: string }) => {
-      const c = await withStore(opts, (entities) => entities.createCustomer(opts.title));
-      console.log(JSON.stringify({ id: c.id, title: c.title }));
-    }), 'outpost customer add --title "Acme Water"');
+  example(
+    customer
+      .command('add')
+      .description('create a customer')
+      .requiredOption('--title <title>')
+      .addOption(dataDirOption())
+      .addOption(configOption())
+      .action(async (opts: ConfigFlags & { title: string }) => {
+        const c = await withStore(opts, (entities) => entities.createCustomer(opts.title));
+        console.log(JSON.stringify({ id: c.id, title: c.title }));
+      }),
+    'outpost customer add --title "Acme Water"',
+  );
 }

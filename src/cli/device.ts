@@ -10,30 +10,48 @@ import { customerIdOf } from './customer.js';
 
 export function registerDevice(program: Command): void {
   const device = commandGroup(program, 'device', 'manage devices');
-  example(device.command('add')
-    .description('create a device with an access token')
-    .requiredOption('--name <name>')
-    .option('--type <type>', 'device type', 'default')
-    .option('--token <token>', 'access token (default: 20 random alphanumerics)')
-    .option('--customer <idOrTitle>', 'assign to this customer')
-    .option('--upstream-token <token>', 'its access token on the upstream ThingsBoard (sync.url, docs/sync.md)')
-    .option('--gateway', 'a gateway: may publish for sub-devices over the MQTT Gateway API (v1/gateway/*)')
-    .addOption(dataDirOption())
-    .addOption(configOption())
-    .action(async (opts: ConfigFlags & { name: string; type: string; token?: string; customer?: string; upstreamToken?: string; gateway?: boolean }) => {
-      const d = await withStore(opts, async (entities, env) => {
-        const created = await entities.createDevice({
-          name: opts.name, type: opts.type, token: opts.token, customerId: customerIdOf(entities, opts.customer) ?? NULL_UUID,
-          gateway: opts.gateway === true,
-        });
-        if (opts.upstreamToken !== undefined) {
-          const { setUpstreamToken } = await import('./upstream.js');
-          await setUpstreamToken(env, created.id, opts.upstreamToken);
-        }
-        return created;
-      });
-      console.log(JSON.stringify({ id: d.id, name: d.name, token: d.token }));
-    }), 'outpost device add --name pump-1 --type pump --customer "Acme Water"',
+  example(
+    device
+      .command('add')
+      .description('create a device with an access token')
+      .requiredOption('--name <name>')
+      .option('--type <type>', 'device type', 'default')
+      .option('--token <token>', 'access token (default: 20 random alphanumerics)')
+      .option('--customer <idOrTitle>', 'assign to this customer')
+      .option('--upstream-token <token>', 'its access token on the upstream ThingsBoard (sync.url, docs/sync.md)')
+      .option('--gateway', 'a gateway: may publish for sub-devices over the MQTT Gateway API (v1/gateway/*)')
+      .addOption(dataDirOption())
+      .addOption(configOption())
+      .action(
+        async (
+          opts: ConfigFlags & {
+            name: string;
+            type: string;
+            token?: string;
+            customer?: string;
+            upstreamToken?: string;
+            gateway?: boolean;
+          },
+        ) => {
+          const d = await withStore(opts, async (entities, env) => {
+            const created = await entities.createDevice({
+              name: opts.name,
+              type: opts.type,
+              token: opts.token,
+              customerId: customerIdOf(entities, opts.customer) ?? NULL_UUID,
+              gateway: opts.gateway === true,
+            });
+            if (opts.upstreamToken !== undefined) {
+              const { setUpstreamToken } = await import('./upstream.js');
+              await setUpstreamToken(env, created.id, opts.upstreamToken);
+            }
+            return created;
+          });
+          console.log(JSON.stringify({ id: d.id, name: d.name, token: d.token }));
+        },
+      ),
+    'outpost device add --name pump-1 --type pump --customer "Acme Water"',
     'outpost device add --name pump-2 --upstream-token UPSTREAM_TOKEN_OF_PUMP_2',
-    'outpost device add --name modbus-gw --gateway');
+    'outpost device add --name modbus-gw --gateway',
+  );
 }

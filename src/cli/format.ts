@@ -43,8 +43,10 @@ export function duration(sec: number): string {
 export function localTime(ts: EpochMs): string {
   const d = new Date(ts);
   const ms = d.getMilliseconds();
-  return `${d.getFullYear()}-${pad2(d.getMonth() + 1)}-${pad2(d.getDate())} ${pad2(d.getHours())}:${pad2(d.getMinutes())}:${pad2(d.getSeconds())}` +
-    (ms === 0 ? '' : `.${String(ms).padStart(3, '0')}`);
+  return (
+    `${d.getFullYear()}-${pad2(d.getMonth() + 1)}-${pad2(d.getDate())} ${pad2(d.getHours())}:${pad2(d.getMinutes())}:${pad2(d.getSeconds())}` +
+    (ms === 0 ? '' : `.${String(ms).padStart(3, '0')}`)
+  );
 }
 
 /** `14:03` (or `11-24 14:03` when `withDate`), for chart axes. */
@@ -71,7 +73,13 @@ function cut(s: string, width: number): string {
  * An aligned table no wider than `width`: when it does not fit, the widest column is shortened (with `…`)
  * until it does. `align` per column, 'r' for numbers.
  */
-export function table(headers: readonly string[], rows: ReadonlyArray<readonly string[]>, width: number, align: ReadonlyArray<'l' | 'r'> = [], st: Style = PLAIN): string {
+export function table(
+  headers: readonly string[],
+  rows: ReadonlyArray<readonly string[]>,
+  width: number,
+  align: ReadonlyArray<'l' | 'r'> = [],
+  st: Style = PLAIN,
+): string {
   const n = headers.length;
   const widths = headers.map((h, i) => Math.max(displayWidth(h), ...rows.map((r) => displayWidth(r[i] ?? ''))));
   const total = (): number => widths.reduce((a, b) => a + b, 0) + 2 * (n - 1);
@@ -80,11 +88,15 @@ export function table(headers: readonly string[], rows: ReadonlyArray<readonly s
     if ((widths[widest] as number) <= 4) break;
     widths[widest] = (widths[widest] as number) - 1;
   }
-  const line = (cells: readonly string[]): string => cells.map((c, i) => {
-    const w = widths[i] as number;
-    const text = cut(c, w);
-    const gap = ' '.repeat(Math.max(0, w - displayWidth(text)));
-    return align[i] === 'r' ? gap + text : i === n - 1 ? text : text + gap;
-  }).join('  ').trimEnd();
+  const line = (cells: readonly string[]): string =>
+    cells
+      .map((c, i) => {
+        const w = widths[i] as number;
+        const text = cut(c, w);
+        const gap = ' '.repeat(Math.max(0, w - displayWidth(text)));
+        return align[i] === 'r' ? gap + text : i === n - 1 ? text : text + gap;
+      })
+      .join('  ')
+      .trimEnd();
   return [st.bold(line(headers)), ...rows.map(line)].join('\n');
 }

@@ -18,7 +18,10 @@ export const COMMAND_GROUPS: Readonly<Record<string, readonly Loader[]>> = {
   serve: [() => import('./serve.js').then((m) => m.registerServe)],
   user: [() => import('./user.js').then((m) => m.registerUser)],
   customer: [() => import('./customer.js').then((m) => m.registerCustomer)],
-  device: [() => import('./device.js').then((m) => m.registerDevice), () => import('./upstream.js').then((m) => m.registerUpstream)],
+  device: [
+    () => import('./device.js').then((m) => m.registerDevice),
+    () => import('./upstream.js').then((m) => m.registerUpstream),
+  ],
   login: [() => import('./login.js').then((m) => m.registerLogin)],
   logout: [() => import('./login.js').then((m) => m.registerLogin)],
   devices: [() => import('./read.js').then((m) => m.registerRead)],
@@ -50,7 +53,8 @@ export async function buildCli(argv: readonly string[] = []): Promise<Command> {
 
 /** package.json's version; dist/src/cli/index.js is three levels below it */
 function packageVersion(): string {
-  return (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+  return (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string })
+    .version;
 }
 
 export async function runCli(argv: string[]): Promise<void> {

@@ -19,7 +19,15 @@ import { LmdbTimeseriesStore } from '../store/series/store.js';
 import type { StatusJson } from '../status/index.js';
 import { NULL_UUID } from '../types.js';
 import {
-  type AttributeScopeArg, type Backend, byName, type DeviceRef, type DeviceRow, type HistoryQuery, type ModeOptions, SCOPE_PARAM, type TailPoint,
+  type AttributeScopeArg,
+  type Backend,
+  byName,
+  type DeviceRef,
+  type DeviceRow,
+  type HistoryQuery,
+  type ModeOptions,
+  SCOPE_PARAM,
+  type TailPoint,
 } from './backend-types.js';
 import { CliError } from './errors.js';
 
@@ -28,28 +36,43 @@ const TAIL_MIN_GAP_MS = 250;
 
 export class LocalBackend implements Backend {
   readonly mode = 'local';
-  get where(): string { return `data dir ${this.config.dataDir}`; }
+  get where(): string {
+    return `data dir ${this.config.dataDir}`;
+  }
   private readonly dict: Dictionary;
   private readonly entities: EntityStore;
   private readonly timeseries: LmdbTimeseriesStore;
 
-  private constructor(private readonly config: Readonly<Config>, private readonly env: StoreEnv) {
+  private constructor(
+    private readonly config: Readonly<Config>,
+    private readonly env: StoreEnv,
+  ) {
     // what `latest` needs is imported up front; the rest per command (`outpost latest` is timed: bench:cli)
     const dict = new Dictionary(env);
     this.dict = dict;
     this.entities = new EntityStore(env);
     this.timeseries = new LmdbTimeseriesStore(env, dict, {
-      windowMs: config.store.chunkWindowMs, headWindowMs: config.store.headWindowMs,
-      tiersMs: config.downsample.tiersMs, tierRetentionMs: config.downsample.tierRetentionMs,
-      readCacheBytes: config.query.readCacheBytes, stepBudgetMs: config.downsample.stepBudgetMs,
+      windowMs: config.store.chunkWindowMs,
+      headWindowMs: config.store.headWindowMs,
+      tiersMs: config.downsample.tiersMs,
+      tierRetentionMs: config.downsample.tierRetentionMs,
+      readCacheBytes: config.query.readCacheBytes,
+      stepBudgetMs: config.downsample.stepBudgetMs,
     });
   }
 
   static async open(o: ModeOptions): Promise<LocalBackend> {
     const config = loadConfig({ dataDir: o.dataDir, config: o.config });
     let statOk = true;
-    try { statSync(join(config.dataDir, 'outpost.mdb')); } catch { statOk = false; }
-    if (!statOk) throw new CliError(`no store in ${config.dataDir}: give --data-dir (or OUTPOST_DATA_DIR), or --url for a remote gateway`);
+    try {
+      statSync(join(config.dataDir, 'outpost.mdb'));
+    } catch {
+      statOk = false;
+    }
+    if (!statOk)
+      throw new CliError(
+        `no store in ${config.dataDir}: give --data-dir (or OUTPOST_DATA_DIR), or --url for a remote gateway`,
+      );
     const env = openStoreEnv({ dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes, readOnly: true });
     // a running daemon keeps recent points in its write-ahead log: it puts them into LMDB for this process
     if (config.store.wal) await awaitLogApplied(env);
@@ -57,14 +80,19 @@ export class LocalBackend implements Backend {
   }
 
   deviceRefs(): Promise<DeviceRef[]> {
-    return Promise.resolve(this.entities.list('DEVICE').map((d) => ({ id: d.id as string, name: d.name })).sort(byName));
+    return Promise.resolve(
+      this.entities
+        .list('DEVICE')
+        .map((d) => ({ id: d.id as string, name: d.name }))
+        .sort(byName),
+    );
   }
 
   devices(): Promise<DeviceRow[]> {
     const rows = this.entities.list('DEVICE').map((d): DeviceRow => {
       let last: number | null = null;
       for (const p of this.timeseries.latest(d.id).values()) if (last === null || p.ts > last) last = p.ts;
-      const customer = d.customerId === NULL_UUID ? null : this.entities.customer(d.customerId)?.title ?? null;
+      const customer = d.customerId === NULL_UUID ? null : (this.entities.customer(d.customerId)?.title ?? null);
       return { id: d.id, name: d.name, type: d.type, customer, lastActivityTs: last };
     });
     return Promise.resolve(rows.sort(byName));
@@ -75,25 +103,44 @@ export class LocalBackend implements Backend {
   }
 
   history(deviceId: string, keys: readonly string[], q: HistoryQuery): Promise<string> {
-    const series = queryHistory(this.timeseries, deviceId, keys, { ...q, orderBy: q.order ?? 'ASC' }, this.config.query);
+    const series = queryHistory(
+      this.timeseries,
+      deviceId,
+      keys,
+      { ...q, orderBy: q.order ?? 'ASC' },
+      this.config.query,
+    );
     return Promise.resolve([...renderHistoryChunks(series, false)].join(''));
   }
 
-  async exportCsv(deviceId: string, type: 'ts' | 'ds', start: number, end: number, write: (chunk: Buffer) => Promise<void>): Promise<void> {
+  async exportCsv(
+    deviceId: string,
+    type: 'ts' | 'ds',
+    start: number,
+    end: number,
+    write: (chunk: Buffer) => Promise<void>,
+  ): Promise<void> {
     const [{ LmdbDepthStore }, { seriesTable }, { wideTableChunks }] = await Promise.all([
-      import('../store/depth.js'), import('../api/download/series.js'), import('../api/download/stream.js'),
+      import('../store/depth.js'),
+      import('../api/download/series.js'),
+      import('../api/download/stream.js'),
     ]);
     const depth = new LmdbDepthStore(this.env, this.dict);
-    const table = seriesTable({ timeseries: this.timeseries, depth, config: this.config }, { deviceId, type, start, end });
+    const table = seriesTable(
+      { timeseries: this.timeseries, depth, config: this.config },
+      { deviceId, type, start, end },
+    );
     // each chunk is a view of one reused buffer: written (and awaited) before the next is made
     for (const chunk of wideTableChunks(table)) await write(chunk);
   }
 
   async attributes(deviceId: string, scope: AttributeScopeArg | undefined): Promise<string> {
     const [{ LmdbAttributeStore }, { EventBus }, { renderAttributeValues }] = await Promise.all([
-      import('../store/attributes.js'), import('../bus/index.js'), import('../query/render.js'),
+      import('../store/attributes.js'),
+      import('../bus/index.js'),
+      import('../query/render.js'),
     ]);
-    const s = scope === undefined ? undefined : SCOPE_PARAM[scope] as AttributeScope;
+    const s = scope === undefined ? undefined : (SCOPE_PARAM[scope] as AttributeScope);
     return renderAttributeValues(new LmdbAttributeStore(this.env, this.dict, new EventBus()).get(deviceId, s));
   }
 
@@ -106,7 +153,13 @@ export class LocalBackend implements Backend {
    * at most every TAIL_MIN_GAP_MS after a change, then the points newer than the last seen per key. Points that
    * arrive with a ts older than the newest already shown are not printed.
    */
-  tail(deviceId: string, keys: readonly string[] | undefined, onPoint: (p: TailPoint) => void, signal: AbortSignal, onReady?: () => void): Promise<void> {
+  tail(
+    deviceId: string,
+    keys: readonly string[] | undefined,
+    onPoint: (p: TailPoint) => void,
+    signal: AbortSignal,
+    onReady?: () => void,
+  ): Promise<void> {
     const seen = new Map<string, number>();
     for (const [k, p] of this.timeseries.latest(deviceId, keys)) seen.set(k, p.ts);
     let timer: NodeJS.Timeout | undefined;
@@ -118,7 +171,11 @@ export class LocalBackend implements Backend {
       for (const [key, p] of this.timeseries.latest(deviceId, keys)) {
         const from = seen.get(key);
         if (from !== undefined && p.ts <= from) continue;
-        for (const q of this.timeseries.range(deviceId, key, { startTs: from === undefined ? p.ts : from + 1, endTs: p.ts + 1, order: 'ASC' })) {
+        for (const q of this.timeseries.range(deviceId, key, {
+          startTs: from === undefined ? p.ts : from + 1,
+          endTs: p.ts + 1,
+          order: 'ASC',
+        })) {
           out.push({ ts: q.ts, key, value: JSON.parse(renderValue(q.value, false)) as string });
         }
         seen.set(key, p.ts);
@@ -132,32 +189,56 @@ export class LocalBackend implements Backend {
         timer = setTimeout(read, Math.max(0, lastRead + TAIL_MIN_GAP_MS - Date.now()));
       });
       onReady?.();
-      signal.addEventListener('abort', () => {
-        watcher.close();
-        clearTimeout(timer);
-        resolve();
-      }, { once: true });
+      signal.addEventListener(
+        'abort',
+        () => {
+          watcher.close();
+          clearTimeout(timer);
+          resolve();
+        },
+        { once: true },
+      );
     });
   }
 
   async status(): Promise<StatusJson> {
     const [{ diskBudget }, { liveBytes }, { SYNC_OFF }, { clockSynchronized, outpostVersion }] = await Promise.all([
-      import('../server.js'), import('../store/background/downsample.js'), import('../sync/status.js'), import('../status/index.js'),
+      import('../server.js'),
+      import('../store/background/downsample.js'),
+      import('../sync/status.js'),
+      import('../status/index.js'),
     ]);
     const stats = (db: { getStats(): unknown }): number => (db.getStats() as { entryCount: number }).entryCount;
     let fileBytes = 0;
-    try { fileBytes = statSync(join(this.config.dataDir, 'outpost.mdb')).size; } catch { /* reported as 0 */ }
+    try {
+      fileBytes = statSync(join(this.config.dataDir, 'outpost.mdb')).size;
+    } catch {
+      /* reported as 0 */
+    }
     const headFragments = stats(this.env.head);
     return {
-      version: outpostVersion(), daemon: false, startedTs: null, uptimeSec: null, now: Date.now(),
+      version: outpostVersion(),
+      daemon: false,
+      startedTs: null,
+      uptimeSec: null,
+      now: Date.now(),
       clock: { synchronized: clockSynchronized() },
       ingest: null,
       store: {
-        fileBytes, liveBytes: liveBytes(this.env), maxDiskBytes: diskBudget(this.config),
-        headFragments, chunks: stats(this.env.chunks), rollupBlocks: stats(this.env.rollups),
+        fileBytes,
+        liveBytes: liveBytes(this.env),
+        maxDiskBytes: diskBudget(this.config),
+        headFragments,
+        chunks: stats(this.env.chunks),
+        rollupBlocks: stats(this.env.rollups),
       },
       compaction: { backlogFragments: headFragments, compactedWindows: null },
-      sync: SYNC_OFF, longPoll: null, websockets: null, mqtt: null, process: null, eventLoop: null,
+      sync: SYNC_OFF,
+      longPoll: null,
+      websockets: null,
+      mqtt: null,
+      process: null,
+      eventLoop: null,
     };
   }
 

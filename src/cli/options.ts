@@ -10,10 +10,11 @@ export interface TechOptions extends ModeOptions {
 
 /** --url, --data-dir, --config, and --json unless `noJson` */
 export function techOptions(cmd: Command, noJson = false): Command {
-  cmd.addOption(new Option('--url <url>', 'a remote gateway (env OUTPOST_URL), after outpost login'))
+  cmd
+    .addOption(new Option('--url <url>', 'a remote gateway (env OUTPOST_URL), after outpost login'))
     .addOption(dataDirOption())
     .addOption(configOption());
-  if (!noJson) cmd.option('--json', 'machine output (REST\'s JSON)');
+  if (!noJson) cmd.option('--json', "machine output (REST's JSON)");
   return cmd;
 }
 
@@ -38,7 +39,10 @@ export async function withBackend<T>(o: ModeOptions, fn: (b: Backend) => Promise
 /** `--keys a,b` → ['a','b'] (undefined when not given) */
 export function keysOption(v: string | undefined): string[] | undefined {
   if (v === undefined) return undefined;
-  const keys = v.split(',').map((k) => k.trim()).filter((k) => k !== '');
+  const keys = v
+    .split(',')
+    .map((k) => k.trim())
+    .filter((k) => k !== '');
   return keys.length > 0 ? keys : undefined;
 }
 

@@ -9,8 +9,14 @@ import type { SeriesJson } from './render.js';
 import { HOUR_MS, parseDuration, parseTime } from './time.js';
 
 /** the human views' modules, loaded only without --json */
-const views = async (): Promise<typeof import('./render.js') & typeof import('./format.js') & typeof import('./chart.js')> => {
-  const [render, format, chart] = await Promise.all([import('./render.js'), import('./format.js'), import('./chart.js')]);
+const views = async (): Promise<
+  typeof import('./render.js') & typeof import('./format.js') & typeof import('./chart.js')
+> => {
+  const [render, format, chart] = await Promise.all([
+    import('./render.js'),
+    import('./format.js'),
+    import('./chart.js'),
+  ]);
   return { ...render, ...format, ...chart };
 };
 
@@ -19,7 +25,9 @@ async function lastHour(b: Backend, deviceId: string, keys: readonly string[], n
   if (keys.length === 0) return {};
   const { SPARK_WIDTH } = await import('./render.js');
   const interval = HOUR_MS / SPARK_WIDTH;
-  return JSON.parse(await b.history(deviceId, keys, { startTs: now - HOUR_MS, endTs: now, agg: 'AVG', interval })) as SeriesJson;
+  return JSON.parse(
+    await b.history(deviceId, keys, { startTs: now - HOUR_MS, endTs: now, agg: 'AVG', interval }),
+  ) as SeriesJson;
 }
 
 /** raw points per key a query shows unless --limit says otherwise (REST's default limit) */
@@ -29,16 +37,31 @@ const RAW_LIMIT = 100;
  * The newest `limit` raw points of each key in [startTs, endTs), in time order, and a note of what the limit
  * left out with how to see it (a technician asking for the last hours wants the latest points).
  */
-async function newestRaw(b: Backend, deviceId: string, keys: readonly string[], startTs: number, endTs: number, limit: number): Promise<{ series: SeriesJson; note?: string }> {
-  const series = JSON.parse(await b.history(deviceId, keys, { startTs, endTs, agg: 'NONE', interval: 0, limit, order: 'DESC' })) as SeriesJson;
+async function newestRaw(
+  b: Backend,
+  deviceId: string,
+  keys: readonly string[],
+  startTs: number,
+  endTs: number,
+  limit: number,
+): Promise<{ series: SeriesJson; note?: string }> {
+  const series = JSON.parse(
+    await b.history(deviceId, keys, { startTs, endTs, agg: 'NONE', interval: 0, limit, order: 'DESC' }),
+  ) as SeriesJson;
   for (const pts of Object.values(series)) pts.reverse();
-  const cut = Object.entries(series).filter(([, pts]) => pts.length >= limit).map(([k]) => k);
+  const cut = Object.entries(series)
+    .filter(([, pts]) => pts.length >= limit)
+    .map(([k]) => k);
   if (cut.length === 0) return { series };
-  const counts = JSON.parse(await b.history(deviceId, cut, { startTs, endTs, agg: 'COUNT', interval: endTs - startTs, limit: 1 })) as SeriesJson;
-  const left = cut.map((k) => {
-    const total = counts[k]?.reduce((n, p) => n + Number(p.value), 0) ?? limit;
-    return { k, total, out: total - limit };
-  }).filter((c) => c.out > 0);
+  const counts = JSON.parse(
+    await b.history(deviceId, cut, { startTs, endTs, agg: 'COUNT', interval: endTs - startTs, limit: 1 }),
+  ) as SeriesJson;
+  const left = cut
+    .map((k) => {
+      const total = counts[k]?.reduce((n, p) => n + Number(p.value), 0) ?? limit;
+      return { k, total, out: total - limit };
+    })
+    .filter((c) => c.out > 0);
   if (left.length === 0) return { series };
   const most = Math.max(...left.map((c) => c.total));
   return {
@@ -48,101 +71,178 @@ async function newestRaw(b: Backend, deviceId: string, keys: readonly string[], 
 }
 
 export function registerRead(program: Command): void {
-  example(techOptions(program.command('devices'))
-    .description('list devices with their last activity and a sparkline of the last hour')
-    .action(async (o: TechOptions) => withBackend(o, async (b) => {
-      const rows = await b.devices();
-      if (o.json) return print(JSON.stringify(rows));
-      const { numericValue, sparkOf, devicesTable } = await views();
-      const now = Date.now();
-      const sparks = new Map<string, string>();
-      for (const d of rows) {
-        if (d.lastActivityTs === null || d.lastActivityTs < now - HOUR_MS) continue;
-        // the most recently updated numeric key stands for the device
-        const latest = Object.entries(JSON.parse(await b.latest(d.id, undefined)) as SeriesJson)
-          .filter(([, p]) => numericValue(p[0]?.value) !== undefined)
-          .sort((x, y) => (y[1][0]?.ts ?? 0) - (x[1][0]?.ts ?? 0));
-        const key = latest[0]?.[0];
-        if (key !== undefined) sparks.set(d.id, `${sparkOf((await lastHour(b, d.id, [key], now))[key] ?? [], now)} ${key}`);
-      }
-      print(rows.length === 0 ? '(no devices)' : devicesTable(rows, sparks));
-    })), 'outpost devices', 'outpost devices --url http://gw-12.local:8080 --json');
+  example(
+    techOptions(program.command('devices'))
+      .description('list devices with their last activity and a sparkline of the last hour')
+      .action(async (o: TechOptions) =>
+        withBackend(o, async (b) => {
+          const rows = await b.devices();
+          if (o.json) return print(JSON.stringify(rows));
+          const { numericValue, sparkOf, devicesTable } = await views();
+          const now = Date.now();
+          const sparks = new Map<string, string>();
+          for (const d of rows) {
+            if (d.lastActivityTs === null || d.lastActivityTs < now - HOUR_MS) continue;
+            // the most recently updated numeric key stands for the device
+            const latest = Object.entries(JSON.parse(await b.latest(d.id, undefined)) as SeriesJson)
+              .filter(([, p]) => numericValue(p[0]?.value) !== undefined)
+              .sort((x, y) => (y[1][0]?.ts ?? 0) - (x[1][0]?.ts ?? 0));
+            const key = latest[0]?.[0];
+            if (key !== undefined)
+              sparks.set(d.id, `${sparkOf((await lastHour(b, d.id, [key], now))[key] ?? [], now)} ${key}`);
+          }
+          print(rows.length === 0 ? '(no devices)' : devicesTable(rows, sparks));
+        }),
+      ),
+    'outpost devices',
+    'outpost devices --url http://gw-12.local:8080 --json',
+  );
 
-  example(techOptions(program.command('latest').argument('<device>', 'device name or id'))
-    .description('latest value of each key, with a sparkline of the last hour')
-    .option('--keys <a,b>', 'only these keys')
-    .action(async (ref: string, o: TechOptions & { keys?: string }) => withBackend(o, async (b) => {
-      const dev = await resolveDevice(b, ref);
-      const text = await b.latest(dev.id, keysOption(o.keys));
-      if (o.json) return print(text);
-      const { sparkOf, latestTable } = await views();
-      const latest = JSON.parse(text) as SeriesJson;
-      const now = Date.now();
-      const hour = await lastHour(b, dev.id, Object.keys(latest).filter((k) => (latest[k]?.[0]?.ts ?? 0) >= now - HOUR_MS), now);
-      const sparks = new Map(Object.entries(hour).map(([k, pts]) => [k, sparkOf(pts, now)] as const));
-      print(Object.keys(latest).length === 0 ? `(no telemetry from ${dev.name})` : latestTable(latest, sparks));
-    })), 'outpost latest pump-1', 'outpost latest pump-1 --keys temperature,pressure --json');
+  example(
+    techOptions(program.command('latest').argument('<device>', 'device name or id'))
+      .description('latest value of each key, with a sparkline of the last hour')
+      .option('--keys <a,b>', 'only these keys')
+      .action(async (ref: string, o: TechOptions & { keys?: string }) =>
+        withBackend(o, async (b) => {
+          const dev = await resolveDevice(b, ref);
+          const text = await b.latest(dev.id, keysOption(o.keys));
+          if (o.json) return print(text);
+          const { sparkOf, latestTable } = await views();
+          const latest = JSON.parse(text) as SeriesJson;
+          const now = Date.now();
+          const hour = await lastHour(
+            b,
+            dev.id,
+            Object.keys(latest).filter((k) => (latest[k]?.[0]?.ts ?? 0) >= now - HOUR_MS),
+            now,
+          );
+          const sparks = new Map(Object.entries(hour).map(([k, pts]) => [k, sparkOf(pts, now)] as const));
+          print(Object.keys(latest).length === 0 ? `(no telemetry from ${dev.name})` : latestTable(latest, sparks));
+        }),
+      ),
+    'outpost latest pump-1',
+    'outpost latest pump-1 --keys temperature,pressure --json',
+  );
 
-  example(techOptions(program.command('query').argument('<device>', 'device name or id'))
-    .description('history of keys over a time range: a table, JSON (REST\'s answer), CSV or a chart')
-    .option('--keys <a,b>', 'keys to read (default: all of the device\'s keys)')
-    .option('--from <T>', 'start (inclusive): epoch ms, ISO-8601, now, or -15m/-6h/-7d', '-1h')
-    .option('--to <T>', 'end (exclusive)', 'now')
-    .addOption(new Option('--agg <fn>', 'aggregation').choices(['NONE', 'AVG', 'MIN', 'MAX', 'SUM', 'COUNT']).default('NONE'))
-    .option('--interval <D>', 'bucket width with --agg: 30s, 10m, 1h, 1d or ms')
-    .option('--limit <n>', `raw: points per key (default ${RAW_LIMIT}; the table shows the newest); aggregated: buckets`)
-    .option('--csv', 'CSV: ts then one column per key')
-    .option('--chart', 'a line chart per key over the whole range, as wide as the terminal')
-    .action(async (ref: string, o: TechOptions & { keys?: string; from: string; to: string; agg: AggParam; interval?: string; limit?: string; csv?: boolean; chart?: boolean }) => {
-      const now = Date.now();
-      const startTs = parseTime(o.from, now, '--from');
-      const endTs = parseTime(o.to, now, '--to');
-      if (endTs <= startTs) throw new CliError(`--from ${o.from} is not before --to ${o.to}`);
-      const interval = o.interval === undefined ? 0 : parseDuration(o.interval, '--interval');
-      if (o.agg !== 'NONE' && interval === 0) throw new CliError(`--agg ${o.agg} needs --interval (e.g. --interval 1h)`);
-      let limit: number | undefined;
-      if (o.limit !== undefined) {
-        limit = Number(o.limit);
-        if (!Number.isSafeInteger(limit) || limit < 1) throw new CliError(`--limit "${o.limit}" must be a positive integer`);
-      }
-      if ([o.json, o.csv, o.chart].filter(Boolean).length > 1) throw new CliError('choose one of --json, --csv, --chart');
-      await withBackend(o, async (b) => {
-        const dev = await resolveDevice(b, ref);
-        const keys = keysOption(o.keys) ?? Object.keys(JSON.parse(await b.latest(dev.id, undefined)) as SeriesJson).sort();
-        if (keys.length === 0) return print(o.json ? '{}' : `(no telemetry from ${dev.name})`);
-        const q = { startTs, endTs, agg: o.agg, interval, limit };
-        if (o.json) return print(await b.history(dev.id, keys, q));
-        const { historyCsv, historyCharts, historyTable, terminalColumns } = await views();
-        if (o.csv) return process.stdout.write(historyCsv(JSON.parse(await b.history(dev.id, keys, q)) as SeriesJson));
-        if (o.chart) {
-          // raw points cut by a limit would fill only the range's start: the chart averages the whole range
-          // into about two buckets per column (a braille cell is two dots wide)
-          const width = terminalColumns();
-          const buckets = width * 2;
-          const chartQuery = o.agg !== 'NONE' ? q
-            : { startTs, endTs, agg: 'AVG' as const, interval: Math.max(1, Math.ceil((endTs - startTs) / buckets)), limit: buckets + 1 };
-          return print(historyCharts(JSON.parse(await b.history(dev.id, keys, chartQuery)) as SeriesJson, startTs, endTs, width));
-        }
-        if (o.agg !== 'NONE') return print(historyTable(JSON.parse(await b.history(dev.id, keys, q)) as SeriesJson));
-        const { series, note } = await newestRaw(b, dev.id, keys, q.startTs, q.endTs, limit ?? RAW_LIMIT);
-        print(historyTable(series));
-        // after the table, where the eye ends up
-        if (note !== undefined) process.stderr.write(`${note}\n`);
-      });
-    }), 'outpost query pump-1 --from -6h --chart',
-  'outpost query pump-1 --keys temperature,pressure --from 2026-11-01 --to 2026-12-01 --agg AVG --interval 2h --json');
+  example(
+    techOptions(program.command('query').argument('<device>', 'device name or id'))
+      .description("history of keys over a time range: a table, JSON (REST's answer), CSV or a chart")
+      .option('--keys <a,b>', "keys to read (default: all of the device's keys)")
+      .option('--from <T>', 'start (inclusive): epoch ms, ISO-8601, now, or -15m/-6h/-7d', '-1h')
+      .option('--to <T>', 'end (exclusive)', 'now')
+      .addOption(
+        new Option('--agg <fn>', 'aggregation').choices(['NONE', 'AVG', 'MIN', 'MAX', 'SUM', 'COUNT']).default('NONE'),
+      )
+      .option('--interval <D>', 'bucket width with --agg: 30s, 10m, 1h, 1d or ms')
+      .option(
+        '--limit <n>',
+        `raw: points per key (default ${RAW_LIMIT}; the table shows the newest); aggregated: buckets`,
+      )
+      .option('--csv', 'CSV: ts then one column per key')
+      .option('--chart', 'a line chart per key over the whole range, as wide as the terminal')
+      .action(
+        async (
+          ref: string,
+          o: TechOptions & {
+            keys?: string;
+            from: string;
+            to: string;
+            agg: AggParam;
+            interval?: string;
+            limit?: string;
+            csv?: boolean;
+            chart?: boolean;
+          },
+        ) => {
+          const now = Date.now();
+          const startTs = parseTime(o.from, now, '--from');
+          const endTs = parseTime(o.to, now, '--to');
+          if (endTs <= startTs) throw new CliError(`--from ${o.from} is not before --to ${o.to}`);
+          const interval = o.interval === undefined ? 0 : parseDuration(o.interval, '--interval');
+          if (o.agg !== 'NONE' && interval === 0)
+            throw new CliError(`--agg ${o.agg} needs --interval (e.g. --interval 1h)`);
+          let limit: number | undefined;
+          if (o.limit !== undefined) {
+            limit = Number(o.limit);
+            if (!Number.isSafeInteger(limit) || limit < 1)
+              throw new CliError(`--limit "${o.limit}" must be a positive integer`);
+          }
+          if ([o.json, o.csv, o.chart].filter(Boolean).length > 1)
+            throw new CliError('choose one of --json, --csv, --chart');
+          await withBackend(o, async (b) => {
+            const dev = await resolveDevice(b, ref);
+            const keys =
+              keysOption(o.keys) ?? Object.keys(JSON.parse(await b.latest(dev.id, undefined)) as SeriesJson).sort();
+            if (keys.length === 0) return print(o.json ? '{}' : `(no telemetry from ${dev.name})`);
+            const q = { startTs, endTs, agg: o.agg, interval, limit };
+            if (o.json) return print(await b.history(dev.id, keys, q));
+            const { historyCsv, historyCharts, historyTable, terminalColumns } = await views();
+            if (o.csv)
+              return process.stdout.write(historyCsv(JSON.parse(await b.history(dev.id, keys, q)) as SeriesJson));
+            if (o.chart) {
+              // raw points cut by a limit would fill only the range's start: the chart averages the whole range
+              // into about two buckets per column (a braille cell is two dots wide)
+              const width = terminalColumns();
+              const buckets = width * 2;
+              const chartQuery =
+                o.agg !== 'NONE'
+                  ? q
+                  : {
+                      startTs,
+                      endTs,
+                      agg: 'AVG' as const,
+                      interval: Math.max(1, Math.ceil((endTs - startTs) / buckets)),
+                      limit: buckets + 1,
+                    };
+              return print(
+                historyCharts(
+                  JSON.parse(await b.history(dev.id, keys, chartQuery)) as SeriesJson,
+                  startTs,
+                  endTs,
+                  width,
+                ),
+              );
+            }
+            if (o.agg !== 'NONE')
+              return print(historyTable(JSON.parse(await b.history(dev.id, keys, q)) as SeriesJson));
+            const { series, note } = await newestRaw(b, dev.id, keys, q.startTs, q.endTs, limit ?? RAW_LIMIT);
+            print(historyTable(series));
+            // after the table, where the eye ends up
+            if (note !== undefined) process.stderr.write(`${note}\n`);
+          });
+        },
+      ),
+    'outpost query pump-1 --from -6h --chart',
+    'outpost query pump-1 --keys temperature,pressure --from 2026-11-01 --to 2026-12-01 --agg AVG --interval 2h --json',
+  );
 
-  example(techOptions(program.command('attributes').argument('<device>', 'device name or id'))
-    .description('a device\'s attributes (all scopes, or one)')
-    .addOption(new Option('--scope <scope>').choices(['client', 'shared', 'server']))
-    .action(async (ref: string, o: TechOptions & { scope?: AttributeScopeArg }) => withBackend(o, async (b) => {
-      const dev = await resolveDevice(b, ref);
-      const text = await b.attributes(dev.id, o.scope);
-      if (o.json) return print(text);
-      const { table, localTime, terminalColumns, style } = await views();
-      const attrs = JSON.parse(text) as Array<{ lastUpdateTs: number; key: string; value: unknown }>;
-      if (attrs.length === 0) return print(`(no attributes on ${dev.name})`);
-      print(table(['KEY', 'VALUE', 'LAST UPDATE'], attrs.map((a) => [a.key, typeof a.value === 'string' ? a.value : JSON.stringify(a.value), localTime(a.lastUpdateTs)]),
-        terminalColumns(), [], style()));
-    })), 'outpost attributes pump-1 --scope shared');
+  example(
+    techOptions(program.command('attributes').argument('<device>', 'device name or id'))
+      .description("a device's attributes (all scopes, or one)")
+      .addOption(new Option('--scope <scope>').choices(['client', 'shared', 'server']))
+      .action(async (ref: string, o: TechOptions & { scope?: AttributeScopeArg }) =>
+        withBackend(o, async (b) => {
+          const dev = await resolveDevice(b, ref);
+          const text = await b.attributes(dev.id, o.scope);
+          if (o.json) return print(text);
+          const { table, localTime, terminalColumns, style } = await views();
+          const attrs = JSON.parse(text) as Array<{ lastUpdateTs: number; key: string; value: unknown }>;
+          if (attrs.length === 0) return print(`(no attributes on ${dev.name})`);
+          print(
+            table(
+              ['KEY', 'VALUE', 'LAST UPDATE'],
+              attrs.map((a) => [
+                a.key,
+                typeof a.value === 'string' ? a.value : JSON.stringify(a.value),
+                localTime(a.lastUpdateTs),
+              ]),
+              terminalColumns(),
+              [],
+              style(),
+            ),
+          );
+        }),
+      ),
+    'outpost attributes pump-1 --scope shared',
+  );
 }

@@ -4,13 +4,28 @@
  */
 import type { StatusJson } from '../status/index.js';
 import {
-  type AttributeScopeArg, type Backend, byName, type DeviceRef, type DeviceRow, type HistoryQuery, SCOPE_PARAM, type TailPoint,
+  type AttributeScopeArg,
+  type Backend,
+  byName,
+  type DeviceRef,
+  type DeviceRow,
+  type HistoryQuery,
+  SCOPE_PARAM,
+  type TailPoint,
 } from './backend-types.js';
 import { CliError } from './errors.js';
 import { RemoteSession } from './session.js';
 
-interface DeviceJson { id: { id: string }; name: string; type: string; customerId: { id: string } }
-interface Page<T> { data: T[]; hasNext: boolean }
+interface DeviceJson {
+  id: { id: string };
+  name: string;
+  type: string;
+  customerId: { id: string };
+}
+interface Page<T> {
+  data: T[];
+  hasNext: boolean;
+}
 
 const NULL_UUID = '13814000-1dd2-11b2-8080-808080808080';
 /** devices asked for at once while listing: a gateway holds tens to hundreds */
@@ -22,7 +37,9 @@ const keysParam = (keys: readonly string[]): string => keys.map(encodeURICompone
 
 export class RemoteBackend implements Backend {
   readonly mode = 'remote';
-  get where(): string { return `gateway ${this.s.url}`; }
+  get where(): string {
+    return `gateway ${this.s.url}`;
+  }
   private constructor(private readonly s: RemoteSession) {}
 
   static open(url: string): RemoteBackend {
@@ -35,7 +52,8 @@ export class RemoteBackend implements Backend {
 
   private async listDevices(): Promise<DeviceJson[]> {
     const out: DeviceJson[] = [];
-    const base = this.s.authority === 'TENANT_ADMIN' ? '/api/tenant/devices' : `/api/customer/${this.s.customerId}/devices`;
+    const base =
+      this.s.authority === 'TENANT_ADMIN' ? '/api/tenant/devices' : `/api/customer/${this.s.customerId}/devices`;
     for (let page = 0; ; page++) {
       const p = await this.json<Page<DeviceJson>>(`${base}?pageSize=${PAGE_SIZE}&page=${page}`);
       out.push(...p.data);
@@ -57,7 +75,13 @@ export class RemoteBackend implements Backend {
       const latest = JSON.parse(await this.latest(d.id.id, undefined)) as Record<string, Array<{ ts: number }>>;
       let last: number | null = null;
       for (const pts of Object.values(latest)) for (const p of pts) if (last === null || p.ts > last) last = p.ts;
-      return { id: d.id.id, name: d.name, type: d.type, customer: titles.get(d.customerId.id) ?? null, lastActivityTs: last };
+      return {
+        id: d.id.id,
+        name: d.name,
+        type: d.type,
+        customer: titles.get(d.customerId.id) ?? null,
+        lastActivityTs: last,
+      };
     });
     return rows.sort(byName);
   }
@@ -68,14 +92,24 @@ export class RemoteBackend implements Backend {
   }
 
   async history(deviceId: string, keys: readonly string[], q: HistoryQuery): Promise<string> {
-    const params = `keys=${keysParam(keys)}&startTs=${q.startTs}&endTs=${q.endTs}&interval=${q.interval}&agg=${q.agg}&orderBy=${q.order ?? 'ASC'}` +
+    const params =
+      `keys=${keysParam(keys)}&startTs=${q.startTs}&endTs=${q.endTs}&interval=${q.interval}&agg=${q.agg}&orderBy=${q.order ?? 'ASC'}` +
       (q.limit === undefined ? '' : `&limit=${q.limit}`);
     return (await this.s.request('GET', `/api/plugins/telemetry/DEVICE/${deviceId}/values/timeseries?${params}`)).text;
   }
 
-  async exportCsv(deviceId: string, type: 'ts' | 'ds', start: number, end: number, write: (chunk: Buffer) => Promise<void>): Promise<void> {
-    await this.s.request('GET', `/api/download/deviceSeriesData?deviceId=${deviceId}&type=${type}&startValue=${start}&endValue=${end}`,
-      { onChunk: write, timeoutMs: 24 * 3_600_000 });
+  async exportCsv(
+    deviceId: string,
+    type: 'ts' | 'ds',
+    start: number,
+    end: number,
+    write: (chunk: Buffer) => Promise<void>,
+  ): Promise<void> {
+    await this.s.request(
+      'GET',
+      `/api/download/deviceSeriesData?deviceId=${deviceId}&type=${type}&startValue=${start}&endValue=${end}`,
+      { onChunk: write, timeoutMs: 24 * 3_600_000 },
+    );
   }
 
   async attributes(deviceId: string, scope: AttributeScopeArg | undefined): Promise<string> {
@@ -83,20 +117,38 @@ export class RemoteBackend implements Backend {
     return (await this.s.request('GET', `/api/plugins/telemetry/DEVICE/${deviceId}/values/attributes${s}`)).text;
   }
 
-  async rpc(deviceId: string, method: string, paramsJson: string, oneway: boolean, timeoutMs: number | undefined): Promise<string> {
+  async rpc(
+    deviceId: string,
+    method: string,
+    paramsJson: string,
+    oneway: boolean,
+    timeoutMs: number | undefined,
+  ): Promise<string> {
     const body = `{"method":${JSON.stringify(method)},"params":${paramsJson}${timeoutMs === undefined ? '' : `,"timeout":${timeoutMs}`}}`;
-    const a = await this.s.request('POST', `/api/plugins/rpc/${oneway ? 'oneway' : 'twoway'}/${deviceId}`,
-      { body, timeoutMs: (timeoutMs ?? 10_000) + 30_000, accept: [408, 409] });
+    const a = await this.s.request('POST', `/api/plugins/rpc/${oneway ? 'oneway' : 'twoway'}/${deviceId}`, {
+      body,
+      timeoutMs: (timeoutMs ?? 10_000) + 30_000,
+      accept: [408, 409],
+    });
     // TB answers these with empty bodies: say what happened
     if (a.status === 409) {
-      throw new CliError(`rpc ${method} not delivered: the device did not poll for RPC (HTTP long-poll or MQTT subscription) before the timeout`);
+      throw new CliError(
+        `rpc ${method} not delivered: the device did not poll for RPC (HTTP long-poll or MQTT subscription) before the timeout`,
+      );
     }
-    if (a.status === 408) throw new CliError(`rpc ${method} delivered, but the device sent no reply before the timeout`);
+    if (a.status === 408)
+      throw new CliError(`rpc ${method} delivered, but the device sent no reply before the timeout`);
     return a.text;
   }
 
   /** One tsSubCmd (the websocket API, docs/api.md); its first reply (the current values) is skipped, every later frame printed. */
-  async tail(deviceId: string, keys: readonly string[] | undefined, onPoint: (p: TailPoint) => void, signal: AbortSignal, onReady?: () => void): Promise<void> {
+  async tail(
+    deviceId: string,
+    keys: readonly string[] | undefined,
+    onPoint: (p: TailPoint) => void,
+    signal: AbortSignal,
+    onReady?: () => void,
+  ): Promise<void> {
     const { default: WebSocket } = await import('ws');
     const token = await this.s.token();
     const wsUrl = `${this.s.url.replace(/^http/, 'ws')}/api/ws/plugins/telemetry?token=${encodeURIComponent(token)}`;
@@ -104,25 +156,45 @@ export class RemoteBackend implements Backend {
     return new Promise<void>((resolve, reject) => {
       let first = true;
       ws.on('open', () => {
-        ws.send(JSON.stringify({ tsSubCmds: [{ cmdId: 1, entityType: 'DEVICE', entityId: deviceId, ...(keys ? { keys: keys.join(',') } : {}) }] }));
+        ws.send(
+          JSON.stringify({
+            tsSubCmds: [
+              { cmdId: 1, entityType: 'DEVICE', entityId: deviceId, ...(keys ? { keys: keys.join(',') } : {}) },
+            ],
+          }),
+        );
       });
       ws.on('message', (raw: Buffer) => {
-        const f = JSON.parse(raw.toString('utf8')) as { errorCode: number; errorMsg: string | null; data: Record<string, Array<[number, string]>> | null };
+        const f = JSON.parse(raw.toString('utf8')) as {
+          errorCode: number;
+          errorMsg: string | null;
+          data: Record<string, Array<[number, string]>> | null;
+        };
         if (f.errorCode !== 0) {
           ws.close();
           reject(new CliError(`tail: ${f.errorMsg ?? 'refused'}`));
           return;
         }
         // the subscription's first frame (the current values) means it is live
-        if (first) { first = false; onReady?.(); return; }
+        if (first) {
+          first = false;
+          onReady?.();
+          return;
+        }
         const pts: TailPoint[] = [];
-        for (const [key, list] of Object.entries(f.data ?? {})) for (const [ts, value] of list) pts.push({ ts, key, value });
+        for (const [key, list] of Object.entries(f.data ?? {}))
+          for (const [ts, value] of list) pts.push({ ts, key, value });
         pts.sort((a, b) => a.ts - b.ts || (a.key < b.key ? -1 : 1));
         for (const p of pts) onPoint(p);
       });
       ws.on('close', (code: number, reason: Buffer) => {
         if (signal.aborted) resolve();
-        else reject(new CliError(`tail: the gateway closed the websocket (${code}${reason.length ? ` ${reason.toString()}` : ''})`));
+        else
+          reject(
+            new CliError(
+              `tail: the gateway closed the websocket (${code}${reason.length ? ` ${reason.toString()}` : ''})`,
+            ),
+          );
       });
       ws.on('error', (err: Error) => reject(new CliError(`tail: ${err.message}`)));
       signal.addEventListener('abort', () => ws.close(), { once: true });
@@ -135,7 +207,12 @@ export class RemoteBackend implements Backend {
 
   /** the batches set aside: listed, retried or cleared (`outpost sync --set-aside` ...); the answer's text */
   async syncSetAside(what: 'list' | 'retry' | 'clear'): Promise<string> {
-    const [method, path] = what === 'list' ? ['GET', '/api/outpost/sync/setAside'] : what === 'retry' ? ['POST', '/api/outpost/sync/setAside/retry'] : ['DELETE', '/api/outpost/sync/setAside'];
+    const [method, path] =
+      what === 'list'
+        ? ['GET', '/api/outpost/sync/setAside']
+        : what === 'retry'
+          ? ['POST', '/api/outpost/sync/setAside/retry']
+          : ['DELETE', '/api/outpost/sync/setAside'];
     return (await this.s.request(method, path)).text;
   }
 

@@ -32,9 +32,19 @@ export function latestTable(latest: SeriesJson, sparks: ReadonlyMap<string, stri
 }
 
 export function devicesTable(rows: readonly DeviceRow[], sparks: ReadonlyMap<string, string>): string {
-  return table(['NAME', 'TYPE', 'CUSTOMER', 'LAST ACTIVITY', 'LAST HOUR'], rows.map((d) => [
-    d.name, d.type, d.customer ?? '-', d.lastActivityTs === null ? '-' : localTime(d.lastActivityTs), sparks.get(d.id) ?? '',
-  ]), terminalColumns(), [], style());
+  return table(
+    ['NAME', 'TYPE', 'CUSTOMER', 'LAST ACTIVITY', 'LAST HOUR'],
+    rows.map((d) => [
+      d.name,
+      d.type,
+      d.customer ?? '-',
+      d.lastActivityTs === null ? '-' : localTime(d.lastActivityTs),
+      sparks.get(d.id) ?? '',
+    ]),
+    terminalColumns(),
+    [],
+    style(),
+  );
 }
 
 /** One row per distinct ts (ascending), one column per key. */
@@ -44,7 +54,10 @@ function wideRows(series: SeriesJson): { keys: string[]; rows: Array<[number, Ar
   keys.forEach((k, i) => {
     for (const p of series[k] ?? []) {
       let row = byTs.get(p.ts);
-      if (!row) { row = keys.map(() => null); byTs.set(p.ts, row); }
+      if (!row) {
+        row = keys.map(() => null);
+        byTs.set(p.ts, row);
+      }
       row[i] = p.value;
     }
   });
@@ -54,8 +67,13 @@ function wideRows(series: SeriesJson): { keys: string[]; rows: Array<[number, Ar
 export function historyTable(series: SeriesJson): string {
   const { keys, rows } = wideRows(series);
   if (keys.length === 0) return '(no data in this range)';
-  return table(['TIME', ...keys], rows.map(([ts, cells]) => [localTime(ts), ...cells.map((c) => (c === null ? '' : shown(c)))]),
-    terminalColumns(), ['l', ...keys.map(() => 'r' as const)], style());
+  return table(
+    ['TIME', ...keys],
+    rows.map(([ts, cells]) => [localTime(ts), ...cells.map((c) => (c === null ? '' : shown(c)))]),
+    terminalColumns(),
+    ['l', ...keys.map(() => 'r' as const)],
+    style(),
+  );
 }
 
 const csvField = (s: string): string => (/[",\r\n]/.test(s) ? `"${s.replace(/"/g, '""')}"` : s);
@@ -64,15 +82,24 @@ const csvField = (s: string): string => (/[",\r\n]/.test(s) ? `"${s.replace(/"/g
 export function historyCsv(series: SeriesJson): string {
   const { keys, rows } = wideRows(series);
   const lines = [['ts', ...keys].map(csvField).join(',')];
-  for (const [ts, cells] of rows) lines.push([String(ts), ...cells.map((c) => (c === null ? '' : csvField(c)))].join(','));
+  for (const [ts, cells] of rows)
+    lines.push([String(ts), ...cells.map((c) => (c === null ? '' : csvField(c)))].join(','));
   return `${lines.join('\n')}\n`;
 }
 
 /** `--chart` (docs/cli.md): each key as a braille line chart over [from, to], as wide as the terminal. */
-export function historyCharts(series: SeriesJson, from: number, to: number, width = terminalColumns(), height = 10): string {
+export function historyCharts(
+  series: SeriesJson,
+  from: number,
+  to: number,
+  width = terminalColumns(),
+  height = 10,
+): string {
   const keys = Object.keys(series);
   if (keys.length === 0) return '(no data in this range)';
-  return keys.map((k) => lineChart(k, numericPoints(series[k] ?? []), { width, height, from, to }).join('\n')).join('\n\n');
+  return keys
+    .map((k) => lineChart(k, numericPoints(series[k] ?? []), { width, height, from, to }).join('\n'))
+    .join('\n\n');
 }
 
 /** A last-hour sparkline from an aggregated (AVG) history answer of one key. */

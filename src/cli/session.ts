@@ -100,7 +100,9 @@ export interface RequestOptions {
 }
 
 async function transport(url: string): Promise<typeof import('node:http')> {
-  return url.startsWith('https:') ? (await import('node:https')) as unknown as typeof import('node:http') : import('node:http');
+  return url.startsWith('https:')
+    ? ((await import('node:https')) as unknown as typeof import('node:http'))
+    : import('node:http');
 }
 
 /** One HTTP request; network failures become one-line CliErrors. */
@@ -115,9 +117,18 @@ export async function httpRequest(method: string, url: string, o: RequestOptions
       const parts: Buffer[] = [];
       const streaming = o.onChunk !== undefined && status === 200;
       res.on('data', (c: Buffer) => {
-        if (!streaming) { parts.push(c); return; }
+        if (!streaming) {
+          parts.push(c);
+          return;
+        }
         res.pause();
-        (o.onChunk as (c: Buffer) => Promise<void>)(c).then(() => res.resume(), (err: unknown) => { res.destroy(); reject(err); });
+        (o.onChunk as (c: Buffer) => Promise<void>)(c).then(
+          () => res.resume(),
+          (err: unknown) => {
+            res.destroy();
+            reject(err);
+          },
+        );
       });
       res.on('end', () => {
         const body = Buffer.concat(parts);
@@ -125,7 +136,9 @@ export async function httpRequest(method: string, url: string, o: RequestOptions
       });
       res.on('error', reject);
     });
-    req.setTimeout(o.timeoutMs ?? 30_000, () => req.destroy(new Error(`no answer within ${(o.timeoutMs ?? 30_000) / 1000} s`)));
+    req.setTimeout(o.timeoutMs ?? 30_000, () =>
+      req.destroy(new Error(`no answer within ${(o.timeoutMs ?? 30_000) / 1000} s`)),
+    );
     req.on('error', (err) => reject(new CliError(`${method} ${url}: ${err.message}`)));
     req.end(o.body);
   });
@@ -136,7 +149,9 @@ export function errorOf(a: HttpAnswer): CliError {
   try {
     const j = JSON.parse(a.text) as { message?: unknown };
     if (typeof j.message === 'string') return new CliError(`${a.status}: ${j.message}`);
-  } catch { /* not JSON */ }
+  } catch {
+    /* not JSON */
+  }
   return new CliError(`HTTP ${a.status}${a.text ? `: ${a.text.slice(0, 200)}` : ''}`);
 }
 
@@ -145,7 +160,9 @@ const REFRESH_MARGIN_SEC = 60;
 
 function expOf(jwt: string): number {
   try {
-    return (JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString('utf8')) as { exp?: number }).exp ?? 0;
+    return (
+      (JSON.parse(Buffer.from(jwt.split('.')[1] ?? '', 'base64url').toString('utf8')) as { exp?: number }).exp ?? 0
+    );
   } catch {
     return 0;
   }
@@ -153,7 +170,10 @@ function expOf(jwt: string): number {
 
 /** An authenticated client of one gateway. */
 export class RemoteSession {
-  private constructor(readonly url: string, private session: StoredSession) {}
+  private constructor(
+    readonly url: string,
+    private session: StoredSession,
+  ) {}
 
   static open(url: string): RemoteSession {
     const base = normaliseUrl(url);
@@ -162,17 +182,26 @@ export class RemoteSession {
     return new RemoteSession(base, s);
   }
 
-  get authority(): StoredSession['authority'] { return this.session.authority; }
-  get customerId(): string { return this.session.customerId; }
+  get authority(): StoredSession['authority'] {
+    return this.session.authority;
+  }
+  get customerId(): string {
+    return this.session.customerId;
+  }
 
   /** A valid access token, refreshed (and stored again) when it expires within a minute. */
   async token(force = false): Promise<string> {
     if (!force && expOf(this.session.token) - REFRESH_MARGIN_SEC > Date.now() / 1000) return this.session.token;
     if (this.session.refreshToken === undefined) {
-      throw new CliError(`the ticket for ${this.url} has expired: get a new one and run outpost login --url ${this.url} --ticket FILE`);
+      throw new CliError(
+        `the ticket for ${this.url} has expired: get a new one and run outpost login --url ${this.url} --ticket FILE`,
+      );
     }
-    const a = await httpRequest('POST', `${this.url}/api/auth/token`, { body: JSON.stringify({ refreshToken: this.session.refreshToken }) });
-    if (a.status !== 200) throw new CliError(`the session for ${this.url} has ended (${errorOf(a).message}): run outpost login again`);
+    const a = await httpRequest('POST', `${this.url}/api/auth/token`, {
+      body: JSON.stringify({ refreshToken: this.session.refreshToken }),
+    });
+    if (a.status !== 200)
+      throw new CliError(`the session for ${this.url} has ended (${errorOf(a).message}): run outpost login again`);
     const pair = JSON.parse(a.text) as { token: string; refreshToken: string };
     this.session = { ...this.session, token: pair.token, refreshToken: pair.refreshToken };
     const all = readCredentials();
@@ -193,11 +222,21 @@ export class RemoteSession {
 }
 
 /** Fetches who the token belongs to and stores the session under `url`. */
-export async function saveSession(url: string, token: string, refreshToken: string | undefined): Promise<StoredSession> {
+export async function saveSession(
+  url: string,
+  token: string,
+  refreshToken: string | undefined,
+): Promise<StoredSession> {
   const a = await httpRequest('GET', `${url}/api/auth/user`, { token });
   if (a.status !== 200) throw errorOf(a);
   const u = JSON.parse(a.text) as { email: string; authority: StoredSession['authority']; customerId: { id: string } };
-  const s: StoredSession = { token, ...(refreshToken === undefined ? {} : { refreshToken }), email: u.email, authority: u.authority, customerId: u.customerId.id };
+  const s: StoredSession = {
+    token,
+    ...(refreshToken === undefined ? {} : { refreshToken }),
+    email: u.email,
+    authority: u.authority,
+    customerId: u.customerId.id,
+  };
   const all = readCredentials();
   all[url] = s;
   writeCredentials(all);

@@ -15,18 +15,29 @@ export function statusLines(s: StatusJson): string[] {
     `outpost ${s.version}  ${s.daemon ? `up ${duration(s.uptimeSec ?? 0)} (since ${localTime(s.startedTs ?? 0)})` : 'daemon not asked: data dir only'}`,
     `clock      ${localTime(s.now)}  ${s.clock.synchronized === null ? 'synchronization unknown' : s.clock.synchronized ? 'synchronized' : 'NOT synchronized'}`,
   ];
-  if (s.ingest) lines.push(`ingest     ${s.ingest.pointsPerSec} points/s (last minute), ${s.ingest.points} points in ${s.ingest.requests} requests since start`);
-  lines.push(`store      ${mb(s.store.liveBytes)} live of ${mb(s.store.fileBytes)} file; budget ${s.store.maxDiskBytes > 0 ? `${mb(s.store.maxDiskBytes)} (${((100 * s.store.liveBytes) / s.store.maxDiskBytes).toFixed(0)}% used)` : 'none'}`);
-  lines.push(`compaction ${s.compaction.backlogFragments} head fragments waiting${s.compaction.compactedWindows === null ? '' : `, ${s.compaction.compactedWindows} windows compacted since start`}`);
+  if (s.ingest)
+    lines.push(
+      `ingest     ${s.ingest.pointsPerSec} points/s (last minute), ${s.ingest.points} points in ${s.ingest.requests} requests since start`,
+    );
+  lines.push(
+    `store      ${mb(s.store.liveBytes)} live of ${mb(s.store.fileBytes)} file; budget ${s.store.maxDiskBytes > 0 ? `${mb(s.store.maxDiskBytes)} (${((100 * s.store.liveBytes) / s.store.maxDiskBytes).toFixed(0)}% used)` : 'none'}`,
+  );
+  lines.push(
+    `compaction ${s.compaction.backlogFragments} head fragments waiting${s.compaction.compactedWindows === null ? '' : `, ${s.compaction.compactedWindows} windows compacted since start`}`,
+  );
   const y = s.sync;
-  lines.push(`sync       ${y.enabled ? `${y.state} to ${y.url ?? '?'}: ${y.backlogPoints} points behind, ${y.sentPoints} sent, ${y.droppedPoints} dropped${y.lastError ? `; last error: ${y.lastError}` : ''}` : 'off'}`);
+  lines.push(
+    `sync       ${y.enabled ? `${y.state} to ${y.url ?? '?'}: ${y.backlogPoints} points behind, ${y.sentPoints} sent, ${y.droppedPoints} dropped${y.lastError ? `; last error: ${y.lastError}` : ''}` : 'off'}`,
+  );
   if (y.enabled) {
     // what the sync adds to §9's fields (set aside, depth, the MQTT session and its downlink), when the daemon says
     const x = y as Partial<SyncStatusFull>;
     const extra = [
       x.setAsidePoints ? `${x.setAsidePoints} points set aside (outpost sync --set-aside)` : '',
       x.heldPoints ? `${x.heldPoints} held for their timestamp` : '',
-      x.depthBacklogPoints !== undefined && x.depthBacklogPoints + (x.depthSentPoints ?? 0) > 0 ? `depth ${x.depthBacklogPoints} behind, ${x.depthSentPoints ?? 0} sent` : '',
+      x.depthBacklogPoints !== undefined && x.depthBacklogPoints + (x.depthSentPoints ?? 0) > 0
+        ? `depth ${x.depthBacklogPoints} behind, ${x.depthSentPoints ?? 0} sent`
+        : '',
     ].filter((e) => e !== '');
     if (extra.length > 0) lines.push(`           ${extra.join('; ')}`);
     for (const l of linkLines(x, s.now)) lines.push(l);
@@ -34,12 +45,22 @@ export function statusLines(s: StatusJson): string[] {
   if (s.longPoll) lines.push(`clients    ${s.longPoll.openPolls} long-polls, ${s.websockets ?? 0} websockets`);
   const m = s.mqtt;
   if (m) {
-    const ports = [m.port > 0 ? `port ${m.port}` : '', m.tlsPort > 0 ? `TLS ${m.tlsPort}` : ''].filter((x) => x !== '').join(', ');
-    lines.push(ports === '' ? 'mqtt       off' : `mqtt       ${ports}: ${m.connections} connections (${m.refusedConnections} refused), ${m.messagesIn} messages in, ${m.messagesOut} out${m.pubackMeanMs === null ? '' : `, PUBACK ${m.pubackMeanMs} ms mean`}`);
+    const ports = [m.port > 0 ? `port ${m.port}` : '', m.tlsPort > 0 ? `TLS ${m.tlsPort}` : '']
+      .filter((x) => x !== '')
+      .join(', ');
+    lines.push(
+      ports === ''
+        ? 'mqtt       off'
+        : `mqtt       ${ports}: ${m.connections} connections (${m.refusedConnections} refused), ${m.messagesIn} messages in, ${m.messagesOut} out${m.pubackMeanMs === null ? '' : `, PUBACK ${m.pubackMeanMs} ms mean`}`,
+    );
   }
-  if (s.process) lines.push(`memory     ${mb(s.process.rssBytes)} RSS${s.process.rssAnonBytes === null ? '' : `, ${mb(s.process.rssAnonBytes)} RssAnon`}`);
+  if (s.process)
+    lines.push(
+      `memory     ${mb(s.process.rssBytes)} RSS${s.process.rssAnonBytes === null ? '' : `, ${mb(s.process.rssAnonBytes)} RssAnon`}`,
+    );
   if (s.writes) lines.push(...writeLines(s.writes));
-  if (s.eventLoop) lines.push(`event loop late by ${s.eventLoop.p99Ms} ms at p99, ${s.eventLoop.maxMs} ms at most (last minute)`);
+  if (s.eventLoop)
+    lines.push(`event loop late by ${s.eventLoop.p99Ms} ms at p99, ${s.eventLoop.maxMs} ms at most (last minute)`);
   return lines;
 }
 
@@ -52,15 +73,24 @@ function writeLines(w: WriteFigures): string[] {
     `writes     ${gb(w.todayBytes)} today, ${mb(w.lastHourBytes)} last hour; budget ${gb(w.budgetBytesPerDay)}/day (card of ${(w.cardEnduranceBytes / 1e12).toFixed(0)} TB written: ${w.cardLifeYearsAtBudget} years)${life}`,
     `           commits ${w.paced ? (w.commitDelayMs === 0 ? 'at once' : `grouped, ${w.commitDelayMs} ms`) : `fixed delay ${w.commitDelayMs} ms (store.commitDelayMs)`}; reserve ${mb(w.reserveLeftBytes)} of ${mb(w.reserveBytes)} left${w.source === 'log' ? '; counting the log only (no /proc/self/io)' : ''}`,
   ];
-  if (w.overBudget) lines.push(`WARNING    the last hour wrote ${mb(w.lastHourBytes)}, more than the budget allows: the SD card wears faster than planned`);
+  if (w.overBudget)
+    lines.push(
+      `WARNING    the last hour wrote ${mb(w.lastHourBytes)}, more than the budget allows: the SD card wears faster than planned`,
+    );
   return lines;
 }
 
 export function registerStatus(program: Command): void {
-  example(techOptions(program.command('status'))
-    .description('version, uptime, clock, ingest rate, store and budget, compaction and sync backlog, clients')
-    .action(async (o: TechOptions) => withBackend(o, async (b) => {
-      const s = await b.status();
-      print(o.json ? JSON.stringify(s) : statusLines(s).join('\n'));
-    })), 'outpost status', 'outpost status --url http://gw-12.local:8080 --json');
+  example(
+    techOptions(program.command('status'))
+      .description('version, uptime, clock, ingest rate, store and budget, compaction and sync backlog, clients')
+      .action(async (o: TechOptions) =>
+        withBackend(o, async (b) => {
+          const s = await b.status();
+          print(o.json ? JSON.stringify(s) : statusLines(s).join('\n'));
+        }),
+      ),
+    'outpost status',
+    'outpost status --url http://gw-12.local:8080 --json',
+  );
 }

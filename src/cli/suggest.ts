@@ -8,7 +8,11 @@ export function editDistance(a: string, b: string): number {
   for (let i = 1; i <= x.length; i++) {
     const cur = [i];
     for (let j = 1; j <= y.length; j++) {
-      cur[j] = Math.min((prev[j] as number) + 1, (cur[j - 1] as number) + 1, (prev[j - 1] as number) + (x[i - 1] === y[j - 1] ? 0 : 1));
+      cur[j] = Math.min(
+        (prev[j] as number) + 1,
+        (cur[j - 1] as number) + 1,
+        (prev[j - 1] as number) + (x[i - 1] === y[j - 1] ? 0 : 1),
+      );
     }
     prev = cur;
   }

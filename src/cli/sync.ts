@@ -23,51 +23,89 @@ const ago = (ts: number, now: number): string => `${duration(Math.max(0, Math.ro
 
 export function syncLines(s: SyncStatusFull, now: number): string[] {
   if (!s.enabled) return ['sync       off (no sync.url in the config)'];
-  const clock = s.clockSynchronized === null ? 'clock synchronization unknown' : s.clockSynchronized ? 'clock synchronized' : 'clock NOT synchronized: points stamped more than a day ahead are held';
+  const clock =
+    s.clockSynchronized === null
+      ? 'clock synchronization unknown'
+      : s.clockSynchronized
+        ? 'clock synchronized'
+        : 'clock NOT synchronized: points stamped more than a day ahead are held';
   const lines = [
     `sync       ${s.state} to ${s.url ?? '?'}; ${clock}`,
     `last ok    ${s.lastSuccessTs === null ? 'never' : `${localTime(s.lastSuccessTs)} (${ago(s.lastSuccessTs, now)})`}`,
     `backlog    ${points(s.backlogPoints)} behind${s.oldestPendingTs === null ? '' : `, the oldest stamped ${localTime(s.oldestPendingTs)} (${ago(s.oldestPendingTs, now)})`}; ${n(s.sentPoints)} sent since the data dir was made`,
   ];
   if (s.droppedPoints > 0) {
-    const range = s.droppedRange === null ? '' : ` (stamped ${localTime(s.droppedRange[0])} .. ${localTime(s.droppedRange[1])})`;
-    lines.push(`dropped    ${points(s.droppedPoints)} removed by retention or the disk budget before they were sent${range}`);
+    const range =
+      s.droppedRange === null ? '' : ` (stamped ${localTime(s.droppedRange[0])} .. ${localTime(s.droppedRange[1])})`;
+    lines.push(
+      `dropped    ${points(s.droppedPoints)} removed by retention or the disk budget before they were sent${range}`,
+    );
   }
-  if (s.heldPoints > 0) lines.push(`held       ${points(s.heldPoints)} stamped before 2000 or more than a day ahead of the clock: not sent until the clock agrees`);
-  if (s.setAsidePoints > 0) lines.push(`set aside  ${points(s.setAsidePoints)} the upstream refused (400) or that could not be read back: kept in the store, not retried`);
+  if (s.heldPoints > 0)
+    lines.push(
+      `held       ${points(s.heldPoints)} stamped before 2000 or more than a day ahead of the clock: not sent until the clock agrees`,
+    );
+  if (s.setAsidePoints > 0)
+    lines.push(
+      `set aside  ${points(s.setAsidePoints)} the upstream refused (400) or that could not be read back: kept in the store, not retried`,
+    );
   if (s.notSyncedPoints > 0) lines.push(`not synced ${points(s.notSyncedPoints)} of assets (only devices are synced)`);
   if (s.depthEndpoint !== 'unknown' || s.depthBacklogPoints + s.depthSentPoints > 0) {
-    lines.push(`depth      endpoint ${s.depthEndpoint}: ${n(s.depthBacklogPoints)} behind, ${n(s.depthSentPoints)} sent${s.depthSetAsidePoints > 0 ? `, ${n(s.depthSetAsidePoints)} set aside` : ''}${s.depthNotSyncedPoints > 0 ? `, ${n(s.depthNotSyncedPoints)} not synced` : ''}`);
+    lines.push(
+      `depth      endpoint ${s.depthEndpoint}: ${n(s.depthBacklogPoints)} behind, ${n(s.depthSentPoints)} sent${s.depthSetAsidePoints > 0 ? `, ${n(s.depthSetAsidePoints)} set aside` : ''}${s.depthNotSyncedPoints > 0 ? `, ${n(s.depthNotSyncedPoints)} not synced` : ''}`,
+    );
   }
   if (s.lastError !== null) lines.push(`last error ${s.lastError}`);
   lines.push(...linkLines(s, now));
   const parked = s.devices.filter((d) => d.state === 'parked');
-  const behind = s.devices.filter((d) => d.state !== 'parked' && d.backlogPoints + d.depthBacklogPoints > 0)
+  const behind = s.devices
+    .filter((d) => d.state !== 'parked' && d.backlogPoints + d.depthBacklogPoints > 0)
     .sort((a, b) => b.backlogPoints + b.depthBacklogPoints - (a.backlogPoints + a.depthBacklogPoints));
   if (parked.length > 0) {
-    lines.push(`parked     ${parked.length} device${parked.length === 1 ? '' : 's'} (their points wait; the others go on):`);
+    lines.push(
+      `parked     ${parked.length} device${parked.length === 1 ? '' : 's'} (their points wait; the others go on):`,
+    );
     for (const d of parked) lines.push(`  ${d.name}: ${d.reason ?? 'parked'}; ${points(d.backlogPoints)} behind`);
   }
   if (behind.length > 0) {
-    lines.push(`behind     ${behind.length} device${behind.length === 1 ? '' : 's'} with points to send${behind.length > MOST_BEHIND ? `, the ${MOST_BEHIND} furthest behind` : ''}:`);
-    for (const d of behind.slice(0, MOST_BEHIND)) lines.push(`  ${d.name}: ${points(d.backlogPoints)}${d.depthBacklogPoints > 0 ? ` and ${n(d.depthBacklogPoints)} depth` : ''}`);
+    lines.push(
+      `behind     ${behind.length} device${behind.length === 1 ? '' : 's'} with points to send${behind.length > MOST_BEHIND ? `, the ${MOST_BEHIND} furthest behind` : ''}:`,
+    );
+    for (const d of behind.slice(0, MOST_BEHIND))
+      lines.push(
+        `  ${d.name}: ${points(d.backlogPoints)}${d.depthBacklogPoints > 0 ? ` and ${n(d.depthBacklogPoints)} depth` : ''}`,
+      );
   }
   return lines;
 }
 
 /** The transport, the MQTT session and what came down it (docs/sync.md "Downlink"). */
-export function linkLines(s: Partial<Pick<SyncStatusFull, 'transport' | 'session' | 'downlink'>>, now: number): string[] {
+export function linkLines(
+  s: Partial<Pick<SyncStatusFull, 'transport' | 'session' | 'downlink'>>,
+  now: number,
+): string[] {
   const lines: string[] = [];
   if (s.transport === undefined) return lines;
   const ss = s.session;
-  lines.push(`transport  ${s.transport === 'mqtt' ? 'MQTT gateway session' : 'HTTP device API (uplink only: no downlink)'}${
-    ss === null || ss === undefined ? '' : `: ${ss.state} since ${localTime(ss.since)} (${ago(ss.since, now)}), ${n(ss.announcedDevices)} devices announced`}`);
+  lines.push(
+    `transport  ${s.transport === 'mqtt' ? 'MQTT gateway session' : 'HTTP device API (uplink only: no downlink)'}${
+      ss === null || ss === undefined
+        ? ''
+        : `: ${ss.state} since ${localTime(ss.since)} (${ago(ss.since, now)}), ${n(ss.announcedDevices)} devices announced`
+    }`,
+  );
   const d = s.downlink;
   if (d?.enabled) {
-    lines.push(`downlink   ${n(d.attributesApplied)} shared attributes applied, last reconciled ${d.lastReconcileTs === null ? 'never' : `${localTime(d.lastReconcileTs)} (${ago(d.lastReconcileTs, now)})`}`);
-    lines.push(`rpc down   ${n(d.rpcReceived)} received, ${n(d.rpcDelivered)} delivered, ${n(d.rpcReplied)} replied, ${n(d.rpcExpired)} expired, ${n(d.rpcPending)} pending`);
+    lines.push(
+      `downlink   ${n(d.attributesApplied)} shared attributes applied, last reconciled ${d.lastReconcileTs === null ? 'never' : `${localTime(d.lastReconcileTs)} (${ago(d.lastReconcileTs, now)})`}`,
+    );
+    lines.push(
+      `rpc down   ${n(d.rpcReceived)} received, ${n(d.rpcDelivered)} delivered, ${n(d.rpcReplied)} replied, ${n(d.rpcExpired)} expired, ${n(d.rpcPending)} pending`,
+    );
     for (const e of d.deviceEvents) {
-      lines.push(`upstream   ${localTime(e.ts)}: ${e.event === 'deleted' ? `deleted "${e.name}"` : `renamed "${e.name}" to "${e.newName ?? '?'}"`} (kept here as it is)`);
+      lines.push(
+        `upstream   ${localTime(e.ts)}: ${e.event === 'deleted' ? `deleted "${e.name}"` : `renamed "${e.name}" to "${e.newName ?? '?'}"`} (kept here as it is)`,
+      );
     }
   }
   return lines;
@@ -75,43 +113,72 @@ export function linkLines(s: Partial<Pick<SyncStatusFull, 'transport' | 'session
 
 function setAsideLines(list: { batches: SetAsideBatch[]; total: number }): string[] {
   if (list.total === 0) return ['no batches set aside'];
-  const lines = [`${n(list.total)} batch${list.total === 1 ? '' : 'es'} set aside${list.total > list.batches.length ? ` (the first ${list.batches.length})` : ''}:`];
+  const lines = [
+    `${n(list.total)} batch${list.total === 1 ? '' : 'es'} set aside${list.total > list.batches.length ? ` (the first ${list.batches.length})` : ''}:`,
+  ];
   for (const b of list.batches) {
-    lines.push(`  ${b.deviceName ?? b.deviceId ?? '?'}: ${points(b.points)} stamped ${localTime(b.firstTs)} .. ${localTime(b.lastTs)}; ${b.status === 0 ? 'unreadable' : `HTTP ${b.status}`}: ${b.error.slice(0, 120)}`);
+    lines.push(
+      `  ${b.deviceName ?? b.deviceId ?? '?'}: ${points(b.points)} stamped ${localTime(b.firstTs)} .. ${localTime(b.lastTs)}; ${b.status === 0 ? 'unreadable' : `HTTP ${b.status}`}: ${b.error.slice(0, 120)}`,
+    );
   }
   return lines;
 }
 
 export function registerSync(program: Command): void {
-  example(program.command('sync')
-    .description('the upstream sync of a running gateway: state, backlog and its age, dropped, held and set-aside points, parked devices')
-    .addOption(new Option('--url <url>', 'the gateway (env OUTPOST_URL), after outpost login'))
-    .option('--json', 'machine output (REST\'s JSON)')
-    .option('--set-aside', 'list the batches set aside (refused by the upstream, or unreadable)')
-    .option('--retry-set-aside', 'put the batches set aside back in the queue')
-    .option('--clear-set-aside', 'forget the batches set aside (their points stay in the store)')
-    .action(async (o: { url?: string; json?: boolean; setAside?: boolean; retrySetAside?: boolean; clearSetAside?: boolean }) => {
-      // the backlog's counts, the back-off and the parked devices live in the daemon, not in the data dir
-      const url = o.url ?? process.env['OUTPOST_URL'];
-      if (url === undefined || url === '') throw new CliError('sync asks the running daemon: give --url (or OUTPOST_URL), e.g. outpost sync --url http://localhost:8080');
-      const b = RemoteBackend.open(url);
-      try {
-        if (o.retrySetAside === true || o.clearSetAside === true) {
-          const r = await b.syncSetAside(o.retrySetAside === true ? 'retry' : 'clear');
-          const p = (JSON.parse(r) as { points: number }).points;
-          print(o.json ? r : `${points(p)} ${o.retrySetAside === true ? 'put back in the queue' : 'forgotten by the sync (kept in the store)'}`);
-          return;
-        }
-        if (o.setAside === true) {
-          const r = await b.syncSetAside('list');
-          print(o.json ? r : setAsideLines(JSON.parse(r) as { batches: SetAsideBatch[]; total: number }).join('\n'));
-          return;
-        }
-        const text = await b.syncStatus();
-        print(o.json ? text : syncLines(JSON.parse(text) as SyncStatusFull, Date.now()).join('\n'));
-      } finally {
-        await b.close();
-      }
-    }), 'outpost sync --url http://gw-12.local:8080', 'outpost sync --url http://gw-12.local:8080 --json',
-  'outpost sync --url http://gw-12.local:8080 --set-aside', 'outpost sync --url http://gw-12.local:8080 --retry-set-aside');
+  example(
+    program
+      .command('sync')
+      .description(
+        'the upstream sync of a running gateway: state, backlog and its age, dropped, held and set-aside points, parked devices',
+      )
+      .addOption(new Option('--url <url>', 'the gateway (env OUTPOST_URL), after outpost login'))
+      .option('--json', "machine output (REST's JSON)")
+      .option('--set-aside', 'list the batches set aside (refused by the upstream, or unreadable)')
+      .option('--retry-set-aside', 'put the batches set aside back in the queue')
+      .option('--clear-set-aside', 'forget the batches set aside (their points stay in the store)')
+      .action(
+        async (o: {
+          url?: string;
+          json?: boolean;
+          setAside?: boolean;
+          retrySetAside?: boolean;
+          clearSetAside?: boolean;
+        }) => {
+          // the backlog's counts, the back-off and the parked devices live in the daemon, not in the data dir
+          const url = o.url ?? process.env['OUTPOST_URL'];
+          if (url === undefined || url === '')
+            throw new CliError(
+              'sync asks the running daemon: give --url (or OUTPOST_URL), e.g. outpost sync --url http://localhost:8080',
+            );
+          const b = RemoteBackend.open(url);
+          try {
+            if (o.retrySetAside === true || o.clearSetAside === true) {
+              const r = await b.syncSetAside(o.retrySetAside === true ? 'retry' : 'clear');
+              const p = (JSON.parse(r) as { points: number }).points;
+              print(
+                o.json
+                  ? r
+                  : `${points(p)} ${o.retrySetAside === true ? 'put back in the queue' : 'forgotten by the sync (kept in the store)'}`,
+              );
+              return;
+            }
+            if (o.setAside === true) {
+              const r = await b.syncSetAside('list');
+              print(
+                o.json ? r : setAsideLines(JSON.parse(r) as { batches: SetAsideBatch[]; total: number }).join('\n'),
+              );
+              return;
+            }
+            const text = await b.syncStatus();
+            print(o.json ? text : syncLines(JSON.parse(text) as SyncStatusFull, Date.now()).join('\n'));
+          } finally {
+            await b.close();
+          }
+        },
+      ),
+    'outpost sync --url http://gw-12.local:8080',
+    'outpost sync --url http://gw-12.local:8080 --json',
+    'outpost sync --url http://gw-12.local:8080 --set-aside',
+    'outpost sync --url http://gw-12.local:8080 --retry-set-aside',
+  );
 }

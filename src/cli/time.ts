@@ -8,7 +8,14 @@ import { CliError } from './errors.js';
 
 export const HOUR_MS: DurationMs = 3_600_000;
 
-const UNIT_MS: Readonly<Record<string, number>> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
+const UNIT_MS: Readonly<Record<string, number>> = {
+  ms: 1,
+  s: 1000,
+  m: 60_000,
+  h: 3_600_000,
+  d: 86_400_000,
+  w: 604_800_000,
+};
 
 const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h|d|w)?$/;
 
@@ -31,7 +38,8 @@ export function parseTime(text: string, now: EpochMs, what = 'time'): EpochMs {
   }
   if (s.startsWith('-') && DURATION.test(s.slice(1))) {
     // "-2" is more likely two hours or days than two milliseconds: a relative time names its unit
-    if (/^\d+(?:\.\d+)?$/.test(s.slice(1))) throw new CliError(`${what} "${text}" needs a unit: e.g. ${s}m, ${s}h or ${s}d`);
+    if (/^\d+(?:\.\d+)?$/.test(s.slice(1)))
+      throw new CliError(`${what} "${text}" needs a unit: e.g. ${s}m, ${s}h or ${s}d`);
     return now - parseDuration(s.slice(1), what);
   }
   if (/^\d{4}-\d{2}-\d{2}/.test(s)) {

@@ -19,18 +19,23 @@ export async function setUpstreamToken(env: StoreEnv, deviceId: string, token: s
 
 export function registerUpstream(program: Command): void {
   const device = commandGroup(program, 'device', 'manage devices');
-  example(device.command('upstream <device>')
-    .description('set the access token a device uses on the upstream ThingsBoard (sync.url)')
-    .requiredOption('--token <token>', 'the device\'s access token upstream')
-    .addOption(dataDirOption())
-    .addOption(configOption())
-    .action(async (ref: string, opts: ConfigFlags & { token: string }) => {
-      const d = await withStore(opts, async (entities, env) => {
-        const found = entities.device(ref) ?? entities.byName('DEVICE', ref);
-        if (found === undefined || found.entityType !== 'DEVICE') throw new OutpostError('ENTITY_NOT_FOUND', `no device with id or name "${ref}"`);
-        await setUpstreamToken(env, found.id, opts.token);
-        return found;
-      });
-      console.log(JSON.stringify({ id: d.id, name: d.name, upstreamToken: opts.token }));
-    }), 'outpost device upstream pump-1 --token UPSTREAM_TOKEN_OF_PUMP_1');
+  example(
+    device
+      .command('upstream <device>')
+      .description('set the access token a device uses on the upstream ThingsBoard (sync.url)')
+      .requiredOption('--token <token>', "the device's access token upstream")
+      .addOption(dataDirOption())
+      .addOption(configOption())
+      .action(async (ref: string, opts: ConfigFlags & { token: string }) => {
+        const d = await withStore(opts, async (entities, env) => {
+          const found = entities.device(ref) ?? entities.byName('DEVICE', ref);
+          if (found === undefined || found.entityType !== 'DEVICE')
+            throw new OutpostError('ENTITY_NOT_FOUND', `no device with id or name "${ref}"`);
+          await setUpstreamToken(env, found.id, opts.token);
+          return found;
+        });
+        console.log(JSON.stringify({ id: d.id, name: d.name, upstreamToken: opts.token }));
+      }),
+    'outpost device upstream pump-1 --token UPSTREAM_TOKEN_OF_PUMP_1',
+  );
 }

@@ -8,21 +8,32 @@ import { customerIdOf } from './customer.js';
 
 export function registerUser(program: Command): void {
   const user = commandGroup(program, 'user', 'manage users');
-  example(user.command('add')
-    .description('create a user')
-    .requiredOption('--email <email>')
-    .requiredOption('--password <password>')
-    .addOption(new Option('--authority <authority>').choices(['TENANT_ADMIN', 'CUSTOMER_USER']).makeOptionMandatory())
-    .option('--customer <idOrTitle>', 'the customer of a CUSTOMER_USER')
-    .addOption(dataDirOption())
-    .addOption(configOption())
-    .action(async (opts: ConfigFlags & { email: string; password: string; authority: Authority; customer?: string }) => {
-      if (opts.password.length === 0) throw new OutpostError('BAD_PARAM', 'password must not be empty');
-      const { hashPassword } = await import('../auth/password.js');
-      const passwordHash = await hashPassword(opts.password);
-      const u = await withStore(opts, (entities) => entities.createUser({
-        email: opts.email, passwordHash, authority: opts.authority, customerId: customerIdOf(entities, opts.customer),
-      }));
-      console.log(JSON.stringify({ id: u.id, email: u.email, authority: u.authority, customerId: u.customerId }));
-    }), 'outpost user add --email admin@example.com --password secret --authority TENANT_ADMIN');
+  example(
+    user
+      .command('add')
+      .description('create a user')
+      .requiredOption('--email <email>')
+      .requiredOption('--password <password>')
+      .addOption(new Option('--authority <authority>').choices(['TENANT_ADMIN', 'CUSTOMER_USER']).makeOptionMandatory())
+      .option('--customer <idOrTitle>', 'the customer of a CUSTOMER_USER')
+      .addOption(dataDirOption())
+      .addOption(configOption())
+      .action(
+        async (opts: ConfigFlags & { email: string; password: string; authority: Authority; customer?: string }) => {
+          if (opts.password.length === 0) throw new OutpostError('BAD_PARAM', 'password must not be empty');
+          const { hashPassword } = await import('../auth/password.js');
+          const passwordHash = await hashPassword(opts.password);
+          const u = await withStore(opts, (entities) =>
+            entities.createUser({
+              email: opts.email,
+              passwordHash,
+              authority: opts.authority,
+              customerId: customerIdOf(entities, opts.customer),
+            }),
+          );
+          console.log(JSON.stringify({ id: u.id, email: u.email, authority: u.authority, customerId: u.customerId }));
+        },
+      ),
+    'outpost user add --email admin@example.com --password secret --authority TENANT_ADMIN',
+  );
 }

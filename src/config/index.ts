@@ -11,14 +11,16 @@ const GiB = 1024 * 1024 * 1024;
 // LMDB map size (address space reserved, not disk used) by platform:
 const MAP_SIZE_BYTES =
   // 32-bit ARM (Pi Zero/2/3 on armv7 images) cannot map a large LMDB file into its 3 GB address space.
-  arch() === 'arm' || arch() === 'ia32' ? 1 * GiB
-  // Raspberry Pi arm64 kernels use 39-bit virtual addresses with 4 KiB pages (512 GiB per process; Pi 5's
-  // 16 KiB-page kernel: 47 bits). 64 GiB would fit, but 16 GiB leaves V8 (a wasm memory reserves ~10 GiB) wide
-  // room and is more than an SD card's store needs; it also runs under qemu-user on hosts with more RAM than
-  // the map (qemu 7.2 backs a file mapping's tail with accounted memory: 24 GiB segfaulted on a 24 GB host).
-  : arch() === 'arm64' ? 16 * GiB
-  // x64 and others: 47-bit address space.
-  : 64 * GiB;
+  arch() === 'arm' || arch() === 'ia32'
+    ? 1 * GiB
+    : // Raspberry Pi arm64 kernels use 39-bit virtual addresses with 4 KiB pages (512 GiB per process; Pi 5's
+      // 16 KiB-page kernel: 47 bits). 64 GiB would fit, but 16 GiB leaves V8 (a wasm memory reserves ~10 GiB) wide
+      // room and is more than an SD card's store needs; it also runs under qemu-user on hosts with more RAM than
+      // the map (qemu 7.2 backs a file mapping's tail with accounted memory: 24 GiB segfaulted on a 24 GB host).
+      arch() === 'arm64'
+      ? 16 * GiB
+      : // x64 and others: 47-bit address space.
+        64 * GiB;
 // Below 1 GiB of RAM keep fewer verified tokens and smaller websocket buffers.
 const LOW_RAM = totalmem() < 1024 * 1024 * 1024;
 
@@ -235,7 +237,13 @@ export const DEFAULTS = {
   logLevel: 'info' as 'info' | 'debug' | 'silent',
 };
 
-type Widen<T> = T extends string ? string : T extends number ? number : T extends boolean ? boolean : { [K in keyof T]: Widen<T[K]> };
+type Widen<T> = T extends string
+  ? string
+  : T extends number
+    ? number
+    : T extends boolean
+      ? boolean
+      : { [K in keyof T]: Widen<T[K]> };
 export type Config = Widen<typeof DEFAULTS> & { logLevel: 'info' | 'debug' | 'silent' };
 type DeepPartial<T> = { [K in keyof T]?: T[K] extends object ? DeepPartial<T[K]> : T[K] };
 export type ConfigOverrides = DeepPartial<Config>;
@@ -257,7 +265,13 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 }
 
 /** Merge `src` into `dst` in place; every key of src must exist in `shape` with the same type. */
-function mergeChecked(dst: Record<string, unknown>, src: Record<string, unknown>, shape: Record<string, unknown>, where: string, path = ''): void {
+function mergeChecked(
+  dst: Record<string, unknown>,
+  src: Record<string, unknown>,
+  shape: Record<string, unknown>,
+  where: string,
+  path = '',
+): void {
   for (const [k, v] of Object.entries(src)) {
     const name = path ? `${path}.${k}` : k;
     if (!Object.hasOwn(shape, k)) throw new OutpostError('CONFIG_INVALID', `${where}: unknown config key "${name}"`);
@@ -266,7 +280,10 @@ function mergeChecked(dst: Record<string, unknown>, src: Record<string, unknown>
       if (!isPlainObject(v)) throw new OutpostError('CONFIG_INVALID', `${where}: "${name}" must be an object`);
       mergeChecked(dst[k] as Record<string, unknown>, v, expected, where, name);
     } else if (typeof v !== typeof expected) {
-      throw new OutpostError('CONFIG_INVALID', `${where}: "${name}" must be a ${typeof expected}, got ${JSON.stringify(v)}`);
+      throw new OutpostError(
+        'CONFIG_INVALID',
+        `${where}: "${name}" must be a ${typeof expected}, got ${JSON.stringify(v)}`,
+      );
     } else {
       dst[k] = v;
     }
@@ -289,61 +306,105 @@ function mqttPort(v: string | number, where: string): number {
 
 function validate(c: Config): void {
   const positive: Array<[string, number]> = [
-    ['http.maxBodyBytes', c.http.maxBodyBytes], ['http.maxRpcBodyBytes', c.http.maxRpcBodyBytes],
-    ['longPoll.defaultTimeoutMs', c.longPoll.defaultTimeoutMs], ['longPoll.maxTimeoutMs', c.longPoll.maxTimeoutMs],
-    ['rpc.defaultTimeoutMs', c.rpc.defaultTimeoutMs], ['rpc.clientSideTimeoutMs', c.rpc.clientSideTimeoutMs],
-    ['query.maxIntervals', c.query.maxIntervals], ['query.defaultLimit', c.query.defaultLimit], ['query.readCacheBytes', c.query.readCacheBytes],
-    ['auth.accessTokenTtlSec', c.auth.accessTokenTtlSec], ['auth.refreshTokenTtlSec', c.auth.refreshTokenTtlSec],
+    ['http.maxBodyBytes', c.http.maxBodyBytes],
+    ['http.maxRpcBodyBytes', c.http.maxRpcBodyBytes],
+    ['longPoll.defaultTimeoutMs', c.longPoll.defaultTimeoutMs],
+    ['longPoll.maxTimeoutMs', c.longPoll.maxTimeoutMs],
+    ['rpc.defaultTimeoutMs', c.rpc.defaultTimeoutMs],
+    ['rpc.clientSideTimeoutMs', c.rpc.clientSideTimeoutMs],
+    ['query.maxIntervals', c.query.maxIntervals],
+    ['query.defaultLimit', c.query.defaultLimit],
+    ['query.readCacheBytes', c.query.readCacheBytes],
+    ['auth.accessTokenTtlSec', c.auth.accessTokenTtlSec],
+    ['auth.refreshTokenTtlSec', c.auth.refreshTokenTtlSec],
     ['store.mapSizeBytes', c.store.mapSizeBytes],
-    ['store.headWindowMs', c.store.headWindowMs], ['store.chunkWindowMs', c.store.chunkWindowMs],
-    ['store.applyIntervalMs', c.store.applyIntervalMs], ['store.applyMaxPoints', c.store.applyMaxPoints],
+    ['store.headWindowMs', c.store.headWindowMs],
+    ['store.chunkWindowMs', c.store.chunkWindowMs],
+    ['store.applyIntervalMs', c.store.applyIntervalMs],
+    ['store.applyMaxPoints', c.store.applyMaxPoints],
     ['store.walSegmentBytes', c.store.walSegmentBytes],
-    ['store.writeBudgetBytesPerDay', c.store.writeBudgetBytesPerDay], ['store.cardEnduranceBytes', c.store.cardEnduranceBytes],
-    ['downsample.stepBudgetMs', c.downsample.stepBudgetMs], ['downsample.sweepIntervalMs', c.downsample.sweepIntervalMs],
+    ['store.writeBudgetBytesPerDay', c.store.writeBudgetBytesPerDay],
+    ['store.cardEnduranceBytes', c.store.cardEnduranceBytes],
+    ['downsample.stepBudgetMs', c.downsample.stepBudgetMs],
+    ['downsample.sweepIntervalMs', c.downsample.sweepIntervalMs],
     ['ws.maxPayloadLength', c.ws.maxPayloadLength],
     ['ws.authTimeoutMs', c.ws.authTimeoutMs],
-    ['sync.maxBatchBytes', c.sync.maxBatchBytes], ['sync.concurrency', c.sync.concurrency],
-    ['sync.retryBaseMs', c.sync.retryBaseMs], ['sync.retryMaxMs', c.sync.retryMaxMs], ['sync.requestTimeoutMs', c.sync.requestTimeoutMs],
+    ['sync.maxBatchBytes', c.sync.maxBatchBytes],
+    ['sync.concurrency', c.sync.concurrency],
+    ['sync.retryBaseMs', c.sync.retryBaseMs],
+    ['sync.retryMaxMs', c.sync.retryMaxMs],
+    ['sync.requestTimeoutMs', c.sync.requestTimeoutMs],
     ['sync.depthProbeMs', c.sync.depthProbeMs],
-    ['sync.inflight', c.sync.inflight], ['sync.announceMs', c.sync.announceMs], ['sync.rpcTtlMs', c.sync.rpcTtlMs],
-    ['mqtt.maxPayloadBytes', c.mqtt.maxPayloadBytes], ['mqtt.maxConnections', c.mqtt.maxConnections],
-    ['mqtt.connectTimeoutMs', c.mqtt.connectTimeoutMs], ['mqtt.maxOutboundBytes', c.mqtt.maxOutboundBytes],
+    ['sync.inflight', c.sync.inflight],
+    ['sync.announceMs', c.sync.announceMs],
+    ['sync.rpcTtlMs', c.sync.rpcTtlMs],
+    ['mqtt.maxPayloadBytes', c.mqtt.maxPayloadBytes],
+    ['mqtt.maxConnections', c.mqtt.maxConnections],
+    ['mqtt.connectTimeoutMs', c.mqtt.connectTimeoutMs],
+    ['mqtt.maxOutboundBytes', c.mqtt.maxOutboundBytes],
     ['mqtt.maxInflight', c.mqtt.maxInflight],
   ];
   for (const [name, v] of positive) {
-    if (!Number.isFinite(v) || v <= 0) throw new OutpostError('CONFIG_INVALID', `config: "${name}" must be > 0, got ${v}`);
+    if (!Number.isFinite(v) || v <= 0)
+      throw new OutpostError('CONFIG_INVALID', `config: "${name}" must be > 0, got ${v}`);
   }
   if (typeof c.sync.encoderThread !== 'boolean') {
-    throw new OutpostError('CONFIG_INVALID', `config: "sync.encoderThread" must be true or false, got ${String(c.sync.encoderThread)}`);
+    throw new OutpostError(
+      'CONFIG_INVALID',
+      `config: "sync.encoderThread" must be true or false, got ${String(c.sync.encoderThread)}`,
+    );
   }
-  if (typeof c.store.wal !== 'boolean') throw new OutpostError('CONFIG_INVALID', `config: "store.wal" must be true or false, got ${String(c.store.wal)}`);
+  if (typeof c.store.wal !== 'boolean')
+    throw new OutpostError('CONFIG_INVALID', `config: "store.wal" must be true or false, got ${String(c.store.wal)}`);
   const delay = c.store.commitDelayMs;
   if (!Number.isInteger(delay) || delay < -1 || delay > 60_000) {
-    throw new OutpostError('CONFIG_INVALID', `config: "store.commitDelayMs" must be -1 (set by the write budget) or an integer 0..60000, got ${delay}`);
+    throw new OutpostError(
+      'CONFIG_INVALID',
+      `config: "store.commitDelayMs" must be -1 (set by the write budget) or an integer 0..60000, got ${delay}`,
+    );
   }
   if (c.sync.url !== '' && !/^(https?|mqtts?):\/\/[^/]/.test(c.sync.url)) {
-    throw new OutpostError('CONFIG_INVALID', `config: "sync.url" must start with http://, https://, mqtt:// or mqtts://, got ${JSON.stringify(c.sync.url)}`);
+    throw new OutpostError(
+      'CONFIG_INVALID',
+      `config: "sync.url" must start with http://, https://, mqtt:// or mqtts://, got ${JSON.stringify(c.sync.url)}`,
+    );
   }
-  if (!(c.sync.maxPointsPerSec >= 0)) throw new OutpostError('CONFIG_INVALID', `config: "sync.maxPointsPerSec" must be >= 0`);
-  if (!Number.isInteger(c.sync.concurrency)) throw new OutpostError('CONFIG_INVALID', `config: "sync.concurrency" must be an integer`);
-  if (c.sync.retryMaxMs > 60_000) throw new OutpostError('CONFIG_INVALID', `config: "sync.retryMaxMs" must be at most 60000`);
+  if (!(c.sync.maxPointsPerSec >= 0))
+    throw new OutpostError('CONFIG_INVALID', `config: "sync.maxPointsPerSec" must be >= 0`);
+  if (!Number.isInteger(c.sync.concurrency))
+    throw new OutpostError('CONFIG_INVALID', `config: "sync.concurrency" must be an integer`);
+  if (c.sync.retryMaxMs > 60_000)
+    throw new OutpostError('CONFIG_INVALID', `config: "sync.retryMaxMs" must be at most 60000`);
   if (Boolean(c.sync.provisionKey) !== Boolean(c.sync.provisionSecret)) {
-    throw new OutpostError('CONFIG_INVALID', 'config: sync provisioning needs both "sync.provisionKey" and "sync.provisionSecret"');
+    throw new OutpostError(
+      'CONFIG_INVALID',
+      'config: sync provisioning needs both "sync.provisionKey" and "sync.provisionSecret"',
+    );
   }
   parsePort(c.port, 'config');
   mqttPort(c.mqtt.port, 'config: "mqtt.port"');
   mqttPort(c.mqtt.tlsPort, 'config: "mqtt.tlsPort"');
-  if (c.mqtt.maxPayloadBytes > 268_435_455) throw new OutpostError('CONFIG_INVALID', 'config: "mqtt.maxPayloadBytes" must be at most 268435455 (MQTT\'s limit)');
+  if (c.mqtt.maxPayloadBytes > 268_435_455)
+    throw new OutpostError(
+      'CONFIG_INVALID',
+      'config: "mqtt.maxPayloadBytes" must be at most 268435455 (MQTT\'s limit)',
+    );
   const budget = c.downsample.maxDiskBytes;
   if (!Number.isInteger(budget) || (budget < 0 && budget !== -1)) {
-    throw new OutpostError('CONFIG_INVALID', `config: "downsample.maxDiskBytes" must be bytes, 0 (automatic) or -1 (none), got ${budget}`);
+    throw new OutpostError(
+      'CONFIG_INVALID',
+      `config: "downsample.maxDiskBytes" must be bytes, 0 (automatic) or -1 (none), got ${budget}`,
+    );
   }
   if (Boolean(c.tls.cert) !== Boolean(c.tls.key)) {
     throw new OutpostError('CONFIG_INVALID', 'config: TLS needs both a certificate and a key');
   }
   for (const k of c.auth.ticketKeys as unknown[]) {
     if (typeof k !== 'string' || !/^[A-Za-z0-9_-]{43}$/.test(k) || Buffer.from(k, 'base64url').length !== 32) {
-      throw new OutpostError('CONFIG_INVALID', `config: "auth.ticketKeys" holds ${JSON.stringify(k)}, not a base64url Ed25519 public key (outpost ticket keygen prints one)`);
+      throw new OutpostError(
+        'CONFIG_INVALID',
+        `config: "auth.ticketKeys" holds ${JSON.stringify(k)}, not a base64url Ed25519 public key (outpost ticket keygen prints one)`,
+      );
     }
   }
   if (!['info', 'debug', 'silent'].includes(c.logLevel)) {
@@ -357,7 +418,11 @@ function deepFreeze<T>(o: T): T {
 }
 
 /** flags > env > config file > defaults (docs/configuration.md). The result is frozen. */
-export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, overrides: ConfigOverrides = {}): Readonly<Config> {
+export function loadConfig(
+  flags: ConfigFlags = {},
+  env: Env = process.env,
+  overrides: ConfigOverrides = {},
+): Readonly<Config> {
   const config = structuredClone(DEFAULTS) as Config;
   const shape = DEFAULTS as unknown as Record<string, unknown>;
   const target = config as unknown as Record<string, unknown>;
@@ -369,27 +434,45 @@ export function loadConfig(flags: ConfigFlags = {}, env: Env = process.env, over
     try {
       parsed = JSON.parse(readFileSync(file, 'utf8'));
     } catch (err) {
-      throw new OutpostError('CONFIG_INVALID', `reading config file ${file}: ${(err as Error).message}`, { cause: err });
+      throw new OutpostError('CONFIG_INVALID', `reading config file ${file}: ${(err as Error).message}`, {
+        cause: err,
+      });
     }
-    if (!isPlainObject(parsed)) throw new OutpostError('CONFIG_INVALID', `config file ${file}: must hold a JSON object`);
+    if (!isPlainObject(parsed))
+      throw new OutpostError('CONFIG_INVALID', `config file ${file}: must hold a JSON object`);
     mergeChecked(target, parsed, shape, `config file ${file}`);
     fileJson = parsed;
   }
   mergeChecked(target, overrides as Record<string, unknown>, shape, 'overrides');
 
-  const layer = (src: 'env' | 'flag', host?: string, port?: string | number, dataDir?: string, cert?: string, key?: string): void => {
+  const layer = (
+    src: 'env' | 'flag',
+    host?: string,
+    port?: string | number,
+    dataDir?: string,
+    cert?: string,
+    key?: string,
+  ): void => {
     if (host !== undefined && host !== '') config.host = host;
     if (port !== undefined && port !== '') config.port = parsePort(port, src);
     if (dataDir !== undefined && dataDir !== '') config.dataDir = dataDir;
     if (cert !== undefined && cert !== '') config.tls.cert = cert;
     if (key !== undefined && key !== '') config.tls.key = key;
   };
-  layer('env', env['OUTPOST_HOST'], env['OUTPOST_PORT'], env['OUTPOST_DATA_DIR'], env['OUTPOST_TLS_CERT'], env['OUTPOST_TLS_KEY']);
+  layer(
+    'env',
+    env['OUTPOST_HOST'],
+    env['OUTPOST_PORT'],
+    env['OUTPOST_DATA_DIR'],
+    env['OUTPOST_TLS_CERT'],
+    env['OUTPOST_TLS_KEY'],
+  );
   layer('flag', flags.host, flags.port, flags.dataDir, flags.tlsCert, flags.tlsKey);
   // `port: 0` (any free port, as tests and benchmarks run) takes any free MQTT ports too, unless they were set:
   // two such daemons must never fight over 1883.
   if (config.port === 0) {
-    const given = (src: unknown, k: 'port' | 'tlsPort'): boolean => isPlainObject(src) && isPlainObject(src['mqtt']) && Object.hasOwn(src['mqtt'], k);
+    const given = (src: unknown, k: 'port' | 'tlsPort'): boolean =>
+      isPlainObject(src) && isPlainObject(src['mqtt']) && Object.hasOwn(src['mqtt'], k);
     for (const k of ['port', 'tlsPort'] as const) {
       if (!given(fileJson, k) && !given(overrides, k) && config.mqtt[k] !== 0) config.mqtt[k] = -1;
     }

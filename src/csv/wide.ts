@@ -32,7 +32,10 @@ export function* wideCsvChunks(table: WideCsv, chunkBytes: number): Generator<Bu
     let any = false;
     for (let i = 0; i < k; i++) {
       const c = cols[i] as Column;
-      if (!c.done && (!any || c.pos < min)) { min = c.pos; any = true; }
+      if (!c.done && (!any || c.pos < min)) {
+        min = c.pos;
+        any = true;
+      }
     }
     if (!any) break;
     if (table.formatPos === 'integer') out.integer(min);

@@ -8,7 +8,11 @@ import { delimiter, join, relative } from 'node:path';
 
 export function outpostCommand(entry: string = process.argv[1] ?? '', cwd: string = process.cwd()): string {
   let main: string;
-  try { main = realpathSync(entry); } catch { return 'outpost'; }
+  try {
+    main = realpathSync(entry);
+  } catch {
+    return 'outpost';
+  }
   for (const dir of (process.env['PATH'] ?? '').split(delimiter)) {
     if (dir === '') continue;
     const candidate = join(dir, 'outpost');
@@ -16,7 +20,9 @@ export function outpostCommand(entry: string = process.argv[1] ?? '', cwd: strin
       if (realpathSync(candidate) === main) return 'outpost';
       // a wrapper script names the entry it runs (the installer's sets the user and data dir first)
       if (statSync(candidate).size < 16_384 && readFileSync(candidate, 'utf8').includes(main)) return 'outpost';
-    } catch { /* not there, or not readable */ }
+    } catch {
+      /* not there, or not readable */
+    }
   }
   const rel = relative(cwd, main);
   if (!rel.startsWith('..') && existsSync(join(cwd, 'package.json'))) return 'npx outpost';

@@ -41,7 +41,9 @@ export async function lockDataDir(dataDir: string): Promise<DataDirLock> {
   const real = realpathSync(dataDir);
   const address = lockAddress(real);
   const server = createServer((socket) => {
-    socket.on('error', () => { /* the asker went away: nothing to tell */ });
+    socket.on('error', () => {
+      /* the asker went away: nothing to tell */
+    });
     socket.end(`${JSON.stringify({ pid: process.pid })}\n`);
   });
   for (let attempt = 0; ; attempt++) {
@@ -56,7 +58,10 @@ export async function lockDataDir(dataDir: string): Promise<DataDirLock> {
       continue;
     }
     const who = typeof holder === 'number' ? ` (pid ${holder})` : '';
-    throw new OutpostError('CONFIG_INVALID', `data dir ${real} is in use by another outpost serve${who}; nothing was changed`);
+    throw new OutpostError(
+      'CONFIG_INVALID',
+      `data dir ${real} is in use by another outpost serve${who}; nothing was changed`,
+    );
   }
   // the lock must not keep the process alive; it lasts as long as the process
   server.unref();
@@ -96,15 +101,24 @@ function askHolder(path: string): Promise<number | 'gone' | undefined> {
   return new Promise((resolve) => {
     const socket = connect({ path });
     let text = '';
-    const done = (v: number | 'gone' | undefined): void => { socket.destroy(); resolve(v); };
+    const done = (v: number | 'gone' | undefined): void => {
+      socket.destroy();
+      resolve(v);
+    };
     socket.setTimeout(HOLDER_REPLY_MS, () => done(undefined));
-    socket.on('data', (b: Buffer) => { text += b.toString(); });
+    socket.on('data', (b: Buffer) => {
+      text += b.toString();
+    });
     socket.on('end', () => {
       try {
         const { pid } = JSON.parse(text) as { pid?: unknown };
         done(typeof pid === 'number' ? pid : undefined);
-      } catch { done(undefined); }
+      } catch {
+        done(undefined);
+      }
     });
-    socket.on('error', (err: NodeJS.ErrnoException) => done(err.code === 'ECONNREFUSED' || err.code === 'ENOENT' ? 'gone' : undefined));
+    socket.on('error', (err: NodeJS.ErrnoException) =>
+      done(err.code === 'ECONNREFUSED' || err.code === 'ENOENT' ? 'gone' : undefined),
+    );
   });
 }

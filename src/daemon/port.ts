@@ -16,7 +16,12 @@ import { OutpostError } from '../errors.js';
 const EXCLUSIVE_PORT = (uws as unknown as { LIBUS_LISTEN_EXCLUSIVE_PORT?: number }).LIBUS_LISTEN_EXCLUSIVE_PORT ?? 1;
 
 /** uWS's listen(host, port, options, cb): the typings lack the form with both a host and options */
-type ListenWithOptions = (host: string, port: number, options: number, cb: (ls: uws.us_listen_socket | false) => void) => unknown;
+type ListenWithOptions = (
+  host: string,
+  port: number,
+  options: number,
+  cb: (ls: uws.us_listen_socket | false) => void,
+) => unknown;
 
 /** Listens on host:port alone (no other socket may share the port), or fails saying who holds it. */
 export function listenExclusive(app: uws.TemplatedApp, host: string, port: number): Promise<uws.us_listen_socket> {
@@ -46,7 +51,11 @@ export function checkTcpPortFree(host: string, port: number, what: string): Prom
   return new Promise((resolve, reject) => {
     const probe = createServer();
     probe.once('error', (err: NodeJS.ErrnoException) => {
-      reject(err.code === 'EADDRINUSE' ? portInUse(host, port, what) : new OutpostError('CONFIG_INVALID', `cannot listen for ${what} on ${host}:${port}: ${err.message}`));
+      reject(
+        err.code === 'EADDRINUSE'
+          ? portInUse(host, port, what)
+          : new OutpostError('CONFIG_INVALID', `cannot listen for ${what} on ${host}:${port}: ${err.message}`),
+      );
     });
     probe.listen({ host, port, exclusive: true }, () => probe.close(() => resolve()));
   });
@@ -56,7 +65,10 @@ function portInUse(host: string, port: number, what = ''): OutpostError {
   const holder = listenerPid(port);
   const who = holder === undefined ? '' : ` by pid ${holder.pid}${holder.command === '' ? '' : ` (${holder.command})`}`;
   const forWhat = what === '' ? '' : ` for ${what}`;
-  return new OutpostError('CONFIG_INVALID', `cannot listen${forWhat} on ${host}:${port}: the port is in use${who}; nothing was changed`);
+  return new OutpostError(
+    'CONFIG_INVALID',
+    `cannot listen${forWhat} on ${host}:${port}: the port is in use${who}; nothing was changed`,
+  );
 }
 
 /**
@@ -67,22 +79,39 @@ export function listenerPid(port: number): { pid: number; command: string } | un
   const inodes = new Set<string>();
   for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
     let text: string;
-    try { text = readFileSync(table, 'utf8'); } catch { continue; }
+    try {
+      text = readFileSync(table, 'utf8');
+    } catch {
+      continue;
+    }
     for (const line of text.split('\n').slice(1)) {
       const f = line.trim().split(/\s+/);
       // local_address is ADDR:PORT in hex; st 0A is LISTEN; inode is the tenth field
-      if (f.length > 9 && f[3] === '0A' && Number.parseInt(f[1]?.split(':')[1] ?? '', 16) === port) inodes.add(f[9] ?? '');
+      if (f.length > 9 && f[3] === '0A' && Number.parseInt(f[1]?.split(':')[1] ?? '', 16) === port)
+        inodes.add(f[9] ?? '');
     }
   }
   if (inodes.size === 0) return undefined;
   let pids: string[];
-  try { pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d)); } catch { return undefined; }
+  try {
+    pids = readdirSync('/proc').filter((d) => /^\d+$/.test(d));
+  } catch {
+    return undefined;
+  }
   for (const pid of pids) {
     let fds: string[];
-    try { fds = readdirSync(`/proc/${pid}/fd`); } catch { continue; }
+    try {
+      fds = readdirSync(`/proc/${pid}/fd`);
+    } catch {
+      continue;
+    }
     for (const fd of fds) {
       let target: string;
-      try { target = readlinkSync(`/proc/${pid}/fd/${fd}`); } catch { continue; }
+      try {
+        target = readlinkSync(`/proc/${pid}/fd/${fd}`);
+      } catch {
+        continue;
+      }
       const m = /^socket:\[(\d+)\]$/.exec(target);
       if (m && inodes.has(m[1] ?? '')) return { pid: Number(pid), command: commandLine(pid) };
     }
@@ -92,7 +121,11 @@ export function listenerPid(port: number): { pid: number; command: string } | un
 
 function commandLine(pid: string): string {
   try {
-    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter((a) => a !== '').join(' ').slice(0, 120);
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8')
+      .split('\0')
+      .filter((a) => a !== '')
+      .join(' ')
+      .slice(0, 120);
   } catch {
     return '';
   }

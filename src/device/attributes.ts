@@ -13,7 +13,9 @@ export function keyList(raw: string | null | undefined): string[] | undefined {
 
 function section(name: string, attrs: readonly AttributeKv[]): string {
   let out = `${JSON.stringify(name)}:{`;
-  attrs.forEach((a, i) => { out += `${i === 0 ? '' : ','}${JSON.stringify(a.key)}:${kvToJson(a.value)}`; });
+  attrs.forEach((a, i) => {
+    out += `${i === 0 ? '' : ','}${JSON.stringify(a.key)}:${kvToJson(a.value)}`;
+  });
   return `${out}}`;
 }
 
@@ -21,7 +23,12 @@ function section(name: string, attrs: readonly AttributeKv[]): string {
  * `{"client":{..},"shared":{..}}` with empty sections omitted: neither key list → all client and all shared
  * attributes; one → only that section.
  */
-export function deviceAttributesJson(attributes: AttributeStore, deviceId: string, clientKeys: string[] | undefined, sharedKeys: string[] | undefined): string {
+export function deviceAttributesJson(
+  attributes: AttributeStore,
+  deviceId: string,
+  clientKeys: string[] | undefined,
+  sharedKeys: string[] | undefined,
+): string {
   const neither = clientKeys === undefined && sharedKeys === undefined;
   const client = neither || clientKeys !== undefined ? attributes.get(deviceId, 'CLIENT_SCOPE', clientKeys) : [];
   const shared = neither || sharedKeys !== undefined ? attributes.get(deviceId, 'SHARED_SCOPE', sharedKeys) : [];

@@ -15,13 +15,17 @@ function parseDs(v: JsonValue, where: string): Depth {
   else if (v instanceof NumLit) n = Number(v.text);
   else if (typeof v === 'string' && NUMERIC.test(v.trim())) n = Number(v.trim());
   if (!Number.isFinite(n)) {
-    throw new OutpostError('BAD_PAYLOAD', `${where}"ds" must be a finite number, got ${JSON.stringify(v instanceof NumLit ? v.text : v)}`);
+    throw new OutpostError(
+      'BAD_PAYLOAD',
+      `${where}"ds" must be a finite number, got ${JSON.stringify(v instanceof NumLit ? v.text : v)}`,
+    );
   }
   return n;
 }
 
 function parseDepthObject(obj: { [key: string]: JsonValue }, where: string): DsRecord {
-  if (!('ds' in obj) || !('values' in obj)) throw new OutpostError('BAD_PAYLOAD', `${where}depth telemetry needs both "ds" and "values"`);
+  if (!('ds' in obj) || !('values' in obj))
+    throw new OutpostError('BAD_PAYLOAD', `${where}depth telemetry needs both "ds" and "values"`);
   const values = obj['values'] as JsonValue;
   if (!isJsonObject(values)) throw new OutpostError('BAD_PAYLOAD', `${where}"values" must be a JSON object`);
   return { ds: parseDs(obj['ds'] as JsonValue, where), values: parseKvObject(values) };

@@ -21,7 +21,10 @@ export type ProvisionAnswer =
   | { readonly status: 'NOT_FOUND' | 'FAILURE'; readonly errorMsg: string };
 
 /** Throws BAD_PAYLOAD when the request is not a JSON object; every other outcome is an answer. */
-export async function provisionDevice(s: Pick<Services, 'config' | 'entities'>, body: JsonValue): Promise<ProvisionAnswer> {
+export async function provisionDevice(
+  s: Pick<Services, 'config' | 'entities'>,
+  body: JsonValue,
+): Promise<ProvisionAnswer> {
   if (!isJsonObject(body)) throw new OutpostError('BAD_PAYLOAD', 'provisioning request must be a JSON object');
   const str = (k: string): string => {
     const v = body[k];
@@ -39,7 +42,10 @@ export async function provisionDevice(s: Pick<Services, 'config' | 'entities'>, 
   const token = str('token');
   try {
     const d = await s.entities.createDevice({
-      name, type: str('deviceType') || 'default', token: token || undefined, customerId: NULL_UUID,
+      name,
+      type: str('deviceType') || 'default',
+      token: token || undefined,
+      customerId: NULL_UUID,
       // TB 3.8+: `"gateway": true` provisions a gateway
       gateway: body['gateway'] === true,
     });

@@ -65,10 +65,21 @@ const PREALLOCATE_MAX = 256 * 1024;
 const COPIED_HEADERS = ['content-length', 'content-type', 'authorization', 'x-authorization', 'accept'] as const;
 
 const STATUS_TEXT: Record<number, string> = {
-  200: '200 OK', 204: '204 No Content', 400: '400 Bad Request', 401: '401 Unauthorized', 403: '403 Forbidden',
-  404: '404 Not Found', 405: '405 Method Not Allowed', 406: '406 Not Acceptable', 408: '408 Request Timeout',
-  409: '409 Conflict', 413: '413 Payload Too Large', 429: '429 Too Many Requests', 500: '500 Internal Server Error',
-  503: '503 Service Unavailable', 504: '504 Gateway Timeout',
+  200: '200 OK',
+  204: '204 No Content',
+  400: '400 Bad Request',
+  401: '401 Unauthorized',
+  403: '403 Forbidden',
+  404: '404 Not Found',
+  405: '405 Method Not Allowed',
+  406: '406 Not Acceptable',
+  408: '408 Request Timeout',
+  409: '409 Conflict',
+  413: '413 Payload Too Large',
+  429: '429 Too Many Requests',
+  500: '500 Internal Server Error',
+  503: '503 Service Unavailable',
+  504: '504 Gateway Timeout',
 };
 export const statusLine = (s: number): string => STATUS_TEXT[s] ?? `${s} Status`;
 
@@ -112,8 +123,13 @@ class Exchange implements HttpContext {
   ) {
     this.rawQuery = req.getQuery() ?? '';
     // same order as COPIED_HEADERS
-    this.headerValues = [req.getHeader('content-length'), req.getHeader('content-type'), req.getHeader('authorization'),
-      req.getHeader('x-authorization'), req.getHeader('accept')];
+    this.headerValues = [
+      req.getHeader('content-length'),
+      req.getHeader('content-type'),
+      req.getHeader('authorization'),
+      req.getHeader('x-authorization'),
+      req.getHeader('accept'),
+    ];
     res.onAborted(() => {
       this.aborted = true;
       if (this.bodyState === 'reading') this.failBody(new OutpostError('BAD_PAYLOAD', 'client went away'));
@@ -121,7 +137,11 @@ class Exchange implements HttpContext {
       this.abortCbs = undefined;
       if (cbs) {
         for (const cb of cbs) {
-          try { cb(); } catch (err) { this.log(`abort callback failed: ${String(err)}`); }
+          try {
+            cb();
+          } catch (err) {
+            this.log(`abort callback failed: ${String(err)}`);
+          }
         }
       }
     });
@@ -149,15 +169,27 @@ class Exchange implements HttpContext {
 
   body(): Promise<Buffer> {
     switch (this.bodyState) {
-      case 'none': return Promise.resolve(Buffer.alloc(0));
-      case 'done': return Promise.resolve(this.bodyBuf as Buffer);
-      case 'failed': return Promise.reject(this.bodyErr);
+      case 'none':
+        return Promise.resolve(Buffer.alloc(0));
+      case 'done':
+        return Promise.resolve(this.bodyBuf as Buffer);
+      case 'failed':
+        return Promise.reject(this.bodyErr);
       case 'reading':
         return new Promise<Buffer>((resolve, reject) => {
           const prev = this.bodyWaiter;
           // a second caller while reading: both get the outcome
           this.bodyWaiter = prev
-            ? { resolve: (b) => { prev.resolve(b); resolve(b); }, reject: (e) => { prev.reject(e); reject(e); } }
+            ? {
+                resolve: (b) => {
+                  prev.resolve(b);
+                  resolve(b);
+                },
+                reject: (e) => {
+                  prev.reject(e);
+                  reject(e);
+                },
+              }
             : { resolve, reject };
         });
     }
@@ -193,7 +225,10 @@ class Exchange implements HttpContext {
     // A declared length up to PREALLOCATE_MAX gets one buffer up front that every chunk is copied into: a
     // 60 KB batch arrives in several chunks, and a buffer per chunk plus a concat cost more than the copies.
     // Larger bodies are collected as they arrive, so memory follows the bytes received, not a declared size.
-    let whole: Buffer | undefined = Number.isSafeInteger(declared) && declared > 0 && declared <= PREALLOCATE_MAX ? Buffer.allocUnsafe(declared) : undefined;
+    let whole: Buffer | undefined =
+      Number.isSafeInteger(declared) && declared > 0 && declared <= PREALLOCATE_MAX
+        ? Buffer.allocUnsafe(declared)
+        : undefined;
     let chunks: Buffer[] | undefined;
     let size = 0;
     this.res.onData((ab, isLast) => {
@@ -218,7 +253,10 @@ class Exchange implements HttpContext {
       // Buffer.from(Uint8Array) puts small chunks into Node's shared 8 KiB pool rather than a fresh
       // ArrayBuffer per request (as ab.slice would).
       const chunk = Buffer.from(new Uint8Array(ab));
-      if (isLast && chunks === undefined) { this.finishBody(chunk); return; }
+      if (isLast && chunks === undefined) {
+        this.finishBody(chunk);
+        return;
+      }
       (chunks ??= []).push(chunk);
       if (isLast) this.finishBody(Buffer.concat(chunks, size));
     });
@@ -239,7 +277,8 @@ class Exchange implements HttpContext {
 
   sendError(err: unknown): void {
     const e = asOutpostError(err);
-    if (e.code === 'INTERNAL') this.log(`internal error on ${this.method.toUpperCase()} ${this.url}: ${(err as Error)?.stack ?? String(err)}`);
+    if (e.code === 'INTERNAL')
+      this.log(`internal error on ${this.method.toUpperCase()} ${this.url}: ${(err as Error)?.stack ?? String(err)}`);
     this.send({ status: e.status, contentType: 'application/json', body: errorBody(e) });
   }
 
@@ -260,11 +299,15 @@ class Exchange implements HttpContext {
     });
     const self = this;
     const sink: StreamSink = {
-      get aborted() { return self.aborted; },
+      get aborted() {
+        return self.aborted;
+      },
       write(chunk) {
         if (self.aborted) return Promise.resolve();
         let ok = true;
-        res.cork(() => { ok = res.write(chunk); });
+        res.cork(() => {
+          ok = res.write(chunk);
+        });
         // uWS keeps the chunk even when write returns false; we only wait for the socket to drain.
         if (ok) return Promise.resolve();
         return new Promise<void>((resolve) => {
@@ -294,7 +337,10 @@ export class HttpRouter {
   /** requests whose reply is still pending (for graceful shutdown and metrics) */
   inFlight = 0;
 
-  constructor(private readonly app: TemplatedApp, private readonly opts: HttpRouterOptions) {}
+  constructor(
+    private readonly app: TemplatedApp,
+    private readonly opts: HttpRouterOptions,
+  ) {}
 
   route(method: Method, pattern: string, handler: Handler, options: RouteOptions = {}): this {
     const paramCount = (pattern.match(/\/:/g) ?? []).length;
@@ -337,11 +383,14 @@ export class HttpRouter {
       return;
     }
     if (isPromise(out)) {
-      out.then((reply: HandlerResult) => this.finish(ex, reply, done), (err: unknown) => {
-        this.inFlight--;
-        ex.sendError(err);
-        done?.(true);
-      });
+      out.then(
+        (reply: HandlerResult) => this.finish(ex, reply, done),
+        (err: unknown) => {
+          this.inFlight--;
+          ex.sendError(err);
+          done?.(true);
+        },
+      );
     } else {
       this.finish(ex, out, done);
     }
@@ -361,5 +410,13 @@ export class HttpRouter {
   }
 }
 
-export const json = (value: unknown, status = 200): Reply => ({ status, contentType: 'application/json', body: JSON.stringify(value) });
-export const jsonText = (text: string, status = 200): Reply => ({ status, contentType: 'application/json', body: text });
+export const json = (value: unknown, status = 200): Reply => ({
+  status,
+  contentType: 'application/json',
+  body: JSON.stringify(value),
+});
+export const jsonText = (text: string, status = 200): Reply => ({
+  status,
+  contentType: 'application/json',
+  body: text,
+});

@@ -31,7 +31,10 @@ const MAX_FAST_KEYS = 64;
 
 /** A telemetry body → its columns: the fast path when it applies, else parseBody + parseTelemetry. */
 export function parseTelemetryBody(body: Buffer, now: EpochMs, rejectNull = false): TelemetryBatch {
-  return parseTelemetryFast(body, now, rejectNull) ?? TelemetryBatch.fromRecords(parseTelemetry(parseBody(body), now, rejectNull));
+  return (
+    parseTelemetryFast(body, now, rejectNull) ??
+    TelemetryBatch.fromRecords(parseTelemetry(parseBody(body), now, rejectNull))
+  );
 }
 
 export function parseTelemetryFast(body: Buffer, now: EpochMs, rejectNull: boolean): TelemetryBatch | undefined {
@@ -80,7 +83,11 @@ class FastParser {
    */
   private readonly prev: [string[], string[]] = [[], []];
 
-  constructor(private readonly buf: Buffer, private readonly now: EpochMs, private readonly rejectNull: boolean) {
+  constructor(
+    private readonly buf: Buffer,
+    private readonly now: EpochMs,
+    private readonly rejectNull: boolean,
+  ) {
     this.n = buf.length;
   }
 
@@ -177,7 +184,8 @@ class FastParser {
     }
     if (poured) {
       // {"ts":<int>,"values":{..}} and nothing else, all values plain numbers: the next record's template
-      if (keyCount === 2 && tsStart < tsEnd && this.pourNumeric && this.pourCount > 0) this.makeTemplate(recStart, tsStart, tsEnd);
+      if (keyCount === 2 && tsStart < tsEnd && this.pourNumeric && this.pourCount > 0)
+        this.makeTemplate(recStart, tsStart, tsEnd);
       return;
     }
     if (hasTs && hasValues) {
@@ -220,21 +228,36 @@ class FastParser {
     if (!this.bytesAt(seg, start)) return false;
     this.i = start + seg.length;
     this.lastWasInt = false;
-    if (!this.atNumber()) { this.i = start; return false; }
+    if (!this.atNumber()) {
+      this.i = start;
+      return false;
+    }
     this.number();
-    if (!this.lastWasInt) { this.i = start; return false; }
+    if (!this.lastWasInt) {
+      this.i = start;
+      return false;
+    }
     const ts = this.lastInt;
     const kinds = this.tplKinds;
     const nums = this.tplNums;
     const n = columns.length;
     for (let j = 0; j <= n; j++) {
       seg = segments[j + 1] as Buffer;
-      if (!this.bytesAt(seg, this.i)) { this.i = start; return false; }
+      if (!this.bytesAt(seg, this.i)) {
+        this.i = start;
+        return false;
+      }
       this.i += seg.length;
       if (j === n) break;
-      if (!this.atNumber()) { this.i = start; return false; }
+      if (!this.atNumber()) {
+        this.i = start;
+        return false;
+      }
       this.number();
-      if (this.numKind === NUM_OTHER) { this.i = start; return false; }
+      if (this.numKind === NUM_OTHER) {
+        this.i = start;
+        return false;
+      }
       kinds[j] = this.numKind;
       nums[j] = this.num;
     }
@@ -304,7 +327,10 @@ class FastParser {
         const col = this.columnAt(pos, key);
         if (this.numKind === NUM_LONG) col.pushLong(ts, this.num);
         else if (this.numKind === NUM_DOUBLE) col.pushDouble(ts, this.num);
-        else { col.push(ts, this.numOther as KvValue); this.pourNumeric = false; }
+        else {
+          col.push(ts, this.numOther as KvValue);
+          this.pourNumeric = false;
+        }
         this.pourStart[pos] = start;
         this.pourEnd[pos] = this.i;
         this.pourCols[pos] = col;
@@ -405,8 +431,20 @@ class FastParser {
       if (this.numKind === NUM_DOUBLE) return kvDouble(this.num);
       return this.numOther;
     }
-    if (c === 116) { if (this.wordAt('true', this.i)) { this.i += 4; return kvBool(true); } throw BAIL; }
-    if (c === 102) { if (this.wordAt('false', this.i)) { this.i += 5; return kvBool(false); } throw BAIL; }
+    if (c === 116) {
+      if (this.wordAt('true', this.i)) {
+        this.i += 4;
+        return kvBool(true);
+      }
+      throw BAIL;
+    }
+    if (c === 102) {
+      if (this.wordAt('false', this.i)) {
+        this.i += 5;
+        return kvBool(false);
+      }
+      throw BAIL;
+    }
     if (c === 110) {
       if (!this.wordAt('null', this.i) || this.rejectNull) throw BAIL;
       this.i += 4;
@@ -426,12 +464,12 @@ class FastParser {
     let i = start;
     if ((buf[i] as number) === 45) i++;
     const intStart = i;
-    let c = (buf[i] as number);
+    let c = buf[i] as number;
     let acc = 0;
     if (c === 48) {
       i++;
     } else if (c >= 49 && c <= 57) {
-      while (i < n && (c = (buf[i] as number)) >= 48 && c <= 57) {
+      while (i < n && (c = buf[i] as number) >= 48 && c <= 57) {
         acc = acc * 10 + (c - 48);
         i++;
       }
@@ -439,7 +477,7 @@ class FastParser {
       throw BAIL;
     }
     const intLen = i - intStart;
-    c = (buf[i] as number);
+    c = buf[i] as number;
     if (intLen <= 15 && c !== 46 && c !== 101 && c !== 69 && !(acc === 0 && start !== intStart)) {
       this.i = i;
       const v = start !== intStart ? -acc : acc;
@@ -456,22 +494,22 @@ class FastParser {
       simple = false;
       i++;
       const f = i;
-      while (i < n && (c = (buf[i] as number)) >= 48 && c <= 57) {
+      while (i < n && (c = buf[i] as number) >= 48 && c <= 57) {
         acc = acc * 10 + (c - 48);
         i++;
       }
       if (i === f) throw BAIL;
       fracLen = i - f;
     }
-    c = (buf[i] as number);
+    c = buf[i] as number;
     if (c === 101 || c === 69) {
       simple = false;
       exp = true;
       i++;
-      c = (buf[i] as number);
+      c = buf[i] as number;
       if (c === 43 || c === 45) i++;
       const e = i;
-      while (i < n && (c = (buf[i] as number)) >= 48 && c <= 57) i++;
+      while (i < n && (c = buf[i] as number) >= 48 && c <= 57) i++;
       if (i === e) throw BAIL;
     }
     this.i = i;

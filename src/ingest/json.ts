@@ -50,19 +50,38 @@ export function parseJson(text: string): JsonValue {
     let out = text.slice(start, i);
     while (i < n) {
       const c = text.charCodeAt(i);
-      if (c === 34) { i++; return out; }
+      if (c === 34) {
+        i++;
+        return out;
+      }
       if (c < 32) fail('Unescaped control character in string');
       if (c === 92) {
         const e = text.charCodeAt(i + 1);
         switch (e) {
-          case 34: out += '"'; break;
-          case 92: out += '\\'; break;
-          case 47: out += '/'; break;
-          case 98: out += '\b'; break;
-          case 102: out += '\f'; break;
-          case 110: out += '\n'; break;
-          case 114: out += '\r'; break;
-          case 116: out += '\t'; break;
+          case 34:
+            out += '"';
+            break;
+          case 92:
+            out += '\\';
+            break;
+          case 47:
+            out += '/';
+            break;
+          case 98:
+            out += '\b';
+            break;
+          case 102:
+            out += '\f';
+            break;
+          case 110:
+            out += '\n';
+            break;
+          case 114:
+            out += '\r';
+            break;
+          case 116:
+            out += '\t';
+            break;
           case 117: {
             const hex = text.slice(i + 2, i + 6);
             if (!/^[0-9a-fA-F]{4}$/.test(hex)) fail('Bad unicode escape');
@@ -70,7 +89,8 @@ export function parseJson(text: string): JsonValue {
             i += 4;
             break;
           }
-          default: fail('Bad escape');
+          default:
+            fail('Bad escape');
         }
         i += 2;
       } else {
@@ -141,7 +161,10 @@ export function parseJson(text: string): JsonValue {
       i++;
       const obj: { [key: string]: JsonValue } = {};
       ws();
-      if (text.charCodeAt(i) === 125) { i++; return obj; }
+      if (text.charCodeAt(i) === 125) {
+        i++;
+        return obj;
+      }
       for (;;) {
         ws();
         if (text.charCodeAt(i) !== 34) fail('Expected a property name');
@@ -151,12 +174,19 @@ export function parseJson(text: string): JsonValue {
         i++;
         const v = parseValue(depth + 1);
         // __proto__ as a key must be data, not a prototype change.
-        if (key === '__proto__') Object.defineProperty(obj, key, { value: v, enumerable: true, configurable: true, writable: true });
+        if (key === '__proto__')
+          Object.defineProperty(obj, key, { value: v, enumerable: true, configurable: true, writable: true });
         else obj[key] = v;
         ws();
         const d = text.charCodeAt(i);
-        if (d === 44) { i++; continue; }
-        if (d === 125) { i++; return obj; }
+        if (d === 44) {
+          i++;
+          continue;
+        }
+        if (d === 125) {
+          i++;
+          return obj;
+        }
         fail("Expected ',' or '}'");
       }
     }
@@ -165,20 +195,47 @@ export function parseJson(text: string): JsonValue {
       i++;
       const arr: JsonValue[] = [];
       ws();
-      if (text.charCodeAt(i) === 93) { i++; return arr; }
+      if (text.charCodeAt(i) === 93) {
+        i++;
+        return arr;
+      }
       for (;;) {
         arr.push(parseValue(depth + 1));
         ws();
         const d = text.charCodeAt(i);
-        if (d === 44) { i++; continue; }
-        if (d === 93) { i++; return arr; }
+        if (d === 44) {
+          i++;
+          continue;
+        }
+        if (d === 93) {
+          i++;
+          return arr;
+        }
         fail("Expected ',' or ']'");
       }
     }
     if (c === 34) return parseString();
-    if (c === 116) { if (text.startsWith('true', i)) { i += 4; return true; } fail('Unexpected token'); }
-    if (c === 102) { if (text.startsWith('false', i)) { i += 5; return false; } fail('Unexpected token'); }
-    if (c === 110) { if (text.startsWith('null', i)) { i += 4; return null; } fail('Unexpected token'); }
+    if (c === 116) {
+      if (text.startsWith('true', i)) {
+        i += 4;
+        return true;
+      }
+      fail('Unexpected token');
+    }
+    if (c === 102) {
+      if (text.startsWith('false', i)) {
+        i += 5;
+        return false;
+      }
+      fail('Unexpected token');
+    }
+    if (c === 110) {
+      if (text.startsWith('null', i)) {
+        i += 4;
+        return null;
+      }
+      fail('Unexpected token');
+    }
     if (c === 45 || (c >= 48 && c <= 57)) return parseNumber();
     return fail('Unexpected token');
   };

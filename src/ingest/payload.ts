@@ -27,7 +27,8 @@ export function checkKey(key: string): void {
   // a printable ASCII first character means "not blank" without trim()'s copy
   if (c0 > 32 && c0 < 127 && key.length <= MAX_KEY_LENGTH) return;
   if (key.trim() === '') throw new OutpostError('BAD_PAYLOAD', 'Key cannot be blank');
-  if (key.length > MAX_KEY_LENGTH) throw new OutpostError('BAD_PAYLOAD', `Key is longer than ${MAX_KEY_LENGTH} characters: "${key.slice(0, 32)}…"`);
+  if (key.length > MAX_KEY_LENGTH)
+    throw new OutpostError('BAD_PAYLOAD', `Key is longer than ${MAX_KEY_LENGTH} characters: "${key.slice(0, 32)}…"`);
 }
 
 /** Flat `{k:v}` → typed entries; nulls skipped (device API), or rejected when `rejectNull` (REST). */
@@ -51,7 +52,11 @@ function parseTs(v: JsonValue): EpochMs {
   if (typeof v === 'number') n = v;
   else if (v instanceof NumLit) n = Number(v.text);
   else if (typeof v === 'string' && /^-?\d+$/.test(v)) n = Number(v);
-  else throw new OutpostError('BAD_PAYLOAD', `"ts" must be a number of milliseconds, got ${JSON.stringify(v instanceof NumLit ? v.text : v)}`);
+  else
+    throw new OutpostError(
+      'BAD_PAYLOAD',
+      `"ts" must be a number of milliseconds, got ${JSON.stringify(v instanceof NumLit ? v.text : v)}`,
+    );
   n = Math.trunc(n);
   if (!Number.isSafeInteger(n)) throw new OutpostError('BAD_PAYLOAD', `"ts" is out of range`);
   return n;
@@ -74,7 +79,8 @@ export function parseTelemetry(json: JsonValue, now: EpochMs, rejectNull = false
     const out: TsRecord[] = [];
     for (let idx = 0; idx < json.length; idx++) {
       const el = json[idx] as JsonValue;
-      if (!isJsonObject(el)) throw new OutpostError('BAD_PAYLOAD', `Can't parse value: array element ${idx} is not a JSON object`);
+      if (!isJsonObject(el))
+        throw new OutpostError('BAD_PAYLOAD', `Can't parse value: array element ${idx} is not a JSON object`);
       out.push(parseTelemetryObject(el, now, rejectNull));
     }
     return out;

@@ -10,7 +10,10 @@ import type { EntityType } from '../types.js';
 import type { TsRecord } from '../model/record.js';
 
 export class TelemetryIngest {
-  constructor(private readonly store: TimeseriesStore, private readonly bus: EventBus) {}
+  constructor(
+    private readonly store: TimeseriesStore,
+    private readonly bus: EventBus,
+  ) {}
 
   /** Records (TB's shape, from the general parser) are converted to the columnar batch. */
   async save(entityType: EntityType, entityId: string, points: TelemetryBatch | readonly TsRecord[]): Promise<void> {

@@ -36,7 +36,9 @@ function arrayEnd(b: Buffer, i: number): number {
 
 export function splitDeviceArrays(b: Buffer): Array<[name: string, array: Buffer]> | undefined {
   let i = 0;
-  const skip = (): void => { while (i < b.length && WS(b[i] as number)) i++; };
+  const skip = (): void => {
+    while (i < b.length && WS(b[i] as number)) i++;
+  };
   skip();
   if (b[i] !== 0x7b) return undefined;
   i++;
@@ -68,7 +70,10 @@ export function splitDeviceArrays(b: Buffer): Array<[name: string, array: Buffer
     out.push([name, b.subarray(i, aEnd)]);
     i = aEnd;
     skip();
-    if (b[i] === 0x2c) { i++; continue; }
+    if (b[i] === 0x2c) {
+      i++;
+      continue;
+    }
     if (b[i] !== 0x7d) return undefined;
     i++;
     skip();

@@ -29,13 +29,22 @@ interface Decimal {
 function parseDecimal(lit: string): Decimal {
   let s = lit;
   let negative = false;
-  if (s[0] === '-' || s[0] === '+') { negative = s[0] === '-'; s = s.slice(1); }
+  if (s[0] === '-' || s[0] === '+') {
+    negative = s[0] === '-';
+    s = s.slice(1);
+  }
   let exp = 0;
   const e = s.search(/[eE]/);
-  if (e >= 0) { exp = Number(s.slice(e + 1)); s = s.slice(0, e); }
+  if (e >= 0) {
+    exp = Number(s.slice(e + 1));
+    s = s.slice(0, e);
+  }
   const dot = s.indexOf('.');
   let frac = '';
-  if (dot >= 0) { frac = s.slice(dot + 1); s = s.slice(0, dot); }
+  if (dot >= 0) {
+    frac = s.slice(dot + 1);
+    s = s.slice(0, dot);
+  }
   const digits = (s + frac).replace(/^0+/, '');
   return { negative, digits, scale: frac.length - exp };
 }
@@ -100,7 +109,8 @@ export function typeNumberLiteral(lit: string): KvValue {
     // Integral: digits × 10^(-scale). Guard the exponent before building a BigInt of it.
     const len = stripped.digits.length - stripped.scale;
     if (stripped.digits === '' || len <= 19) {
-      const big = stripped.digits === '' ? 0n : BigInt(stripped.digits + '0'.repeat(-stripped.scale)) * (dec.negative ? -1n : 1n);
+      const big =
+        stripped.digits === '' ? 0n : BigInt(stripped.digits + '0'.repeat(-stripped.scale)) * (dec.negative ? -1n : 1n);
       if (big >= LONG_MIN && big <= LONG_MAX) return kvLong(big);
     }
     return kvString(toPlainString(stripped));
@@ -118,9 +128,12 @@ export const isParsableNumber = (s: string): boolean => PARSABLE.test(s);
 export function typeJsonValue(v: JsonValue): KvValue | undefined {
   if (v === null) return undefined;
   switch (typeof v) {
-    case 'boolean': return kvBool(v);
-    case 'number': return kvLong(v);
-    case 'string': return PARSABLE.test(v) ? typeNumberLiteral(v) : kvString(v);
+    case 'boolean':
+      return kvBool(v);
+    case 'number':
+      return kvLong(v);
+    case 'string':
+      return PARSABLE.test(v) ? typeNumberLiteral(v) : kvString(v);
     default:
       if (v instanceof NumLit) return typeNumberLiteral(v.text);
       return kvJson(stringifyJson(v));

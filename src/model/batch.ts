@@ -22,12 +22,18 @@ export class SeriesColumn {
   /** undefined while empty */
   kind: ColumnKind | undefined;
 
-  get length(): number { return this.ts.length; }
+  get length(): number {
+    return this.ts.length;
+  }
 
   /** A LONG that is a safe integer. */
-  pushLong(ts: number, v: number): void { this.pushNumber(ts, v, 'LONG'); }
+  pushLong(ts: number, v: number): void {
+    this.pushNumber(ts, v, 'LONG');
+  }
 
-  pushDouble(ts: number, v: number): void { this.pushNumber(ts, v, 'DOUBLE'); }
+  pushDouble(ts: number, v: number): void {
+    this.pushNumber(ts, v, 'DOUBLE');
+  }
 
   push(ts: number, v: KvValue): void {
     if (v.type === 'DOUBLE') this.pushDouble(ts, v.v);
@@ -60,12 +66,15 @@ export class SeriesColumn {
     const ts = this.ts;
     let ascending = true;
     for (let i = 1; i < ts.length; i++) {
-      if ((ts[i] as number) <= (ts[i - 1] as number)) { ascending = false; break; }
+      if ((ts[i] as number) <= (ts[i - 1] as number)) {
+        ascending = false;
+        break;
+      }
     }
     if (ascending) return this;
     const idx = ts.map((_t, i) => i);
     // stable by position on an equal ts, so the last of a run of equal ts is the last posted
-    idx.sort((a, b) => ((ts[a] as number) - (ts[b] as number)) || (a - b));
+    idx.sort((a, b) => (ts[a] as number) - (ts[b] as number) || a - b);
     const out = new SeriesColumn();
     for (let j = 0; j < idx.length; j++) {
       const i = idx[j] as number;
@@ -127,7 +136,9 @@ export class TelemetryBatch {
     return n;
   }
 
-  static fromRecords(records: ReadonlyArray<{ readonly ts: number; readonly values: ReadonlyArray<readonly [string, KvValue]> }>): TelemetryBatch {
+  static fromRecords(
+    records: ReadonlyArray<{ readonly ts: number; readonly values: ReadonlyArray<readonly [string, KvValue]> }>,
+  ): TelemetryBatch {
     const batch = new TelemetryBatch();
     for (const rec of records) for (const [key, v] of rec.values) batch.column(key).push(rec.ts, v);
     return batch;

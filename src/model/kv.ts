@@ -53,38 +53,53 @@ export function javaDouble(d: number): string {
 /** The value as TB renders it when `useStrictDataTypes` is false: always a string. */
 export function kvToString(v: KvValue): string {
   switch (v.type) {
-    case 'BOOLEAN': return v.v ? 'true' : 'false';
-    case 'LONG': return String(v.v);
-    case 'DOUBLE': return javaDouble(v.v);
-    case 'STRING': return v.v;
-    case 'JSON': return v.v;
+    case 'BOOLEAN':
+      return v.v ? 'true' : 'false';
+    case 'LONG':
+      return String(v.v);
+    case 'DOUBLE':
+      return javaDouble(v.v);
+    case 'STRING':
+      return v.v;
+    case 'JSON':
+      return v.v;
   }
 }
 
 /** The value as a JSON fragment with native types (`useStrictDataTypes=true`, attribute reads). */
 export function kvToJson(v: KvValue): string {
   switch (v.type) {
-    case 'BOOLEAN': return v.v ? 'true' : 'false';
-    case 'LONG': return String(v.v);
+    case 'BOOLEAN':
+      return v.v ? 'true' : 'false';
+    case 'LONG':
+      return String(v.v);
     case 'DOUBLE': {
       if (!Number.isFinite(v.v)) return JSON.stringify(javaDouble(v.v));
       const s = javaDouble(v.v);
       // JSON has no "1.0E10" trouble: it is a valid number literal.
       return s;
     }
-    case 'STRING': return JSON.stringify(v.v);
-    case 'JSON': return v.v;
+    case 'STRING':
+      return JSON.stringify(v.v);
+    case 'JSON':
+      return v.v;
   }
 }
 
 /** The value as a plain JS value (for callers that build objects rather than JSON text). */
 export function kvToNative(v: KvValue): unknown {
   switch (v.type) {
-    case 'LONG': return typeof v.v === 'bigint' ? v.v.toString() : v.v;
+    case 'LONG':
+      return typeof v.v === 'bigint' ? v.v.toString() : v.v;
     case 'JSON': {
-      try { return JSON.parse(v.v); } catch { return v.v; }
+      try {
+        return JSON.parse(v.v);
+      } catch {
+        return v.v;
+      }
     }
-    default: return v.v;
+    default:
+      return v.v;
   }
 }
 

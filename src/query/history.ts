@@ -45,7 +45,13 @@ export interface QueryLimits {
 }
 
 export type HistoryPlan =
-  | { readonly kind: 'raw'; readonly startTs: EpochMs; readonly endTs: EpochMs; readonly limit: number; readonly order: Order }
+  | {
+      readonly kind: 'raw';
+      readonly startTs: EpochMs;
+      readonly endTs: EpochMs;
+      readonly limit: number;
+      readonly order: Order;
+    }
   | { readonly kind: 'agg'; readonly fn: AggFn; readonly plan: BucketPlan };
 
 /**
@@ -54,7 +60,11 @@ export type HistoryPlan =
  * maxIntervals buckets (else 400); endTs < startTs is 400 for aggregates and an empty answer for raw.
  */
 export function planHistory(q: HistoryRequest, limits: QueryLimits): HistoryPlan {
-  for (const [name, v] of [['startTs', q.startTs], ['endTs', q.endTs], ['interval', q.interval ?? 0]] as const) {
+  for (const [name, v] of [
+    ['startTs', q.startTs],
+    ['endTs', q.endTs],
+    ['interval', q.interval ?? 0],
+  ] as const) {
     if (!Number.isSafeInteger(v)) throw new OutpostError('BAD_PARAM', `'${name}' must be an integer, got ${String(v)}`);
   }
   if (q.limit !== undefined && (!Number.isSafeInteger(q.limit) || q.limit < 1)) {
@@ -63,16 +73,32 @@ export function planHistory(q: HistoryRequest, limits: QueryLimits): HistoryPlan
   const agg = q.agg ?? 'NONE';
   const interval = q.interval ?? 0;
   if (agg === 'NONE' || interval === 0) {
-    return { kind: 'raw', startTs: q.startTs, endTs: q.endTs, limit: q.limit ?? limits.defaultLimit, order: q.orderBy ?? 'DESC' };
+    return {
+      kind: 'raw',
+      startTs: q.startTs,
+      endTs: q.endTs,
+      limit: q.limit ?? limits.defaultLimit,
+      order: q.orderBy ?? 'DESC',
+    };
   }
-  return { kind: 'agg', fn: agg, plan: planBuckets(q.startTs, q.endTs, interval, { limit: q.limit, maxIntervals: limits.maxIntervals }) };
+  return {
+    kind: 'agg',
+    fn: agg,
+    plan: planBuckets(q.startTs, q.endTs, interval, { limit: q.limit, maxIntervals: limits.maxIntervals }),
+  };
 }
 
 /**
  * THE aggregation of one key over planned buckets: finalized points at bucket midpoints, ascending; buckets
  * with no points, or whose function has no value (AVG/SUM without numbers, MIN/MAX of booleans/JSON), omitted.
  */
-export function* aggregateBuckets(source: BucketSource, entityId: string, key: string, plan: BucketPlan, fn: AggFn): IterableIterator<TsKv> {
+export function* aggregateBuckets(
+  source: BucketSource,
+  entityId: string,
+  key: string,
+  plan: BucketPlan,
+  fn: AggFn,
+): IterableIterator<TsKv> {
   for (const { index, agg } of source.bucketAggs(entityId, key, plan, fn)) {
     const value = finalizeAgg(agg, fn);
     if (value !== undefined) yield { ts: bucketAt(plan, index).ts, value };
@@ -109,17 +135,30 @@ export interface HistoryOptions extends QueryLimits {
  * an invalid request, before touching the store. Keys with no points in the answer are absent (docs/api.md).
  * Raw: [startTs, endTs) in `orderBy`, at most `limit` per key. Aggregated: see `aggregateBuckets`.
  */
-export function queryHistory(store: TimeseriesStore, entityId: string, keys: readonly string[], q: HistoryRequest | HistoryPlan, opts: HistoryOptions): IterableIterator<KeySeries> {
+export function queryHistory(
+  store: TimeseriesStore,
+  entityId: string,
+  keys: readonly string[],
+  q: HistoryRequest | HistoryPlan,
+  opts: HistoryOptions,
+): IterableIterator<KeySeries> {
   const plan = 'kind' in q ? q : planHistory(q, opts);
   const source = opts.source ?? bucketSourceOf(store);
   return seriesOf(store, source, entityId, uniqueKeys(keys), plan);
 }
 
-function* seriesOf(store: TimeseriesStore, source: BucketSource, entityId: string, keys: readonly string[], plan: HistoryPlan): IterableIterator<KeySeries> {
+function* seriesOf(
+  store: TimeseriesStore,
+  source: BucketSource,
+  entityId: string,
+  keys: readonly string[],
+  plan: HistoryPlan,
+): IterableIterator<KeySeries> {
   for (const key of keys) {
-    const it: Iterator<TsKv> = plan.kind === 'raw'
-      ? store.range(entityId, key, { startTs: plan.startTs, endTs: plan.endTs, order: plan.order, limit: plan.limit })
-      : aggregateBuckets(source, entityId, key, plan.plan, plan.fn);
+    const it: Iterator<TsKv> =
+      plan.kind === 'raw'
+        ? store.range(entityId, key, { startTs: plan.startTs, endTs: plan.endTs, order: plan.order, limit: plan.limit })
+        : aggregateBuckets(source, entityId, key, plan.plan, plan.fn);
     const first = it.next();
     if (first.done) continue;
     yield { key, points: prepend(first.value, it) };
@@ -127,7 +166,13 @@ function* seriesOf(store: TimeseriesStore, source: BucketSource, entityId: strin
 }
 
 /** The whole answer in memory, for callers that send it as one message (websocket frames). */
-export function collectHistory(store: TimeseriesStore, entityId: string, keys: readonly string[], q: HistoryRequest | HistoryPlan, opts: HistoryOptions): Map<string, TsKv[]> {
+export function collectHistory(
+  store: TimeseriesStore,
+  entityId: string,
+  keys: readonly string[],
+  q: HistoryRequest | HistoryPlan,
+  opts: HistoryOptions,
+): Map<string, TsKv[]> {
   const out = new Map<string, TsKv[]>();
   for (const s of queryHistory(store, entityId, keys, q, opts)) out.set(s.key, [...s.points]);
   return out;
@@ -144,7 +189,12 @@ export interface LatestPoint {
  * `{ts: now, value: null}` for a key without data. Without keys (undefined or empty): every key that has a
  * latest value, sorted by name.
  */
-export function queryLatest(store: TimeseriesStore, entityId: string, keys: readonly string[] | undefined, now: EpochMs): Array<readonly [string, LatestPoint]> {
+export function queryLatest(
+  store: TimeseriesStore,
+  entityId: string,
+  keys: readonly string[] | undefined,
+  now: EpochMs,
+): Array<readonly [string, LatestPoint]> {
   if (keys === undefined || keys.length === 0) {
     return [...store.latest(entityId)].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   }

@@ -23,7 +23,10 @@ export function parseLongParam(q: URLSearchParams, name: string): number | undef
   if (raw === undefined) return undefined;
   const n = INTEGER.test(raw) ? Number(raw) : NaN;
   if (!Number.isSafeInteger(n)) {
-    throw new OutpostError('BAD_PARAM', `Failed to convert value of type 'java.lang.String' to required type 'long'; For input string: "${raw}" (parameter '${name}')`);
+    throw new OutpostError(
+      'BAD_PARAM',
+      `Failed to convert value of type 'java.lang.String' to required type 'long'; For input string: "${raw}" (parameter '${name}')`,
+    );
   }
   return n;
 }
@@ -71,7 +74,10 @@ function parseAgg(q: URLSearchParams): AggParam | undefined {
   if (raw === undefined) return undefined;
   // TB: Aggregation.valueOf, case-sensitive.
   if (raw === 'NONE' || isAggFn(raw)) return raw;
-  throw new OutpostError('BAD_PARAM', `No enum constant org.thingsboard.server.common.data.kv.Aggregation.${raw} (parameter 'agg'; expected MIN, MAX, AVG, SUM, COUNT or NONE)`);
+  throw new OutpostError(
+    'BAD_PARAM',
+    `No enum constant org.thingsboard.server.common.data.kv.Aggregation.${raw} (parameter 'agg'; expected MIN, MAX, AVG, SUM, COUNT or NONE)`,
+  );
 }
 
 function parseOrder(q: URLSearchParams): Order | undefined {
@@ -80,7 +86,10 @@ function parseOrder(q: URLSearchParams): Order | undefined {
   // TB: Sort.Direction.fromString, case-insensitive.
   const v = raw.toUpperCase();
   if (v === 'ASC' || v === 'DESC') return v;
-  throw new OutpostError('BAD_PARAM', `Invalid value '${raw}' for orderBy parameter! Has to be either 'desc' or 'asc' (case insensitive).`);
+  throw new OutpostError(
+    'BAD_PARAM',
+    `Invalid value '${raw}' for orderBy parameter! Has to be either 'desc' or 'asc' (case insensitive).`,
+  );
 }
 
 /** True when the request is a history query: both startTs and endTs are given (TB routes on that). */
@@ -96,7 +105,10 @@ export function parseHistoryParams(q: URLSearchParams): HistoryRequest {
   const startTs = parseLongParam(q, 'startTs');
   const endTs = parseLongParam(q, 'endTs');
   if (startTs === undefined || endTs === undefined) {
-    throw new OutpostError('BAD_PARAM', `Required request parameter '${startTs === undefined ? 'startTs' : 'endTs'}' for method parameter type Long is not present`);
+    throw new OutpostError(
+      'BAD_PARAM',
+      `Required request parameter '${startTs === undefined ? 'startTs' : 'endTs'}' for method parameter type Long is not present`,
+    );
   }
   const intervalType = opt(q, 'intervalType');
   if (intervalType !== undefined && intervalType !== 'MILLISECONDS') {

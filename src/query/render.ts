@@ -12,9 +12,12 @@ export function renderValue(v: KvValue | null, strict: boolean): string {
   if (strict) return kvToJson(v);
   switch (v.type) {
     // digits, '.', 'E', '-', "NaN", "Infinity": nothing to escape, so no second JSON.stringify per value
-    case 'DOUBLE': return `"${javaDouble(v.v)}"`;
-    case 'LONG': return `"${String(v.v)}"`;
-    default: return JSON.stringify(kvToString(v));
+    case 'DOUBLE':
+      return `"${javaDouble(v.v)}"`;
+    case 'LONG':
+      return `"${String(v.v)}"`;
+    default:
+      return JSON.stringify(kvToString(v));
   }
 }
 
@@ -37,7 +40,11 @@ export function renderLatest(entries: ReadonlyArray<readonly [string, LatestPoin
  * The history answer as text pieces of roughly `chunkChars` characters (the last one may be shorter), lazily:
  * pulling one piece reads only the points it holds. Stopping early (`return()`) releases the series.
  */
-export function* renderHistoryChunks(series: Iterable<KeySeries>, strict: boolean, chunkChars = 64 * 1024): IterableIterator<string> {
+export function* renderHistoryChunks(
+  series: Iterable<KeySeries>,
+  strict: boolean,
+  chunkChars = 64 * 1024,
+): IterableIterator<string> {
   let buf = '{';
   let keySep = '';
   for (const s of series) {

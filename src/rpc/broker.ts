@@ -124,7 +124,10 @@ export class RpcBroker {
   private clientFallback: ClientRpcHandler | undefined;
   private readonly unsubscribe: Array<() => void> = [];
 
-  constructor(bus: EventBus, private readonly opts: RpcBrokerOptions) {
+  constructor(
+    bus: EventBus,
+    private readonly opts: RpcBrokerOptions,
+  ) {
     this.now = opts.now ?? Date.now;
     this.wheel = new TimerWheel(opts.tickMs ?? 50, opts.clock ?? realClock, opts.log);
     this.polls = new LongPollRegistry(this.wheel, opts.maxOpenPolls);
@@ -177,7 +180,10 @@ export class RpcBroker {
   submit(deviceId: string, req: RpcSubmission): Promise<RpcOutcome> {
     let st = this.devices.get(deviceId);
     if (st !== undefined && st.queue.length >= this.opts.maxPendingPerDevice) {
-      throw new OutpostError('TOO_MANY_REQUESTS', `Too many pending RPC requests for device ${deviceId} (limit ${this.opts.maxPendingPerDevice})`);
+      throw new OutpostError(
+        'TOO_MANY_REQUESTS',
+        `Too many pending RPC requests for device ${deviceId} (limit ${this.opts.maxPendingPerDevice})`,
+      );
     }
     if (st === undefined) {
       st = { queue: [], awaiting: new Map() };
@@ -188,8 +194,16 @@ export class RpcBroker {
     const body = `{"id":${id},"method":${JSON.stringify(req.method)},"params":${req.paramsJson}}`;
     return new Promise<RpcOutcome>((resolve) => {
       const p: PendingRpc = {
-        id, deviceId, oneway: req.oneway, body, method: req.method, paramsJson: req.paramsJson,
-        state: 'queued', timer: undefined, resolve, onDelivered: req.onDelivered,
+        id,
+        deviceId,
+        oneway: req.oneway,
+        body,
+        method: req.method,
+        paramsJson: req.paramsJson,
+        state: 'queued',
+        timer: undefined,
+        resolve,
+        onDelivered: req.onDelivered,
       };
       p.timer = this.wheel.schedule(req.timeoutMs, () => this.expire(p));
       if (this.polls.answerOldest(deviceId, 'rpc', body) || this.push(p)) this.delivered(p);
@@ -260,8 +274,12 @@ export class RpcBroker {
       settle(o.kind === 'timeout' ? { kind: 'data', body: '{"error":"timeout"}' } : o);
     });
     out?.then(
-      (body) => { if (body !== undefined) poll.answer(body); },
-      (err: unknown) => { this.opts.log?.(`client-side RPC ${call.method} failed: ${String(err)}`); },
+      (body) => {
+        if (body !== undefined) poll.answer(body);
+      },
+      (err: unknown) => {
+        this.opts.log?.(`client-side RPC ${call.method} failed: ${String(err)}`);
+      },
     );
     return poll;
   }
@@ -272,7 +290,8 @@ export class RpcBroker {
   *listeningDevices(): IterableIterator<string> {
     yield* this.sinks.keys();
     for (const id of this.polls.devices()) {
-      if (!this.sinks.has(id) && (this.polls.countFor(id, 'rpc') > 0 || this.polls.countFor(id, 'attributes') > 0)) yield id;
+      if (!this.sinks.has(id) && (this.polls.countFor(id, 'rpc') > 0 || this.polls.countFor(id, 'attributes') > 0))
+        yield id;
     }
   }
 
@@ -349,7 +368,10 @@ export class RpcBroker {
  * As ThingsBoard (docs/api.md): a flat `{k:v}` of the changed shared keys with typed values, or `{"deleted":[..]}`; the same
  * body goes to HTTP long-polls and MQTT subscribers.
  */
-export function attributeUpdateBody(updated: ReadonlyArray<readonly [string, KvValue]>, deleted: readonly string[]): string {
+export function attributeUpdateBody(
+  updated: ReadonlyArray<readonly [string, KvValue]>,
+  deleted: readonly string[],
+): string {
   if (deleted.length > 0) return JSON.stringify({ deleted });
   let out = '{';
   for (let i = 0; i < updated.length; i++) {

@@ -67,7 +67,10 @@ export class LongPollRegistry {
   private open_ = 0;
   private readonly perKind: Record<PollKind, number> = { attributes: 0, rpc: 0, clientRpc: 0 };
 
-  constructor(private readonly wheel: TimerWheel, private readonly maxOpen: number) {}
+  constructor(
+    private readonly wheel: TimerWheel,
+    private readonly maxOpen: number,
+  ) {}
 
   /** Requests held right now, over all devices and kinds. */
   get openCount(): number {

@@ -39,7 +39,10 @@ export interface WheelEntry {
 
 class Entry implements WheelEntry {
   bucket: Set<Entry> | undefined;
-  constructor(readonly cb: () => void, private readonly onCancel: () => void) {}
+  constructor(
+    readonly cb: () => void,
+    private readonly onCancel: () => void,
+  ) {}
   get active(): boolean {
     return this.bucket !== undefined;
   }
@@ -109,7 +112,11 @@ export class TimerWheel {
   };
 
   /** `tickMs`: bucket width in ms (> 0); the most an entry fires late. */
-  constructor(private readonly tickMs: DurationMs = 50, private readonly clock: WheelClock = realClock, private readonly log: (msg: string) => void = () => undefined) {
+  constructor(
+    private readonly tickMs: DurationMs = 50,
+    private readonly clock: WheelClock = realClock,
+    private readonly log: (msg: string) => void = () => undefined,
+  ) {
     if (!(tickMs > 0)) throw new RangeError('tickMs must be > 0');
   }
 

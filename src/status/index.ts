@@ -65,16 +65,24 @@ function mqttStatus(m: Metrics): MqttStatus {
   const c = m.mqtt;
   const h = c.pubackLatency;
   return {
-    port: c.plainPort, tlsPort: c.tlsPort, connections: c.connections, acceptedConnections: c.accepted,
-    refusedConnections: c.closed.auth + c.closed.limit, messagesIn: c.messagesIn, messagesOut: c.messagesOut,
-    acks: h.count, pubackMeanMs: h.count === 0 ? null : Math.round((h.sum / h.count) * 1e4) / 10,
+    port: c.plainPort,
+    tlsPort: c.tlsPort,
+    connections: c.connections,
+    acceptedConnections: c.accepted,
+    refusedConnections: c.closed.auth + c.closed.limit,
+    messagesIn: c.messagesIn,
+    messagesOut: c.messagesOut,
+    acks: h.count,
+    pubackMeanMs: h.count === 0 ? null : Math.round((h.sum / h.count) * 1e4) / 10,
   };
 }
 
 let version: string | undefined;
 /** package.json's version (read once) */
 export function outpostVersion(): string {
-  version ??= (JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }).version;
+  version ??= (
+    JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }
+  ).version;
   return version;
 }
 
@@ -104,8 +112,12 @@ export function daemonStatus(s: Services, metrics: Metrics): StatusJson {
     clock: { synchronized: clockSynchronized() },
     ingest: { requests, points: metrics.ingestedPoints, pointsPerSec: Math.round(metrics.pointsPerSec() * 10) / 10 },
     store: {
-      fileBytes: st?.fileBytes ?? 0, liveBytes: st?.liveBytes ?? 0, maxDiskBytes: st?.maxDiskBytes ?? 0,
-      headFragments: st?.headFragments ?? 0, chunks: st?.chunks ?? 0, rollupBlocks: st?.rollupBlocks ?? 0,
+      fileBytes: st?.fileBytes ?? 0,
+      liveBytes: st?.liveBytes ?? 0,
+      maxDiskBytes: st?.maxDiskBytes ?? 0,
+      headFragments: st?.headFragments ?? 0,
+      chunks: st?.chunks ?? 0,
+      rollupBlocks: st?.rollupBlocks ?? 0,
     },
     compaction: { backlogFragments: st?.headFragments ?? 0, compactedWindows: st?.compactedWindows ?? 0 },
     sync: s.sync?.status() ?? SYNC_OFF,
@@ -139,35 +151,97 @@ export function prometheusText(status: StatusJson, metrics: Metrics): string {
     hist.push(`outpost_http_request_duration_seconds_sum{kind="${kind}"} ${h.sum}`);
     hist.push(`outpost_http_request_duration_seconds_count{kind="${kind}"} ${h.count}`);
   }
-  metric('outpost_http_request_duration_seconds', 'histogram', 'HTTP request latency by kind (ingest: device posts; query: telemetry reads and downloads).', hist);
-  metric('outpost_http_request_errors_total', 'counter', 'HTTP requests answered with a status >= 400, by kind.',
-    REQUEST_KINDS.map((k) => `outpost_http_request_errors_total{kind="${k}"} ${metrics.errors[k]}`));
+  metric(
+    'outpost_http_request_duration_seconds',
+    'histogram',
+    'HTTP request latency by kind (ingest: device posts; query: telemetry reads and downloads).',
+    hist,
+  );
+  metric(
+    'outpost_http_request_errors_total',
+    'counter',
+    'HTTP requests answered with a status >= 400, by kind.',
+    REQUEST_KINDS.map((k) => `outpost_http_request_errors_total{kind="${k}"} ${metrics.errors[k]}`),
+  );
   one('outpost_ingest_requests_total', 'counter', 'Device telemetry and attribute posts.', status.ingest?.requests);
   one('outpost_ingest_points_total', 'counter', 'Telemetry points stored since start.', status.ingest?.points);
   one('outpost_uptime_seconds', 'gauge', 'Seconds since the daemon started.', status.uptimeSec);
-  one('outpost_clock_synchronized', 'gauge', '1 when systemd-timesyncd reports the clock synchronized.',
-    status.clock.synchronized === null ? null : Number(status.clock.synchronized));
+  one(
+    'outpost_clock_synchronized',
+    'gauge',
+    '1 when systemd-timesyncd reports the clock synchronized.',
+    status.clock.synchronized === null ? null : Number(status.clock.synchronized),
+  );
   one('outpost_store_file_bytes', 'gauge', 'Size of the LMDB file.', status.store.fileBytes);
-  one('outpost_store_live_bytes', 'gauge', 'LMDB pages in use (what the disk budget compares).', status.store.liveBytes);
+  one(
+    'outpost_store_live_bytes',
+    'gauge',
+    'LMDB pages in use (what the disk budget compares).',
+    status.store.liveBytes,
+  );
   one('outpost_store_budget_bytes', 'gauge', 'The disk budget (0 = none).', status.store.maxDiskBytes);
   const w = status.writes;
-  one('outpost_store_written_bytes_total', 'counter', 'Bytes the daemon wrote to storage since start (log, LMDB, compaction, sync).', w?.sinceStartBytes);
-  one('outpost_store_write_budget_bytes_per_day', 'gauge', 'The daily write budget (store.writeBudgetBytesPerDay).', w?.budgetBytesPerDay);
-  one('outpost_store_write_reserve_left_bytes', 'gauge', 'What is left of the write budget\'s reserve; commits are grouped when it runs low.', w?.reserveLeftBytes);
-  one('outpost_store_commit_delay_seconds', 'gauge', 'How long a telemetry commit may wait for others to share it.', w === undefined ? undefined : w.commitDelayMs / 1000);
-  one('outpost_compaction_backlog_fragments', 'gauge', 'Head fragments waiting for compaction.', status.compaction.backlogFragments);
-  one('outpost_compacted_windows_total', 'counter', 'Windows compacted into chunks since start.', status.compaction.compactedWindows);
+  one(
+    'outpost_store_written_bytes_total',
+    'counter',
+    'Bytes the daemon wrote to storage since start (log, LMDB, compaction, sync).',
+    w?.sinceStartBytes,
+  );
+  one(
+    'outpost_store_write_budget_bytes_per_day',
+    'gauge',
+    'The daily write budget (store.writeBudgetBytesPerDay).',
+    w?.budgetBytesPerDay,
+  );
+  one(
+    'outpost_store_write_reserve_left_bytes',
+    'gauge',
+    "What is left of the write budget's reserve; commits are grouped when it runs low.",
+    w?.reserveLeftBytes,
+  );
+  one(
+    'outpost_store_commit_delay_seconds',
+    'gauge',
+    'How long a telemetry commit may wait for others to share it.',
+    w === undefined ? undefined : w.commitDelayMs / 1000,
+  );
+  one(
+    'outpost_compaction_backlog_fragments',
+    'gauge',
+    'Head fragments waiting for compaction.',
+    status.compaction.backlogFragments,
+  );
+  one(
+    'outpost_compacted_windows_total',
+    'counter',
+    'Windows compacted into chunks since start.',
+    status.compaction.compactedWindows,
+  );
   one('outpost_sync_enabled', 'gauge', '1 when upstream sync is configured.', Number(status.sync.enabled));
   one('outpost_sync_backlog_points', 'gauge', 'Points waiting to go upstream.', status.sync.backlogPoints);
-  one('outpost_sync_sent_points_total', 'counter', 'Points sent upstream since the data dir was created.', status.sync.sentPoints);
-  one('outpost_sync_dropped_points_total', 'counter', 'Points removed before they were sent upstream.', status.sync.droppedPoints);
+  one(
+    'outpost_sync_sent_points_total',
+    'counter',
+    'Points sent upstream since the data dir was created.',
+    status.sync.sentPoints,
+  );
+  one(
+    'outpost_sync_dropped_points_total',
+    'counter',
+    'Points removed before they were sent upstream.',
+    status.sync.droppedPoints,
+  );
   one('outpost_longpolls_open', 'gauge', 'Device long-polls held open.', status.longPoll?.openPolls);
   one('outpost_websockets_open', 'gauge', 'Open websockets.', status.websockets);
   const mq = metrics.mqtt;
   one('outpost_mqtt_connections_open', 'gauge', 'Open MQTT connections.', mq.connections);
   one('outpost_mqtt_connections_accepted_total', 'counter', 'MQTT connections accepted.', mq.accepted);
-  metric('outpost_mqtt_connections_closed_total', 'counter', 'MQTT connections refused or closed by the daemon, by reason.',
-    Object.entries(mq.closed).map(([reason, n]) => `outpost_mqtt_connections_closed_total{reason="${reason}"} ${n}`));
+  metric(
+    'outpost_mqtt_connections_closed_total',
+    'counter',
+    'MQTT connections refused or closed by the daemon, by reason.',
+    Object.entries(mq.closed).map(([reason, n]) => `outpost_mqtt_connections_closed_total{reason="${reason}"} ${n}`),
+  );
   one('outpost_mqtt_messages_in_total', 'counter', 'MQTT PUBLISH packets received.', mq.messagesIn);
   one('outpost_mqtt_messages_out_total', 'counter', 'MQTT PUBLISH packets sent.', mq.messagesOut);
   const ph: string[] = [];
@@ -176,14 +250,35 @@ export function prometheusText(status: StatusJson, metrics: Metrics): string {
     cum += mq.pubackLatency.counts[i] as number;
     ph.push(`outpost_mqtt_puback_seconds_bucket{le="${le}"} ${cum}`);
   });
-  ph.push(`outpost_mqtt_puback_seconds_bucket{le="+Inf"} ${mq.pubackLatency.count}`,
-    `outpost_mqtt_puback_seconds_sum ${mq.pubackLatency.sum}`, `outpost_mqtt_puback_seconds_count ${mq.pubackLatency.count}`);
-  metric('outpost_mqtt_puback_seconds', 'histogram', 'Receipt of a QoS 1/2 MQTT publish to its PUBACK (after the commit).', ph);
+  ph.push(
+    `outpost_mqtt_puback_seconds_bucket{le="+Inf"} ${mq.pubackLatency.count}`,
+    `outpost_mqtt_puback_seconds_sum ${mq.pubackLatency.sum}`,
+    `outpost_mqtt_puback_seconds_count ${mq.pubackLatency.count}`,
+  );
+  metric(
+    'outpost_mqtt_puback_seconds',
+    'histogram',
+    'Receipt of a QoS 1/2 MQTT publish to its PUBACK (after the commit).',
+    ph,
+  );
   one('outpost_process_rss_bytes', 'gauge', 'Resident set size.', status.process?.rssBytes);
-  one('outpost_process_rss_anon_bytes', 'gauge', 'RssAnon: the heap, without mapped store pages.', status.process?.rssAnonBytes);
-  one('outpost_event_loop_delay_p99_seconds', 'gauge', 'p99 of how late the event loop ran, over the last minute.',
-    status.eventLoop === null ? null : status.eventLoop.p99Ms / 1000);
-  one('outpost_event_loop_delay_max_seconds', 'gauge', 'Longest event-loop delay over the last minute.',
-    status.eventLoop === null ? null : status.eventLoop.maxMs / 1000);
+  one(
+    'outpost_process_rss_anon_bytes',
+    'gauge',
+    'RssAnon: the heap, without mapped store pages.',
+    status.process?.rssAnonBytes,
+  );
+  one(
+    'outpost_event_loop_delay_p99_seconds',
+    'gauge',
+    'p99 of how late the event loop ran, over the last minute.',
+    status.eventLoop === null ? null : status.eventLoop.p99Ms / 1000,
+  );
+  one(
+    'outpost_event_loop_delay_max_seconds',
+    'gauge',
+    'Longest event-loop delay over the last minute.',
+    status.eventLoop === null ? null : status.eventLoop.maxMs / 1000,
+  );
   return `${out.join('\n')}\n`;
 }

@@ -12,7 +12,9 @@ export type RequestKind = 'ingest' | 'query' | 'other';
 export const REQUEST_KINDS: readonly RequestKind[] = ['ingest', 'query', 'other'];
 
 /** Upper bounds of the latency buckets, in seconds (Prometheus `le`); +Inf is implied. */
-export const LATENCY_BUCKETS_SEC: readonly number[] = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+export const LATENCY_BUCKETS_SEC: readonly number[] = [
+  0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10,
+];
 
 export class Histogram {
   /** per bucket, not cumulative; the last slot is +Inf */
@@ -67,7 +69,8 @@ export class LoopDelay {
 
   private current(): LoopDelayFigures {
     // the histogram holds whole sampling intervals: an idle loop records LOOP_SAMPLE_MS
-    const late = (ns: number): number => (this.h.count === 0 ? 0 : Math.max(0, Math.round((ns / 1e6 - LOOP_SAMPLE_MS) * 10) / 10));
+    const late = (ns: number): number =>
+      this.h.count === 0 ? 0 : Math.max(0, Math.round((ns / 1e6 - LOOP_SAMPLE_MS) * 10) / 10);
     return { p99Ms: late(this.h.percentile(99)), maxMs: late(this.h.max) };
   }
 }
@@ -78,12 +81,24 @@ const RATE_WINDOW_SEC = 60;
 /** The route patterns whose requests count as ingest or query. */
 export function kindOf(method: string, pattern: string): RequestKind {
   if (method === 'post' && pattern.startsWith('/api/v1/')) return 'ingest';
-  if (method === 'get' && (pattern.startsWith('/api/plugins/telemetry/') || pattern.startsWith('/api/download/'))) return 'query';
+  if (method === 'get' && (pattern.startsWith('/api/plugins/telemetry/') || pattern.startsWith('/api/download/')))
+    return 'query';
   return 'other';
 }
 
 /** Why an MQTT connection was refused or closed by the daemon (one counter each). */
-export type MqttCloseReason = 'auth' | 'limit' | 'malformed' | 'oversize' | 'keepalive' | 'slowReader' | 'badPayload' | 'takeover' | 'connectTimeout' | 'protocol' | 'storeError';
+export type MqttCloseReason =
+  | 'auth'
+  | 'limit'
+  | 'malformed'
+  | 'oversize'
+  | 'keepalive'
+  | 'slowReader'
+  | 'badPayload'
+  | 'takeover'
+  | 'connectTimeout'
+  | 'protocol'
+  | 'storeError';
 
 /** The MQTT transport's counters (src/mqtt): open connections, messages each way, PUBACK latency, refusals. */
 export class MqttCounters {
@@ -97,13 +112,27 @@ export class MqttCounters {
   /** receipt of a QoS 1/2 PUBLISH to its PUBACK/PUBREC (after the commit) */
   readonly pubackLatency = new Histogram();
   readonly closed: Record<MqttCloseReason, number> = {
-    auth: 0, limit: 0, malformed: 0, oversize: 0, keepalive: 0, slowReader: 0, badPayload: 0, takeover: 0, connectTimeout: 0, protocol: 0, storeError: 0,
+    auth: 0,
+    limit: 0,
+    malformed: 0,
+    oversize: 0,
+    keepalive: 0,
+    slowReader: 0,
+    badPayload: 0,
+    takeover: 0,
+    connectTimeout: 0,
+    protocol: 0,
+    storeError: 0,
   };
 }
 
 export class Metrics {
   readonly startedTs: number;
-  readonly requests: Record<RequestKind, Histogram> = { ingest: new Histogram(), query: new Histogram(), other: new Histogram() };
+  readonly requests: Record<RequestKind, Histogram> = {
+    ingest: new Histogram(),
+    query: new Histogram(),
+    other: new Histogram(),
+  };
   /** requests answered with an error status (>= 400), by kind */
   readonly errors: Record<RequestKind, number> = { ingest: 0, query: 0, other: 0 };
   ingestedPoints = 0;
@@ -148,7 +177,8 @@ export class Metrics {
   /** Clears the ring slots of the seconds that passed without a write. */
   private advance(): void {
     const s = Math.floor(this.now() / 1000);
-    for (let t = Math.max(this.second + 1, s - RATE_WINDOW_SEC + 1); t <= s; t++) this.perSecond[t % RATE_WINDOW_SEC] = 0;
+    for (let t = Math.max(this.second + 1, s - RATE_WINDOW_SEC + 1); t <= s; t++)
+      this.perSecond[t % RATE_WINDOW_SEC] = 0;
     if (s > this.second) this.second = s;
   }
 }

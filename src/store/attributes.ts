@@ -40,7 +40,13 @@ export interface AttributeStore {
    * Upserts `entries` in one scope, all stamped `ts`; resolves once on disk, then publishes. An empty list
    * is a no-op (no event).
    */
-  save(entityType: EntityType, entityId: string, scope: AttributeScope, entries: ReadonlyArray<readonly [string, KvValue]>, ts: EpochMs): Promise<void>;
+  save(
+    entityType: EntityType,
+    entityId: string,
+    scope: AttributeScope,
+    entries: ReadonlyArray<readonly [string, KvValue]>,
+    ts: EpochMs,
+  ): Promise<void>;
   /** Removes `keys` from one scope; resolves with the keys that existed, once on disk, then publishes them. */
   delete(entityType: EntityType, entityId: string, scope: AttributeScope, keys: readonly string[]): Promise<string[]>;
   /**
@@ -85,19 +91,32 @@ export class LmdbAttributeStore implements AttributeStore {
     private readonly now: () => EpochMs = Date.now,
   ) {}
 
-  async save(entityType: EntityType, entityId: string, scope: AttributeScope, entries: ReadonlyArray<readonly [string, KvValue]>, ts: EpochMs): Promise<void> {
+  async save(
+    entityType: EntityType,
+    entityId: string,
+    scope: AttributeScope,
+    entries: ReadonlyArray<readonly [string, KvValue]>,
+    ts: EpochMs,
+  ): Promise<void> {
     if (entries.length === 0) return;
     // All puts in one synchronous turn: lmdb-js commits them in one transaction (all-or-nothing).
     const e = this.dict.internEntity(entityId);
     let last: Promise<boolean> | undefined;
-    for (const [key, value] of entries) last = this.env.attributes.put(attrKey(e, scope, key), encodeStamped(ts, value));
-    if (scope === 'CLIENT_SCOPE' && entityType === 'DEVICE' && this.syncMark !== undefined) last = this.syncMark(entityId);
+    for (const [key, value] of entries)
+      last = this.env.attributes.put(attrKey(e, scope, key), encodeStamped(ts, value));
+    if (scope === 'CLIENT_SCOPE' && entityType === 'DEVICE' && this.syncMark !== undefined)
+      last = this.syncMark(entityId);
     await last;
     await this.env.flushed();
     this.bus.publish('attributes', { entityType, entityId, scope, updated: entries, ts, deleted: [] });
   }
 
-  async delete(entityType: EntityType, entityId: string, scope: AttributeScope, keys: readonly string[]): Promise<string[]> {
+  async delete(
+    entityType: EntityType,
+    entityId: string,
+    scope: AttributeScope,
+    keys: readonly string[],
+  ): Promise<string[]> {
     const e = this.dict.entityIdx(entityId);
     if (e === undefined || keys.length === 0) return [];
     const removed = await this.env.root.transaction(() => {
@@ -134,7 +153,13 @@ export class LmdbAttributeStore implements AttributeStore {
       }
       return out;
     }
-    const range = scope === undefined ? entityRange(e) : (() => { const p = scopePrefix(e, scope); return { start: p, end: prefixEnd(p) }; })();
+    const range =
+      scope === undefined
+        ? entityRange(e)
+        : (() => {
+            const p = scopePrefix(e, scope);
+            return { start: p, end: prefixEnd(p) };
+          })();
     for (const { key, value } of this.env.attributes.getRange(range)) {
       const kb = key as Buffer;
       const sc = BYTE_SCOPE[kb[4] as number];
@@ -148,7 +173,13 @@ export class LmdbAttributeStore implements AttributeStore {
   keys(entityId: string, scope?: AttributeScope): string[] {
     const e = this.dict.entityIdx(entityId);
     if (e === undefined) return [];
-    const range = scope === undefined ? entityRange(e) : (() => { const p = scopePrefix(e, scope); return { start: p, end: prefixEnd(p) }; })();
+    const range =
+      scope === undefined
+        ? entityRange(e)
+        : (() => {
+            const p = scopePrefix(e, scope);
+            return { start: p, end: prefixEnd(p) };
+          })();
     const out: string[] = [];
     for (const key of this.env.attributes.getKeys(range)) out.push((key as Buffer).toString('utf8', 5));
     return out;

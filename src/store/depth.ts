@@ -102,7 +102,10 @@ export interface DepthSyncRecorder {
 export class LmdbDepthStore implements DepthStore {
   syncRecorder: DepthSyncRecorder | undefined;
 
-  constructor(private readonly env: StoreEnv, private readonly dict: Dictionary) {}
+  constructor(
+    private readonly env: StoreEnv,
+    private readonly dict: Dictionary,
+  ) {}
 
   write(entityId: string, records: readonly DsRecord[]): Promise<void> {
     // All puts are issued in one synchronous turn: lmdb-js commits them in one transaction (all-or-nothing),
@@ -138,13 +141,16 @@ export class LmdbDepthStore implements DepthStore {
       }
     }
     if (last === undefined) return Promise.resolve();
-    return last.then(() => {
-      settle?.(true);
-      return this.env.flushed();
-    }, (err: unknown) => {
-      settle?.(false);
-      throw err;
-    });
+    return last.then(
+      () => {
+        settle?.(true);
+        return this.env.flushed();
+      },
+      (err: unknown) => {
+        settle?.(false);
+        throw err;
+      },
+    );
   }
 
   keys(entityId: string): string[] {
@@ -174,7 +180,12 @@ export class LmdbDepthStore implements DepthStore {
       if (k === undefined) continue;
       const sk = seriesKey(e, k);
       // Reverse from just past the series: the first entry is the greatest depth.
-      for (const { key, value } of this.env.depth.getRange({ start: prefixEnd(sk), end: sk, reverse: true, limit: 1 })) {
+      for (const { key, value } of this.env.depth.getRange({
+        start: prefixEnd(sk),
+        end: sk,
+        reverse: true,
+        limit: 1,
+      })) {
         const rk = key as Buffer;
         if (rk.length === 16 && rk.readUInt32BE(0) === e && rk.readUInt32BE(4) === k) {
           out.set(name, { ds: readOrderedF64(rk, 8), value: decodeValue(value) });

@@ -16,8 +16,14 @@ interface Base {
   readonly createdTime: number;
   readonly tenantId: TenantId;
 }
-export interface TenantRecord extends Base { readonly entityType: 'TENANT'; readonly title: string }
-export interface CustomerRecord extends Base { readonly entityType: 'CUSTOMER'; readonly title: string }
+export interface TenantRecord extends Base {
+  readonly entityType: 'TENANT';
+  readonly title: string;
+}
+export interface CustomerRecord extends Base {
+  readonly entityType: 'CUSTOMER';
+  readonly title: string;
+}
 export interface DeviceRecord extends Base {
   readonly entityType: 'DEVICE';
   readonly customerId: CustomerId;
@@ -115,7 +121,9 @@ export class EntityStore {
    * tick (lmdb-js renews it in a setTimeout), so this adds no staleness beyond what a raw read has.
    */
   private genCheckedThisTurn = false;
-  private readonly endTurn = (): void => { this.genCheckedThisTurn = false; };
+  private readonly endTurn = (): void => {
+    this.genCheckedThisTurn = false;
+  };
   /** > 0 while a write transaction's callback runs: reads then go to the write transaction, never the cache */
   private inTxn = 0;
 
@@ -186,7 +194,13 @@ export class EntityStore {
     const existing = this.tenant();
     if (existing) return { tenant: existing, created: false };
     const id = randomUUID() as EntityId;
-    const rec: TenantRecord = { entityType: 'TENANT', id, tenantId: id as string as TenantId, createdTime: Date.now(), title: 'Default tenant' };
+    const rec: TenantRecord = {
+      entityType: 'TENANT',
+      id,
+      tenantId: id as string as TenantId,
+      createdTime: Date.now(),
+      title: 'Default tenant',
+    };
     const created = await this.writeTxn(() => {
       if (this.env.meta.get('tenantId') !== undefined) return false;
       void this.env.entities.put(rec.id, rec);
@@ -206,7 +220,11 @@ export class EntityStore {
 
   requireTenant(): TenantRecord {
     const t = this.tenant();
-    if (!t) throw new OutpostError('STORE_FAILED', 'the store has no tenant yet: start `outpost serve` once, or run any CLI command');
+    if (!t)
+      throw new OutpostError(
+        'STORE_FAILED',
+        'the store has no tenant yet: start `outpost serve` once, or run any CLI command',
+      );
     return t;
   }
 
@@ -269,7 +287,10 @@ export class EntityStore {
   }
 
   /** Every entity of a type in the tenant, sorted by creation time then id. Gateway scale: a scan is fine. */
-  list<T extends EntityRecord['entityType']>(type: T, filter?: (r: Extract<EntityRecord, { entityType: T }>) => boolean): Array<Extract<EntityRecord, { entityType: T }>> {
+  list<T extends EntityRecord['entityType']>(
+    type: T,
+    filter?: (r: Extract<EntityRecord, { entityType: T }>) => boolean,
+  ): Array<Extract<EntityRecord, { entityType: T }>> {
     const out: Array<Extract<EntityRecord, { entityType: T }>> = [];
     for (const { value } of this.env.entities.getRange({})) {
       const r = value as EntityRecord;
@@ -281,9 +302,16 @@ export class EntityStore {
   }
 
   async createCustomer(title: string): Promise<CustomerRecord> {
-    if (typeof title !== 'string' || title.trim() === '') throw new OutpostError('BAD_PARAM', 'Customer title should be specified!');
+    if (typeof title !== 'string' || title.trim() === '')
+      throw new OutpostError('BAD_PARAM', 'Customer title should be specified!');
     const t = this.requireTenant();
-    const rec: CustomerRecord = { entityType: 'CUSTOMER', id: randomUUID() as EntityId, tenantId: t.id as string as TenantId, createdTime: Date.now(), title };
+    const rec: CustomerRecord = {
+      entityType: 'CUSTOMER',
+      id: randomUUID() as EntityId,
+      tenantId: t.id as string as TenantId,
+      createdTime: Date.now(),
+      title,
+    };
     const ok = await this.writeTxn(() => {
       if (this.env.names.get(nameKey(t.id, 'CUSTOMER', title)) !== undefined) return false;
       void this.env.entities.put(rec.id, rec);
@@ -296,17 +324,27 @@ export class EntityStore {
   }
 
   async createDevice(d: NewDevice): Promise<DeviceRecord> {
-    if (typeof d.name !== 'string' || d.name.trim() === '') throw new OutpostError('BAD_PARAM', 'Device name should be specified!');
+    if (typeof d.name !== 'string' || d.name.trim() === '')
+      throw new OutpostError('BAD_PARAM', 'Device name should be specified!');
     if (d.token !== undefined && (d.token === '' || d.token.length > 255 || /[\s/?#]/.test(d.token))) {
-      throw new OutpostError('BAD_PARAM', 'Device access token must be 1..255 characters without spaces, "/", "?" or "#"');
+      throw new OutpostError(
+        'BAD_PARAM',
+        'Device access token must be 1..255 characters without spaces, "/", "?" or "#"',
+      );
     }
     if (d.customerId !== undefined && d.customerId !== NULL_UUID && !this.customer(d.customerId)) {
       throw new OutpostError('ENTITY_NOT_FOUND', `Customer with id [${d.customerId}] is not found`);
     }
     const t = this.requireTenant();
     const rec: DeviceRecord = {
-      entityType: 'DEVICE', id: randomUUID() as EntityId, tenantId: t.id as string as TenantId, createdTime: Date.now(),
-      customerId: d.customerId ?? NULL_UUID, name: d.name, type: d.type ?? 'default', label: d.label ?? null,
+      entityType: 'DEVICE',
+      id: randomUUID() as EntityId,
+      tenantId: t.id as string as TenantId,
+      createdTime: Date.now(),
+      customerId: d.customerId ?? NULL_UUID,
+      name: d.name,
+      type: d.type ?? 'default',
+      label: d.label ?? null,
       token: (d.token ?? randomAccessToken()) as AccessToken,
       ...(d.gateway === true ? { gateway: true } : {}),
       ...(d.gatewayId !== undefined ? { gatewayId: d.gatewayId } : {}),
@@ -320,17 +358,29 @@ export class EntityStore {
       return 'ok';
     });
     if (outcome === 'name') throw new OutpostError('BAD_PARAM', 'Device with such name already exists!');
-    if (outcome === 'token') throw new OutpostError('BAD_PARAM', 'Device credentials are already assigned to another device!');
+    if (outcome === 'token')
+      throw new OutpostError('BAD_PARAM', 'Device credentials are already assigned to another device!');
     await this.env.flushed();
     return rec;
   }
 
-  async createAsset(a: { name: string; type?: string | undefined; label?: string | null | undefined }): Promise<AssetRecord> {
-    if (typeof a.name !== 'string' || a.name.trim() === '') throw new OutpostError('BAD_PARAM', 'Asset name should be specified!');
+  async createAsset(a: {
+    name: string;
+    type?: string | undefined;
+    label?: string | null | undefined;
+  }): Promise<AssetRecord> {
+    if (typeof a.name !== 'string' || a.name.trim() === '')
+      throw new OutpostError('BAD_PARAM', 'Asset name should be specified!');
     const t = this.requireTenant();
     const rec: AssetRecord = {
-      entityType: 'ASSET', id: randomUUID() as EntityId, tenantId: t.id as string as TenantId, createdTime: Date.now(),
-      customerId: NULL_UUID, name: a.name, type: a.type ?? 'default', label: a.label ?? null,
+      entityType: 'ASSET',
+      id: randomUUID() as EntityId,
+      tenantId: t.id as string as TenantId,
+      createdTime: Date.now(),
+      customerId: NULL_UUID,
+      name: a.name,
+      type: a.type ?? 'default',
+      label: a.label ?? null,
     };
     const ok = await this.writeTxn(() => {
       if (this.env.names.get(nameKey(t.id, 'ASSET', a.name)) !== undefined) return false;
@@ -345,16 +395,24 @@ export class EntityStore {
 
   async createUser(u: NewUser): Promise<UserRecord> {
     const email = u.email.trim();
-    if (!/^[^\s@]+@[^\s@]+$/.test(email)) throw new OutpostError('BAD_PARAM', `Invalid email address format '${u.email}'!`);
+    if (!/^[^\s@]+@[^\s@]+$/.test(email))
+      throw new OutpostError('BAD_PARAM', `Invalid email address format '${u.email}'!`);
     if (u.authority === 'CUSTOMER_USER' && (u.customerId === undefined || !this.customer(u.customerId))) {
       throw new OutpostError('BAD_PARAM', 'A customer user needs an existing customer');
     }
     const t = this.requireTenant();
     const rec: UserRecord = {
-      entityType: 'USER', id: randomUUID() as EntityId & UserId, tenantId: t.id as string as TenantId, createdTime: Date.now(),
+      entityType: 'USER',
+      id: randomUUID() as EntityId & UserId,
+      tenantId: t.id as string as TenantId,
+      createdTime: Date.now(),
       customerId: u.authority === 'CUSTOMER_USER' ? (u.customerId as CustomerId) : NULL_UUID,
-      email, authority: u.authority, firstName: u.firstName ?? null, lastName: u.lastName ?? null,
-      passwordHash: u.passwordHash, enabled: true,
+      email,
+      authority: u.authority,
+      firstName: u.firstName ?? null,
+      lastName: u.lastName ?? null,
+      passwordHash: u.passwordHash,
+      enabled: true,
     };
     const ok = await this.writeTxn(() => {
       if (this.env.users.get(email.toLowerCase()) !== undefined) return false;
@@ -385,7 +443,11 @@ export class EntityStore {
    * Assigns a device or asset to a customer (docs/api.md). 404 when either is missing. Re-assigning to the
    * customer it already has is a no-op that still answers the record (TB behaviour).
    */
-  async assignToCustomer(type: 'DEVICE' | 'ASSET', id: string, customerId: string): Promise<DeviceRecord | AssetRecord> {
+  async assignToCustomer(
+    type: 'DEVICE' | 'ASSET',
+    id: string,
+    customerId: string,
+  ): Promise<DeviceRecord | AssetRecord> {
     const outcome = await this.writeTxn(() => {
       const r = this.get(id);
       if (!r || r.entityType !== type) return 'entity' as const;
@@ -394,8 +456,10 @@ export class EntityStore {
       void this.env.entities.put(id, next);
       return next;
     });
-    if (outcome === 'entity') throw new OutpostError('ENTITY_NOT_FOUND', `${typeTitle(type)} with id [${id}] is not found`);
-    if (outcome === 'customer') throw new OutpostError('ENTITY_NOT_FOUND', `Customer with id [${customerId}] is not found`);
+    if (outcome === 'entity')
+      throw new OutpostError('ENTITY_NOT_FOUND', `${typeTitle(type)} with id [${id}] is not found`);
+    if (outcome === 'customer')
+      throw new OutpostError('ENTITY_NOT_FOUND', `Customer with id [${customerId}] is not found`);
     await this.env.flushed();
     return outcome;
   }
@@ -410,8 +474,10 @@ export class EntityStore {
       void this.env.entities.put(id, next);
       return next;
     });
-    if (outcome === 'entity') throw new OutpostError('ENTITY_NOT_FOUND', `${typeTitle(type)} with id [${id}] is not found`);
-    if (outcome === 'unassigned') throw new OutpostError('BAD_PARAM', `${typeTitle(type)} isn't assigned to any customer!`);
+    if (outcome === 'entity')
+      throw new OutpostError('ENTITY_NOT_FOUND', `${typeTitle(type)} with id [${id}] is not found`);
+    if (outcome === 'unassigned')
+      throw new OutpostError('BAD_PARAM', `${typeTitle(type)} isn't assigned to any customer!`);
     await this.env.flushed();
     return outcome;
   }
@@ -420,7 +486,11 @@ export class EntityStore {
    * Renames / retypes / relabels an existing device or asset (TB `POST /api/device` with an `id`). The name
    * index moves in the same transaction; a name taken by another entity → 400.
    */
-  async updateNamed(type: 'DEVICE' | 'ASSET', id: string, patch: { name?: string | undefined; type?: string | undefined; label?: string | null | undefined }): Promise<DeviceRecord | AssetRecord> {
+  async updateNamed(
+    type: 'DEVICE' | 'ASSET',
+    id: string,
+    patch: { name?: string | undefined; type?: string | undefined; label?: string | null | undefined },
+  ): Promise<DeviceRecord | AssetRecord> {
     if (patch.name !== undefined && (typeof patch.name !== 'string' || patch.name.trim() === '')) {
       throw new OutpostError('BAD_PARAM', `${typeTitle(type)} name should be specified!`);
     }
@@ -437,7 +507,8 @@ export class EntityStore {
       void this.env.entities.put(id, next);
       return next;
     });
-    if (outcome === 'entity') throw new OutpostError('ENTITY_NOT_FOUND', `${typeTitle(type)} with id [${id}] is not found`);
+    if (outcome === 'entity')
+      throw new OutpostError('ENTITY_NOT_FOUND', `${typeTitle(type)} with id [${id}] is not found`);
     if (outcome === 'name') throw new OutpostError('BAD_PARAM', `${typeTitle(type)} with such name already exists!`);
     await this.env.flushed();
     return outcome;
@@ -445,7 +516,8 @@ export class EntityStore {
 
   /** Changes a customer's title (TB `POST /api/customer` with an `id`); a title taken by another → 400. */
   async updateCustomer(id: string, title: string): Promise<CustomerRecord> {
-    if (typeof title !== 'string' || title.trim() === '') throw new OutpostError('BAD_PARAM', 'Customer title should be specified!');
+    if (typeof title !== 'string' || title.trim() === '')
+      throw new OutpostError('BAD_PARAM', 'Customer title should be specified!');
     const outcome = await this.writeTxn(() => {
       const r = this.customer(id);
       if (!r) return 'entity' as const;
@@ -545,7 +617,14 @@ export interface Page<T> {
   readonly hasNext: boolean;
 }
 
-type Named = { readonly createdTime: number; readonly id: string; readonly name?: string; readonly title?: string; readonly type?: string; readonly label?: string | null };
+type Named = {
+  readonly createdTime: number;
+  readonly id: string;
+  readonly name?: string;
+  readonly title?: string;
+  readonly type?: string;
+  readonly label?: string | null;
+};
 
 const displayName = (r: Named): string => r.name ?? r.title ?? '';
 
@@ -558,8 +637,8 @@ export function pageOf<T extends Named>(items: readonly T[], q: PageQuery): Page
   const matching = needle === '' ? [...items] : items.filter((r) => displayName(r).toLowerCase().includes(needle));
   const prop = q.sortProperty ?? 'createdTime';
   const sign = q.sortOrder === 'DESC' ? -1 : 1;
-  const value = (r: T): string | number => (prop === 'createdTime' ? r.createdTime
-    : prop === 'name' || prop === 'title' ? displayName(r) : (r[prop] ?? ''));
+  const value = (r: T): string | number =>
+    prop === 'createdTime' ? r.createdTime : prop === 'name' || prop === 'title' ? displayName(r) : (r[prop] ?? '');
   matching.sort((a, b) => {
     const va = value(a);
     const vb = value(b);

@@ -106,7 +106,10 @@ class FreeSpace implements SpaceCheck {
   private readonly minFree: number;
 
   /** `minFree` defaults to 10% of the filesystem, at most MAX_MIN_FREE_BYTES */
-  constructor(private readonly dir: string, minFree: number | undefined) {
+  constructor(
+    private readonly dir: string,
+    minFree: number | undefined,
+  ) {
     const fs = statfsSync(dir);
     this.minFree = minFree ?? Math.min(MAX_MIN_FREE_BYTES, Math.floor(0.1 * fs.blocks * fs.bsize));
     this.check();
@@ -154,7 +157,12 @@ const CAUSE_WAIT_MS = 1000;
 async function settledWithin<T>(p: Promise<T>, ms: number): Promise<T | undefined> {
   let timer: NodeJS.Timeout | undefined;
   try {
-    return await Promise.race([p, new Promise<undefined>((resolve) => { timer = setTimeout(() => resolve(undefined), ms); })]);
+    return await Promise.race([
+      p,
+      new Promise<undefined>((resolve) => {
+        timer = setTimeout(() => resolve(undefined), ms);
+      }),
+    ]);
   } finally {
     clearTimeout(timer);
   }
@@ -172,7 +180,13 @@ async function settledWithin<T>(p: Promise<T>, ms: number): Promise<T | undefine
 async function commitFailure(err: unknown, spaceLow: () => boolean): Promise<unknown> {
   const pending = (err as { commitError?: unknown } | null)?.commitError;
   if (!(pending instanceof Promise)) return err;
-  const cause = await settledWithin(pending.then(() => undefined, (e: unknown) => e), CAUSE_WAIT_MS);
+  const cause = await settledWithin(
+    pending.then(
+      () => undefined,
+      (e: unknown) => e,
+    ),
+    CAUSE_WAIT_MS,
+  );
   const code = (cause as { code?: unknown } | undefined)?.code;
   const full = ((typeof code === 'number' || typeof code === 'string') && STORE_FULL_CODES.has(code)) || spaceLow();
   // the cause is lmdb-js' own error, the same object for every write of the transaction
@@ -234,14 +248,17 @@ function guardWrites(db: object, methods: readonly string[], watch: CommitWatch)
   const guard = (p: Promise<unknown>): Promise<unknown> => {
     if (p === lastIn) return lastOut as Promise<unknown>;
     if ((p as { isSync?: boolean }).isSync === true) return p;
-    const out = p.then((v) => {
-      watch.lastFailed = false;
-      return v;
-    }, async (err: unknown) => {
-      const failure = await commitFailure(err, () => watch.space.lowNow());
-      if (failure instanceof OutpostError) watch.failed(failure);
-      throw failure;
-    });
+    const out = p.then(
+      (v) => {
+        watch.lastFailed = false;
+        return v;
+      },
+      async (err: unknown) => {
+        const failure = await commitFailure(err, () => watch.space.lowNow());
+        if (failure instanceof OutpostError) watch.failed(failure);
+        throw failure;
+      },
+    );
     out.catch(() => undefined);
     lastIn = p;
     lastOut = out;
@@ -281,7 +298,10 @@ export function openStoreEnv(opts: OpenOptions): StoreEnv {
     if (missing.length === 0) return env;
     void env.root.close();
     if (attempt >= READ_ONLY_OPEN_ATTEMPTS) {
-      throw new OutpostError('STORE_FAILED', `store at ${opts.dataDir} has no ${missing.join(', ')} database${missing.length === 1 ? '' : 's'}: not an Outpost store`);
+      throw new OutpostError(
+        'STORE_FAILED',
+        `store at ${opts.dataDir} has no ${missing.join(', ')} database${missing.length === 1 ? '' : 's'}: not an Outpost store`,
+      );
     }
   }
 }
@@ -301,7 +321,9 @@ function openOnce(opts: OpenOptions, missing: string[]): StoreEnv {
       readOnly: (opts.readOnly ?? false) && opts.otherThread !== true,
     });
   } catch (err) {
-    throw new OutpostError('STORE_FAILED', `opening store at ${opts.dataDir}: ${(err as Error).message}`, { cause: err });
+    throw new OutpostError('STORE_FAILED', `opening store at ${opts.dataDir}: ${(err as Error).message}`, {
+      cause: err,
+    });
   }
   if (!opts.readOnly) restrictToOwner(dataFile, `${dataFile}-lock`);
   if (!opts.readOnly) installRejectionGuard();
@@ -315,9 +337,13 @@ function openOnce(opts: OpenOptions, missing: string[]): StoreEnv {
     space: opts.readOnly ? NO_SPACE_CHECK : new FreeSpace(opts.dataDir, opts.minFreeBytes),
     refusal() {
       if (refusal === undefined) {
-        refusal = new OutpostError('STORE_FULL', undefined, { cause: new Error('the data dir\'s filesystem is below its free-space reserve') });
+        refusal = new OutpostError('STORE_FULL', undefined, {
+          cause: new Error("the data dir's filesystem is below its free-space reserve"),
+        });
         opts.onCommitFailure?.(refusal);
-        setImmediate(() => { refusal = undefined; });
+        setImmediate(() => {
+          refusal = undefined;
+        });
       }
       return refusal;
     },
@@ -332,7 +358,9 @@ function openOnce(opts: OpenOptions, missing: string[]): StoreEnv {
     },
     onNextFailure(cb) {
       failureWaiters.add(cb);
-      return () => { failureWaiters.delete(cb); };
+      return () => {
+        failureWaiters.delete(cb);
+      };
     },
   };
   const guarded = <D extends object>(db: D): D => {
@@ -345,8 +373,10 @@ function openOnce(opts: OpenOptions, missing: string[]): StoreEnv {
     if (db === undefined) missing.push(name);
     return db as D;
   };
-  const obj = <V>(name: string): ObjectDb<V> => guarded(found(name, root.openDB<V, string | number | Array<string | number>>({ name, encoding: 'msgpack' })));
-  const bin = (name: string): BinaryDb => guarded(found(name, root.openDB<Buffer, Buffer>({ name, encoding: 'binary', keyEncoding: 'binary' })));
+  const obj = <V>(name: string): ObjectDb<V> =>
+    guarded(found(name, root.openDB<V, string | number | Array<string | number>>({ name, encoding: 'msgpack' })));
+  const bin = (name: string): BinaryDb =>
+    guarded(found(name, root.openDB<Buffer, Buffer>({ name, encoding: 'binary', keyEncoding: 'binary' })));
 
   const env: StoreEnv = {
     root,
@@ -369,8 +399,19 @@ function openOnce(opts: OpenOptions, missing: string[]): StoreEnv {
     flushed: () => {
       if (watch.lastFailed) return syncFile(dataFile);
       return new Promise<void>((resolve, reject) => {
-        const forget = watch.onNextFailure(() => { syncFile(dataFile).then(resolve, reject); });
-        root.flushed.then(() => { forget(); resolve(); }, (err: unknown) => { forget(); reject(err); });
+        const forget = watch.onNextFailure(() => {
+          syncFile(dataFile).then(resolve, reject);
+        });
+        root.flushed.then(
+          () => {
+            forget();
+            resolve();
+          },
+          (err: unknown) => {
+            forget();
+            reject(err);
+          },
+        );
       });
     },
     refusal: () => (watch.space.low ? watch.refusal() : undefined),
@@ -385,7 +426,10 @@ function openOnce(opts: OpenOptions, missing: string[]): StoreEnv {
     const v = env.meta.get('schemaVersion');
     if (v === undefined) env.meta.putSync('schemaVersion', SCHEMA_VERSION);
     else if (v !== SCHEMA_VERSION) {
-      throw new OutpostError('STORE_FAILED', `store at ${opts.dataDir} has schema ${String(v)}, this build reads ${SCHEMA_VERSION}`);
+      throw new OutpostError(
+        'STORE_FAILED',
+        `store at ${opts.dataDir} has schema ${String(v)}, this build reads ${SCHEMA_VERSION}`,
+      );
     }
   }
   return env;

@@ -7,7 +7,10 @@ export class ByteLru<K, V> {
   private readonly map = new Map<K, V>();
   private held = 0;
 
-  constructor(readonly budget: number, private readonly bytesOf: (v: V) => number) {}
+  constructor(
+    readonly budget: number,
+    private readonly bytesOf: (v: V) => number,
+  ) {}
 
   /** The value under `k`, now the most recently used. */
   get(k: K): V | undefined {
@@ -36,5 +39,7 @@ export class ByteLru<K, V> {
   }
 
   /** accounted bytes held */
-  get bytes(): number { return this.held; }
+  get bytes(): number {
+    return this.held;
+  }
 }

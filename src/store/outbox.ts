@@ -47,7 +47,10 @@ export const QUEUE_END: ['q', number] = ['q', Number.MAX_SAFE_INTEGER];
 export type HeldKey = ['h', number, number];
 export const heldKey = (e: EntityIdx, seq: number): HeldKey => ['h', e, seq];
 /** every held record: env.outbox.getRange(HELD_RANGE) */
-export const HELD_RANGE: { readonly start: ['h']; readonly end: ['h', number] } = { start: ['h'], end: ['h', Number.MAX_SAFE_INTEGER] };
+export const HELD_RANGE: { readonly start: ['h']; readonly end: ['h', number] } = {
+  start: ['h'],
+  end: ['h', Number.MAX_SAFE_INTEGER],
+};
 
 /** where the queue entry `key` goes once set aside (refused with 400, or unreadable) */
 export const setAsideKey = (key: QueueKey): ['x', number, number] => ['x', key[1], key[2]];
@@ -61,10 +64,15 @@ export const ATTRIBUTE_MARKS: { readonly start: ['a']; readonly end: [string] } 
 export const COUNTERS_KEY: ['c'] = ['c'];
 
 /** A device's upstream access token: set with the CLI, or provisioned by the sync service. */
-export interface TokenRecord { readonly token: string; readonly provisioned: boolean }
+export interface TokenRecord {
+  readonly token: string;
+  readonly provisioned: boolean;
+}
 const tokenKey = (deviceId: string): ['t', string] => ['t', deviceId];
-export const readToken = (env: StoreEnv, deviceId: string): TokenRecord | undefined => env.outbox.get(tokenKey(deviceId)) as TokenRecord | undefined;
-export const writeToken = (env: StoreEnv, deviceId: string, rec: TokenRecord): Promise<boolean> => env.outbox.put(tokenKey(deviceId), rec);
+export const readToken = (env: StoreEnv, deviceId: string): TokenRecord | undefined =>
+  env.outbox.get(tokenKey(deviceId)) as TokenRecord | undefined;
+export const writeToken = (env: StoreEnv, deviceId: string, rec: TokenRecord): Promise<boolean> =>
+  env.outbox.put(tokenKey(deviceId), rec);
 export const removeToken = (env: StoreEnv, deviceId: string): Promise<boolean> => env.outbox.remove(tokenKey(deviceId));
 
 export function encodeRefs(refs: readonly FragmentRef[]): number[] {
@@ -76,13 +84,19 @@ export function encodeRefs(refs: readonly FragmentRef[]): number[] {
 export function decodeRefs(flat: readonly number[]): FragmentRef[] {
   const out: FragmentRef[] = [];
   for (let i = 0; i + 3 < flat.length; i += 4) {
-    out.push({ k: flat[i] as number, firstTs: flat[i + 1] as number, lastTs: flat[i + 2] as number, n: flat[i + 3] as number });
+    out.push({
+      k: flat[i] as number,
+      firstTs: flat[i + 1] as number,
+      lastTs: flat[i + 2] as number,
+      n: flat[i + 3] as number,
+    });
   }
   return out;
 }
 
 export const refsPoints = (refs: readonly FragmentRef[]): number => refs.reduce((s, r) => s + r.n, 0);
-export const refsMinTs = (refs: readonly FragmentRef[]): number => refs.reduce((m, r) => Math.min(m, r.firstTs), Infinity);
+export const refsMinTs = (refs: readonly FragmentRef[]): number =>
+  refs.reduce((m, r) => Math.min(m, r.firstTs), Infinity);
 
 export type DepthQueueKey = ['d', number, number];
 export const depthQueueKey = (e: EntityIdx, seq: number): DepthQueueKey => ['d', e, seq];
@@ -130,7 +144,9 @@ export class OutboxRecorder {
   onQueued: ((seq: number, e: EntityIdx, refs: FragmentRef[]) => void) | undefined;
 
   /** told of each record of the write-ahead log once it is on disk (the points are the store's: read only) */
-  onLogged: ((lsn: number, points: ReadonlyMap<string, ReadonlyMap<string, readonly SeriesColumn[]>>) => void) | undefined;
+  onLogged:
+    | ((lsn: number, points: ReadonlyMap<string, ReadonlyMap<string, readonly SeriesColumn[]>>) => void)
+    | undefined;
 
   /** told when the records up to an LSN are in LMDB (what was left of them to send is recorded now) */
   onApplied: ((lsn: number) => void) | undefined;
@@ -196,7 +212,11 @@ export class OutboxRecorder {
     const notify = this.onQueued;
     for (const [e, flat] of this.byEntity) {
       last = this.env.outbox.put(queueKey(seq, e), flat);
-      if (notify !== undefined) last.then(() => notify(seq, e, decodeRefs(flat)), () => undefined);
+      if (notify !== undefined)
+        last.then(
+          () => notify(seq, e, decodeRefs(flat)),
+          () => undefined,
+        );
     }
     this.byEntity.clear();
     if (seq > this.lastSeq) this.lastSeq = seq;
@@ -210,16 +230,19 @@ export class OutboxRecorder {
 }
 
 /** Where a ref's points were found. */
-export type RefRead =
-  | { readonly kind: 'fragment' | 'chunk'; readonly points: TsKv[] }
-  | { readonly kind: 'dropped' };
+export type RefRead = { readonly kind: 'fragment' | 'chunk'; readonly points: TsKv[] } | { readonly kind: 'dropped' };
 
 /**
  * The points of one ref of batch `seq` for entity e: the fragment if still in the head, else the chunk range
  * [firstTs, lastTs] when its window is still kept, else dropped (retention or the disk budget took it).
  */
 export function readRef(
-  env: StoreEnv, e: EntityIdx, seq: number, r: FragmentRef, windowMs: number, rawHorizonTs: number,
+  env: StoreEnv,
+  e: EntityIdx,
+  seq: number,
+  r: FragmentRef,
+  windowMs: number,
+  rawHorizonTs: number,
   range: (e: EntityIdx, k: KeyIdx, from: number, to: number) => Iterable<TsKv>,
 ): RefRead {
   const frag = env.head.getBinary(fragKey(e, r.k, r.firstTs, seq));

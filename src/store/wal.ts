@@ -53,7 +53,8 @@ const HEADER = 16;
 /** 4 KiB pages: an append costs the page(s) it touches, whatever the record's size */
 const PAGE = 4096;
 
-const crc32: (data: Uint8Array, value?: number) => number = (zlib as { crc32?: (d: Uint8Array, v?: number) => number }).crc32 ?? crc32Table;
+const crc32: (data: Uint8Array, value?: number) => number =
+  (zlib as { crc32?: (d: Uint8Array, v?: number) => number }).crc32 ?? crc32Table;
 
 let table: Uint32Array | undefined;
 /** zlib.crc32 is Node ≥ 20.15; the same CRC (IEEE) for older ones */
@@ -148,7 +149,10 @@ export class Wal {
   private writing = false;
   private closed = false;
 
-  private constructor(private readonly fsys: WalFs, private readonly opts: WalOptions) {
+  private constructor(
+    private readonly fsys: WalFs,
+    private readonly opts: WalOptions,
+  ) {
     this.appliedLsn = opts.appliedLsn;
     this.nextLsn = opts.appliedLsn + 1;
   }
@@ -221,7 +225,9 @@ export class Wal {
     }
     this.lazy = [];
     const lsn = this.nextLsn++;
-    const durable = new Promise<void>((resolve, reject) => { this.queue.push({ rec: frame(lsn, payload), lsn, resolve, reject }); });
+    const durable = new Promise<void>((resolve, reject) => {
+      this.queue.push({ rec: frame(lsn, payload), lsn, resolve, reject });
+    });
     if (!this.writing) void this.drain();
     return { lsn, durable };
   }
@@ -337,7 +343,7 @@ export class Wal {
   private async switchSegment(lsn: number, need: number): Promise<void> {
     const name = segName(lsn);
     const size = Math.max(this.opts.segmentBytes, Math.ceil(need / PAGE) * PAGE);
-    const idx = this.spare.findIndex((s) => s.file !== undefined ? s.file.size >= size : true);
+    const idx = this.spare.findIndex((s) => (s.file !== undefined ? s.file.size >= size : true));
     let seg: Segment;
     if (idx >= 0) {
       const old = this.spare.splice(idx, 1)[0] as Segment;
@@ -417,14 +423,18 @@ export function nodeWalFs(dir: string): WalFs {
       fs.readSync(fd, buf, 0, len, pos);
       return buf;
     },
-    write: (buf, pos) => new Promise((resolve, reject) => {
-      fs.write(fd, buf, 0, buf.length, pos, (err, n) => {
-        if (err) reject(err);
-        else if (n !== buf.length) reject(new Error(`short write to the log: ${n} of ${buf.length} bytes`));
-        else resolve();
-      });
-    }),
-    datasync: () => new Promise((resolve, reject) => { fs.fdatasync(fd, (err) => (err ? reject(err) : resolve())); }),
+    write: (buf, pos) =>
+      new Promise((resolve, reject) => {
+        fs.write(fd, buf, 0, buf.length, pos, (err, n) => {
+          if (err) reject(err);
+          else if (n !== buf.length) reject(new Error(`short write to the log: ${n} of ${buf.length} bytes`));
+          else resolve();
+        });
+      }),
+    datasync: () =>
+      new Promise((resolve, reject) => {
+        fs.fdatasync(fd, (err) => (err ? reject(err) : resolve()));
+      }),
     close: () => fs.closeSync(fd),
   });
   return {
@@ -440,7 +450,9 @@ export function nodeWalFs(dir: string): WalFs {
         // is charged, write_bytes) a whole folio: measured here, 2 MiB per 100-byte append and fdatasync.
         const zeros = Buffer.alloc(PAGE);
         for (let at = 0; at < size; at += PAGE) fs.writeSync(fd, zeros, 0, PAGE, at);
-        await new Promise<void>((resolve, reject) => { fs.fsync(fd, (err) => (err ? reject(err) : resolve())); });
+        await new Promise<void>((resolve, reject) => {
+          fs.fsync(fd, (err) => (err ? reject(err) : resolve()));
+        });
       } finally {
         fs.closeSync(fd);
       }
@@ -468,10 +480,17 @@ export function encodePoints(points: PendingPoints): Buffer {
   for (const [entityId, bySeries] of points) {
     const series: Array<[string, WireColumn[]]> = [];
     for (const [key, cols] of bySeries) {
-      series.push([key, cols.map((c): WireColumn => {
-        if (c.kind !== 'BOXED') return [c.kind ?? 'LONG', c.ts, c.nums];
-        return ['BOXED', c.ts, c.boxed.map((v): WireValue => (typeof v.v === 'bigint' ? ['BIGINT', v.v.toString()] : [v.type, v.v]))];
-      })]);
+      series.push([
+        key,
+        cols.map((c): WireColumn => {
+          if (c.kind !== 'BOXED') return [c.kind ?? 'LONG', c.ts, c.nums];
+          return [
+            'BOXED',
+            c.ts,
+            c.boxed.map((v): WireValue => (typeof v.v === 'bigint' ? ['BIGINT', v.v.toString()] : [v.type, v.v])),
+          ];
+        }),
+      ]);
     }
     out.push([entityId, series]);
   }
@@ -498,19 +517,22 @@ function pointsOf(records: Array<[string, Array<[string, WireColumn[]]>]>): Pend
   for (const [entityId, series] of records) {
     const bySeries = new Map<string, SeriesColumn[]>();
     for (const [key, cols] of series) {
-      bySeries.set(key, cols.map(([kind, ts, vals]) => {
-        const col = new SeriesColumn();
-        for (let i = 0; i < ts.length; i++) {
-          const t = ts[i] as number;
-          if (kind === 'LONG') col.pushLong(t, vals[i] as number);
-          else if (kind === 'DOUBLE') col.pushDouble(t, vals[i] as number);
-          else {
-            const [type, v] = vals[i] as WireValue;
-            col.push(t, type === 'BIGINT' ? { type: 'LONG', v: BigInt(v as string) } : ({ type, v } as KvValue));
+      bySeries.set(
+        key,
+        cols.map(([kind, ts, vals]) => {
+          const col = new SeriesColumn();
+          for (let i = 0; i < ts.length; i++) {
+            const t = ts[i] as number;
+            if (kind === 'LONG') col.pushLong(t, vals[i] as number);
+            else if (kind === 'DOUBLE') col.pushDouble(t, vals[i] as number);
+            else {
+              const [type, v] = vals[i] as WireValue;
+              col.push(t, type === 'BIGINT' ? { type: 'LONG', v: BigInt(v as string) } : ({ type, v } as KvValue));
+            }
           }
-        }
-        return col;
-      }));
+          return col;
+        }),
+      );
     }
     points.set(entityId, bySeries);
   }

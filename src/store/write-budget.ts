@@ -124,7 +124,13 @@ export class WriteBudget {
   constructor(private readonly opts: WriteBudgetOptions) {
     if (!(opts.bytesPerDay > 0)) throw new RangeError('the write budget must be > 0 bytes a day');
     this.rate = opts.bytesPerDay / DAY_MS;
-    this.tune = { reserveMs: RESERVE_MS, pacingShare: PACING_SHARE, maxDelayMs: MAX_DELAY_MS, otherSpreadMs: OTHER_SPREAD_MS, ...opts.tuning };
+    this.tune = {
+      reserveMs: RESERVE_MS,
+      pacingShare: PACING_SHARE,
+      maxDelayMs: MAX_DELAY_MS,
+      otherSpreadMs: OTHER_SPREAD_MS,
+      ...opts.tuning,
+    };
     this.reserve = this.rate * this.tune.reserveMs;
     this.level = this.reserve;
     const now = opts.now();
@@ -238,7 +244,7 @@ export function writeCounter(logWritten: () => number): { written: () => number;
   let last = processWriteBytes();
   if (last === undefined) return { written: logWritten, source: 'log' };
   // a failed read (never seen) repeats the last count rather than restarting it
-  return { written: () => (last = processWriteBytes() ?? last as number), source: 'proc' };
+  return { written: () => (last = processWriteBytes() ?? (last as number)), source: 'proc' };
 }
 
 /**

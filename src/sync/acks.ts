@@ -39,7 +39,11 @@ export class Acks {
   private readonly acking = new Set<string>();
   private ackChain: Promise<void> = Promise.resolve();
 
-  constructor(private readonly env: StoreEnv, private readonly counts: SyncCounts, private readonly log: Logger) {}
+  constructor(
+    private readonly env: StoreEnv,
+    private readonly counts: SyncCounts,
+    private readonly log: Logger,
+  ) {}
 
   /** whether the entry (seq, e) is being removed by an acknowledgement not committed yet */
   has(seq: number, e: number): boolean {
@@ -72,11 +76,16 @@ export class Acks {
     for (const h of o.held) void ob.put(heldKey(h.e, h.seq), h.value);
     for (const x of o.setAside) void ob.put(setAsideKey(x.key), x.value);
     const last = ob.put(COUNTERS_KEY, { ...this.counts.counters });
-    const done = last.then(() => undefined, (err: unknown) => {
-      this.log.error(`sync: recording an acknowledgement failed: ${(err as Error).message}`);
-    }).finally(() => {
-      for (const k of o.remove) this.acking.delete(pendingKey(k));
-    });
+    const done = last
+      .then(
+        () => undefined,
+        (err: unknown) => {
+          this.log.error(`sync: recording an acknowledgement failed: ${(err as Error).message}`);
+        },
+      )
+      .finally(() => {
+        for (const k of o.remove) this.acking.delete(pendingKey(k));
+      });
     this.ackChain = this.ackChain.then(() => done);
   }
 

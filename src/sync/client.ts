@@ -30,7 +30,11 @@ export class UpstreamClient {
   private readonly mod: typeof http | typeof https;
   private readonly base: URL;
 
-  constructor(url: string, concurrency: number, private readonly timeoutMs: number) {
+  constructor(
+    url: string,
+    concurrency: number,
+    private readonly timeoutMs: number,
+  ) {
     this.base = new URL(url.endsWith('/') ? url : `${url}/`);
     this.mod = this.base.protocol === 'https:' ? https : http;
     const opts = { keepAlive: true, maxSockets: concurrency + 2, maxFreeSockets: concurrency + 2 };
@@ -50,25 +54,38 @@ export class UpstreamClient {
         done = true;
         resolve(a);
       };
-      const req = this.mod.request(u, {
-        method: 'POST', agent: this.agent, timeout: this.timeoutMs,
-        headers: { 'Content-Type': 'application/json', 'Content-Length': typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength },
-      }, (res) => {
-        const chunks: Buffer[] = [];
-        let len = 0;
-        res.on('data', (c: Buffer) => {
-          if (len < MAX_ANSWER_BYTES) chunks.push(c);
-          len += c.length;
-        });
-        res.on('end', () => finish({
-          status: res.statusCode ?? 0,
-          body: Buffer.concat(chunks).toString('utf8').slice(0, MAX_ANSWER_BYTES),
-          retryAfterMs: retryAfterMs(res.headers['retry-after'], Date.now()),
-        }));
-        res.on('error', (err) => finish({ status: 0, body: '', error: err.message }));
-      });
+      const req = this.mod.request(
+        u,
+        {
+          method: 'POST',
+          agent: this.agent,
+          timeout: this.timeoutMs,
+          headers: {
+            'Content-Type': 'application/json',
+            'Content-Length': typeof body === 'string' ? Buffer.byteLength(body) : body.byteLength,
+          },
+        },
+        (res) => {
+          const chunks: Buffer[] = [];
+          let len = 0;
+          res.on('data', (c: Buffer) => {
+            if (len < MAX_ANSWER_BYTES) chunks.push(c);
+            len += c.length;
+          });
+          res.on('end', () =>
+            finish({
+              status: res.statusCode ?? 0,
+              body: Buffer.concat(chunks).toString('utf8').slice(0, MAX_ANSWER_BYTES),
+              retryAfterMs: retryAfterMs(res.headers['retry-after'], Date.now()),
+            }),
+          );
+          res.on('error', (err) => finish({ status: 0, body: '', error: err.message }));
+        },
+      );
       req.on('timeout', () => req.destroy(new Error(`no answer within ${this.timeoutMs} ms`)));
-      req.on('error', (err) => finish({ status: 0, body: '', error: (err as NodeJS.ErrnoException).code ?? err.message }));
+      req.on('error', (err) =>
+        finish({ status: 0, body: '', error: (err as NodeJS.ErrnoException).code ?? err.message }),
+      );
       req.end(body);
     });
   }

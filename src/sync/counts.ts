@@ -36,10 +36,22 @@ export class SyncCounts {
   private lastDropLog = -Infinity;
   private droppedSinceLog = 0;
 
-  constructor(env: StoreEnv, private readonly log: Logger, private readonly now: () => number) {
+  constructor(
+    env: StoreEnv,
+    private readonly log: Logger,
+    private readonly now: () => number,
+  ) {
     const saved = env.outbox.get(COUNTERS_KEY) as Partial<Counters> | undefined;
     this.counters = {
-      sent: 0, dropped: 0, droppedFrom: null, droppedTo: null, setAside: 0, notSynced: 0, lastSuccessTs: null, lastError: null, ...saved,
+      sent: 0,
+      dropped: 0,
+      droppedFrom: null,
+      droppedTo: null,
+      setAside: 0,
+      notSynced: 0,
+      lastSuccessTs: null,
+      lastError: null,
+      ...saved,
     };
   }
 
@@ -51,7 +63,10 @@ export class SyncCounts {
     const slot = this.oldest.get(b);
     if (sign > 0) {
       if (slot === undefined) this.oldest.set(b, { n, min: minTs });
-      else { slot.n += n; slot.min = Math.min(slot.min, minTs); }
+      else {
+        slot.n += n;
+        slot.min = Math.min(slot.min, minTs);
+      }
     } else if (slot !== undefined) {
       slot.n += n;
       if (slot.n <= 0) this.oldest.delete(b);
@@ -83,8 +98,10 @@ export class SyncCounts {
     this.droppedSinceLog += n;
     const now = this.now();
     if (now - this.lastDropLog >= DROP_LOG_MS) {
-      this.log.warn(`sync: ${this.droppedSinceLog} points removed by retention or the disk budget before they were sent ` +
-        `(${new Date(from).toISOString()} .. ${new Date(to).toISOString()}; ${c.dropped} in all)`);
+      this.log.warn(
+        `sync: ${this.droppedSinceLog} points removed by retention or the disk budget before they were sent ` +
+          `(${new Date(from).toISOString()} .. ${new Date(to).toISOString()}; ${c.dropped} in all)`,
+      );
       this.lastDropLog = now;
       this.droppedSinceLog = 0;
     }

@@ -144,7 +144,10 @@ export class DepthSync implements DepthSyncRecorder {
     this.host = deps.host;
     const saved = this.env.outbox.get(COUNTERS_KEY) as Partial<DepthCounters> | undefined;
     // before depth was sent, its points were counted as not synced in the service's counters
-    const legacy = saved === undefined ? (this.env.outbox.get(['c']) as { depthNotSynced?: number } | undefined)?.depthNotSynced ?? 0 : 0;
+    const legacy =
+      saved === undefined
+        ? ((this.env.outbox.get(['c']) as { depthNotSynced?: number } | undefined)?.depthNotSynced ?? 0)
+        : 0;
     this.counters = { sent: 0, setAside: 0, dropped: 0, notSynced: legacy, ...saved };
   }
 
@@ -154,7 +157,9 @@ export class DepthSync implements DepthSyncRecorder {
     if (this.endpoint === 'absent' && this.deps.now() < this.absentUntil) {
       this.counters.notSynced += count;
       void this.env.outbox.put(COUNTERS_KEY, { ...this.counters }).catch(() => undefined);
-      return (committed) => { if (!committed) this.counters.notSynced -= count; };
+      return (committed) => {
+        if (!committed) this.counters.notSynced -= count;
+      };
     }
     const seq = this.nextSeq(e);
     void this.env.outbox.put(depthQueueKey(e, seq), points).catch(() => undefined);
@@ -172,7 +177,12 @@ export class DepthSync implements DepthSyncRecorder {
       seq = 0;
       // entries set aside keep their seq: a new entry must not take it either
       for (const kind of ['d', 'y']) {
-        for (const key of this.env.outbox.getKeys({ start: [kind, e, SEQ_MAX], end: [kind, e], reverse: true, limit: 1 })) {
+        for (const key of this.env.outbox.getKeys({
+          start: [kind, e, SEQ_MAX],
+          end: [kind, e],
+          reverse: true,
+          limit: 1,
+        })) {
           seq = Math.max(seq, (key as DepthQueueKey)[2]);
         }
       }
@@ -228,12 +238,14 @@ export class DepthSync implements DepthSyncRecorder {
 
   private run(job: () => Promise<void>): Promise<void> {
     this.busy = true;
-    return job().catch((err: unknown) => {
-      this.deps.log.error(`sync: sending depth series failed: ${(err as Error).message}`);
-    }).finally(() => {
-      this.busy = false;
-      this.host.wake();
-    });
+    return job()
+      .catch((err: unknown) => {
+        this.deps.log.error(`sync: sending depth series failed: ${(err as Error).message}`);
+      })
+      .finally(() => {
+        this.busy = false;
+        this.host.wake();
+      });
   }
 
   /** The pending entity after the cursor (round robin) whose device is not parked. */
@@ -284,7 +296,8 @@ export class DepthSync implements DepthSyncRecorder {
       if (o.kind === 'sent') {
         this.host.succeeded();
         if (this.endpoint !== 'present') {
-          if (this.endpoint === 'absent') this.deps.log.info(`sync: ${this.deps.transport.url} answers depth series now`);
+          if (this.endpoint === 'absent')
+            this.deps.log.info(`sync: ${this.deps.transport.url} answers depth series now`);
           this.endpoint = 'present';
         }
         await this.acknowledge(e, body, 'sent', null);
@@ -292,7 +305,9 @@ export class DepthSync implements DepthSyncRecorder {
         const { error } = o;
         const message = `HTTP 400 from ${this.deps.transport.url} for a depth batch of ${device.name}: ${error.slice(0, 200)}`;
         this.host.error(message);
-        this.deps.log.warn(`sync: the upstream refused a depth batch of ${device.name} (${body.points} points) with 400; set aside: ${error.slice(0, 200)}`);
+        this.deps.log.warn(
+          `sync: the upstream refused a depth batch of ${device.name} (${body.points} points) with 400; set aside: ${error.slice(0, 200)}`,
+        );
         await this.acknowledge(e, body, 'setAside', error);
       } else if (o.kind === 'refused' && o.missing) {
         await this.checkEndpoint(id, token);
@@ -318,7 +333,11 @@ export class DepthSync implements DepthSyncRecorder {
     let points = 0;
     let dropped = 0;
     let full = false;
-    for (const { key, value } of env.outbox.getRange({ start: ['d', e, 0], end: ['d', e, SEQ_MAX], limit: BODY_ENTRIES })) {
+    for (const { key, value } of env.outbox.getRange({
+      start: ['d', e, 0],
+      end: ['d', e, SEQ_MAX],
+      limit: BODY_ENTRIES,
+    })) {
       const flat = value as number[];
       const covered: number[] = [];
       let count = 0;
@@ -377,7 +396,11 @@ export class DepthSync implements DepthSyncRecorder {
       if (as === 'setAside') {
         const aside = depthSetAsideKey(e, p.key[2]);
         const prev = ob.get(aside) as { points: number[] } | undefined;
-        void ob.put(aside, { points: prev === undefined ? p.covered : [...prev.points, ...p.covered], status: 400, error });
+        void ob.put(aside, {
+          points: prev === undefined ? p.covered : [...prev.points, ...p.covered],
+          status: 400,
+          error,
+        });
       }
     }
     if (as === 'sent') this.counters.sent += body.points;
@@ -403,8 +426,10 @@ export class DepthSync implements DepthSyncRecorder {
       this.absentUntil = this.deps.now() + this.deps.probeMs;
       const message = `${this.deps.transport.url} has no depth-series endpoint (404 for /api/v1/{token}/depth/telemetry with a token it accepts)`;
       this.host.error(message);
-      this.deps.log.warn(`sync: ${message}: depth points are counted in depthNotSyncedPoints, not kept for upstream; ` +
-        `asked again in ${Math.round(this.deps.probeMs / 60_000)} min or at the next start`);
+      this.deps.log.warn(
+        `sync: ${message}: depth points are counted in depthNotSyncedPoints, not kept for upstream; ` +
+          `asked again in ${Math.round(this.deps.probeMs / 60_000)} min or at the next start`,
+      );
       this.host.wake();
       return;
     }
@@ -422,7 +447,10 @@ export class DepthSync implements DepthSyncRecorder {
     const end: DepthQueueKey | ['d', number] = e === undefined ? ['d', SEQ_MAX] : ['d', e, SEQ_MAX];
     let swept = 0;
     // what is recorded once the endpoint is to be asked again is no longer this sweep's
-    while (!this.host.stopped() && (e !== undefined || (this.endpoint === 'absent' && this.deps.now() < this.absentUntil))) {
+    while (
+      !this.host.stopped() &&
+      (e !== undefined || (this.endpoint === 'absent' && this.deps.now() < this.absentUntil))
+    ) {
       const page: Array<{ key: DepthQueueKey; n: number }> = [];
       for (const { key, value } of ob.getRange({ start, end, limit: SWEEP_PAGE })) {
         page.push({ key: key as DepthQueueKey, n: depthEntryPoints(value as number[]) });
@@ -441,7 +469,9 @@ export class DepthSync implements DepthSyncRecorder {
       await new Promise<void>((r) => setImmediate(r));
     }
     if (e !== undefined && swept > 0) {
-      this.deps.log.warn(`sync: ${swept} depth points of a deleted device were not sent (counted in depthDroppedPoints)`);
+      this.deps.log.warn(
+        `sync: ${swept} depth points of a deleted device were not sent (counted in depthDroppedPoints)`,
+      );
     }
   }
 
@@ -450,8 +480,12 @@ export class DepthSync implements DepthSyncRecorder {
   status(): DepthSyncStatus {
     const c = this.counters;
     return {
-      depthBacklogPoints: Math.max(0, this.total), depthSentPoints: c.sent, depthSetAsidePoints: c.setAside,
-      depthDroppedPoints: c.dropped, depthNotSyncedPoints: c.notSynced, depthEndpoint: this.endpoint,
+      depthBacklogPoints: Math.max(0, this.total),
+      depthSentPoints: c.sent,
+      depthSetAsidePoints: c.setAside,
+      depthDroppedPoints: c.dropped,
+      depthNotSyncedPoints: c.notSynced,
+      depthEndpoint: this.endpoint,
     };
   }
 

@@ -158,7 +158,8 @@ export class Devices {
       if (dev.parked === null) continue;
       const rec = readToken(this.o.env, dev.id);
       if (rec !== undefined && rec.token !== dev.refusedToken) this.unpark(dev);
-      else if (rec === undefined && dev.refusedToken !== undefined && this.o.config.provisionKey !== '') this.unpark(dev);
+      else if (rec === undefined && dev.refusedToken !== undefined && this.o.config.provisionKey !== '')
+        this.unpark(dev);
     }
   }
 
@@ -172,5 +173,16 @@ export class Devices {
 }
 
 function newDev(id: string, e: number | undefined, name: string): Dev {
-  return { id, e, name, parked: null, refusedToken: undefined, busy: [false, false], busyLog: false, logged: 0, backlog: 0, freshlyProvisioned: false };
+  return {
+    id,
+    e,
+    name,
+    parked: null,
+    refusedToken: undefined,
+    busy: [false, false],
+    busyLog: false,
+    logged: 0,
+    backlog: 0,
+    freshlyProvisioned: false,
+  };
 }

@@ -92,8 +92,16 @@ export function encodeGroup(env: StoreEnv, req: EncodeRequest): EncodedGroup {
       let refHeld = 0;
       const keep = (ts: number): boolean => {
         if (ts < entry.fromTs) return false;
-        if (ts < MIN_SENDABLE_TS) { refHeld++; pre2000++; return false; }
-        if (ts > req.maxTs) { refHeld++; futureMin = Math.min(futureMin, ts); return false; }
+        if (ts < MIN_SENDABLE_TS) {
+          refHeld++;
+          pre2000++;
+          return false;
+        }
+        if (ts > req.maxTs) {
+          refHeld++;
+          futureMin = Math.min(futureMin, ts);
+          return false;
+        }
         return true;
       };
       wirePoints(JSON.stringify(keyName), got.points, keep, points);
@@ -103,10 +111,20 @@ export function encodeGroup(env: StoreEnv, req: EncodeRequest): EncodedGroup {
       }
     }
     if (entryHeld > 0) {
-      held.push({ seq: entry.seq, value: { refs: heldRefs, above: req.maxTs, futureMin: Number.isFinite(futureMin) ? futureMin : null, held: entryHeld, pre2000 } });
+      held.push({
+        seq: entry.seq,
+        value: {
+          refs: heldRefs,
+          above: req.maxTs,
+          futureMin: Number.isFinite(futureMin) ? futureMin : null,
+          held: entryHeld,
+          pre2000,
+        },
+      });
     }
   }
   const bodies: EncodedBody[] = [];
-  for (const b of wireBodies(points, req.maxBodyBytes, req.maxBodyPoints)) bodies.push({ body: utf8.encode(b.body), points: b.points, lastTs: b.lastTs });
+  for (const b of wireBodies(points, req.maxBodyBytes, req.maxBodyPoints))
+    bodies.push({ body: utf8.encode(b.body), points: b.points, lastTs: b.lastTs });
   return { bodies, points: points.length, dropped, droppedFrom, droppedTo, held };
 }

@@ -37,7 +37,10 @@ export class HttpTransport implements Transport {
     this.maxBatchBytes = o.maxBatchBytes;
     this.client = new UpstreamClient(o.url, o.concurrency, o.requestTimeoutMs);
     this.thread = new SyncThread({
-      env: o.env, client: this.client, log: o.log, thread: o.encoderThread,
+      env: o.env,
+      client: this.client,
+      log: o.log,
+      thread: o.encoderThread,
       setup: { ...o.threadSetup, url: o.url, concurrency: o.concurrency, requestTimeoutMs: o.requestTimeoutMs },
     });
   }
@@ -79,11 +82,15 @@ export class HttpTransport implements Transport {
   }
 
   async provision(deviceName: string, key: string, secret: string): Promise<ProvisionResult> {
-    const a = await this.client.post('api/v1/provision', JSON.stringify({ deviceName, provisionDeviceKey: key, provisionDeviceSecret: secret }));
+    const a = await this.client.post(
+      'api/v1/provision',
+      JSON.stringify({ deviceName, provisionDeviceKey: key, provisionDeviceSecret: secret }),
+    );
     const o = classify(a);
     if (o.kind === 'retry') return o;
     // a refusal of the provisioning path itself is not the device's: backed off, as a 5xx
-    if (o.kind !== 'sent') return { kind: 'retry', what: o.kind === 'refused' ? o.what : 'HTTP 400', afterMs: undefined };
+    if (o.kind !== 'sent')
+      return { kind: 'retry', what: o.kind === 'refused' ? o.what : 'HTTP 400', afterMs: undefined };
     let ans: { status?: unknown; credentialsValue?: unknown; errorMsg?: unknown };
     try {
       ans = JSON.parse(a.body) as typeof ans;
@@ -91,7 +98,10 @@ export class HttpTransport implements Transport {
       ans = {};
     }
     if (ans.status !== 'SUCCESS' || typeof ans.credentialsValue !== 'string' || ans.credentialsValue === '') {
-      return { kind: 'denied', reason: `provisioning refused: ${String(ans.status ?? 'no status')}${typeof ans.errorMsg === 'string' ? ` (${ans.errorMsg})` : ''}` };
+      return {
+        kind: 'denied',
+        reason: `provisioning refused: ${String(ans.status ?? 'no status')}${typeof ans.errorMsg === 'string' ? ` (${ans.errorMsg})` : ''}`,
+      };
     }
     return { kind: 'token', token: ans.credentialsValue };
   }

@@ -29,7 +29,12 @@ export interface LinkOptions {
  * gateway never retries a failing upstream sooner than that (full jitter can draw ~0 ms at any ceiling), and the
  * other half still spreads a fleet of gateways that lost the same upstream at once.
  */
-export function backoffDelayMs(failures: number, baseMs: number, maxMs: number, random: () => number = Math.random): number {
+export function backoffDelayMs(
+  failures: number,
+  baseMs: number,
+  maxMs: number,
+  random: () => number = Math.random,
+): number {
   const ceiling = Math.min(maxMs, baseMs * 2 ** Math.min(30, Math.max(0, failures - 1)));
   return ceiling / 2 + (random() * ceiling) / 2;
 }
@@ -89,7 +94,9 @@ export class Link {
     const until = this.o.now() + delay;
     if (until > this.backoffUntil) this.backoffUntil = until;
     if (this.state !== 'backoff') {
-      this.o.log.warn(`sync: ${what} from ${this.o.url}; backing off (retry in ${Math.round(delay)} ms, then with growing delays up to ${cfg.retryMaxMs} ms)`);
+      this.o.log.warn(
+        `sync: ${what} from ${this.o.url}; backing off (retry in ${Math.round(delay)} ms, then with growing delays up to ${cfg.retryMaxMs} ms)`,
+      );
       this.state = 'backoff';
     }
     return delay;
@@ -114,7 +121,9 @@ export class Link {
         this.tokens = Math.max(-rate, this.tokens - n);
         return;
       }
-      await new Promise<void>((r) => { setTimeout(r, Math.ceil(((need - this.tokens) * 1000) / rate)).unref(); });
+      await new Promise<void>((r) => {
+        setTimeout(r, Math.ceil(((need - this.tokens) * 1000) / rate)).unref();
+      });
       if (this.o.stopped()) return;
     }
   }

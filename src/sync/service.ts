@@ -28,8 +28,21 @@ import type { Dictionary } from '../store/encoding/dict.js';
 import type { EntityStore } from '../store/entities.js';
 import type { StoreEnv } from '../store/env.js';
 import {
-  ATTRIBUTE_MARKS, type AttributeMarkKey, COUNTERS_KEY, type FragmentRef, HELD_RANGE, type HeldKey, type OutboxRecorder, QUEUE_END,
-  type QueueKey, type QueuePos, attributeMarkKey, decodeRefs, queueFrom, queueKey, refsMinTs,
+  ATTRIBUTE_MARKS,
+  type AttributeMarkKey,
+  COUNTERS_KEY,
+  type FragmentRef,
+  HELD_RANGE,
+  type HeldKey,
+  type OutboxRecorder,
+  QUEUE_END,
+  type QueueKey,
+  type QueuePos,
+  attributeMarkKey,
+  decodeRefs,
+  queueFrom,
+  queueKey,
+  refsMinTs,
 } from '../store/outbox.js';
 import type { LmdbAttributeStore } from '../store/attributes.js';
 import type { LmdbDepthStore } from '../store/depth.js';
@@ -146,23 +159,45 @@ export class SyncService implements SyncStatusSource, LaneHost {
     this.dict = deps.dict;
     this.timeseries = deps.timeseries;
     this.recorder = deps.outbox;
-    this.gateway = isMqttUrl(this.cfg.url) ? new MqttGateway({
-      env: this.env, config: this.cfg, log: this.log, now: this.now, entities: deps.entities, attributes: deps.attributes, rpc: deps.rpc,
-      pending: () => this.pendingDevices(),
-      up: () => {
-        this.link.resumed();
-        this.wake();
-      },
-      down: (why) => { this.counts.counters.lastError = `${why} (${this.cfg.url})`; },
-    }) : undefined;
-    this.transport = this.gateway?.transport ?? new HttpTransport({
-      env: this.env, url: this.cfg.url, concurrency: this.cfg.concurrency, requestTimeoutMs: this.cfg.requestTimeoutMs,
-      encoderThread: this.cfg.encoderThread, threadSetup: deps.threadSetup, log: this.log, maxBatchBytes: this.cfg.maxBatchBytes,
-    });
+    this.gateway = isMqttUrl(this.cfg.url)
+      ? new MqttGateway({
+          env: this.env,
+          config: this.cfg,
+          log: this.log,
+          now: this.now,
+          entities: deps.entities,
+          attributes: deps.attributes,
+          rpc: deps.rpc,
+          pending: () => this.pendingDevices(),
+          up: () => {
+            this.link.resumed();
+            this.wake();
+          },
+          down: (why) => {
+            this.counts.counters.lastError = `${why} (${this.cfg.url})`;
+          },
+        })
+      : undefined;
+    this.transport =
+      this.gateway?.transport ??
+      new HttpTransport({
+        env: this.env,
+        url: this.cfg.url,
+        concurrency: this.cfg.concurrency,
+        requestTimeoutMs: this.cfg.requestTimeoutMs,
+        encoderThread: this.cfg.encoderThread,
+        threadSetup: deps.threadSetup,
+        log: this.log,
+        maxBatchBytes: this.cfg.maxBatchBytes,
+      });
     this.counts = new SyncCounts(this.env, this.log, this.now);
     this.acks = new Acks(this.env, this.counts, this.log);
     this.link = new Link({
-      config: this.cfg, url: this.transport.url, log: this.log, now: this.now, stopped: () => this.isStopped,
+      config: this.cfg,
+      url: this.transport.url,
+      log: this.log,
+      now: this.now,
+      stopped: () => this.isStopped,
       onReconnect: () => {
         // Live first: what was written during the outage becomes backlog, drained behind what comes now.
         // Points still in the write-ahead log were written during it too: recorded now, before the boundary.
@@ -171,7 +206,13 @@ export class SyncService implements SyncStatusSource, LaneHost {
       },
     });
     this.devices = new Devices({
-      env: this.env, dict: deps.dict, entities: deps.entities, transport: this.transport, config: this.cfg, counts: this.counts, log: this.log,
+      env: this.env,
+      dict: deps.dict,
+      entities: deps.entities,
+      transport: this.transport,
+      config: this.cfg,
+      counts: this.counts,
+      log: this.log,
       succeeded: () => this.succeeded(),
       retry: (what, afterMs) => this.failed(undefined, '', { kind: 'retry', what, afterMs }),
       resumed: (dev) => {
@@ -188,7 +229,9 @@ export class SyncService implements SyncStatusSource, LaneHost {
     this.lanes = new OutboxLanes(this, this.recorder, boundary, (key, value) => this.discardNotDevice(key, value));
     this.logLane = new LogLane(this, this.recorder);
     // acknowledgements ride in the next ingest batch's transaction when one comes soon enough (acks.ts)
-    this.recorder.beforeCommit = () => { if (this.acks.waiting) this.acks.flush(); };
+    this.recorder.beforeCommit = () => {
+      if (this.acks.waiting) this.acks.flush();
+    };
     this.recorder.onQueued = (_seq, e, refs) => {
       this.noteQueued(e, refs, 1);
       this.wake();
@@ -197,9 +240,14 @@ export class SyncService implements SyncStatusSource, LaneHost {
     this.recorder.onApplied = (lsn) => this.logLane.applied(lsn);
     this.deps.attributes.syncMark = (id) => this.env.outbox.put(attributeMarkKey(id), Math.random());
     this.depthSync = new DepthSync({
-      env: this.env, dict: deps.dict, entities: deps.entities, transport: this.transport,
+      env: this.env,
+      dict: deps.dict,
+      entities: deps.entities,
+      transport: this.transport,
       maxBatchBytes: this.gateway?.transport.depthBodyLimit ?? this.cfg.maxBatchBytes,
-      probeMs: this.cfg.depthProbeMs, log: this.log, now: this.now,
+      probeMs: this.cfg.depthProbeMs,
+      log: this.log,
+      now: this.now,
       host: {
         token: async (id) => {
           const dev = this.devices.byId(id);
@@ -214,14 +262,21 @@ export class SyncService implements SyncStatusSource, LaneHost {
         },
         pace: (n) => this.link.pace(this.cfg.maxPointsPerSec > 0, n),
         turn: () => this.turns.take(false),
-        inFlight: (delta) => { this.slots.inFlight += delta; },
+        inFlight: (delta) => {
+          this.slots.inFlight += delta;
+        },
         wake: () => this.wake(),
-        error: (message) => { this.counts.counters.lastError = message; },
+        error: (message) => {
+          this.counts.counters.lastError = message;
+        },
       },
     });
     this.deps.depth.syncRecorder = this.depthSync;
     this.setAside = new SetAside({
-      env: this.env, dict: deps.dict, entities: deps.entities, counts: this.counts,
+      env: this.env,
+      dict: deps.dict,
+      entities: deps.entities,
+      counts: this.counts,
       requeued: (items) => {
         for (const { e, refs } of items) this.noteQueued(e, refs, 1);
         this.lanes.rescanBacklog();
@@ -232,16 +287,22 @@ export class SyncService implements SyncStatusSource, LaneHost {
 
   /** Starts sending. */
   start(): void {
-    this.log.info(`sync to ${this.transport.url}: ${this.cfg.maxPointsPerSec > 0 ? `backlog paced at ${this.cfg.maxPointsPerSec} points/s` : 'unpaced'}, ${this.cfg.concurrency} devices at once`);
+    this.log.info(
+      `sync to ${this.transport.url}: ${this.cfg.maxPointsPerSec > 0 ? `backlog paced at ${this.cfg.maxPointsPerSec} points/s` : 'unpaced'}, ${this.cfg.concurrency} devices at once`,
+    );
     this.ready = this.loadBacklog();
-    this.depthSync.load().catch((err: unknown) => this.log.error(`sync: counting the depth backlog failed: ${(err as Error).message}`));
+    this.depthSync
+      .load()
+      .catch((err: unknown) => this.log.error(`sync: counting the depth backlog failed: ${(err as Error).message}`));
     const every = (ms: number, fn: () => void): void => {
       const t = setInterval(fn, ms);
       t.unref();
       this.timers.push(t);
     };
     every(CHECK_PARKED_MS, () => this.devices.recheckParked());
-    every(HELD_RECHECK_MS, () => { void this.releaseHeld(); });
+    every(HELD_RECHECK_MS, () => {
+      void this.releaseHeld();
+    });
     every(1000, () => this.wake());
     this.pumping = this.ready.then(() => this.pump());
     this.gateway?.start();
@@ -267,7 +328,8 @@ export class SyncService implements SyncStatusSource, LaneHost {
   /** Devices with points or attributes waiting to go up. */
   private *pendingDevices(): IterableIterator<string> {
     for (const d of this.devices.all()) if (d.backlog > 0 || d.logged > 0) yield d.id;
-    for (const { key } of this.env.outbox.getRange({ ...ATTRIBUTE_MARKS, limit: 1000 })) yield (key as AttributeMarkKey)[1];
+    for (const { key } of this.env.outbox.getRange({ ...ATTRIBUTE_MARKS, limit: 1000 }))
+      yield (key as AttributeMarkKey)[1];
   }
 
   // ---- bookkeeping -------------------------------------------------------------------------------------
@@ -277,7 +339,10 @@ export class SyncService implements SyncStatusSource, LaneHost {
     let n = 0;
     // summed straight from the flat arrays: no ref objects for a backlog of millions (RssAnon, BENCHMARKS.md)
     const perEntity = new Map<number, number>();
-    for (const { key, value } of this.env.outbox.getRange({ start: queueFrom(0), end: queueFrom(this.lanes.boundary) })) {
+    for (const { key, value } of this.env.outbox.getRange({
+      start: queueFrom(0),
+      end: queueFrom(this.lanes.boundary),
+    })) {
       const e = (key as QueueKey)[2];
       const flat = value as number[];
       let points = 0;
@@ -326,9 +391,15 @@ export class SyncService implements SyncStatusSource, LaneHost {
 
   private sleep(ms: number): Promise<void> {
     return new Promise<void>((resolve) => {
-      const t = setTimeout(() => { this.wakeUp = undefined; resolve(); }, ms);
+      const t = setTimeout(() => {
+        this.wakeUp = undefined;
+        resolve();
+      }, ms);
       t.unref();
-      this.wakeUp = () => { clearTimeout(t); resolve(); };
+      this.wakeUp = () => {
+        clearTimeout(t);
+        resolve();
+      };
     });
   }
 
@@ -414,31 +485,33 @@ export class SyncService implements SyncStatusSource, LaneHost {
       if (dev.parked !== null) continue;
       this.attrBusy = true;
       this.slots.inFlight++;
-      this.track((async () => {
-        try {
-          const token = await this.devices.tokenFor(dev);
-          if (token === undefined) return;
-          const attrs = this.deps.attributes.get(id, 'CLIENT_SCOPE');
-          const body = `{${attrs.map((a) => `${JSON.stringify(a.key)}:${wireValue(a.value)}`).join(',')}}`;
-          const o = await this.transport.attributes(token, body);
-          if (o.kind === 'sent') {
-            this.succeeded();
-            // removed only if no change came meanwhile (the marker is rewritten by every change)
-            await this.env.root.transaction(() => {
-              if (this.env.outbox.get(mark) === value) void this.env.outbox.remove(mark);
-            });
-          } else if (o.kind === 'setAside') {
-            this.counts.counters.lastError = `400 from upstream for the attributes of ${dev.name}`;
-            await this.env.outbox.remove(mark);
-          } else {
-            this.failed(dev, token, o);
+      this.track(
+        (async () => {
+          try {
+            const token = await this.devices.tokenFor(dev);
+            if (token === undefined) return;
+            const attrs = this.deps.attributes.get(id, 'CLIENT_SCOPE');
+            const body = `{${attrs.map((a) => `${JSON.stringify(a.key)}:${wireValue(a.value)}`).join(',')}}`;
+            const o = await this.transport.attributes(token, body);
+            if (o.kind === 'sent') {
+              this.succeeded();
+              // removed only if no change came meanwhile (the marker is rewritten by every change)
+              await this.env.root.transaction(() => {
+                if (this.env.outbox.get(mark) === value) void this.env.outbox.remove(mark);
+              });
+            } else if (o.kind === 'setAside') {
+              this.counts.counters.lastError = `400 from upstream for the attributes of ${dev.name}`;
+              await this.env.outbox.remove(mark);
+            } else {
+              this.failed(dev, token, o);
+            }
+          } finally {
+            this.attrBusy = false;
+            this.slots.inFlight--;
+            this.wake();
           }
-        } finally {
-          this.attrBusy = false;
-          this.slots.inFlight--;
-          this.wake();
-        }
-      })());
+        })(),
+      );
       return 1;
     }
     return 0;
@@ -481,13 +554,20 @@ export class SyncService implements SyncStatusSource, LaneHost {
     const horizon = this.timeseries.rawHorizonTs;
     if (this.dropSweeping || (horizon <= this.lastHorizonChecked && !(this.dropRetryAt <= this.now()))) return;
     this.dropSweeping = true;
-    void this.dropSweep(horizon).then((settled) => {
-      // fragments below the horizon not compacted yet: their windows' fate is known once compaction ran
-      this.dropRetryAt = settled ? Infinity : this.now() + DROP_RECHECK_MS;
-    }, (err: unknown) => {
-      this.log.error(`sync: counting dropped points failed: ${(err as Error).message}`);
-      this.dropRetryAt = this.now() + DROP_RECHECK_MS;
-    }).finally(() => { this.dropSweeping = false; });
+    void this.dropSweep(horizon)
+      .then(
+        (settled) => {
+          // fragments below the horizon not compacted yet: their windows' fate is known once compaction ran
+          this.dropRetryAt = settled ? Infinity : this.now() + DROP_RECHECK_MS;
+        },
+        (err: unknown) => {
+          this.log.error(`sync: counting dropped points failed: ${(err as Error).message}`);
+          this.dropRetryAt = this.now() + DROP_RECHECK_MS;
+        },
+      )
+      .finally(() => {
+        this.dropSweeping = false;
+      });
   }
 
   /** Resolves true when every entry below the horizon was settled (dropped or kept), false to look again later. */
@@ -530,7 +610,10 @@ export class SyncService implements SyncStatusSource, LaneHost {
         this.counts.dropped(dropped, from, to);
         this.noteQueued(qk[2], entry.refs, -1);
         if (keep.length > 0) this.noteQueued(qk[2], decodeRefs(keep), 1);
-        rewrites.push({ key: qk, keep: keep.length > 0 ? (entry.fromTs > Number.MIN_SAFE_INTEGER ? [entry.fromTs, ...keep] : keep) : null });
+        rewrites.push({
+          key: qk,
+          keep: keep.length > 0 ? (entry.fromTs > Number.MIN_SAFE_INTEGER ? [entry.fromTs, ...keep] : keep) : null,
+        });
       }
       if (rewrites.length > 0) {
         const counters = { ...this.counts.counters };
@@ -558,20 +641,36 @@ export class SyncService implements SyncStatusSource, LaneHost {
     const devices: Array<DeviceSyncStatus & { depthBacklogPoints: number }> = [];
     for (const d of this.devices.all()) {
       devices.push({
-        id: d.id, name: d.name, state: d.parked === null ? 'ok' : 'parked', reason: d.parked, backlogPoints: Math.max(0, d.backlog) + d.logged,
+        id: d.id,
+        name: d.name,
+        state: d.parked === null ? 'ok' : 'parked',
+        reason: d.parked,
+        backlogPoints: Math.max(0, d.backlog) + d.logged,
         depthBacklogPoints: this.depthSync.pendingOf(d.id),
       });
     }
     const c = this.counts.counters;
     return {
       // points still in the write-ahead log are pending too (recorded in the outbox when put into LMDB)
-      enabled: true, state, url: this.transport.url, backlogPoints: this.counts.backlog + this.logLane.loggedTotal,
+      enabled: true,
+      state,
+      url: this.transport.url,
+      backlogPoints: this.counts.backlog + this.logLane.loggedTotal,
       oldestPendingTs: this.counts.oldestPendingTs,
-      sentPoints: c.sent, droppedPoints: c.dropped, lastSuccessTs: c.lastSuccessTs, lastError: c.lastError, devices,
-      clockSynchronized: clockSynchronized(), heldPoints: this.counts.heldTotal, setAsidePoints: c.setAside,
+      sentPoints: c.sent,
+      droppedPoints: c.dropped,
+      lastSuccessTs: c.lastSuccessTs,
+      lastError: c.lastError,
+      devices,
+      clockSynchronized: clockSynchronized(),
+      heldPoints: this.counts.heldTotal,
+      setAsidePoints: c.setAside,
       droppedRange: c.droppedFrom === null || c.droppedTo === null ? null : [c.droppedFrom, c.droppedTo],
-      notSyncedPoints: c.notSynced, ...this.depthSync.status(),
-      transport: this.transport.kind, session: this.gateway?.status() ?? null, downlink: this.gateway?.downlinkStatus() ?? DOWNLINK_OFF,
+      notSyncedPoints: c.notSynced,
+      ...this.depthSync.status(),
+      transport: this.transport.kind,
+      session: this.gateway?.status() ?? null,
+      downlink: this.gateway?.downlinkStatus() ?? DOWNLINK_OFF,
     };
   }
 

@@ -15,7 +15,11 @@ export type { SetAsideAdmin, SetAsideBatch } from './status.js';
 
 const RANGE = { start: ['x'], end: ['x', Number.MAX_SAFE_INTEGER] };
 
-interface Stored { refs: number[]; status: number; error: string }
+interface Stored {
+  refs: number[];
+  status: number;
+  error: string;
+}
 
 export interface SetAsideHost {
   readonly env: StoreEnv;
@@ -41,8 +45,14 @@ export class SetAside implements SetAsideAdmin {
       const id = this.h.dict.entityUuid(e) ?? null;
       const rec = id === null ? undefined : this.h.entities.device(id);
       batches.push({
-        seq, deviceId: id, deviceName: rec?.name ?? null, points: refsPoints(refs), firstTs: refsMinTs(refs),
-        lastTs: refs.reduce((m, r) => Math.max(m, r.lastTs), -Infinity), status: v.status, error: v.error,
+        seq,
+        deviceId: id,
+        deviceName: rec?.name ?? null,
+        points: refsPoints(refs),
+        firstTs: refsMinTs(refs),
+        lastTs: refs.reduce((m, r) => Math.max(m, r.lastTs), -Infinity),
+        status: v.status,
+        error: v.error,
       });
     }
     return { batches, total };

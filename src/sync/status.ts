@@ -38,8 +38,16 @@ export interface SyncStatusSource {
 
 /** The answer when sync is not configured. */
 export const SYNC_OFF: SyncStatus = Object.freeze({
-  enabled: false, state: 'off', url: null, backlogPoints: 0, oldestPendingTs: null, sentPoints: 0, droppedPoints: 0,
-  lastSuccessTs: null, lastError: null, devices: [],
+  enabled: false,
+  state: 'off',
+  url: null,
+  backlogPoints: 0,
+  oldestPendingTs: null,
+  sentPoints: 0,
+  droppedPoints: 0,
+  lastSuccessTs: null,
+  lastError: null,
+  devices: [],
 });
 
 export interface SetAsideBatch {

@@ -65,7 +65,12 @@ function lowerPriority(): void {
 
 function serve(port: NonNullable<typeof parentPort>, setup: ThreadSetup): void {
   lowerPriority();
-  const env = openStoreEnv({ dataDir: setup.dataDir, mapSizeBytes: setup.mapSizeBytes, readOnly: true, otherThread: true });
+  const env = openStoreEnv({
+    dataDir: setup.dataDir,
+    mapSizeBytes: setup.mapSizeBytes,
+    readOnly: true,
+    otherThread: true,
+  });
   let client = new UpstreamClient(setup.url, setup.concurrency, setup.requestTimeoutMs);
   /** bodies encoded and not posted yet, by the id of the request that encoded them */
   const stashes = new Map<number, Array<Uint8Array | undefined>>();
@@ -121,8 +126,18 @@ function serve(port: NonNullable<typeof parentPort>, setup: ThreadSetup): void {
     try {
       freshSnapshot(env);
       const group = encodeGroup(env, m.encode);
-      if (group.bodies.length > 0) stashes.set(m.id, group.bodies.map((b) => b.body));
-      reply({ id: m.id, group: { ...group, bodies: group.bodies.map((b) => ({ points: b.points, lastTs: b.lastTs, bytes: b.body.byteLength })) } });
+      if (group.bodies.length > 0)
+        stashes.set(
+          m.id,
+          group.bodies.map((b) => b.body),
+        );
+      reply({
+        id: m.id,
+        group: {
+          ...group,
+          bodies: group.bodies.map((b) => ({ points: b.points, lastTs: b.lastTs, bytes: b.body.byteLength })),
+        },
+      });
     } catch (err) {
       reply({ id: m.id, error: (err as Error).message });
     }

@@ -46,7 +46,12 @@ export interface ReadyGroup extends GroupSummary {
 }
 
 type Waiting =
-  | { readonly thread: Worker; readonly req: EncodeRequest; readonly resolve: (g: ReadyGroup) => void; readonly reject: (err: Error) => void }
+  | {
+      readonly thread: Worker;
+      readonly req: EncodeRequest;
+      readonly resolve: (g: ReadyGroup) => void;
+      readonly reject: (err: Error) => void;
+    }
   | { readonly thread: Worker; readonly answer: (a: UpstreamAnswer) => void };
 
 const DEFAULT_IDLE_MS = 30_000;
@@ -63,7 +68,11 @@ const CLOSE_WAIT_MS = 2_000;
 const utf8 = new TextEncoder();
 
 function local(g: EncodedGroup): ReadyGroup {
-  return { ...g, bodies: g.bodies.map((b) => ({ points: b.points, lastTs: b.lastTs, bytes: b.body.byteLength })), at: { local: g.bodies.map((b) => b.body) } };
+  return {
+    ...g,
+    bodies: g.bodies.map((b) => ({ points: b.points, lastTs: b.lastTs, bytes: b.body.byteLength })),
+    at: { local: g.bodies.map((b) => b.body) },
+  };
 }
 
 /** A group encoded in this thread (a transport that sends from the main thread: mqtt/transport.ts). */
@@ -125,7 +134,8 @@ export class SyncThread {
   postBody(group: ReadyGroup, index: number, path: string): Promise<UpstreamAnswer> {
     const at = group.at;
     if ('local' in at) return this.opts.client.post(path, at.local[index] as Uint8Array);
-    if (at.thread !== this.worker) return Promise.resolve({ status: 0, body: '', error: 'the sync thread that held this batch ended' });
+    if (at.thread !== this.worker)
+      return Promise.resolve({ status: 0, body: '', error: 'the sync thread that held this batch ended' });
     at.posted++;
     if (at.posted === group.bodies.length) this.stashed--;
     return this.request(at.thread, { path, stash: at.stash, index });
@@ -165,7 +175,11 @@ export class SyncThread {
     await Promise.all([...this.retiring]);
   }
 
-  private request(w: Worker, m: { path: string; stash: number; index: number } | { path: string; body: Uint8Array }, transfer: ArrayBuffer[] = []): Promise<UpstreamAnswer> {
+  private request(
+    w: Worker,
+    m: { path: string; stash: number; index: number } | { path: string; body: Uint8Array },
+    transfer: ArrayBuffer[] = [],
+  ): Promise<UpstreamAnswer> {
     const id = this.ask(w);
     return new Promise<UpstreamAnswer>((resolve) => {
       this.waiting.set(id, { thread: w, answer: resolve });
@@ -198,7 +212,10 @@ export class SyncThread {
   }
 
   private spawn(): Worker {
-    const w = new Worker(this.workerUrl, { workerData: this.opts.setup, resourceLimits: { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB } });
+    const w = new Worker(this.workerUrl, {
+      workerData: this.opts.setup,
+      resourceLimits: { maxYoungGenerationSizeMb: YOUNG_GENERATION_MB },
+    });
     this.worker = w;
     this.stashed = 0;
     let failure: string | undefined;
@@ -220,7 +237,9 @@ export class SyncThread {
       }
       this.idleWhenDone(w);
     });
-    w.on('error', (err) => { failure = err.message; });
+    w.on('error', (err) => {
+      failure = err.message;
+    });
     w.once('exit', (code) => {
       if (this.worker === w) {
         // died unasked
@@ -232,14 +251,20 @@ export class SyncThread {
         const why = failure ?? `exit code ${code}`;
         if (this.deaths >= MAX_DEATHS) {
           this.inThreadOnly = true;
-          this.opts.log.error(`sync: the sync thread ended ${MAX_DEATHS} times in a row (last: ${why}); encoding and sending in the main thread from now on`);
-        } else this.opts.log.warn(`sync: the sync thread ended (${why}); what it was encoding is encoded in the main thread, its requests are retried`);
+          this.opts.log.error(
+            `sync: the sync thread ended ${MAX_DEATHS} times in a row (last: ${why}); encoding and sending in the main thread from now on`,
+          );
+        } else
+          this.opts.log.warn(
+            `sync: the sync thread ended (${why}); what it was encoding is encoded in the main thread, its requests are retried`,
+          );
       }
       // a retired thread answered everything before it closed, unless it had to be terminated
       for (const [id, x] of this.waiting) {
         if (x.thread !== w) continue;
         this.waiting.delete(id);
-        if ('answer' in x) x.answer({ status: 0, body: '', error: `the sync thread ended (${failure ?? `exit code ${code}`})` });
+        if ('answer' in x)
+          x.answer({ status: 0, body: '', error: `the sync thread ended (${failure ?? `exit code ${code}`})` });
         else this.inThread(x.req).then(x.resolve, x.reject);
       }
     });
@@ -254,7 +279,9 @@ export class SyncThread {
     // held until it has closed its environment: an exit mid-close could leave a reader slot taken
     w.ref();
     const exited = new Promise<void>((resolve) => {
-      const force = setTimeout(() => { void w.terminate(); }, CLOSE_WAIT_MS);
+      const force = setTimeout(() => {
+        void w.terminate();
+      }, CLOSE_WAIT_MS);
       force.unref();
       w.once('exit', () => {
         clearTimeout(force);

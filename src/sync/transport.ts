@@ -33,7 +33,8 @@ export function classify(a: UpstreamAnswer): Outcome {
   if (a.status >= 200 && a.status < 300) return SENT;
   if (a.status === 400) return { kind: 'setAside', error: a.body.slice(0, 500) };
   const what = a.status === 0 ? (a.error ?? 'network error') : `HTTP ${a.status}`;
-  if (a.status === 401 || a.status === 403 || a.status === 404) return { kind: 'refused', what, missing: a.status === 404 };
+  if (a.status === 401 || a.status === 403 || a.status === 404)
+    return { kind: 'refused', what, missing: a.status === 404 };
   return { kind: 'retry', what, afterMs: a.status === 429 || a.status === 503 ? a.retryAfterMs : undefined };
 }
 

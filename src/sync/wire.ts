@@ -31,11 +31,16 @@ export function plainDouble(d: number): string {
 /** One value as a JSON fragment with its TB type kept. Non-finite doubles cannot be JSON numbers: sent as strings. */
 export function wireValue(v: KvValue): string {
   switch (v.type) {
-    case 'BOOLEAN': return v.v ? 'true' : 'false';
-    case 'LONG': return String(v.v);
-    case 'DOUBLE': return Number.isFinite(v.v) ? plainDouble(v.v) : JSON.stringify(String(v.v));
-    case 'STRING': return JSON.stringify(v.v);
-    case 'JSON': return v.v;
+    case 'BOOLEAN':
+      return v.v ? 'true' : 'false';
+    case 'LONG':
+      return String(v.v);
+    case 'DOUBLE':
+      return Number.isFinite(v.v) ? plainDouble(v.v) : JSON.stringify(String(v.v));
+    case 'STRING':
+      return JSON.stringify(v.v);
+    case 'JSON':
+      return v.v;
   }
 }
 
@@ -47,7 +52,12 @@ export interface WirePoint {
   readonly value: string;
 }
 
-export function wirePoints(keyJson: string, points: readonly TsKv[], keep: (ts: number) => boolean, out: WirePoint[]): void {
+export function wirePoints(
+  keyJson: string,
+  points: readonly TsKv[],
+  keep: (ts: number) => boolean,
+  out: WirePoint[],
+): void {
   for (const p of points) if (keep(p.ts)) out.push({ ts: p.ts, key: keyJson, value: wireValue(p.value) });
 }
 
@@ -56,7 +66,11 @@ export function wirePoints(keyJson: string, points: readonly TsKv[], keep: (ts: 
  * upstream) into `{"ts":..,"values":{..}}` elements, and cuts the elements into JSON arrays of at most
  * `maxBytes` (an element bigger than that alone goes alone). Each body comes with its point count.
  */
-export function* wireBodies(points: WirePoint[], maxBytes: number, maxPoints: number): Generator<{ body: string; points: number; lastTs: number }> {
+export function* wireBodies(
+  points: WirePoint[],
+  maxBytes: number,
+  maxPoints: number,
+): Generator<{ body: string; points: number; lastTs: number }> {
   points.sort((a, b) => a.ts - b.ts);
   let parts: string[] = [];
   let bytes = 2;

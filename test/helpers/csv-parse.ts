@@ -11,17 +11,31 @@ export function parseCsv(text: string): string[][] {
   let i = 0;
   let quoted = false;
   let fieldStarted = false;
-  const endField = (): void => { row.push(field); field = ''; quoted = false; fieldStarted = false; };
-  const endRow = (): void => { endField(); rows.push(row); row = []; };
+  const endField = (): void => {
+    row.push(field);
+    field = '';
+    quoted = false;
+    fieldStarted = false;
+  };
+  const endRow = (): void => {
+    endField();
+    rows.push(row);
+    row = [];
+  };
   while (i < text.length) {
     const c = text[i] as string;
     if (quoted) {
       if (c === '"') {
-        if (text[i + 1] === '"') { field += '"'; i += 2; continue; }
+        if (text[i + 1] === '"') {
+          field += '"';
+          i += 2;
+          continue;
+        }
         quoted = false;
         i++;
         const d = text[i];
-        if (d !== undefined && d !== ',' && d !== '\n' && d !== '\r') throw new Error(`text after closing quote at ${i}`);
+        if (d !== undefined && d !== ',' && d !== '\n' && d !== '\r')
+          throw new Error(`text after closing quote at ${i}`);
         continue;
       }
       field += c;
@@ -35,9 +49,21 @@ export function parseCsv(text: string): string[][] {
       i++;
       continue;
     }
-    if (c === ',') { endField(); i++; continue; }
-    if (c === '\r' && text[i + 1] === '\n') { endRow(); i += 2; continue; }
-    if (c === '\n') { endRow(); i++; continue; }
+    if (c === ',') {
+      endField();
+      i++;
+      continue;
+    }
+    if (c === '\r' && text[i + 1] === '\n') {
+      endRow();
+      i += 2;
+      continue;
+    }
+    if (c === '\n') {
+      endRow();
+      i++;
+      continue;
+    }
     if (c === '\r') throw new Error(`bare CR at ${i}`);
     field += c;
     fieldStarted = true;
@@ -54,7 +80,8 @@ export function csvObjects(text: string): { header: string[]; rows: Array<Record
   return {
     header,
     rows: rest.map((r) => {
-      if (r.length !== header.length) throw new Error(`row has ${r.length} fields, header ${header.length}: ${JSON.stringify(r)}`);
+      if (r.length !== header.length)
+        throw new Error(`row has ${r.length} fields, header ${header.length}: ${JSON.stringify(r)}`);
       return Object.fromEntries(header.map((h, i) => [h, r[i] as string]));
     }),
   };

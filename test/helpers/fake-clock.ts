@@ -4,7 +4,11 @@
  */
 import type { WheelClock } from '../../src/rpc/timer-wheel.js';
 
-interface FakeTimer { id: number; at: number; cb: () => void }
+interface FakeTimer {
+  id: number;
+  at: number;
+  cb: () => void;
+}
 
 export class FakeClock implements WheelClock {
   private t: number;

@@ -26,9 +26,20 @@ export interface FakeTbMqttOptions {
   readonly port?: number;
 }
 
-export interface Message { readonly topic: string; readonly text: string; readonly bytes: number }
+export interface Message {
+  readonly topic: string;
+  readonly text: string;
+  readonly bytes: number;
+}
 
-interface Rpc { device: string; id: number; method: string; params: unknown; resolve: (reply: string) => void; expiresAt: number }
+interface Rpc {
+  device: string;
+  id: number;
+  method: string;
+  params: unknown;
+  resolve: (reply: string) => void;
+  expiresAt: number;
+}
 
 interface Conn {
   readonly socket: Socket;
@@ -112,7 +123,9 @@ export class FakeTbMqtt {
     const id = (this.rpcSeq.get(device) ?? 0) + 1;
     this.rpcSeq.set(device, id);
     let resolve: (r: string) => void = () => undefined;
-    const reply = new Promise<string>((r) => { resolve = r; });
+    const reply = new Promise<string>((r) => {
+      resolve = r;
+    });
     const rpc: Rpc = { device, id, method, params, resolve, expiresAt: Date.now() + ttlMs };
     this.rpcs.push(rpc);
     this.sendRpc(rpc);
@@ -135,7 +148,15 @@ export class FakeTbMqtt {
     const c = this.conn;
     if (c === undefined) return;
     const id = c.nextId++;
-    this.write(c, { cmd: 'publish', topic: `v1/devices/me/rpc/request/${id}`, payload: JSON.stringify({ method, params }), qos: 1, messageId: id, retain: false, dup: false });
+    this.write(c, {
+      cmd: 'publish',
+      topic: `v1/devices/me/rpc/request/${id}`,
+      payload: JSON.stringify({ method, params }),
+      qos: 1,
+      messageId: id,
+      retain: false,
+      dup: false,
+    });
   }
 
   /** Closes the gateway's session (the server restarted, a network cut). */
@@ -157,7 +178,9 @@ export class FakeTbMqtt {
       if (this.conn === c) this.conn = undefined;
     });
     parser.on('error', () => this.close(c, 'malformed'));
-    parser.on('packet', (p: Packet) => { void this.onPacket(c, p); });
+    parser.on('packet', (p: Packet) => {
+      void this.onPacket(c, p);
+    });
   }
 
   private close(c: Conn, why: string): void {
@@ -167,7 +190,8 @@ export class FakeTbMqtt {
   }
 
   private write(c: Conn, p: Record<string, unknown>): void {
-    if (!c.socket.destroyed) c.socket.write(mqttPacket.generate(p as unknown as Packet, { protocolVersion: c.version }));
+    if (!c.socket.destroyed)
+      c.socket.write(mqttPacket.generate(p as unknown as Packet, { protocolVersion: c.version }));
   }
 
   private async onPacket(c: Conn, p: Packet): Promise<void> {
@@ -182,7 +206,12 @@ export class FakeTbMqtt {
         }
         const ok = typeof p.username === 'string' && this.o.tokens.includes(p.username);
         if (!ok) {
-          this.write(c, c.version === 5 ? { cmd: 'connack', reasonCode: 0x86, sessionPresent: false } : { cmd: 'connack', returnCode: 5, sessionPresent: false });
+          this.write(
+            c,
+            c.version === 5
+              ? { cmd: 'connack', reasonCode: 0x86, sessionPresent: false }
+              : { cmd: 'connack', returnCode: 5, sessionPresent: false },
+          );
           c.socket.end();
           return;
         }
@@ -197,7 +226,11 @@ export class FakeTbMqtt {
         this.write(c, { cmd: 'pingresp' });
         return;
       case 'subscribe':
-        this.write(c, { cmd: 'suback', messageId: p.messageId, granted: p.subscriptions.map((s) => Math.min(s.qos, 1)) });
+        this.write(c, {
+          cmd: 'suback',
+          messageId: p.messageId,
+          granted: p.subscriptions.map((s) => Math.min(s.qos, 1)),
+        });
         return;
       case 'puback': {
         const topic = this.inflightDown.get(p.messageId ?? -1);
@@ -216,8 +249,12 @@ export class FakeTbMqtt {
     const text = payload.toString();
     this.received.push({ topic: p.topic, text, bytes: payload.length + p.topic.length + 10 });
     let bad: string | undefined;
-    const refusedNow = (this.refuseDevice !== undefined && p.topic === 'v1/gateway/telemetry' && c.version === 5 && text.includes(JSON.stringify(this.refuseDevice)))
-      || (this.depthAbsent && p.topic === 'v1/gateway/depth/telemetry' && c.version === 5);
+    const refusedNow =
+      (this.refuseDevice !== undefined &&
+        p.topic === 'v1/gateway/telemetry' &&
+        c.version === 5 &&
+        text.includes(JSON.stringify(this.refuseDevice))) ||
+      (this.depthAbsent && p.topic === 'v1/gateway/depth/telemetry' && c.version === 5);
     try {
       if (refusedNow) throw new Error('refused');
       bad = this.handle(c, p.topic, JSON.parse(text) as unknown);
@@ -229,7 +266,11 @@ export class FakeTbMqtt {
       this.maxUnacked = Math.max(this.maxUnacked, this.unacked);
       if (this.pubackDelayMs > 0) await new Promise((r) => setTimeout(r, this.pubackDelayMs));
       this.unacked--;
-      const refused = this.refuseDevice !== undefined && p.topic === 'v1/gateway/telemetry' && c.version === 5 && text.includes(JSON.stringify(this.refuseDevice));
+      const refused =
+        this.refuseDevice !== undefined &&
+        p.topic === 'v1/gateway/telemetry' &&
+        c.version === 5 &&
+        text.includes(JSON.stringify(this.refuseDevice));
       const noDepth = this.depthAbsent && p.topic === 'v1/gateway/depth/telemetry' && c.version === 5;
       this.write(c, { cmd: 'puback', messageId: p.messageId, reasonCode: refused ? 0x99 : noDepth ? 0x90 : 0 });
       if (refused || noDepth) return;
@@ -240,7 +281,8 @@ export class FakeTbMqtt {
 
   /** A gateway message; returns why TB would close the session, or undefined. */
   private handle(c: Conn, topic: string, body: unknown): string | undefined {
-    const obj = typeof body === 'object' && body !== null && !Array.isArray(body) ? (body as Record<string, unknown>) : undefined;
+    const obj =
+      typeof body === 'object' && body !== null && !Array.isArray(body) ? (body as Record<string, unknown>) : undefined;
     if (obj === undefined) return 'not a JSON object';
     switch (topic) {
       case 'v1/gateway/connect':
@@ -279,13 +321,19 @@ export class FakeTbMqtt {
       }
       case 'v1/gateway/attributes/request': {
         const device = obj['device'];
-        if (typeof device !== 'string' || obj['id'] === undefined || obj['client'] === undefined) return 'attribute request without id/device/client';
+        if (typeof device !== 'string' || obj['id'] === undefined || obj['client'] === undefined)
+          return 'attribute request without id/device/client';
         this.connectDevice(c, device);
-        const keys = typeof obj['key'] === 'string' ? [obj['key']] : Array.isArray(obj['keys']) ? (obj['keys'] as string[]) : [];
-        const merged: Record<string, unknown> = keys.length === 0
-          ? { ...this.client.get(device), ...this.shared.get(device) }
-          : obj['client'] === true ? { ...this.client.get(device) } : { ...this.shared.get(device) };
-        const found = keys.length === 0 ? merged : Object.fromEntries(keys.filter((k) => k in merged).map((k) => [k, merged[k]]));
+        const keys =
+          typeof obj['key'] === 'string' ? [obj['key']] : Array.isArray(obj['keys']) ? (obj['keys'] as string[]) : [];
+        const merged: Record<string, unknown> =
+          keys.length === 0
+            ? { ...this.client.get(device), ...this.shared.get(device) }
+            : obj['client'] === true
+              ? { ...this.client.get(device) }
+              : { ...this.shared.get(device) };
+        const found =
+          keys.length === 0 ? merged : Object.fromEntries(keys.filter((k) => k in merged).map((k) => [k, merged[k]]));
         const n = Object.keys(found).length;
         const answer: Record<string, unknown> = { id: obj['id'], device };
         if (n === 1 && (keys.length === 1 || keys.length === 0)) answer['value'] = Object.values(found)[0];
@@ -322,7 +370,11 @@ export class FakeTbMqtt {
   private sendRpc(r: Rpc): void {
     if (r.expiresAt < Date.now()) return;
     if (this.isConnected(r.device)) this.sentDown.push(`${r.device}:${r.id}`);
-    this.pushTo(r.device, 'v1/gateway/rpc', JSON.stringify({ device: r.device, data: { id: r.id, method: r.method, params: r.params } }));
+    this.pushTo(
+      r.device,
+      'v1/gateway/rpc',
+      JSON.stringify({ device: r.device, data: { id: r.id, method: r.method, params: r.params } }),
+    );
   }
 
   private pushTo(device: string, topic: string, payload: string): void {

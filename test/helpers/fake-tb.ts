@@ -40,10 +40,15 @@ export interface Request {
 }
 
 /** What the fake answers; undefined from the hook: 200 and the request is recorded. */
-export interface Answer { status: number; headers?: Record<string, string>; body?: string }
+export interface Answer {
+  status: number;
+  headers?: Record<string, string>;
+  body?: string;
+}
 
 function typed(v: JsonValue): { type: Received['type']; value: string } {
-  if (v instanceof NumLit) return v.text.includes('.') ? { type: 'DOUBLE', value: v.text } : { type: 'LONG', value: v.text };
+  if (v instanceof NumLit)
+    return v.text.includes('.') ? { type: 'DOUBLE', value: v.text } : { type: 'LONG', value: v.text };
   if (typeof v === 'number') return { type: 'LONG', value: String(v) };
   if (typeof v === 'boolean') return { type: 'BOOLEAN', value: String(v) };
   if (typeof v === 'string') return { type: 'STRING', value: v };
@@ -102,9 +107,18 @@ export class FakeTb extends EventEmitter {
         const path = req.url ?? '';
         const m = /^\/api\/v1\/([^/]+)\/(telemetry|attributes|depth\/telemetry)$/.exec(path);
         const r: Request = {
-          path, body, at: Date.now(),
+          path,
+          body,
+          at: Date.now(),
           token: m ? decodeURIComponent(m[1] as string) : '',
-          kind: path === '/api/v1/provision' ? 'provision' : m ? (m[2] === 'depth/telemetry' ? 'depth' : m[2] as 'telemetry' | 'attributes') : 'other',
+          kind:
+            path === '/api/v1/provision'
+              ? 'provision'
+              : m
+                ? m[2] === 'depth/telemetry'
+                  ? 'depth'
+                  : (m[2] as 'telemetry' | 'attributes')
+                : 'other',
         };
         const reply = (a: Answer): void => {
           res.writeHead(a.status, { 'Content-Type': 'application/json', ...a.headers });
@@ -119,8 +133,10 @@ export class FakeTb extends EventEmitter {
             return;
           }
           if (r.kind === 'provision') reply({ status: 200, body: JSON.stringify(this.provision(body)) });
-          else if (r.kind === 'telemetry') this.record(r, body) ? reply({ status: 200 }) : reply({ status: 400, body: '{"error":"bad"}' });
-          else if (r.kind === 'depth' && this.acceptsDepth) this.recordDepth(r, body) ? reply({ status: 200 }) : reply({ status: 400, body: '{"error":"bad"}' });
+          else if (r.kind === 'telemetry')
+            this.record(r, body) ? reply({ status: 200 }) : reply({ status: 400, body: '{"error":"bad"}' });
+          else if (r.kind === 'depth' && this.acceptsDepth)
+            this.recordDepth(r, body) ? reply({ status: 200 }) : reply({ status: 400, body: '{"error":"bad"}' });
           else if (r.kind === 'attributes') {
             const o = parseJson(body) as Record<string, JsonValue>;
             const cur = this.attributes.get(r.token) ?? {};
@@ -167,7 +183,8 @@ export class FakeTb extends EventEmitter {
     for (const el of arr) {
       const o = el as { ds?: JsonValue; values?: Record<string, JsonValue> };
       if (o.values === undefined || !(o.ds instanceof NumLit)) return false;
-      for (const [key, v] of Object.entries(o.values)) this.depthPoints.push({ token: r.token, ds: o.ds.text, key, ...typed(v) });
+      for (const [key, v] of Object.entries(o.values))
+        this.depthPoints.push({ token: r.token, ds: o.ds.text, key, ...typed(v) });
     }
     return true;
   }

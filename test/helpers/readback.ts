@@ -41,14 +41,25 @@ export async function readEntity(dataDir: string, entityId: string): Promise<Ent
     const s = DEFAULTS.store;
     const store = new LmdbTimeseriesStore(env, new Dictionary(env), {
       ...DEFAULT_STORE_OPTIONS,
-      wal: { fs: nodeWalFs(join(scratch, 'wal')), segmentBytes: s.walSegmentBytes, applyIntervalMs: s.applyIntervalMs, applyMaxPoints: s.applyMaxPoints },
+      wal: {
+        fs: nodeWalFs(join(scratch, 'wal')),
+        segmentBytes: s.walSegmentBytes,
+        applyIntervalMs: s.applyIntervalMs,
+        applyMaxPoints: s.applyMaxPoints,
+      },
     });
     const latest: Record<string, StoredPoint> = {};
     const points: Record<string, StoredPoint[]> = {};
-    for (const [key, p] of store.latest(entityId)) latest[key] = { ts: p.ts, type: p.value.type, value: kvToString(p.value) };
+    for (const [key, p] of store.latest(entityId))
+      latest[key] = { ts: p.ts, type: p.value.type, value: kvToString(p.value) };
     for (const key of store.keys(entityId)) {
-      points[key] = [...store.range(entityId, key, { startTs: Number.MIN_SAFE_INTEGER, endTs: Number.MAX_SAFE_INTEGER, order: 'ASC' })]
-        .map((p) => ({ ts: p.ts, type: p.value.type, value: kvToString(p.value) }));
+      points[key] = [
+        ...store.range(entityId, key, {
+          startTs: Number.MIN_SAFE_INTEGER,
+          endTs: Number.MAX_SAFE_INTEGER,
+          order: 'ASC',
+        }),
+      ].map((p) => ({ ts: p.ts, type: p.value.type, value: kvToString(p.value) }));
     }
     await store.closeLog();
     return { latest, points };

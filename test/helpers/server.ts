@@ -12,7 +12,9 @@ import type { RpcStatus } from '../../src/rpc/broker.js';
 /** dist/src/main.js, found relative to this compiled file (dist/test/helpers/server.js). */
 export const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
 
-export interface Teardown { teardown(fn: () => void | Promise<void>): void }
+export interface Teardown {
+  teardown(fn: () => void | Promise<void>): void;
+}
 
 export function tempDir(t: Teardown, prefix = 'outpost-test-'): string {
   const dir = mkdtempSync(join(tmpdir(), prefix));
@@ -20,12 +22,20 @@ export function tempDir(t: Teardown, prefix = 'outpost-test-'): string {
   return dir;
 }
 
-export interface CliResult { code: number; stdout: string; stderr: string }
+export interface CliResult {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
 
 export function cli(args: string[], env: NodeJS.ProcessEnv = {}): Promise<CliResult> {
   return new Promise((resolve) => {
     execFile(process.execPath, [MAIN, ...args], { env: { ...process.env, ...env } }, (err, stdout, stderr) => {
-      const code = err ? (typeof (err as { code?: unknown }).code === 'number' ? (err as { code: number }).code : 1) : 0;
+      const code = err
+        ? typeof (err as { code?: unknown }).code === 'number'
+          ? (err as { code: number }).code
+          : 1
+        : 0;
       resolve({ code, stdout, stderr });
     });
   });
@@ -56,10 +66,14 @@ export interface StartOptions {
 
 export async function startGateway(t: Teardown, opts: StartOptions = {}): Promise<Gateway> {
   const dataDir = opts.dataDir ?? tempDir(t);
-  const proc = spawn(process.execPath, [MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir, ...(opts.args ?? [])], {
-    env: { ...process.env, ...opts.env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const proc = spawn(
+    process.execPath,
+    [MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir, ...(opts.args ?? [])],
+    {
+      env: { ...process.env, ...opts.env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   const logs: string[] = [];
   let exited: Promise<number | null> = new Promise((resolve) => proc.once('exit', (code) => resolve(code)));
   const port = await new Promise<number>((resolve, reject) => {
@@ -77,7 +91,9 @@ export async function startGateway(t: Teardown, opts: StartOptions = {}): Promis
     };
     proc.stderr?.on('data', onData);
     proc.stdout?.on('data', onData);
-    void exited.then((code) => reject(new Error(`gateway exited with ${code} before listening:\n${logs.join('\n')}${buf}`)));
+    void exited.then((code) =>
+      reject(new Error(`gateway exited with ${code} before listening:\n${logs.join('\n')}${buf}`)),
+    );
   });
   const scheme = (opts.args ?? []).includes('--tls-cert') ? 'https' : 'http';
   const gw: Gateway = {
@@ -92,14 +108,26 @@ export async function startGateway(t: Teardown, opts: StartOptions = {}): Promis
       return exited;
     },
   };
-  t.teardown(async () => { await gw.stop('SIGKILL'); });
+  t.teardown(async () => {
+    await gw.stop('SIGKILL');
+  });
   exited = exited.then((c) => c);
   return gw;
 }
 
-export interface HttpResult { status: number; text: string; headers: Headers; json<T = unknown>(): T }
+export interface HttpResult {
+  status: number;
+  text: string;
+  headers: Headers;
+  json<T = unknown>(): T;
+}
 
-export async function http(method: string, url: string, body?: string | Buffer | object, headers: Record<string, string> = {}): Promise<HttpResult> {
+export async function http(
+  method: string,
+  url: string,
+  body?: string | Buffer | object,
+  headers: Record<string, string> = {},
+): Promise<HttpResult> {
   const init: RequestInit = { method, headers: { ...headers } };
   if (body !== undefined) {
     init.body = typeof body === 'string' || Buffer.isBuffer(body) ? (body as string) : JSON.stringify(body);
@@ -111,7 +139,11 @@ export async function http(method: string, url: string, body?: string | Buffer |
 }
 
 /** A device created through the CLI. */
-export async function addDevice(dataDir: string, name: string, extra: string[] = []): Promise<{ id: string; name: string; token: string }> {
+export async function addDevice(
+  dataDir: string,
+  name: string,
+  extra: string[] = [],
+): Promise<{ id: string; name: string; token: string }> {
   return cliJson(['device', 'add', '--data-dir', dataDir, '--name', name, ...extra]);
 }
 
@@ -120,8 +152,13 @@ export async function addDevice(dataDir: string, name: string, extra: string[] =
  * body: the daemon does things after it answers a request (registers a poll, expires a queue, backs off), so a
  * test waits for the state, not for a fixed time. Throws after `timeoutMs`.
  */
-export async function waitStatus<S = Record<string, unknown>>(gw: Pick<Gateway, 'url'>, headers: Record<string, string>, pred: (status: S) => boolean,
-  timeoutMs = 20_000, intervalMs = 20): Promise<S> {
+export async function waitStatus<S = Record<string, unknown>>(
+  gw: Pick<Gateway, 'url'>,
+  headers: Record<string, string>,
+  pred: (status: S) => boolean,
+  timeoutMs = 20_000,
+  intervalMs = 20,
+): Promise<S> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const r = await http('GET', `${gw.url}/api/outpost/status`, undefined, headers);
@@ -134,7 +171,11 @@ export async function waitStatus<S = Record<string, unknown>>(gw: Pick<Gateway, 
 }
 
 /** waitStatus on the status body's `longPoll` section (the long-poll and RPC counters). */
-export async function waitLongPoll(gw: Pick<Gateway, 'url'>, headers: Record<string, string>, pred: (s: RpcStatus) => boolean): Promise<RpcStatus> {
+export async function waitLongPoll(
+  gw: Pick<Gateway, 'url'>,
+  headers: Record<string, string>,
+  pred: (s: RpcStatus) => boolean,
+): Promise<RpcStatus> {
   return (await waitStatus<{ longPoll: RpcStatus }>(gw, headers, (s) => pred(s.longPoll))).longPoll;
 }
 
@@ -142,12 +183,18 @@ export async function waitLongPoll(gw: Pick<Gateway, 'url'>, headers: Record<str
  * Resolves with the first `count` log lines of `gw` that match `pattern`, once they are logged, counting from
  * line `from` (take `gw.logs.length` before an action to wait for the lines it causes); throws after `timeoutMs`.
  */
-export async function waitLogLines(gw: Pick<Gateway, 'logs'>, pattern: RegExp, count = 1, opts: { from?: number; timeoutMs?: number } = {}): Promise<string[]> {
+export async function waitLogLines(
+  gw: Pick<Gateway, 'logs'>,
+  pattern: RegExp,
+  count = 1,
+  opts: { from?: number; timeoutMs?: number } = {},
+): Promise<string[]> {
   const deadline = Date.now() + (opts.timeoutMs ?? 20_000);
   for (;;) {
     const found = gw.logs.slice(opts.from ?? 0).filter((l) => pattern.test(l));
     if (found.length >= count) return found.slice(0, count);
-    if (Date.now() > deadline) throw new Error(`only ${found.length} of ${count} log lines matched ${pattern}:\n${gw.logs.join('\n')}`);
+    if (Date.now() > deadline)
+      throw new Error(`only ${found.length} of ${count} log lines matched ${pattern}:\n${gw.logs.join('\n')}`);
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }

@@ -33,7 +33,11 @@ export interface TestEnv {
 export function openTestEnv(t: Teardown, opts: EnvOptions = {}): TestEnv {
   const own = opts.dataDir === undefined;
   const dataDir = opts.dataDir ?? mkdtempSync(join(tmpdir(), 'outpost-store-'));
-  const env = openStoreEnv({ dataDir, mapSizeBytes: opts.mapSizeBytes ?? TEST_MAP_BYTES, ...(opts.readOnly ? { readOnly: true } : {}) });
+  const env = openStoreEnv({
+    dataDir,
+    mapSizeBytes: opts.mapSizeBytes ?? TEST_MAP_BYTES,
+    ...(opts.readOnly ? { readOnly: true } : {}),
+  });
   t.teardown(async () => {
     await env.close();
     if (own) rmSync(dataDir, { recursive: true, force: true });
@@ -48,7 +52,10 @@ export interface TestSeries extends TestEnv {
 /** A series store on a fresh environment; `opts` override the daemon's defaults (DEFAULT_STORE_OPTIONS). */
 export function openSeriesStore(t: Teardown, opts: Partial<StoreOptions> = {}, envOpts: EnvOptions = {}): TestSeries {
   const fixture = openTestEnv(t, envOpts);
-  return { ...fixture, store: new LmdbTimeseriesStore(fixture.env, fixture.dict, { ...DEFAULT_STORE_OPTIONS, ...opts }) };
+  return {
+    ...fixture,
+    store: new LmdbTimeseriesStore(fixture.env, fixture.dict, { ...DEFAULT_STORE_OPTIONS, ...opts }),
+  };
 }
 
 /**

@@ -6,10 +6,22 @@ import { type Gateway, http, startGateway, tempDir } from './server.js';
 import { authHeaders } from './users.js';
 
 /** A gateway whose config file sets `sync` (fast retries, 4-KiB batches unless overridden) and `extra`. */
-export async function syncGateway(t: Test, upstream: string, sync: Record<string, unknown> = {}, extra: Record<string, unknown> = {}, dataDir?: string): Promise<Gateway> {
+export async function syncGateway(
+  t: Test,
+  upstream: string,
+  sync: Record<string, unknown> = {},
+  extra: Record<string, unknown> = {},
+  dataDir?: string,
+): Promise<Gateway> {
   const dir = tempDir(t, 'outpost-sync-cfg-');
   const file = join(dir, 'config.json');
-  writeFileSync(file, JSON.stringify({ sync: { url: upstream, retryBaseMs: 50, retryMaxMs: 400, maxBatchBytes: 4096, ...sync }, ...extra }));
+  writeFileSync(
+    file,
+    JSON.stringify({
+      sync: { url: upstream, retryBaseMs: 50, retryMaxMs: 400, maxBatchBytes: 4096, ...sync },
+      ...extra,
+    }),
+  );
   return startGateway(t, { args: ['--config', file], ...(dataDir === undefined ? {} : { dataDir }) });
 }
 
@@ -20,7 +32,14 @@ export async function syncStatusOf<S>(gw: Gateway, jwt: string): Promise<S> {
 }
 
 /** Polls the status endpoint until `pred` holds (the daemon's counters have no event to wait on from here). */
-export async function syncStatusUntil<S>(gw: Gateway, jwt: string, pred: (s: S) => boolean, label: string, timeoutMs: number, pollMs: number): Promise<S> {
+export async function syncStatusUntil<S>(
+  gw: Gateway,
+  jwt: string,
+  pred: (s: S) => boolean,
+  label: string,
+  timeoutMs: number,
+  pollMs: number,
+): Promise<S> {
   const end = Date.now() + timeoutMs;
   for (;;) {
     const s = await syncStatusOf<S>(gw, jwt);
@@ -31,12 +50,21 @@ export async function syncStatusUntil<S>(gw: Gateway, jwt: string, pred: (s: S) 
 }
 
 export async function postTelemetry(gw: Gateway, token: string, body: unknown): Promise<void> {
-  const r = await http('POST', `${gw.url}/api/v1/${token}/telemetry`, typeof body === 'string' ? body : JSON.stringify(body));
+  const r = await http(
+    'POST',
+    `${gw.url}/api/v1/${token}/telemetry`,
+    typeof body === 'string' ? body : JSON.stringify(body),
+  );
   if (r.status !== 200) throw new Error(`post ${r.status}: ${r.text}`);
 }
 
 /** One request's body with `n` records of `keys` numeric keys from ts `from`, every 1000 ms. */
-export function records(from: number, n: number, keys: number, value = (i: number, k: number): string => `${i * 10 + k}`): string {
+export function records(
+  from: number,
+  n: number,
+  keys: number,
+  value = (i: number, k: number): string => `${i * 10 + k}`,
+): string {
   const parts: string[] = [];
   for (let i = 0; i < n; i++) {
     const vals: string[] = [];
@@ -45,4 +73,3 @@ export function records(from: number, n: number, keys: number, value = (i: numbe
   }
   return `[${parts.join(',')}]`;
 }
-

@@ -40,19 +40,43 @@ export async function techGateway(t: Test, opts: { login?: boolean } = {}): Prom
     addDevice(gw.dataDir, 'valve-7', ['--token', 'VALVE7']),
   ]);
   const now = Date.now();
-  const points = Array.from({ length: 120 }, (_, i) => ({ ts: now - 2 * HOUR + i * 60_000, values: { t: 20 + (i % 9) / 2, n: i, s: `s${i % 3}` } }));
+  const points = Array.from({ length: 120 }, (_, i) => ({
+    ts: now - 2 * HOUR + i * 60_000,
+    values: { t: 20 + (i % 9) / 2, n: i, s: `s${i % 3}` },
+  }));
   t.equal((await http('POST', `${gw.url}/api/v1/PUMP1/telemetry`, points)).status, 200);
   t.equal((await http('POST', `${gw.url}/api/v1/PUMP1/attributes`, { fw: '1.2.3', slot: 4 })).status, 200);
   const { token } = await login(gw, 'tech@example.com', 'pw');
   const H = authHeaders(token);
-  t.equal((await http('POST', `${gw.url}/api/plugins/telemetry/DEVICE/${pump.id}/attributes/SHARED_SCOPE`, { target: 21.5 }, H)).status, 200);
+  t.equal(
+    (
+      await http(
+        'POST',
+        `${gw.url}/api/plugins/telemetry/DEVICE/${pump.id}/attributes/SHARED_SCOPE`,
+        { target: 21.5 },
+        H,
+      )
+    ).status,
+    200,
+  );
   const R = ['--url', gw.url];
   if (opts.login !== false) {
     const r = await run(['login', ...R, '--username', 'tech@example.com', '--password', 'pw']);
     t.equal(r.code, 0, `login ${r.stderr}`);
   }
   return {
-    gw, cfg, credFile: join(cfg, 'outpost', 'credentials.json'), env, run, L: ['--data-dir', gw.dataDir], R, pump, now, points, H, token,
+    gw,
+    cfg,
+    credFile: join(cfg, 'outpost', 'credentials.json'),
+    env,
+    run,
+    L: ['--data-dir', gw.dataDir],
+    R,
+    pump,
+    now,
+    points,
+    H,
+    token,
   };
 }
 

@@ -6,16 +6,41 @@ import { type Gateway, cliJson, http } from './server.js';
 
 export type Authority = 'TENANT_ADMIN' | 'CUSTOMER_USER';
 
-export interface AddedUser { id: string; email: string; authority: Authority; customerId: string }
+export interface AddedUser {
+  id: string;
+  email: string;
+  authority: Authority;
+  customerId: string;
+}
 
 /** Creates a user through the CLI; `customer` is a customer id or title (needed for CUSTOMER_USER). */
-export async function addUser(dataDir: string, email: string, password: string, authority: Authority, customer?: string): Promise<AddedUser> {
-  const args = ['user', 'add', '--data-dir', dataDir, '--email', email, '--password', password, '--authority', authority];
+export async function addUser(
+  dataDir: string,
+  email: string,
+  password: string,
+  authority: Authority,
+  customer?: string,
+): Promise<AddedUser> {
+  const args = [
+    'user',
+    'add',
+    '--data-dir',
+    dataDir,
+    '--email',
+    email,
+    '--password',
+    password,
+    '--authority',
+    authority,
+  ];
   if (customer !== undefined) args.push('--customer', customer);
   return cliJson<AddedUser>(args);
 }
 
-export interface TokenPair { token: string; refreshToken: string }
+export interface TokenPair {
+  token: string;
+  refreshToken: string;
+}
 
 /** Logs in through `POST /api/auth/login`; throws unless the answer is 200 with a token pair. */
 export async function login(gw: Pick<Gateway, 'url'>, email: string, password: string): Promise<TokenPair> {
@@ -30,12 +55,20 @@ export function authHeaders(token: string): { 'X-Authorization': string } {
 }
 
 /** Adds a tenant administrator through the CLI and logs in as it: its JWT. */
-export async function adminToken(gw: Pick<Gateway, 'url' | 'dataDir'>, email = 'admin@outpost.test', password = 'secret-1'): Promise<string> {
+export async function adminToken(
+  gw: Pick<Gateway, 'url' | 'dataDir'>,
+  email = 'admin@outpost.test',
+  password = 'secret-1',
+): Promise<string> {
   await addUser(gw.dataDir, email, password, 'TENANT_ADMIN');
   return (await login(gw, email, password)).token;
 }
 
 /** adminToken as the header its requests carry. */
-export async function adminHeaders(gw: Pick<Gateway, 'url' | 'dataDir'>, email?: string, password?: string): Promise<{ 'X-Authorization': string }> {
+export async function adminHeaders(
+  gw: Pick<Gateway, 'url' | 'dataDir'>,
+  email?: string,
+  password?: string,
+): Promise<{ 'X-Authorization': string }> {
   return authHeaders(await adminToken(gw, email, password));
 }

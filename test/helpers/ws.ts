@@ -5,7 +5,10 @@
  */
 import WebSocket from 'ws';
 
-export interface Closed { code: number; reason: string }
+export interface Closed {
+  code: number;
+  reason: string;
+}
 
 export class WsClient {
   private readonly queue: string[] = [];
@@ -54,7 +57,10 @@ export class WsClient {
         this.waiter = undefined;
         reject(new Error(`no websocket frame within ${timeoutMs} ms`));
       }, timeoutMs);
-      this.waiter = (msg) => { clearTimeout(timer); resolve(msg); };
+      this.waiter = (msg) => {
+        clearTimeout(timer);
+        resolve(msg);
+      };
     });
   }
 
@@ -71,7 +77,9 @@ export class WsClient {
   waitClosed(timeoutMs = 5000): Promise<Closed> {
     return Promise.race([
       this.closed,
-      new Promise<Closed>((_, reject) => setTimeout(() => reject(new Error(`socket not closed within ${timeoutMs} ms`)), timeoutMs).unref()),
+      new Promise<Closed>((_, reject) =>
+        setTimeout(() => reject(new Error(`socket not closed within ${timeoutMs} ms`)), timeoutMs).unref(),
+      ),
     ]);
   }
 

@@ -36,29 +36,44 @@ export function registerAuthApi(router: HttpRouter, s: Services): void {
   const opts = { maxBody: AUTH_MAX_BODY_BYTES };
 
   // Bad credentials → 401 "Invalid username or password"; missing fields → 401 "Authentication failed".
-  router.route('post', '/api/auth/login', async (ctx) => {
-    const { username, password } = await authBody(ctx);
-    if (typeof username !== 'string' || typeof password !== 'string' || username.trim() === '' || password === '') {
-      throw new OutpostError('AUTH_FAILED');
-    }
-    return json(await s.auth.login(username, password));
-  }, opts);
+  router.route(
+    'post',
+    '/api/auth/login',
+    async (ctx) => {
+      const { username, password } = await authBody(ctx);
+      if (typeof username !== 'string' || typeof password !== 'string' || username.trim() === '' || password === '') {
+        throw new OutpostError('AUTH_FAILED');
+      }
+      return json(await s.auth.login(username, password));
+    },
+    opts,
+  );
 
   // A refresh token → a brand-new pair (new session). An access token here → 401.
-  router.route('post', '/api/auth/token', async (ctx) => {
-    const { refreshToken } = await authBody(ctx);
-    return json(s.auth.refresh(refreshToken));
-  }, opts);
+  router.route(
+    'post',
+    '/api/auth/token',
+    async (ctx) => {
+      const { refreshToken } = await authBody(ctx);
+      return json(s.auth.refresh(refreshToken));
+    },
+    opts,
+  );
 
   // TB: login and refresh are filters that answer any other method with 401.
   router.route('get', '/api/auth/login', methodNotSupported);
   router.route('get', '/api/auth/token', methodNotSupported);
 
   // 200 with an empty body; the session's access and refresh tokens then answer 401 "Token has expired".
-  router.route('post', '/api/auth/logout', async (ctx) => {
-    await s.auth.logout(principalOf(s, ctx));
-    return {};
-  }, opts);
+  router.route(
+    'post',
+    '/api/auth/logout',
+    async (ctx) => {
+      await s.auth.logout(principalOf(s, ctx));
+      return {};
+    },
+    opts,
+  );
 
   router.route('get', '/api/auth/user', (ctx) => {
     const p = principalOf(s, ctx);
@@ -74,8 +89,15 @@ export function registerAuthApi(router: HttpRouter, s: Services): void {
 /** `GET /api/auth/user` for a ticket holder: TB's user shape from the ticket's claims. */
 function ticketUserJson(p: Principal): Record<string, unknown> {
   return {
-    id: entityId('USER', p.userId), createdTime: p.iat * 1000, tenantId: entityId('TENANT', p.tenantId),
-    customerId: entityId('CUSTOMER', p.customerId), email: p.email, name: p.email, authority: p.authority,
-    firstName: null, lastName: null, additionalInfo: { ticket: true, expiresTs: p.exp * 1000 },
+    id: entityId('USER', p.userId),
+    createdTime: p.iat * 1000,
+    tenantId: entityId('TENANT', p.tenantId),
+    customerId: entityId('CUSTOMER', p.customerId),
+    email: p.email,
+    name: p.email,
+    authority: p.authority,
+    firstName: null,
+    lastName: null,
+    additionalInfo: { ticket: true, expiresTs: p.exp * 1000 },
   };
 }

@@ -26,7 +26,14 @@ export function postAttributes(s: Services) {
 export function getAttributes(s: Services) {
   return (ctx: HttpContext): Reply => {
     const device = authenticateDevice(s.entities, ctx);
-    return jsonText(deviceAttributesJson(s.attributes, device.id, keyList(ctx.query.get('clientKeys')), keyList(ctx.query.get('sharedKeys'))));
+    return jsonText(
+      deviceAttributesJson(
+        s.attributes,
+        device.id,
+        keyList(ctx.query.get('clientKeys')),
+        keyList(ctx.query.get('sharedKeys')),
+      ),
+    );
   };
 }
 

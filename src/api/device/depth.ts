@@ -14,6 +14,9 @@ export function postDepthTelemetry(s: Services) {
   return async (ctx: HttpContext): Promise<void> => {
     const device = authenticateDevice(s.entities, ctx);
     const records = parseDepthTelemetry(parseBody(await ctx.body()));
-    await s.depth.write(device.id, records.filter((r) => r.values.length > 0));
+    await s.depth.write(
+      device.id,
+      records.filter((r) => r.values.length > 0),
+    );
   };
 }

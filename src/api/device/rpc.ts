@@ -19,7 +19,8 @@ import { authenticateDevice } from './auth.js';
 export function pollTimeout(ctx: HttpContext, config: Readonly<Config>): DurationMs {
   const raw = ctx.query.get('timeout');
   if (raw === null || raw === '') return config.longPoll.defaultTimeoutMs;
-  if (!/^\d{1,15}$/.test(raw)) throw new OutpostError('BAD_PARAM', `"timeout" must be a number of milliseconds, got "${raw}"`);
+  if (!/^\d{1,15}$/.test(raw))
+    throw new OutpostError('BAD_PARAM', `"timeout" must be a number of milliseconds, got "${raw}"`);
   const ms = Number(raw);
   if (ms === 0) return config.longPoll.defaultTimeoutMs;
   return Math.min(ms, config.longPoll.maxTimeoutMs);
@@ -29,7 +30,10 @@ export function pollTimeout(ctx: HttpContext, config: Readonly<Config>): Duratio
  * Holds the request until the broker settles it. A client that goes away is removed from the registry at
  * once; its handler then finishes with a reply the adapter drops (the socket is gone).
  */
-export function holdRequest(ctx: HttpContext, open: (settle: (o: PollOutcome) => void) => PollHandle | undefined): Promise<PollOutcome> {
+export function holdRequest(
+  ctx: HttpContext,
+  open: (settle: (o: PollOutcome) => void) => PollHandle | undefined,
+): Promise<PollOutcome> {
   return new Promise<PollOutcome>((resolve) => {
     const handle = open(resolve);
     if (handle === undefined) return;
@@ -43,9 +47,12 @@ export function holdRequest(ctx: HttpContext, open: (settle: (o: PollOutcome) =>
 /** docs/api.md: data → 200 JSON; timeout → 408 with an EMPTY body; device deleted → 403 (TB). */
 export function pollReply(o: PollOutcome): Reply {
   switch (o.kind) {
-    case 'data': return jsonText(o.body);
-    case 'timeout': return { status: 408, body: '' };
-    case 'deviceDeleted': throw new OutpostError('PERMISSION_DENIED', 'Device was deleted!');
+    case 'data':
+      return jsonText(o.body);
+    case 'timeout':
+      return { status: 408, body: '' };
+    case 'deviceDeleted':
+      throw new OutpostError('PERMISSION_DENIED', 'Device was deleted!');
   }
 }
 
@@ -81,9 +88,11 @@ export function postClientRpc(s: Services) {
   return async (ctx: HttpContext): Promise<Reply> => {
     const deviceId = authenticateDevice(s.entities, ctx).id;
     const json = parseBody(await ctx.body());
-    if (!isJsonObject(json)) throw new OutpostError('BAD_PAYLOAD', 'RPC request must be a JSON object {"method","params"}');
+    if (!isJsonObject(json))
+      throw new OutpostError('BAD_PAYLOAD', 'RPC request must be a JSON object {"method","params"}');
     const method = json['method'];
-    if (typeof method !== 'string' || method === '') throw new OutpostError('BAD_PAYLOAD', 'RPC request must have a "method" string');
+    if (typeof method !== 'string' || method === '')
+      throw new OutpostError('BAD_PAYLOAD', 'RPC request must have a "method" string');
     const params = json['params'];
     const paramsJson = params === undefined ? 'null' : stringifyJson(params);
     return pollReply(await holdRequest(ctx, (settle) => s.rpc.clientRpc({ deviceId, method, paramsJson }, settle)));

@@ -18,5 +18,7 @@ export interface AttributeRow {
 const PRIORITY: Record<AttributeScope, number> = { CLIENT_SCOPE: 1, SHARED_SCOPE: 2, SERVER_SCOPE: 3 };
 
 export function readDeviceAttributes(s: Services, deviceId: string): AttributeRow[] {
-  return s.attributes.get(deviceId).map((a) => ({ key: a.key, lastUpdateTs: a.lastUpdateTs, value: a.value, priority: PRIORITY[a.scope] }));
+  return s.attributes
+    .get(deviceId)
+    .map((a) => ({ key: a.key, lastUpdateTs: a.lastUpdateTs, value: a.value, priority: PRIORITY[a.scope] }));
 }

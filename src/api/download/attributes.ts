@@ -35,6 +35,10 @@ export function downloadAttributes(s: Services) {
         .sort((a, b) => a.pos - b.pos);
       return [k, Column.of(cells[Symbol.iterator]())] as const;
     });
-    return csvAttachment('device_attributes_data.csv', { positionColumn: 'last_update_ts', named, formatPos: formatTs });
+    return csvAttachment('device_attributes_data.csv', {
+      positionColumn: 'last_update_ts',
+      named,
+      formatPos: formatTs,
+    });
   };
 }

@@ -24,7 +24,8 @@ const INFINITY = /^[+-]?Infinity$/;
 
 export function required(ctx: HttpContext, name: string): string {
   const v = ctx.query.get(name);
-  if (v === null || v.trim() === '') throw new OutpostError('BAD_PARAM', `Required request parameter '${name}' is not present`);
+  if (v === null || v.trim() === '')
+    throw new OutpostError('BAD_PARAM', `Required request parameter '${name}' is not present`);
   return v.trim();
 }
 
@@ -33,9 +34,11 @@ export function required(ctx: HttpContext, name: string): string {
  * outside that range, so clamping never changes which points a range holds.
  */
 export function parseLongBound(name: string, text: string): number {
-  if (!INTEGER.test(text)) throw new OutpostError('BAD_PARAM', `Incorrect ${name} value supplied: '${text}' is not a long`);
+  if (!INTEGER.test(text))
+    throw new OutpostError('BAD_PARAM', `Incorrect ${name} value supplied: '${text}' is not a long`);
   const big = BigInt(text);
-  if (big > LONG_MAX || big < LONG_MIN) throw new OutpostError('BAD_PARAM', `Incorrect ${name} value supplied: '${text}' is out of the long range`);
+  if (big > LONG_MAX || big < LONG_MIN)
+    throw new OutpostError('BAD_PARAM', `Incorrect ${name} value supplied: '${text}' is out of the long range`);
   if (big > BigInt(Number.MAX_SAFE_INTEGER)) return Number.MAX_SAFE_INTEGER;
   if (big < BigInt(Number.MIN_SAFE_INTEGER)) return Number.MIN_SAFE_INTEGER;
   return Number(big);
@@ -44,16 +47,19 @@ export function parseLongBound(name: string, text: string): number {
 /** A double (Tempus: Double.parseDouble): decimal or exponent form, or ±Infinity as an open bound; NaN → 400. */
 export function parseDoubleBound(name: string, text: string): number {
   if (INFINITY.test(text)) return text.startsWith('-') ? -Infinity : Infinity;
-  if (!DECIMAL.test(text)) throw new OutpostError('BAD_PARAM', `Incorrect ${name} value supplied: '${text}' is not a number`);
+  if (!DECIMAL.test(text))
+    throw new OutpostError('BAD_PARAM', `Incorrect ${name} value supplied: '${text}' is not a number`);
   const v = Number(text);
-  if (Number.isNaN(v)) throw new OutpostError('BAD_PARAM', `Incorrect ${name} value supplied: '${text}' is not a number`);
+  if (Number.isNaN(v))
+    throw new OutpostError('BAD_PARAM', `Incorrect ${name} value supplied: '${text}' is not a number`);
   return v;
 }
 
 export function seriesParams(ctx: HttpContext): SeriesParams {
   const deviceId = required(ctx, 'deviceId');
   const type = required(ctx, 'type');
-  if (type !== 'ts' && type !== 'ds') throw new OutpostError('BAD_PARAM', `Unsupported Data Set Type Supplied: '${type}' (expected ts or ds)`);
+  if (type !== 'ts' && type !== 'ds')
+    throw new OutpostError('BAD_PARAM', `Unsupported Data Set Type Supplied: '${type}' (expected ts or ds)`);
   const startText = required(ctx, 'startValue');
   const endText = required(ctx, 'endValue');
   const parse = type === 'ts' ? parseLongBound : parseDoubleBound;

@@ -22,8 +22,14 @@ export function downloadSeries(s: Services) {
 
 /** The wide table of one device's series in [start, end] (inclusive); `outpost export` reads it locally. */
 export function seriesTable(s: Pick<Services, 'timeseries' | 'depth' | 'config'>, q: SeriesParams): WideTable {
-  const named = q.type === 'ts'
-    ? s.timeseries.keys(q.deviceId).map((k) => [k, timeseriesColumn(s.timeseries, q.deviceId, k, q.start, q.end, s.config.store.chunkWindowMs)] as const)
-    : s.depth.keys(q.deviceId).map((k) => [k, depthColumn(s.depth, q.deviceId, k, q.start, q.end)] as const);
+  const named =
+    q.type === 'ts'
+      ? s.timeseries
+          .keys(q.deviceId)
+          .map(
+            (k) =>
+              [k, timeseriesColumn(s.timeseries, q.deviceId, k, q.start, q.end, s.config.store.chunkWindowMs)] as const,
+          )
+      : s.depth.keys(q.deviceId).map((k) => [k, depthColumn(s.depth, q.deviceId, k, q.start, q.end)] as const);
   return { positionColumn: q.type, named, formatPos: q.type === 'ts' ? formatTs : formatDs };
 }

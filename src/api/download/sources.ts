@@ -20,7 +20,12 @@ const PAGE = 1024;
  * PAGE points: every window is decoded once. `windowMs` is a performance hint only; any value is correct.
  */
 export function timeseriesColumn(
-  store: TimeseriesStore, entityId: string, key: string, startTs: number, endTs: number, windowMs: number,
+  store: TimeseriesStore,
+  entityId: string,
+  key: string,
+  startTs: number,
+  endTs: number,
+  windowMs: number,
 ): Column {
   let from = startTs;
   // The store's ranges are [startTs, endTs): +1 makes endTs inclusive (timestamps are integers).

@@ -17,7 +17,8 @@ export function registerCustomerRoutes(router: HttpRouter, s: Services): void {
     const body = await jsonObjectBody(ctx);
     const id = bodyEntityId(body);
     const title = optionalString(body, 'title');
-    if (title === undefined || title.trim() === '') throw new OutpostError('BAD_PARAM', 'Customer title should be specified!');
+    if (title === undefined || title.trim() === '')
+      throw new OutpostError('BAD_PARAM', 'Customer title should be specified!');
     if (id !== undefined) {
       s.auth.checkAccess(p, 'CUSTOMER', id, 'write');
       return json(customerJson(await s.entities.updateCustomer(id, title)));
@@ -34,7 +35,10 @@ export function registerCustomerRoutes(router: HttpRouter, s: Services): void {
   router.route('get', '/api/customers', (ctx) => {
     const p = principalOf(s, ctx);
     s.auth.requireTenantAdmin(p);
-    const page = pageOf(s.entities.list('CUSTOMER', (c) => c.tenantId === p.tenantId), parsePageQuery(ctx.query));
+    const page = pageOf(
+      s.entities.list('CUSTOMER', (c) => c.tenantId === p.tenantId),
+      parsePageQuery(ctx.query),
+    );
     return json({ ...page, data: page.data.map(customerJson) });
   });
 
@@ -44,7 +48,8 @@ export function registerCustomerRoutes(router: HttpRouter, s: Services): void {
     s.auth.requireTenantAdmin(p);
     const rec = s.auth.checkAccess(p, 'CUSTOMER', parseUuid(ctx.params[0], 'customerId'), 'write');
     const deletedUsers = await s.entities.deleteCustomer(rec.id);
-    if (deletedUsers === undefined) throw new OutpostError('ENTITY_NOT_FOUND', `Customer with id [${rec.id}] is not found`);
+    if (deletedUsers === undefined)
+      throw new OutpostError('ENTITY_NOT_FOUND', `Customer with id [${rec.id}] is not found`);
     s.auth.forgetUsers(deletedUsers);
     s.bus.publish('entityDeleted', { entityType: 'CUSTOMER', entityId: rec.id });
     return {};

@@ -31,9 +31,11 @@ function labelOf(body: Record<string, unknown>): string | null | undefined {
 function gatewayFlag(body: Record<string, unknown>): boolean {
   const info = body['additionalInfo'];
   if (info === undefined || info === null) return false;
-  if (typeof info !== 'object' || Array.isArray(info)) throw new OutpostError('BAD_PARAM', '"additionalInfo" must be a JSON object');
+  if (typeof info !== 'object' || Array.isArray(info))
+    throw new OutpostError('BAD_PARAM', '"additionalInfo" must be a JSON object');
   const g = (info as Record<string, unknown>)['gateway'];
-  if (g !== undefined && typeof g !== 'boolean') throw new OutpostError('BAD_PARAM', '"additionalInfo.gateway" must be true or false');
+  if (g !== undefined && typeof g !== 'boolean')
+    throw new OutpostError('BAD_PARAM', '"additionalInfo.gateway" must be true or false');
   return g === true;
 }
 
@@ -62,11 +64,16 @@ export function registerNamedRoutes(router: HttpRouter, s: Services, type: Named
       return json(render(await s.entities.updateNamed(type, id, { name, type: subtype, label })));
     }
     s.auth.requireTenantAdmin(p);
-    if (name === undefined || name.trim() === '') throw new OutpostError('BAD_PARAM', `${typeTitle(type)} name should be specified!`);
+    if (name === undefined || name.trim() === '')
+      throw new OutpostError('BAD_PARAM', `${typeTitle(type)} name should be specified!`);
     if (type === 'DEVICE') {
       const accessToken = ctx.query.get('accessToken');
       const gateway = gatewayFlag(body);
-      return json(deviceJson(await s.entities.createDevice({ name, type: subtype, label, token: accessToken ?? undefined, gateway })));
+      return json(
+        deviceJson(
+          await s.entities.createDevice({ name, type: subtype, label, token: accessToken ?? undefined, gateway }),
+        ),
+      );
     }
     return json(assetJson(await s.entities.createAsset({ name, type: subtype, label })));
   });
@@ -95,7 +102,10 @@ export function registerNamedRoutes(router: HttpRouter, s: Services, type: Named
     }
     const q = parsePageQuery(ctx.query);
     const typeFilter = ctx.query.get('type') || undefined;
-    const all = s.entities.list(type, (r) => r.tenantId === p.tenantId && (typeFilter === undefined || r.type === typeFilter));
+    const all = s.entities.list(
+      type,
+      (r) => r.tenantId === p.tenantId && (typeFilter === undefined || r.type === typeFilter),
+    );
     const page = pageOf<NamedRecord>(all, q);
     return json({ ...page, data: page.data.map(render) });
   };
@@ -108,7 +118,10 @@ export function registerNamedRoutes(router: HttpRouter, s: Services, type: Named
     const customer = s.auth.checkAccess(p, 'CUSTOMER', parseUuid(ctx.params[0], 'customerId'), 'read');
     const q = parsePageQuery(ctx.query);
     const typeFilter = ctx.query.get('type') || undefined;
-    const all = s.entities.list(type, (r) => r.customerId === (customer.id as string) && (typeFilter === undefined || r.type === typeFilter));
+    const all = s.entities.list(
+      type,
+      (r) => r.customerId === (customer.id as string) && (typeFilter === undefined || r.type === typeFilter),
+    );
     const page = pageOf<NamedRecord>(all, q);
     return json({ ...page, data: page.data.map(render) });
   });

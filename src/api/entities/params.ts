@@ -10,15 +10,18 @@ const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/
 
 /** A path or query id that must be a UUID; TB answers 400 "Invalid UUID string: x" otherwise. Lower-cased. */
 export function parseUuid(raw: string | null | undefined, what = 'id'): string {
-  if (raw === null || raw === undefined || raw === '') throw new OutpostError('BAD_PARAM', `Parameter '${what}' is required`);
+  if (raw === null || raw === undefined || raw === '')
+    throw new OutpostError('BAD_PARAM', `Parameter '${what}' is required`);
   if (!UUID_RE.test(raw)) throw new OutpostError('BAD_PARAM', `Invalid UUID string: ${raw}`);
   return raw.toLowerCase();
 }
 
 function requiredInt(q: URLSearchParams, name: string, min: number): number {
   const raw = q.get(name);
-  if (raw === null || raw === '') throw new OutpostError('BAD_PARAM', `Required request parameter '${name}' is not present`);
-  if (!/^-?\d{1,9}$/.test(raw)) throw new OutpostError('BAD_PARAM', `Parameter '${name}' must be an integer, got '${raw}'`);
+  if (raw === null || raw === '')
+    throw new OutpostError('BAD_PARAM', `Required request parameter '${name}' is not present`);
+  if (!/^-?\d{1,9}$/.test(raw))
+    throw new OutpostError('BAD_PARAM', `Parameter '${name}' must be an integer, got '${raw}'`);
   const n = Number(raw);
   if (n < min) throw new OutpostError('BAD_PARAM', `Parameter '${name}' must be at least ${min}, got ${n}`);
   return n;
@@ -33,7 +36,10 @@ export function parsePageQuery(q: URLSearchParams): PageQuery {
   let sortProperty: SortProperty | undefined;
   if (sortPropertyRaw !== null && sortPropertyRaw !== '') {
     if (!(SORT_PROPERTIES as readonly string[]).includes(sortPropertyRaw)) {
-      throw new OutpostError('BAD_PARAM', `Unsupported sortProperty '${sortPropertyRaw}' (one of ${SORT_PROPERTIES.join(', ')})`);
+      throw new OutpostError(
+        'BAD_PARAM',
+        `Unsupported sortProperty '${sortPropertyRaw}' (one of ${SORT_PROPERTIES.join(', ')})`,
+      );
     }
     sortProperty = sortPropertyRaw as SortProperty;
   }
@@ -41,7 +47,8 @@ export function parsePageQuery(q: URLSearchParams): PageQuery {
   let sortOrder: 'ASC' | 'DESC' | undefined;
   if (orderRaw !== null && orderRaw !== '') {
     const upper = orderRaw.toUpperCase();
-    if (upper !== 'ASC' && upper !== 'DESC') throw new OutpostError('BAD_PARAM', `sortOrder must be ASC or DESC, got '${orderRaw}'`);
+    if (upper !== 'ASC' && upper !== 'DESC')
+      throw new OutpostError('BAD_PARAM', `sortOrder must be ASC or DESC, got '${orderRaw}'`);
     sortOrder = upper;
   }
   return { pageSize, page, textSearch, sortProperty, sortOrder };
@@ -75,6 +82,7 @@ export function bodyEntityId(body: Record<string, unknown>): string | undefined 
   const v = body['id'];
   if (v === undefined || v === null) return undefined;
   if (typeof v === 'string') return parseUuid(v, 'id');
-  if (typeof v === 'object' && !Array.isArray(v)) return parseUuid(String((v as Record<string, unknown>)['id'] ?? ''), 'id.id');
+  if (typeof v === 'object' && !Array.isArray(v))
+    return parseUuid(String((v as Record<string, unknown>)['id'] ?? ''), 'id.id');
   throw new OutpostError('BAD_PAYLOAD', "Field 'id' must be an entity id object");
 }

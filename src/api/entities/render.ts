@@ -5,48 +5,82 @@
 import type { AssetRecord, CustomerRecord, DeviceRecord, UserRecord } from '../../store/entities.js';
 import type { EntityType } from '../../types.js';
 
-export interface EntityIdJson { readonly entityType: EntityType; readonly id: string }
+export interface EntityIdJson {
+  readonly entityType: EntityType;
+  readonly id: string;
+}
 
 export const entityId = (entityType: EntityType, id: string): EntityIdJson => ({ entityType, id });
 
 export function deviceJson(d: DeviceRecord): Record<string, unknown> {
   return {
-    id: entityId('DEVICE', d.id), createdTime: d.createdTime,
-    additionalInfo: d.gateway === true ? { gateway: true } : d.gatewayId !== undefined ? { lastConnectedGateway: d.gatewayId } : null,
-    tenantId: entityId('TENANT', d.tenantId), customerId: entityId('CUSTOMER', d.customerId),
-    name: d.name, type: d.type, label: d.label,
+    id: entityId('DEVICE', d.id),
+    createdTime: d.createdTime,
+    additionalInfo:
+      d.gateway === true ? { gateway: true } : d.gatewayId !== undefined ? { lastConnectedGateway: d.gatewayId } : null,
+    tenantId: entityId('TENANT', d.tenantId),
+    customerId: entityId('CUSTOMER', d.customerId),
+    name: d.name,
+    type: d.type,
+    label: d.label,
   };
 }
 
 export function deviceCredentialsJson(d: DeviceRecord): Record<string, unknown> {
   return {
-    createdTime: d.createdTime, deviceId: entityId('DEVICE', d.id),
-    credentialsType: 'ACCESS_TOKEN', credentialsId: d.token, credentialsValue: null,
+    createdTime: d.createdTime,
+    deviceId: entityId('DEVICE', d.id),
+    credentialsType: 'ACCESS_TOKEN',
+    credentialsId: d.token,
+    credentialsValue: null,
   };
 }
 
 export function assetJson(a: AssetRecord): Record<string, unknown> {
   return {
-    id: entityId('ASSET', a.id), createdTime: a.createdTime, additionalInfo: null,
-    tenantId: entityId('TENANT', a.tenantId), customerId: entityId('CUSTOMER', a.customerId),
-    name: a.name, type: a.type, label: a.label,
+    id: entityId('ASSET', a.id),
+    createdTime: a.createdTime,
+    additionalInfo: null,
+    tenantId: entityId('TENANT', a.tenantId),
+    customerId: entityId('CUSTOMER', a.customerId),
+    name: a.name,
+    type: a.type,
+    label: a.label,
   };
 }
 
 export function customerJson(c: CustomerRecord): Record<string, unknown> {
   return {
-    id: entityId('CUSTOMER', c.id), createdTime: c.createdTime, additionalInfo: null,
-    country: null, state: null, city: null, address: null, address2: null, zip: null, phone: null, email: null,
-    title: c.title, tenantId: entityId('TENANT', c.tenantId), name: c.title,
+    id: entityId('CUSTOMER', c.id),
+    createdTime: c.createdTime,
+    additionalInfo: null,
+    country: null,
+    state: null,
+    city: null,
+    address: null,
+    address2: null,
+    zip: null,
+    phone: null,
+    email: null,
+    title: c.title,
+    tenantId: entityId('TENANT', c.tenantId),
+    name: c.title,
   };
 }
 
 /** TB's User JSON (`GET /api/auth/user`); `name` is the email, as in TB. The password hash never leaves the store. */
 export function userJson(u: UserRecord): Record<string, unknown> {
   return {
-    id: entityId('USER', u.id), createdTime: u.createdTime, additionalInfo: {},
-    tenantId: entityId('TENANT', u.tenantId), customerId: entityId('CUSTOMER', u.customerId),
-    email: u.email, authority: u.authority, firstName: u.firstName, lastName: u.lastName, phone: null,
+    id: entityId('USER', u.id),
+    createdTime: u.createdTime,
+    additionalInfo: {},
+    tenantId: entityId('TENANT', u.tenantId),
+    customerId: entityId('CUSTOMER', u.customerId),
+    email: u.email,
+    authority: u.authority,
+    firstName: u.firstName,
+    lastName: u.lastName,
+    phone: null,
     name: u.email,
   };
 }

@@ -30,7 +30,8 @@ function numberOf(v: JsonValue | undefined, name: string): number | undefined {
 /** The status of each outcome (docs/api.md); bodies of the failure statuses are empty (TB). */
 function outcomeReply(o: RpcOutcome, flavour: Flavour): Reply {
   switch (o.kind) {
-    case 'delivered': return { status: 200, body: '' };
+    case 'delivered':
+      return { status: 200, body: '' };
     case 'reply': {
       if (o.body.trim() === '') return { status: 200, body: '' };
       try {
@@ -40,9 +41,12 @@ function outcomeReply(o: RpcOutcome, flavour: Flavour): Reply {
       }
       return jsonText(o.body);
     }
-    case 'undelivered': return { status: flavour === 'plugins' ? 409 : 504, body: '' };
-    case 'unanswered': return { status: flavour === 'plugins' ? 408 : 504, body: '' };
-    case 'deviceDeleted': throw new OutpostError('ENTITY_NOT_FOUND', 'Device was deleted!');
+    case 'undelivered':
+      return { status: flavour === 'plugins' ? 409 : 504, body: '' };
+    case 'unanswered':
+      return { status: flavour === 'plugins' ? 408 : 504, body: '' };
+    case 'deviceDeleted':
+      throw new OutpostError('ENTITY_NOT_FOUND', 'Device was deleted!');
   }
 }
 
@@ -56,12 +60,14 @@ function rpcHandler(s: Services, flavour: Flavour) {
     try {
       body = parseBody(await ctx.body());
     } catch (err) {
-      if (err instanceof OutpostError && err.code === 'BAD_JSON') throw new OutpostError('BAD_PAYLOAD', 'Invalid request body');
+      if (err instanceof OutpostError && err.code === 'BAD_JSON')
+        throw new OutpostError('BAD_PAYLOAD', 'Invalid request body');
       throw err;
     }
     if (!isJsonObject(body)) throw new OutpostError('BAD_PAYLOAD', 'Invalid request body');
     const method = body['method'];
-    if (typeof method !== 'string' || method === '') throw new OutpostError('BAD_PAYLOAD', 'RPC request must have a "method" string');
+    if (typeof method !== 'string' || method === '')
+      throw new OutpostError('BAD_PAYLOAD', 'RPC request must have a "method" string');
     const params = body['params'];
     const now = s.now();
     const requested = numberOf(body['timeout'], 'timeout') ?? s.config.rpc.defaultTimeoutMs;

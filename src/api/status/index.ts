@@ -35,9 +35,17 @@ export function registerStatusApi(router: HttpRouter, s: Services, metrics: Metr
   });
   router.route('get', '/metrics', (ctx) => {
     if (!metricsAllowed(s, ctx.remoteAddress(), ctx.header('authorization'))) {
-      throw new OutpostError('PERMISSION_DENIED', s.config.metrics.token === '' ? '/metrics answers loopback clients only (set metrics.token to allow others)' : undefined);
+      throw new OutpostError(
+        'PERMISSION_DENIED',
+        s.config.metrics.token === ''
+          ? '/metrics answers loopback clients only (set metrics.token to allow others)'
+          : undefined,
+      );
     }
-    return { contentType: 'text/plain; version=0.0.4; charset=utf-8', body: prometheusText(daemonStatus(s, metrics), metrics) };
+    return {
+      contentType: 'text/plain; version=0.0.4; charset=utf-8',
+      body: prometheusText(daemonStatus(s, metrics), metrics),
+    };
   });
 }
 
@@ -50,10 +58,19 @@ function metricsAllowed(s: Services, remoteAddress: string, authorization: strin
  * HEAD /metrics answers as GET does, without the body (monitoring probes check it so). On the uWS app itself:
  * the router serves GET/POST/PUT/DELETE only. It answers before returning, so the abort handler is a formality.
  */
-export function registerMetricsHead(app: uws.TemplatedApp, s: Services, metrics: Metrics, log: (m: string) => void): void {
+export function registerMetricsHead(
+  app: uws.TemplatedApp,
+  s: Services,
+  metrics: Metrics,
+  log: (m: string) => void,
+): void {
   app.head('/metrics', (res, req) => {
     res.onAborted(() => undefined);
-    const allowed = metricsAllowed(s, Buffer.from(res.getRemoteAddressAsText()).toString('latin1'), req.getHeader('authorization') || undefined);
+    const allowed = metricsAllowed(
+      s,
+      Buffer.from(res.getRemoteAddressAsText()).toString('latin1'),
+      req.getHeader('authorization') || undefined,
+    );
     if (!allowed) {
       res.writeStatus('403 Forbidden').writeHeader('content-type', 'application/json').endWithoutBody(0);
       return;

@@ -64,7 +64,13 @@ function valuesReply(s: Services, ctx: HttpContext, rawScope: string | undefined
 }
 
 /** Writes (docs/api.md): nothing is stored unless the whole body is valid. */
-async function save(s: Services, ctx: HttpContext, entityType: string, entityId: string, rawScope: string): Promise<void> {
+async function save(
+  s: Services,
+  ctx: HttpContext,
+  entityType: string,
+  entityId: string,
+  rawScope: string,
+): Promise<void> {
   const t = target(s, ctx, entityType, entityId, 'write');
   const scope = scopeParam(rawScope);
   if (scope === 'CLIENT_SCOPE') throw new OutpostError('BAD_PARAM', 'Invalid scope: CLIENT_SCOPE');
@@ -73,7 +79,13 @@ async function save(s: Services, ctx: HttpContext, entityType: string, entityId:
   await s.attributes.save(t.entityType, t.entityId, scope, entries, s.now());
 }
 
-async function remove(s: Services, ctx: HttpContext, entityType: string, entityId: string, rawScope: string): Promise<void> {
+async function remove(
+  s: Services,
+  ctx: HttpContext,
+  entityType: string,
+  entityId: string,
+  rawScope: string,
+): Promise<void> {
   const t = target(s, ctx, entityType, entityId, 'write');
   const scope = scopeParam(rawScope);
   const keys = keysParam(ctx);
@@ -83,14 +95,24 @@ async function remove(s: Services, ctx: HttpContext, entityType: string, entityI
 
 export function registerAttributeRoutes(router: HttpRouter, s: Services): void {
   router.route('get', `${BASE}/:entityType/:entityId/keys/attributes`, (ctx) => keysReply(s, ctx, undefined));
-  router.route('get', `${BASE}/:entityType/:entityId/keys/attributes/:scope`, (ctx) => keysReply(s, ctx, param(ctx, 2)));
+  router.route('get', `${BASE}/:entityType/:entityId/keys/attributes/:scope`, (ctx) =>
+    keysReply(s, ctx, param(ctx, 2)),
+  );
   router.route('get', `${BASE}/:entityType/:entityId/values/attributes`, (ctx) => valuesReply(s, ctx, undefined));
-  router.route('get', `${BASE}/:entityType/:entityId/values/attributes/:scope`, (ctx) => valuesReply(s, ctx, param(ctx, 2)));
+  router.route('get', `${BASE}/:entityType/:entityId/values/attributes/:scope`, (ctx) =>
+    valuesReply(s, ctx, param(ctx, 2)),
+  );
 
-  router.route('post', `${BASE}/:entityType/:entityId/attributes/:scope`, (ctx) => save(s, ctx, param(ctx, 0), param(ctx, 1), param(ctx, 2)));
-  router.route('post', `${BASE}/:entityType/:entityId/:scope`, (ctx) => save(s, ctx, param(ctx, 0), param(ctx, 1), param(ctx, 2)));
+  router.route('post', `${BASE}/:entityType/:entityId/attributes/:scope`, (ctx) =>
+    save(s, ctx, param(ctx, 0), param(ctx, 1), param(ctx, 2)),
+  );
+  router.route('post', `${BASE}/:entityType/:entityId/:scope`, (ctx) =>
+    save(s, ctx, param(ctx, 0), param(ctx, 1), param(ctx, 2)),
+  );
   // TB's legacy device forms: /{deviceId}/{scope}
   router.route('post', `${BASE}/:deviceId/:scope`, (ctx) => save(s, ctx, 'DEVICE', param(ctx, 0), param(ctx, 1)));
-  router.route('del', `${BASE}/:entityType/:entityId/:scope`, (ctx) => remove(s, ctx, param(ctx, 0), param(ctx, 1), param(ctx, 2)));
+  router.route('del', `${BASE}/:entityType/:entityId/:scope`, (ctx) =>
+    remove(s, ctx, param(ctx, 0), param(ctx, 1), param(ctx, 2)),
+  );
   router.route('del', `${BASE}/:deviceId/:scope`, (ctx) => remove(s, ctx, 'DEVICE', param(ctx, 0), param(ctx, 1)));
 }

@@ -37,7 +37,10 @@ function parseDepthParam(name: string, text: string): number {
 
 export function parseKeysParam(raw: string | null): string[] | undefined {
   if (raw === null) return undefined;
-  const keys = raw.split(',').map((k) => k.trim()).filter((k) => k !== '');
+  const keys = raw
+    .split(',')
+    .map((k) => k.trim())
+    .filter((k) => k !== '');
   return keys.length === 0 ? undefined : [...new Set(keys)];
 }
 
@@ -51,14 +54,20 @@ export function parseDepthValuesQuery(q: URLSearchParams): DepthValuesQuery {
   const start = q.get('startDs');
   const end = q.get('endDs');
   if (start === null && end === null) return { keys, range: undefined, strict };
-  if (start === null || end === null) throw new OutpostError('BAD_PARAM', "'startDs' and 'endDs' must be given together");
+  if (start === null || end === null)
+    throw new OutpostError('BAD_PARAM', "'startDs' and 'endDs' must be given together");
   let limit = DEFAULT_DEPTH_LIMIT;
   const limitText = q.get('limit');
   if (limitText !== null && limitText.trim() !== '') {
-    if (!/^\d+$/.test(limitText.trim()) || Number(limitText) < 1) throw new OutpostError('BAD_PARAM', `Invalid 'limit' parameter: '${limitText}'`);
+    if (!/^\d+$/.test(limitText.trim()) || Number(limitText) < 1)
+      throw new OutpostError('BAD_PARAM', `Invalid 'limit' parameter: '${limitText}'`);
     limit = Number(limitText);
   }
-  return { keys, range: { startDs: parseDepthParam('startDs', start), endDs: parseDepthParam('endDs', end), limit }, strict };
+  return {
+    keys,
+    range: { startDs: parseDepthParam('startDs', start), endDs: parseDepthParam('endDs', end), limit },
+    strict,
+  };
 }
 
 function renderPoints(points: readonly DsKv[], strict: boolean): string {
@@ -90,7 +99,8 @@ export function getDepthValues(s: Services) {
     const q = parseDepthValuesQuery(ctx.query);
     const parts: string[] = [];
     if (q.range === undefined) {
-      for (const [key, p] of s.depth.latest(entityId, q.keys)) parts.push(`${JSON.stringify(key)}:${renderPoints([p], q.strict)}`);
+      for (const [key, p] of s.depth.latest(entityId, q.keys))
+        parts.push(`${JSON.stringify(key)}:${renderPoints([p], q.strict)}`);
     } else {
       const { startDs, endDs, limit } = q.range;
       for (const key of q.keys ?? s.depth.keys(entityId)) {

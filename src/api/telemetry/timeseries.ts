@@ -14,7 +14,14 @@ import type { JsonValue } from '../../ingest/json.js';
 import type { TsRecord } from '../../model/record.js';
 import { queryHistory, queryLatest } from '../../query/history.js';
 import {
-  isHistoryRequest, parseBoolParam, parseEntityId, parseEntityType, parseHistoryParams, parseKeys, parseLongParam, parseStrict,
+  isHistoryRequest,
+  parseBoolParam,
+  parseEntityId,
+  parseEntityType,
+  parseHistoryParams,
+  parseKeys,
+  parseLongParam,
+  parseStrict,
 } from '../../query/params.js';
 import { renderHistoryChunks, renderLatest } from '../../query/render.js';
 import type { AccessOp } from '../../auth/index.js';
@@ -97,7 +104,9 @@ function parseTimeseriesBody(body: Buffer, now: number): TsRecord[] {
     return parseTelemetry(json, now, true);
   } catch (err) {
     if (err instanceof OutpostError) {
-      throw new OutpostError('BAD_PAYLOAD', `Unable to parse time series payload. Invalid JSON body: ${err.message}`, { cause: err });
+      throw new OutpostError('BAD_PAYLOAD', `Unable to parse time series payload. Invalid JSON body: ${err.message}`, {
+        cause: err,
+      });
     }
     throw err;
   }
@@ -136,7 +145,10 @@ export function deleteTimeseries(s: Services) {
       startTs = Number.MIN_SAFE_INTEGER;
       endTs = Number.MAX_SAFE_INTEGER;
     } else if (startTs === undefined || endTs === undefined) {
-      throw new OutpostError('BAD_PARAM', "When deleteAllDataForKeys is false, start and end timestamp values shouldn't be empty");
+      throw new OutpostError(
+        'BAD_PARAM',
+        "When deleteAllDataForKeys is false, start and end timestamp values shouldn't be empty",
+      );
     }
     const deleteLatest = parseBoolParam(ctx.query, 'deleteLatest') ?? true;
     const rewriteLatest = parseBoolParam(ctx.query, 'rewriteLatestIfDeleted') ?? false;

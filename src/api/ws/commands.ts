@@ -15,7 +15,13 @@ import { type EpochMs, isEntityType } from '../../types.js';
 import type { AttrSubCmd, HistoryCmd, TsSubCmd, WsCmd } from './protocol.js';
 import type { SubscriptionRegistry, WsSink } from './registry.js';
 import {
-  MSG_FETCH_ATTRIBUTES, MSG_FETCH_DATA, type RenderedPoint, WS_ERROR, renderData, renderError, renderPoint,
+  MSG_FETCH_ATTRIBUTES,
+  MSG_FETCH_DATA,
+  type RenderedPoint,
+  WS_ERROR,
+  renderData,
+  renderError,
+  renderPoint,
 } from './render.js';
 
 /**
@@ -35,7 +41,10 @@ type Entries = Array<readonly [string, readonly RenderedPoint[]]>;
 
 /** A command that cannot run: answered with `renderError(cmdId, code, message)`, nothing registered. */
 class CmdFailure extends Error {
-  constructor(readonly errorCode: number, message: string) {
+  constructor(
+    readonly errorCode: number,
+    message: string,
+  ) {
     super(message);
   }
 }
@@ -45,10 +54,17 @@ const bad = (message: string): CmdFailure => new CmdFailure(WS_ERROR.BAD_REQUEST
 export function runCommand(deps: CommandDeps, session: WsSink, principal: Principal, cmd: WsCmd): void {
   try {
     switch (cmd.kind) {
-      case 'TS_SUB': tsSubscribe(deps, session, principal, cmd); return;
-      case 'HISTORY': history(deps, session, principal, cmd); return;
-      case 'ATTR_SUB': attrSubscribe(deps, session, principal, cmd); return;
-      case 'UNSUPPORTED': throw bad(`Unsupported command type: ${cmd.type}`);
+      case 'TS_SUB':
+        tsSubscribe(deps, session, principal, cmd);
+        return;
+      case 'HISTORY':
+        history(deps, session, principal, cmd);
+        return;
+      case 'ATTR_SUB':
+        attrSubscribe(deps, session, principal, cmd);
+        return;
+      case 'UNSUPPORTED':
+        throw bad(`Unsupported command type: ${cmd.type}`);
     }
   } catch (err) {
     if (err instanceof CmdFailure) {
@@ -56,7 +72,9 @@ export function runCommand(deps: CommandDeps, session: WsSink, principal: Princi
       return;
     }
     deps.s.log.error(`ws command ${cmd.kind} ${cmd.cmdId} failed: ${(err as Error)?.stack ?? String(err)}`);
-    session.send(renderError(cmd.cmdId, WS_ERROR.INTERNAL, cmd.kind === 'ATTR_SUB' ? MSG_FETCH_ATTRIBUTES : MSG_FETCH_DATA));
+    session.send(
+      renderError(cmd.cmdId, WS_ERROR.INTERNAL, cmd.kind === 'ATTR_SUB' ? MSG_FETCH_ATTRIBUTES : MSG_FETCH_DATA),
+    );
   }
 }
 
@@ -67,12 +85,20 @@ function unsubscribe(deps: CommandDeps, session: WsSink, cmd: TsSubCmd | AttrSub
 }
 
 /** TB's checks in its order: cmdId, entityId, (history: keys), entityType, then access (the rules in docs/api.md). */
-function checkTarget(deps: CommandDeps, principal: Principal, cmd: TsSubCmd | HistoryCmd | AttrSubCmd, failMsg: string): void {
+function checkTarget(
+  deps: CommandDeps,
+  principal: Principal,
+  cmd: TsSubCmd | HistoryCmd | AttrSubCmd,
+  failMsg: string,
+): void {
   if (cmd.cmdId < 0) throw bad('Cmd id is negative value!');
   if (cmd.entityId === '') throw bad('Device id is empty!');
   if (cmd.kind === 'HISTORY' && cmd.keys === undefined) throw bad('Keys are empty!');
   if (!isEntityType(cmd.entityType)) {
-    throw new CmdFailure(WS_ERROR.INTERNAL, `No enum constant org.thingsboard.server.common.data.EntityType.${cmd.entityType}`);
+    throw new CmdFailure(
+      WS_ERROR.INTERNAL,
+      `No enum constant org.thingsboard.server.common.data.EntityType.${cmd.entityType}`,
+    );
   }
   try {
     deps.s.auth.checkAccess(principal, cmd.entityType, cmd.entityId, 'read');
@@ -99,20 +125,42 @@ function parseAgg(agg: string): AggParam {
  * History as reply entries (sorted keys; raw points newest first as TB's ws history, aggregated buckets
  * ascending). [startTs, endTs); limit 0 → the default (100). Invalid parameters → errorCode 2.
  */
-function historyEntries(deps: CommandDeps, entityId: string, keys: readonly string[], startTs: EpochMs, endTs: EpochMs, interval: number, limit: number, agg: string): Entries {
+function historyEntries(
+  deps: CommandDeps,
+  entityId: string,
+  keys: readonly string[],
+  startTs: EpochMs,
+  endTs: EpochMs,
+  interval: number,
+  limit: number,
+  agg: string,
+): Entries {
   const { s } = deps;
   const out: Entries = [];
   let total = 0;
   try {
-    const series = queryHistory(s.timeseries, entityId, keys, {
-      startTs, endTs, agg: parseAgg(agg), interval, limit: limit > 0 ? limit : undefined, orderBy: 'DESC',
-    }, { maxIntervals: s.config.query.maxIntervals, defaultLimit: s.config.query.defaultLimit });
+    const series = queryHistory(
+      s.timeseries,
+      entityId,
+      keys,
+      {
+        startTs,
+        endTs,
+        agg: parseAgg(agg),
+        interval,
+        limit: limit > 0 ? limit : undefined,
+        orderBy: 'DESC',
+      },
+      { maxIntervals: s.config.query.maxIntervals, defaultLimit: s.config.query.defaultLimit },
+    );
     // for-of releases the LMDB range iterators when the cap throws out of them
     for (const { key, points } of series) {
       const rendered: RenderedPoint[] = [];
       for (const p of points) {
         if (++total > MAX_POINTS_PER_REPLY) {
-          throw bad(`Too many points requested: more than ${MAX_POINTS_PER_REPLY} in one reply; narrow the keys, range or limit`);
+          throw bad(
+            `Too many points requested: more than ${MAX_POINTS_PER_REPLY} in one reply; narrow the keys, range or limit`,
+          );
         }
         rendered.push(renderPoint(p.ts, kvToString(p.value)));
       }
@@ -142,8 +190,21 @@ function tsSubscribe(deps: CommandDeps, session: WsSink, principal: Principal, c
     // The window starts at the client's startTs (TB's UI sends now - timeWindow); absent → now - timeWindow.
     const startTs = cmd.startTs !== 0 ? cmd.startTs : now - cmd.timeWindow;
     const keys = cmd.keys ?? s.timeseries.keys(cmd.entityId);
-    entries = historyEntries(deps, cmd.entityId, keys, startTs, startTs + cmd.timeWindow, cmd.interval, cmd.limit, cmd.agg);
-    for (const [key, points] of entries) lastTs.set(key, points.reduce((m, p) => Math.max(m, p.ts), -Infinity));
+    entries = historyEntries(
+      deps,
+      cmd.entityId,
+      keys,
+      startTs,
+      startTs + cmd.timeWindow,
+      cmd.interval,
+      cmd.limit,
+      cmd.agg,
+    );
+    for (const [key, points] of entries)
+      lastTs.set(
+        key,
+        points.reduce((m, p) => Math.max(m, p.ts), -Infinity),
+      );
   } else {
     const latest = queryLatest(s.timeseries, cmd.entityId, cmd.keys, now);
     for (const [key, p] of latest) if (p.value !== null) lastTs.set(key, p.ts);
@@ -153,13 +214,28 @@ function tsSubscribe(deps: CommandDeps, session: WsSink, principal: Principal, c
   }
   session.send(renderData(cmd.cmdId, entries));
   deps.registry.add({
-    kind: 'TS', session, cmdId: cmd.cmdId, entityId: cmd.entityId, keys: cmd.keys && new Set(cmd.keys), latestOnly, lastTs: latestOnly ? lastTs : new Map(),
+    kind: 'TS',
+    session,
+    cmdId: cmd.cmdId,
+    entityId: cmd.entityId,
+    keys: cmd.keys && new Set(cmd.keys),
+    latestOnly,
+    lastTs: latestOnly ? lastTs : new Map(),
   });
 }
 
 function history(deps: CommandDeps, session: WsSink, principal: Principal, cmd: HistoryCmd): void {
   checkTarget(deps, principal, cmd, MSG_FETCH_DATA);
-  const entries = historyEntries(deps, cmd.entityId, cmd.keys ?? [], cmd.startTs, cmd.endTs, cmd.interval, cmd.limit, cmd.agg);
+  const entries = historyEntries(
+    deps,
+    cmd.entityId,
+    cmd.keys ?? [],
+    cmd.startTs,
+    cmd.endTs,
+    cmd.interval,
+    cmd.limit,
+    cmd.agg,
+  );
   session.send(renderData(cmd.cmdId, entries));
 }
 
@@ -184,6 +260,11 @@ function attrSubscribe(deps: CommandDeps, session: WsSink, principal: Principal,
   const entries: Entries = [...byKey].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   session.send(renderData(cmd.cmdId, entries));
   deps.registry.add({
-    kind: 'ATTR', session, cmdId: cmd.cmdId, entityId: cmd.entityId, keys: cmd.keys && new Set(cmd.keys), scope: scopeText,
+    kind: 'ATTR',
+    session,
+    cmdId: cmd.cmdId,
+    entityId: cmd.entityId,
+    keys: cmd.keys && new Set(cmd.keys),
+    scope: scopeText,
   });
 }

@@ -14,7 +14,14 @@
  * a consumer that stops reading costs at most that much memory; idle sockets are pinged and closed after
  * config.ws.idleTimeoutSec; at most config.ws.maxSubscriptionsPerSession subscriptions per socket.
  */
-import type { HttpRequest, HttpResponse, TemplatedApp, WebSocket, WebSocketBehavior, us_socket_context_t } from 'uWebSockets.js';
+import type {
+  HttpRequest,
+  HttpResponse,
+  TemplatedApp,
+  WebSocket,
+  WebSocketBehavior,
+  us_socket_context_t,
+} from 'uWebSockets.js';
 import type { Principal } from '../../auth/index.js';
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
@@ -59,7 +66,9 @@ class Session implements WsSink {
   send(text: string): void {
     if (!this.open) return;
     let status = 0;
-    this.ws.cork(() => { status = this.ws.send(text, false, false); });
+    this.ws.cork(() => {
+      status = this.ws.send(text, false, false);
+    });
     if (status === SEND_DROPPED && this.open) {
       this.onSlowConsumer(this.ws.getBufferedAmount());
       this.ws.close();
@@ -71,7 +80,14 @@ class Session implements WsSink {
     this.open = false;
     // RFC 6455: a close reason is at most 123 bytes of UTF-8.
     let bytes = Buffer.from(reason, 'utf8');
-    if (bytes.length > 123) bytes = Buffer.from(bytes.subarray(0, 123).toString('utf8').replace(/\uFFFD$/, ''), 'utf8');
+    if (bytes.length > 123)
+      bytes = Buffer.from(
+        bytes
+          .subarray(0, 123)
+          .toString('utf8')
+          .replace(/\uFFFD$/, ''),
+        'utf8',
+      );
     this.ws.end(code, bytes);
   }
 }
@@ -89,7 +105,9 @@ export function registerWsApi(app: TemplatedApp, s: Services): SubscriptionRegis
 
   // Registered once for the whole server; each event reaches only the written entity's subscribers.
   s.bus.on('telemetry', (ev) => registry.onTelemetry(ev));
-  s.bus.on('telemetryDeleted', (ev) => registry.onTelemetryDeleted(ev, (keys) => s.timeseries.latest(ev.entityId, keys)));
+  s.bus.on('telemetryDeleted', (ev) =>
+    registry.onTelemetryDeleted(ev, (keys) => s.timeseries.latest(ev.entityId, keys)),
+  );
   s.bus.on('attributes', (ev) => registry.onAttributes(ev));
   s.bus.on('entityDeleted', (ev) => registry.onEntityDeleted(ev.entityId));
 
@@ -157,7 +175,10 @@ export function registerWsApi(app: TemplatedApp, s: Services): SubscriptionRegis
       if (format === 'UNKNOWN') return session.end(CLOSE.BAD_DATA, 'Unknown session type');
       if (data.authError !== undefined) return session.end(CLOSE.SERVER_ERROR, data.authError);
       if (session.principal === undefined) {
-        session.authTimer = setTimeout(() => session.end(CLOSE.POLICY_VIOLATION, 'Auth timeout'), s.config.ws.authTimeoutMs);
+        session.authTimer = setTimeout(
+          () => session.end(CLOSE.POLICY_VIOLATION, 'Auth timeout'),
+          s.config.ws.authTimeoutMs,
+        );
         session.authTimer.unref();
       }
     },

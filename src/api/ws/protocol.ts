@@ -81,15 +81,32 @@ export const ATTRIBUTE_SCOPES: readonly AttributeScope[] = ['CLIENT_SCOPE', 'SER
 
 /** Arrays of the legacy wrapper TB knows but Outpost does not serve: accepted and ignored. */
 const LEGACY_IGNORED_ARRAYS = new Set([
-  'entityDataCmds', 'entityDataUnsubscribeCmds', 'alarmDataCmds', 'alarmDataUnsubscribeCmds', 'entityCountCmds',
-  'entityCountUnsubscribeCmds', 'alarmCountCmds', 'alarmCountUnsubscribeCmds',
+  'entityDataCmds',
+  'entityDataUnsubscribeCmds',
+  'alarmDataCmds',
+  'alarmDataUnsubscribeCmds',
+  'entityCountCmds',
+  'entityCountUnsubscribeCmds',
+  'alarmCountCmds',
+  'alarmCountUnsubscribeCmds',
 ]);
 
 /** `WsCmdType` values other than the three we serve; a type outside this list fails parsing (Jackson subtype). */
 const GENERAL_UNSUPPORTED_TYPES = new Set([
-  'ENTITY_DATA', 'ENTITY_COUNT', 'ALARM_DATA', 'ALARM_COUNT', 'ALARM_STATUS', 'NOTIFICATIONS', 'NOTIFICATIONS_COUNT',
-  'MARK_NOTIFICATIONS_AS_READ', 'MARK_ALL_NOTIFICATIONS_AS_READ', 'ENTITY_DATA_UNSUBSCRIBE',
-  'ENTITY_COUNT_UNSUBSCRIBE', 'ALARM_DATA_UNSUBSCRIBE', 'ALARM_COUNT_UNSUBSCRIBE', 'ALARM_STATUS_UNSUBSCRIBE',
+  'ENTITY_DATA',
+  'ENTITY_COUNT',
+  'ALARM_DATA',
+  'ALARM_COUNT',
+  'ALARM_STATUS',
+  'NOTIFICATIONS',
+  'NOTIFICATIONS_COUNT',
+  'MARK_NOTIFICATIONS_AS_READ',
+  'MARK_ALL_NOTIFICATIONS_AS_READ',
+  'ENTITY_DATA_UNSUBSCRIBE',
+  'ENTITY_COUNT_UNSUBSCRIBE',
+  'ALARM_DATA_UNSUBSCRIBE',
+  'ALARM_COUNT_UNSUBSCRIBE',
+  'ALARM_STATUS_UNSUBSCRIBE',
   'NOTIFICATIONS_UNSUBSCRIBE',
 ]);
 
@@ -146,7 +163,10 @@ function bool(o: Obj, k: string): boolean {
 /** Comma-separated keys, trimmed, blanks dropped; nothing left → undefined (all keys). */
 export function splitKeys(csv: string | undefined): string[] | undefined {
   if (csv === undefined) return undefined;
-  const keys = csv.split(',').map((k) => k.trim()).filter((k) => k !== '');
+  const keys = csv
+    .split(',')
+    .map((k) => k.trim())
+    .filter((k) => k !== '');
   return keys.length > 0 ? [...new Set(keys)] : undefined;
 }
 
@@ -163,16 +183,28 @@ function base(o: Obj): CmdBase {
 function tsSub(o: Obj): TsSubCmd {
   checkProps(o, TS_SUB_PROPS, 'tsSubCmds');
   return {
-    kind: 'TS_SUB', ...base(o), scope: str(o, 'scope'), timeWindow: num(o, 'timeWindow'), startTs: num(o, 'startTs'),
-    interval: num(o, 'interval'), limit: num(o, 'limit'), agg: str(o, 'agg') ?? '',
+    kind: 'TS_SUB',
+    ...base(o),
+    scope: str(o, 'scope'),
+    timeWindow: num(o, 'timeWindow'),
+    startTs: num(o, 'startTs'),
+    interval: num(o, 'interval'),
+    limit: num(o, 'limit'),
+    agg: str(o, 'agg') ?? '',
   };
 }
 
 function history(o: Obj): HistoryCmd {
   checkProps(o, HISTORY_PROPS, 'historyCmds');
   return {
-    kind: 'HISTORY', ...base(o), unsubscribe: false, startTs: num(o, 'startTs'), endTs: num(o, 'endTs'),
-    interval: num(o, 'interval'), limit: num(o, 'limit'), agg: str(o, 'agg') ?? '',
+    kind: 'HISTORY',
+    ...base(o),
+    unsubscribe: false,
+    startTs: num(o, 'startTs'),
+    endTs: num(o, 'endTs'),
+    interval: num(o, 'interval'),
+    limit: num(o, 'limit'),
+    agg: str(o, 'agg') ?? '',
   };
 }
 
@@ -200,13 +232,23 @@ function array(o: Obj, k: string): Obj[] {
 
 function parseLegacy(o: Obj): ParsedFrame {
   for (const k of Object.keys(o)) {
-    if (k !== 'tsSubCmds' && k !== 'historyCmds' && k !== 'attrSubCmds' && k !== 'authCmd' && !LEGACY_IGNORED_ARRAYS.has(k)) {
+    if (
+      k !== 'tsSubCmds' &&
+      k !== 'historyCmds' &&
+      k !== 'attrSubCmds' &&
+      k !== 'authCmd' &&
+      !LEGACY_IGNORED_ARRAYS.has(k)
+    ) {
       throw new FrameError(`unknown property "${k}"`);
     }
   }
   for (const k of LEGACY_IGNORED_ARRAYS) array(o, k);
   // TB's DefaultWebSocketService handles attribute subscriptions, then ts subscriptions, then history.
-  const cmds: WsCmd[] = [...array(o, 'attrSubCmds').map(attrSub), ...array(o, 'tsSubCmds').map(tsSub), ...array(o, 'historyCmds').map(history)];
+  const cmds: WsCmd[] = [
+    ...array(o, 'attrSubCmds').map(attrSub),
+    ...array(o, 'tsSubCmds').map(tsSub),
+    ...array(o, 'historyCmds').map(history),
+  ];
   return { auth: authCmd(o['authCmd']), cmds };
 }
 
@@ -217,11 +259,15 @@ function parseGeneral(o: Obj): ParsedFrame {
   const cmds = array(o, 'cmds').map((c): WsCmd => {
     const type = str(c, 'type');
     switch (type) {
-      case 'TIMESERIES': return tsSub(c);
-      case 'TIMESERIES_HISTORY': return history(c);
-      case 'ATTRIBUTES': return attrSub(c);
+      case 'TIMESERIES':
+        return tsSub(c);
+      case 'TIMESERIES_HISTORY':
+        return history(c);
+      case 'ATTRIBUTES':
+        return attrSub(c);
       default:
-        if (type !== undefined && GENERAL_UNSUPPORTED_TYPES.has(type)) return { kind: 'UNSUPPORTED', cmdId: num(c, 'cmdId'), type };
+        if (type !== undefined && GENERAL_UNSUPPORTED_TYPES.has(type))
+          return { kind: 'UNSUPPORTED', cmdId: num(c, 'cmdId'), type };
         throw new FrameError(`unknown command type ${JSON.stringify(type ?? null)}`);
     }
   });

@@ -150,7 +150,10 @@ export class SubscriptionRegistry {
    * Latest values removed or rewritten (REST delete): per subscribed key the new latest value when the delete
    * promoted an older point (`current` has it), else `[0,""]`. LATEST state follows.
    */
-  onTelemetryDeleted(ev: TelemetryDeleteEvent, current: (keys: readonly string[]) => ReadonlyMap<string, TsKv> = () => new Map()): void {
+  onTelemetryDeleted(
+    ev: TelemetryDeleteEvent,
+    current: (keys: readonly string[]) => ReadonlyMap<string, TsKv> = () => new Map(),
+  ): void {
     const subs = this.tsByEntity.get(ev.entityId);
     if (subs === undefined || subs.size === 0 || ev.keys.length === 0) return;
     const keys = [...new Set(ev.keys)].sort();

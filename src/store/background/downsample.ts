@@ -91,13 +91,32 @@ const ACTIVE_MS = 100;
 
 /** Live bytes of the environment: branch, leaf and overflow pages of every database. */
 export function liveBytes(env: StoreEnv): number {
-  const dbs = [env.root, env.meta, env.entities, env.names, env.tokens, env.users, env.dict, env.head, env.latest,
-    env.attributes, env.depth, env.rollups, env.chunks, env.outbox];
+  const dbs = [
+    env.root,
+    env.meta,
+    env.entities,
+    env.names,
+    env.tokens,
+    env.users,
+    env.dict,
+    env.head,
+    env.latest,
+    env.attributes,
+    env.depth,
+    env.rollups,
+    env.chunks,
+    env.outbox,
+  ];
   let pages = 0;
   let pageSize = 4096;
   for (const db of dbs) {
     // lmdb-js returns MDB_stat fields for the database (typed loosely as `unknown` here).
-    const s = db.getStats() as { pageSize: number; treeBranchPageCount: number; treeLeafPageCount: number; overflowPages: number };
+    const s = db.getStats() as {
+      pageSize: number;
+      treeBranchPageCount: number;
+      treeLeafPageCount: number;
+      overflowPages: number;
+    };
     pageSize = s.pageSize;
     pages += s.treeBranchPageCount + s.treeLeafPageCount + s.overflowPages;
   }
@@ -139,8 +158,15 @@ interface DropSweep {
 
 export class DownsampleEngine {
   private readonly counters = {
-    droppedRawChunks: 0, droppedRawPoints: 0, droppedRollupBlocks: 0, purgedEntities: 0, purgedEntries: 0, maxStepMs: 0,
-    stepsOver20Ms: 0, steps: 0, backgroundMs: 0,
+    droppedRawChunks: 0,
+    droppedRawPoints: 0,
+    droppedRollupBlocks: 0,
+    purgedEntities: 0,
+    purgedEntries: 0,
+    maxStepMs: 0,
+    stepsOver20Ms: 0,
+    steps: 0,
+    backgroundMs: 0,
   };
   private stopped = true;
   private loop: Promise<void> | undefined;
@@ -167,8 +193,12 @@ export class DownsampleEngine {
   /** store.counters.compactedWindows when a raw sweep last found no chunk: no new sweep for it until that moves */
   private noChunkAt: number | undefined;
 
-  constructor(private readonly store: LmdbTimeseriesStore, private readonly opts: EngineOptions, private readonly now: () => number,
-    private readonly onError: (msg: string) => void = () => undefined) {}
+  constructor(
+    private readonly store: LmdbTimeseriesStore,
+    private readonly opts: EngineOptions,
+    private readonly now: () => number,
+    private readonly onError: (msg: string) => void = () => undefined,
+  ) {}
 
   start(): void {
     if (!this.stopped) return;
@@ -190,7 +220,9 @@ export class DownsampleEngine {
       this.wake = resolve;
       this.timer = setTimeout(resolve, ms);
       this.timer.unref();
-    }).then(() => { this.wake = undefined; });
+    }).then(() => {
+      this.wake = undefined;
+    });
   }
 
   private async run(): Promise<void> {
@@ -216,7 +248,8 @@ export class DownsampleEngine {
         // the 1st, 2nd, 4th, 8th, ... failure in a row, not once a second into logs that share the disk.
         failed = true;
         failures++;
-        if ((failures & (failures - 1)) === 0) this.onError(`downsampling step failed (${failures} in a row): ${describeError(err)}`);
+        if ((failures & (failures - 1)) === 0)
+          this.onError(`downsampling step failed (${failures} in a row): ${describeError(err)}`);
       }
       lastStepAt = performance.now();
       if (this.stopped) break;
@@ -230,7 +263,13 @@ export class DownsampleEngine {
       const took = lastStepAt - stepStart;
       this.counters.backgroundMs += took;
       const active = lastStepAt - this.store.lastWriteAt < ACTIVE_MS;
-      await this.pause(!more ? this.opts.sweepIntervalMs : active ? took * (1 / BUSY_SHARE - 1) : Math.max(this.opts.stepBudgetMs, took));
+      await this.pause(
+        !more
+          ? this.opts.sweepIntervalMs
+          : active
+            ? took * (1 / BUSY_SHARE - 1)
+            : Math.max(this.opts.stepBudgetMs, took),
+      );
     }
   }
 
@@ -289,8 +328,17 @@ export class DownsampleEngine {
     if (raw > this.sweptRaw || measure) {
       this.sweptRaw = raw;
       this.sweeps.push({
-        db: env.chunks, from: Buffer.alloc(0), to: Buffer.from([0xff, 0xff, 0xff, 0xff, 0xff]), prefixLen: 8, horizon: raw, cursor: Buffer.alloc(0),
-        onDrop: (v) => { this.counters.droppedRawChunks++; this.counters.droppedRawPoints += blockCount(v); }, oldestKept: Infinity,
+        db: env.chunks,
+        from: Buffer.alloc(0),
+        to: Buffer.from([0xff, 0xff, 0xff, 0xff, 0xff]),
+        prefixLen: 8,
+        horizon: raw,
+        cursor: Buffer.alloc(0),
+        onDrop: (v) => {
+          this.counters.droppedRawChunks++;
+          this.counters.droppedRawPoints += blockCount(v);
+        },
+        oldestKept: Infinity,
       });
     }
     store.tiers.forEach((t, i) => {
@@ -299,8 +347,16 @@ export class DownsampleEngine {
       this.sweptTiers[i] = horizon;
       const from = Buffer.from([t.index]);
       this.sweeps.push({
-        db: env.rollups, from, to: Buffer.from([t.index + 1]), prefixLen: 9, horizon, cursor: from,
-        onDrop: () => { this.counters.droppedRollupBlocks++; }, oldestKept: Infinity,
+        db: env.rollups,
+        from,
+        to: Buffer.from([t.index + 1]),
+        prefixLen: 9,
+        horizon,
+        cursor: from,
+        onDrop: () => {
+          this.counters.droppedRollupBlocks++;
+        },
+        oldestKept: Infinity,
       });
     });
   }
@@ -313,7 +369,9 @@ export class DownsampleEngine {
     await this.store.writeChunks(() => {
       const t0 = performance.now();
       try {
-        this.sweepInTxn(sweep, t0, () => { done = true; });
+        this.sweepInTxn(sweep, t0, () => {
+          done = true;
+        });
       } finally {
         wallMs = performance.now() - t0;
       }
@@ -359,8 +417,12 @@ export class DownsampleEngine {
   private sweepInTxn(sweep: DropSweep, t0: number, finished: () => void): void {
     for (;;) {
       let found: { key: Buffer; value: Buffer } | undefined;
-      for (const { key, value } of sweep.db.getRange({ start: sweep.cursor, end: sweep.to, limit: 1 })) found = { key: key as Buffer, value };
-      if (found === undefined) { finished(); return; }
+      for (const { key, value } of sweep.db.getRange({ start: sweep.cursor, end: sweep.to, limit: 1 }))
+        found = { key: key as Buffer, value };
+      if (found === undefined) {
+        finished();
+        return;
+      }
       const ts = readOrderedI64(found.key, sweep.prefixLen);
       if (ts < sweep.horizon) {
         this.store.clearReadCaches();

@@ -22,7 +22,8 @@ export function queuePurge(env: StoreEnv, entityId: string): void {
 
 /** The UUID of an entity whose data is still to be removed, or undefined. */
 export function nextPurge(env: StoreEnv): string | undefined {
-  for (const key of env.meta.getKeys({ start: PREFIX, end: PREFIX_END, limit: 1 })) return (key as string).slice(PREFIX.length);
+  for (const key of env.meta.getKeys({ start: PREFIX, end: PREFIX_END, limit: 1 }))
+    return (key as string).slice(PREFIX.length);
   return undefined;
 }
 
@@ -37,11 +38,19 @@ function entityRange(e: EntityIdx, tier?: number): { start: Buffer; end: Buffer 
  * then the purge record of `entityId`, or until `budgetMs` have passed since `t0`. Returns the number of keys
  * removed and whether the entity is done.
  */
-export function purgeStep(env: StoreEnv, entityId: string, e: EntityIdx | undefined, tierCount: number, t0: number, budgetMs: number): { removed: number; done: boolean } {
+export function purgeStep(
+  env: StoreEnv,
+  entityId: string,
+  e: EntityIdx | undefined,
+  tierCount: number,
+  t0: number,
+  budgetMs: number,
+): { removed: number; done: boolean } {
   let removed = 0;
   if (e !== undefined) {
     const ranges: Array<{ db: BinaryDb; start: Buffer; end: Buffer }> = [];
-    for (const db of [env.head, env.chunks, env.latest, env.attributes, env.depth]) ranges.push({ db, ...entityRange(e) });
+    for (const db of [env.head, env.chunks, env.latest, env.attributes, env.depth])
+      ranges.push({ db, ...entityRange(e) });
     for (let tier = 0; tier < tierCount; tier++) ranges.push({ db: env.rollups, ...entityRange(e, tier) });
     for (const { db, start, end } of ranges) {
       for (;;) {

@@ -78,7 +78,8 @@ const T_JSON = 6;
 
 export function encodeValue(v: KvValue): Buffer {
   switch (v.type) {
-    case 'BOOLEAN': return Buffer.from([v.v ? T_TRUE : T_FALSE]);
+    case 'BOOLEAN':
+      return Buffer.from([v.v ? T_TRUE : T_FALSE]);
     case 'LONG': {
       const n = v.v;
       if (typeof n === 'number' && n >= -2147483648 && n <= 2147483647) {
@@ -113,14 +114,22 @@ export function encodeValue(v: KvValue): Buffer {
 export function decodeValue(buf: Uint8Array, off = 0, end = buf.length): KvValue {
   const b = buf as Buffer;
   switch (b[off]) {
-    case T_FALSE: return kvBool(false);
-    case T_TRUE: return kvBool(true);
-    case T_I32: return kvLong(b.readInt32BE(off + 1));
-    case T_I64: return kvLong(b.readBigInt64BE(off + 1));
-    case T_F64: return kvDouble(b.readDoubleBE(off + 1));
-    case T_STR: return kvString(b.toString('utf8', off + 1, end));
-    case T_JSON: return kvJson(b.toString('utf8', off + 1, end));
-    default: throw new Error(`corrupt value: unknown tag ${String(b[off])}`);
+    case T_FALSE:
+      return kvBool(false);
+    case T_TRUE:
+      return kvBool(true);
+    case T_I32:
+      return kvLong(b.readInt32BE(off + 1));
+    case T_I64:
+      return kvLong(b.readBigInt64BE(off + 1));
+    case T_F64:
+      return kvDouble(b.readDoubleBE(off + 1));
+    case T_STR:
+      return kvString(b.toString('utf8', off + 1, end));
+    case T_JSON:
+      return kvJson(b.toString('utf8', off + 1, end));
+    default:
+      throw new Error(`corrupt value: unknown tag ${String(b[off])}`);
   }
 }
 

@@ -70,7 +70,12 @@ export class Dictionary {
       this.remember(this.keyToIdx, this.idxToKey, name, idx);
     }
     void this.env.dict.put(['K', idx], name);
-    this.confirmWith(this.unconfirmedKeys, name, this.env.dict.put(['k', name], idx), this.env.meta.put('nextKeyIdx', this.nextKey));
+    this.confirmWith(
+      this.unconfirmedKeys,
+      name,
+      this.env.dict.put(['k', name], idx),
+      this.env.meta.put('nextKeyIdx', this.nextKey),
+    );
     return idx;
   }
 
@@ -82,7 +87,12 @@ export class Dictionary {
       this.remember(this.entityToIdx, this.idxToEntity, uuid, idx);
     }
     void this.env.dict.put(['E', idx], uuid);
-    this.confirmWith(this.unconfirmedEntities, uuid, this.env.dict.put(['e', uuid], idx), this.env.meta.put('nextEntityIdx', this.nextEntity));
+    this.confirmWith(
+      this.unconfirmedEntities,
+      uuid,
+      this.env.dict.put(['e', uuid], idx),
+      this.env.meta.put('nextEntityIdx', this.nextEntity),
+    );
     return idx;
   }
 
@@ -95,7 +105,10 @@ export class Dictionary {
     for (const w of writes) {
       if ((w as { isSync?: boolean }).isSync === true) return;
     }
-    Promise.all(writes).then(() => unconfirmed.delete(id), () => undefined);
+    Promise.all(writes).then(
+      () => unconfirmed.delete(id),
+      () => undefined,
+    );
   }
 
   private remember<K, V>(fwd: Map<K, V>, rev: Map<V, K>, k: K, v: V): void {

@@ -18,6 +18,7 @@
 import type { KvValue, TsKv } from '../../model/kv.js';
 import { kvDouble, kvLong } from '../../model/kv.js';
 import { SeriesColumn } from '../../model/batch.js';
+import { ByteReader, ByteWriter, readDiffs, writeDiffs } from './bytes.js';
 import { decodeValue, encodeValue } from './codec.js';
 
 const MODE_TAGGED = 0;
@@ -31,164 +32,16 @@ const MODE_F64 = 5;
 const INT_BOUND = 2 ** 50;
 const POW10 = [1, 10, 100, 1000, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9];
 
-/** A growable byte buffer with varint writers. */
-export class ByteWriter {
-  private buf: Buffer;
-  length = 0;
-
-  constructor(initial = 256) { this.buf = Buffer.allocUnsafe(initial); }
-
-  private ensure(n: number): void {
-    if (this.length + n <= this.buf.length) return;
-    const next = Buffer.allocUnsafe(Math.max(this.buf.length * 2, this.length + n));
-    this.buf.copy(next, 0, 0, this.length);
-    this.buf = next;
-  }
-
-  u8(v: number): void {
-    this.ensure(1);
-    this.buf[this.length++] = v;
-  }
-
-  /** Unsigned integer 0 ≤ v < 2^53 as a LEB128 varint. */
-  uvar(v: number): void {
-    this.ensure(8);
-    while (v >= 0x80) {
-      this.buf[this.length++] = (v % 0x80) | 0x80;
-      v = Math.floor(v / 0x80);
-    }
-    this.buf[this.length++] = v;
-  }
-
-  /** Signed integer |v| < 2^52 as a zigzag varint. */
-  svar(v: number): void { this.uvar(v >= 0 ? v * 2 : -v * 2 - 1); }
-
-  bytes(b: Uint8Array): void {
-    this.ensure(b.length);
-    this.buf.set(b, this.length);
-    this.length += b.length;
-  }
-
-  f64(v: number): void {
-    this.ensure(8);
-    this.buf.writeDoubleBE(v, this.length);
-    this.length += 8;
-  }
-
-  /** Appends what another writer holds. */
-  append(other: ByteWriter): void {
-    this.ensure(other.length);
-    other.buf.copy(this.buf, this.length, 0, other.length);
-    this.length += other.length;
-  }
-
-  /** A copy of the written bytes (the writer may be reused). */
-  finish(): Buffer { return Buffer.from(this.buf.subarray(0, this.length)); }
-}
-
-/** Cursor over a block. */
-export class ByteReader {
-  pos: number;
-  constructor(readonly buf: Buffer, pos = 0) { this.pos = pos; }
-  u8(): number {
-    const v = this.buf[this.pos++];
-    if (v === undefined) throw new Error('corrupt block: truncated');
-    return v;
-  }
-  uvar(): number {
-    let v = 0;
-    let mul = 1;
-    for (;;) {
-      const b = this.u8();
-      v += (b & 0x7f) * mul;
-      if (b < 0x80) return v;
-      mul *= 0x80;
-    }
-  }
-  svar(): number {
-    const z = this.uvar();
-    return z % 2 === 0 ? z / 2 : -(z + 1) / 2;
-  }
-  f64(): number {
-    const v = this.buf.readDoubleBE(this.pos);
-    this.pos += 8;
-    return v;
-  }
-  slice(n: number): Buffer {
-    const s = this.buf.subarray(this.pos, this.pos + n);
-    this.pos += n;
-    return s;
-  }
-}
-
-/**
- * Writes `ints[from..to)` as differences of order `order` (1 or 2), zigzag varints; a zero is followed by the
- * count of further zeros (zero-run-length: regular timestamps and steady counters collapse, other values cost
- * 1 varint). `base` is subtracted from every value first (timestamps relative to the block's first).
- */
-export function writeDiffs(w: ByteWriter, ints: ArrayLike<number>, order: 1 | 2, from = 0, to = ints.length, base = 0): void {
-  let prev = 0;
-  let prevDelta = 0;
-  let zeros = -1;
-  for (let i = from; i < to; i++) {
-    const v = (ints[i] as number) - base;
-    const delta = v - prev;
-    const out = order === 1 ? delta : delta - prevDelta;
-    prev = v;
-    prevDelta = delta;
-    if (out === 0) { zeros++; continue; }
-    if (zeros >= 0) { w.u8(0); w.uvar(zeros); zeros = -1; }
-    w.svar(out);
-  }
-  if (zeros >= 0) { w.u8(0); w.uvar(zeros); }
-}
-/**
- * Reads `n` values written by writeDiffs into `out` (appending). With `stopAtOrAbove`, stops right after the
- * first value ≥ it (ascending streams: the rest is not needed); the reader is then left inside the stream.
- * Varints are decoded inline: this loop is the hot path of every chunk read.
- */
-export function readDiffs(r: ByteReader, n: number, order: 1 | 2, out: number[], stopAtOrAbove = Infinity): void {
-  const buf = r.buf;
-  let pos = r.pos;
-  let prev = 0;
-  let prevDelta = 0;
-  let len = out.length;
-  while (len < n) {
-    let b = buf[pos++] as number;
-    let z = b & 0x7f;
-    for (let mul = 0x80; b >= 0x80; mul *= 0x80) {
-      b = buf[pos++] as number;
-      z += (b & 0x7f) * mul;
-    }
-    if (b === undefined) throw new Error('corrupt block: truncated');
-    const d = z % 2 === 0 ? z / 2 : -(z + 1) / 2;
-    let repeats = 1;
-    if (d === 0) {
-      b = buf[pos++] as number;
-      let c = b & 0x7f;
-      for (let mul = 0x80; b >= 0x80; mul *= 0x80) {
-        b = buf[pos++] as number;
-        c += (b & 0x7f) * mul;
-      }
-      repeats = c + 1;
-    }
-    for (let j = 0; j < repeats && len < n; j++) {
-      const delta = order === 1 ? d : prevDelta + d;
-      prev += delta;
-      prevDelta = delta;
-      out.push(prev);
-      len++;
-      if (prev >= stopAtOrAbove) { r.pos = pos; return; }
-    }
-  }
-  r.pos = pos;
-}
-
 /**
  * Scratch writers for the difference streams, reused across blocks: encoding runs synchronously, and only
  * finish() copies bytes out. The encoder tries both difference orders and keeps the smaller.
  */
-const scratch = { ts: new ByteWriter(4096), d1: new ByteWriter(4096), d2: new ByteWriter(4096), mantissas: [] as number[] };
+const scratch = {
+  ts: new ByteWriter(4096),
+  d1: new ByteWriter(4096),
+  d2: new ByteWriter(4096),
+  mantissas: [] as number[],
+};
 
 /** The decimal scale (0..9) at which every value of nums[from..to) is m / 10^scale exactly (m into `out`), or -1. */
 function decimalScale(nums: readonly number[], from: number, to: number, out: number[]): number {
@@ -252,10 +105,18 @@ export function encodeColumn(col: SeriesColumn, from = 0, to = col.length): Buff
   if (n > 0 && kind === 'LONG') {
     let small = true;
     for (let i = lo; i < hi && small; i++) small = Math.abs(nums[i] as number) < INT_BOUND;
-    if (small) { ints = nums; mode = MODE_LONG_D1; }
+    if (small) {
+      ints = nums;
+      mode = MODE_LONG_D1;
+    }
   } else if (n > 0 && kind === 'DOUBLE') {
     scale = decimalScale(nums, lo, hi, scratch.mantissas);
-    if (scale >= 0) { ints = scratch.mantissas; mode = MODE_DEC_D1; lo = 0; hi = n; } else mode = MODE_F64;
+    if (scale >= 0) {
+      ints = scratch.mantissas;
+      mode = MODE_DEC_D1;
+      lo = 0;
+      hi = n;
+    } else mode = MODE_F64;
   }
   let body: ByteWriter | undefined;
   if (ints !== undefined) {
@@ -264,7 +125,10 @@ export function encodeColumn(col: SeriesColumn, from = 0, to = col.length): Buff
     d2.length = 0;
     writeDiffs(d1, ints, 1, lo, hi);
     writeDiffs(d2, ints, 2, lo, hi);
-    if (d2.length < d1.length) { body = d2; mode += 1; } else body = d1;
+    if (d2.length < d1.length) {
+      body = d2;
+      mode += 1;
+    } else body = d1;
   }
   const w = new ByteWriter(n * 3 + 32);
   w.u8(mode);
@@ -339,7 +203,8 @@ export function decodePointsIn(block: Buffer, fromTs: number, toTs: number): TsK
       const p = POW10[r.u8()] as number;
       const ints: number[] = [];
       readDiffs(r, i1, mode === MODE_DEC_D1 ? 1 : 2, ints);
-      for (let i = i0; i < i1; i++) out[i - i0] = { ts: first + (ts[i] as number), value: kvDouble((ints[i] as number) / p) };
+      for (let i = i0; i < i1; i++)
+        out[i - i0] = { ts: first + (ts[i] as number), value: kvDouble((ints[i] as number) / p) };
       break;
     }
     case MODE_F64:
@@ -411,13 +276,25 @@ export class BlockColumns {
     this.mode = mode;
     // count, first (zigzag) and the ts stream length: plain varints
     let n = 0;
-    for (let mul = 1; ; mul *= 0x80) { const b = block[pos++] as number; n += (b & 0x7f) * mul; if (b < 0x80) break; }
+    for (let mul = 1; ; mul *= 0x80) {
+      const b = block[pos++] as number;
+      n += (b & 0x7f) * mul;
+      if (b < 0x80) break;
+    }
     if (n === 0) return this;
     let z = 0;
-    for (let mul = 1; ; mul *= 0x80) { const b = block[pos++] as number; z += (b & 0x7f) * mul; if (b < 0x80) break; }
+    for (let mul = 1; ; mul *= 0x80) {
+      const b = block[pos++] as number;
+      z += (b & 0x7f) * mul;
+      if (b < 0x80) break;
+    }
     const first = z % 2 === 0 ? z / 2 : -(z + 1) / 2;
     let tsLen = 0;
-    for (let mul = 1; ; mul *= 0x80) { const b = block[pos++] as number; tsLen += (b & 0x7f) * mul; if (b < 0x80) break; }
+    for (let mul = 1; ; mul *= 0x80) {
+      const b = block[pos++] as number;
+      tsLen += (b & 0x7f) * mul;
+      if (b < 0x80) break;
+    }
     this.valuesAt = pos + tsLen;
     if (this.tsCol.length < n) this.tsCol = new Float64Array(Math.max(n, this.tsCol.length * 2));
     const ts = this.tsCol;
@@ -429,14 +306,20 @@ export class BlockColumns {
     outer: while (len < n) {
       let b = block[pos++] as number;
       let v = b & 0x7f;
-      for (let mul = 0x80; b >= 0x80; mul *= 0x80) { b = block[pos++] as number; v += (b & 0x7f) * mul; }
+      for (let mul = 0x80; b >= 0x80; mul *= 0x80) {
+        b = block[pos++] as number;
+        v += (b & 0x7f) * mul;
+      }
       if (b === undefined) throw new Error('corrupt block: truncated');
       const dd = v % 2 === 0 ? v / 2 : -(v + 1) / 2;
       let repeats = 1;
       if (dd === 0) {
         b = block[pos++] as number;
         let c = b & 0x7f;
-        for (let mul = 0x80; b >= 0x80; mul *= 0x80) { b = block[pos++] as number; c += (b & 0x7f) * mul; }
+        for (let mul = 0x80; b >= 0x80; mul *= 0x80) {
+          b = block[pos++] as number;
+          c += (b & 0x7f) * mul;
+        }
         repeats = c + 1;
       }
       for (let j = 0; j < repeats && len < n; j++) {
@@ -448,7 +331,7 @@ export class BlockColumns {
     }
     this.count = len;
     // a regular block (one delta, then zero second differences): lowerBound computes instead of searching
-    this.ts0 = len > 0 ? ts[0] as number : NaN;
+    this.ts0 = len > 0 ? (ts[0] as number) : NaN;
     this.step = NaN;
     if (len > 1) {
       const step = (ts[1] as number) - (ts[0] as number);
@@ -466,7 +349,8 @@ export class BlockColumns {
     this.prevDelta = 0;
     this.left = 0;
     if (mode !== MODE_F64 && this.ints.length < len) this.ints = new Float64Array(Math.max(len, this.ints.length * 2));
-    if (mode === MODE_TAGGED && this.ends.length < len) this.ends = new Float64Array(Math.max(len, 16, this.ends.length * 2));
+    if (mode === MODE_TAGGED && this.ends.length < len)
+      this.ends = new Float64Array(Math.max(len, 16, this.ends.length * 2));
     return this;
   }
 
@@ -489,7 +373,9 @@ export class BlockColumns {
   }
 
   /** The ts of point i (0 ≤ i < count). */
-  tsAt(i: number): number { return this.tsCol[i] as number; }
+  tsAt(i: number): number {
+    return this.tsCol[i] as number;
+  }
 
   /** The first index whose ts ≥ `ts` (count when none). */
   lowerBound(ts: number): number {
@@ -516,9 +402,15 @@ export class BlockColumns {
   /** What `num` returns for this block's values. */
   get numericKind(): NumericKind {
     switch (this.mode) {
-      case MODE_LONG_D1: case MODE_LONG_D2: return 'LONG';
-      case MODE_DEC_D1: case MODE_DEC_D2: case MODE_F64: return 'DOUBLE';
-      default: return 'NONE';
+      case MODE_LONG_D1:
+      case MODE_LONG_D2:
+        return 'LONG';
+      case MODE_DEC_D1:
+      case MODE_DEC_D2:
+      case MODE_F64:
+        return 'DOUBLE';
+      default:
+        return 'NONE';
     }
   }
 
@@ -526,7 +418,7 @@ export class BlockColumns {
   num(i: number): number {
     if (this.mode === MODE_F64) return this.block.readDoubleBE(this.valuesAt + 8 * i);
     if (i >= this.done) this.decodeInts(i);
-    return this.div === 1 ? this.ints[i] as number : (this.ints[i] as number) / this.div;
+    return this.div === 1 ? (this.ints[i] as number) : (this.ints[i] as number) / this.div;
   }
 
   /**
@@ -540,7 +432,9 @@ export class BlockColumns {
   }
 
   /** DEC blocks: 10^scale; 1 otherwise. */
-  get divisor(): number { return this.div; }
+  get divisor(): number {
+    return this.div;
+  }
 
   /** The value of point i (0 ≤ i < count), a new KvValue. */
   valueAt(i: number): KvValue {
@@ -574,14 +468,20 @@ export class BlockColumns {
       if (left === 0) {
         let b = block[pos++] as number;
         let z = b & 0x7f;
-        for (let mul = 0x80; b >= 0x80; mul *= 0x80) { b = block[pos++] as number; z += (b & 0x7f) * mul; }
+        for (let mul = 0x80; b >= 0x80; mul *= 0x80) {
+          b = block[pos++] as number;
+          z += (b & 0x7f) * mul;
+        }
         if (b === undefined) throw new Error('corrupt block: truncated');
         d = z % 2 === 0 ? z / 2 : -(z + 1) / 2;
         left = 1;
         if (d === 0) {
           b = block[pos++] as number;
           let c = b & 0x7f;
-          for (let mul = 0x80; b >= 0x80; mul *= 0x80) { b = block[pos++] as number; c += (b & 0x7f) * mul; }
+          for (let mul = 0x80; b >= 0x80; mul *= 0x80) {
+            b = block[pos++] as number;
+            c += (b & 0x7f) * mul;
+          }
           left = c + 1;
         }
       }

@@ -1,5 +1,12 @@
 /** The planner's view of decoded rollup blocks: which points a bucket covers, and the search for a bucket. */
-import { type DecodedBlock, type RollupBucket, SUM_FIRST_TS, SUM_LAST_TS, SUM_PARTIALS, SUM_STRIDE } from '../rollups/store.js';
+import {
+  type DecodedBlock,
+  type RollupBucket,
+  SUM_FIRST_TS,
+  SUM_LAST_TS,
+  SUM_PARTIALS,
+  SUM_STRIDE,
+} from '../rollups/store.js';
 
 /** A decoded rollup block, with the index after the last bucket a piece took from it. */
 export interface CachedBlock {
@@ -19,7 +26,9 @@ export function coverage(blk: DecodedBlock, i: number, from: number, to: number)
 
 /** Whether bucket i of `blk` may be subtracted (removeAgg: its double sum must be finite). */
 export function subtractableBucket(blk: DecodedBlock, i: number): boolean {
-  return (blk.sums[i * SUM_STRIDE + SUM_PARTIALS] as number) >= 0 || (blk.buckets[i] as RollupBucket).agg.doubleSpecial === 0;
+  return (
+    (blk.sums[i * SUM_STRIDE + SUM_PARTIALS] as number) >= 0 || (blk.buckets[i] as RollupBucket).agg.doubleSpecial === 0
+  );
 }
 
 /** The index of the first bucket of `cb` starting at or after `ts`. */

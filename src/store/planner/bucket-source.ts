@@ -55,4 +55,3 @@ function isBucketSource(x: unknown): x is BucketSource {
 export function bucketSourceOf(store: TimeseriesStore): BucketSource {
   return isBucketSource(store) ? store : new RawScanSource(store);
 }
-

@@ -50,8 +50,10 @@ export function planBuckets(startTs: EpochMs, endTs: EpochMs, interval: Duration
   const span = endTs - startTs;
   const total = Math.ceil(span / interval);
   if (opts.limit === undefined && total > opts.maxIntervals) {
-    throw new OutpostError('BAD_PARAM',
-      `Incorrect TsKvQuery. Number of intervals is to high - ${total}. Please increase 'interval' parameter for your query or reduce the time range of the query.`);
+    throw new OutpostError(
+      'BAD_PARAM',
+      `Incorrect TsKvQuery. Number of intervals is to high - ${total}. Please increase 'interval' parameter for your query or reduce the time range of the query.`,
+    );
   }
   const count = opts.limit === undefined ? total : Math.min(total, Math.max(0, opts.limit));
   const planEnd = count === total ? endTs : startTs + count * interval;

@@ -28,7 +28,8 @@ import type { AggFn } from '../rollups/aggregate.js';
 import { type BucketAggregate, type BucketSource, RawScanSource } from './bucket-source.js';
 import { type BucketPlan, bucketAt, bucketIndexOf } from './buckets.js';
 import type { PlannedStore } from './planned-store.js';
-import { type PlanStats, SeriesReader, noStats } from './series-reader.js';
+import { SeriesReader } from './series-reader.js';
+import { type PlanStats, noStats } from './stats.js';
 
 export interface PlannerOptions {
   /**
@@ -43,7 +44,10 @@ export class RollupPlanner implements BucketSource {
   /** stats of the most recent bucketAggs call */
   lastStats: PlanStats = noStats();
 
-  constructor(private readonly store: PlannedStore, private readonly opts: PlannerOptions = {}) {
+  constructor(
+    private readonly store: PlannedStore,
+    private readonly opts: PlannerOptions = {},
+  ) {
     this.raw = new RawScanSource(store);
   }
 
@@ -61,12 +65,21 @@ export class RollupPlanner implements BucketSource {
     }
     const s = this.store.seriesOf(entityId, key);
     if (s === undefined) return;
-    const reader = new SeriesReader(this.store, s.e, s.k, plan.startTs, plan.endTs, fn, this.opts.boundaries === false ? undefined : plan.interval);
+    const reader = new SeriesReader(
+      this.store,
+      s.e,
+      s.k,
+      plan.startTs,
+      plan.endTs,
+      fn,
+      this.opts.boundaries === false ? undefined : plan.interval,
+    );
     this.lastStats = reader.stats;
     const extent = reader.extent();
     if (extent === undefined) return;
     const first = extent.lo <= plan.startTs ? 0 : bucketIndexOf(plan, extent.lo);
-    const last = extent.hi >= plan.endTs ? plan.count - 1 : Math.min(plan.count - 1, bucketIndexOf(plan, extent.hi - 1));
+    const last =
+      extent.hi >= plan.endTs ? plan.count - 1 : Math.min(plan.count - 1, bucketIndexOf(plan, extent.hi - 1));
     for (let i = first; i <= last; i++) {
       const b = bucketAt(plan, i);
       const agg = reader.aggregate(b.start, b.end);

@@ -4,33 +4,43 @@
  * raw, dirty and tier pieces themselves.
  */
 import type { TsKv } from '../../model/kv.js';
-import { type AggFn, type BucketAgg, type MergeFields, addLong, addNumber, addPartial, addPoint, addScaledExactly, clearAgg, emptyAgg, fieldsFor, mergeInto, removeAgg, subtractable } from '../rollups/aggregate.js';
+import {
+  type AggFn,
+  type BucketAgg,
+  type MergeFields,
+  addLong,
+  addNumber,
+  addPartial,
+  addPoint,
+  addScaledExactly,
+  clearAgg,
+  emptyAgg,
+  fieldsFor,
+  mergeInto,
+  removeAgg,
+  subtractable,
+} from '../rollups/aggregate.js';
 import type { EntityIdx, KeyIdx } from '../encoding/codec.js';
 import { readOrderedI64 } from '../encoding/codec.js';
 import type { BlockColumns } from '../encoding/gorilla.js';
 import {
-  type DecodedBlock, type RollupBucket, SUM_COUNT, SUM_DOUBLE_COUNT, SUM_LONG_COUNT, SUM_LONG_SUM,
-  SUM_PARTIALS, SUM_PARTIAL_0, SUM_STRIDE, type TierSpec, rollupKey,
+  type DecodedBlock,
+  type RollupBucket,
+  SUM_COUNT,
+  SUM_DOUBLE_COUNT,
+  SUM_LONG_COUNT,
+  SUM_LONG_SUM,
+  SUM_PARTIALS,
+  SUM_PARTIAL_0,
+  SUM_STRIDE,
+  type TierSpec,
+  rollupKey,
 } from '../rollups/store.js';
 import { type SeriesChunks, windowKey, windowStart } from '../series/chunks.js';
 import { alignUp, aligned, nearestMultiple } from './align.js';
 import { type CachedBlock, coverage, seek, subtractableBucket } from './blocks.js';
 import type { PlannedStore } from './planned-store.js';
-
-/** What one query did (tests and the benchmark look at it). */
-export interface PlanStats {
-  rollupBuckets: number;
-  rawPoints: number;
-  rawPieces: number;
-  /** raw pieces answered as a finest-tier bucket minus the raw points of the rest of it */
-  subtractedPieces: number;
-  /** raw pieces in dirty windows summed from the fragments' columns, without merging the window */
-  plainDirtyPieces: number;
-  /** request buckets answered by moving their boundaries to tier anchors (SeriesReader.byBoundaries) */
-  boundaryBuckets: number;
-}
-
-export const noStats = (): PlanStats => ({ rollupBuckets: 0, rawPoints: 0, rawPieces: 0, subtractedPieces: 0, plainDirtyPieces: 0, boundaryBuckets: 0 });
+import { type PlanStats, noStats } from './stats.js';
 
 /** Per-query access to one series: dirty windows, cached rollup blocks and chunk buffers. */
 export class SeriesReader {
@@ -72,8 +82,15 @@ export class SeriesReader {
   /** the state fields merges maintain: only those `fn` finalizes from (all when fn is not given) */
   private readonly fields: MergeFields;
 
-  constructor(private readonly store: PlannedStore, private readonly e: EntityIdx, private readonly k: KeyIdx,
-    private readonly startTs: number, private readonly endTs: number, fn: AggFn | undefined, boundaryInterval: number | undefined) {
+  constructor(
+    private readonly store: PlannedStore,
+    private readonly e: EntityIdx,
+    private readonly k: KeyIdx,
+    private readonly startTs: number,
+    private readonly endTs: number,
+    fn: AggFn | undefined,
+    boundaryInterval: number | undefined,
+  ) {
     this.subtract = subtractable(fn);
     this.fields = fieldsFor(fn);
     this.W = store.windowMs;
@@ -85,7 +102,8 @@ export class SeriesReader {
     // the coarsest tier no wider than the request interval; byBoundaries needs the finest to divide the window
     this.top = -1;
     if (this.subtract && boundaryInterval !== undefined && (this.tiers[0] as TierSpec).bucketMs <= this.W) {
-      while (this.top + 1 < this.tiers.length && (this.tiers[this.top + 1] as TierSpec).bucketMs <= boundaryInterval) this.top++;
+      while (this.top + 1 < this.tiers.length && (this.tiers[this.top + 1] as TierSpec).bucketMs <= boundaryInterval)
+        this.top++;
     }
     const lo = windowStart(startTs, this.W);
     // One range read of keys for the whole query: a range per window costs more than the head's few windows
@@ -116,15 +134,25 @@ export class SeriesReader {
     // `tsOff` is also the length of the series prefix: a reverse range ending at the bare prefix (exclusive)
     // includes `from` itself.
     const scan = (db: typeof env.chunks, from: Buffer, to: Buffer, tsOff: number, span: number): void => {
-      if (lo > this.startTs) for (const key of db.getKeys({ start: from, end: to, limit: 1 })) lo = Math.min(lo, readOrderedI64(key as Buffer, tsOff));
-      if (hi < this.endTs) for (const key of db.getKeys({ start: to, end: from.subarray(0, tsOff), reverse: true, limit: 1 })) hi = Math.max(hi, readOrderedI64(key as Buffer, tsOff) + span);
+      if (lo > this.startTs)
+        for (const key of db.getKeys({ start: from, end: to, limit: 1 }))
+          lo = Math.min(lo, readOrderedI64(key as Buffer, tsOff));
+      if (hi < this.endTs)
+        for (const key of db.getKeys({ start: to, end: from.subarray(0, tsOff), reverse: true, limit: 1 }))
+          hi = Math.max(hi, readOrderedI64(key as Buffer, tsOff) + span);
     };
     const w0 = windowStart(this.startTs, this.W);
     scan(env.chunks, windowKey(this.e, this.k, w0), windowKey(this.e, this.k, this.endTs), 8, this.W);
     for (const t of this.tiers) {
       if (lo <= this.startTs && hi >= this.endTs) break;
       const b0 = windowStart(this.startTs, t.blockMs);
-      scan(env.rollups, rollupKey(t.index, this.e, this.k, b0), rollupKey(t.index, this.e, this.k, this.endTs), 9, t.blockMs);
+      scan(
+        env.rollups,
+        rollupKey(t.index, this.e, this.k, b0),
+        rollupKey(t.index, this.e, this.k, this.endTs),
+        9,
+        t.blockMs,
+      );
     }
     return lo < hi ? { lo, hi } : undefined;
   }
@@ -209,7 +237,11 @@ export class SeriesReader {
     while (c < B) {
       let ti = this.tiers.length - 1;
       // the anchors are multiples of tier `top`, so some tier fits
-      while (ti > 0 && (c + (this.tiers[ti] as TierSpec).bucketMs > B || !aligned(c, (this.tiers[ti] as TierSpec).bucketMs))) ti--;
+      while (
+        ti > 0 &&
+        (c + (this.tiers[ti] as TierSpec).bucketMs > B || !aligned(c, (this.tiers[ti] as TierSpec).bucketMs))
+      )
+        ti--;
       const tier = this.tiers[ti] as TierSpec;
       const T = tier.bucketMs;
       let end = c + Math.floor((B - c) / T) * T;
@@ -267,7 +299,11 @@ export class SeriesReader {
     for (let ti = 1; ti <= this.top; ti++) {
       const finer = this.tiers[ti - 1] as TierSpec;
       const next = nearestMultiple(at, (this.tiers[ti] as TierSpec).bucketMs);
-      if (next !== at && !this.tierBuckets(finer, Math.min(at, next), Math.max(at, next), state, next < at ? 1 : -1, true)) return undefined;
+      if (
+        next !== at &&
+        !this.tierBuckets(finer, Math.min(at, next), Math.max(at, next), state, next < at ? 1 : -1, true)
+      )
+        return undefined;
       at = next;
     }
     slot.anchor = at;
@@ -306,7 +342,13 @@ export class SeriesReader {
     const forward = (windowStart(keepTo, T0) - alignUp(c, T0)) / T0;
     const backward = 1 + Math.max(0, (windowStart(remTo, T0) - alignUp(remFrom, T0)) / T0);
     if (backward >= forward) return undefined;
-    if (S < (this.tierHorizon[1] as number) || S < (this.tierHorizon[0] as number) || S < this.rawHorizon || this.anyDirty(S, E)) return undefined;
+    if (
+      S < (this.tierHorizon[1] as number) ||
+      S < (this.tierHorizon[0] as number) ||
+      S < this.rawHorizon ||
+      this.anyDirty(S, E)
+    )
+      return undefined;
     const hb = this.block(t1, windowStart(S, t1.blockMs));
     const h = this.tierBucket(t1, hb, S);
     if (h < 0) return keepTo;
@@ -524,9 +566,15 @@ export class SeriesReader {
     for (let i = i0; i < i1; i++) addNumber(acc, cols.num(i), isLong);
     // first/last exactly as addPoint would leave them: the points are ascending.
     const t0 = cols.tsAt(i0);
-    if (t0 < acc.firstTs) { acc.firstTs = t0; acc.first = cols.valueAt(i0); }
+    if (t0 < acc.firstTs) {
+      acc.firstTs = t0;
+      acc.first = cols.valueAt(i0);
+    }
     const tn = cols.tsAt(i1 - 1);
-    if (tn >= acc.lastTs) { acc.lastTs = tn; acc.last = cols.valueAt(i1 - 1); }
+    if (tn >= acc.lastTs) {
+      acc.lastTs = tn;
+      acc.last = cols.valueAt(i1 - 1);
+    }
   }
 
   /**
@@ -612,7 +660,14 @@ export class SeriesReader {
    * Merges the tier's buckets with start in [from, to) into `acc` (sign 1), or takes them out (-1: removeAgg).
    * With `finiteOnly`, stops at a bucket holding a non-finite double and returns false (`acc` then partial).
    */
-  private tierBuckets(tier: TierSpec, from: number, to: number, acc: BucketAgg, sign: 1 | -1 = 1, finiteOnly = false): boolean {
+  private tierBuckets(
+    tier: TierSpec,
+    from: number,
+    to: number,
+    acc: BucketAgg,
+    sign: 1 | -1 = 1,
+    finiteOnly = false,
+  ): boolean {
     for (let b = windowStart(from, tier.blockMs); b < to; b += tier.blockMs) {
       const cb = this.block(tier, b);
       const { starts } = cb.blk;

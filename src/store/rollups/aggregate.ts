@@ -58,11 +58,25 @@ export interface BucketAgg {
 
 export function emptyAgg(): BucketAgg {
   return {
-    count: 0, longCount: 0, doubleCount: 0, boolCount: 0, stringCount: 0, jsonCount: 0,
-    longSum: 0, doubleSum: [], doubleSpecial: 0,
-    longMin: undefined, longMax: undefined, doubleMin: undefined, doubleMax: undefined,
-    stringMin: undefined, stringMax: undefined,
-    firstTs: Infinity, first: undefined, lastTs: -Infinity, last: undefined,
+    count: 0,
+    longCount: 0,
+    doubleCount: 0,
+    boolCount: 0,
+    stringCount: 0,
+    jsonCount: 0,
+    longSum: 0,
+    doubleSum: [],
+    doubleSpecial: 0,
+    longMin: undefined,
+    longMax: undefined,
+    doubleMin: undefined,
+    doubleMax: undefined,
+    stringMin: undefined,
+    stringMax: undefined,
+    firstTs: Infinity,
+    first: undefined,
+    lastTs: -Infinity,
+    last: undefined,
   };
 }
 
@@ -105,7 +119,11 @@ export function addPartial(partials: number[], x: number): void {
   let i = 0;
   for (let j = 0; j < partials.length; j++) {
     let y = partials[j] as number;
-    if (Math.abs(x) < Math.abs(y)) { const t = x; x = y; y = t; }
+    if (Math.abs(x) < Math.abs(y)) {
+      const t = x;
+      x = y;
+      y = t;
+    }
     const hi = x + y;
     const lo = y - (hi - x);
     if (lo !== 0) partials[i++] = lo;
@@ -133,11 +151,11 @@ export function addScaledExactly(partials: number[], ints: Float64Array, div: nu
     const v = (ints[i] as number) / div;
     const t = sum + v;
     const tv = t - sum;
-    const err = (sum - (t - tv)) + (v - tv);
+    const err = sum - (t - tv) + (v - tv);
     sum = t;
     const c = comp + err;
     const ce = c - comp;
-    if ((comp - (c - ce)) + (err - ce) !== 0) return false;
+    if (comp - (c - ce) + (err - ce) !== 0) return false;
     comp = c;
   }
   // (sum, comp) may overlap; addPartial keeps the partials exact and non-overlapping whatever it is given.
@@ -221,11 +239,21 @@ export function addPoint(agg: BucketAgg, ts: EpochMs, value: KvValue): BucketAgg
       if (agg.stringMax === undefined || v > agg.stringMax) agg.stringMax = v;
       break;
     }
-    case 'BOOLEAN': agg.boolCount++; break;
-    case 'JSON': agg.jsonCount++; break;
+    case 'BOOLEAN':
+      agg.boolCount++;
+      break;
+    case 'JSON':
+      agg.jsonCount++;
+      break;
   }
-  if (ts < agg.firstTs) { agg.firstTs = ts; agg.first = value; }
-  if (ts >= agg.lastTs) { agg.lastTs = ts; agg.last = value; }
+  if (ts < agg.firstTs) {
+    agg.firstTs = ts;
+    agg.first = value;
+  }
+  if (ts >= agg.lastTs) {
+    agg.lastTs = ts;
+    agg.last = value;
+  }
   return agg;
 }
 
@@ -296,16 +324,28 @@ export function mergeInto(acc: BucketAgg, b: BucketAgg, fields: MergeFields = 'a
     acc.doubleSpecial += b.doubleSpecial;
   }
   if (fields !== 'sums') {
-    if (b.longMin !== undefined && (acc.longMin === undefined || cmpLong(b.longMin, acc.longMin) < 0)) acc.longMin = b.longMin;
-    if (b.longMax !== undefined && (acc.longMax === undefined || cmpLong(b.longMax, acc.longMax) > 0)) acc.longMax = b.longMax;
-    if (b.doubleMin !== undefined && (acc.doubleMin === undefined || b.doubleMin < acc.doubleMin)) acc.doubleMin = b.doubleMin;
-    if (b.doubleMax !== undefined && (acc.doubleMax === undefined || b.doubleMax > acc.doubleMax)) acc.doubleMax = b.doubleMax;
-    if (b.stringMin !== undefined && (acc.stringMin === undefined || b.stringMin < acc.stringMin)) acc.stringMin = b.stringMin;
-    if (b.stringMax !== undefined && (acc.stringMax === undefined || b.stringMax > acc.stringMax)) acc.stringMax = b.stringMax;
+    if (b.longMin !== undefined && (acc.longMin === undefined || cmpLong(b.longMin, acc.longMin) < 0))
+      acc.longMin = b.longMin;
+    if (b.longMax !== undefined && (acc.longMax === undefined || cmpLong(b.longMax, acc.longMax) > 0))
+      acc.longMax = b.longMax;
+    if (b.doubleMin !== undefined && (acc.doubleMin === undefined || b.doubleMin < acc.doubleMin))
+      acc.doubleMin = b.doubleMin;
+    if (b.doubleMax !== undefined && (acc.doubleMax === undefined || b.doubleMax > acc.doubleMax))
+      acc.doubleMax = b.doubleMax;
+    if (b.stringMin !== undefined && (acc.stringMin === undefined || b.stringMin < acc.stringMin))
+      acc.stringMin = b.stringMin;
+    if (b.stringMax !== undefined && (acc.stringMax === undefined || b.stringMax > acc.stringMax))
+      acc.stringMax = b.stringMax;
   }
   if (fields === 'all') {
-    if (b.firstTs < acc.firstTs) { acc.firstTs = b.firstTs; acc.first = b.first; }
-    if (b.lastTs >= acc.lastTs && b.last !== undefined) { acc.lastTs = b.lastTs; acc.last = b.last; }
+    if (b.firstTs < acc.firstTs) {
+      acc.firstTs = b.firstTs;
+      acc.first = b.first;
+    }
+    if (b.lastTs >= acc.lastTs && b.last !== undefined) {
+      acc.lastTs = b.lastTs;
+      acc.last = b.last;
+    }
   }
   return acc;
 }
@@ -344,11 +384,23 @@ export function subtractable(fn: AggFn | undefined): boolean {
 export function removePoint(agg: BucketAgg, value: KvValue): void {
   agg.count--;
   switch (value.type) {
-    case 'LONG': agg.longCount--; agg.longSum = addLong(agg.longSum, -value.v); break;
-    case 'DOUBLE': agg.doubleCount--; addPartial(agg.doubleSum, -value.v); break;
-    case 'STRING': agg.stringCount--; break;
-    case 'BOOLEAN': agg.boolCount--; break;
-    case 'JSON': agg.jsonCount--; break;
+    case 'LONG':
+      agg.longCount--;
+      agg.longSum = addLong(agg.longSum, -value.v);
+      break;
+    case 'DOUBLE':
+      agg.doubleCount--;
+      addPartial(agg.doubleSum, -value.v);
+      break;
+    case 'STRING':
+      agg.stringCount--;
+      break;
+    case 'BOOLEAN':
+      agg.boolCount--;
+      break;
+    case 'JSON':
+      agg.jsonCount--;
+      break;
   }
 }
 

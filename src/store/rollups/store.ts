@@ -22,7 +22,8 @@ import { readOrderedI64, writeOrderedI64 } from '../encoding/codec.js';
 import { windowKey, windowStart } from '../series/chunks.js';
 import type { StoreEnv } from '../env.js';
 import { ByteLru } from '../lru.js';
-import { ByteReader, ByteWriter, decodePoints, encodePoints, readDiffs, writeDiffs } from '../encoding/gorilla.js';
+import { ByteReader, ByteWriter, readDiffs, writeDiffs } from '../encoding/bytes.js';
+import { decodePoints, encodePoints } from '../encoding/gorilla.js';
 
 const BUCKETS_PER_BLOCK = 120;
 
@@ -39,19 +40,31 @@ export interface TierSpec {
 
 /** Validates the ladder against the chunk window: ascending, each a multiple of the previous, each dividing the window or a multiple of it. */
 export function makeTiers(tiersMs: readonly number[], retentionMs: readonly number[], windowMs: number): TierSpec[] {
-  if (!Number.isSafeInteger(windowMs) || windowMs <= 0) throw new OutpostError('CONFIG_INVALID', 'config: "store.chunkWindowMs" must be a positive integer');
+  if (!Number.isSafeInteger(windowMs) || windowMs <= 0)
+    throw new OutpostError('CONFIG_INVALID', 'config: "store.chunkWindowMs" must be a positive integer');
   if (tiersMs.length > 8) throw new OutpostError('CONFIG_INVALID', 'config: at most 8 rollup tiers');
   if (retentionMs.length !== tiersMs.length) {
-    throw new OutpostError('CONFIG_INVALID', 'config: "downsample.tierRetentionMs" needs one entry per tier of "downsample.tiersMs"');
+    throw new OutpostError(
+      'CONFIG_INVALID',
+      'config: "downsample.tierRetentionMs" needs one entry per tier of "downsample.tiersMs"',
+    );
   }
   return tiersMs.map((bucketMs, index) => {
-    const prev = index > 0 ? tiersMs[index - 1] as number : undefined;
+    const prev = index > 0 ? (tiersMs[index - 1] as number) : undefined;
     const ret = retentionMs[index] as number;
-    if (!Number.isSafeInteger(bucketMs) || bucketMs <= 0 || (prev !== undefined && bucketMs % prev !== 0) ||
-      (bucketMs <= windowMs ? windowMs % bucketMs !== 0 : bucketMs % windowMs !== 0)) {
-      throw new OutpostError('CONFIG_INVALID', `config: rollup tier ${bucketMs} ms must be a multiple of the previous tier and divide (or be a multiple of) the chunk window ${windowMs} ms`);
+    if (
+      !Number.isSafeInteger(bucketMs) ||
+      bucketMs <= 0 ||
+      (prev !== undefined && bucketMs % prev !== 0) ||
+      (bucketMs <= windowMs ? windowMs % bucketMs !== 0 : bucketMs % windowMs !== 0)
+    ) {
+      throw new OutpostError(
+        'CONFIG_INVALID',
+        `config: rollup tier ${bucketMs} ms must be a multiple of the previous tier and divide (or be a multiple of) the chunk window ${windowMs} ms`,
+      );
     }
-    if (!Number.isFinite(ret) || ret < 0) throw new OutpostError('CONFIG_INVALID', `config: tier retention must be ≥ 0, got ${ret}`);
+    if (!Number.isFinite(ret) || ret < 0)
+      throw new OutpostError('CONFIG_INVALID', `config: tier retention must be ≥ 0, got ${ret}`);
     const blockMs = Math.ceil((bucketMs * BUCKETS_PER_BLOCK) / windowMs) * windowMs;
     return { index, bucketMs, blockMs, retentionMs: ret };
   });
@@ -75,7 +88,9 @@ export function rollupKey(tier: number, e: EntityIdx, k: KeyIdx, blockStart: num
 
 // ---- block codec: one column per BucketAgg field, each column run-length/delta or point-block encoded ----
 
-function intColumn(w: ByteWriter, ints: number[]): void { writeDiffs(w, ints, 1); }
+function intColumn(w: ByteWriter, ints: number[]): void {
+  writeDiffs(w, ints, 1);
+}
 
 function valueColumn(w: ByteWriter, values: ReadonlyArray<KvValue | undefined>): void {
   const present: number[] = [];
@@ -107,7 +122,8 @@ function readValueColumn(r: ByteReader, n: number): Array<KvValue | undefined> {
   return out;
 }
 
-const longOf = (v: KvValue | undefined): number | bigint | undefined => (v === undefined ? undefined : (v.v as number | bigint));
+const longOf = (v: KvValue | undefined): number | bigint | undefined =>
+  v === undefined ? undefined : (v.v as number | bigint);
 const numOf = (v: KvValue | undefined): number | undefined => (v === undefined ? undefined : (v.v as number));
 const strOf = (v: KvValue | undefined): string | undefined => (v === undefined ? undefined : (v.v as string));
 
@@ -117,32 +133,95 @@ export function encodeBlock(blockStart: number, bucketMs: number, buckets: reado
   const n = buckets.length;
   w.uvar(n);
   const aggs = buckets.map((b) => b.agg);
-  intColumn(w, buckets.map((b) => (b.start - blockStart) / bucketMs));
-  intColumn(w, aggs.map((a) => a.count));
-  intColumn(w, aggs.map((a) => a.longCount));
-  intColumn(w, aggs.map((a) => a.doubleCount));
-  intColumn(w, aggs.map((a) => a.boolCount));
-  intColumn(w, aggs.map((a) => a.stringCount));
-  intColumn(w, aggs.map((a) => a.jsonCount));
+  intColumn(
+    w,
+    buckets.map((b) => (b.start - blockStart) / bucketMs),
+  );
+  intColumn(
+    w,
+    aggs.map((a) => a.count),
+  );
+  intColumn(
+    w,
+    aggs.map((a) => a.longCount),
+  );
+  intColumn(
+    w,
+    aggs.map((a) => a.doubleCount),
+  );
+  intColumn(
+    w,
+    aggs.map((a) => a.boolCount),
+  );
+  intColumn(
+    w,
+    aggs.map((a) => a.stringCount),
+  );
+  intColumn(
+    w,
+    aggs.map((a) => a.jsonCount),
+  );
   // An exact long sum may leave the 64-bit range (encodeValue's LONG): then the column holds decimal strings.
   const I64_MIN = -(2n ** 63n);
   const I64_MAX = 2n ** 63n - 1n;
   const wide = aggs.some((a) => typeof a.longSum === 'bigint' && (a.longSum < I64_MIN || a.longSum > I64_MAX));
   w.u8(wide ? 1 : 0);
-  valueColumn(w, aggs.map((a) => (a.longCount > 0 ? (wide ? kvString(String(a.longSum)) : kvLong(a.longSum)) : undefined)));
-  intColumn(w, aggs.map((a) => a.doubleSum.length));
-  valueColumn(w, aggs.flatMap((a) => a.doubleSum.map(kvDouble)));
-  valueColumn(w, aggs.map((a) => (a.doubleSpecial === 0 ? undefined : kvDouble(a.doubleSpecial))));
-  valueColumn(w, aggs.map((a) => (a.longMin === undefined ? undefined : kvLong(a.longMin))));
-  valueColumn(w, aggs.map((a) => (a.longMax === undefined ? undefined : kvLong(a.longMax))));
-  valueColumn(w, aggs.map((a) => (a.doubleMin === undefined ? undefined : kvDouble(a.doubleMin))));
-  valueColumn(w, aggs.map((a) => (a.doubleMax === undefined ? undefined : kvDouble(a.doubleMax))));
-  valueColumn(w, aggs.map((a) => (a.stringMin === undefined ? undefined : kvString(a.stringMin))));
-  valueColumn(w, aggs.map((a) => (a.stringMax === undefined ? undefined : kvString(a.stringMax))));
-  intColumn(w, buckets.map((b) => b.agg.firstTs - b.start));
-  intColumn(w, buckets.map((b) => b.agg.lastTs - b.start));
-  valueColumn(w, aggs.map((a) => a.first));
-  valueColumn(w, aggs.map((a) => a.last));
+  valueColumn(
+    w,
+    aggs.map((a) => (a.longCount > 0 ? (wide ? kvString(String(a.longSum)) : kvLong(a.longSum)) : undefined)),
+  );
+  intColumn(
+    w,
+    aggs.map((a) => a.doubleSum.length),
+  );
+  valueColumn(
+    w,
+    aggs.flatMap((a) => a.doubleSum.map(kvDouble)),
+  );
+  valueColumn(
+    w,
+    aggs.map((a) => (a.doubleSpecial === 0 ? undefined : kvDouble(a.doubleSpecial))),
+  );
+  valueColumn(
+    w,
+    aggs.map((a) => (a.longMin === undefined ? undefined : kvLong(a.longMin))),
+  );
+  valueColumn(
+    w,
+    aggs.map((a) => (a.longMax === undefined ? undefined : kvLong(a.longMax))),
+  );
+  valueColumn(
+    w,
+    aggs.map((a) => (a.doubleMin === undefined ? undefined : kvDouble(a.doubleMin))),
+  );
+  valueColumn(
+    w,
+    aggs.map((a) => (a.doubleMax === undefined ? undefined : kvDouble(a.doubleMax))),
+  );
+  valueColumn(
+    w,
+    aggs.map((a) => (a.stringMin === undefined ? undefined : kvString(a.stringMin))),
+  );
+  valueColumn(
+    w,
+    aggs.map((a) => (a.stringMax === undefined ? undefined : kvString(a.stringMax))),
+  );
+  intColumn(
+    w,
+    buckets.map((b) => b.agg.firstTs - b.start),
+  );
+  intColumn(
+    w,
+    buckets.map((b) => b.agg.lastTs - b.start),
+  );
+  valueColumn(
+    w,
+    aggs.map((a) => a.first),
+  );
+  valueColumn(
+    w,
+    aggs.map((a) => a.last),
+  );
   return w.finish();
 }
 
@@ -275,8 +354,13 @@ export class DecodedBlock {
       sums[o + SUM_DOUBLE_COUNT] = agg.doubleCount;
       sums[o + SUM_FIRST_TS] = agg.firstTs;
       sums[o + SUM_LAST_TS] = agg.lastTs;
-      const compact = typeof agg.longSum === 'number' && agg.doubleSum.length <= SUM_MAX_PARTIALS && agg.doubleSpecial === 0
-        && agg.boolCount === 0 && agg.stringCount === 0 && agg.jsonCount === 0;
+      const compact =
+        typeof agg.longSum === 'number' &&
+        agg.doubleSum.length <= SUM_MAX_PARTIALS &&
+        agg.doubleSpecial === 0 &&
+        agg.boolCount === 0 &&
+        agg.stringCount === 0 &&
+        agg.jsonCount === 0;
       sums[o + SUM_PARTIALS] = compact ? agg.doubleSum.length : -1;
       if (!compact) continue;
       sums[o + SUM_LONG_SUM] = agg.longSum as number;
@@ -284,7 +368,9 @@ export class DecodedBlock {
     }
   }
 
-  get length(): number { return this.starts.length; }
+  get length(): number {
+    return this.starts.length;
+  }
 }
 
 const EMPTY_BLOCK = new DecodedBlock([]);
@@ -318,11 +404,18 @@ export class RollupStore {
    * `tiers[i]`. Nothing is rebuilt below a horizon: a tier below its horizon is not written, and a coarser
    * tier whose finer tier is gone there is recomputed from raw chunks, or left as it is when those are gone too.
    */
-  constructor(private readonly env: StoreEnv, readonly tiers: readonly TierSpec[], readonly windowMs: number,
-    private readonly horizons: () => { raw: number; tiers: readonly number[] } = () => ({ raw: Number.MIN_SAFE_INTEGER, tiers: [] }),
+  constructor(
+    private readonly env: StoreEnv,
+    readonly tiers: readonly TierSpec[],
+    readonly windowMs: number,
+    private readonly horizons: () => { raw: number; tiers: readonly number[] } = () => ({
+      raw: Number.MIN_SAFE_INTEGER,
+      tiers: [],
+    }),
     readCacheBytes = 12 * 1024 * 1024,
     /** false while a change to rollups may be committing (see LmdbTimeseriesStore.writeChunks) */
-    private readonly cacheable: () => boolean = () => true) {
+    private readonly cacheable: () => boolean = () => true,
+  ) {
     this.readCache = new ByteLru(readCacheBytes, blockBytes);
   }
 
@@ -330,7 +423,10 @@ export class RollupStore {
   *buckets(tier: TierSpec, e: EntityIdx, k: KeyIdx, fromTs: number, toTs: number): IterableIterator<RollupBucket> {
     if (toTs <= fromTs) return;
     const lo = windowStart(fromTs, tier.blockMs);
-    for (const { key, value } of this.env.rollups.getRange({ start: rollupKey(tier.index, e, k, lo), end: rollupKey(tier.index, e, k, toTs) })) {
+    for (const { key, value } of this.env.rollups.getRange({
+      start: rollupKey(tier.index, e, k, lo),
+      end: rollupKey(tier.index, e, k, toTs),
+    })) {
       const blockStart = readOrderedI64(key as Buffer, 9);
       for (const b of decodeBlock(value, blockStart, tier.bucketMs)) {
         if (b.start >= fromTs && b.start < toTs) yield b;
@@ -360,7 +456,9 @@ export class RollupStore {
   }
 
   /** Accounted bytes of the decoded blocks held for readers. */
-  get readCacheUsage(): number { return this.readCache.bytes; }
+  get readCacheUsage(): number {
+    return this.readCache.bytes;
+  }
 
   /** Runs `fn` (inside a transaction) with block writes deferred to its end. */
   batch<T>(fn: () => T): T {
@@ -403,8 +501,11 @@ export class RollupStore {
         } else {
           // No finer tier here (none configured, or retention dropped it): aggregate the bucket's raw chunks.
           if (start < h.raw) continue;
-          for (const { value } of this.env.chunks.getRange({ start: windowKey(e, k, start), end: windowKey(e, k, end) })) {
-            for (const p of decodePoints(value)) addPoint(agg ??= emptyAgg(), p.ts, p.value);
+          for (const { value } of this.env.chunks.getRange({
+            start: windowKey(e, k, start),
+            end: windowKey(e, k, end),
+          })) {
+            for (const p of decodePoints(value)) addPoint((agg ??= emptyAgg()), p.ts, p.value);
           }
         }
         this.replaceBuckets(tier, e, k, start, end, agg === undefined ? [] : [{ start, agg }]);
@@ -429,7 +530,12 @@ export class RollupStore {
     const cached = this.pending?.get(id);
     if (cached !== undefined) return cached;
     const raw = this.env.rollups.get(key);
-    const blk: PendingBlock = { key, tier, blockStart, buckets: raw === undefined ? [] : decodeBlock(raw, blockStart, tier.bucketMs) };
+    const blk: PendingBlock = {
+      key,
+      tier,
+      blockStart,
+      buckets: raw === undefined ? [] : decodeBlock(raw, blockStart, tier.bucketMs),
+    };
     this.pending?.set(id, blk);
     return blk;
   }
@@ -440,7 +546,14 @@ export class RollupStore {
   }
 
   /** Replaces the buckets of `tier` in [from, to) (inside one block) with `fresh` (ascending). */
-  private replaceBuckets(tier: TierSpec, e: EntityIdx, k: KeyIdx, from: number, to: number, fresh: readonly RollupBucket[]): void {
+  private replaceBuckets(
+    tier: TierSpec,
+    e: EntityIdx,
+    k: KeyIdx,
+    from: number,
+    to: number,
+    fresh: readonly RollupBucket[],
+  ): void {
     const blk = this.block(tier, e, k, windowStart(from, tier.blockMs));
     const before = blk.buckets.filter((b) => b.start < from);
     const after = blk.buckets.filter((b) => b.start >= to);

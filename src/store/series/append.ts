@@ -47,7 +47,9 @@ export abstract class SeriesAppend extends SeriesLogApply {
     }
     if (!queued) return Promise.resolve();
     if (this.pendingDone === undefined) {
-      this.pendingDone = new Promise<void>((resolve, reject) => { this.settlePending = { resolve, reject }; });
+      this.pendingDone = new Promise<void>((resolve, reject) => {
+        this.settlePending = { resolve, reject };
+      });
       this.pendingSince = performance.now();
       // While a batch is committing, the next one keeps filling; it is written when that commit lands (flushNext).
       if (!this.committing) {
@@ -112,10 +114,17 @@ export abstract class SeriesAppend extends SeriesLogApply {
     // `flushed` reads its pending-batch promise when `then` is called, so asking only after the commit
     // resolves waits for whichever batch is pending by then. A later batch's flush also covers ours: LMDB
     // flushes in commit order.
-    const flushed = new Promise<void>((resolve, reject) => { this.env.root.flushed.then(() => resolve(), reject); });
+    const flushed = new Promise<void>((resolve, reject) => {
+      this.env.root.flushed.then(() => resolve(), reject);
+    });
     // the commit's own error first: it names the cause (507 for a full disk); lmdb-js' flush error does not
     flushed.catch(() => undefined);
-    last.then(() => flushed).then(() => settle.resolve(), (err: unknown) => settle.reject(writeFailure(err)));
+    last
+      .then(() => flushed)
+      .then(
+        () => settle.resolve(),
+        (err: unknown) => settle.reject(writeFailure(err)),
+      );
     this.committing = true;
     const next = (): void => {
       this.committing = false;
@@ -163,7 +172,11 @@ export abstract class SeriesAppend extends SeriesLogApply {
   }
 
   /** Appends a group commit to the log; its callers are answered once the record is on disk. */
-  private logPending(wal: Wal, batch: PendingPoints, settle: { resolve: () => void; reject: (err: unknown) => void }): void {
+  private logPending(
+    wal: Wal,
+    batch: PendingPoints,
+    settle: { resolve: () => void; reject: (err: unknown) => void },
+  ): void {
     // the free-space reserve refuses telemetry as it would refuse the LMDB commit (env.ts)
     const refused = this.env.refusal();
     if (refused !== undefined) {
@@ -182,22 +195,27 @@ export abstract class SeriesAppend extends SeriesLogApply {
     this.logged.push(entry);
     this.loggedPoints += entry.count;
     this.committing = true;
-    durable.then(() => {
-      entry.durable = true;
-      settle.resolve();
-      this.outbox?.onLogged?.(lsn, batch);
-    }, (err: unknown) => {
-      // not acknowledged, and its LSN will be reused: it must never reach LMDB
-      const i = this.logged.indexOf(entry);
-      if (i >= 0) this.logged.splice(i, 1);
-      this.loggedPoints -= entry.count;
-      settle.reject(writeFailure(err));
-    }).finally(() => {
-      this.committing = false;
-      // past applyMaxPoints, one bounded transaction per landed commit, so a bulk upload never holds the loop long
-      if (this.loggedPoints >= (this.logOpts as LogOptions).applyMaxPoints * this.applyStretch()) this.applyStep();
-      else this.scheduleApply();
-      this.flushNext();
-    });
+    durable
+      .then(
+        () => {
+          entry.durable = true;
+          settle.resolve();
+          this.outbox?.onLogged?.(lsn, batch);
+        },
+        (err: unknown) => {
+          // not acknowledged, and its LSN will be reused: it must never reach LMDB
+          const i = this.logged.indexOf(entry);
+          if (i >= 0) this.logged.splice(i, 1);
+          this.loggedPoints -= entry.count;
+          settle.reject(writeFailure(err));
+        },
+      )
+      .finally(() => {
+        this.committing = false;
+        // past applyMaxPoints, one bounded transaction per landed commit, so a bulk upload never holds the loop long
+        if (this.loggedPoints >= (this.logOpts as LogOptions).applyMaxPoints * this.applyStretch()) this.applyStep();
+        else this.scheduleApply();
+        this.flushNext();
+      });
   }
 }

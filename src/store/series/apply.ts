@@ -30,7 +30,9 @@ export abstract class SeriesLogApply extends SeriesState {
     if (this.inWriteTxn > 0) return;
     clearTimeout(this.applyTimer);
     this.applyTimer = undefined;
-    while (this.applyStep()) { /* until every durable record is in */ }
+    while (this.applyStep()) {
+      /* until every durable record is in */
+    }
   }
 
   /**
@@ -41,7 +43,11 @@ export abstract class SeriesLogApply extends SeriesState {
     let n = 0;
     let points = 0;
     const max = (this.logOpts?.applyMaxPoints ?? Infinity) * this.applyStretch();
-    while (n < this.logged.length && (this.logged[n] as Logged).durable && (n === 0 || points + (this.logged[n] as Logged).count <= max)) {
+    while (
+      n < this.logged.length &&
+      (this.logged[n] as Logged).durable &&
+      (n === 0 || points + (this.logged[n] as Logged).count <= max)
+    ) {
       points += (this.logged[n] as Logged).count;
       n++;
     }
@@ -80,7 +86,10 @@ export abstract class SeriesLogApply extends SeriesState {
     // file, and a commit lmdb-js never flushed itself can be rolled back at the next open (overlappingSync picks
     // the last flushed meta; seen on a full disk under load: the first acknowledged post gone). Should the
     // flush never come, the records stay in the log until a later apply's flush, and a restart replays them.
-    this.env.root.flushed.then(() => wal.markApplied(lsn), () => undefined);
+    this.env.root.flushed.then(
+      () => wal.markApplied(lsn),
+      () => undefined,
+    );
     if (this.logged.length > 0) this.scheduleApply();
     return this.logged.length > 0 && (this.logged[0] as Logged).durable;
   }

@@ -68,7 +68,8 @@ export function fragmentPoints(f: HeadFragment): TsKv[] {
  */
 export function mergeWindow(chunk: readonly TsKv[] | undefined, fragments: readonly HeadFragment[]): TsKv[] {
   if (fragments.length === 0) return chunk === undefined ? [] : chunk.slice();
-  if ((chunk === undefined || chunk.length === 0) && fragments.length === 1) return fragmentPoints(fragments[0] as HeadFragment);
+  if ((chunk === undefined || chunk.length === 0) && fragments.length === 1)
+    return fragmentPoints(fragments[0] as HeadFragment);
   const byTs = new Map<number, KvValue>();
   if (chunk !== undefined) for (const p of chunk) byTs.set(p.ts, p.value);
   const ordered = fragments.length === 1 ? fragments : [...fragments].sort((a, b) => a.seq - b.seq);
@@ -99,12 +100,21 @@ export interface WindowPoints {
 /** A key-ordered LMDB range iterator with one entry of look-ahead. */
 class Peek<T> {
   private cur: IteratorResult<T>;
-  constructor(private readonly it: Iterator<T>) { this.cur = it.next(); }
-  get value(): T | undefined { return this.cur.done === true ? undefined : this.cur.value; }
-  next(): void { this.cur = this.it.next(); }
+  constructor(private readonly it: Iterator<T>) {
+    this.cur = it.next();
+  }
+  get value(): T | undefined {
+    return this.cur.done === true ? undefined : this.cur.value;
+  }
+  next(): void {
+    this.cur = this.it.next();
+  }
 }
 
-interface Entry { readonly key: Buffer; readonly value: Buffer }
+interface Entry {
+  readonly key: Buffer;
+  readonly value: Buffer;
+}
 
 /** One window of a series as stored: its chunk (if any) and its head fragments in key order, not decoded. */
 export interface WindowEntries {
@@ -119,7 +129,13 @@ export interface WindowEntries {
  * order, undecoded. Lazy: a window is read only when it is pulled.
  */
 export function* seriesEntries(
-  env: StoreEnv, e: EntityIdx, k: KeyIdx, fromTs: number, toTs: number, windowMs: number, descending: boolean,
+  env: StoreEnv,
+  e: EntityIdx,
+  k: KeyIdx,
+  fromTs: number,
+  toTs: number,
+  windowMs: number,
+  descending: boolean,
 ): IterableIterator<WindowEntries> {
   const lo = windowStart(fromTs, windowMs);
   if (toTs <= lo) return;
@@ -130,7 +146,11 @@ export function* seriesEntries(
   const chunks = new Peek<Entry>(env.chunks.getRange(range)[Symbol.iterator]() as Iterator<Entry>);
   // Fragment keys are 24 bytes, so a descending scan must start past every fragment of the last window.
   const headRange = descending
-    ? { start: fragKey(e, k, toTs - 1, Number.MAX_SAFE_INTEGER), end: fragKey(e, k, lo - 1, Number.MAX_SAFE_INTEGER), reverse: true }
+    ? {
+        start: fragKey(e, k, toTs - 1, Number.MAX_SAFE_INTEGER),
+        end: fragKey(e, k, lo - 1, Number.MAX_SAFE_INTEGER),
+        reverse: true,
+      }
     : range;
   const head = new Peek<Entry>(env.head.getRange(headRange)[Symbol.iterator]() as Iterator<Entry>);
   const before = (a: number, b: number): boolean => (descending ? a > b : a < b);
@@ -166,7 +186,13 @@ export function* seriesEntries(
  * windows; `seriesPoints` streams without the arrays.)
  */
 export function* seriesWindows(
-  env: StoreEnv, e: EntityIdx, k: KeyIdx, fromTs: number, toTs: number, windowMs: number, descending: boolean,
+  env: StoreEnv,
+  e: EntityIdx,
+  k: KeyIdx,
+  fromTs: number,
+  toTs: number,
+  windowMs: number,
+  descending: boolean,
 ): IterableIterator<WindowPoints> {
   for (const win of seriesEntries(env, e, k, fromTs, toTs, windowMs, descending)) {
     const chunkPoints = win.chunk === undefined ? undefined : decodePoints(win.chunk);
@@ -187,7 +213,14 @@ const COLUMN_POOL_MAX = 32;
  * the LMDB iterators.
  */
 export function* seriesPoints(
-  env: StoreEnv, e: EntityIdx, k: KeyIdx, fromTs: number, toTs: number, windowMs: number, descending: boolean, limit = Infinity,
+  env: StoreEnv,
+  e: EntityIdx,
+  k: KeyIdx,
+  fromTs: number,
+  toTs: number,
+  windowMs: number,
+  descending: boolean,
+  limit = Infinity,
 ): Generator<TsKv, void, undefined> {
   let remaining = limit;
   if (remaining <= 0) return;

@@ -33,7 +33,10 @@ export abstract class SeriesCompaction extends SeriesRead {
             if (target === undefined) return;
             this.compactWindow(target.e, target.k, target.w, horizon);
             compacted++;
-            if (performance.now() - t0 >= budgetMs) { more = true; return; }
+            if (performance.now() - t0 >= budgetMs) {
+              more = true;
+              return;
+            }
           }
         });
       } finally {
@@ -51,14 +54,16 @@ export abstract class SeriesCompaction extends SeriesRead {
     if (this.dueSeries === undefined) {
       this.dueSeries = [];
       this.duePos = 0;
-      for (const [e, byKey] of this.headFirstTs) for (const [k, ts] of byKey) if (ts < cutoff) this.dueSeries.push([e, k]);
+      for (const [e, byKey] of this.headFirstTs)
+        for (const [k, ts] of byKey) if (ts < cutoff) this.dueSeries.push([e, k]);
     }
     while (this.duePos < this.dueSeries.length) {
       const [e, k] = this.dueSeries[this.duePos] as readonly [EntityIdx, KeyIdx];
       // the series' first fragment as it is now (compaction of its previous window removed some)
       const sk = seriesKey(e, k);
       let firstTs: number | undefined;
-      for (const key of this.env.head.getKeys({ start: sk, end: prefixEnd(sk), limit: 1 })) firstTs = readOrderedI64(key as Buffer, 8);
+      for (const key of this.env.head.getKeys({ start: sk, end: prefixEnd(sk), limit: 1 }))
+        firstTs = readOrderedI64(key as Buffer, 8);
       const byKey = this.headFirstTs.get(e);
       if (firstTs === undefined) byKey?.delete(k);
       else byKey?.set(k, firstTs);

@@ -56,7 +56,8 @@ export abstract class SeriesDelete extends SeriesCompaction {
       // the next window holding a chunk or a fragment of the series
       let w = Infinity;
       for (const db of [this.env.chunks, this.env.head]) {
-        for (const key of db.getKeys({ start: windowKey(e, k, cursor.w), end, limit: 1 })) w = Math.min(w, windowStart(readOrderedI64(key as Buffer, 8), W));
+        for (const key of db.getKeys({ start: windowKey(e, k, cursor.w), end, limit: 1 }))
+          w = Math.min(w, windowStart(readOrderedI64(key as Buffer, 8), W));
       }
       if (w === Infinity) return true;
       const ck = windowKey(e, k, w);
@@ -92,7 +93,12 @@ export abstract class SeriesDelete extends SeriesCompaction {
     void this.env.latest.remove(sk);
     this.latestTs.get(e)?.delete(k);
     if (!req.rewriteLatest) return;
-    for (const p of this.seriesRange(e, k, { startTs: Number.MIN_SAFE_INTEGER, endTs: Number.MAX_SAFE_INTEGER, order: 'DESC', limit: 1 })) {
+    for (const p of this.seriesRange(e, k, {
+      startTs: Number.MIN_SAFE_INTEGER,
+      endTs: Number.MAX_SAFE_INTEGER,
+      order: 'DESC',
+      limit: 1,
+    })) {
       void this.env.latest.put(sk, encodeStamped(p.ts, p.value));
       this.setLatestTs(e, k, p.ts);
     }

@@ -96,7 +96,12 @@ export abstract class SeriesRead extends SeriesAppend {
    * not load another block into it. Chunks change only inside `writeChunks`, which keeps the cache empty until
    * the change has committed. Past the cache's bytes, the least recently used series go first.
    */
-  chunkColumns(e: EntityIdx, k: KeyIdx, w: number, chunks: SeriesChunks = this.seriesChunks(e, k)): BlockColumns | undefined {
+  chunkColumns(
+    e: EntityIdx,
+    k: KeyIdx,
+    w: number,
+    chunks: SeriesChunks = this.seriesChunks(e, k),
+  ): BlockColumns | undefined {
     const hit = chunks.get(w);
     if (hit !== undefined) return hit ?? undefined;
     const block = readOwnCopy(this.env.chunks, windowKey(e, k, w));
@@ -110,7 +115,10 @@ export abstract class SeriesRead extends SeriesAppend {
     while (this.chunkCacheSize > this.chunkCacheBytes) {
       const [id, oldest] = this.chunkCache.entries().next().value as [string, SeriesChunks];
       const first = oldest.entries().next();
-      if (first.done) { this.chunkCache.delete(id); continue; }
+      if (first.done) {
+        this.chunkCache.delete(id);
+        continue;
+      }
       const [firstW, firstCols] = first.value;
       if (oldest === chunks && firstW === w) break; // the window just read stays
       oldest.delete(firstW);
@@ -136,10 +144,19 @@ export abstract class SeriesRead extends SeriesAppend {
   }
 
   /** Accounted bytes of the decoded chunks, head fragments and rollup blocks held for readers, and budgets. */
-  readCacheUsage(): { chunkBytes: number; chunkBudget: number; fragmentBytes: number; fragmentBudget: number; rollupBytes: number } {
+  readCacheUsage(): {
+    chunkBytes: number;
+    chunkBudget: number;
+    fragmentBytes: number;
+    fragmentBudget: number;
+    rollupBytes: number;
+  } {
     return {
-      chunkBytes: this.chunkCacheSize, chunkBudget: this.chunkCacheBytes,
-      fragmentBytes: this.fragmentCache.bytes, fragmentBudget: this.fragmentCache.budget, rollupBytes: this.rollups.readCacheUsage,
+      chunkBytes: this.chunkCacheSize,
+      chunkBudget: this.chunkCacheBytes,
+      fragmentBytes: this.fragmentCache.bytes,
+      fragmentBudget: this.fragmentCache.budget,
+      rollupBytes: this.rollups.readCacheUsage,
     };
   }
 

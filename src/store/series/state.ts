@@ -38,7 +38,8 @@ export interface Logged {
 const DECODED_CHUNK_BYTES = 512;
 const DECODED_POINT_BYTES = 16;
 
-export const chunkBytes = (cols: BlockColumns | null): number => DECODED_CHUNK_BYTES + (cols === null ? 0 : cols.count * DECODED_POINT_BYTES);
+export const chunkBytes = (cols: BlockColumns | null): number =>
+  DECODED_CHUNK_BYTES + (cols === null ? 0 : cols.count * DECODED_POINT_BYTES);
 
 export function countPoints(points: PendingPoints): number {
   let n = 0;
@@ -92,7 +93,12 @@ export abstract class SeriesState {
   protected stopServingReaders: (() => void) | undefined;
   readonly tiers: readonly TierSpec[];
   readonly rollups: RollupStore;
-  readonly counters: CompactionCounters = { compactedWindows: 0, compactedFragments: 0, droppedLatePoints: 0, rollupOnlyPoints: 0 };
+  readonly counters: CompactionCounters = {
+    compactedWindows: 0,
+    compactedFragments: 0,
+    droppedLatePoints: 0,
+    rollupOnlyPoints: 0,
+  };
   protected seq: number;
   protected seqReserved: number;
   protected planner: RollupPlanner | undefined;
@@ -132,7 +138,11 @@ export abstract class SeriesState {
   /** transactions that change chunks or rollups and have not resolved yet: readers must not fill the caches */
   protected cacheHolds = 0;
 
-  constructor(readonly env: StoreEnv, protected readonly dict: Dictionary, opts: StoreOptions = DEFAULT_STORE_OPTIONS) {
+  constructor(
+    readonly env: StoreEnv,
+    protected readonly dict: Dictionary,
+    opts: StoreOptions = DEFAULT_STORE_OPTIONS,
+  ) {
     this.windowMs = opts.windowMs;
     this.headWindowMs = opts.headWindowMs;
     this.stepBudgetMs = opts.stepBudgetMs ?? DEFAULTS.downsample.stepBudgetMs;
@@ -142,9 +152,17 @@ export abstract class SeriesState {
     const cacheBytes = opts.readCacheBytes ?? DEFAULTS.query.readCacheBytes;
     this.chunkCacheBytes = cacheBytes / 4;
     this.fragmentCache = new ByteLru<string, BlockColumns>(cacheBytes / 16, chunkBytes);
-    this.rollups = new RollupStore(env, this.tiers, opts.windowMs, () => ({
-      raw: this.rawHorizonTs, tiers: this.tiers.map((t) => this.tierHorizonTs(t.index)),
-    }), cacheBytes - this.chunkCacheBytes - this.fragmentCache.budget, () => this.cacheHolds === 0);
+    this.rollups = new RollupStore(
+      env,
+      this.tiers,
+      opts.windowMs,
+      () => ({
+        raw: this.rawHorizonTs,
+        tiers: this.tiers.map((t) => this.tierHorizonTs(t.index)),
+      }),
+      cacheBytes - this.chunkCacheBytes - this.fragmentCache.budget,
+      () => this.cacheHolds === 0,
+    );
     this.seq = (env.meta.get('headSeq') as number | undefined) ?? 1;
     this.seqReserved = this.seq;
     // one seek per series with head data, once

@@ -49,7 +49,10 @@ export class LogLane {
   private heldApplyAt = -Infinity;
   private heldApplyTimer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly h: LaneHost, private readonly recorder: OutboxRecorder) {}
+  constructor(
+    private readonly h: LaneHost,
+    private readonly recorder: OutboxRecorder,
+  ) {}
 
   /** A record of the log is on disk (OutboxRecorder.onLogged). */
   logged(lsn: number, points: ReadonlyMap<string, ReadonlyMap<string, readonly SeriesColumn[]>>): void {
@@ -121,7 +124,12 @@ export class LogLane {
       }
       const n = jobPoints.get(dev) ?? 0;
       // a device's items go in LSN order: once one waits, the later ones wait too (a later value wins upstream)
-      if (dev.busyLog || waiting.has(dev) || (!jobs.has(dev) && jobs.size >= free) || (n > 0 && n + item.points > maxPoints)) {
+      if (
+        dev.busyLog ||
+        waiting.has(dev) ||
+        (!jobs.has(dev) && jobs.size >= free) ||
+        (n > 0 && n + item.points > maxPoints)
+      ) {
         waiting.add(dev);
         rest.push(item);
         continue;
@@ -180,7 +188,9 @@ export class LogLane {
         for (const [key, cols] of item.series) {
           const keyJson = JSON.stringify(key);
           // columns in write order: wireBodies keeps the later value of a key at one ts
-          for (const c of cols) for (let i = 0; i < c.ts.length; i++) points.push({ ts: c.ts[i] as number, key: keyJson, value: wireValue(c.value(i)) });
+          for (const c of cols)
+            for (let i = 0; i < c.ts.length; i++)
+              points.push({ ts: c.ts[i] as number, key: keyJson, value: wireValue(c.value(i)) });
         }
       }
       let sent = 0;
@@ -239,7 +249,9 @@ export class LogLane {
     const counters = this.h.counts.counters;
     counters.setAside += n;
     counters.lastError = `HTTP 400 from ${this.h.transport.url} for a batch of ${dev.name}: ${error.slice(0, 200)}`;
-    this.h.log.warn(`sync: the upstream refused a batch of ${dev.name} (${n} points) with 400; set aside: ${error.slice(0, 200)}`);
+    this.h.log.warn(
+      `sync: the upstream refused a batch of ${dev.name} (${n} points) with 400; set aside: ${error.slice(0, 200)}`,
+    );
     this.h.acks.queue(ops);
   }
 

@@ -9,7 +9,16 @@
  * starts past them; what is in memory is bounded by the devices and the requests in flight, never by the
  * backlog (a scan reads at most SCAN_LIMIT keys, and no value of an entry it skips).
  */
-import { type FragmentRef, type OutboxRecorder, type QueueKey, type QueuePos, decodeRefs, encodeRefs, queueFrom, refsPoints } from '../../store/outbox.js';
+import {
+  type FragmentRef,
+  type OutboxRecorder,
+  type QueueKey,
+  type QueuePos,
+  decodeRefs,
+  encodeRefs,
+  queueFrom,
+  refsPoints,
+} from '../../store/outbox.js';
 import { type AckOps, noOps } from '../acks.js';
 import { MAX_AHEAD_MS } from '../clock.js';
 import type { Dev } from '../devices.js';
@@ -53,12 +62,21 @@ export class OutboxLanes {
    * from now on is live.
    */
   constructor(
-    private readonly h: LaneHost, private readonly recorder: OutboxRecorder, boundary: number,
+    private readonly h: LaneHost,
+    private readonly recorder: OutboxRecorder,
+    boundary: number,
     /** an entry of an entity that is not a device (an asset): not synced */
     private readonly discard: (key: QueueKey, value: unknown) => void,
   ) {
     this.lanes = [
-      { index: 0, lo: boundary, hi: Number.MAX_SAFE_INTEGER, paced: false, front: queueFrom(boundary), blocked: new Set() },
+      {
+        index: 0,
+        lo: boundary,
+        hi: Number.MAX_SAFE_INTEGER,
+        paced: false,
+        front: queueFrom(boundary),
+        blocked: new Set(),
+      },
       { index: 1, lo: 0, hi: boundary, paced: h.cfg.maxPointsPerSec > 0, front: queueFrom(0), blocked: new Set() },
     ];
   }
@@ -196,7 +214,14 @@ export class OutboxLanes {
    * Sends the points of `entries` (read back from the store) in bodies of at most maxBody bytes, then
    * acknowledges the entries in one transaction. False when the device or the upstream failed (stop the job).
    */
-  private async sendGroup(lane: Lane, dev: Dev, token: string, entries: Entry[], maxBody: number, maxPoints: number): Promise<boolean> {
+  private async sendGroup(
+    lane: Lane,
+    dev: Dev,
+    token: string,
+    entries: Entry[],
+    maxBody: number,
+    maxPoints: number,
+  ): Promise<boolean> {
     const h = this.h;
     const live = lane.index === 0;
     const e = dev.e as number;
@@ -217,9 +242,13 @@ export class OutboxLanes {
     let group: ReadyGroup;
     try {
       group = await h.transport.encode({
-        e, entries: entries.map((x) => ({ seq: x.seq, refs: x.refs, fromTs: x.fromTs })), keyNames,
-        windowMs: h.timeseries.windowMs, maxTs: h.now() + MAX_AHEAD_MS,
-        maxBodyBytes: maxBody, maxBodyPoints: maxPoints,
+        e,
+        entries: entries.map((x) => ({ seq: x.seq, refs: x.refs, fromTs: x.fromTs })),
+        keyNames,
+        windowMs: h.timeseries.windowMs,
+        maxTs: h.now() + MAX_AHEAD_MS,
+        maxBodyBytes: maxBody,
+        maxBodyPoints: maxPoints,
       });
     } catch (err) {
       // a block that cannot be decoded: retrying cannot help; the points stay in the store, the entries are shown
@@ -229,7 +258,11 @@ export class OutboxLanes {
       h.counts.counters.lastError = `sync: a batch of ${dev.name} could not be read back (${error})`;
       h.log.error(`sync: a batch of ${dev.name} (${n} points) could not be read back; set aside: ${error}`);
       for (const entry of entries) h.noteQueued(e, entry.refs, -1);
-      h.acks.queue({ ...noOps(), remove: entries.map((x) => x.key), setAside: entries.map((x) => ({ key: x.key, value: { refs: encodeRefs(x.refs), status: 0, error } })) });
+      h.acks.queue({
+        ...noOps(),
+        remove: entries.map((x) => x.key),
+        setAside: entries.map((x) => ({ key: x.key, value: { refs: encodeRefs(x.refs), status: 0, error } })),
+      });
       return true;
     }
     try {
@@ -247,7 +280,11 @@ export class OutboxLanes {
     const h = this.h;
     const live = lane.index === 0;
     const e = dev.e as number;
-    const ops: AckOps = { ...noOps(), remove: entries.map((x) => x.key), held: group.held.map((x) => ({ e, seq: x.seq, value: x.value })) };
+    const ops: AckOps = {
+      ...noOps(),
+      remove: entries.map((x) => x.key),
+      held: group.held.map((x) => ({ e, seq: x.seq, value: x.value })),
+    };
     let sent = 0;
     let bytes = 0;
     const only = entries.length === 1 ? entries[0] : undefined;
@@ -272,8 +309,11 @@ export class OutboxLanes {
         const { error } = o;
         h.counts.counters.setAside += group.points - sent;
         h.counts.counters.lastError = `HTTP 400 from ${h.transport.url} for a batch of ${dev.name}: ${error.slice(0, 200)}`;
-        h.log.warn(`sync: the upstream refused a batch of ${dev.name} (${group.points - sent} points) with 400; set aside: ${error.slice(0, 200)}`);
-        for (const entry of entries) ops.setAside.push({ key: entry.key, value: { refs: encodeRefs(entry.refs), status: 400, error } });
+        h.log.warn(
+          `sync: the upstream refused a batch of ${dev.name} (${group.points - sent} points) with 400; set aside: ${error.slice(0, 200)}`,
+        );
+        for (const entry of entries)
+          ops.setAside.push({ key: entry.key, value: { refs: encodeRefs(entry.refs), status: 400, error } });
         break;
       }
       h.failed(dev, token, o);

@@ -37,7 +37,10 @@ export interface SharedDownlinkOptions {
   readonly now: () => number;
 }
 
-type Answer = { readonly kind: 'values'; readonly values: Record<string, JsonValue> } | { readonly kind: 'value'; readonly value: JsonValue } | { readonly kind: 'none' };
+type Answer =
+  | { readonly kind: 'values'; readonly values: Record<string, JsonValue> }
+  | { readonly kind: 'value'; readonly value: JsonValue }
+  | { readonly kind: 'none' };
 
 /** reconciles running at once (each is two requests) */
 const RECONCILE_CONCURRENCY = 4;
@@ -64,7 +67,9 @@ export class SharedDownlink {
     const id = this.deviceId(msg['device']);
     if (id === undefined) return;
     const data: Record<string, JsonValue> = { ...body };
-    const deleted = Array.isArray(data['deleted']) ? data['deleted'].filter((k): k is string => typeof k === 'string') : [];
+    const deleted = Array.isArray(data['deleted'])
+      ? data['deleted'].filter((k): k is string => typeof k === 'string')
+      : [];
     delete data['deleted'];
     const entries = parseAttributes(data);
     const touched = this.touched.get(id);
@@ -113,12 +118,14 @@ export class SharedDownlink {
     while (this.running < RECONCILE_CONCURRENCY && this.queue.length > 0) {
       const c = this.queue.shift() as Candidate;
       this.running++;
-      void this.reconcileOne(c).catch((err: unknown) => {
-        this.o.log.warn(`sync: reconciling the shared attributes of ${c.name} failed: ${(err as Error).message}`);
-      }).finally(() => {
-        this.running--;
-        this.next();
-      });
+      void this.reconcileOne(c)
+        .catch((err: unknown) => {
+          this.o.log.warn(`sync: reconciling the shared attributes of ${c.name} failed: ${(err as Error).message}`);
+        })
+        .finally(() => {
+          this.running--;
+          this.next();
+        });
     }
   }
 
@@ -142,14 +149,20 @@ export class SharedDownlink {
         const asked = [...names];
         const shared = await this.request({ device: c.name, client: false, keys: asked });
         if (shared === undefined) return;
-        const obj: Record<string, JsonValue> = shared.kind === 'values' ? shared.values
-          : shared.kind === 'value' && asked.length === 1 ? { [asked[0] as string]: shared.value } : {};
+        const obj: Record<string, JsonValue> =
+          shared.kind === 'values'
+            ? shared.values
+            : shared.kind === 'value' && asked.length === 1
+              ? { [asked[0] as string]: shared.value }
+              : {};
         for (const [k, v] of parseAttributes(obj)) upstream.set(k, v);
       }
       if (lone !== undefined && upstream.size === 0 && !this.isClientValue(c.id, lone)) {
         if (!this.unknownLogged.has(c.id)) {
           this.unknownLogged.add(c.id);
-          this.o.log.warn(`sync: ${c.name} has one attribute upstream whose name the upstream's answer does not give; it arrives with its next change`);
+          this.o.log.warn(
+            `sync: ${c.name} has one attribute upstream whose name the upstream's answer does not give; it arrives with its next change`,
+          );
         }
       }
       const set: Array<readonly [string, KvValue]> = [];
@@ -180,7 +193,11 @@ export class SharedDownlink {
     return this.o.attributes.get(id, 'CLIENT_SCOPE').some((a) => kvEquals(a.value, parsed));
   }
 
-  private async apply(id: string, set: ReadonlyArray<readonly [string, KvValue]>, deleted: readonly string[]): Promise<void> {
+  private async apply(
+    id: string,
+    set: ReadonlyArray<readonly [string, KvValue]>,
+    deleted: readonly string[],
+  ): Promise<void> {
     if (set.length > 0) await this.o.attributes.save('DEVICE', id, 'SHARED_SCOPE', set, this.o.now());
     const removed = deleted.length > 0 ? await this.o.attributes.delete('DEVICE', id, 'SHARED_SCOPE', deleted) : [];
     if (set.length + removed.length === 0) {

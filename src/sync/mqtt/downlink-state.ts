@@ -26,8 +26,12 @@ export class DownlinkState {
   constructor(private readonly env: StoreEnv) {
     const c = env.outbox.get(COUNTERS) as Partial<DownlinkCounters> | undefined;
     this.counters = {
-      attributesApplied: c?.attributesApplied ?? 0, lastReconcileTs: c?.lastReconcileTs ?? null, rpcReceived: c?.rpcReceived ?? 0,
-      rpcDelivered: c?.rpcDelivered ?? 0, rpcReplied: c?.rpcReplied ?? 0, rpcExpired: c?.rpcExpired ?? 0,
+      attributesApplied: c?.attributesApplied ?? 0,
+      lastReconcileTs: c?.lastReconcileTs ?? null,
+      rpcReceived: c?.rpcReceived ?? 0,
+      rpcDelivered: c?.rpcDelivered ?? 0,
+      rpcReplied: c?.rpcReplied ?? 0,
+      rpcExpired: c?.rpcExpired ?? 0,
     };
   }
 
@@ -41,6 +45,8 @@ export class DownlinkState {
   }
 
   setOwned(deviceId: string, keys: ReadonlySet<string>): Promise<boolean> {
-    return keys.size === 0 ? this.env.outbox.remove(ownedKey(deviceId)) : this.env.outbox.put(ownedKey(deviceId), [...keys]);
+    return keys.size === 0
+      ? this.env.outbox.remove(ownedKey(deviceId))
+      : this.env.outbox.put(ownedKey(deviceId), [...keys]);
   }
 }

@@ -16,7 +16,12 @@ const GATEWAY_SLOT = 'gateway';
 
 export interface GatewayTokenOptions {
   readonly env: StoreEnv;
-  readonly config: Readonly<Pick<Config['sync'], 'url' | 'gatewayToken' | 'gatewayName' | 'provisionKey' | 'provisionSecret' | 'requestTimeoutMs'>>;
+  readonly config: Readonly<
+    Pick<
+      Config['sync'],
+      'url' | 'gatewayToken' | 'gatewayName' | 'provisionKey' | 'provisionSecret' | 'requestTimeoutMs'
+    >
+  >;
   readonly log: Logger;
   /** the provisioning said no: shown as the sync's last error */
   readonly refused: (why: string) => void;
@@ -34,7 +39,11 @@ export async function gatewayToken(o: GatewayTokenOptions): Promise<string | und
   if (o.config.provisionKey === '') return undefined;
   const name = gatewayName(o.config);
   const client = await connectAsync(o.config.url, {
-    username: 'provision', clean: true, reconnectPeriod: 0, connectTimeout: o.config.requestTimeoutMs, protocolVersion: 4,
+    username: 'provision',
+    clean: true,
+    reconnectPeriod: 0,
+    connectTimeout: o.config.requestTimeoutMs,
+    protocolVersion: 4,
   });
   try {
     const answer = await new Promise<string>((resolve, reject) => {
@@ -44,11 +53,21 @@ export async function gatewayToken(o: GatewayTokenOptions): Promise<string | und
         clearTimeout(timer);
         resolve(payload.toString());
       });
-      client.on('close', () => { clearTimeout(timer); reject(new Error('the provisioning session closed')); });
+      client.on('close', () => {
+        clearTimeout(timer);
+        reject(new Error('the provisioning session closed'));
+      });
       client.subscribe('/provision/response', { qos: 1 }, () => {
-        client.publish('/provision/request', JSON.stringify({
-          deviceName: name, provisionDeviceKey: o.config.provisionKey, provisionDeviceSecret: o.config.provisionSecret, gateway: true,
-        }), { qos: 1 });
+        client.publish(
+          '/provision/request',
+          JSON.stringify({
+            deviceName: name,
+            provisionDeviceKey: o.config.provisionKey,
+            provisionDeviceSecret: o.config.provisionSecret,
+            gateway: true,
+          }),
+          { qos: 1 },
+        );
       });
     });
     let a: { status?: unknown; credentialsValue?: unknown; errorMsg?: unknown };
@@ -58,7 +77,9 @@ export async function gatewayToken(o: GatewayTokenOptions): Promise<string | und
       a = {};
     }
     if (a.status !== 'SUCCESS' || typeof a.credentialsValue !== 'string' || a.credentialsValue === '') {
-      o.refused(`gateway provisioning as "${name}" refused: ${String(a.status ?? 'no status')}${typeof a.errorMsg === 'string' ? ` (${a.errorMsg})` : ''}`);
+      o.refused(
+        `gateway provisioning as "${name}" refused: ${String(a.status ?? 'no status')}${typeof a.errorMsg === 'string' ? ` (${a.errorMsg})` : ''}`,
+      );
       return undefined;
     }
     await writeToken(o.env, GATEWAY_SLOT, { token: a.credentialsValue, provisioned: true });

@@ -40,7 +40,15 @@ export interface DownlinkStatus {
 }
 
 export const DOWNLINK_OFF: DownlinkStatus = Object.freeze({
-  enabled: false, attributesApplied: 0, lastReconcileTs: null, rpcReceived: 0, rpcDelivered: 0, rpcReplied: 0, rpcExpired: 0, rpcPending: 0, deviceEvents: [],
+  enabled: false,
+  attributesApplied: 0,
+  lastReconcileTs: null,
+  rpcReceived: 0,
+  rpcDelivered: 0,
+  rpcReplied: 0,
+  rpcExpired: 0,
+  rpcPending: 0,
+  deviceEvents: [],
 });
 
 export interface MqttGatewayOptions {
@@ -77,8 +85,13 @@ export class MqttGateway {
   constructor(private readonly o: MqttGatewayOptions) {
     const cfg = o.config;
     this.session = new GatewaySession({
-      url: cfg.url, inflight: cfg.inflight, timeoutMs: cfg.requestTimeoutMs, retryBaseMs: cfg.retryBaseMs, retryMaxMs: cfg.retryMaxMs,
-      log: o.log, now: o.now,
+      url: cfg.url,
+      inflight: cfg.inflight,
+      timeoutMs: cfg.requestTimeoutMs,
+      retryBaseMs: cfg.retryBaseMs,
+      retryMaxMs: cfg.retryMaxMs,
+      log: o.log,
+      now: o.now,
       token: () => gatewayToken({ env: o.env, config: cfg, log: o.log, refused: (why) => o.down(why) }),
       onUp: () => this.up(),
       onDown: (why) => {
@@ -87,23 +100,43 @@ export class MqttGateway {
       },
       onMessage: (topic, payload) => this.message(topic, payload),
     });
-    this.transport = new MqttTransport({ env: o.env, url: cfg.url, session: this.session, maxBatchBytes: cfg.maxBatchBytes,
+    this.transport = new MqttTransport({
+      env: o.env,
+      url: cfg.url,
+      session: this.session,
+      maxBatchBytes: cfg.maxBatchBytes,
       carried: (name) => {
         const rec = o.entities.byName('DEVICE', name);
-        if (rec !== undefined && rec.entityType === 'DEVICE') this.announcer.carried({ id: rec.id, name, type: rec.type });
+        if (rec !== undefined && rec.entityType === 'DEVICE')
+          this.announcer.carried({ id: rec.id, name, type: rec.type });
       },
     });
     this.state = new DownlinkState(o.env);
     this.shared = new SharedDownlink({
-      env: o.env, session: this.session, entities: o.entities, attributes: o.attributes, state: this.state,
-      timeoutMs: cfg.requestTimeoutMs, log: o.log, now: o.now,
+      env: o.env,
+      session: this.session,
+      entities: o.entities,
+      attributes: o.attributes,
+      state: this.state,
+      timeoutMs: cfg.requestTimeoutMs,
+      log: o.log,
+      now: o.now,
     });
     this.rpcDown = new RpcDownlink({
-      env: o.env, session: this.session, entities: o.entities, rpc: o.rpc, state: this.state, ttlMs: cfg.rpcTtlMs, log: o.log, now: o.now,
+      env: o.env,
+      session: this.session,
+      entities: o.entities,
+      rpc: o.rpc,
+      state: this.state,
+      ttlMs: cfg.rpcTtlMs,
+      log: o.log,
+      now: o.now,
     });
     this.lifecycle = new Lifecycle(o.env, this.session, o.log, o.now);
     this.announcer = new Announcer({
-      session: this.session, announceMs: cfg.announceMs, now: o.now,
+      session: this.session,
+      announceMs: cfg.announceMs,
+      now: o.now,
       candidates: () => this.candidates(),
       announced: (c) => this.shared.reconcile(c),
     });
@@ -122,7 +155,11 @@ export class MqttGateway {
   }
 
   status(): SessionStatus {
-    return { state: this.session.state, since: this.session.since, announcedDevices: this.session.state === 'up' ? this.announcer.count : 0 };
+    return {
+      state: this.session.state,
+      since: this.session.since,
+      announcedDevices: this.session.state === 'up' ? this.announcer.count : 0,
+    };
   }
 
   private up(): void {

@@ -26,7 +26,12 @@ const KEEP = 20;
 export class Lifecycle {
   private readonly events: LifecycleEvent[];
 
-  constructor(private readonly env: StoreEnv, private readonly session: GatewaySession, private readonly log: Logger, private readonly now: () => number) {
+  constructor(
+    private readonly env: StoreEnv,
+    private readonly session: GatewaySession,
+    private readonly log: Logger,
+    private readonly now: () => number,
+  ) {
     this.events = (env.outbox.get(EVENTS_KEY) as LifecycleEvent[] | undefined) ?? [];
   }
 
@@ -45,18 +50,27 @@ export class Lifecycle {
       ev = { ts: this.now(), event: 'deleted', name: params, newName: null };
     } else if (method === 'gateway_device_renamed' && params !== undefined && isJsonObject(params)) {
       const [old, renamed] = Object.entries(params)[0] ?? [];
-      if (typeof old === 'string' && typeof renamed === 'string') ev = { ts: this.now(), event: 'renamed', name: old, newName: renamed };
+      if (typeof old === 'string' && typeof renamed === 'string')
+        ev = { ts: this.now(), event: 'renamed', name: old, newName: renamed };
     }
-    if (ev !== undefined && !this.events.some((e) => e.event === ev.event && e.name === ev.name && e.newName === ev.newName)) {
-      this.log.warn(ev.event === 'deleted'
-        ? `sync: the upstream deleted the device "${ev.name}"; its data here is kept (it is created again upstream if it sends)`
-        : `sync: the upstream renamed the device "${ev.name}" to "${ev.newName}"; rename it here to keep them together (outpost device ...)`);
+    if (
+      ev !== undefined &&
+      !this.events.some((e) => e.event === ev.event && e.name === ev.name && e.newName === ev.newName)
+    ) {
+      this.log.warn(
+        ev.event === 'deleted'
+          ? `sync: the upstream deleted the device "${ev.name}"; its data here is kept (it is created again upstream if it sends)`
+          : `sync: the upstream renamed the device "${ev.name}" to "${ev.newName}"; rename it here to keep them together (outpost device ...)`,
+      );
       this.events.push(ev);
       if (this.events.length > KEEP) this.events.shift();
       await this.env.outbox.put(EVENTS_KEY, this.events);
       await this.env.flushed();
     }
-    const answer = ev !== undefined ? '{"success":true}' : `{"error":"unsupported method ${typeof method === 'string' ? method.replace(/["\\]/g, '') : ''}"}`;
+    const answer =
+      ev !== undefined
+        ? '{"success":true}'
+        : `{"error":"unsupported method ${typeof method === 'string' ? method.replace(/["\\]/g, '') : ''}"}`;
     void this.session.publish(`v1/devices/me/rpc/response/${id}`, answer);
   }
 }

@@ -86,14 +86,23 @@ export class RpcDownlink {
 
   /** Device ids with an RPC in hand (announced, so the upstream keeps their sub-sessions). */
   *devices(): IterableIterator<string> {
-    for (const r of this.records.values()) if (r.state === 'pending' || r.state === 'delivered' || (r.state === 'replied' && r.replySent !== true)) yield r.deviceId;
+    for (const r of this.records.values())
+      if (r.state === 'pending' || r.state === 'delivered' || (r.state === 'replied' && r.replySent !== true))
+        yield r.deviceId;
   }
 
   /** `v1/gateway/rpc` from upstream: stored durably when this resolves. */
   async received(payload: Buffer): Promise<void> {
     const msg = parseBody(payload);
     const data = isJsonObject(msg) ? msg['data'] : undefined;
-    if (!isJsonObject(msg) || typeof msg['device'] !== 'string' || data === undefined || !isJsonObject(data) || typeof data['id'] !== 'number' || typeof data['method'] !== 'string') {
+    if (
+      !isJsonObject(msg) ||
+      typeof msg['device'] !== 'string' ||
+      data === undefined ||
+      !isJsonObject(data) ||
+      typeof data['id'] !== 'number' ||
+      typeof data['method'] !== 'string'
+    ) {
       this.o.log.warn('sync: an RPC from upstream without device, id or method; ignored');
       return;
     }
@@ -109,7 +118,12 @@ export class RpcDownlink {
     const k = `${rec.id}:${id}`;
     const had = this.records.get(k);
     const now = this.o.now();
-    if (had !== undefined && had.method === data['method'] && had.paramsJson === paramsJson && now - had.receivedAt <= this.o.ttlMs) {
+    if (
+      had !== undefined &&
+      had.method === data['method'] &&
+      had.paramsJson === paramsJson &&
+      now - had.receivedAt <= this.o.ttlMs
+    ) {
       // TB re-sent it (a new sub-session): the device does not get it twice; a reply it gave goes again
       if (had.state === 'replied') {
         had.replySent = false;
@@ -117,7 +131,15 @@ export class RpcDownlink {
       }
       return;
     }
-    const r: RpcRecord = { device, deviceId: rec.id, id, method: data['method'], paramsJson, receivedAt: now, state: 'pending' };
+    const r: RpcRecord = {
+      device,
+      deviceId: rec.id,
+      id,
+      method: data['method'],
+      paramsJson,
+      receivedAt: now,
+      state: 'pending',
+    };
     this.records.set(k, r);
     this.inBroker.delete(k);
     this.o.state.counters.rpcReceived++;
@@ -161,7 +183,10 @@ export class RpcDownlink {
     let outcome: Promise<RpcOutcome>;
     try {
       outcome = this.o.rpc.submit(r.deviceId, {
-        method: r.method, paramsJson: r.paramsJson, oneway: false, timeoutMs: left,
+        method: r.method,
+        paramsJson: r.paramsJson,
+        oneway: false,
+        timeoutMs: left,
         onDelivered: () => {
           r.state = 'delivered';
           this.o.state.counters.rpcDelivered++;
@@ -205,13 +230,16 @@ export class RpcDownlink {
     if (this.publishing.has(k) || this.o.session.state !== 'up') return;
     this.publishing.add(k);
     const body = `{"device":${JSON.stringify(r.device)},"id":${r.id},"data":${replyJson(r.reply ?? '')}}`;
-    void this.o.env.flushed().then(() => this.o.session.publish('v1/gateway/rpc', body)).then((out) => {
-      this.publishing.delete(k);
-      if (out.kind === 'sent' || out.kind === 'setAside') {
-        r.replySent = true;
-        if (this.records.get(k) === r) void this.o.env.outbox.put(rpcKey(r.deviceId, r.id), r);
-      }
-    });
+    void this.o.env
+      .flushed()
+      .then(() => this.o.session.publish('v1/gateway/rpc', body))
+      .then((out) => {
+        this.publishing.delete(k);
+        if (out.kind === 'sent' || out.kind === 'setAside') {
+          r.replySent = true;
+          if (this.records.get(k) === r) void this.o.env.outbox.put(rpcKey(r.deviceId, r.id), r);
+        }
+      });
   }
 }
 

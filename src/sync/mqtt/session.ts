@@ -48,7 +48,12 @@ const TOPIC_NAME_INVALID = 0x90;
 /** CONNACK codes of an upstream that does not speak MQTT 5: 3.1.1's 1, MQTT 5's 0x84 */
 const UNSUPPORTED_VERSION = new Set([1, 0x84]);
 /** the topics TB publishes to a gateway (it does without a SUBSCRIBE; subscribing costs nothing and some brokers need it) */
-const SUBSCRIPTIONS = ['v1/gateway/attributes', 'v1/gateway/attributes/response', 'v1/gateway/rpc', 'v1/devices/me/rpc/request/+'];
+const SUBSCRIPTIONS = [
+  'v1/gateway/attributes',
+  'v1/gateway/attributes/response',
+  'v1/gateway/rpc',
+  'v1/devices/me/rpc/request/+',
+];
 
 export class GatewaySession {
   private client: MqttClient | undefined;
@@ -130,9 +135,11 @@ export class GatewaySession {
           return;
         }
         const code = (err as { code?: unknown }).code;
-        if (code === PAYLOAD_FORMAT_INVALID) settle({ kind: 'setAside', error: `PUBACK 0x99 (payload format invalid) for ${topic}` });
+        if (code === PAYLOAD_FORMAT_INVALID)
+          settle({ kind: 'setAside', error: `PUBACK 0x99 (payload format invalid) for ${topic}` });
         // as HTTP's 404 for a path: the depth lane then asks whether the upstream has that endpoint at all
-        else if (code === TOPIC_NAME_INVALID) settle({ kind: 'refused', what: `PUBACK 0x90 (topic name invalid) for ${topic}`, missing: true });
+        else if (code === TOPIC_NAME_INVALID)
+          settle({ kind: 'refused', what: `PUBACK 0x90 (topic name invalid) for ${topic}`, missing: true });
         else settle({ kind: 'retry', what: `${topic}: ${err.message}`, afterMs: undefined });
       });
     });
@@ -170,20 +177,29 @@ export class GatewaySession {
   private open(): void {
     if (this.stopping) return;
     this.setState('connecting');
-    void this.o.token().then((token) => {
-      if (this.stopping) return;
-      if (token === undefined) {
-        this.retryLater('no gateway token upstream (sync.gatewayToken, or sync.provisionKey/Secret)');
-        return;
-      }
-      this.connectWith(token);
-    }, (err: unknown) => this.retryLater(`the gateway token: ${(err as Error).message}`));
+    void this.o.token().then(
+      (token) => {
+        if (this.stopping) return;
+        if (token === undefined) {
+          this.retryLater('no gateway token upstream (sync.gatewayToken, or sync.provisionKey/Secret)');
+          return;
+        }
+        this.connectWith(token);
+      },
+      (err: unknown) => this.retryLater(`the gateway token: ${(err as Error).message}`),
+    );
   }
 
   private connectWith(token: string): void {
     const opts: IClientOptions = {
-      username: token, clean: true, protocolVersion: this.version, reconnectPeriod: 0, resubscribe: false,
-      connectTimeout: this.o.timeoutMs, keepalive: 60, clientId: `outpost-${randomBytes(6).toString('hex')}`,
+      username: token,
+      clean: true,
+      protocolVersion: this.version,
+      reconnectPeriod: 0,
+      resubscribe: false,
+      connectTimeout: this.o.timeoutMs,
+      keepalive: 60,
+      clientId: `outpost-${randomBytes(6).toString('hex')}`,
       queueQoSZero: false,
     };
     const client = connect(this.o.url, opts);
@@ -197,11 +213,16 @@ export class GatewaySession {
         return;
       }
       const payload = Buffer.isBuffer(packet.payload) ? packet.payload : Buffer.from(packet.payload);
-      this.o.onMessage(packet.topic, payload).then(() => callback(), (err: unknown) => {
-        this.o.log.error(`sync: a message from upstream on ${packet.topic} could not be stored: ${(err as Error).message}`);
-        // no PUBACK for what is not stored: the session ends (TB re-sends pending RPCs to the next one)
-        this.drop(client, 'a downlink could not be stored');
-      });
+      this.o.onMessage(packet.topic, payload).then(
+        () => callback(),
+        (err: unknown) => {
+          this.o.log.error(
+            `sync: a message from upstream on ${packet.topic} could not be stored: ${(err as Error).message}`,
+          );
+          // no PUBACK for what is not stored: the session ends (TB re-sends pending RPCs to the next one)
+          this.drop(client, 'a downlink could not be stored');
+        },
+      );
     };
     client.on('connect', () => {
       if (this.client !== client) return;
@@ -252,7 +273,10 @@ export class GatewaySession {
     const delay = backoffDelayMs(this.failures, this.o.retryBaseMs, this.o.retryMaxMs);
     const reason = this.lastWhy !== '' ? `${why} (${this.lastWhy})` : why;
     this.lastWhy = '';
-    if (wasUp || this.failures === 1) this.o.log.warn(`sync: MQTT gateway session to ${this.o.url}: ${reason}; reconnecting in ${Math.round(delay)} ms`);
+    if (wasUp || this.failures === 1)
+      this.o.log.warn(
+        `sync: MQTT gateway session to ${this.o.url}: ${reason}; reconnecting in ${Math.round(delay)} ms`,
+      );
     this.o.onDown(reason);
     this.timer = setTimeout(() => this.open(), delay);
     this.timer.unref();

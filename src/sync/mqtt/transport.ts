@@ -116,7 +116,10 @@ export class MqttTransport implements Transport {
     const payload = Buffer.concat([head, body, CLOSE]);
     const size = payload.length + PACKET_BYTES + Buffer.byteLength(topic);
     if (size > this.o.maxBatchBytes) {
-      return { kind: 'setAside', error: `a message of ${size} bytes is over sync.maxBatchBytes (${this.o.maxBatchBytes})` };
+      return {
+        kind: 'setAside',
+        error: `a message of ${size} bytes is over sync.maxBatchBytes (${this.o.maxBatchBytes})`,
+      };
     }
     const out = await this.o.session.publish(topic, payload);
     if (out.kind === 'sent') this.o.carried(name);
