@@ -11,6 +11,7 @@
  * shared cores. Loopback only; temp dirs removed at the end.
  *
  *   npm run bench:mqtt [-- --connections 100 --seconds 5 --rounds 3 --idle 10000]
+ *   npm run bench:mqtt -- --idle-only [--rounds 3 --idle 10000 --baseline <another build's dist/src/main.js>]
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -26,6 +27,7 @@ const CONNECTIONS = intArg(argv, 'connections', 100);
 const SECONDS = intArg(argv, 'seconds', 5);
 const ROUNDS = intArg(argv, 'rounds', 3);
 const IDLE = intArg(argv, 'idle', 10_000);
+const BASELINE = argv.includes('--baseline') ? argv[argv.indexOf('--baseline') + 1] : undefined;
 const SUB_DEVICES = 100;
 const BATCH_POINTS = 1_000;
 const GATEWAY_WINDOW = 8;
@@ -153,22 +155,8 @@ async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'outpost-bench-mqtt-'));
   const procs: ChildProcess[] = [];
   try {
-    const dataDir = join(dir, 'data');
-    execFileSync(process.execPath, [MAIN, 'user', 'add', '--data-dir', dataDir, '--email', 'bench@example.com', '--password', 'bench-pw-1', '--authority', 'TENANT_ADMIN']);
-    const cfg = join(dir, 'outpost.json');
-    writeFileSync(cfg, JSON.stringify({ mqtt: { maxConnections: IDLE + 1000 } }));
-    const d = await spawnUntil(process.execPath, [MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir, '--config', cfg],
-      /listening on http:\/\/127\.0\.0\.1:(\d+), mqtt:\/\/127\.0\.0\.1:(\d+)/);
-    procs.push(d.proc);
-    const httpPort = Number(d.m[1]);
-    const mqttPort = Number(d.m[2]);
-    const base = `http://127.0.0.1:${httpPort}`;
-    const login = await fetch(`${base}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'bench@example.com', password: 'bench-pw-1' }) });
-    const auth = { 'X-Authorization': `Bearer ${((await login.json()) as { token: string }).token}`, 'content-type': 'application/json' };
-    const mkDevice = async (name: string, token: string, gateway = false): Promise<void> => {
-      const r = await fetch(`${base}/api/device?accessToken=${token}`, { method: 'POST', headers: auth, body: JSON.stringify({ name, ...(gateway ? { additionalInfo: { gateway: true } } : {}) }) });
-      if (r.status !== 200) throw new Error(`creating ${name}: ${r.status} ${await r.text()}`);
-    };
+    const { proc: daemon, httpPort, mqttPort, mkDevice } = await setUp(dir, MAIN);
+    procs.push(daemon);
     for (let i = 0; i < CONNECTIONS; i++) await mkDevice(`bench-${i}`, `bench-token-${i}`);
     await mkDevice('bench-gw', 'bench-gw-token', true);
 
@@ -203,7 +191,7 @@ async function main(): Promise<void> {
     const gw = await RawMqtt.open(mqttPort, 'bench-gw-token');
     for (let s = 0; s < SUB_DEVICES; s++) await gw.publish('v1/gateway/connect', Buffer.from(`{"device":"sub-${s}"}`));
     for (let r = 0; r < ROUNDS; r++) {
-      measuredPid = d.proc.pid as number;
+      measuredPid = daemon.pid as number;
       const mqtt = await closedLoop(CONNECTIONS, SECONDS, async (w, n) => {
         const rc = await (outpostMqtt[w] as RawMqtt).publish('v1/devices/me/telemetry', payload(n));
         if (rc !== 0) throw new Error(`PUBACK ${rc}`);
@@ -256,49 +244,16 @@ async function main(): Promise<void> {
     for (const c of [...outpostMqtt, ...mosq, gw]) c.close();
 
     // ---- idle connections ------------------------------------------------------------------------
-    const pid = d.proc.pid as number;
-    const ingestP99 = async (): Promise<number> => {
-      const conns = await Promise.all(Array.from({ length: 10 }, () => RawHttpConnection.open(httpPort)));
-      const f = await closedLoop(10, 3, async (w, n) => { await (conns[w] as RawHttpConnection).request(encodeRequest('POST', `/api/v1/bench-token-${w}/telemetry`, payload(n).toString())); });
-      for (const c of conns) c.close();
-      return f.p99Ms;
-    };
-    await sleep(2_000);
-    const p99Before = await ingestP99();
-    const idleBefore = rssAnonBytes(pid);
-    // each idle connection is a device of its own (one session per token)
-    for (let i = 0; i < IDLE; i += 200) {
-      await Promise.all(Array.from({ length: Math.min(200, IDLE - i) }, (_, k) => mkDevice(`idle-${i + k}`, `idle-token-${i + k}`)));
-    }
-    await sleep(2_000);
-    const idleBase = await settledRssAnon(pid);
-    const held = await openIdle(IDLE, async (s, i) => {
-      s.write(mqttPacket.generate({ cmd: 'connect', clientId: `idle-${i}`, username: `idle-token-${i}`, keepalive: 0, protocolVersion: 4, clean: true }));
-    }, mqttPort, true);
-    await sleep(3_000);
-    const idleOpen = await settledRssAnon(pid);
-    const p99Open = await ingestP99();
-    for (const s of held) s.destroy();
-
-    const bare = await spawnUntil(process.execPath, ['-e', `const s=require('net').createServer((c)=>{c.on('error',()=>{});c.on('data',()=>{})});s.listen(0,'127.0.0.1',()=>console.log('port '+s.address().port))`], /port (\d+)/);
+    await createIdleDevices(mkDevice);
+    const bare = await spawnBare();
     procs.push(bare.proc);
-    await sleep(1_000);
-    const bareBefore = await settledRssAnon(bare.proc.pid as number);
-    // the same CONNECT bytes, read and dropped: a socket that has read once, as the daemon's have
-    const bareHeld = await openIdle(IDLE, async (s, i) => {
-      s.write(mqttPacket.generate({ cmd: 'connect', clientId: `idle-${i}`, username: `idle-token-${i}`, keepalive: 0, protocolVersion: 4, clean: true }));
-    }, Number(bare.m[1]), false);
-    await sleep(3_000);
-    const bareOpen = await settledRssAnon(bare.proc.pid as number);
-    for (const s of bareHeld) s.destroy();
+    const idle = await idleRound(daemon.pid as number, httpPort, mqttPort, bare);
 
     // ---- the table ---------------------------------------------------------------------------------
     const med = (f: (r: (typeof rounds)[number]) => number): number => median(rounds.map(f));
     const mq = { r: med((r) => r.mqtt.msgsPerSec), p50: med((r) => r.mqtt.p50Ms), p99: med((r) => r.mqtt.p99Ms) };
     const ht = { r: med((r) => r.http.msgsPerSec), p50: med((r) => r.http.p50Ms), p99: med((r) => r.http.p99Ms) };
     const mo = mosq.length === 0 ? undefined : { r: med((r) => r.mosq?.msgsPerSec ?? 0), p50: med((r) => r.mosq?.p50Ms ?? 0), p99: med((r) => r.mosq?.p99Ms ?? 0) };
-    const perConn = (idleOpen - idleBase) / IDLE;
-    const barePer = (bareOpen - bareBefore) / IDLE;
     console.log(`\n${CONNECTIONS} connections, ${SECONDS} s × ${ROUNDS} rounds, medians; shared 2-core machine (other engineers' load), compare ratios\n`);
     console.log('| measure | Outpost MQTT | Outpost HTTP keep-alive | mosquitto (persistence true, not durable per message) | MQTT / HTTP |');
     console.log('|---|---|---|---|---|');
@@ -311,10 +266,128 @@ async function main(): Promise<void> {
     const gwp = med((r) => r.gwPointsPerSec);
     const hbp = med((r) => r.httpBatchPointsPerSec);
     console.log(`| ${BATCH_POINTS}-point batches, ${GATEWAY_WINDOW} in flight (M points/s): Gateway API for ${SUB_DEVICES} sub-devices vs HTTP arrays | ${(gwp / 1e6).toFixed(2)} | ${(hbp / 1e6).toFixed(2)} | - | ${(gwp / hbp).toFixed(2)}x |`);
-    console.log(`| ${IDLE} idle connections: RssAnon per connection (KB) | ${kb(perConn)} | - | bare node:net server (reads the CONNECT, answers nothing): ${kb(barePer)} | - |`);
-    console.log(`| daemon RssAnon idle → with ${IDLE} connections (MB) | ${(idleBase / 2 ** 20).toFixed(1)} → ${(idleOpen / 2 ** 20).toFixed(1)} | - | - | - |`);
-    console.log(`| HTTP ingest p99 (10 connections) without → with the idle connections (ms) | ${p99Before.toFixed(2)} → ${p99Open.toFixed(2)} | - | - | - |`);
-    console.log(`\n(idle daemon before any idle connection: ${(idleBefore / 2 ** 20).toFixed(1)} MB RssAnon)`);
+    console.log(`| ${IDLE} idle connections: RssAnon per connection (KB) | ${kb(idle.perConn)} | - | bare node:net server (reads the CONNECT, answers nothing): ${kb(idle.barePerConn)} | ${(idle.perConn / idle.barePerConn).toFixed(2)}x bare |`);
+    console.log(`| daemon RssAnon idle → with ${IDLE} connections (MB) | ${(idle.base / 2 ** 20).toFixed(1)} → ${(idle.open / 2 ** 20).toFixed(1)} | - | - | - |`);
+    console.log(`| HTTP ingest p99 (10 connections) without → with the idle connections (ms) | ${idle.p99Before.toFixed(2)} → ${idle.p99Open.toFixed(2)} | - | - | - |`);
+  } finally {
+    for (const p of procs) p.kill('SIGTERM');
+    await sleep(500);
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+/** A data dir with a tenant admin, and the daemon (`main`: a build's src/main.js) serving it. */
+async function setUp(dir: string, main: string): Promise<Daemon & { mkDevice: (name: string, token: string, gateway?: boolean) => Promise<void> }> {
+  const dataDir = join(dir, 'data');
+  execFileSync(process.execPath, [main, 'user', 'add', '--data-dir', dataDir, '--email', 'bench@example.com', '--password', 'bench-pw-1', '--authority', 'TENANT_ADMIN']);
+  writeFileSync(join(dir, 'outpost.json'), JSON.stringify({ mqtt: { maxConnections: IDLE + 1000 } }));
+  const d = await serve(dir, main);
+  const base = `http://127.0.0.1:${d.httpPort}`;
+  const login = await fetch(`${base}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'bench@example.com', password: 'bench-pw-1' }) });
+  const auth = { 'X-Authorization': `Bearer ${((await login.json()) as { token: string }).token}`, 'content-type': 'application/json' };
+  const mkDevice = async (name: string, token: string, gateway = false): Promise<void> => {
+    const r = await fetch(`${base}/api/device?accessToken=${token}`, { method: 'POST', headers: auth, body: JSON.stringify({ name, ...(gateway ? { additionalInfo: { gateway: true } } : {}) }) });
+    if (r.status !== 200) throw new Error(`creating ${name}: ${r.status} ${await r.text()}`);
+  };
+  return { ...d, mkDevice };
+}
+
+interface Daemon { proc: ChildProcess; httpPort: number; mqttPort: number }
+
+async function serve(dir: string, main: string): Promise<Daemon> {
+  const d = await spawnUntil(process.execPath, [main, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', join(dir, 'data'), '--config', join(dir, 'outpost.json')],
+    /listening on http:\/\/127\.0\.0\.1:(\d+), mqtt:\/\/127\.0\.0\.1:(\d+)/);
+  return { proc: d.proc, httpPort: Number(d.m[1]), mqttPort: Number(d.m[2]) };
+}
+
+/** each idle connection is a device of its own (one session per token) */
+async function createIdleDevices(mkDevice: (name: string, token: string) => Promise<void>): Promise<void> {
+  for (let i = 0; i < IDLE; i += 200) {
+    await Promise.all(Array.from({ length: Math.min(200, IDLE - i) }, (_, k) => mkDevice(`idle-${i + k}`, `idle-token-${i + k}`)));
+  }
+}
+
+function spawnBare(): Promise<{ proc: ChildProcess; m: RegExpExecArray }> {
+  return spawnUntil(process.execPath, ['-e', `const s=require('net').createServer((c)=>{c.on('error',()=>{});c.on('data',()=>{})});s.listen(0,'127.0.0.1',()=>console.log('port '+s.address().port))`], /port (\d+)/);
+}
+
+interface IdleFigures { perConn: number; barePerConn: number; base: number; open: number; p99Before: number; p99Open: number }
+
+/** IDLE idle MQTT connections on the daemon, then as many sockets on the bare server: RssAnon per connection. */
+async function idleRound(pid: number, httpPort: number, mqttPort: number, bare: { proc: ChildProcess; m: RegExpExecArray }): Promise<IdleFigures> {
+  const ingestP99 = async (): Promise<number> => {
+    const conns = await Promise.all(Array.from({ length: 10 }, () => RawHttpConnection.open(httpPort)));
+    const f = await closedLoop(10, 3, async (w, n) => { await (conns[w] as RawHttpConnection).request(encodeRequest('POST', `/api/v1/bench-token-${w}/telemetry`, `{"temperature":${n % 100}}`)); });
+    for (const c of conns) c.close();
+    return f.p99Ms;
+  };
+  const hello = async (s: Socket, i: number): Promise<void> => {
+    s.write(mqttPacket.generate({ cmd: 'connect', clientId: `idle-${i}`, username: `idle-token-${i}`, keepalive: 0, protocolVersion: 4, clean: true }));
+  };
+  await sleep(2_000);
+  const p99Before = await ingestP99();
+  await sleep(2_000);
+  const base = await settledRssAnon(pid);
+  const held = await openIdle(IDLE, hello, mqttPort, true);
+  await sleep(3_000);
+  const open = await settledRssAnon(pid);
+  const p99Open = await ingestP99();
+  for (const s of held) s.destroy();
+
+  const barePid = bare.proc.pid as number;
+  const bareBefore = await settledRssAnon(barePid);
+  // the same CONNECT bytes, read and dropped: a socket that has read once, as the daemon's have
+  const bareHeld = await openIdle(IDLE, hello, Number(bare.m[1]), false);
+  await sleep(3_000);
+  const bareOpen = await settledRssAnon(barePid);
+  for (const s of bareHeld) s.destroy();
+  return { perConn: (open - base) / IDLE, barePerConn: (bareOpen - bareBefore) / IDLE, base, open, p99Before, p99Open };
+}
+
+/**
+ * `--idle-only`: the idle-connection measure alone, `--rounds` times, each on a freshly started daemon (and a
+ * fresh bare server) over one data dir; with `--baseline <other build's dist/src/main.js>`, that build's daemon
+ * is measured in turn with this one, round by round, for a before/after in one run.
+ */
+async function idleOnly(): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), 'outpost-bench-mqtt-'));
+  const procs: ChildProcess[] = [];
+  const stop = async (p: ChildProcess): Promise<void> => {
+    if (p.exitCode !== null) return;
+    const exited = new Promise((r) => p.once('exit', r));
+    p.kill('SIGTERM');
+    await exited;
+  };
+  try {
+    const first = await setUp(dir, MAIN);
+    procs.push(first.proc);
+    for (let i = 0; i < 10; i++) await first.mkDevice(`bench-${i}`, `bench-token-${i}`);
+    await createIdleDevices(first.mkDevice);
+    await stop(first.proc);
+    const builds = [{ label: 'this build', main: MAIN }, ...(BASELINE === undefined ? [] : [{ label: `baseline ${BASELINE}`, main: BASELINE }])];
+    const figures = new Map<string, IdleFigures[]>(builds.map((b) => [b.label, []]));
+    for (let r = 0; r < ROUNDS; r++) {
+      // alternate which build goes first: neither always gets the quieter half of a round
+      for (const b of r % 2 === 0 ? builds : [...builds].reverse()) {
+        const d = await serve(dir, b.main);
+        procs.push(d.proc);
+        const bare = await spawnBare();
+        procs.push(bare.proc);
+        const f = await idleRound(d.proc.pid as number, d.httpPort, d.mqttPort, bare);
+        await stop(d.proc);
+        await stop(bare.proc);
+        figures.get(b.label)?.push(f);
+        console.log(`round ${r + 1}, ${b.label}: ${kb(f.perConn)} KB per connection (bare node:net ${kb(f.barePerConn)} KB); RssAnon ${(f.base / 2 ** 20).toFixed(1)} → ${(f.open / 2 ** 20).toFixed(1)} MB; ingest p99 ${f.p99Before.toFixed(1)} → ${f.p99Open.toFixed(1)} ms`);
+      }
+    }
+    console.log(`\n${IDLE} idle connections, ${ROUNDS} rounds, medians; shared 2-core machine (other engineers' load), compare ratios\n`);
+    console.log('| build | RssAnon per connection (KB) | bare node:net (KB) | / bare | daemon RssAnon idle → open (MB) | HTTP ingest p99 without → with (ms) |');
+    console.log('|---|---|---|---|---|---|');
+    for (const [label, fs] of figures) {
+      const m = (f: (x: IdleFigures) => number): number => median(fs.map(f));
+      console.log(`| ${label} | ${kb(m((x) => x.perConn))} (${fs.map((x) => kb(x.perConn)).join(', ')}) | ${kb(m((x) => x.barePerConn))} | ${m((x) => x.perConn / x.barePerConn).toFixed(2)}x | ` +
+        `${(m((x) => x.base) / 2 ** 20).toFixed(1)} → ${(m((x) => x.open) / 2 ** 20).toFixed(1)} | ${m((x) => x.p99Before).toFixed(1)} → ${m((x) => x.p99Open).toFixed(1)} |`);
+    }
   } finally {
     for (const p of procs) p.kill('SIGTERM');
     await sleep(500);
@@ -343,4 +416,5 @@ async function openIdle(n: number, hello: (s: Socket, i: number) => Promise<void
   return out;
 }
 
-await main();
+if (argv.includes('--idle-only')) await idleOnly();
+else await main();

@@ -4,6 +4,11 @@
  * connection before its body is buffered, a malformed packet closes it, and a client that does not read what
  * it is sent is closed once `maxOutboundBytes` wait for it (a slow reader cannot grow the daemon's memory).
  * Keep-alive and the CONNECT deadline are checked by the listener's one sweep over all connections.
+ *
+ * Parsers are pooled: an idle connection holds no partial packet, so it holds no parser either (an mqtt-packet
+ * parser with its buffer list is ~2 KB, more than the rest of an idle connection). A connection takes one from
+ * its listener's `ParserPool` when bytes arrive and gives it back once they are parsed, unless a packet is
+ * split across reads: then it keeps that parser until the packet is complete.
  */
 import type { Socket } from 'node:net';
 import mqttPacket, { type Packet, type Parser } from 'mqtt-packet';
@@ -26,7 +31,69 @@ export interface PacketSink {
 /** Room beyond the payload limit for a PUBLISH's topic, packet id and MQTT 5 properties. */
 const HEADER_ROOM = 65_536 + 1024;
 
-export class MqttConnection {
+/**
+ * The parser state read here. mqtt-packet keeps it on the parser, untyped: `packet.length` is the announced
+ * length of the packet being read (-1 before its header), `_list` the bytes not yet parsed, `_stateCounter`
+ * the step of the packet being read (0 = between packets), and `settings.protocolVersion` decides whether
+ * MQTT 5 properties are read (the parser sets it from a CONNECT it parses; a pooled one gets it before each use).
+ */
+interface ParserState {
+  packet: { length: number };
+  _list: { length: number };
+  _stateCounter: number;
+  error: Error | null;
+  settings: { readonly protocolVersion?: number };
+}
+
+const V4_SETTINGS = Object.freeze({ protocolVersion: 4 });
+const V5_SETTINGS = Object.freeze({ protocolVersion: 5 });
+
+/** What a parser reports to the connection using it. */
+interface ParserOwner {
+  parsed(p: Packet): void;
+  malformed(): void;
+}
+
+/** A parser and the connection using it now; its listeners report to that connection only. */
+export interface ParserSlot {
+  readonly parser: Parser;
+  owner: ParserOwner | undefined;
+}
+
+/** Parsers not in use, shared by a listener's connections (one event loop: a parse runs to its end). */
+export class ParserPool {
+  private readonly free: ParserSlot[] = [];
+
+  constructor(private readonly keep = 16) {}
+
+  get idle(): number {
+    return this.free.length;
+  }
+
+  take(owner: ParserOwner): ParserSlot {
+    const slot = this.free.pop() ?? newSlot();
+    slot.owner = owner;
+    return slot;
+  }
+
+  /** Back to the pool: only a parser between packets, with no error (any other is dropped). */
+  give(slot: ParserSlot): void {
+    slot.owner = undefined;
+    const st = slot.parser as unknown as ParserState;
+    // the parser keeps the last CONNECT it parsed as its settings: not kept past its connection
+    st.settings = V4_SETTINGS;
+    if (this.free.length < this.keep && st.error === null && st._stateCounter === 0 && st._list.length === 0) this.free.push(slot);
+  }
+}
+
+function newSlot(): ParserSlot {
+  const slot: ParserSlot = { parser: mqttPacket.parser(V4_SETTINGS), owner: undefined };
+  slot.parser.on('packet', (p: Packet) => slot.owner?.parsed(p));
+  slot.parser.on('error', () => slot.owner?.malformed());
+  return slot;
+}
+
+export class MqttConnection implements ParserOwner {
   /** 3 (MQTT 3.1), 4 (3.1.1) or 5; 4 until CONNECT says */
   protocolVersion = 4;
   /** ms of silence after which the sweep closes the connection; 0 = none (before CONNECT: the connect deadline) */
@@ -36,7 +103,8 @@ export class MqttConnection {
   connected = false;
   closed = false;
   private sink: PacketSink | undefined;
-  private readonly parser: Parser;
+  /** the parser of a packet split across reads; none between packets */
+  private slot: ParserSlot | undefined;
   private readonly maxPacketBytes: number;
   private nextId = 0;
 
@@ -44,18 +112,20 @@ export class MqttConnection {
     readonly socket: Socket,
     private readonly limits: ConnectionLimits,
     private readonly counters: MqttCounters,
+    private readonly parsers: ParserPool,
     now: number,
   ) {
     this.openedAt = now;
     this.lastSeen = now;
     this.maxPacketBytes = limits.maxPayloadBytes + HEADER_ROOM;
-    this.parser = mqttPacket.parser();
-    this.parser.on('packet', (p: Packet) => this.onPacket(p));
-    this.parser.on('error', () => this.close('malformed'));
     socket.on('data', (chunk: Buffer) => this.onData(chunk));
     socket.on('error', () => this.close());
     socket.on('close', () => this.close());
-    socket.setNoDelay(true);
+  }
+
+  /** true while a packet split across reads is being parsed */
+  get holdsParser(): boolean {
+    return this.slot !== undefined;
   }
 
   attach(sink: PacketSink): void {
@@ -65,19 +135,34 @@ export class MqttConnection {
   private onData(chunk: Buffer): void {
     if (this.closed) return;
     this.lastSeen = Date.now();
+    const slot = (this.slot ??= this.parsers.take(this));
+    const st = slot.parser as unknown as ParserState;
+    // set before every parse: a pooled parser last read another connection's packets
+    st.settings = this.protocolVersion === 5 ? V5_SETTINGS : V4_SETTINGS;
     try {
-      this.parser.parse(chunk);
+      slot.parser.parse(chunk);
     } catch {
       // the codec reports bad input as an 'error' event; a throw is a codec bug, and still only this client's
       this.close('malformed');
       return;
     }
+    if (this.closed) return;
     // the parser knows a packet's length from its header: a too large one is refused before it is buffered
-    const pending = (this.parser as unknown as { packet: { length: number } }).packet.length;
-    if (!this.closed && pending > this.maxPacketBytes) this.close('oversize');
+    if (st.packet.length > this.maxPacketBytes) {
+      this.close('oversize');
+      return;
+    }
+    if (st._stateCounter === 0 && st._list.length === 0) {
+      this.slot = undefined;
+      this.parsers.give(slot);
+    }
   }
 
-  private onPacket(p: Packet): void {
+  malformed(): void {
+    this.close('malformed');
+  }
+
+  parsed(p: Packet): void {
     if (this.closed) return;
     if (p.cmd === 'publish') {
       const payload = p.payload;
@@ -105,8 +190,26 @@ export class MqttConnection {
       this.close('protocol');
       return false;
     }
-    this.socket.write(buf);
     if (packet.cmd === 'publish') this.counters.messagesOut++;
+    return this.write(buf);
+  }
+
+  /**
+   * A PUBACK (or PUBREC) with success, the answer to nearly every PUBLISH: its 4 bytes written directly, not
+   * through the codec's generic writer. The same bytes in 3.1.x and 5 (MQTT 5 omits reason code 0 with no
+   * properties, 3.4.2.1).
+   */
+  sendAck(cmd: 'puback' | 'pubrec', messageId: number): boolean {
+    if (this.closed) return false;
+    const buf = Buffer.allocUnsafe(4);
+    buf[0] = cmd === 'puback' ? 0x40 : 0x50;
+    buf[1] = 2;
+    buf.writeUInt16BE(messageId, 2);
+    return this.write(buf);
+  }
+
+  private write(buf: Buffer): boolean {
+    this.socket.write(buf);
     if (this.socket.writableLength > this.limits.maxOutboundBytes) {
       this.close('slowReader');
       return false;
@@ -136,7 +239,9 @@ export class MqttConnection {
       if (code !== undefined) this.socket.write(mqttPacket.generate({ cmd: 'disconnect', reasonCode: code }, { protocolVersion: 5 }));
     }
     this.closed = true;
-    this.parser.removeAllListeners('packet');
+    // a closed connection's parser may hold part of a packet or an error: it is dropped, not pooled
+    if (this.slot !== undefined) this.slot.owner = undefined;
+    this.slot = undefined;
     if (this.socket.writableLength > 0 && reason !== 'slowReader') this.socket.end();
     else this.socket.destroy();
     // end() may keep a half-closed socket: it goes for good after a short grace

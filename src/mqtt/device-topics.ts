@@ -32,7 +32,7 @@ export interface DeviceContext {
   /** publishes to this client (QoS from its subscription, else 1) */
   publish(topic: string, body: string): void;
   /** resolves once every publish received before this one is written (or failed) */
-  readonly previousWrites: Promise<void>;
+  readonly previousWrites: Promise<unknown>;
   /** a held client-side RPC, closed with the session */
   hold(handle: PollHandle): void;
 }
@@ -52,12 +52,16 @@ const V1_ATTR_REQ = 'v1/devices/me/attributes/request/';
 const V1_RPC_RES = 'v1/devices/me/rpc/response/';
 const V1_RPC_REQ = 'v1/devices/me/rpc/request/';
 
+const TELEMETRY: DeviceRoute = { kind: 'telemetry' };
+const ATTRIBUTES: DeviceRoute = { kind: 'attributes' };
+const DEPTH: DeviceRoute = { kind: 'depth' };
+
 /** The device API topic a PUBLISH names, or undefined (exact topics only). */
 export function deviceRoute(topic: string): DeviceRoute | undefined {
   switch (topic) {
-    case 'v1/devices/me/telemetry': case 'v2/t': return { kind: 'telemetry' };
-    case 'v1/devices/me/attributes': case 'v2/a': return { kind: 'attributes' };
-    case 'v1/devices/me/depth/telemetry': return { kind: 'depth' };
+    case 'v1/devices/me/telemetry': case 'v2/t': return TELEMETRY;
+    case 'v1/devices/me/attributes': case 'v2/a': return ATTRIBUTES;
+    case 'v1/devices/me/depth/telemetry': return DEPTH;
   }
   const tail = (prefix: string): string | undefined => {
     if (!topic.startsWith(prefix)) return undefined;
@@ -94,8 +98,7 @@ export async function handleDevicePublish(ctx: DeviceContext, route: DeviceRoute
   const { s, deviceId } = ctx;
   switch (route.kind) {
     case 'telemetry':
-      await s.ingest.save('DEVICE', deviceId, parseTelemetryBody(payload, s.now()));
-      return OK;
+      return saveTelemetry(s, deviceId, payload);
     case 'attributes':
       await s.attributes.save('DEVICE', deviceId, 'CLIENT_SCOPE', parseAttributes(parseBody(payload)), s.now());
       return OK;
@@ -140,6 +143,12 @@ export async function handleDevicePublish(ctx: DeviceContext, route: DeviceRoute
       return OK;
     }
   }
+}
+
+/** A device's telemetry publish: stored through the HTTP API's parser and write path. */
+export async function saveTelemetry(s: Services, deviceId: string, payload: Buffer): Promise<PublishOutcome> {
+  await s.ingest.save('DEVICE', deviceId, parseTelemetryBody(payload, s.now()));
+  return OK;
 }
 
 /** What a subscription filter stands for; undefined = refused (SUBACK 0x80). */

@@ -25,7 +25,7 @@ export interface GatewayContext {
   readonly gateway: DeviceRecord;
   /** publishes to the gateway (QoS 1 unless it subscribed with 0) */
   publish(topic: string, body: string): void;
-  readonly previousWrites: Promise<void>;
+  readonly previousWrites: Promise<unknown>;
   /** the sub-device is now served by this session (attribute pushes and RPC go to it) */
   connected(sub: DeviceRecord): void;
   disconnected(sub: DeviceRecord): void;

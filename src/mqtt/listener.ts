@@ -11,7 +11,7 @@ import { createServer as createTlsServer } from 'node:tls';
 import type { Services } from '../context.js';
 import { OutpostError } from '../errors.js';
 import type { MqttCounters } from '../status/metrics.js';
-import { MqttConnection } from './connection.js';
+import { MqttConnection, ParserPool } from './connection.js';
 import { SessionRegistry } from './registry.js';
 import { MqttSession } from './session.js';
 
@@ -63,7 +63,12 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
   const registry = new SessionRegistry(s.bus);
   const connections = new Set<MqttConnection>();
   const refused = refusalLog((m) => s.log.warn(m));
-  const deps = { s, registry, counters, maxInflight: cfg.maxInflight, refused };
+  const closed = (conn: MqttConnection): void => {
+    connections.delete(conn);
+    counters.connections = connections.size;
+  };
+  const deps = { s, registry, counters, maxInflight: cfg.maxInflight, refused, closed };
+  const parsers = new ParserPool();
   const limits = { maxPayloadBytes: cfg.maxPayloadBytes, maxOutboundBytes: cfg.maxOutboundBytes };
   // TB's client-side RPC `getSessionLimits`: TB's Python SDK and IoT Gateway ask it after connecting and size
   // their payloads and in-flight window from it (empty rate limits: none). Answered here, never upstream.
@@ -81,16 +86,8 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
       socket.destroy();
       return;
     }
-    const conn = new MqttConnection(socket, limits, counters, Date.now());
-    const session = new MqttSession(conn, deps);
-    conn.attach({
-      onPacket: (p) => session.onPacket(p),
-      onClose: () => {
-        connections.delete(conn);
-        counters.connections = connections.size;
-        session.onClose();
-      },
-    });
+    const conn = new MqttConnection(socket, limits, counters, parsers, Date.now());
+    conn.attach(new MqttSession(conn, deps));
     connections.add(conn);
     counters.accepted++;
     counters.connections = connections.size;

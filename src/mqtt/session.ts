@@ -21,7 +21,7 @@ import type { DeviceRecord } from '../store/entities.js';
 import type { MqttConnection, PacketSink } from './connection.js';
 import {
   type DeviceContext, type PublishOutcome, type SubscriptionKind, UNKNOWN_TOPIC,
-  deviceRoute, handleDevicePublish, isWrite, rpcRequestTopic, subscriptionKind,
+  deviceRoute, handleDevicePublish, isWrite, rpcRequestTopic, saveTelemetry, subscriptionKind,
 } from './device-topics.js';
 import { GATEWAY_TOPICS, type GatewayContext, handleGatewayPublish, isGatewayWrite } from './gateway-topics.js';
 import { PROVISION_USERNAME, handleProvisionPublish } from './provision.js';
@@ -46,9 +46,10 @@ export interface SessionDeps {
   readonly maxInflight: number;
   /** called once per refused CONNECT (the listener logs bursts) */
   readonly refused: (why: string) => void;
+  /** the connection is gone (the listener forgets it) */
+  readonly closed?: (conn: MqttConnection) => void;
 }
 
-const noop = (): void => undefined;
 const SETTLED: Promise<void> = Promise.resolve();
 
 export class MqttSession implements PacketSink, RegisteredSession {
@@ -62,7 +63,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
   private qos2Set: Set<number> | undefined;
   private get qos2(): Set<number> { return (this.qos2Set ??= new Set()); }
   /** settles once every publish received so far is written (or failed) */
-  private writes: Promise<void> = SETTLED;
+  private writes: Promise<unknown> = SETTLED;
   private heldSet: Set<PollHandle> | undefined;
   private get held(): Set<PollHandle> { return (this.heldSet ??= new Set()); }
   private detachList: Array<() => void> | undefined;
@@ -234,27 +235,36 @@ export class MqttSession implements PacketSink, RegisteredSession {
       }
     }
     const { promise, write } = this.dispatch(p.topic, payload);
-    const settled = promise.then(
-      (o) => o,
-      (err: unknown): Outcome => {
-        if (err instanceof OutpostError && err.status === 400) return { kind: 'bad', message: err.message };
-        if (err instanceof OutpostError && err.status === 403) return { kind: 'denied', message: err.message };
-        this.deps.s.log.error(`mqtt: publish to ${p.topic} failed: ${err instanceof Error ? err.message : String(err)}`);
-        return { kind: 'failed', reason: 'storeError' };
-      },
-    );
-    if (write) this.writes = Promise.all([this.writes, settled]).then(noop);
-    settled.then((o) => {
+    // one promise per publish past its handler's: its outcome settles the ack, and later reads wait for it
+    const done = promise.then((o) => this.settle(entry, o), (err: unknown) => this.settle(entry, this.failure(err, p.topic)));
+    if (write) this.writes = Promise.all([this.writes, done]);
+  }
+
+  /** What a handler's error means for the client; never throws (`done` must not reject). */
+  private failure(err: unknown, topic: string): Outcome {
+    if (err instanceof OutpostError && err.status === 400) return { kind: 'bad', message: err.message };
+    if (err instanceof OutpostError && err.status === 403) return { kind: 'denied', message: err.message };
+    try {
+      this.deps.s.log.error(`mqtt: publish to ${topic} failed: ${err instanceof Error ? err.message : String(err)}`);
+    } catch {
+      // an error that cannot be told (a throwing toString): the client is closed all the same
+    }
+    return { kind: 'failed', reason: 'storeError' };
+  }
+
+  /** A publish is done (its data on disk, or refused): its ack goes out in order. */
+  private settle(entry: AckEntry | undefined, o: Outcome): void {
+    try {
       if (entry === undefined) this.afterQos0(o);
       else {
         entry.outcome = o;
         this.flushAcks();
       }
-    }).catch((err: unknown) => {
+    } catch (err) {
       // never an unhandled rejection (it would end the daemon): this client goes instead
       this.deps.s.log.error(`mqtt: acknowledging a publish failed: ${err instanceof Error ? err.message : String(err)}`);
       this.conn.close('protocol');
-    });
+    }
   }
 
   /** Routes a publish to its handler; `write` = it stores data (reads wait for it). */
@@ -268,6 +278,8 @@ export class MqttSession implements PacketSink, RegisteredSession {
     }
     const route = deviceRoute(topic);
     if (route === undefined) return { promise: Promise.resolve(UNKNOWN_TOPIC), write: false };
+    // the bulk of the traffic: no context to build for it
+    if (route.kind === 'telemetry') return { promise: saveTelemetry(s, this.deviceId, payload), write: true };
     return { promise: handleDevicePublish(this.deviceContext(), route, payload), write: isWrite(route) };
   }
 
@@ -347,7 +359,9 @@ export class MqttSession implements PacketSink, RegisteredSession {
       // MQTT 5: a PUBREC with a failure code ends the QoS 2 exchange (no PUBREL follows)
       if (a.qos === 2 && c.protocolVersion === 5 && reasonCode >= 0x80) this.qos2.delete(a.packetId);
       const cmd = a.qos === 1 ? 'puback' : 'pubrec';
-      c.send(c.protocolVersion === 5 && reasonCode !== 0 ? { cmd, messageId: a.packetId, reasonCode } : { cmd, messageId: a.packetId });
+      // 3.1.x has no reason code: an unknown topic's ack is a plain one there
+      if (reasonCode === RC.ok || c.protocolVersion !== 5) c.sendAck(cmd, a.packetId);
+      else c.send({ cmd, messageId: a.packetId, reasonCode });
       if (reasonCode === RC.ok) this.deps.counters.pubackLatency.observe((performance.now() - a.t0) / 1000);
     }
     if (this.paused && this.acks.length < this.deps.maxInflight / 2) {
@@ -357,6 +371,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
   }
 
   onClose(): void {
+    this.deps.closed?.(this.conn);
     for (const h of this.heldSet ?? []) h.close();
     this.heldSet = undefined;
     for (const off of this.detachList ?? []) off();
