@@ -22,7 +22,7 @@ t.test('--port 0 takes any free MQTT ports too, unless set in the file or the en
   const file = join(dir, 'c.json');
   writeFileSync(file, JSON.stringify({ mqtt: { port: 1999 } }));
   const c = loadConfig({ port: 0, config: file }, {});
-  t.equal(c.mqtt.port, 1999, 'the file\'s port kept');
+  t.equal(c.mqtt.port, 1999, "the file's port kept");
   t.equal(c.mqtt.tlsPort, -1);
   writeFileSync(file, JSON.stringify({ mqtt: { port: 0 } }));
   t.equal(loadConfig({ port: 0, config: file }, {}).mqtt.port, 0, 'off stays off');

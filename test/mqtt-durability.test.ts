@@ -17,12 +17,18 @@ import { addDevice, cli, http, startGateway, tempDir } from './helpers/server.js
 t.test('kill -9 after 200 PUBACKs: all 200 there after the restart', async (t) => {
   const gw = await startGateway(t);
   const devices = await Promise.all([0, 1, 2, 3].map((i) => addDevice(gw.dataDir, `dur-${i}`)));
-  const clients = await Promise.all(devices.map((d, i) => mqttClient(t, gw, d.token, { protocolVersion: i % 2 === 0 ? 4 : 5 })));
+  const clients = await Promise.all(
+    devices.map((d, i) => mqttClient(t, gw, d.token, { protocolVersion: i % 2 === 0 ? 4 : 5 })),
+  );
   const acks: Array<Promise<unknown>> = [];
   for (let n = 0; n < 200; n++) {
     const c = clients[n % 4];
     // pipelined: every message in flight at once, the PUBACKs come as the group commits land
-    acks.push(c?.publishAsync('v1/devices/me/telemetry', `{"ts":${1700000000000 + n},"values":{"n":${n},"d":${n}.0}}`, { qos: 1 }) ?? Promise.reject(new Error('no client')));
+    acks.push(
+      c?.publishAsync('v1/devices/me/telemetry', `{"ts":${1700000000000 + n},"values":{"n":${n},"d":${n}.0}}`, {
+        qos: 1,
+      }) ?? Promise.reject(new Error('no client')),
+    );
   }
   await Promise.all(acks);
   gw.proc.kill('SIGKILL');
@@ -32,7 +38,11 @@ t.test('kill -9 after 200 PUBACKs: all 200 there after the restart', async (t) =
     const dump = await readEntity(gw.dataDir, d.id);
     const ns = (dump.points['n'] ?? []).map((p) => Number(p.value));
     t.equal(ns.length, 50, `device ${i}: its 50 points`);
-    t.same(ns, Array.from({ length: 50 }, (_, k) => 4 * k + i), 'each with its own value and ts');
+    t.same(
+      ns,
+      Array.from({ length: 50 }, (_, k) => 4 * k + i),
+      'each with its own value and ts',
+    );
     t.equal(dump.points['d']?.[1]?.type, 'DOUBLE', '42.0 stays a double, as over HTTP');
     total += ns.length;
   }
@@ -40,7 +50,12 @@ t.test('kill -9 after 200 PUBACKs: all 200 there after the restart', async (t) =
   // and the restarted daemon serves them
   const again = await startGateway(t, { dataDir: gw.dataDir });
   const admin = await adminHeaders(again);
-  const r = await http('GET', `${again.url}/api/plugins/telemetry/DEVICE/${devices[0]?.id ?? ''}/values/timeseries?keys=n&startTs=0&endTs=1800000000000&limit=1000`, undefined, admin);
+  const r = await http(
+    'GET',
+    `${again.url}/api/plugins/telemetry/DEVICE/${devices[0]?.id ?? ''}/values/timeseries?keys=n&startTs=0&endTs=1800000000000&limit=1000`,
+    undefined,
+    admin,
+  );
   t.equal(r.json<{ n: unknown[] }>().n.length, 50);
 });
 
@@ -51,39 +66,86 @@ try {
   hasOpenssl = false;
 }
 
-t.test('MQTT over TLS with the daemon\'s certificate', { skip: hasOpenssl ? false : 'openssl is not available' }, async (t) => {
-  const dir = tempDir(t);
-  const cert = join(dir, 'cert.pem');
-  const key = join(dir, 'key.pem');
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1',
-    '-subj', '/CN=localhost', '-addext', 'subjectAltName=IP:127.0.0.1,DNS:localhost'], { stdio: 'ignore' });
-  const gw = await startGateway(t, { args: ['--tls-cert', cert, '--tls-key', key] });
-  const { port, tlsPort } = mqttPorts(gw);
-  t.ok(port > 0 && tlsPort > 0, 'both listeners named in the listening line');
-  t.match(gw.logs.join('\n'), /mqtts:\/\/127\.0\.0\.1:\d+/);
-  const dev = await addDevice(gw.dataDir, 'tls-dev');
-  for (const protocolVersion of [4, 5] as const) {
-    const c = await connectAsync(`mqtts://127.0.0.1:${tlsPort}`, { username: dev.token, ca: readFileSync(cert), reconnectPeriod: 0, protocolVersion });
-    await c.publishAsync('v1/devices/me/telemetry', `{"secure${protocolVersion}":true}`, { qos: 1 });
-    await c.endAsync();
-  }
-  // a client that does not trust the certificate gets nowhere, and the daemon goes on
-  const err = await connectAsync(`mqtts://127.0.0.1:${tlsPort}`, { username: dev.token, reconnectPeriod: 0, connectTimeout: 3_000 }).then(() => undefined, (e: Error) => e);
-  t.ok(err, 'an untrusted certificate is refused by the client');
-  t.equal(gw.proc.exitCode, null, 'the daemon is still running');
-  await gw.stop();
-  t.same(Object.keys((await readEntity(gw.dataDir, dev.id)).latest).sort(), ['secure4', 'secure5'], 'both stored');
-});
+t.test(
+  "MQTT over TLS with the daemon's certificate",
+  { skip: hasOpenssl ? false : 'openssl is not available' },
+  async (t) => {
+    const dir = tempDir(t);
+    const cert = join(dir, 'cert.pem');
+    const key = join(dir, 'key.pem');
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'rsa:2048',
+        '-nodes',
+        '-keyout',
+        key,
+        '-out',
+        cert,
+        '-days',
+        '1',
+        '-subj',
+        '/CN=localhost',
+        '-addext',
+        'subjectAltName=IP:127.0.0.1,DNS:localhost',
+      ],
+      { stdio: 'ignore' },
+    );
+    const gw = await startGateway(t, { args: ['--tls-cert', cert, '--tls-key', key] });
+    const { port, tlsPort } = mqttPorts(gw);
+    t.ok(port > 0 && tlsPort > 0, 'both listeners named in the listening line');
+    t.match(gw.logs.join('\n'), /mqtts:\/\/127\.0\.0\.1:\d+/);
+    const dev = await addDevice(gw.dataDir, 'tls-dev');
+    for (const protocolVersion of [4, 5] as const) {
+      const c = await connectAsync(`mqtts://127.0.0.1:${tlsPort}`, {
+        username: dev.token,
+        ca: readFileSync(cert),
+        reconnectPeriod: 0,
+        protocolVersion,
+      });
+      await c.publishAsync('v1/devices/me/telemetry', `{"secure${protocolVersion}":true}`, { qos: 1 });
+      await c.endAsync();
+    }
+    // a client that does not trust the certificate gets nowhere, and the daemon goes on
+    const err = await connectAsync(`mqtts://127.0.0.1:${tlsPort}`, {
+      username: dev.token,
+      reconnectPeriod: 0,
+      connectTimeout: 3_000,
+    }).then(
+      () => undefined,
+      (e: Error) => e,
+    );
+    t.ok(err, 'an untrusted certificate is refused by the client');
+    t.equal(gw.proc.exitCode, null, 'the daemon is still running');
+    await gw.stop();
+    t.same(Object.keys((await readEntity(gw.dataDir, dev.id)).latest).sort(), ['secure4', 'secure5'], 'both stored');
+  },
+);
 
 t.test('an explicit MQTT port that is taken stops the start (exclusive, as HTTP)', async (t) => {
   const dir = tempDir(t);
   const blocker: Server = createServer();
   await new Promise<void>((r) => blocker.listen(0, '127.0.0.1', () => r()));
-  t.teardown(() => { blocker.close(); });
+  t.teardown(() => {
+    blocker.close();
+  });
   const taken = (blocker.address() as { port: number }).port;
   const cfg = join(dir, 'config.json');
   writeFileSync(cfg, JSON.stringify({ mqtt: { port: taken } }));
-  const r = await cli(['serve', '--data-dir', join(dir, 'data'), '--host', '127.0.0.1', '--port', '0', '--config', cfg]);
+  const r = await cli([
+    'serve',
+    '--data-dir',
+    join(dir, 'data'),
+    '--host',
+    '127.0.0.1',
+    '--port',
+    '0',
+    '--config',
+    cfg,
+  ]);
   t.not(r.code, 0);
   t.match(r.stderr, new RegExp(`cannot listen for MQTT on 127\\.0\\.0\\.1:${taken}`));
   // mqtt.port 0: off, no MQTT in the listening line
@@ -110,7 +172,12 @@ t.test('mqtt.maxConnections bounds a connection flood; one log line per burst; M
   for (const s of held) s.destroy();
   await new Promise((r) => setTimeout(r, 200));
   // MQTT 3.1 (MQIsdp)
-  const c = await connectAsync(`mqtt://127.0.0.1:${port}`, { username: dev.token, protocolVersion: 3, protocolId: 'MQIsdp', reconnectPeriod: 0 });
+  const c = await connectAsync(`mqtt://127.0.0.1:${port}`, {
+    username: dev.token,
+    protocolVersion: 3,
+    protocolId: 'MQIsdp',
+    reconnectPeriod: 0,
+  });
   await c.publishAsync('v1/devices/me/telemetry', '{"v31":1}', { qos: 1 });
   await c.endAsync();
   await gw.stop();
@@ -125,14 +192,34 @@ t.test('a client that does not read is closed once mqtt.maxOutboundBytes wait fo
   const dev = await addDevice(gw.dataDir, 'slow');
   const admin = await adminHeaders(gw);
   const s = await rawSocket(t, mqttPorts(gw).port);
-  s.write(mqttPacket.generate({ cmd: 'connect', clientId: 'slow', username: dev.token, keepalive: 0, protocolVersion: 4, clean: true }));
-  s.write(mqttPacket.generate({ cmd: 'subscribe', messageId: 1, subscriptions: [{ topic: 'v1/devices/me/attributes', qos: 1 }] }));
+  s.write(
+    mqttPacket.generate({
+      cmd: 'connect',
+      clientId: 'slow',
+      username: dev.token,
+      keepalive: 0,
+      protocolVersion: 4,
+      clean: true,
+    }),
+  );
+  s.write(
+    mqttPacket.generate({
+      cmd: 'subscribe',
+      messageId: 1,
+      subscriptions: [{ topic: 'v1/devices/me/attributes', qos: 1 }],
+    }),
+  );
   await new Promise((r) => setTimeout(r, 300));
   s.pause(); // reads nothing from now on: the kernel's buffers fill, then the daemon's
   const big = 'x'.repeat(60_000);
   let closedAt = -1;
   for (let i = 0; i < 400 && closedAt < 0; i++) {
-    await http('POST', `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}/attributes/SHARED_SCOPE`, { big: `${i}${big}` }, admin);
+    await http(
+      'POST',
+      `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}/attributes/SHARED_SCOPE`,
+      { big: `${i}${big}` },
+      admin,
+    );
     if (i % 20 === 19) {
       const m = await http('GET', `${gw.url}/metrics`, undefined, admin);
       if (/outpost_mqtt_connections_closed_total\{reason="slowReader"\} 1/.test(m.text)) closedAt = i;

@@ -19,7 +19,12 @@ interface Side {
   closed: boolean;
 }
 
-async function pair(t: Test, pool: ParserPool, counters: MqttCounters, maxPayloadBytes = 1 << 20): Promise<{ open: () => Promise<Side> }> {
+async function pair(
+  t: Test,
+  pool: ParserPool,
+  counters: MqttCounters,
+  maxPayloadBytes = 1 << 20,
+): Promise<{ open: () => Promise<Side> }> {
   const accepted: Array<(s: Socket) => void> = [];
   const server: Server = createServer((s) => accepted.shift()?.(s));
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -37,16 +42,26 @@ async function pair(t: Test, pool: ParserPool, counters: MqttCounters, maxPayloa
       clients.push(client);
       client.setNoDelay(true);
       const socket = await serverSide;
-      const conn = new MqttConnection(socket, { maxPayloadBytes, maxOutboundBytes: 1 << 20 }, counters, pool, Date.now());
+      const conn = new MqttConnection(
+        socket,
+        { maxPayloadBytes, maxOutboundBytes: 1 << 20 },
+        counters,
+        pool,
+        Date.now(),
+      );
       const side: Side = { client, conn, packets: [], read: 0, closed: false };
-      socket.on('data', (b: Buffer) => { side.read += b.length; });
+      socket.on('data', (b: Buffer) => {
+        side.read += b.length;
+      });
       conn.attach({
         onPacket: (p) => {
           // as the session does: the version a CONNECT names decides how the next packets are read
           if (p.cmd === 'connect') conn.protocolVersion = p.protocolVersion ?? 4;
           side.packets.push(p);
         },
-        onClose: () => { side.closed = true; },
+        onClose: () => {
+          side.closed = true;
+        },
       });
       return side;
     },
@@ -67,66 +82,134 @@ async function writeByte(side: Side, b: number): Promise<void> {
 
 const v5Packets: Packet[] = [
   {
-    cmd: 'connect', protocolId: 'MQTT', protocolVersion: 5, clientId: 'five', username: 'token-5', keepalive: 30, clean: true,
+    cmd: 'connect',
+    protocolId: 'MQTT',
+    protocolVersion: 5,
+    clientId: 'five',
+    username: 'token-5',
+    keepalive: 30,
+    clean: true,
     properties: { sessionExpiryInterval: 0, receiveMaximum: 10, userProperties: { site: 'north' } },
   },
   {
-    cmd: 'publish', topic: 'v1/devices/me/telemetry', payload: Buffer.from('{"t":1}'), qos: 1, messageId: 7, dup: false, retain: false,
+    cmd: 'publish',
+    topic: 'v1/devices/me/telemetry',
+    payload: Buffer.from('{"t":1}'),
+    qos: 1,
+    messageId: 7,
+    dup: false,
+    retain: false,
     properties: { contentType: 'application/json', messageExpiryInterval: 60, userProperties: { a: 'b' } },
   },
-  { cmd: 'subscribe', messageId: 8, subscriptions: [{ topic: 'v1/devices/me/rpc/request/+', qos: 1, nl: false, rap: false, rh: 0 }], properties: { subscriptionIdentifier: 3 } },
+  {
+    cmd: 'subscribe',
+    messageId: 8,
+    subscriptions: [{ topic: 'v1/devices/me/rpc/request/+', qos: 1, nl: false, rap: false, rh: 0 }],
+    properties: { subscriptionIdentifier: 3 },
+  },
   { cmd: 'pingreq' },
-  { cmd: 'publish', topic: 'v1/devices/me/attributes', payload: Buffer.from('{"a":2}'), qos: 0, dup: false, retain: false, properties: { payloadFormatIndicator: true } },
+  {
+    cmd: 'publish',
+    topic: 'v1/devices/me/attributes',
+    payload: Buffer.from('{"a":2}'),
+    qos: 0,
+    dup: false,
+    retain: false,
+    properties: { payloadFormatIndicator: true },
+  },
 ];
 
 const v4Packets: Packet[] = [
-  { cmd: 'connect', protocolId: 'MQTT', protocolVersion: 4, clientId: 'four', username: 'token-4', keepalive: 30, clean: true },
-  { cmd: 'publish', topic: 'v1/devices/me/telemetry', payload: Buffer.from('{"u":2}'), qos: 1, messageId: 9, dup: false, retain: false },
+  {
+    cmd: 'connect',
+    protocolId: 'MQTT',
+    protocolVersion: 4,
+    clientId: 'four',
+    username: 'token-4',
+    keepalive: 30,
+    clean: true,
+  },
+  {
+    cmd: 'publish',
+    topic: 'v1/devices/me/telemetry',
+    payload: Buffer.from('{"u":2}'),
+    qos: 1,
+    messageId: 9,
+    dup: false,
+    retain: false,
+  },
   { cmd: 'pingreq' },
-  { cmd: 'publish', topic: 'v1/devices/me/telemetry', payload: Buffer.from('{"u":3}'), qos: 0, dup: false, retain: false },
+  {
+    cmd: 'publish',
+    topic: 'v1/devices/me/telemetry',
+    payload: Buffer.from('{"u":3}'),
+    qos: 0,
+    dup: false,
+    retain: false,
+  },
 ];
 
 /** What each packet must read as: the fields the session uses, MQTT 5 properties included. */
 function summary(p: Packet): unknown {
   const r = p as unknown as Record<string, unknown>;
   return {
-    cmd: p.cmd, topic: r.topic, messageId: r.messageId, qos: r.qos, username: r.username, protocolVersion: r.protocolVersion,
+    cmd: p.cmd,
+    topic: r.topic,
+    messageId: r.messageId,
+    qos: r.qos,
+    username: r.username,
+    protocolVersion: r.protocolVersion,
     payload: Buffer.isBuffer(r.payload) ? r.payload.toString() : r.payload,
-    properties: r.properties, subscriptions: (r.subscriptions as Array<{ topic: string; qos: number }> | undefined)?.map((s) => [s.topic, s.qos]),
+    properties: r.properties,
+    subscriptions: (r.subscriptions as Array<{ topic: string; qos: number }> | undefined)?.map((s) => [s.topic, s.qos]),
   };
 }
 
-t.test('packets split at every byte, interleaved across an MQTT 5 and an MQTT 3.1.1 connection, read whole', async (t) => {
-  const pool = new ParserPool();
-  const counters = new MqttCounters();
-  const { open } = await pair(t, pool, counters);
-  const five = await open();
-  const four = await open();
-  const fiveBytes = Buffer.concat(v5Packets.map((p) => mqttPacket.generate(p, { protocolVersion: 5 })));
-  const fourBytes = Buffer.concat(v4Packets.map((p) => mqttPacket.generate(p, { protocolVersion: 4 })));
-  let heldBetween = 0;
-  for (let i = 0; i < Math.max(fiveBytes.length, fourBytes.length); i++) {
-    if (i < fiveBytes.length) await writeByte(five, fiveBytes[i] as number);
-    if (i < fourBytes.length) await writeByte(four, fourBytes[i] as number);
-    // at most one parser per connection in use, and the pool never grows past them
-    t.ok(pool.idle <= 2, 'the pool holds at most the two parsers');
-    if (!five.conn.holdsParser && !four.conn.holdsParser) heldBetween++;
-  }
-  t.equal(five.read, fiveBytes.length);
-  t.equal(four.read, fourBytes.length);
-  t.notOk(five.closed || four.closed, 'neither connection was closed');
-  t.same(five.packets.map(summary), reparse(fiveBytes, 5), 'the MQTT 5 packets, properties included');
-  t.same(four.packets.map(summary), reparse(fourBytes, 4), 'the MQTT 3.1.1 packets');
-  t.equal(five.packets.length, v5Packets.length);
-  t.equal(four.packets.length, v4Packets.length);
-  t.same(five.packets[1] !== undefined ? summary(five.packets[1]) : undefined, {
-    cmd: 'publish', topic: 'v1/devices/me/telemetry', messageId: 7, qos: 1, username: undefined, protocolVersion: undefined, payload: '{"t":1}',
-    properties: { contentType: 'application/json', messageExpiryInterval: 60, userProperties: { a: 'b' } }, subscriptions: undefined,
-  }, 'the MQTT 5 PUBLISH: its properties are not read as payload');
-  t.notOk(five.conn.holdsParser || four.conn.holdsParser, 'between packets, neither connection holds a parser');
-  t.ok(heldBetween >= v4Packets.length, `both were between packets at ${heldBetween} points`);
-  t.equal(counters.closed.malformed, 0);
-});
+t.test(
+  'packets split at every byte, interleaved across an MQTT 5 and an MQTT 3.1.1 connection, read whole',
+  async (t) => {
+    const pool = new ParserPool();
+    const counters = new MqttCounters();
+    const { open } = await pair(t, pool, counters);
+    const five = await open();
+    const four = await open();
+    const fiveBytes = Buffer.concat(v5Packets.map((p) => mqttPacket.generate(p, { protocolVersion: 5 })));
+    const fourBytes = Buffer.concat(v4Packets.map((p) => mqttPacket.generate(p, { protocolVersion: 4 })));
+    let heldBetween = 0;
+    for (let i = 0; i < Math.max(fiveBytes.length, fourBytes.length); i++) {
+      if (i < fiveBytes.length) await writeByte(five, fiveBytes[i] as number);
+      if (i < fourBytes.length) await writeByte(four, fourBytes[i] as number);
+      // at most one parser per connection in use, and the pool never grows past them
+      t.ok(pool.idle <= 2, 'the pool holds at most the two parsers');
+      if (!five.conn.holdsParser && !four.conn.holdsParser) heldBetween++;
+    }
+    t.equal(five.read, fiveBytes.length);
+    t.equal(four.read, fourBytes.length);
+    t.notOk(five.closed || four.closed, 'neither connection was closed');
+    t.same(five.packets.map(summary), reparse(fiveBytes, 5), 'the MQTT 5 packets, properties included');
+    t.same(four.packets.map(summary), reparse(fourBytes, 4), 'the MQTT 3.1.1 packets');
+    t.equal(five.packets.length, v5Packets.length);
+    t.equal(four.packets.length, v4Packets.length);
+    t.same(
+      five.packets[1] !== undefined ? summary(five.packets[1]) : undefined,
+      {
+        cmd: 'publish',
+        topic: 'v1/devices/me/telemetry',
+        messageId: 7,
+        qos: 1,
+        username: undefined,
+        protocolVersion: undefined,
+        payload: '{"t":1}',
+        properties: { contentType: 'application/json', messageExpiryInterval: 60, userProperties: { a: 'b' } },
+        subscriptions: undefined,
+      },
+      'the MQTT 5 PUBLISH: its properties are not read as payload',
+    );
+    t.notOk(five.conn.holdsParser || four.conn.holdsParser, 'between packets, neither connection holds a parser');
+    t.ok(heldBetween >= v4Packets.length, `both were between packets at ${heldBetween} points`);
+    t.equal(counters.closed.malformed, 0);
+  },
+);
 
 /** The packets a fresh parser of that version reads from the whole stream at once. */
 function reparse(bytes: Buffer, protocolVersion: 4 | 5): unknown[] {
@@ -154,7 +237,15 @@ t.test('an oversize packet split across writes is refused once its length is rea
   const counters = new MqttCounters();
   const { open } = await pair(t, pool, counters, 100);
   const a = await open();
-  for (const b of mqttPacket.generate({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 4, clientId: 'x', keepalive: 0, clean: true })) await writeByte(a, b);
+  for (const b of mqttPacket.generate({
+    cmd: 'connect',
+    protocolId: 'MQTT',
+    protocolVersion: 4,
+    clientId: 'x',
+    keepalive: 0,
+    clean: true,
+  }))
+    await writeByte(a, b);
   t.equal(a.packets.length, 1);
   // PUBLISH announcing 1,000,000 bytes (over 100 + the header room): fixed header, then its 3-byte length
   const header = [0x30, 0xc0, 0x84, 0x3d];
@@ -175,7 +266,14 @@ t.test('a malformed packet closes only its connection; the pool takes no broken 
   const { open } = await pair(t, pool, counters);
   const bad = await open();
   const good = await open();
-  const connect4 = mqttPacket.generate({ cmd: 'connect', protocolId: 'MQTT', protocolVersion: 4, clientId: 'g', keepalive: 0, clean: true });
+  const connect4 = mqttPacket.generate({
+    cmd: 'connect',
+    protocolId: 'MQTT',
+    protocolVersion: 4,
+    clientId: 'g',
+    keepalive: 0,
+    clean: true,
+  });
   good.client.write(connect4.subarray(0, 5));
   while (good.read < 5) await tick();
   t.ok(good.conn.holdsParser, 'a CONNECT split across reads keeps its parser');
@@ -185,6 +283,6 @@ t.test('a malformed packet closes only its connection; the pool takes no broken 
   t.equal(counters.closed.malformed, 1);
   good.client.write(connect4.subarray(5));
   while (good.read < connect4.length) await tick();
-  t.equal(good.packets.length, 1, 'the other connection\'s split CONNECT is read whole');
+  t.equal(good.packets.length, 1, "the other connection's split CONNECT is read whole");
   t.equal(pool.idle, 1, 'only the good parser came back');
 });

@@ -33,8 +33,15 @@ t.test('the cut equals JSON.parse, or the general path decides', async (t) => {
     const text = body();
     const got = splitDeviceArrays(Buffer.from(text));
     let parsed: unknown;
-    try { parsed = JSON.parse(text); } catch { parsed = undefined; }
-    if (got === undefined) { left++; continue; }
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      parsed = undefined;
+    }
+    if (got === undefined) {
+      left++;
+      continue;
+    }
     cut++;
     if (parsed === undefined || typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
       t.fail(`cut a body JSON refuses: ${text}`);
@@ -54,7 +61,16 @@ t.test('the cut equals JSON.parse, or the general path decides', async (t) => {
 });
 
 t.test('duplicates, non-arrays, empty objects and trailing bytes go to the general path', async (t) => {
-  for (const text of ['{"a":[1],"a":[2]}', '{"a":{"k":1}}', '{}', '{"a":[1]} x', '[{"a":1}]', '{"a":[1]', '{"a":[1,"]}', '']) {
+  for (const text of [
+    '{"a":[1],"a":[2]}',
+    '{"a":{"k":1}}',
+    '{}',
+    '{"a":[1]} x',
+    '[{"a":1}]',
+    '{"a":[1]',
+    '{"a":[1,"]}',
+    '',
+  ]) {
     t.equal(splitDeviceArrays(Buffer.from(text)), undefined, text);
   }
 });

@@ -6,7 +6,17 @@
 import type { IPublishPacket } from 'mqtt-packet';
 import mqttPacket from 'mqtt-packet';
 import t from 'tap';
-import { Inbox, adminHeaders, closed, granted, latest, mqttClient, mqttPorts, rawSocket, sleep } from './helpers/mqtt.js';
+import {
+  Inbox,
+  adminHeaders,
+  closed,
+  granted,
+  latest,
+  mqttClient,
+  mqttPorts,
+  rawSocket,
+  sleep,
+} from './helpers/mqtt.js';
 import { addDevice, http, startGateway } from './helpers/server.js';
 
 const gw = await startGateway(t);
@@ -19,15 +29,29 @@ t.ok(port > 0, 'the listening line names the MQTT port');
 t.match(gw.logs.join('\n'), /listening on http:\/\/127\.0\.0\.1:\d+, mqtt:\/\/127\.0\.0\.1:\d+/);
 
 t.test('CONNECT: unknown or empty token → not authorized; sessionPresent always 0', async (t) => {
-  for (const [protocolVersion, username, code] of [[4, 'nope', 5], [5, 'nope', 0x86], [4, '', 5], [5, '', 0x86]] as const) {
-    const err = await mqttClient(t, gw, username, { protocolVersion }).then(() => undefined, (e: { code?: number }) => e);
+  for (const [protocolVersion, username, code] of [
+    [4, 'nope', 5],
+    [5, 'nope', 0x86],
+    [4, '', 5],
+    [5, '', 0x86],
+  ] as const) {
+    const err = await mqttClient(t, gw, username, { protocolVersion }).then(
+      () => undefined,
+      (e: { code?: number }) => e,
+    );
     t.equal(err?.code, code, `v${protocolVersion} token "${username}" → ${code}`);
   }
   const c = await mqttClient(t, gw, dev.token, { clean: false, clientId: 'keep-me' });
   const c2 = await mqttClient(t, gw, other.token, { clean: false, clientId: 'keep-me-2', protocolVersion: 5 });
   // MQTT.js keeps the CONNACK it got
-  t.equal((c as unknown as { connackPacket?: { sessionPresent: boolean } }).connackPacket?.sessionPresent ?? false, false);
-  t.equal((c2 as unknown as { connackPacket?: { sessionPresent: boolean } }).connackPacket?.sessionPresent ?? false, false);
+  t.equal(
+    (c as unknown as { connackPacket?: { sessionPresent: boolean } }).connackPacket?.sessionPresent ?? false,
+    false,
+  );
+  t.equal(
+    (c2 as unknown as { connackPacket?: { sessionPresent: boolean } }).connackPacket?.sessionPresent ?? false,
+    false,
+  );
   c.end(true);
   c2.end(true);
 });
@@ -80,7 +104,17 @@ t.test('shared attributes: changes pushed on subscription, deletions as {"delete
   const m = await inbox.next((x) => x.topic === 'v1/devices/me/attributes');
   t.same(JSON.parse(m.text), { target: 21.5 });
   t.equal(m.qos, 1);
-  t.equal((await http('DELETE', `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}/SHARED_SCOPE?keys=target`, undefined, admin)).status, 200);
+  t.equal(
+    (
+      await http(
+        'DELETE',
+        `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}/SHARED_SCOPE?keys=target`,
+        undefined,
+        admin,
+      )
+    ).status,
+    200,
+  );
   const d = await inbox.next((x) => x.topic === 'v1/devices/me/attributes' && x.text.includes('deleted'));
   t.same(JSON.parse(d.text), { deleted: ['target'] });
   // the device that did not subscribe hears nothing, and a server-scope change goes nowhere
@@ -93,44 +127,62 @@ t.test('shared attributes: changes pushed on subscription, deletions as {"delete
   t.equal(inbox.all.filter((x) => x.text.includes('srv')).length, 0, 'server scope is not pushed');
 });
 
-t.test('server-side RPC: ids from 1, queued RPCs on subscribe, reply over MQTT, exactly once with HTTP polls', async (t) => {
-  const d = await addDevice(gw.dataDir, 'mq-rpc');
-  // queued before anyone listens
-  const first = http('POST', `${gw.url}/api/plugins/rpc/twoway/${d.id}`, { method: 'getTemp', params: { unit: 'C' }, timeout: 10_000 }, admin);
-  await sleep(200);
-  const c = await mqttClient(t, gw, d.token);
-  const inbox = new Inbox(c);
-  await c.subscribeAsync('v1/devices/me/rpc/request/+', { qos: 1 });
-  const m = await inbox.next((x) => x.topic.startsWith('v1/devices/me/rpc/request/'));
-  t.equal(m.topic, 'v1/devices/me/rpc/request/1', 'the first RPC id is 1');
-  t.same(JSON.parse(m.text), { method: 'getTemp', params: { unit: 'C' } });
-  await c.publishAsync('v1/devices/me/rpc/response/1', '{"t":20.5}', { qos: 1 });
-  const r = await first;
-  t.equal(r.status, 200);
-  t.same(r.json(), { t: 20.5 }, 'the REST caller gets the MQTT reply');
+t.test(
+  'server-side RPC: ids from 1, queued RPCs on subscribe, reply over MQTT, exactly once with HTTP polls',
+  async (t) => {
+    const d = await addDevice(gw.dataDir, 'mq-rpc');
+    // queued before anyone listens
+    const first = http(
+      'POST',
+      `${gw.url}/api/plugins/rpc/twoway/${d.id}`,
+      { method: 'getTemp', params: { unit: 'C' }, timeout: 10_000 },
+      admin,
+    );
+    await sleep(200);
+    const c = await mqttClient(t, gw, d.token);
+    const inbox = new Inbox(c);
+    await c.subscribeAsync('v1/devices/me/rpc/request/+', { qos: 1 });
+    const m = await inbox.next((x) => x.topic.startsWith('v1/devices/me/rpc/request/'));
+    t.equal(m.topic, 'v1/devices/me/rpc/request/1', 'the first RPC id is 1');
+    t.same(JSON.parse(m.text), { method: 'getTemp', params: { unit: 'C' } });
+    await c.publishAsync('v1/devices/me/rpc/response/1', '{"t":20.5}', { qos: 1 });
+    const r = await first;
+    t.equal(r.status, 200);
+    t.same(r.json(), { t: 20.5 }, 'the REST caller gets the MQTT reply');
 
-  // an HTTP long-poll open at the same time: the RPC goes one way only
-  const poll = http('GET', `${gw.url}/api/v1/${d.token}/rpc?timeout=1500`);
-  await sleep(200);
-  const oneway = await http('POST', `${gw.url}/api/plugins/rpc/oneway/${d.id}`, { method: 'blink', params: {} }, admin);
-  t.equal(oneway.status, 200);
-  const p = await poll;
-  await sleep(200);
-  const viaMqtt = inbox.all.filter((x) => x.text.includes('blink')).length;
-  t.equal((p.status === 200 ? 1 : 0) + viaMqtt, 1, 'delivered exactly once');
-  t.equal(p.status, 200, 'the open poll took it first');
-  t.same(p.json(), { id: 2, method: 'blink', params: {} });
+    // an HTTP long-poll open at the same time: the RPC goes one way only
+    const poll = http('GET', `${gw.url}/api/v1/${d.token}/rpc?timeout=1500`);
+    await sleep(200);
+    const oneway = await http(
+      'POST',
+      `${gw.url}/api/plugins/rpc/oneway/${d.id}`,
+      { method: 'blink', params: {} },
+      admin,
+    );
+    t.equal(oneway.status, 200);
+    const p = await poll;
+    await sleep(200);
+    const viaMqtt = inbox.all.filter((x) => x.text.includes('blink')).length;
+    t.equal((p.status === 200 ? 1 : 0) + viaMqtt, 1, 'delivered exactly once');
+    t.equal(p.status, 200, 'the open poll took it first');
+    t.same(p.json(), { id: 2, method: 'blink', params: {} });
 
-  // v2 form
-  const c2 = await mqttClient(t, gw, d.token, { protocolVersion: 5 });
-  const in2 = new Inbox(c2);
-  await c2.subscribeAsync('v2/r/req/+', { qos: 0 });
-  const call = http('POST', `${gw.url}/api/plugins/rpc/twoway/${d.id}`, { method: 'v2call', params: 1, timeout: 10_000 }, admin);
-  const m2 = await in2.next((x) => x.topic.startsWith('v2/r/req/'));
-  t.equal(m2.qos, 0, 'QoS of the subscription');
-  await c2.publishAsync(`v2/r/res/${m2.topic.split('/').pop() ?? ''}`, '"ok"', { qos: 1 });
-  t.equal((await call).text, '"ok"');
-});
+    // v2 form
+    const c2 = await mqttClient(t, gw, d.token, { protocolVersion: 5 });
+    const in2 = new Inbox(c2);
+    await c2.subscribeAsync('v2/r/req/+', { qos: 0 });
+    const call = http(
+      'POST',
+      `${gw.url}/api/plugins/rpc/twoway/${d.id}`,
+      { method: 'v2call', params: 1, timeout: 10_000 },
+      admin,
+    );
+    const m2 = await in2.next((x) => x.topic.startsWith('v2/r/req/'));
+    t.equal(m2.qos, 0, 'QoS of the subscription');
+    await c2.publishAsync(`v2/r/res/${m2.topic.split('/').pop() ?? ''}`, '"ok"', { qos: 1 });
+    t.equal((await call).text, '"ok"');
+  },
+);
 
 t.test('client-side RPC: getCurrentTime answered on the response topic', async (t) => {
   const c = await mqttClient(t, gw, dev.token);
@@ -144,29 +196,52 @@ t.test('client-side RPC: getCurrentTime answered on the response topic', async (
   await c.publishAsync('v2/r/req/43', '{"method":"getCurrentTime"}', { qos: 1 });
   t.ok(await inbox.next((x) => x.topic === 'v2/r/res/43'), 'v2 family answered on v2');
   // TB's Python SDK and IoT Gateway wait for this after connecting
-  await c.publishAsync('v1/devices/me/rpc/request/44', '{"method":"getSessionLimits","params":{"timeout":5000}}', { qos: 1 });
-  const limits = JSON.parse((await inbox.next((x) => x.topic === 'v1/devices/me/rpc/response/44')).text) as Record<string, unknown>;
-  t.same(limits, {
-    maxPayloadSize: 65_536, maxInflightMessages: 64,
-    rateLimits: { messages: '', telemetryMessages: '', telemetryDataPoints: '' },
-    gatewayRateLimits: { messages: '', telemetryMessages: '', telemetryDataPoints: '' },
-  }, 'answered at once, no rate limits');
+  await c.publishAsync('v1/devices/me/rpc/request/44', '{"method":"getSessionLimits","params":{"timeout":5000}}', {
+    qos: 1,
+  });
+  const limits = JSON.parse((await inbox.next((x) => x.topic === 'v1/devices/me/rpc/response/44')).text) as Record<
+    string,
+    unknown
+  >;
+  t.same(
+    limits,
+    {
+      maxPayloadSize: 65_536,
+      maxInflightMessages: 64,
+      rateLimits: { messages: '', telemetryMessages: '', telemetryDataPoints: '' },
+      gatewayRateLimits: { messages: '', telemetryMessages: '', telemetryDataPoints: '' },
+    },
+    'answered at once, no rate limits',
+  );
 });
 
 t.test('depth telemetry as Tempus', async (t) => {
   const c = await mqttClient(t, gw, dev.token);
-  await c.publishAsync('v1/devices/me/depth/telemetry', '[{"ds":10.5,"values":{"gr":120}},{"ds":11,"values":{"gr":121}}]', { qos: 1 });
-  const r = await http('GET', `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}/values/depthseries?keys=gr&startDs=0&endDs=100`, undefined, admin);
+  await c.publishAsync(
+    'v1/devices/me/depth/telemetry',
+    '[{"ds":10.5,"values":{"gr":120}},{"ds":11,"values":{"gr":121}}]',
+    { qos: 1 },
+  );
+  const r = await http(
+    'GET',
+    `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}/values/depthseries?keys=gr&startDs=0&endDs=100`,
+    undefined,
+    admin,
+  );
   t.equal(r.status, 200);
-  t.equal((r.json<{ gr: unknown[] }>()).gr.length, 2);
+  t.equal(r.json<{ gr: unknown[] }>().gr.length, 2);
 });
 
 t.test('subscriptions: exact topics only, everything else refused with 0x80', async (t) => {
   for (const protocolVersion of [4, 5] as const) {
     const c = await mqttClient(t, gw, dev.token, { protocolVersion });
     const codes = await granted(c, {
-      '#': { qos: 1 }, 'v1/devices/me/#': { qos: 1 }, 'v1/devices/+/telemetry': { qos: 0 }, 'v1/gateway/rpc': { qos: 1 },
-      'v1/devices/me/telemetry': { qos: 1 }, 'v1/devices/me/rpc/request/+': { qos: 2 },
+      '#': { qos: 1 },
+      'v1/devices/me/#': { qos: 1 },
+      'v1/devices/+/telemetry': { qos: 0 },
+      'v1/gateway/rpc': { qos: 1 },
+      'v1/devices/me/telemetry': { qos: 1 },
+      'v1/devices/me/rpc/request/+': { qos: 2 },
     });
     t.same(codes, [128, 128, 128, 128, 128, 1], `v${protocolVersion}: refused, and QoS 2 granted as 1`);
     t.ok(c.connected, 'a refused filter does not close the session');
@@ -182,9 +257,9 @@ t.test('nothing retained, devices never see each other', async (t) => {
   await b.subscribeAsync(['v1/devices/me/attributes', 'v1/devices/me/attributes/response/+'], { qos: 1 });
   await a.publishAsync('v1/devices/me/attributes/request/1', '{}', { qos: 1 });
   await sleep(300);
-  t.same(inbox.all, [], 'B gets neither A\'s retained publish nor A\'s response');
+  t.same(inbox.all, [], "B gets neither A's retained publish nor A's response");
   const r = await http('GET', `${gw.url}/api/v1/${other.token}/attributes?clientKeys=ret`);
-  t.same(r.json(), {}, 'A\'s attribute did not land on B');
+  t.same(r.json(), {}, "A's attribute did not land on B");
 });
 
 t.test('unknown topic: acknowledged and ignored; v5 says 0x90', async (t) => {
@@ -193,7 +268,10 @@ t.test('unknown topic: acknowledged and ignored; v5 says 0x90', async (t) => {
   await c.publishAsync('some/other/topic', 'x', { qos: 1 });
   t.ok(c.connected, 'still connected');
   const c5 = await mqttClient(t, gw, dev.token, { protocolVersion: 5 });
-  const err = await c5.publishAsync('v1/devices/me/nothing', '{"x":1}', { qos: 1 }).then(() => undefined, (e: { code?: number }) => e);
+  const err = await c5.publishAsync('v1/devices/me/nothing', '{"x":1}', { qos: 1 }).then(
+    () => undefined,
+    (e: { code?: number }) => e,
+  );
   t.equal(err?.code, 0x90);
   t.ok(c5.connected);
 });
@@ -202,11 +280,18 @@ t.test('malformed payload: nothing stored; v5 PUBACK 0x99 and the session stays;
   const d = await addDevice(gw.dataDir, 'mq-bad');
   const c5 = await mqttClient(t, gw, d.token, { protocolVersion: 5 });
   for (const [topic, body] of [
-    ['v1/devices/me/telemetry', '{"a":1,'], ['v1/devices/me/telemetry', '[1,2]'], ['v1/devices/me/telemetry', '{"ts":"x","values":{"a":1}}'],
-    ['v1/devices/me/attributes', '[{"a":1}]'], ['v1/devices/me/depth/telemetry', '{"values":{"a":1}}'],
-    ['v1/devices/me/rpc/request/1', '{"params":1}'], ['v1/devices/me/attributes/request/x', '{}'],
+    ['v1/devices/me/telemetry', '{"a":1,'],
+    ['v1/devices/me/telemetry', '[1,2]'],
+    ['v1/devices/me/telemetry', '{"ts":"x","values":{"a":1}}'],
+    ['v1/devices/me/attributes', '[{"a":1}]'],
+    ['v1/devices/me/depth/telemetry', '{"values":{"a":1}}'],
+    ['v1/devices/me/rpc/request/1', '{"params":1}'],
+    ['v1/devices/me/attributes/request/x', '{}'],
   ] as const) {
-    const err = await c5.publishAsync(topic, body, { qos: 1 }).then(() => undefined, (e: { code?: number }) => e);
+    const err = await c5.publishAsync(topic, body, { qos: 1 }).then(
+      () => undefined,
+      (e: { code?: number }) => e,
+    );
     t.equal(err?.code, 0x99, `${topic} ${body} → 0x99`);
   }
   t.ok(c5.connected, 'v5 session kept');
@@ -236,7 +321,9 @@ t.test('payload over mqtt.maxPayloadBytes closes the connection; nothing stored'
 t.test('one session per token: a new connection closes the old one', async (t) => {
   const a = await mqttClient(t, gw, dev.token, { protocolVersion: 5 });
   let reason: number | undefined;
-  a.on('disconnect', (p) => { reason = p.reasonCode; });
+  a.on('disconnect', (p) => {
+    reason = p.reasonCode;
+  });
   const gone = closed(a);
   const b = await mqttClient(t, gw, dev.token);
   await gone;
@@ -246,9 +333,27 @@ t.test('one session per token: a new connection closes the old one', async (t) =
 
 t.test('keep-alive: silent for 1.5 × keep-alive → closed; PINGREQ keeps it open', async (t) => {
   const s = await rawSocket(t, port);
-  s.write(mqttPacket.generate({ cmd: 'connect', clientId: 'ka', username: dev.token, keepalive: 1, protocolVersion: 4, clean: true }));
+  s.write(
+    mqttPacket.generate({
+      cmd: 'connect',
+      clientId: 'ka',
+      username: dev.token,
+      keepalive: 1,
+      protocolVersion: 4,
+      clean: true,
+    }),
+  );
   const pinger = await rawSocket(t, port);
-  pinger.write(mqttPacket.generate({ cmd: 'connect', clientId: 'ka2', username: other.token, keepalive: 1, protocolVersion: 4, clean: true }));
+  pinger.write(
+    mqttPacket.generate({
+      cmd: 'connect',
+      clientId: 'ka2',
+      username: other.token,
+      keepalive: 1,
+      protocolVersion: 4,
+      clean: true,
+    }),
+  );
   const timer = setInterval(() => pinger.write(mqttPacket.generate({ cmd: 'pingreq' })), 500);
   const t0 = Date.now();
   await s.ended;
@@ -273,11 +378,26 @@ t.test('QoS 2: PUBREC once stored, PUBCOMP on PUBREL, a resent message stored on
   t.equal((await latest(gw, admin, d.id, 'q2'))['q2']?.[0]?.value, '1');
   // raw: the same packet id twice (DUP) before PUBREL → one PUBREC each, one point
   const s = await rawSocket(t, port);
-  s.write(mqttPacket.generate({ cmd: 'connect', clientId: 'q2raw', username: d.token, keepalive: 0, protocolVersion: 4, clean: true }));
-  const pub = (dup: boolean, v: number): Buffer => mqttPacket.generate({
-    cmd: 'publish', topic: 'v1/devices/me/telemetry', qos: 2, messageId: 9, dup, retain: false,
-    payload: Buffer.from(`{"ts":${1700000000000 + v},"values":{"dupk":${v}}}`),
-  } as IPublishPacket);
+  s.write(
+    mqttPacket.generate({
+      cmd: 'connect',
+      clientId: 'q2raw',
+      username: d.token,
+      keepalive: 0,
+      protocolVersion: 4,
+      clean: true,
+    }),
+  );
+  const pub = (dup: boolean, v: number): Buffer =>
+    mqttPacket.generate({
+      cmd: 'publish',
+      topic: 'v1/devices/me/telemetry',
+      qos: 2,
+      messageId: 9,
+      dup,
+      retain: false,
+      payload: Buffer.from(`{"ts":${1700000000000 + v},"values":{"dupk":${v}}}`),
+    } as IPublishPacket);
   s.write(pub(false, 1));
   await sleep(500);
   s.write(pub(true, 2));
@@ -288,7 +408,12 @@ t.test('QoS 2: PUBREC once stored, PUBCOMP on PUBREL, a resent message stored on
   const pubrecs = [...got].filter((b, i) => b === 0x50 && got[i + 1] === 2).length;
   t.ok(pubrecs >= 1, 'PUBREC sent');
   t.ok(got.includes(Buffer.from([0x70, 0x02, 0x00, 0x09])), 'PUBCOMP for id 9');
-  const r = await http('GET', `${gw.url}/api/plugins/telemetry/DEVICE/${d.id}/values/timeseries?keys=dupk&startTs=0&endTs=1800000000000`, undefined, admin);
+  const r = await http(
+    'GET',
+    `${gw.url}/api/plugins/telemetry/DEVICE/${d.id}/values/timeseries?keys=dupk&startTs=0&endTs=1800000000000`,
+    undefined,
+    admin,
+  );
   t.same(r.json<{ dupk: unknown[] }>().dupk.length, 1, 'the resent message was not stored again');
 });
 
@@ -299,12 +424,27 @@ t.test('HTTP and MQTT clients of one device, mixed', async (t) => {
   await c.subscribeAsync('v1/devices/me/attributes', { qos: 1 });
   const posts: Array<Promise<unknown>> = [];
   for (let i = 0; i < 20; i++) {
-    posts.push(c.publishAsync('v1/devices/me/telemetry', `{"ts":${1700000000000 + 2 * i},"values":{"mix":${2 * i}}}`, { qos: 1 }));
-    posts.push(http('POST', `${gw.url}/api/v1/${d.token}/telemetry`, `{"ts":${1700000000000 + 2 * i + 1},"values":{"mix":${2 * i + 1}}}`));
+    posts.push(
+      c.publishAsync('v1/devices/me/telemetry', `{"ts":${1700000000000 + 2 * i},"values":{"mix":${2 * i}}}`, {
+        qos: 1,
+      }),
+    );
+    posts.push(
+      http(
+        'POST',
+        `${gw.url}/api/v1/${d.token}/telemetry`,
+        `{"ts":${1700000000000 + 2 * i + 1},"values":{"mix":${2 * i + 1}}}`,
+      ),
+    );
   }
   await Promise.all(posts);
-  const r = await http('GET', `${gw.url}/api/plugins/telemetry/DEVICE/${d.id}/values/timeseries?keys=mix&startTs=0&endTs=1800000000000&limit=100`, undefined, admin);
-  t.equal(r.json<{ mix: unknown[] }>().mix.length, 40, 'both transports\' points');
+  const r = await http(
+    'GET',
+    `${gw.url}/api/plugins/telemetry/DEVICE/${d.id}/values/timeseries?keys=mix&startTs=0&endTs=1800000000000&limit=100`,
+    undefined,
+    admin,
+  );
+  t.equal(r.json<{ mix: unknown[] }>().mix.length, 40, "both transports' points");
   // the HTTP attribute long-poll and the MQTT subscription both hear a shared change
   const poll = http('GET', `${gw.url}/api/v1/${d.token}/attributes/updates?timeout=3000`);
   await sleep(200);
@@ -318,9 +458,17 @@ t.test('provisioning over MQTT: answers as HTTP /api/v1/provision', async (t) =>
   const c = await mqttClient(t, gw, 'provision');
   const inbox = new Inbox(c);
   t.same(await granted(c, { '/provision/response': { qos: 1 }, 'v1/devices/me/telemetry': { qos: 1 } }), [1, 128]);
-  await c.publishAsync('/provision/request', '{"deviceName":"p1","provisionDeviceKey":"k","provisionDeviceSecret":"s"}', { qos: 1 });
+  await c.publishAsync(
+    '/provision/request',
+    '{"deviceName":"p1","provisionDeviceKey":"k","provisionDeviceSecret":"s"}',
+    { qos: 1 },
+  );
   const m = await inbox.next((x) => x.topic === '/provision/response');
-  const viaHttp = await http('POST', `${gw.url}/api/v1/provision`, '{"deviceName":"p1","provisionDeviceKey":"k","provisionDeviceSecret":"s"}');
+  const viaHttp = await http(
+    'POST',
+    `${gw.url}/api/v1/provision`,
+    '{"deviceName":"p1","provisionDeviceKey":"k","provisionDeviceSecret":"s"}',
+  );
   t.same(JSON.parse(m.text), viaHttp.json());
   t.equal((JSON.parse(m.text) as { status: string }).status, 'NOT_FOUND');
   await c.publishAsync('v1/devices/me/telemetry', '{"x":1}', { qos: 1 });

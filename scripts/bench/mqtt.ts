@@ -61,7 +61,16 @@ class RawMqtt {
       socket.once('connect', () => {
         const c = new RawMqtt(socket);
         c.connack = (rc) => (rc === 0 ? resolve(c) : reject(new Error(`CONNACK ${rc}`)));
-        socket.write(mqttPacket.generate({ cmd: 'connect', clientId: `b-${username}-${Math.random()}`, username, keepalive: 0, protocolVersion: 4, clean: true }));
+        socket.write(
+          mqttPacket.generate({
+            cmd: 'connect',
+            clientId: `b-${username}-${Math.random()}`,
+            username,
+            keepalive: 0,
+            protocolVersion: 4,
+            clean: true,
+          }),
+        );
       });
     });
   }
@@ -71,14 +80,23 @@ class RawMqtt {
     const messageId = this.nextId;
     return new Promise((resolve) => {
       this.acks.set(messageId, resolve);
-      this.socket.write(mqttPacket.generate({ cmd: 'publish', topic, payload, qos: 1, messageId, dup: false, retain: false }));
+      this.socket.write(
+        mqttPacket.generate({ cmd: 'publish', topic, payload, qos: 1, messageId, dup: false, retain: false }),
+      );
     });
   }
 
-  close(): void { this.socket.destroy(); }
+  close(): void {
+    this.socket.destroy();
+  }
 }
 
-interface LoadFigures { msgsPerSec: number; p50Ms: number; p99Ms: number; cpuUsPerMsg: number }
+interface LoadFigures {
+  msgsPerSec: number;
+  p50Ms: number;
+  p99Ms: number;
+  cpuUsPerMsg: number;
+}
 
 /** CPU time (user + system) a process has used, in µs (Linux /proc, clock ticks of 10 ms). */
 function cpuUs(pid: number): number {
@@ -90,26 +108,39 @@ function cpuUs(pid: number): number {
 let measuredPid = 0;
 
 function percentile(sorted: readonly number[], p: number): number {
-  return sorted.length === 0 ? NaN : (sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number);
+  return sorted.length === 0
+    ? NaN
+    : (sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number);
 }
 
 /** N workers, each sending one message and waiting for its answer before the next, for `seconds`. */
-async function closedLoop(workers: number, seconds: number, send: (w: number, n: number) => Promise<void>): Promise<LoadFigures> {
+async function closedLoop(
+  workers: number,
+  seconds: number,
+  send: (w: number, n: number) => Promise<void>,
+): Promise<LoadFigures> {
   const lat: number[] = [];
   const cpu0 = measuredPid === 0 ? 0 : cpuUs(measuredPid);
   const end = performance.now() + seconds * 1000;
   const t0 = performance.now();
-  await Promise.all(Array.from({ length: workers }, async (_, w) => {
-    for (let n = 0; performance.now() < end; n++) {
-      const s = performance.now();
-      await send(w, n);
-      lat.push(performance.now() - s);
-    }
-  }));
+  await Promise.all(
+    Array.from({ length: workers }, async (_, w) => {
+      for (let n = 0; performance.now() < end; n++) {
+        const s = performance.now();
+        await send(w, n);
+        lat.push(performance.now() - s);
+      }
+    }),
+  );
   const secs = (performance.now() - t0) / 1000;
   lat.sort((a, b) => a - b);
   const cpu = measuredPid === 0 ? NaN : cpuUs(measuredPid) - cpu0;
-  return { msgsPerSec: lat.length / secs, p50Ms: percentile(lat, 50), p99Ms: percentile(lat, 99), cpuUsPerMsg: cpu / lat.length };
+  return {
+    msgsPerSec: lat.length / secs,
+    p50Ms: percentile(lat, 50),
+    p99Ms: percentile(lat, 99),
+    cpuUsPerMsg: cpu / lat.length,
+  };
 }
 
 function freePort(): Promise<number> {
@@ -167,7 +198,10 @@ async function main(): Promise<void> {
       mosquittoPort = await freePort();
       const mconf = join(dir, 'mosquitto.conf');
       mkdirp(join(dir, 'mosq'));
-      writeFileSync(mconf, `listener ${mosquittoPort} 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location ${join(dir, 'mosq')}/\nmax_inflight_messages 1\n`);
+      writeFileSync(
+        mconf,
+        `listener ${mosquittoPort} 127.0.0.1\nallow_anonymous true\npersistence true\npersistence_location ${join(dir, 'mosq')}/\nmax_inflight_messages 1\n`,
+      );
       const m = await spawnUntil('mosquitto', ['-c', mconf, '-v'], /running|Opening ipv4 listen socket/);
       procs.push(m.proc);
       mosqPid = m.proc.pid as number;
@@ -178,14 +212,29 @@ async function main(): Promise<void> {
     }
 
     const payload = (n: number): Buffer => Buffer.from(`{"temperature":${20 + (n % 100) / 10},"seq":${n}}`);
-    const outpostMqtt = await Promise.all(Array.from({ length: CONNECTIONS }, (_, i) => RawMqtt.open(mqttPort, `bench-token-${i}`)));
-    const mosq = mosquittoPort === 0 ? [] : await Promise.all(Array.from({ length: CONNECTIONS }, (_, i) => RawMqtt.open(mosquittoPort, `m-${i}`)));
+    const outpostMqtt = await Promise.all(
+      Array.from({ length: CONNECTIONS }, (_, i) => RawMqtt.open(mqttPort, `bench-token-${i}`)),
+    );
+    const mosq =
+      mosquittoPort === 0
+        ? []
+        : await Promise.all(Array.from({ length: CONNECTIONS }, (_, i) => RawMqtt.open(mosquittoPort, `m-${i}`)));
 
-    const rounds: Array<{ mqtt: LoadFigures; http: LoadFigures; mosq: LoadFigures | undefined; gwPointsPerSec: number; httpBatchPointsPerSec: number }> = [];
+    const rounds: Array<{
+      mqtt: LoadFigures;
+      http: LoadFigures;
+      mosq: LoadFigures | undefined;
+      gwPointsPerSec: number;
+      httpBatchPointsPerSec: number;
+    }> = [];
     /** 1,000 points: 10 keys × 100 timestamps */
     const batchRows = (seq: number): string[] => {
       const ts0 = 1_700_000_000_000 + seq * 100;
-      return Array.from({ length: BATCH_POINTS / 10 }, (_, k) => `{"ts":${ts0 + k},"values":{${Array.from({ length: 10 }, (_, j) => `"k${j}":${(seq + k + j) % 1000}`).join(',')}}}`);
+      return Array.from(
+        { length: BATCH_POINTS / 10 },
+        (_, k) =>
+          `{"ts":${ts0 + k},"values":{${Array.from({ length: 10 }, (_, j) => `"k${j}":${(seq + k + j) % 1000}`).join(',')}}}`,
+      );
     };
     let gwSeq = 0;
     const gw = await RawMqtt.open(mqttPort, 'bench-gw-token');
@@ -199,47 +248,69 @@ async function main(): Promise<void> {
       // opened each round: the server closes HTTP connections left idle meanwhile
       const httpConns = await Promise.all(Array.from({ length: CONNECTIONS }, () => RawHttpConnection.open(httpPort)));
       const http = await closedLoop(CONNECTIONS, SECONDS, async (w, n) => {
-        const res = await (httpConns[w] as RawHttpConnection).request(encodeRequest('POST', `/api/v1/bench-token-${w}/telemetry`, payload(n).toString()));
+        const res = await (httpConns[w] as RawHttpConnection).request(
+          encodeRequest('POST', `/api/v1/bench-token-${w}/telemetry`, payload(n).toString()),
+        );
         if (res.status !== 200) throw new Error(`HTTP ${res.status}`);
       });
       for (const c of httpConns) c.close();
       measuredPid = mosqPid;
-      const mosqFig = mosq.length === 0 ? undefined : await closedLoop(CONNECTIONS, SECONDS, async (w, n) => {
-        await (mosq[w] as RawMqtt).publish('v1/devices/me/telemetry', payload(n));
-      });
+      const mosqFig =
+        mosq.length === 0
+          ? undefined
+          : await closedLoop(CONNECTIONS, SECONDS, async (w, n) => {
+              await (mosq[w] as RawMqtt).publish('v1/devices/me/telemetry', payload(n));
+            });
       // Gateway API: each message 1,000 points (10 keys × 100 timestamps) of one sub-device, rotating
       measuredPid = 0;
       const gwEnd = performance.now() + SECONDS * 1000;
       const g0 = performance.now();
       let points = 0;
-      await Promise.all(Array.from({ length: GATEWAY_WINDOW }, async () => {
-        while (performance.now() < gwEnd) {
-          const seq = gwSeq++;
-          const rc = await gw.publish('v1/gateway/telemetry', Buffer.from(`{"sub-${seq % SUB_DEVICES}":[${batchRows(seq).join(',')}]}`));
-          if (rc !== 0) throw new Error(`gateway PUBACK ${rc}`);
-          points += BATCH_POINTS;
-        }
-      }));
+      await Promise.all(
+        Array.from({ length: GATEWAY_WINDOW }, async () => {
+          while (performance.now() < gwEnd) {
+            const seq = gwSeq++;
+            const rc = await gw.publish(
+              'v1/gateway/telemetry',
+              Buffer.from(`{"sub-${seq % SUB_DEVICES}":[${batchRows(seq).join(',')}]}`),
+            );
+            if (rc !== 0) throw new Error(`gateway PUBACK ${rc}`);
+            points += BATCH_POINTS;
+          }
+        }),
+      );
       const gwPointsPerSec = points / ((performance.now() - g0) / 1000);
       // the same batches over HTTP, 8 keep-alive connections, to the devices' own tokens
       // opened now: an idle HTTP connection is closed by the server meanwhile
-      const batchConns = await Promise.all(Array.from({ length: GATEWAY_WINDOW }, () => RawHttpConnection.open(httpPort)));
+      const batchConns = await Promise.all(
+        Array.from({ length: GATEWAY_WINDOW }, () => RawHttpConnection.open(httpPort)),
+      );
       const hEnd = performance.now() + SECONDS * 1000;
       const h0 = performance.now();
       let hPoints = 0;
-      await Promise.all(batchConns.map(async (conn) => {
-        while (performance.now() < hEnd) {
-          const seq = gwSeq++;
-          const res = await conn.request(encodeRequest('POST', `/api/v1/bench-token-${seq % CONNECTIONS}/telemetry`, `[${batchRows(seq).join(',')}]`));
-          if (res.status !== 200) throw new Error(`HTTP batch ${res.status}`);
-          hPoints += BATCH_POINTS;
-        }
-      }));
+      await Promise.all(
+        batchConns.map(async (conn) => {
+          while (performance.now() < hEnd) {
+            const seq = gwSeq++;
+            const res = await conn.request(
+              encodeRequest(
+                'POST',
+                `/api/v1/bench-token-${seq % CONNECTIONS}/telemetry`,
+                `[${batchRows(seq).join(',')}]`,
+              ),
+            );
+            if (res.status !== 200) throw new Error(`HTTP batch ${res.status}`);
+            hPoints += BATCH_POINTS;
+          }
+        }),
+      );
       const httpBatchPointsPerSec = hPoints / ((performance.now() - h0) / 1000);
       for (const c of batchConns) c.close();
       rounds.push({ mqtt, http, mosq: mosqFig, gwPointsPerSec, httpBatchPointsPerSec });
-      console.log(`round ${r + 1}: mqtt ${mqtt.msgsPerSec.toFixed(0)}/s p99 ${mqtt.p99Ms.toFixed(1)} ms; http ${http.msgsPerSec.toFixed(0)}/s p99 ${http.p99Ms.toFixed(1)} ms` +
-        `${mosqFig ? `; mosquitto ${mosqFig.msgsPerSec.toFixed(0)}/s p99 ${mosqFig.p99Ms.toFixed(1)} ms` : ''}; gateway ${(gwPointsPerSec / 1e6).toFixed(2)} M points/s, same batches over HTTP ${(httpBatchPointsPerSec / 1e6).toFixed(2)} M`);
+      console.log(
+        `round ${r + 1}: mqtt ${mqtt.msgsPerSec.toFixed(0)}/s p99 ${mqtt.p99Ms.toFixed(1)} ms; http ${http.msgsPerSec.toFixed(0)}/s p99 ${http.p99Ms.toFixed(1)} ms` +
+          `${mosqFig ? `; mosquitto ${mosqFig.msgsPerSec.toFixed(0)}/s p99 ${mosqFig.p99Ms.toFixed(1)} ms` : ''}; gateway ${(gwPointsPerSec / 1e6).toFixed(2)} M points/s, same batches over HTTP ${(httpBatchPointsPerSec / 1e6).toFixed(2)} M`,
+      );
     }
     for (const c of [...outpostMqtt, ...mosq, gw]) c.close();
 
@@ -253,22 +324,51 @@ async function main(): Promise<void> {
     const med = (f: (r: (typeof rounds)[number]) => number): number => median(rounds.map(f));
     const mq = { r: med((r) => r.mqtt.msgsPerSec), p50: med((r) => r.mqtt.p50Ms), p99: med((r) => r.mqtt.p99Ms) };
     const ht = { r: med((r) => r.http.msgsPerSec), p50: med((r) => r.http.p50Ms), p99: med((r) => r.http.p99Ms) };
-    const mo = mosq.length === 0 ? undefined : { r: med((r) => r.mosq?.msgsPerSec ?? 0), p50: med((r) => r.mosq?.p50Ms ?? 0), p99: med((r) => r.mosq?.p99Ms ?? 0) };
-    console.log(`\n${CONNECTIONS} connections, ${SECONDS} s × ${ROUNDS} rounds, medians; shared 2-core machine (other engineers' load), compare ratios\n`);
-    console.log('| measure | Outpost MQTT | Outpost HTTP keep-alive | mosquitto (persistence true, not durable per message) | MQTT / HTTP |');
+    const mo =
+      mosq.length === 0
+        ? undefined
+        : {
+            r: med((r) => r.mosq?.msgsPerSec ?? 0),
+            p50: med((r) => r.mosq?.p50Ms ?? 0),
+            p99: med((r) => r.mosq?.p99Ms ?? 0),
+          };
+    console.log(
+      `\n${CONNECTIONS} connections, ${SECONDS} s × ${ROUNDS} rounds, medians; shared 2-core machine (other engineers' load), compare ratios\n`,
+    );
+    console.log(
+      '| measure | Outpost MQTT | Outpost HTTP keep-alive | mosquitto (persistence true, not durable per message) | MQTT / HTTP |',
+    );
     console.log('|---|---|---|---|---|');
-    console.log(`| QoS 1 telemetry msgs/s | ${mq.r.toFixed(0)} | ${ht.r.toFixed(0)} | ${mo ? mo.r.toFixed(0) : '-'} | ${(mq.r / ht.r).toFixed(2)}x |`);
+    console.log(
+      `| QoS 1 telemetry msgs/s | ${mq.r.toFixed(0)} | ${ht.r.toFixed(0)} | ${mo ? mo.r.toFixed(0) : '-'} | ${(mq.r / ht.r).toFixed(2)}x |`,
+    );
     const cpu = (f: (r: (typeof rounds)[number]) => number): string => med(f).toFixed(0);
-    console.log(`| daemon CPU per message (µs; robust to the shared machine) | ${cpu((r) => r.mqtt.cpuUsPerMsg)} | ${cpu((r) => r.http.cpuUsPerMsg)} | ${mo ? cpu((r) => r.mosq?.cpuUsPerMsg ?? NaN) : '-'} | ${(med((r) => r.mqtt.cpuUsPerMsg) / med((r) => r.http.cpuUsPerMsg)).toFixed(2)}x |`);
-    console.log(`| msgs/s ratio, median of per-round ratios | - | - | - | ${median(rounds.map((r) => r.mqtt.msgsPerSec / r.http.msgsPerSec)).toFixed(2)}x |`);
-    console.log(`| PUBACK / 200 p50 (ms) | ${mq.p50.toFixed(2)} | ${ht.p50.toFixed(2)} | ${mo ? mo.p50.toFixed(2) : '-'} | ${(mq.p50 / ht.p50).toFixed(2)}x |`);
-    console.log(`| PUBACK / 200 p99 (ms) | ${mq.p99.toFixed(2)} | ${ht.p99.toFixed(2)} | ${mo ? mo.p99.toFixed(2) : '-'} | ${(mq.p99 / ht.p99).toFixed(2)}x |`);
+    console.log(
+      `| daemon CPU per message (µs; robust to the shared machine) | ${cpu((r) => r.mqtt.cpuUsPerMsg)} | ${cpu((r) => r.http.cpuUsPerMsg)} | ${mo ? cpu((r) => r.mosq?.cpuUsPerMsg ?? NaN) : '-'} | ${(med((r) => r.mqtt.cpuUsPerMsg) / med((r) => r.http.cpuUsPerMsg)).toFixed(2)}x |`,
+    );
+    console.log(
+      `| msgs/s ratio, median of per-round ratios | - | - | - | ${median(rounds.map((r) => r.mqtt.msgsPerSec / r.http.msgsPerSec)).toFixed(2)}x |`,
+    );
+    console.log(
+      `| PUBACK / 200 p50 (ms) | ${mq.p50.toFixed(2)} | ${ht.p50.toFixed(2)} | ${mo ? mo.p50.toFixed(2) : '-'} | ${(mq.p50 / ht.p50).toFixed(2)}x |`,
+    );
+    console.log(
+      `| PUBACK / 200 p99 (ms) | ${mq.p99.toFixed(2)} | ${ht.p99.toFixed(2)} | ${mo ? mo.p99.toFixed(2) : '-'} | ${(mq.p99 / ht.p99).toFixed(2)}x |`,
+    );
     const gwp = med((r) => r.gwPointsPerSec);
     const hbp = med((r) => r.httpBatchPointsPerSec);
-    console.log(`| ${BATCH_POINTS}-point batches, ${GATEWAY_WINDOW} in flight (M points/s): Gateway API for ${SUB_DEVICES} sub-devices vs HTTP arrays | ${(gwp / 1e6).toFixed(2)} | ${(hbp / 1e6).toFixed(2)} | - | ${(gwp / hbp).toFixed(2)}x |`);
-    console.log(`| ${IDLE} idle connections: RssAnon per connection (KB) | ${kb(idle.perConn)} | - | bare node:net server (reads the CONNECT, answers nothing): ${kb(idle.barePerConn)} | ${(idle.perConn / idle.barePerConn).toFixed(2)}x bare |`);
-    console.log(`| daemon RssAnon idle → with ${IDLE} connections (MB) | ${(idle.base / 2 ** 20).toFixed(1)} → ${(idle.open / 2 ** 20).toFixed(1)} | - | - | - |`);
-    console.log(`| HTTP ingest p99 (10 connections) without → with the idle connections (ms) | ${idle.p99Before.toFixed(2)} → ${idle.p99Open.toFixed(2)} | - | - | - |`);
+    console.log(
+      `| ${BATCH_POINTS}-point batches, ${GATEWAY_WINDOW} in flight (M points/s): Gateway API for ${SUB_DEVICES} sub-devices vs HTTP arrays | ${(gwp / 1e6).toFixed(2)} | ${(hbp / 1e6).toFixed(2)} | - | ${(gwp / hbp).toFixed(2)}x |`,
+    );
+    console.log(
+      `| ${IDLE} idle connections: RssAnon per connection (KB) | ${kb(idle.perConn)} | - | bare node:net server (reads the CONNECT, answers nothing): ${kb(idle.barePerConn)} | ${(idle.perConn / idle.barePerConn).toFixed(2)}x bare |`,
+    );
+    console.log(
+      `| daemon RssAnon idle → with ${IDLE} connections (MB) | ${(idle.base / 2 ** 20).toFixed(1)} → ${(idle.open / 2 ** 20).toFixed(1)} | - | - | - |`,
+    );
+    console.log(
+      `| HTTP ingest p99 (10 connections) without → with the idle connections (ms) | ${idle.p99Before.toFixed(2)} → ${idle.p99Open.toFixed(2)} | - | - | - |`,
+    );
   } finally {
     for (const p of procs) p.kill('SIGTERM');
     await sleep(500);
@@ -277,52 +377,130 @@ async function main(): Promise<void> {
 }
 
 /** A data dir with a tenant admin, and the daemon (`main`: a build's src/main.js) serving it. */
-async function setUp(dir: string, main: string): Promise<Daemon & { mkDevice: (name: string, token: string, gateway?: boolean) => Promise<void> }> {
+async function setUp(
+  dir: string,
+  main: string,
+): Promise<Daemon & { mkDevice: (name: string, token: string, gateway?: boolean) => Promise<void> }> {
   const dataDir = join(dir, 'data');
-  execFileSync(process.execPath, [main, 'user', 'add', '--data-dir', dataDir, '--email', 'bench@example.com', '--password', 'bench-pw-1', '--authority', 'TENANT_ADMIN']);
+  execFileSync(process.execPath, [
+    main,
+    'user',
+    'add',
+    '--data-dir',
+    dataDir,
+    '--email',
+    'bench@example.com',
+    '--password',
+    'bench-pw-1',
+    '--authority',
+    'TENANT_ADMIN',
+  ]);
   writeFileSync(join(dir, 'outpost.json'), JSON.stringify({ mqtt: { maxConnections: IDLE + 1000 } }));
   const d = await serve(dir, main);
   const base = `http://127.0.0.1:${d.httpPort}`;
-  const login = await fetch(`${base}/api/auth/login`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ username: 'bench@example.com', password: 'bench-pw-1' }) });
-  const auth = { 'X-Authorization': `Bearer ${((await login.json()) as { token: string }).token}`, 'content-type': 'application/json' };
+  const login = await fetch(`${base}/api/auth/login`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ username: 'bench@example.com', password: 'bench-pw-1' }),
+  });
+  const auth = {
+    'X-Authorization': `Bearer ${((await login.json()) as { token: string }).token}`,
+    'content-type': 'application/json',
+  };
   const mkDevice = async (name: string, token: string, gateway = false): Promise<void> => {
-    const r = await fetch(`${base}/api/device?accessToken=${token}`, { method: 'POST', headers: auth, body: JSON.stringify({ name, ...(gateway ? { additionalInfo: { gateway: true } } : {}) }) });
+    const r = await fetch(`${base}/api/device?accessToken=${token}`, {
+      method: 'POST',
+      headers: auth,
+      body: JSON.stringify({ name, ...(gateway ? { additionalInfo: { gateway: true } } : {}) }),
+    });
     if (r.status !== 200) throw new Error(`creating ${name}: ${r.status} ${await r.text()}`);
   };
   return { ...d, mkDevice };
 }
 
-interface Daemon { proc: ChildProcess; httpPort: number; mqttPort: number }
+interface Daemon {
+  proc: ChildProcess;
+  httpPort: number;
+  mqttPort: number;
+}
 
 async function serve(dir: string, main: string): Promise<Daemon> {
-  const d = await spawnUntil(process.execPath, [main, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', join(dir, 'data'), '--config', join(dir, 'outpost.json')],
-    /listening on http:\/\/127\.0\.0\.1:(\d+), mqtt:\/\/127\.0\.0\.1:(\d+)/);
+  const d = await spawnUntil(
+    process.execPath,
+    [
+      main,
+      'serve',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '0',
+      '--data-dir',
+      join(dir, 'data'),
+      '--config',
+      join(dir, 'outpost.json'),
+    ],
+    /listening on http:\/\/127\.0\.0\.1:(\d+), mqtt:\/\/127\.0\.0\.1:(\d+)/,
+  );
   return { proc: d.proc, httpPort: Number(d.m[1]), mqttPort: Number(d.m[2]) };
 }
 
 /** each idle connection is a device of its own (one session per token) */
 async function createIdleDevices(mkDevice: (name: string, token: string) => Promise<void>): Promise<void> {
   for (let i = 0; i < IDLE; i += 200) {
-    await Promise.all(Array.from({ length: Math.min(200, IDLE - i) }, (_, k) => mkDevice(`idle-${i + k}`, `idle-token-${i + k}`)));
+    await Promise.all(
+      Array.from({ length: Math.min(200, IDLE - i) }, (_, k) => mkDevice(`idle-${i + k}`, `idle-token-${i + k}`)),
+    );
   }
 }
 
 function spawnBare(): Promise<{ proc: ChildProcess; m: RegExpExecArray }> {
-  return spawnUntil(process.execPath, ['-e', `const s=require('net').createServer((c)=>{c.on('error',()=>{});c.on('data',()=>{})});s.listen(0,'127.0.0.1',()=>console.log('port '+s.address().port))`], /port (\d+)/);
+  return spawnUntil(
+    process.execPath,
+    [
+      '-e',
+      `const s=require('net').createServer((c)=>{c.on('error',()=>{});c.on('data',()=>{})});s.listen(0,'127.0.0.1',()=>console.log('port '+s.address().port))`,
+    ],
+    /port (\d+)/,
+  );
 }
 
-interface IdleFigures { perConn: number; barePerConn: number; base: number; open: number; p99Before: number; p99Open: number }
+interface IdleFigures {
+  perConn: number;
+  barePerConn: number;
+  base: number;
+  open: number;
+  p99Before: number;
+  p99Open: number;
+}
 
 /** IDLE idle MQTT connections on the daemon, then as many sockets on the bare server: RssAnon per connection. */
-async function idleRound(pid: number, httpPort: number, mqttPort: number, bare: { proc: ChildProcess; m: RegExpExecArray }): Promise<IdleFigures> {
+async function idleRound(
+  pid: number,
+  httpPort: number,
+  mqttPort: number,
+  bare: { proc: ChildProcess; m: RegExpExecArray },
+): Promise<IdleFigures> {
   const ingestP99 = async (): Promise<number> => {
     const conns = await Promise.all(Array.from({ length: 10 }, () => RawHttpConnection.open(httpPort)));
-    const f = await closedLoop(10, 3, async (w, n) => { await (conns[w] as RawHttpConnection).request(encodeRequest('POST', `/api/v1/bench-token-${w}/telemetry`, `{"temperature":${n % 100}}`)); });
+    const f = await closedLoop(10, 3, async (w, n) => {
+      await (conns[w] as RawHttpConnection).request(
+        encodeRequest('POST', `/api/v1/bench-token-${w}/telemetry`, `{"temperature":${n % 100}}`),
+      );
+    });
     for (const c of conns) c.close();
     return f.p99Ms;
   };
   const hello = async (s: Socket, i: number): Promise<void> => {
-    s.write(mqttPacket.generate({ cmd: 'connect', clientId: `idle-${i}`, username: `idle-token-${i}`, keepalive: 0, protocolVersion: 4, clean: true }));
+    s.write(
+      mqttPacket.generate({
+        cmd: 'connect',
+        clientId: `idle-${i}`,
+        username: `idle-token-${i}`,
+        keepalive: 0,
+        protocolVersion: 4,
+        clean: true,
+      }),
+    );
   };
   await sleep(2_000);
   const p99Before = await ingestP99();
@@ -364,7 +542,10 @@ async function idleOnly(): Promise<void> {
     for (let i = 0; i < 10; i++) await first.mkDevice(`bench-${i}`, `bench-token-${i}`);
     await createIdleDevices(first.mkDevice);
     await stop(first.proc);
-    const builds = [{ label: 'this build', main: MAIN }, ...(BASELINE === undefined ? [] : [{ label: `baseline ${BASELINE}`, main: BASELINE }])];
+    const builds = [
+      { label: 'this build', main: MAIN },
+      ...(BASELINE === undefined ? [] : [{ label: `baseline ${BASELINE}`, main: BASELINE }]),
+    ];
     const figures = new Map<string, IdleFigures[]>(builds.map((b) => [b.label, []]));
     for (let r = 0; r < ROUNDS; r++) {
       // alternate which build goes first: neither always gets the quieter half of a round
@@ -377,16 +558,24 @@ async function idleOnly(): Promise<void> {
         await stop(d.proc);
         await stop(bare.proc);
         figures.get(b.label)?.push(f);
-        console.log(`round ${r + 1}, ${b.label}: ${kb(f.perConn)} KB per connection (bare node:net ${kb(f.barePerConn)} KB); RssAnon ${(f.base / 2 ** 20).toFixed(1)} → ${(f.open / 2 ** 20).toFixed(1)} MB; ingest p99 ${f.p99Before.toFixed(1)} → ${f.p99Open.toFixed(1)} ms`);
+        console.log(
+          `round ${r + 1}, ${b.label}: ${kb(f.perConn)} KB per connection (bare node:net ${kb(f.barePerConn)} KB); RssAnon ${(f.base / 2 ** 20).toFixed(1)} → ${(f.open / 2 ** 20).toFixed(1)} MB; ingest p99 ${f.p99Before.toFixed(1)} → ${f.p99Open.toFixed(1)} ms`,
+        );
       }
     }
-    console.log(`\n${IDLE} idle connections, ${ROUNDS} rounds, medians; shared 2-core machine (other engineers' load), compare ratios\n`);
-    console.log('| build | RssAnon per connection (KB) | bare node:net (KB) | / bare | daemon RssAnon idle → open (MB) | HTTP ingest p99 without → with (ms) |');
+    console.log(
+      `\n${IDLE} idle connections, ${ROUNDS} rounds, medians; shared 2-core machine (other engineers' load), compare ratios\n`,
+    );
+    console.log(
+      '| build | RssAnon per connection (KB) | bare node:net (KB) | / bare | daemon RssAnon idle → open (MB) | HTTP ingest p99 without → with (ms) |',
+    );
     console.log('|---|---|---|---|---|---|');
     for (const [label, fs] of figures) {
       const m = (f: (x: IdleFigures) => number): number => median(fs.map(f));
-      console.log(`| ${label} | ${kb(m((x) => x.perConn))} (${fs.map((x) => kb(x.perConn)).join(', ')}) | ${kb(m((x) => x.barePerConn))} | ${m((x) => x.perConn / x.barePerConn).toFixed(2)}x | ` +
-        `${(m((x) => x.base) / 2 ** 20).toFixed(1)} → ${(m((x) => x.open) / 2 ** 20).toFixed(1)} | ${m((x) => x.p99Before).toFixed(1)} → ${m((x) => x.p99Open).toFixed(1)} |`);
+      console.log(
+        `| ${label} | ${kb(m((x) => x.perConn))} (${fs.map((x) => kb(x.perConn)).join(', ')}) | ${kb(m((x) => x.barePerConn))} | ${m((x) => x.perConn / x.barePerConn).toFixed(2)}x | ` +
+          `${(m((x) => x.base) / 2 ** 20).toFixed(1)} → ${(m((x) => x.open) / 2 ** 20).toFixed(1)} | ${m((x) => x.p99Before).toFixed(1)} → ${m((x) => x.p99Open).toFixed(1)} |`,
+      );
     }
   } finally {
     for (const p of procs) p.kill('SIGTERM');
@@ -400,18 +589,36 @@ function mkdirp(p: string): void {
 }
 
 /** Opens `n` sockets (200 at a time), runs `hello` on each; with `waitConnack`, waits for a CONNACK 0 on each. */
-async function openIdle(n: number, hello: (s: Socket, i: number) => Promise<void>, port: number, waitConnack: boolean): Promise<Socket[]> {
+async function openIdle(
+  n: number,
+  hello: (s: Socket, i: number) => Promise<void>,
+  port: number,
+  waitConnack: boolean,
+): Promise<Socket[]> {
   const out: Socket[] = [];
   for (let i = 0; i < n; i += 200) {
-    out.push(...await Promise.all(Array.from({ length: Math.min(200, n - i) }, (_, k) => new Promise<Socket>((resolve, reject) => {
-      const s = connect(port, '127.0.0.1');
-      s.on('error', () => undefined);
-      s.once('connect', () => {
-        void hello(s, i + k);
-        if (!waitConnack) { resolve(s); return; }
-        s.once('data', (b: Buffer) => (b[0] === 0x20 && b[3] === 0 ? resolve(s) : reject(new Error(`CONNACK refused for idle-${i + k}`))));
-      });
-    }))));
+    out.push(
+      ...(await Promise.all(
+        Array.from(
+          { length: Math.min(200, n - i) },
+          (_, k) =>
+            new Promise<Socket>((resolve, reject) => {
+              const s = connect(port, '127.0.0.1');
+              s.on('error', () => undefined);
+              s.once('connect', () => {
+                void hello(s, i + k);
+                if (!waitConnack) {
+                  resolve(s);
+                  return;
+                }
+                s.once('data', (b: Buffer) =>
+                  b[0] === 0x20 && b[3] === 0 ? resolve(s) : reject(new Error(`CONNACK refused for idle-${i + k}`)),
+                );
+              });
+            }),
+        ),
+      )),
+    );
   }
   return out;
 }

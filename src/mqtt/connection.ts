@@ -82,7 +82,8 @@ export class ParserPool {
     const st = slot.parser as unknown as ParserState;
     // the parser keeps the last CONNECT it parsed as its settings: not kept past its connection
     st.settings = V4_SETTINGS;
-    if (this.free.length < this.keep && st.error === null && st._stateCounter === 0 && st._list.length === 0) this.free.push(slot);
+    if (this.free.length < this.keep && st.error === null && st._stateCounter === 0 && st._list.length === 0)
+      this.free.push(slot);
   }
 }
 
@@ -224,8 +225,12 @@ export class MqttConnection implements ParserOwner {
   }
 
   /** Stops reading from the socket while the session has too much in flight. */
-  pause(): void { if (!this.closed) this.socket.pause(); }
-  resume(): void { if (!this.closed) this.socket.resume(); }
+  pause(): void {
+    if (!this.closed) this.socket.pause();
+  }
+  resume(): void {
+    if (!this.closed) this.socket.resume();
+  }
 
   /**
    * Closes the connection; `reason` counts a close the daemon decided. MQTT 5 clients are told why with a
@@ -236,7 +241,8 @@ export class MqttConnection implements ParserOwner {
     if (reason !== undefined) {
       this.counters.closed[reason]++;
       const code = this.connected && this.protocolVersion === 5 ? DISCONNECT_REASON[reason] : undefined;
-      if (code !== undefined) this.socket.write(mqttPacket.generate({ cmd: 'disconnect', reasonCode: code }, { protocolVersion: 5 }));
+      if (code !== undefined)
+        this.socket.write(mqttPacket.generate({ cmd: 'disconnect', reasonCode: code }, { protocolVersion: 5 }));
     }
     this.closed = true;
     // a closed connection's parser may hold part of a packet or an error: it is dropped, not pooled
@@ -252,5 +258,11 @@ export class MqttConnection implements ParserOwner {
 
 /** MQTT 5 DISCONNECT reason codes for the closes the daemon decides. */
 const DISCONNECT_REASON: Partial<Record<MqttCloseReason, number>> = {
-  malformed: 0x81, oversize: 0x95, keepalive: 0x8d, takeover: 0x8e, badPayload: 0x99, protocol: 0x82, storeError: 0x80,
+  malformed: 0x81,
+  oversize: 0x95,
+  keepalive: 0x8d,
+  takeover: 0x8e,
+  badPayload: 0x99,
+  protocol: 0x82,
+  storeError: 0x80,
 };

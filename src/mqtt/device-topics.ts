@@ -59,9 +59,14 @@ const DEPTH: DeviceRoute = { kind: 'depth' };
 /** The device API topic a PUBLISH names, or undefined (exact topics only). */
 export function deviceRoute(topic: string): DeviceRoute | undefined {
   switch (topic) {
-    case 'v1/devices/me/telemetry': case 'v2/t': return TELEMETRY;
-    case 'v1/devices/me/attributes': case 'v2/a': return ATTRIBUTES;
-    case 'v1/devices/me/depth/telemetry': return DEPTH;
+    case 'v1/devices/me/telemetry':
+    case 'v2/t':
+      return TELEMETRY;
+    case 'v1/devices/me/attributes':
+    case 'v2/a':
+      return ATTRIBUTES;
+    case 'v1/devices/me/depth/telemetry':
+      return DEPTH;
   }
   const tail = (prefix: string): string | undefined => {
     if (!topic.startsWith(prefix)) return undefined;
@@ -71,30 +76,40 @@ export function deviceRoute(topic: string): DeviceRoute | undefined {
   let id: string | undefined;
   if ((id = tail(V1_ATTR_REQ)) !== undefined) return { kind: 'attrRequest', id, family: 'v1' };
   if ((id = tail('v2/a/req/')) !== undefined) return { kind: 'attrRequest', id, family: 'v2' };
-  if ((id = tail(V1_RPC_RES)) !== undefined || (id = tail('v2/r/res/')) !== undefined) return { kind: 'rpcResponse', id };
+  if ((id = tail(V1_RPC_RES)) !== undefined || (id = tail('v2/r/res/')) !== undefined)
+    return { kind: 'rpcResponse', id };
   if ((id = tail(V1_RPC_REQ)) !== undefined) return { kind: 'rpcRequest', id, family: 'v1' };
   if ((id = tail('v2/r/req/')) !== undefined) return { kind: 'rpcRequest', id, family: 'v2' };
   return undefined;
 }
 
 /** Routes that only read or answer: they wait for the earlier writes and store nothing. */
-export const isWrite = (r: DeviceRoute): boolean => r.kind === 'telemetry' || r.kind === 'attributes' || r.kind === 'depth';
+export const isWrite = (r: DeviceRoute): boolean =>
+  r.kind === 'telemetry' || r.kind === 'attributes' || r.kind === 'depth';
 
 /** A request id in a topic: TB parses it as an int. */
 function requestId(raw: string): number {
-  if (!/^\d{1,10}$/.test(raw) || Number(raw) > 2147483647) throw new OutpostError('BAD_PAYLOAD', `request id must be an integer, got "${raw}"`);
+  if (!/^\d{1,10}$/.test(raw) || Number(raw) > 2147483647)
+    throw new OutpostError('BAD_PAYLOAD', `request id must be an integer, got "${raw}"`);
   return Number(raw);
 }
 
-export const attributeResponseTopic = (family: Family, id: string | number): string => (family === 'v1' ? `v1/devices/me/attributes/response/${id}` : `v2/a/res/${id}`);
-export const rpcResponseTopic = (family: Family, id: string | number): string => (family === 'v1' ? `${V1_RPC_RES}${id}` : `v2/r/res/${id}`);
-export const rpcRequestTopic = (family: Family, id: number): string => (family === 'v1' ? `${V1_RPC_REQ}${id}` : `v2/r/req/${id}`);
+export const attributeResponseTopic = (family: Family, id: string | number): string =>
+  family === 'v1' ? `v1/devices/me/attributes/response/${id}` : `v2/a/res/${id}`;
+export const rpcResponseTopic = (family: Family, id: string | number): string =>
+  family === 'v1' ? `${V1_RPC_RES}${id}` : `v2/r/res/${id}`;
+export const rpcRequestTopic = (family: Family, id: number): string =>
+  family === 'v1' ? `${V1_RPC_REQ}${id}` : `v2/r/req/${id}`;
 
 /**
  * Handles one device-API publish. Throws OutpostError for bad input (the session maps 400 → "bad", 403 →
  * "denied") and for store failures (the session closes the connection).
  */
-export async function handleDevicePublish(ctx: DeviceContext, route: DeviceRoute, payload: Buffer): Promise<PublishOutcome> {
+export async function handleDevicePublish(
+  ctx: DeviceContext,
+  route: DeviceRoute,
+  payload: Buffer,
+): Promise<PublishOutcome> {
   const { s, deviceId } = ctx;
   switch (route.kind) {
     case 'telemetry':
@@ -104,7 +119,10 @@ export async function handleDevicePublish(ctx: DeviceContext, route: DeviceRoute
       return OK;
     case 'depth': {
       const records = parseDepthTelemetry(parseBody(payload));
-      await s.depth.write(deviceId, records.filter((r) => r.values.length > 0));
+      await s.depth.write(
+        deviceId,
+        records.filter((r) => r.values.length > 0),
+      );
       return OK;
     }
     case 'attrRequest': {
@@ -121,7 +139,10 @@ export async function handleDevicePublish(ctx: DeviceContext, route: DeviceRoute
       const clientKeys = keys('clientKeys');
       const sharedKeys = keys('sharedKeys');
       await ctx.previousWrites;
-      ctx.publish(attributeResponseTopic(route.family, route.id), deviceAttributesJson(s.attributes, deviceId, clientKeys, sharedKeys));
+      ctx.publish(
+        attributeResponseTopic(route.family, route.id),
+        deviceAttributesJson(s.attributes, deviceId, clientKeys, sharedKeys),
+      );
       return OK;
     }
     case 'rpcResponse':
@@ -130,9 +151,11 @@ export async function handleDevicePublish(ctx: DeviceContext, route: DeviceRoute
     case 'rpcRequest': {
       requestId(route.id);
       const json = parseBody(payload);
-      if (!isJsonObject(json)) throw new OutpostError('BAD_PAYLOAD', 'RPC request must be a JSON object {"method","params"}');
+      if (!isJsonObject(json))
+        throw new OutpostError('BAD_PAYLOAD', 'RPC request must be a JSON object {"method","params"}');
       const method = json['method'];
-      if (typeof method !== 'string' || method === '') throw new OutpostError('BAD_PAYLOAD', 'RPC request must have a "method" string');
+      if (typeof method !== 'string' || method === '')
+        throw new OutpostError('BAD_PAYLOAD', 'RPC request must have a "method" string');
       const params = json['params'];
       const paramsJson = params === undefined ? 'null' : stringifyJson(params);
       const topic = rpcResponseTopic(route.family, route.id);
@@ -153,21 +176,37 @@ export async function saveTelemetry(s: Services, deviceId: string, payload: Buff
 
 /** What a subscription filter stands for; undefined = refused (SUBACK 0x80). */
 export type SubscriptionKind =
-  | 'attributes' | 'attrResponse' | 'rpcRequest' | 'rpcRequestV2' | 'rpcResponse'
-  | 'gwAttributes' | 'gwAttrResponse' | 'gwRpc' | 'provisionResponse';
+  | 'attributes'
+  | 'attrResponse'
+  | 'rpcRequest'
+  | 'rpcRequestV2'
+  | 'rpcResponse'
+  | 'gwAttributes'
+  | 'gwAttrResponse'
+  | 'gwRpc'
+  | 'provisionResponse';
 
 const DEVICE_FILTERS: ReadonlyMap<string, SubscriptionKind> = new Map([
-  ['v1/devices/me/attributes', 'attributes'], ['v2/a', 'attributes'],
-  ['v1/devices/me/attributes/response/+', 'attrResponse'], ['v2/a/res/+', 'attrResponse'],
-  ['v1/devices/me/rpc/request/+', 'rpcRequest'], ['v2/r/req/+', 'rpcRequestV2'],
-  ['v1/devices/me/rpc/response/+', 'rpcResponse'], ['v2/r/res/+', 'rpcResponse'],
+  ['v1/devices/me/attributes', 'attributes'],
+  ['v2/a', 'attributes'],
+  ['v1/devices/me/attributes/response/+', 'attrResponse'],
+  ['v2/a/res/+', 'attrResponse'],
+  ['v1/devices/me/rpc/request/+', 'rpcRequest'],
+  ['v2/r/req/+', 'rpcRequestV2'],
+  ['v1/devices/me/rpc/response/+', 'rpcResponse'],
+  ['v2/r/res/+', 'rpcResponse'],
 ]);
 const GATEWAY_FILTERS: ReadonlyMap<string, SubscriptionKind> = new Map([
-  ['v1/gateway/attributes', 'gwAttributes'], ['v1/gateway/attributes/response', 'gwAttrResponse'], ['v1/gateway/rpc', 'gwRpc'],
+  ['v1/gateway/attributes', 'gwAttributes'],
+  ['v1/gateway/attributes/response', 'gwAttrResponse'],
+  ['v1/gateway/rpc', 'gwRpc'],
 ]);
 
 /** Exact filters only: wildcards other than the API's own `+` forms, and other devices' topics, are refused. */
-export function subscriptionKind(filter: string, role: 'device' | 'gateway' | 'provision'): SubscriptionKind | undefined {
+export function subscriptionKind(
+  filter: string,
+  role: 'device' | 'gateway' | 'provision',
+): SubscriptionKind | undefined {
   if (role === 'provision') return filter === '/provision/response' ? 'provisionResponse' : undefined;
   return DEVICE_FILTERS.get(filter) ?? (role === 'gateway' ? GATEWAY_FILTERS.get(filter) : undefined);
 }

@@ -36,8 +36,13 @@ export interface GatewayContext {
 }
 
 export const GATEWAY_TOPICS = new Set([
-  'v1/gateway/connect', 'v1/gateway/disconnect', 'v1/gateway/telemetry', 'v1/gateway/attributes',
-  'v1/gateway/attributes/request', 'v1/gateway/rpc', 'v1/gateway/depth/telemetry',
+  'v1/gateway/connect',
+  'v1/gateway/disconnect',
+  'v1/gateway/telemetry',
+  'v1/gateway/attributes',
+  'v1/gateway/attributes/request',
+  'v1/gateway/rpc',
+  'v1/gateway/depth/telemetry',
 ]);
 
 /** Topics that only read or answer (they wait for earlier writes). */
@@ -115,7 +120,11 @@ function perDevice(json: JsonValue, what: string, keep: (v: JsonValue) => boolea
 }
 
 /** Handles one `v1/gateway/*` publish; throws OutpostError as the device handlers do. */
-export async function handleGatewayPublish(ctx: GatewayContext, topic: string, payload: Buffer): Promise<PublishOutcome> {
+export async function handleGatewayPublish(
+  ctx: GatewayContext,
+  topic: string,
+  payload: Buffer,
+): Promise<PublishOutcome> {
   const { s } = ctx;
   switch (topic) {
     case 'v1/gateway/connect': {
@@ -137,26 +146,47 @@ export async function handleGatewayPublish(ctx: GatewayContext, topic: string, p
       const now = s.now();
       // each device's array through the HTTP body parser; anything unusual through the JSON tree
       const fast = splitDeviceArrays(payload);
-      const parts: Array<[string, TelemetryBatch | TsRecord[]]> = fast !== undefined
-        ? fast.filter(([name]) => name.trim() !== '').map(([name, arr]) => [name, parseTelemetryBody(arr, now)])
-        : perDevice(parseBody(payload), 'gateway telemetry', Array.isArray).map(([name, v]) => [name, parseTelemetry(v, now)]);
+      const parts: Array<[string, TelemetryBatch | TsRecord[]]> =
+        fast !== undefined
+          ? fast.filter(([name]) => name.trim() !== '').map(([name, arr]) => [name, parseTelemetryBody(arr, now)])
+          : perDevice(parseBody(payload), 'gateway telemetry', Array.isArray).map(([name, v]) => [
+              name,
+              parseTelemetry(v, now),
+            ]);
       if (parts.length === 0) bad('gateway telemetry names no device with data');
-      const devices = await subDevicesOf(ctx, parts.map(([name]) => name));
-      await Promise.all(parts.map(([, records], i) => s.ingest.save('DEVICE', (devices[i] as DeviceRecord).id, records)));
+      const devices = await subDevicesOf(
+        ctx,
+        parts.map(([name]) => name),
+      );
+      await Promise.all(
+        parts.map(([, records], i) => s.ingest.save('DEVICE', (devices[i] as DeviceRecord).id, records)),
+      );
       return OK;
     }
     case 'v1/gateway/attributes': {
-      const parts: Array<[string, KvEntry[]]> = perDevice(parseBody(payload), 'gateway attributes', isJsonObject)
-        .map(([name, v]) => [name, parseKvObject(v as { [key: string]: JsonValue })]);
-      const devices = await subDevicesOf(ctx, parts.map(([name]) => name));
+      const parts: Array<[string, KvEntry[]]> = perDevice(parseBody(payload), 'gateway attributes', isJsonObject).map(
+        ([name, v]) => [name, parseKvObject(v as { [key: string]: JsonValue })],
+      );
+      const devices = await subDevicesOf(
+        ctx,
+        parts.map(([name]) => name),
+      );
       const now = s.now();
-      await Promise.all(parts.map(([, kv], i) => s.attributes.save('DEVICE', (devices[i] as DeviceRecord).id, 'CLIENT_SCOPE', kv, now)));
+      await Promise.all(
+        parts.map(([, kv], i) => s.attributes.save('DEVICE', (devices[i] as DeviceRecord).id, 'CLIENT_SCOPE', kv, now)),
+      );
       return OK;
     }
     case 'v1/gateway/depth/telemetry': {
-      const parts: Array<[string, DsRecord[]]> = perDevice(parseBody(payload), 'gateway depth telemetry', Array.isArray)
-        .map(([name, v]) => [name, parseDepthTelemetry(v).filter((r) => r.values.length > 0)]);
-      const devices = await subDevicesOf(ctx, parts.map(([name]) => name));
+      const parts: Array<[string, DsRecord[]]> = perDevice(
+        parseBody(payload),
+        'gateway depth telemetry',
+        Array.isArray,
+      ).map(([name, v]) => [name, parseDepthTelemetry(v).filter((r) => r.values.length > 0)]);
+      const devices = await subDevicesOf(
+        ctx,
+        parts.map(([name]) => name),
+      );
       await Promise.all(parts.map(([, records], i) => s.depth.write((devices[i] as DeviceRecord).id, records)));
       return OK;
     }
@@ -167,7 +197,14 @@ export async function handleGatewayPublish(ctx: GatewayContext, topic: string, p
       const json = parseBody(payload);
       if (!isJsonObject(json)) bad('RPC reply must be {"device","id","data"}');
       const id = json['id'];
-      const n = id instanceof NumLit ? Number(id.text) : typeof id === 'number' ? id : typeof id === 'string' && /^\d+$/.test(id) ? Number(id) : NaN;
+      const n =
+        id instanceof NumLit
+          ? Number(id.text)
+          : typeof id === 'number'
+            ? id
+            : typeof id === 'string' && /^\d+$/.test(id)
+              ? Number(id)
+              : NaN;
       if (!Number.isInteger(n)) bad('"id" must be the RPC id');
       const d = await subDevice(ctx, deviceName(json['device']));
       const data = json['data'];

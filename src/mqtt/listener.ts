@@ -44,7 +44,8 @@ export function refusalLog(log: (m: string) => void, now: () => number = Date.no
 
 function listen(server: Server, host: string, port: number, what: string, log: (m: string) => void): Promise<number> {
   return new Promise((resolve, reject) => {
-    const onError = (err: Error): void => reject(new OutpostError('CONFIG_INVALID', `cannot listen for ${what} on ${host}:${port}: ${err.message}`));
+    const onError = (err: Error): void =>
+      reject(new OutpostError('CONFIG_INVALID', `cannot listen for ${what} on ${host}:${port}: ${err.message}`));
     server.once('error', onError);
     // exclusive: another process (or another Outpost) on the same port is an error, never a shared port
     server.listen({ host, port: port === -1 ? 0 : port, exclusive: true }, () => {
@@ -73,7 +74,8 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
   // TB's client-side RPC `getSessionLimits`: TB's Python SDK and IoT Gateway ask it after connecting and size
   // their payloads and in-flight window from it (empty rate limits: none). Answered here, never upstream.
   const sessionLimits = JSON.stringify({
-    maxPayloadSize: cfg.maxPayloadBytes, maxInflightMessages: cfg.maxInflight,
+    maxPayloadSize: cfg.maxPayloadBytes,
+    maxInflightMessages: cfg.maxInflight,
     rateLimits: { messages: '', telemetryMessages: '', telemetryDataPoints: '' },
     gatewayRateLimits: { messages: '', telemetryMessages: '', telemetryDataPoints: '' },
   });
@@ -103,7 +105,10 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
       port = await listen(server, host, cfg.port, 'MQTT', (m) => s.log.error(m));
     }
     if (cfg.tlsPort !== 0 && s.config.tls.cert !== '') {
-      const server = createTlsServer({ cert: readFileSync(s.config.tls.cert), key: readFileSync(s.config.tls.key) }, accept);
+      const server = createTlsServer(
+        { cert: readFileSync(s.config.tls.cert), key: readFileSync(s.config.tls.key) },
+        accept,
+      );
       // a failed TLS handshake is the client's problem, not the daemon's
       server.on('tlsClientError', () => undefined);
       servers.push(server);

@@ -10,7 +10,10 @@ import { OK, type PublishOutcome, UNKNOWN_TOPIC } from './device-topics.js';
 export const PROVISION_USERNAME = 'provision';
 
 export async function handleProvisionPublish(
-  s: Pick<Services, 'config' | 'entities'>, topic: string, payload: Buffer, publish: (topic: string, body: string) => void,
+  s: Pick<Services, 'config' | 'entities'>,
+  topic: string,
+  payload: Buffer,
+  publish: (topic: string, body: string) => void,
 ): Promise<PublishOutcome> {
   if (topic !== '/provision/request') return UNKNOWN_TOPIC;
   const answer = await provisionDevice(s, parseBody(payload));

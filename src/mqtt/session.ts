@@ -20,15 +20,30 @@ import type { MqttCloseReason, MqttCounters } from '../status/metrics.js';
 import type { DeviceRecord } from '../store/entities.js';
 import type { MqttConnection, PacketSink } from './connection.js';
 import {
-  type DeviceContext, type PublishOutcome, type SubscriptionKind, UNKNOWN_TOPIC,
-  deviceRoute, handleDevicePublish, isWrite, rpcRequestTopic, saveTelemetry, subscriptionKind,
+  type DeviceContext,
+  type PublishOutcome,
+  type SubscriptionKind,
+  UNKNOWN_TOPIC,
+  deviceRoute,
+  handleDevicePublish,
+  isWrite,
+  rpcRequestTopic,
+  saveTelemetry,
+  subscriptionKind,
 } from './device-topics.js';
 import { GATEWAY_TOPICS, type GatewayContext, handleGatewayPublish, isGatewayWrite } from './gateway-topics.js';
 import { PROVISION_USERNAME, handleProvisionPublish } from './provision.js';
 import type { RegisteredSession, SessionRegistry } from './registry.js';
 
 /** MQTT 5 reason codes used here */
-const RC = { ok: 0, notAuthorized: 0x87, topicNameInvalid: 0x90, payloadFormatInvalid: 0x99, subscribeRefused: 0x80, badCredentials: 0x86 } as const;
+const RC = {
+  ok: 0,
+  notAuthorized: 0x87,
+  topicNameInvalid: 0x90,
+  payloadFormatInvalid: 0x99,
+  subscribeRefused: 0x80,
+  badCredentials: 0x86,
+} as const;
 
 type Outcome = PublishOutcome | { readonly kind: 'failed'; readonly reason: MqttCloseReason };
 
@@ -57,25 +72,48 @@ export class MqttSession implements PacketSink, RegisteredSession {
   private device: DeviceRecord | undefined;
   // Created on first use: an idle device's session holds none of them (10,000 idle connections, issue's budget).
   private subsMap: Map<SubscriptionKind, 0 | 1> | undefined;
-  private get subs(): Map<SubscriptionKind, 0 | 1> { return (this.subsMap ??= new Map()); }
+  private get subs(): Map<SubscriptionKind, 0 | 1> {
+    return (this.subsMap ??= new Map());
+  }
   private readonly acks: AckEntry[] = [];
   /** QoS 2 packet ids received and not yet released (PUBREL) */
   private qos2Set: Set<number> | undefined;
-  private get qos2(): Set<number> { return (this.qos2Set ??= new Set()); }
+  private get qos2(): Set<number> {
+    return (this.qos2Set ??= new Set());
+  }
   /** settles once every publish received so far is written (or failed) */
   private writes: Promise<unknown> = SETTLED;
   private heldSet: Set<PollHandle> | undefined;
-  private get held(): Set<PollHandle> { return (this.heldSet ??= new Set()); }
+  private get held(): Set<PollHandle> {
+    return (this.heldSet ??= new Set());
+  }
   private detachList: Array<() => void> | undefined;
-  private get detach(): Array<() => void> { return (this.detachList ??= []); }
+  private get detach(): Array<() => void> {
+    return (this.detachList ??= []);
+  }
   /** a gateway's connected sub-devices by name, their RPC detach functions, and lookups in progress */
-  private gw: { subDevices: Map<string, DeviceRecord>; subDetach: Map<string, () => void>; pending: Map<string, Promise<DeviceRecord>> } | undefined;
-  private get subDevices(): Map<string, DeviceRecord> { return this.gwState().subDevices; }
-  private get subDetach(): Map<string, () => void> { return this.gwState().subDetach; }
-  private get pending(): Map<string, Promise<DeviceRecord>> { return this.gwState().pending; }
+  private gw:
+    | {
+        subDevices: Map<string, DeviceRecord>;
+        subDetach: Map<string, () => void>;
+        pending: Map<string, Promise<DeviceRecord>>;
+      }
+    | undefined;
+  private get subDevices(): Map<string, DeviceRecord> {
+    return this.gwState().subDevices;
+  }
+  private get subDetach(): Map<string, () => void> {
+    return this.gwState().subDetach;
+  }
+  private get pending(): Map<string, Promise<DeviceRecord>> {
+    return this.gwState().pending;
+  }
   private paused = false;
 
-  constructor(private readonly conn: MqttConnection, private readonly deps: SessionDeps) {}
+  constructor(
+    private readonly conn: MqttConnection,
+    private readonly deps: SessionDeps,
+  ) {}
 
   private gwState(): NonNullable<MqttSession['gw']> {
     return (this.gw ??= { subDevices: new Map(), subDetach: new Map(), pending: new Map() });
@@ -92,20 +130,32 @@ export class MqttSession implements PacketSink, RegisteredSession {
       return;
     }
     switch (p.cmd) {
-      case 'publish': this.onPublish(p); break;
+      case 'publish':
+        this.onPublish(p);
+        break;
       case 'pubrel':
         this.qos2Set?.delete(p.messageId ?? 0);
         this.conn.send({ cmd: 'pubcomp', messageId: p.messageId ?? 0 });
         break;
-      case 'subscribe': this.onSubscribe(p); break;
+      case 'subscribe':
+        this.onSubscribe(p);
+        break;
       case 'unsubscribe':
         for (const f of p.unsubscriptions) this.unsubscribe(f);
         this.conn.send({ cmd: 'unsuback', messageId: p.messageId ?? 0, granted: p.unsubscriptions.map(() => 0) });
         break;
-      case 'pingreq': this.conn.send({ cmd: 'pingresp' }); break;
-      case 'disconnect': this.conn.close(); break;
-      case 'puback': case 'pubrec': case 'pubcomp': break; // no retransmission state to clear (TB keeps none)
-      default: this.conn.close('protocol');
+      case 'pingreq':
+        this.conn.send({ cmd: 'pingresp' });
+        break;
+      case 'disconnect':
+        this.conn.close();
+        break;
+      case 'puback':
+      case 'pubrec':
+      case 'pubcomp':
+        break; // no retransmission state to clear (TB keeps none)
+      default:
+        this.conn.close('protocol');
     }
   }
 
@@ -122,7 +172,11 @@ export class MqttSession implements PacketSink, RegisteredSession {
       const d = username === '' ? undefined : this.deps.s.entities.deviceByToken(username);
       if (d === undefined) {
         this.deps.refused(username === '' ? 'no access token' : 'unknown access token');
-        c.send(v5 ? { cmd: 'connack', sessionPresent: false, reasonCode: RC.badCredentials } : { cmd: 'connack', sessionPresent: false, returnCode: 5 });
+        c.send(
+          v5
+            ? { cmd: 'connack', sessionPresent: false, reasonCode: RC.badCredentials }
+            : { cmd: 'connack', sessionPresent: false, returnCode: 5 },
+        );
         c.close('auth');
         return;
       }
@@ -132,12 +186,22 @@ export class MqttSession implements PacketSink, RegisteredSession {
     c.connected = true;
     c.keepAliveMs = (p.keepalive ?? 0) * 1500;
     // sessionPresent is always false: nothing is kept between connections, so clients re-subscribe
-    c.send(v5
-      ? {
-          cmd: 'connack', sessionPresent: false, reasonCode: 0,
-          properties: { retainAvailable: false, wildcardSubscriptionAvailable: false, sharedSubscriptionAvailable: false, subscriptionIdentifiersAvailable: false, maximumQoS: 1 },
-        }
-      : { cmd: 'connack', sessionPresent: false, returnCode: 0 });
+    c.send(
+      v5
+        ? {
+            cmd: 'connack',
+            sessionPresent: false,
+            reasonCode: 0,
+            properties: {
+              retainAvailable: false,
+              wildcardSubscriptionAvailable: false,
+              sharedSubscriptionAvailable: false,
+              subscriptionIdentifiersAvailable: false,
+              maximumQoS: 1,
+            },
+          }
+        : { cmd: 'connack', sessionPresent: false, returnCode: 0 },
+    );
     if (this.role !== 'provision') this.deps.registry.register(this);
   }
 
@@ -165,9 +229,16 @@ export class MqttSession implements PacketSink, RegisteredSession {
     const family = kind === 'rpcRequest' ? 'v1' : 'v2';
     if (this.subs.has('rpcRequest') && family === 'v2') return; // one way in: the v1 form when both
     const deviceId = this.deviceId;
-    this.detach.push(this.deps.s.rpc.attachSink(deviceId, {
-      deliver: (rpc) => this.publish(rpcRequestTopic(family, rpc.id), `{"method":${JSON.stringify(rpc.method)},"params":${rpc.paramsJson}}`, kind),
-    }));
+    this.detach.push(
+      this.deps.s.rpc.attachSink(deviceId, {
+        deliver: (rpc) =>
+          this.publish(
+            rpcRequestTopic(family, rpc.id),
+            `{"method":${JSON.stringify(rpc.method)},"params":${rpc.paramsJson}}`,
+            kind,
+          ),
+      }),
+    );
   }
 
   private unsubscribe(filter: string): void {
@@ -186,8 +257,15 @@ export class MqttSession implements PacketSink, RegisteredSession {
 
   /** Publishes to the client at the QoS of its subscription of `kind` (QoS 1 without one, as TB). */
   private publish(topic: string, body: string, kind?: SubscriptionKind): boolean {
-    const qos = kind === undefined ? 1 : this.subs.get(kind) ?? 1;
-    const packet: IPublishPacket = { cmd: 'publish', topic, payload: Buffer.from(body), qos, dup: false, retain: false };
+    const qos = kind === undefined ? 1 : (this.subs.get(kind) ?? 1);
+    const packet: IPublishPacket = {
+      cmd: 'publish',
+      topic,
+      payload: Buffer.from(body),
+      qos,
+      dup: false,
+      retain: false,
+    };
     if (qos > 0) packet.messageId = this.conn.packetId();
     return this.conn.send(packet);
   }
@@ -198,7 +276,8 @@ export class MqttSession implements PacketSink, RegisteredSession {
 
   pushGatewayAttributes(subDeviceId: string, body: string): void {
     for (const [name, d] of this.gw?.subDevices ?? []) {
-      if (d.id === subDeviceId) this.publish('v1/gateway/attributes', `{"device":${JSON.stringify(name)},"data":${body}}`, 'gwAttributes');
+      if (d.id === subDeviceId)
+        this.publish('v1/gateway/attributes', `{"device":${JSON.stringify(name)},"data":${body}}`, 'gwAttributes');
     }
   }
 
@@ -225,7 +304,8 @@ export class MqttSession implements PacketSink, RegisteredSession {
       if (!this.acks.some((a) => a.packetId === packetId)) this.conn.send({ cmd: 'pubrec', messageId: packetId });
       return;
     }
-    const entry: AckEntry | undefined = p.qos === 0 ? undefined : { packetId, qos: p.qos, t0: performance.now(), outcome: undefined };
+    const entry: AckEntry | undefined =
+      p.qos === 0 ? undefined : { packetId, qos: p.qos, t0: performance.now(), outcome: undefined };
     if (entry !== undefined) {
       if (p.qos === 2) this.qos2.add(packetId);
       this.acks.push(entry);
@@ -236,7 +316,10 @@ export class MqttSession implements PacketSink, RegisteredSession {
     }
     const { promise, write } = this.dispatch(p.topic, payload);
     // one promise per publish past its handler's: its outcome settles the ack, and later reads wait for it
-    const done = promise.then((o) => this.settle(entry, o), (err: unknown) => this.settle(entry, this.failure(err, p.topic)));
+    const done = promise.then(
+      (o) => this.settle(entry, o),
+      (err: unknown) => this.settle(entry, this.failure(err, p.topic)),
+    );
     if (write) this.writes = Promise.all([this.writes, done]);
   }
 
@@ -262,7 +345,9 @@ export class MqttSession implements PacketSink, RegisteredSession {
       }
     } catch (err) {
       // never an unhandled rejection (it would end the daemon): this client goes instead
-      this.deps.s.log.error(`mqtt: acknowledging a publish failed: ${err instanceof Error ? err.message : String(err)}`);
+      this.deps.s.log.error(
+        `mqtt: acknowledging a publish failed: ${err instanceof Error ? err.message : String(err)}`,
+      );
       this.conn.close('protocol');
     }
   }
@@ -271,7 +356,10 @@ export class MqttSession implements PacketSink, RegisteredSession {
   private dispatch(topic: string, payload: Buffer): { promise: Promise<PublishOutcome>; write: boolean } {
     const s = this.deps.s;
     if (this.role === 'provision') {
-      return { promise: handleProvisionPublish(s, topic, payload, (t, b) => this.publish(t, b, 'provisionResponse')), write: false };
+      return {
+        promise: handleProvisionPublish(s, topic, payload, (t, b) => this.publish(t, b, 'provisionResponse')),
+        write: false,
+      };
     }
     if (this.role === 'gateway' && GATEWAY_TOPICS.has(topic)) {
       return { promise: handleGatewayPublish(this.gatewayContext(), topic, payload), write: isGatewayWrite(topic) };
@@ -288,7 +376,13 @@ export class MqttSession implements PacketSink, RegisteredSession {
       s: this.deps.s,
       deviceId: this.deviceId,
       previousWrites: this.writes,
-      publish: (topic, body) => { this.publish(topic, body, topic.includes('/rpc/') || topic.startsWith('v2/r/') ? 'rpcResponse' : 'attrResponse'); },
+      publish: (topic, body) => {
+        this.publish(
+          topic,
+          body,
+          topic.includes('/rpc/') || topic.startsWith('v2/r/') ? 'rpcResponse' : 'attrResponse',
+        );
+      },
       hold: (h) => {
         if (h.settled) return;
         if (this.held.size >= 16) for (const old of this.held) if (old.settled) this.held.delete(old);
@@ -302,7 +396,9 @@ export class MqttSession implements PacketSink, RegisteredSession {
       s: this.deps.s,
       gateway: this.device as DeviceRecord,
       previousWrites: this.writes,
-      publish: (topic, body) => { this.publish(topic, body, 'gwAttrResponse'); },
+      publish: (topic, body) => {
+        this.publish(topic, body, 'gwAttrResponse');
+      },
       connected: (sub) => this.subConnected(sub),
       disconnected: (sub) => this.subDisconnected(sub.name),
       subDevices: this.subDevices,
@@ -315,10 +411,17 @@ export class MqttSession implements PacketSink, RegisteredSession {
     this.subDevices.set(sub.name, sub);
     this.deps.registry.claimSubDevice(this, sub.id);
     const name = JSON.stringify(sub.name);
-    this.subDetach.set(sub.name, this.deps.s.rpc.attachSink(sub.id, {
-      deliver: (rpc) => this.publish('v1/gateway/rpc',
-        `{"device":${name},"data":{"id":${rpc.id},"method":${JSON.stringify(rpc.method)},"params":${rpc.paramsJson}}}`, 'gwRpc'),
-    }));
+    this.subDetach.set(
+      sub.name,
+      this.deps.s.rpc.attachSink(sub.id, {
+        deliver: (rpc) =>
+          this.publish(
+            'v1/gateway/rpc',
+            `{"device":${name},"data":{"id":${rpc.id},"method":${JSON.stringify(rpc.method)},"params":${rpc.paramsJson}}}`,
+            'gwRpc',
+          ),
+      }),
+    );
   }
 
   private subDisconnected(name: string): void {
@@ -333,7 +436,8 @@ export class MqttSession implements PacketSink, RegisteredSession {
   private afterQos0(o: Outcome): void {
     if (o.kind === 'failed') this.conn.close(o.reason);
     // 3.1.x cannot refuse a QoS 0 message either: bad input closes the connection (TB)
-    else if ((o.kind === 'bad' || o.kind === 'denied') && this.conn.protocolVersion !== 5) this.conn.close('badPayload');
+    else if ((o.kind === 'bad' || o.kind === 'denied') && this.conn.protocolVersion !== 5)
+      this.conn.close('badPayload');
   }
 
   /** Writes the acks at the head of the FIFO whose publishes are done, in order. */

@@ -16,19 +16,36 @@ export function mqttPorts(gw: Gateway): { port: number; tlsPort: number } {
   return { port: p ? Number(p[1]) : 0, tlsPort: tp ? Number(tp[1]) : 0 };
 }
 
-export interface Teardown { teardown(fn: () => void | Promise<void>): void }
+export interface Teardown {
+  teardown(fn: () => void | Promise<void>): void;
+}
 
 /** A connected MQTT.js client (no reconnects), ended in teardown. */
-export async function mqttClient(t: Teardown, gw: Gateway, token: string, opts: IClientOptions = {}): Promise<MqttClient> {
+export async function mqttClient(
+  t: Teardown,
+  gw: Gateway,
+  token: string,
+  opts: IClientOptions = {},
+): Promise<MqttClient> {
   const { port } = mqttPorts(gw);
   const c = await connectAsync(`mqtt://127.0.0.1:${port}`, {
-    username: token, reconnectPeriod: 0, connectTimeout: 5_000, protocolVersion: 4, ...opts,
+    username: token,
+    reconnectPeriod: 0,
+    connectTimeout: 5_000,
+    protocolVersion: 4,
+    ...opts,
   });
-  t.teardown(() => { c.end(true); });
+  t.teardown(() => {
+    c.end(true);
+  });
   return c;
 }
 
-export interface Received { topic: string; text: string; qos: number }
+export interface Received {
+  topic: string;
+  text: string;
+  qos: number;
+}
 
 /** Collects every message a client receives; `next` waits for the next one matching `pred`. */
 export class Inbox {
@@ -52,8 +69,17 @@ export class Inbox {
     const have = this.all.slice(from).find(pred);
     if (have) return Promise.resolve(have);
     return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no matching message within ${ms} ms; got ${JSON.stringify(this.all)}`)), ms);
-      this.waiters.push({ pred, resolve: (m) => { clearTimeout(timer); resolve(m); } });
+      const timer = setTimeout(
+        () => reject(new Error(`no matching message within ${ms} ms; got ${JSON.stringify(this.all)}`)),
+        ms,
+      );
+      this.waiters.push({
+        pred,
+        resolve: (m) => {
+          clearTimeout(timer);
+          resolve(m);
+        },
+      });
     });
   }
 }
@@ -66,7 +92,10 @@ export function closed(client: MqttClient, ms = 5_000): Promise<void> {
       return;
     }
     const timer = setTimeout(() => reject(new Error(`connection still open after ${ms} ms`)), ms);
-    client.once('close', () => { clearTimeout(timer); resolve(); });
+    client.once('close', () => {
+      clearTimeout(timer);
+      resolve();
+    });
   });
 }
 
@@ -80,7 +109,9 @@ export function rawSocket(t: Teardown, port: number): Promise<Socket & { receive
     s.on('error', () => undefined);
     s.once('connect', () => resolve(s));
     s.once('error', reject);
-    t.teardown(() => { s.destroy(); });
+    t.teardown(() => {
+      s.destroy();
+    });
   });
 }
 
@@ -91,9 +122,19 @@ export async function adminHeaders(gw: Gateway): Promise<{ 'X-Authorization': st
 }
 
 /** Latest telemetry of a device over REST: key → [{ts, value}]. */
-export async function latest(gw: Gateway, headers: Record<string, string>, deviceId: string, keys?: string): Promise<Record<string, Array<{ ts: number; value: unknown }>>> {
+export async function latest(
+  gw: Gateway,
+  headers: Record<string, string>,
+  deviceId: string,
+  keys?: string,
+): Promise<Record<string, Array<{ ts: number; value: unknown }>>> {
   const q = keys === undefined ? '' : `?keys=${keys}`;
-  const r = await http('GET', `${gw.url}/api/plugins/telemetry/DEVICE/${deviceId}/values/timeseries${q}`, undefined, headers);
+  const r = await http(
+    'GET',
+    `${gw.url}/api/plugins/telemetry/DEVICE/${deviceId}/values/timeseries${q}`,
+    undefined,
+    headers,
+  );
   if (r.status !== 200) throw new Error(`latest ${deviceId}: ${r.status} ${r.text}`);
   return r.json();
 }
@@ -105,10 +146,17 @@ export function run(cmd: string, args: string[], timeoutMs = 10_000): Promise<{ 
   return new Promise((resolve) => {
     const p = spawn(cmd, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
-    p.stdout.on('data', (b: Buffer) => { out += b.toString(); });
-    p.stderr.on('data', (b: Buffer) => { out += b.toString(); });
+    p.stdout.on('data', (b: Buffer) => {
+      out += b.toString();
+    });
+    p.stderr.on('data', (b: Buffer) => {
+      out += b.toString();
+    });
     const timer = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.once('exit', (code) => { clearTimeout(timer); resolve({ code, out }); });
+    p.once('exit', (code) => {
+      clearTimeout(timer);
+      resolve({ code, out });
+    });
   });
 }
 
