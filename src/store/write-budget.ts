@@ -14,7 +14,7 @@
  * jolt every device's answer time. Both are debited in full over the long run.
  *
  * While commits are paced (pacing()), the store also lets a batch wait its delay out unless it fills a page of
- * log, and makes its LMDB applies APPLY_STRETCH times rarer and larger (timeseries.ts asks).
+ * log, and makes its LMDB applies APPLY_STRETCH times rarer and larger (store/series/append.ts and apply.ts ask).
  *
  * Pure: the clock and the byte counters are given, it keeps no timer (figures are brought up to date whenever
  * asked, at most once per SAMPLE_MS), so it is tested with a fake clock.
@@ -260,7 +260,7 @@ export function processWriteBytes(): number | undefined {
   }
 }
 
-/** What the store's group commit asks (timeseries.ts). */
+/** What the store's group commit asks (store/series/append.ts and apply.ts). */
 export interface CommitPacer {
   /** how long a batch may wait for others */
   commitDelayMs(): number;
