@@ -3,12 +3,12 @@
  * one-line errors with a non-zero exit, use with and without the daemon (which sees new entities at once),
  * env defaults, the listening log line, SIGTERM/SIGINT → 0, and HTTPS through --tls-cert/--tls-key.
  */
-import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import { join } from 'node:path';
 import { open as openLmdb } from 'lmdb';
 import t, { type Test } from 'tap';
+import { hasOpenssl, selfSignedCert } from './helpers/tls.js';
 import { DEFAULTS } from '../src/config/index.js';
 import { EntityStore } from '../src/store/entities.js';
 import { openStoreEnv } from '../src/store/env.js';
@@ -276,39 +276,9 @@ t.test('serve rejects bad configuration with a one-line error, before touching t
   t.notOk(existsSync(join(dir, 'outpost.mdb')), 'no store was created');
 });
 
-let hasOpenssl = true;
-try {
-  execFileSync('openssl', ['version'], { stdio: 'ignore' });
-} catch {
-  hasOpenssl = false;
-}
-
 t.test('HTTPS with --tls-cert/--tls-key', { skip: hasOpenssl ? false : 'openssl is not available' }, async (t) => {
   const dir = tempDir(t);
-  const cert = join(dir, 'cert.pem');
-  const key = join(dir, 'key.pem');
-  // a self-signed certificate valid for 127.0.0.1, so the client can verify it properly
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'rsa:2048',
-      '-nodes',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-      '-days',
-      '1',
-      '-subj',
-      '/CN=localhost',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1,DNS:localhost',
-    ],
-    { stdio: 'ignore' },
-  );
+  const { cert, key } = selfSignedCert(dir);
   const gw = await startGateway(t, { args: ['--tls-cert', cert, '--tls-key', key] });
   t.match(gw.url, /^https:/);
   t.ok(gw.logs.some((l) => /listening on https:\/\//.test(l)));

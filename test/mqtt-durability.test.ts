@@ -3,13 +3,13 @@
  * last PUBACK, restart, every point there. MQTT over TLS on mqtt.tlsPort with the daemon's certificate. The
  * MQTT port set explicitly, taken by another process, stops the start.
  */
-import { execFileSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { type Server, createServer } from 'node:net';
 import { join } from 'node:path';
 import { connectAsync } from 'mqtt';
 import mqttPacket from 'mqtt-packet';
 import t from 'tap';
+import { hasOpenssl, selfSignedCert } from './helpers/tls.js';
 import { adminHeaders, mqttClient, mqttPorts, rawSocket } from './helpers/mqtt.js';
 import { readEntity } from './helpers/readback.js';
 import { addDevice, cli, http, startGateway, tempDir } from './helpers/server.js';
@@ -59,41 +59,12 @@ t.test('kill -9 after 200 PUBACKs: all 200 there after the restart', async (t) =
   t.equal(r.json<{ n: unknown[] }>().n.length, 50);
 });
 
-let hasOpenssl = true;
-try {
-  execFileSync('openssl', ['version'], { stdio: 'ignore' });
-} catch {
-  hasOpenssl = false;
-}
-
 t.test(
   "MQTT over TLS with the daemon's certificate",
   { skip: hasOpenssl ? false : 'openssl is not available' },
   async (t) => {
     const dir = tempDir(t);
-    const cert = join(dir, 'cert.pem');
-    const key = join(dir, 'key.pem');
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'rsa:2048',
-        '-nodes',
-        '-keyout',
-        key,
-        '-out',
-        cert,
-        '-days',
-        '1',
-        '-subj',
-        '/CN=localhost',
-        '-addext',
-        'subjectAltName=IP:127.0.0.1,DNS:localhost',
-      ],
-      { stdio: 'ignore' },
-    );
+    const { cert, key } = selfSignedCert(dir);
     const gw = await startGateway(t, { args: ['--tls-cert', cert, '--tls-key', key] });
     const { port, tlsPort } = mqttPorts(gw);
     t.ok(port > 0 && tlsPort > 0, 'both listeners named in the listening line');

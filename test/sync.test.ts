@@ -3,10 +3,10 @@
  * against a second Outpost daemon with provisioning. Each case starts the real `outpost serve` with a small
  * config (short back-off caps, small batches) and waits on events: the fake's requests, the status endpoint.
  */
-import { execFileSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
+import { hasOpenssl, selfSignedCert } from './helpers/tls.js';
 import { clockSynchronized } from '../src/sync/clock.js';
 import { FakeTb, type Received } from './helpers/fake-tb.js';
 import { type Gateway, addDevice, cli, http, startGateway, tempDir } from './helpers/server.js';
@@ -536,43 +536,12 @@ t.test('end to end: an Outpost syncs into another Outpost, provisioning its devi
   t.equal(attrs, '{"client":{"fw":"v1.2","n":3.0}}', 'client attributes arrive with their types');
 });
 
-const hasOpenssl = ((): boolean => {
-  try {
-    execFileSync('openssl', ['version'], { stdio: 'ignore' });
-    return true;
-  } catch {
-    return false;
-  }
-})();
-
 t.test(
   'an HTTPS upstream: keep-alive TLS to another Outpost, its certificate trusted through NODE_EXTRA_CA_CERTS',
   { skip: hasOpenssl ? false : 'openssl is not available' },
   async (t) => {
     const dir = tempDir(t, 'outpost-sync-tls-');
-    const cert = join(dir, 'cert.pem');
-    const key = join(dir, 'key.pem');
-    execFileSync(
-      'openssl',
-      [
-        'req',
-        '-x509',
-        '-newkey',
-        'rsa:2048',
-        '-nodes',
-        '-keyout',
-        key,
-        '-out',
-        cert,
-        '-days',
-        '1',
-        '-subj',
-        '/CN=localhost',
-        '-addext',
-        'subjectAltName=IP:127.0.0.1,DNS:localhost',
-      ],
-      { stdio: 'ignore' },
-    );
+    const { cert, key } = selfSignedCert(dir);
     const upCfg = join(dir, 'up.json');
     writeFileSync(upCfg, JSON.stringify({ provision: { key: 'pk', secret: 'ps' } }));
     const up = await startGateway(t, { args: ['--config', upCfg, '--tls-cert', cert, '--tls-key', key] });

@@ -1,19 +1,11 @@
 /** Websocket over TLS (docs/cli.md, docs/api.md): wss on the same port as HTTPS, certificate verified by the client. */
-import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
-import { join } from 'node:path';
 import t from 'tap';
+import { hasOpenssl, selfSignedCert } from './helpers/tls.js';
 import { addDevice, startGateway, tempDir } from './helpers/server.js';
 import { addUser } from './helpers/users.js';
 import { WsClient } from './helpers/ws.js';
-
-let hasOpenssl = true;
-try {
-  execFileSync('openssl', ['version'], { stdio: 'ignore' });
-} catch {
-  hasOpenssl = false;
-}
 
 function post(url: string, ca: Buffer, body: string): Promise<{ status: number; text: string }> {
   return new Promise((resolve, reject) => {
@@ -31,29 +23,7 @@ function post(url: string, ca: Buffer, body: string): Promise<{ status: number; 
 
 t.test('wss: subscribe and receive an update', { skip: hasOpenssl ? false : 'openssl is not available' }, async (t) => {
   const dir = tempDir(t);
-  const cert = join(dir, 'cert.pem');
-  const key = join(dir, 'key.pem');
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'rsa:2048',
-      '-nodes',
-      '-keyout',
-      key,
-      '-out',
-      cert,
-      '-days',
-      '1',
-      '-subj',
-      '/CN=localhost',
-      '-addext',
-      'subjectAltName=IP:127.0.0.1,DNS:localhost',
-    ],
-    { stdio: 'ignore' },
-  );
+  const { cert, key } = selfSignedCert(dir);
   const ca = readFileSync(cert);
   const gw = await startGateway(t, { args: ['--tls-cert', cert, '--tls-key', key] });
   const dev = await addDevice(gw.dataDir, 'tls-ws-dev');
