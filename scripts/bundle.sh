@@ -86,9 +86,10 @@ for d in "$nm"/@lmdb/lmdb-linux-* "$nm"/@msgpackr-extract/msgpackr-extract-linux
   done
   [ "$need_napi" = 1 ] || rm -f "$d"/node.napi.glibc.node
 done
-# Sources and headers for building natively, type declarations, docs and source maps: nothing the gateway runs.
+# Sources and headers for building natively, TypeScript sources and declarations (MQTT.js's timer dependencies
+# ship their src/), docs and source maps: nothing the gateway runs.
 rm -rf "$nm"/lmdb/dependencies "$nm"/lmdb/src "$nm"/msgpackr-extract/src "$nm"/node-addon-api/*.h "$nm"/.package-lock.json
-find "$nm" -type f \( -name '*.d.ts' -o -name '*.d.cts' -o -name '*.d.mts' -o -name '*.map' -o -name '*.md' \
+find "$nm" -type f \( -name '*.ts' -o -name '*.cts' -o -name '*.mts' -o -name '*.map' -o -name '*.md' \
   -o -name 'binding.gyp' -o -name 'rollup.config.js' -o -name 'benchmark*' -o -name 'test-worker.js' \) -delete
 for b in "${keep_uws[@]}"; do
   [ -f "$nm/uWebSockets.js/dist/bin/$b" ] || { echo "bundle.sh: uws-pack has no $b" >&2; exit 1; }
