@@ -8,6 +8,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import t from 'tap';
+import { hasTmux } from './helpers/tech.js';
 import { lineChart, sparkline } from '../src/cli/chart.js';
 import { MAIN, addDevice, cli, http, startGateway, tempDir } from './helpers/server.js';
 
@@ -41,16 +42,9 @@ t.test('the chart renderer draws the same picture every time', async (t) => {
   t.equal(sparkline([], T0, T0 + 1, 20), '', 'no points, no sparkline');
 });
 
-let tmux = true;
-try {
-  execFileSync('tmux', ['-V'], { stdio: 'ignore' });
-} catch {
-  tmux = false;
-}
-
 t.test(
   'tmux captures of query --chart, devices and tail',
-  { skip: tmux ? false : 'tmux is not installed (apt-get install -y tmux)' },
+  { skip: hasTmux ? false : 'tmux is not installed (apt-get install -y tmux)' },
   async (t) => {
     const gw = await startGateway(t);
     await addDevice(gw.dataDir, 'boiler-2', ['--token', 'BOILER2', '--type', 'boiler']);

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { outpostCommand } from '../src/daemon/invocation.js';
 import { MAIN, http, startGateway, tempDir } from './helpers/server.js';
-import { HOUR, failsOneLine, ok, techGateway } from './helpers/tech.js';
+import { HOUR, failsOneLine, ok, techGateway, hasTmux } from './helpers/tech.js';
 
 const VERSION = (
   JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string }
@@ -190,16 +190,9 @@ t.test('the daemon hints the command that works in this install', async (t) => {
   );
 });
 
-let tmux = true;
-try {
-  execFileSync('tmux', ['-V'], { stdio: 'ignore' });
-} catch {
-  tmux = false;
-}
-
 t.test(
   'on a terminal: tail says what it waits for; query shows the newest points',
-  { skip: tmux ? false : 'tmux is not installed' },
+  { skip: hasTmux ? false : 'tmux is not installed' },
   async (t) => {
     const { gw, L, R, cfg } = await techGateway(t);
     const sock = `${tempDir(t)}/tmux.sock`;

@@ -3,6 +3,7 @@
  * (Acme, two hours of t/n/s points, client and shared attributes) and valve-7 (no data), and a CLI environment
  * (its own credentials dir, TZ=UTC, NO_COLOR, 100 columns), logged in unless asked not to be.
  */
+import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import type { Test } from 'tap';
 import { type CliResult, type Gateway, addDevice, cli, cliJson, http, startGateway, tempDir } from './server.js';
@@ -92,3 +93,13 @@ export function failsOneLine(t: Test, r: CliResult, msg: RegExp, what: string): 
   t.equal(errLines.length, 1, `${what}: one line (${r.stderr.trim()})`);
   t.match(errLines[0], msg, what);
 }
+
+/** whether `tmux` is on this machine (the screen tests are skipped, saying so, where it is not) */
+export const hasTmux = ((): boolean => {
+  try {
+    execFileSync('tmux', ['-V'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+})();
