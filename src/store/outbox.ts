@@ -17,6 +17,11 @@
  *                         pending upstream (seq: per entity, increasing); the values are read back from env.depth
  *   ['y', e, seq]       → { points, status, error }: depth points the upstream refused with 400 (set aside, shown)
  *   ['dc']              → persisted depth-sync counters (src/sync/depth.ts)
+ * The downlink over an MQTT gateway session (src/sync/mqtt/, uppercase first elements):
+ *   ['R', uuid, id]     → the upstream's RPC `id` to that device, its state and reply (sync/mqtt/rpc.ts)
+ *   ['S', uuid]         → string[]: the device's shared-attribute keys the upstream sent (it owns them)
+ *   ['D']               → persisted downlink counters
+ *   ['L']               → the last device lifecycle events from the upstream (deleted, renamed)
  */
 import type { TsKv } from '../model/kv.js';
 import type { EntityIdx, KeyIdx } from './encoding/codec.js';
@@ -54,6 +59,10 @@ export const HELD_RANGE: { readonly start: ['h']; readonly end: ['h', number] } 
 
 /** where the queue entry `key` goes once set aside (refused with 400, or unreadable) */
 export const setAsideKey = (key: QueueKey): ['x', number, number] => ['x', key[1], key[2]];
+export const SET_ASIDE_RANGE: { readonly start: ['x']; readonly end: ['x', number] } = {
+  start: ['x'],
+  end: ['x', Number.MAX_SAFE_INTEGER],
+};
 
 export type AttributeMarkKey = ['a', string];
 /** a device's client attributes changed: the value is rewritten on every change */
@@ -62,6 +71,14 @@ export const ATTRIBUTE_MARKS: { readonly start: ['a']; readonly end: [string] } 
 
 /** the persisted sync counters */
 export const COUNTERS_KEY: ['c'] = ['c'];
+export const DEPTH_COUNTERS_KEY: ['dc'] = ['dc'];
+
+export type DownlinkRpcKey = ['R', string, number];
+export const downlinkRpcKey = (deviceId: string, id: number): DownlinkRpcKey => ['R', deviceId, id];
+export const DOWNLINK_RPCS: { readonly start: ['R']; readonly end: [string] } = { start: ['R'], end: ['R\u0000'] };
+export const upstreamOwnedKey = (deviceId: string): ['S', string] => ['S', deviceId];
+export const DOWNLINK_COUNTERS_KEY: ['D'] = ['D'];
+export const LIFECYCLE_EVENTS_KEY: ['L'] = ['L'];
 
 /** A device's upstream access token: set with the CLI, or provisioned by the sync service. */
 export interface TokenRecord {

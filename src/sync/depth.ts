@@ -30,7 +30,14 @@ import { type DepthSyncRecorder, depthKey } from '../store/depth.js';
 import type { Dictionary } from '../store/encoding/dict.js';
 import type { EntityStore } from '../store/entities.js';
 import type { StoreEnv } from '../store/env.js';
-import { type DepthQueueKey, depthEntryPoints, depthQueueKey, depthSetAsideKey } from '../store/outbox.js';
+import {
+  COUNTERS_KEY,
+  DEPTH_COUNTERS_KEY,
+  type DepthQueueKey,
+  depthEntryPoints,
+  depthQueueKey,
+  depthSetAsideKey,
+} from '../store/outbox.js';
 import type { Outcome, Transport } from './transport.js';
 import { plainDouble, wireValue } from './wire.js';
 
@@ -112,7 +119,6 @@ interface Body {
   readonly parts: BodyPart[];
 }
 
-const COUNTERS_KEY = ['dc'];
 const SEQ_MAX = Number.MAX_SAFE_INTEGER;
 /** bodies one turn of a device sends before the slot is offered to the others */
 const JOB_BODIES = 4;
@@ -142,11 +148,11 @@ export class DepthSync implements DepthSyncRecorder {
   constructor(private readonly deps: DepthSyncDeps) {
     this.env = deps.env;
     this.host = deps.host;
-    const saved = this.env.outbox.get(COUNTERS_KEY) as Partial<DepthCounters> | undefined;
+    const saved = this.env.outbox.get(DEPTH_COUNTERS_KEY) as Partial<DepthCounters> | undefined;
     // before depth was sent, its points were counted as not synced in the service's counters
     const legacy =
       saved === undefined
-        ? ((this.env.outbox.get(['c']) as { depthNotSynced?: number } | undefined)?.depthNotSynced ?? 0)
+        ? ((this.env.outbox.get(COUNTERS_KEY) as { depthNotSynced?: number } | undefined)?.depthNotSynced ?? 0)
         : 0;
     this.counters = { sent: 0, setAside: 0, dropped: 0, notSynced: legacy, ...saved };
   }
@@ -156,7 +162,7 @@ export class DepthSync implements DepthSyncRecorder {
   record(e: EntityIdx, points: number[], count: number): (committed: boolean) => void {
     if (this.endpoint === 'absent' && this.deps.now() < this.absentUntil) {
       this.counters.notSynced += count;
-      void this.env.outbox.put(COUNTERS_KEY, { ...this.counters }).catch(() => undefined);
+      void this.env.outbox.put(DEPTH_COUNTERS_KEY, { ...this.counters }).catch(() => undefined);
       return (committed) => {
         if (!committed) this.counters.notSynced -= count;
       };
@@ -408,7 +414,7 @@ export class DepthSync implements DepthSyncRecorder {
     this.counters.dropped += body.dropped;
     // counted with the counters, so the status never shows a point both sent and pending
     this.addPending(e, -body.parts.reduce((s, p) => s + p.count, 0));
-    await ob.put(COUNTERS_KEY, { ...this.counters });
+    await ob.put(DEPTH_COUNTERS_KEY, { ...this.counters });
   }
 
   /** The upstream answered 404 on the depth path: no such endpoint there, or the token refused (an empty telemetry post tells). */
@@ -464,7 +470,7 @@ export class DepthSync implements DepthSyncRecorder {
       if (e === undefined) this.counters.notSynced += n;
       else this.counters.dropped += n;
       for (const p of page) this.addPending(p.key[1], -p.n);
-      await ob.put(COUNTERS_KEY, { ...this.counters });
+      await ob.put(DEPTH_COUNTERS_KEY, { ...this.counters });
       swept += n;
       await new Promise<void>((r) => setImmediate(r));
     }

@@ -7,13 +7,19 @@
 import type { Dictionary } from '../store/encoding/dict.js';
 import type { EntityStore } from '../store/entities.js';
 import type { StoreEnv } from '../store/env.js';
-import { COUNTERS_KEY, type FragmentRef, decodeRefs, queueKey, refsMinTs, refsPoints } from '../store/outbox.js';
+import {
+  COUNTERS_KEY,
+  type FragmentRef,
+  SET_ASIDE_RANGE as RANGE,
+  decodeRefs,
+  queueKey,
+  refsMinTs,
+  refsPoints,
+} from '../store/outbox.js';
 import type { SyncCounts } from './counts.js';
 import type { SetAsideAdmin, SetAsideBatch } from './status.js';
 
 export type { SetAsideAdmin, SetAsideBatch } from './status.js';
-
-const RANGE = { start: ['x'], end: ['x', Number.MAX_SAFE_INTEGER] };
 
 interface Stored {
   refs: number[];

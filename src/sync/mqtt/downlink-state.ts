@@ -3,10 +3,10 @@
  * and per device the shared-attribute keys the upstream sent (the keys it is authoritative for: a reconcile
  * deletes locally only those of them the upstream no longer has; shared keys set locally stay).
  *
- * Keys: `['D']` counters, `['S', deviceId]` upstream-owned shared keys. Uppercase first elements: the sync's
- * own keys (store/outbox.ts) are lowercase.
+ * Keys: store/outbox.ts (`DOWNLINK_COUNTERS_KEY`, `upstreamOwnedKey`).
  */
 import type { StoreEnv } from '../../store/env.js';
+import { DOWNLINK_COUNTERS_KEY as COUNTERS, upstreamOwnedKey as ownedKey } from '../../store/outbox.js';
 
 export interface DownlinkCounters {
   attributesApplied: number;
@@ -16,9 +16,6 @@ export interface DownlinkCounters {
   rpcReplied: number;
   rpcExpired: number;
 }
-
-const COUNTERS: ['D'] = ['D'];
-const ownedKey = (deviceId: string): ['S', string] => ['S', deviceId];
 
 export class DownlinkState {
   readonly counters: DownlinkCounters;

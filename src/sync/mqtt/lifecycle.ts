@@ -10,6 +10,7 @@ import { isJsonObject } from '../../ingest/json.js';
 import { parseBody } from '../../ingest/payload.js';
 import type { StoreEnv } from '../../store/env.js';
 import type { GatewaySession } from './session.js';
+import { LIFECYCLE_EVENTS_KEY as EVENTS_KEY } from '../../store/outbox.js';
 
 export interface LifecycleEvent {
   readonly ts: number;
@@ -19,7 +20,6 @@ export interface LifecycleEvent {
   readonly newName: string | null;
 }
 
-const EVENTS_KEY: ['L'] = ['L'];
 /** events kept for the status */
 const KEEP = 20;
 

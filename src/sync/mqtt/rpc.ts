@@ -20,12 +20,9 @@ import { parseBody } from '../../ingest/payload.js';
 import type { RpcBroker, RpcOutcome } from '../../rpc/broker.js';
 import type { EntityStore } from '../../store/entities.js';
 import type { StoreEnv } from '../../store/env.js';
+import { DOWNLINK_RPCS, type DownlinkRpcKey as RpcKey, downlinkRpcKey as rpcKey } from '../../store/outbox.js';
 import type { DownlinkState } from './downlink-state.js';
 import type { GatewaySession } from './session.js';
-
-type RpcKey = ['R', string, number];
-const rpcKey = (deviceId: string, id: number): RpcKey => ['R', deviceId, id];
-const RPC_RANGE = { start: ['R'], end: ['R\u0000'] };
 
 interface RpcRecord {
   readonly device: string;
@@ -65,7 +62,7 @@ export class RpcDownlink {
 
   /** Loads what a previous run left: pending RPCs go back to the broker, unsent replies out. */
   start(): void {
-    for (const { key, value } of this.o.env.outbox.getRange(RPC_RANGE)) {
+    for (const { key, value } of this.o.env.outbox.getRange(DOWNLINK_RPCS)) {
       const [, deviceId, id] = key as RpcKey;
       this.records.set(`${deviceId}:${id}`, value as RpcRecord);
     }
