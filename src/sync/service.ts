@@ -168,6 +168,7 @@ export class SyncService implements SyncStatusSource, LaneHost {
           entities: deps.entities,
           attributes: deps.attributes,
           rpc: deps.rpc,
+          threadSetup: deps.threadSetup,
           pending: () => this.pendingDevices(),
           up: () => {
             this.link.resumed();
