@@ -5,6 +5,7 @@
  */
 import t from 'tap';
 import { FakeTbMqtt } from './helpers/fake-tb-mqtt.js';
+import { Inbox, mqttClient } from './helpers/mqtt.js';
 import { addDevice, http } from './helpers/server.js';
 import { syncGateway, postTelemetry as post, records } from './helpers/sync.js';
 
@@ -105,5 +106,25 @@ t.test(
     );
     const still = await http('GET', `${gw.url}/api/v1/${d.token}/attributes`);
     t.equal(still.status, 200, 'the local device is still there');
+  },
+);
+
+t.test(
+  'a device subscribed over MQTT only to its attribute updates is announced, and a shared attribute reaches it',
+  async (t) => {
+    const tb = new FakeTbMqtt({ tokens: [GW_TOKEN] });
+    await tb.start();
+    t.teardown(() => tb.stop());
+    const gw = await syncGateway(t, tb.url, { gatewayToken: GW_TOKEN, announceMs: 1_000 });
+    const d = await addDevice(gw.dataDir, 'attr-only');
+    await until(() => tb.connected, 'session up');
+    const c = await mqttClient(t, gw, d.token);
+    const inbox = new Inbox(c);
+    await c.subscribeAsync('v1/devices/me/attributes', { qos: 1 });
+    await until(() => connectsOf(tb, 'attr-only') > 0 && tb.isConnected('attr-only'), 'announced upstream');
+    t.pass('announced with neither data nor an RPC listener');
+    tb.setShared('attr-only', { target: 21.5 });
+    const m = await inbox.next((x) => x.topic === 'v1/devices/me/attributes');
+    t.same(JSON.parse(m.text), { target: 21.5 }, 'the upstream change reached the MQTT subscriber');
   },
 );

@@ -340,3 +340,53 @@ t.test(
     );
   },
 );
+
+t.test(
+  'depth batches set aside are listed, retried and cleared as telemetry ones (GET/POST/DELETE setAside)',
+  async (t) => {
+    const tb = await FakeTb.start();
+    t.teardown(() => tb.close());
+    tb.acceptsDepth = true;
+    let refuse = true;
+    tb.answer = (r) =>
+      refuse && r.kind === 'depth' && r.body.includes('"poison"')
+        ? { status: 400, body: '{"message":"bad key"}' }
+        : undefined;
+    const gw = await gateway(t, tb.url);
+    const jwt = await admin(gw);
+    const dev = await addDevice(gw.dataDir, 'd', ['--upstream-token', 'T']);
+    await postDepth(gw, dev.token, '[{"ds":1,"values":{"poison":1,"ok":2}},{"ds":3,"values":{"poison":4}}]');
+    await statusUntil(gw, jwt, (st) => st.depthSetAsidePoints === 3, 'the refused batch set aside');
+    const listed = await http('GET', `${gw.url}/api/outpost/sync/setAside`, undefined, authHeaders(jwt));
+    const list = listed.json<{ total: number; batches: Array<Record<string, unknown>> }>();
+    t.equal(list.total, 1, 'listed');
+    t.match(
+      list.batches[0],
+      { kind: 'depth', deviceName: 'd', points: 3, firstDs: 1, lastDs: 3, firstTs: null, status: 400 },
+      'as a depth batch: its device, points, depths and the answer',
+    );
+    refuse = false;
+    const retried = await http('POST', `${gw.url}/api/outpost/sync/setAside/retry`, undefined, authHeaders(jwt));
+    t.same(retried.json(), { points: 3 }, 'put back in the queue');
+    await tb.waitFor(() => tb.depthPoints.length === 3, 'sent once retried');
+    t.same(
+      tb.depthPoints.map((p) => `${p.key}@${p.ds}=${p.value}`).sort(),
+      ['ok@1.0=2', 'poison@1.0=1', 'poison@3.0=4'],
+      'every point of it arrives',
+    );
+    await statusUntil(
+      gw,
+      jwt,
+      (st) => st.depthSetAsidePoints === 0 && st.depthBacklogPoints === 0 && st.depthSentPoints === 3,
+      'counted as sent, nothing set aside or pending',
+    );
+    refuse = true;
+    await postDepth(gw, dev.token, '[{"ds":7,"values":{"poison":5}}]');
+    await statusUntil(gw, jwt, (st) => st.depthSetAsidePoints === 1, 'set aside again');
+    const cleared = await http('DELETE', `${gw.url}/api/outpost/sync/setAside`, undefined, authHeaders(jwt));
+    t.same(cleared.json(), { points: 1 }, 'cleared');
+    t.equal((await statusOf(gw, jwt)).depthSetAsidePoints, 0, 'no longer counted');
+    const none = await http('GET', `${gw.url}/api/outpost/sync/setAside`, undefined, authHeaders(jwt));
+    t.equal(none.json<{ total: number }>().total, 0, 'no longer listed');
+  },
+);

@@ -22,22 +22,32 @@
  *
  *   npm run build && npm run bench:sync [-- --devices 100 --timestamps 1000 --rounds 3 --commit-delay 0]
  */
-import { execFileSync, fork, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import type { ChildProcess } from 'node:child_process';
-import { availableParallelism, setPriority, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import {
-  RawHttpConnection,
-  encodeRequest,
+  BACKLOG_KEYS,
+  background as backgroundAt,
+  backlogBodies,
+  createDevices,
+  drainWithProbe,
   intArg,
+  load,
+  loginJwt,
+  loopDelay,
   median,
+  offAndFloor,
+  p99,
   peakRssBytes,
   rssAnonBytes,
+  settle,
   spawnListening,
   stopDaemon as stop,
+  syncStatus,
 } from './lib.js';
 
 const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
@@ -53,8 +63,7 @@ const COMMIT_DELAY_MS = process.argv.includes('--commit-delay')
 const UPSTREAM_NICE = process.argv.includes('--upstream-nice')
   ? Number(process.argv[process.argv.indexOf('--upstream-nice') + 1])
   : 15;
-const KEYS = 10;
-const RECORDS_PER_POST = 100;
+const KEYS = BACKLOG_KEYS;
 /**
  * The backlog's first timestamp: 40 minutes ago, points 1 s apart, so it lies in the head (no compaction runs
  * during the measurements; an outage longer than store.headWindowMs is read back from chunks instead).
@@ -97,176 +106,9 @@ async function serve(dir: string, config: object, nodeArgs: string[] = []): Prom
   );
 }
 
-async function request(
-  c: RawHttpConnection,
-  method: string,
-  path: string,
-  body: string,
-  headers: Record<string, string> = {},
-): Promise<{ status: number; text: string }> {
-  const r = await c.request(encodeRequest(method, path, body, { 'Content-Type': 'application/json', ...headers }));
-  return { status: r.status, text: r.body.toString('utf8') };
-}
-
-async function loginJwt(port: number): Promise<string> {
-  const c = await RawHttpConnection.open(port);
-  const r = await request(c, 'POST', '/api/auth/login', '{"username":"bench@sync","password":"secret"}');
-  c.close();
-  return (JSON.parse(r.text) as { token: string }).token;
-}
-
-interface SyncStatusSeen {
-  backlogPoints: number;
-  sentPoints: number;
-  state: string;
-  devices: Array<{ name: string; backlogPoints: number }>;
-}
-
-async function syncStatus(port: number, jwt: string): Promise<SyncStatusSeen> {
-  const c = await RawHttpConnection.open(port);
-  const r = await request(c, 'GET', '/api/outpost/sync', '', { 'X-Authorization': `Bearer ${jwt}` });
-  c.close();
-  return JSON.parse(r.text) as SyncStatusSeen;
-}
-
-/**
- * Pending points other than the probe's: the probe posts one point after another and each is pending until it
- * went up (tens of ms), so the whole backlog is rarely 0 at the moment of a poll while it runs.
- */
-const backlogBesidesProbe = (s: SyncStatusSeen): number =>
-  s.backlogPoints - s.devices.filter((d) => d.name.startsWith('probe-')).reduce((n, d) => n + d.backlogPoints, 0);
-
-/** The gateway's own event-loop delay over the last minute (GET /api/outpost/status), e.g. "p99 3 ms, max 12 ms". */
-async function loopDelay(port: number, jwt: string): Promise<string> {
-  const c = await RawHttpConnection.open(port);
-  const r = await request(c, 'GET', '/api/outpost/status', '', { 'X-Authorization': `Bearer ${jwt}` });
-  c.close();
-  const l = (JSON.parse(r.text) as { eventLoop: { p99Ms: number; maxMs: number } | null }).eventLoop;
-  return l === null ? 'n/a' : `p99 ${l.p99Ms.toFixed(1)} ms, max ${l.maxMs.toFixed(1)} ms`;
-}
-
-async function createDevices(port: number, jwt: string, n: number, prefix: string): Promise<string[]> {
-  const c = await RawHttpConnection.open(port);
-  const tokens: string[] = [];
-  for (let i = 0; i < n; i++) {
-    const token = `${prefix}${String(i).padStart(4, '0')}`;
-    const r = await request(c, 'POST', `/api/device?accessToken=${token}`, JSON.stringify({ name: `${prefix}-${i}` }), {
-      'X-Authorization': `Bearer ${jwt}`,
-    });
-    if (r.status !== 200) throw new Error(`device create ${r.status}: ${r.text}`);
-    tokens.push(token);
-  }
-  c.close();
-  return tokens;
-}
-
-/** Runs `bodies` (path, body) on `inFlight` keep-alive connections. */
-async function load(port: number, bodies: Iterable<[string, string]>, inFlight: number): Promise<void> {
-  const it = bodies[Symbol.iterator]();
-  await Promise.all(
-    Array.from({ length: inFlight }, async () => {
-      const c = await RawHttpConnection.open(port);
-      for (let n = it.next(); !n.done; n = it.next()) {
-        const r = await c.request(
-          encodeRequest('POST', n.value[0], n.value[1], { 'Content-Type': 'application/json' }),
-        );
-        if (r.status !== 200) throw new Error(`post ${r.status}: ${r.body.toString()}`);
-      }
-      c.close();
-    }),
-  );
-}
-
-/**
- * Single-point posts of one device, one at a time, until `until()` and at least `minCount`; latencies in ms.
- * In a process of its own (--probe): the bench's own work (polling the sync status, parsing it) would otherwise
- * delay the probe's clock readings, and only while draining.
- */
-async function probe(port: number, token: string, until: () => boolean, minCount: number): Promise<number[]> {
-  const child = fork(fileURLToPath(import.meta.url), ['--probe', String(port), token, String(minCount)], {
-    stdio: 'inherit',
-  });
-  const result = new Promise<number[]>((resolve, reject) => {
-    child.once('message', (m) => resolve(m as number[]));
-    child.once('exit', (code) => reject(new Error(`probe exited with ${code}`)));
-  });
-  while (!until()) await settle(10);
-  child.send('stop');
-  return result;
-}
-
-/** The probe's process: posts until the parent says stop, then hands back the latencies. */
-async function probeChild(port: number, token: string, minCount: number): Promise<void> {
-  let stopped = false;
-  process.once('message', () => {
-    stopped = true;
-  });
-  const c = await RawHttpConnection.open(port);
-  const lat: number[] = [];
-  for (let i = 0; !stopped || lat.length < minCount; i++) {
-    const t0 = performance.now();
-    const r = await c.request(
-      encodeRequest('POST', `/api/v1/${token}/telemetry`, `{"p":${i}}`, { 'Content-Type': 'application/json' }),
-    );
-    if (r.status !== 200) throw new Error(`probe ${r.status}`);
-    lat.push(performance.now() - t0);
-    if (lat.length >= 200_000) break;
-  }
-  c.close();
-  process.send?.(lat, () => process.exit(0));
-}
-
-const p99 = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.min(s.length - 1, Math.floor(s.length * 0.99))] as number;
-};
-
-async function settle(ms: number): Promise<void> {
-  await new Promise((r) => setTimeout(r, ms));
-}
-
-/** CPU time (ms) of a process's main thread and of all its threads, from /proc (Linux; clock ticks of 10 ms). */
-function cpuMs(pid: number): { main: number; all: number } {
-  const ticks = (stat: string): number => {
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(f[11]) + Number(f[12])) * 10;
-  };
-  return {
-    main: ticks(readFileSync(`/proc/${pid}/task/${pid}/stat`, 'utf8')),
-    all: ticks(readFileSync(`/proc/${pid}/stat`, 'utf8')),
-  };
-}
-
-/**
- * The receiving Outpost stands in for a server elsewhere, so it should take only the CPU the gateway leaves idle:
- * SCHED_IDLE for all its threads (chrt), else (`--upstream-nice N`, or no chrt) a nice value.
- */
-function background(pid: number): string {
-  if (!process.argv.includes('--upstream-nice')) {
-    try {
-      execFileSync('chrt', ['-a', '-i', '-p', '0', String(pid)], { stdio: 'ignore' });
-      return 'SCHED_IDLE';
-    } catch {
-      // no chrt: a nice value instead
-    }
-  }
-  setPriority(pid, UPSTREAM_NICE);
-  return `nice ${UPSTREAM_NICE}`;
-}
-
-/**
- * One busy loop per core at the lowest priority the machine offers (SCHED_IDLE, else nice 19): CPU work that
- * yields to everything else, as the receiving Outpost does. What it alone does to the probe is this machine's
- * floor for any drain that keeps the cores busy (the scheduler's wake-up latency, not the gateway's work).
- */
-function spinners(): ChildProcess[] {
-  const loop = ['sh', '-c', 'while :; do :; done'];
-  return Array.from({ length: availableParallelism() }, () => {
-    const idle = spawn('chrt', ['-i', '0', ...loop], { stdio: 'ignore' });
-    idle.on('error', () => undefined);
-    return idle.pid !== undefined ? idle : spawn('nice', ['-n', '19', ...loop], { stdio: 'ignore' });
-  });
-}
+/** The receiving Outpost at SCHED_IDLE, or `--upstream-nice N` (lib.ts background). */
+const background = (pid: number): string =>
+  backgroundAt(pid, process.argv.includes('--upstream-nice') ? UPSTREAM_NICE : undefined);
 
 interface Drain {
   s: number;
@@ -313,23 +155,8 @@ async function main(): Promise<void> {
     let jwt = await loginJwt(gw.port);
     const tokens = await createDevices(gw.port, jwt, devices, 'dev');
     const [probeToken] = await createDevices(gw.port, jwt, 1, 'probe');
-    const bodies = function* (): Generator<[string, string]> {
-      for (let r = 0; r < timestamps / RECORDS_PER_POST; r++) {
-        for (const [d, token] of tokens.entries()) {
-          const recs: string[] = [];
-          for (let i = 0; i < RECORDS_PER_POST; i++) {
-            const n = r * RECORDS_PER_POST + i;
-            const vals: string[] = [];
-            for (let k = 0; k < KEYS; k++)
-              vals.push(`"k${k}":${k % 2 === 0 ? `${(d + n) % 1000}.5` : `${d * 1000 + n}`}`);
-            recs.push(`{"ts":${BASE + n * STEP_MS},"values":{${vals.join(',')}}}`);
-          }
-          yield [`/api/v1/${token}/telemetry`, `[${recs.join(',')}]`];
-        }
-      }
-    };
     const l0 = performance.now();
-    await load(gw.port, bodies(), 4);
+    await load(gw.port, backlogBodies(tokens, timestamps, BASE), 4);
     const loadS = (performance.now() - l0) / 1000;
     await stop(gw);
 
@@ -361,23 +188,9 @@ async function main(): Promise<void> {
         prof ? ['--cpu-prof', `--cpu-prof-dir=${prof}`] : [],
       );
       const pid = g.proc.pid as number;
-      const d0 = performance.now();
-      const c0 = cpuMs(pid);
-      const j = await loginJwt(g.port);
-      let drained = false;
-      let s = 0;
-      let cpu = { main: 0, all: 0 };
-      const probing = probe(g.port, probeToken as string, () => drained, 200);
-      while (!drained) {
-        const st = await syncStatus(g.port, j);
-        if (backlogBesidesProbe(st) === 0 && st.sentPoints >= total) {
-          drained = true;
-          s = (performance.now() - d0) / 1000;
-          const c1 = cpuMs(pid);
-          cpu = { main: c1.main - c0.main, all: c1.all - c0.all };
-        } else await settle(20);
-      }
-      const lat = await probing;
+      const login = loginJwt(g.port);
+      const { s, lat, cpu } = await drainWithProbe(g, login, probeToken as string, total);
+      const j = await login;
       const loop = await loopDelay(g.port, j);
       const hwm = peakRssBytes(pid);
       await stop(g);
@@ -404,26 +217,15 @@ async function main(): Promise<void> {
       rmSync(ds, { recursive: true, force: true });
       const doff = copy(gwDir, join(root, `gw-o${r}`));
       const g = await serve(doff, {});
-      const offEnd = performance.now() + (threaded[r] as Drain).s * 1000;
-      const lat = await probe(
+      const sf = await offAndFloor(
         g.port,
+        await loginJwt(g.port),
         probeToken as string,
-        () => performance.now() >= offEnd,
+        (threaded[r] as Drain).s,
         (threaded[r] as Drain).lat.length,
       );
-      off.push({ lat, loop: await loopDelay(g.port, await loginJwt(g.port)), hwm: peakRssBytes(g.proc.pid as number) });
-      // the floor: the same probe, sync off, every core kept busy by work that yields to it
-      const spin = spinners();
-      const floorEnd = performance.now() + (threaded[r] as Drain).s * 1000;
-      floor.push(
-        await probe(
-          g.port,
-          probeToken as string,
-          () => performance.now() >= floorEnd,
-          (threaded[r] as Drain).lat.length,
-        ),
-      );
-      for (const p of spin) p.kill('SIGKILL');
+      off.push({ lat: sf.off, loop: sf.loop, hwm: peakRssBytes(g.proc.pid as number) });
+      floor.push(sf.floor);
       await stop(g);
       rmSync(doff, { recursive: true, force: true });
     }
@@ -596,6 +398,4 @@ async function main(): Promise<void> {
   }
 }
 
-if (process.argv[2] === '--probe')
-  await probeChild(Number(process.argv[3]), process.argv[4] as string, Number(process.argv[5]));
-else await main();
+await main();

@@ -118,7 +118,7 @@ function setAsideLines(list: { batches: SetAsideBatch[]; total: number }): strin
   ];
   for (const b of list.batches) {
     lines.push(
-      `  ${b.deviceName ?? b.deviceId ?? '?'}: ${points(b.points)} stamped ${localTime(b.firstTs)} .. ${localTime(b.lastTs)}; ${b.status === 0 ? 'unreadable' : `HTTP ${b.status}`}: ${b.error.slice(0, 120)}`,
+      `  ${b.deviceName ?? b.deviceId ?? '?'}: ${points(b.points)} ${b.kind === 'depth' ? `of depth series at depths ${b.firstDs} .. ${b.lastDs}` : `stamped ${localTime(b.firstTs ?? 0)} .. ${localTime(b.lastTs ?? 0)}`}; ${b.status === 0 ? 'unreadable' : `HTTP ${b.status}`}: ${b.error.slice(0, 120)}`,
     );
   }
   return lines;

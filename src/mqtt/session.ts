@@ -88,6 +88,8 @@ export class MqttSession implements PacketSink, RegisteredSession {
     return (this.heldSet ??= new Set());
   }
   private detachList: Array<() => void> | undefined;
+  /** ends this session's watch of the device's attribute updates (RpcBroker.watchAttributes) */
+  private attributesOff: (() => void) | undefined;
   private get detach(): Array<() => void> {
     return (this.detachList ??= []);
   }
@@ -222,6 +224,8 @@ export class MqttSession implements PacketSink, RegisteredSession {
     // after the SUBACK: pending RPCs go out as soon as the device listens
     for (const kind of added) {
       if ((kind === 'rpcRequest' || kind === 'rpcRequestV2') && this.device !== undefined) this.listenRpc(kind);
+      if (kind === 'attributes' && this.device !== undefined)
+        this.attributesOff ??= this.deps.s.rpc.watchAttributes(this.deviceId);
     }
   }
 
@@ -246,6 +250,10 @@ export class MqttSession implements PacketSink, RegisteredSession {
     const kind = subscriptionKind(filter, role);
     if (kind === undefined) return;
     this.subs.delete(kind);
+    if (kind === 'attributes') {
+      this.attributesOff?.();
+      this.attributesOff = undefined;
+    }
     if (kind === 'rpcRequest' || kind === 'rpcRequestV2') {
       if (!this.subs.has('rpcRequest') && !this.subs.has('rpcRequestV2')) {
         for (const off of this.detach.splice(0)) off();
@@ -480,6 +488,8 @@ export class MqttSession implements PacketSink, RegisteredSession {
     this.heldSet = undefined;
     for (const off of this.detachList ?? []) off();
     this.detachList = undefined;
+    this.attributesOff?.();
+    this.attributesOff = undefined;
     const subIds: string[] = [];
     if (this.gw !== undefined) {
       for (const off of this.gw.subDetach.values()) off();

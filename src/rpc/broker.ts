@@ -120,6 +120,8 @@ export class RpcBroker {
   private readonly devices = new Map<string, DeviceRpcState>();
   /** one push sink per device: the latest to attach (a new MQTT session replaces the old one, as TB) */
   private readonly sinks = new Map<string, RpcSink>();
+  /** devices with an MQTT session subscribed to their shared-attribute updates: how many sessions */
+  private readonly attributeWatchers = new Map<string, number>();
   private readonly clientHandlers = new Map<string, ClientRpcHandler>();
   private clientFallback: ClientRpcHandler | undefined;
   private readonly unsubscribe: Array<() => void> = [];
@@ -230,6 +232,23 @@ export class RpcBroker {
     };
   }
 
+  /**
+   * A device's MQTT session subscribed to its shared-attribute updates: a local listener, as an open attributes
+   * long-poll is (listeningDevices; the sync announces such devices upstream so that their updates come down).
+   * Returns the detach function (the unsubscribe or the session's close), which counts once.
+   */
+  watchAttributes(deviceId: string): () => void {
+    this.attributeWatchers.set(deviceId, (this.attributeWatchers.get(deviceId) ?? 0) + 1);
+    let attached = true;
+    return () => {
+      if (!attached) return;
+      attached = false;
+      const n = (this.attributeWatchers.get(deviceId) ?? 1) - 1;
+      if (n > 0) this.attributeWatchers.set(deviceId, n);
+      else this.attributeWatchers.delete(deviceId);
+    };
+  }
+
   private push(p: PendingRpc): boolean {
     const sink = this.sinks.get(p.deviceId);
     return sink !== undefined && this.deliverTo(sink, p);
@@ -286,13 +305,17 @@ export class RpcBroker {
 
   // ---- status and lifecycle --------------------------------------------------------------------
 
-  /** Devices listening now: an open long-poll (RPC or attributes) or a push sink (MQTT, or a LAN gateway's session). */
+  /**
+   * Devices listening now: an open long-poll (RPC or attributes), a push sink (MQTT, or a LAN gateway's session),
+   * or an MQTT subscription to the device's attribute updates.
+   */
   *listeningDevices(): IterableIterator<string> {
     yield* this.sinks.keys();
     for (const id of this.polls.devices()) {
       if (!this.sinks.has(id) && (this.polls.countFor(id, 'rpc') > 0 || this.polls.countFor(id, 'attributes') > 0))
         yield id;
     }
+    for (const id of this.attributeWatchers.keys()) if (!this.sinks.has(id)) yield id;
   }
 
   status(): RpcStatus {
@@ -361,6 +384,7 @@ export class RpcBroker {
     this.devices.delete(deviceId);
     this.seq.delete(deviceId);
     this.sinks.delete(deviceId);
+    this.attributeWatchers.delete(deviceId);
   }
 }
 

@@ -118,6 +118,10 @@ export const refsMinTs = (refs: readonly FragmentRef[]): number =>
 export type DepthQueueKey = ['d', number, number];
 export const depthQueueKey = (e: EntityIdx, seq: number): DepthQueueKey => ['d', e, seq];
 export const depthSetAsideKey = (e: EntityIdx, seq: number): ['y', number, number] => ['y', e, seq];
+export const DEPTH_SET_ASIDE_RANGE: { readonly start: ['y']; readonly end: ['y', number] } = {
+  start: ['y'],
+  end: ['y', Number.MAX_SAFE_INTEGER],
+};
 
 /** Points in a depth entry's flat (ds, n, k1..kn)* list. */
 export function depthEntryPoints(flat: readonly number[]): number {

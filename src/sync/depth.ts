@@ -35,6 +35,7 @@ import {
   DEPTH_COUNTERS_KEY,
   type DepthQueueKey,
   depthEntryPoints,
+  DEPTH_SET_ASIDE_RANGE,
   depthQueueKey,
   depthSetAsideKey,
 } from '../store/outbox.js';
@@ -126,6 +127,24 @@ const JOB_BODIES = 4;
 const BODY_ENTRIES = 4096;
 /** entries removed per transaction when counting what cannot go (no endpoint upstream, a deleted device) */
 const SWEEP_PAGE = 1000;
+
+/** A depth batch set aside as stored (`['y', e, seq]`): its points as a depth entry's flat list. */
+interface StoredDepthAside {
+  points: number[];
+  status: number;
+  error: string | null;
+}
+
+/** A depth batch set aside, for the list (set-aside.ts). */
+export interface DepthSetAside {
+  readonly e: EntityIdx;
+  readonly seq: number;
+  readonly points: number;
+  readonly minDs: number;
+  readonly maxDs: number;
+  readonly status: number;
+  readonly error: string;
+}
 
 export class DepthSync implements DepthSyncRecorder {
   private readonly env: StoreEnv;
@@ -479,6 +498,70 @@ export class DepthSync implements DepthSyncRecorder {
         `sync: ${swept} depth points of a deleted device were not sent (counted in depthDroppedPoints)`,
       );
     }
+  }
+
+  // ---- set aside (outpost sync --set-aside, set-aside.ts) -------------------------------------------------
+
+  /** The depth batches set aside (a 400 upstream): per entity and seq of the entry they came from. */
+  *setAsideBatches(): IterableIterator<DepthSetAside> {
+    for (const { key, value } of this.env.outbox.getRange(DEPTH_SET_ASIDE_RANGE)) {
+      const [, e, seq] = key as ['y', number, number];
+      const v = value as StoredDepthAside;
+      let minDs = Number.POSITIVE_INFINITY;
+      let maxDs = Number.NEGATIVE_INFINITY;
+      for (let i = 0; i + 1 < v.points.length; i += 2 + (v.points[i + 1] as number)) {
+        minDs = Math.min(minDs, v.points[i] as number);
+        maxDs = Math.max(maxDs, v.points[i] as number);
+      }
+      yield { e, seq, points: depthEntryPoints(v.points), minDs, maxDs, status: v.status, error: v.error ?? '' };
+    }
+  }
+
+  /**
+   * Every depth batch set aside back in the queue; the points put back. Each goes under a new seq of its
+   * entity: the entry it was cut from may still be pending, and in a job's hands.
+   */
+  async retrySetAside(): Promise<number> {
+    const moved: Array<{ key: ['y', number, number]; e: EntityIdx; seq: number; points: number[]; n: number }> = [];
+    for (const { key, value } of this.env.outbox.getRange(DEPTH_SET_ASIDE_RANGE)) {
+      const k = key as ['y', number, number];
+      const points = (value as StoredDepthAside).points;
+      moved.push({ key: k, e: k[1], seq: this.nextSeq(k[1]), points, n: depthEntryPoints(points) });
+    }
+    if (moved.length === 0) return 0;
+    const n = moved.reduce((sum, m) => sum + m.n, 0);
+    this.counters.setAside = Math.max(0, this.counters.setAside - n);
+    const ob = this.env.outbox;
+    await this.env.root.transaction(() => {
+      for (const m of moved) {
+        void ob.remove(m.key);
+        void ob.put(depthQueueKey(m.e, m.seq), m.points);
+        // the start-up count has not reached it yet: it is counted here, not there
+        this.recordedWhileLoading?.add(`${m.e}:${m.seq}`);
+      }
+      void ob.put(DEPTH_COUNTERS_KEY, { ...this.counters });
+    });
+    for (const m of moved) this.addPending(m.e, m.n);
+    this.host.wake();
+    return n;
+  }
+
+  /** Forgets every depth batch set aside (its points stay in the store); the points cleared. */
+  async clearSetAside(): Promise<number> {
+    const keys: Array<['y', number, number]> = [];
+    let n = 0;
+    for (const { key, value } of this.env.outbox.getRange(DEPTH_SET_ASIDE_RANGE)) {
+      keys.push(key as ['y', number, number]);
+      n += depthEntryPoints((value as StoredDepthAside).points);
+    }
+    if (keys.length === 0) return 0;
+    this.counters.setAside = Math.max(0, this.counters.setAside - n);
+    const ob = this.env.outbox;
+    await this.env.root.transaction(() => {
+      for (const k of keys) void ob.remove(k);
+      void ob.put(DEPTH_COUNTERS_KEY, { ...this.counters });
+    });
+    return n;
   }
 
   // ---- status --------------------------------------------------------------------------------------------

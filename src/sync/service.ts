@@ -168,6 +168,7 @@ export class SyncService implements SyncStatusSource, LaneHost {
           entities: deps.entities,
           attributes: deps.attributes,
           rpc: deps.rpc,
+          threadSetup: deps.threadSetup,
           pending: () => this.pendingDevices(),
           up: () => {
             this.link.resumed();
@@ -277,6 +278,7 @@ export class SyncService implements SyncStatusSource, LaneHost {
       dict: deps.dict,
       entities: deps.entities,
       counts: this.counts,
+      depth: this.depthSync,
       requeued: (items) => {
         for (const { e, refs } of items) this.noteQueued(e, refs, 1);
         this.lanes.rescanBacklog();

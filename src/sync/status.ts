@@ -51,12 +51,16 @@ export const SYNC_OFF: SyncStatus = Object.freeze({
 });
 
 export interface SetAsideBatch {
+  /** telemetry (its points' timestamps in firstTs..lastTs) or depth series (their depths in firstDs..lastDs) */
+  readonly kind: 'telemetry' | 'depth';
   readonly seq: number;
   readonly deviceId: string | null;
   readonly deviceName: string | null;
   readonly points: number;
-  readonly firstTs: number;
-  readonly lastTs: number;
+  readonly firstTs: number | null;
+  readonly lastTs: number | null;
+  readonly firstDs: number | null;
+  readonly lastDs: number | null;
   /** the upstream's answer (400), or 0: could not be read back */
   readonly status: number;
   readonly error: string;

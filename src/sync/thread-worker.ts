@@ -1,7 +1,8 @@
 /**
  * The sync thread (thread.ts): opens the data dir's LMDB environment to read, encodes each group it is asked
- * for and keeps its bodies until they are posted, and makes the upstream requests it is given, with a client
- * of its own. Groups are encoded one at a time, in the order asked; requests run concurrently.
+ * for and keeps its bodies until they are posted (or hands them over at once, for a transport that sends from
+ * the main thread: MQTT), and makes the upstream requests it is given, with a client of its own. Groups are
+ * encoded one at a time, in the order asked; requests run concurrently.
  */
 import { readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
@@ -27,7 +28,8 @@ export interface GroupSummary extends Omit<EncodedGroup, 'bodies'> {
 }
 
 export type ThreadRequest =
-  | { readonly id: number; readonly encode: EncodeRequest }
+  /** `handOver`: the bodies go back with the answer (transferred, not copied) instead of staying here */
+  | { readonly id: number; readonly encode: EncodeRequest; readonly handOver?: boolean }
   /** posts body `index` of the group encoded by request `stash`, then forgets it */
   | { readonly id: number; readonly path: string; readonly stash: number; readonly index: number }
   | { readonly id: number; readonly path: string; readonly body: Uint8Array }
@@ -38,7 +40,7 @@ export type ThreadRequest =
   | { readonly close: true };
 
 export type ThreadReply =
-  | { readonly id: number; readonly group: GroupSummary }
+  | { readonly id: number; readonly group: GroupSummary; readonly bodies?: Uint8Array[] }
   | { readonly id: number; readonly error: string }
   | { readonly id: number; readonly answer: UpstreamAnswer };
 
@@ -126,18 +128,25 @@ function serve(port: NonNullable<typeof parentPort>, setup: ThreadSetup): void {
     try {
       freshSnapshot(env);
       const group = encodeGroup(env, m.encode);
+      const summary: GroupSummary = {
+        ...group,
+        bodies: group.bodies.map((b) => ({ points: b.points, lastTs: b.lastTs, bytes: b.body.byteLength })),
+      };
+      if (m.handOver === true) {
+        // each body has an ArrayBuffer of its own (encode.ts): moved to the main thread without a copy
+        const bodies = group.bodies.map((b) => b.body);
+        port.postMessage(
+          { id: m.id, group: summary, bodies } satisfies ThreadReply,
+          bodies.map((b) => b.buffer as ArrayBuffer),
+        );
+        return;
+      }
       if (group.bodies.length > 0)
         stashes.set(
           m.id,
           group.bodies.map((b) => b.body),
         );
-      reply({
-        id: m.id,
-        group: {
-          ...group,
-          bodies: group.bodies.map((b) => ({ points: b.points, lastTs: b.lastTs, bytes: b.body.byteLength })),
-        },
-      });
+      reply({ id: m.id, group: summary });
     } catch (err) {
       reply({ id: m.id, error: (err as Error).message });
     }

@@ -26,8 +26,11 @@ import type { GroupSummary, ThreadReply, ThreadRequest, ThreadSetup } from './th
 export interface SyncThreadOptions {
   /** the main thread's environment, for the fallback */
   readonly env: StoreEnv;
-  /** the main thread's client: requests while no thread runs, and a group encoded here */
-  readonly client: UpstreamClient;
+  /**
+   * the main thread's client: requests while no thread runs, and a group encoded here; absent for a transport
+   * that sends by other means and only has groups encoded (MQTT: encodeHandedOver)
+   */
+  readonly client?: UpstreamClient;
   /** what the worker opens and posts to: the same data dir, map size and upstream as the main thread's */
   readonly setup: ThreadSetup;
   readonly log: Logger;
@@ -75,12 +78,7 @@ function local(g: EncodedGroup): ReadyGroup {
   };
 }
 
-/** A group encoded in this thread (a transport that sends from the main thread: mqtt/transport.ts). */
-export function encodeHere(env: StoreEnv, req: EncodeRequest): ReadyGroup {
-  return local(encodeGroup(env, req));
-}
-
-/** Body `index` of a group encoded by encodeHere. */
+/** Body `index` of a group whose bodies are in this thread (encoded here, or handed over: encodeHandedOver). */
 export function localBody(group: ReadyGroup, index: number): Uint8Array | undefined {
   return 'local' in group.at ? group.at.local[index] : undefined;
 }
@@ -120,12 +118,24 @@ export class SyncThread {
    * damaged block): the caller sets it aside. A thread that dies does not fail what it had in hand.
    */
   encode(req: EncodeRequest): Promise<ReadyGroup> {
+    return this.encodeIn(req, false);
+  }
+
+  /**
+   * The group read back and encoded in the thread, its bodies handed over to this thread (localBody), for a
+   * transport that sends from here (MQTT: one session, MQTT.js in the main thread). Rejects as encode.
+   */
+  encodeHandedOver(req: EncodeRequest): Promise<ReadyGroup> {
+    return this.encodeIn(req, true);
+  }
+
+  private encodeIn(req: EncodeRequest, handOver: boolean): Promise<ReadyGroup> {
     if (this.inThreadOnly) return this.inThread(req);
     const w = this.worker ?? this.spawn();
     const id = this.ask(w);
     return new Promise<ReadyGroup>((resolve, reject) => {
       this.waiting.set(id, { thread: w, req, resolve, reject });
-      const msg: ThreadRequest = { id, encode: req };
+      const msg: ThreadRequest = handOver ? { id, encode: req, handOver } : { id, encode: req };
       w.postMessage(msg);
     });
   }
@@ -133,7 +143,7 @@ export class SyncThread {
   /** Posts body `index` of `group` to `path` (relative to the upstream's URL). */
   postBody(group: ReadyGroup, index: number, path: string): Promise<UpstreamAnswer> {
     const at = group.at;
-    if ('local' in at) return this.opts.client.post(path, at.local[index] as Uint8Array);
+    if ('local' in at) return this.mainPost(path, at.local[index] as Uint8Array);
     if (at.thread !== this.worker)
       return Promise.resolve({ status: 0, body: '', error: 'the sync thread that held this batch ended' });
     at.posted++;
@@ -156,7 +166,7 @@ export class SyncThread {
   /** Posts `body` to `path`: through the thread while it runs (it is not started for this), else here. */
   post(path: string, body: string): Promise<UpstreamAnswer> {
     const w = this.worker;
-    if (w === undefined) return this.opts.client.post(path, body);
+    if (w === undefined) return this.mainPost(path, body);
     const bytes = utf8.encode(body);
     return this.request(w, { path, body: bytes }, [bytes.buffer as ArrayBuffer]);
   }
@@ -173,6 +183,12 @@ export class SyncThread {
     this.idleTimer = undefined;
     if (this.worker !== undefined) this.retire(this.worker);
     await Promise.all([...this.retiring]);
+  }
+
+  private mainPost(path: string, body: string | Uint8Array): Promise<UpstreamAnswer> {
+    if (this.opts.client === undefined)
+      return Promise.resolve({ status: 0, body: '', error: 'no HTTP client (a transport that only encodes here)' });
+    return this.opts.client.post(path, body);
   }
 
   private request(
@@ -232,8 +248,11 @@ export class SyncThread {
       } else if ('group' in m) {
         this.deaths = 0;
         const g = m.group;
-        if (g.bodies.length > 0 && this.worker === w) this.stashed++;
-        waiting.resolve({ ...g, at: { thread: w, stash: m.id, posted: 0 } });
+        if (m.bodies !== undefined) waiting.resolve({ ...g, at: { local: m.bodies } });
+        else {
+          if (g.bodies.length > 0 && this.worker === w) this.stashed++;
+          waiting.resolve({ ...g, at: { thread: w, stash: m.id, posted: 0 } });
+        }
       }
       this.idleWhenDone(w);
     });

@@ -10,6 +10,8 @@ import type { RpcBroker } from '../../rpc/broker.js';
 import type { AttributeStore } from '../../store/attributes.js';
 import type { EntityStore } from '../../store/entities.js';
 import type { StoreEnv } from '../../store/env.js';
+import type { ThreadSetup } from '../thread-worker.js';
+import { SyncThread } from '../thread.js';
 import { Announcer, type Candidate } from './announce.js';
 import { SharedDownlink } from './attributes.js';
 import { DownlinkState } from './downlink-state.js';
@@ -56,6 +58,8 @@ export interface MqttGatewayOptions {
   readonly entities: EntityStore;
   readonly attributes: AttributeStore;
   readonly rpc: RpcBroker;
+  /** what the sync thread opens, which reads the backlog back and encodes it (thread.ts) */
+  readonly threadSetup: Pick<ThreadSetup, 'dataDir' | 'mapSizeBytes'>;
   /** ids of the devices with points or attributes waiting to go up */
   readonly pending: () => Iterable<string>;
   readonly config: Readonly<Config['sync']>;
@@ -101,8 +105,18 @@ export class MqttGateway {
       onMessage: (topic, payload) => this.message(topic, payload),
     });
     this.transport = new MqttTransport({
-      env: o.env,
       url: cfg.url,
+      thread: new SyncThread({
+        env: o.env,
+        log: o.log,
+        thread: cfg.encoderThread,
+        setup: {
+          ...o.threadSetup,
+          url: cfg.url,
+          concurrency: cfg.concurrency,
+          requestTimeoutMs: cfg.requestTimeoutMs,
+        },
+      }),
       session: this.session,
       maxBatchBytes: cfg.maxBatchBytes,
       carried: (name) => {

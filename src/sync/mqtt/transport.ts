@@ -1,8 +1,9 @@
 /**
  * The MQTT transport: the sync's uplink over TB's gateway API (`v1/gateway/telemetry`, `.../attributes`,
  * `.../depth/telemetry`), one session for every device (session.ts), a device addressed by its name. "Sent" is
- * the PUBACK. Bodies are read back and encoded in the main thread (a group's bodies are wrapped in the
- * device's name here, which needs them at hand).
+ * the PUBACK. The backlog is read back and encoded in the sync thread (thread.ts, as for HTTP: the ingest path
+ * keeps the main thread), which hands the bodies over; the main thread wraps each in the device's name,
+ * validates it and publishes it (MQTT.js and the session live here).
  *
  * Invariants:
  * - every message is within sync.maxBatchBytes counting the whole MQTT packet (TB closes the session above
@@ -10,9 +11,8 @@
  * - a message is validated before it goes (TB closes the whole session on one bad message: an empty map, a
  *   missing name, a value that is not an array): one that is not valid is set aside, never published.
  */
-import type { StoreEnv } from '../../store/env.js';
 import type { EncodeRequest } from '../encode.js';
-import { type ReadyGroup, encodeHere, localBody } from '../thread.js';
+import { type ReadyGroup, type SyncThread, localBody } from '../thread.js';
 import type { Outcome, ProvisionResult, Transport } from '../transport.js';
 import type { GatewaySession } from './session.js';
 
@@ -36,10 +36,11 @@ export function messageOverhead(topic: string, name: string): number {
 }
 
 export interface MqttTransportOptions {
-  readonly env: StoreEnv;
   readonly url: string;
   readonly session: GatewaySession;
   readonly maxBatchBytes: number;
+  /** reads the backlog back and encodes it (in a thread of its own unless sync.encoderThread is false) */
+  readonly thread: SyncThread;
   /** a message naming the device was acknowledged: TB connected it implicitly (announce.ts) */
   readonly carried: (name: string) => void;
 }
@@ -47,11 +48,14 @@ export interface MqttTransportOptions {
 export class MqttTransport implements Transport {
   readonly kind = 'mqtt';
   readonly addressing = 'name';
-  readonly threaded = false;
   readonly url: string;
 
   constructor(private readonly o: MqttTransportOptions) {
     this.url = o.url;
+  }
+
+  get threaded(): boolean {
+    return this.o.thread.threaded;
   }
 
   bodyLimit(name: string): number {
@@ -74,15 +78,11 @@ export class MqttTransport implements Transport {
   }
 
   encode(req: EncodeRequest): Promise<ReadyGroup> {
-    try {
-      return Promise.resolve(encodeHere(this.o.env, req));
-    } catch (err) {
-      return Promise.reject(err instanceof Error ? err : new Error(String(err)));
-    }
+    return this.o.thread.encodeHandedOver(req);
   }
 
   release(): void {
-    // bodies encoded here are garbage once unreferenced
+    // the bodies were handed over: garbage once unreferenced
   }
 
   attributes(name: string, body: string): Promise<Outcome> {
@@ -106,7 +106,7 @@ export class MqttTransport implements Transport {
 
   close(): Promise<void> {
     this.o.session.stop();
-    return Promise.resolve();
+    return this.o.thread.close();
   }
 
   private async send(topic: string, name: string, body: Uint8Array, open: '[' | '{'): Promise<Outcome> {
