@@ -4,7 +4,7 @@
  * a process of its own, the receiving daemon at idle priority, the floor's busy loops).
  */
 import { type ChildProcess, execFileSync, fork, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { type Socket, connect } from 'node:net';
 import { availableParallelism, setPriority } from 'node:os';
 import { performance } from 'node:perf_hooks';
@@ -15,6 +15,11 @@ export function rssAnonBytes(pid: number): number {
   const m = /RssAnon:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   if (!m) throw new Error('RssAnon not found in /proc/<pid>/status (Linux only)');
   return Number(m[1]) * 1024;
+}
+
+/** The process's threads now (Linux): a worker thread that ends takes one or more with it. */
+export function threadCount(pid: number): number {
+  return readdirSync(`/proc/${pid}/task`).length;
 }
 
 /** VmHWM: the process's peak resident set so far (Linux). */
