@@ -1,5 +1,6 @@
-/** Process and socket helpers of the MQTT benchmark (mqtt.ts). */
+/** Process, socket and figure helpers of the MQTT benchmark (mqtt.ts). */
 import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { type Socket, connect } from 'node:net';
 
 /** Spawns a process and resolves with the regex groups of the first output line matching `re`. */
@@ -67,4 +68,17 @@ export async function openIdle(
     );
   }
   return out;
+}
+
+/** CPU time (user + system) a process has used, in µs (Linux /proc, clock ticks of 10 ms). */
+export function cpuUs(pid: number): number {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  return (Number(f[11]) + Number(f[12])) * 10_000;
+}
+
+/** The p-th percentile of ascending `sorted` (NaN when empty). */
+export function percentile(sorted: readonly number[], p: number): number {
+  return sorted.length === 0
+    ? NaN
+    : (sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number);
 }

@@ -14,23 +14,24 @@
  * on a daemon of their own; the table's last row is the second, once the reserve is spent.
  * Before the rounds, one second of each phase warms the daemon up (not counted); before each phase, a REST
  * read puts what the log holds into LMDB, so a phase pays for its own applies; the batch phases go first,
- * then mosquitto's (a pause for the batches' background work), then the telemetry as MQTT, HTTP, HTTP, MQTT,
- * half the time each. The load generator is lean (raw-mqtt.ts on raw sockets, raw HTTP/1.1) so its CPU cost stays small on
- * the shared cores; the table shows it per message. Loopback only; temp dirs removed at the end.
+ * then mosquitto's (a pause for the batches' background work), then the telemetry: a lead-in not counted,
+ * then MQTT, HTTP, HTTP, MQTT (the mirror order in odd rounds), half the time each. The load generator is
+ * lean (raw-mqtt.ts on raw sockets, raw HTTP/1.1) so its CPU cost stays small on the shared cores; the table
+ * shows it per message. Loopback only; temp dirs removed at the end.
  *
  *   npm run bench:mqtt [-- --connections 100 --seconds 5 --rounds 3 --idle 10000]
  *     [--no-default] [--no-idle] [--only mqtt|http|gw|httpbatch] [--cpu-prof <dir>]
  *   npm run bench:mqtt -- --idle-only [--rounds 3 --idle 10000 --baseline <another build's dist/src/main.js>]
  */
 import { type ChildProcess, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { type Socket, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import mqttPacket from 'mqtt-packet';
 import { RawHttpConnection, encodeRequest, intArg, median, rssAnonBytes, stopDaemon } from './lib.js';
-import { openIdle, spawnBare, spawnUntil } from './mqtt-procs.js';
+import { cpuUs, openIdle, percentile, spawnBare, spawnUntil } from './mqtt-procs.js';
 import { RawMqtt } from './raw-mqtt.js';
 
 const argv = process.argv.slice(2);
@@ -67,20 +68,8 @@ interface LoadFigures {
   clientUsPerMsg: number;
 }
 
-/** CPU time (user + system) a process has used, in µs (Linux /proc, clock ticks of 10 ms). */
-function cpuUs(pid: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-  return (Number(f[11]) + Number(f[12])) * 10_000;
-}
-
 /** the process whose CPU the load phases measure (the daemon, or mosquitto) */
 let measuredPid = 0;
-
-function percentile(sorted: readonly number[], p: number): number {
-  return sorted.length === 0
-    ? NaN
-    : (sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] as number);
-}
 
 /** What one closed loop saw: each answer's latency (ms), its length (s), and CPU (µs) of the measured process and of this one. */
 interface Sample {
@@ -199,7 +188,7 @@ async function connectClients(daemon: Daemon): Promise<Clients> {
 
 /**
  * One round, each phase for `secs`: the batches (Gateway API, HTTP arrays; in turn first), mosquitto (`mosq`
- * empty: left out), then QoS 1 telemetry over MQTT and HTTP (MQTT, HTTP, HTTP, MQTT). Before each Outpost
+ * empty: left out), then QoS 1 telemetry over MQTT and HTTP (below). Before each Outpost
  * phase the log's points go into LMDB (`settle`): a phase pays for its own applies, not the previous one's.
  */
 async function loadRound(
@@ -286,12 +275,17 @@ async function loadRound(
         ]);
   // the batches' background work (compaction of their fragments) out of the way of the telemetry phases
   await sleep(mosqFig === undefined ? secs * 1000 : 1000);
-  // MQTT, HTTP, HTTP, MQTT, half the time each: the phase right after the pause pays more (background work
-  // of the batches), and so each transport pays for it in every round alike
-  const m1 = await mqttPhase(secs / 2);
-  const h1 = await httpPhase(secs / 2);
-  const h2 = await httpPhase(secs / 2);
-  const m2 = await mqttPhase(secs / 2);
+  // the telemetry right after the pause pays for the batches' background work: a quarter of the time of
+  // each transport not counted first, then MQTT, HTTP, HTTP, MQTT (HTTP, MQTT, MQTT, HTTP in odd rounds),
+  // half the time each, so neither transport has a slot the other has not
+  await mqttPhase(secs / 4);
+  await httpPhase(secs / 4);
+  const [first, second] = r % 2 === 0 ? [mqttPhase, httpPhase] : [httpPhase, mqttPhase];
+  const a1 = await first(secs / 2);
+  const b1 = await second(secs / 2);
+  const b2 = await second(secs / 2);
+  const a2 = await first(secs / 2);
+  const [m1, m2, h1, h2] = r % 2 === 0 ? [a1, a2, b1, b2] : [b1, b2, a1, a2];
   const mqtt = m1 === undefined || m2 === undefined ? none : figures([m1, m2]);
   const http = h1 === undefined || h2 === undefined ? none : figures([h1, h2]);
   return { mqtt, http, mosq: mosqFig, gwPointsPerSec, httpBatchPointsPerSec };

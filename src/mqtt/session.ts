@@ -340,10 +340,15 @@ export class MqttSession implements PacketSink, RegisteredSession {
     writing.add(done);
   }
 
-  /** Settles once every write received so far is done (written or failed); never rejects. */
-  private previousWrites(): Promise<unknown> {
+  /**
+   * The writes received so far, taken now: the promise settles once each is done (written or failed), never
+   * rejects, and is made only when a handler asks (most publishes are writes, which do not).
+   */
+  private writesSoFar(): () => Promise<unknown> {
     const w = this.writingSet;
-    return w === undefined || w.size === 0 ? SETTLED : Promise.all(w);
+    if (w === undefined || w.size === 0) return () => SETTLED;
+    const earlier = [...w];
+    return () => Promise.all(earlier);
   }
 
   /** What a handler's error means for the client; never throws (`done` must not reject). */
@@ -421,12 +426,12 @@ export class MqttSession implements PacketSink, RegisteredSession {
   }
 
   private deviceContext(): DeviceContext {
-    const session = this;
+    const previous = this.writesSoFar();
     return {
       s: this.deps.s,
       deviceId: this.deviceId,
       get previousWrites() {
-        return session.previousWrites();
+        return previous();
       },
       publish: (topic, body) => {
         this.publish(
@@ -444,12 +449,12 @@ export class MqttSession implements PacketSink, RegisteredSession {
   }
 
   private gatewayContext(): GatewayContext {
-    const session = this;
+    const previous = this.writesSoFar();
     return {
       s: this.deps.s,
       gateway: this.device as DeviceRecord,
       get previousWrites() {
-        return session.previousWrites();
+        return previous();
       },
       publish: (topic, body) => {
         this.publish(topic, body, 'gwAttrResponse');
