@@ -1,10 +1,15 @@
 /**
  * The Gateway API telemetry splitter (src/ingest/split.ts): whenever it cuts a body, the cut equals what a
  * JSON parser reads (names and each array), escapes and brackets inside strings included; anything it does
- * not take whole it leaves to the general path (undefined).
+ * not take whole it leaves to the general path (undefined). The one-device shortcut (telemetryParts in
+ * src/mqtt/gateway-topics.ts) answers what the split does, for one device and for several.
  */
 import t from 'tap';
+import { parseTelemetryBody } from '../src/ingest/fastpath.js';
 import { splitDeviceArrays } from '../src/ingest/split.js';
+import { TelemetryBatch } from '../src/model/batch.js';
+import type { TsRecord } from '../src/model/record.js';
+import { telemetryParts } from '../src/mqtt/gateway-topics.js';
 import { rng } from './helpers/prng.js';
 
 const next = rng(20_261_126);
@@ -73,4 +78,57 @@ t.test('duplicates, non-arrays, empty objects and trailing bytes go to the gener
   ]) {
     t.equal(splitDeviceArrays(Buffer.from(text)), undefined, text);
   }
+});
+
+/** A device's points as plain data, whichever form the parser gave them in. */
+function plain(points: TelemetryBatch | TsRecord[]): unknown {
+  const batch = points instanceof TelemetryBatch ? points : TelemetryBatch.fromRecords(points);
+  return [...batch.series].map(([key, col]) => [key, col.toPoints()]);
+}
+
+t.test('the one-device shortcut answers what the split does, for one device and for several', async (t) => {
+  const RECORDS = [
+    '{"k":1}',
+    '{"ts":1700000000000,"values":{"k":2,"s":"]}"}}',
+    '{"a":"[\\"x","b":true}',
+    '{"k":{"n":1}}',
+  ];
+  const now = 1_700_000_000_000;
+  let one = 0;
+  let several = 0;
+  for (let i = 0; i < 2000; i++) {
+    const n = 1 + int(3);
+    const names = new Set(Array.from({ length: n }, () => pick(NAMES)));
+    const members = [...names].map(
+      (name) =>
+        `${pick(['', ' ', '\n'])}${JSON.stringify(name)}${pick(['', ' '])}:${pick(['', ' '])}[${Array.from({ length: int(3) }, () => pick(RECORDS)).join(pick([',', ' , ']))}]`,
+    );
+    const body = Buffer.from(`{${members.join(',')}}${pick(['', ' ', '\n'])}`);
+    const split = splitDeviceArrays(body);
+    if (split === undefined) {
+      t.fail(`not split: ${body.toString()}`);
+      continue;
+    }
+    const want = split
+      .filter(([name]) => name.trim() !== '')
+      .map(([name, arr]) => {
+        try {
+          return [name, plain(parseTelemetryBody(arr, now))];
+        } catch (err) {
+          return [name, (err as Error).message];
+        }
+      });
+    let got: unknown;
+    try {
+      got = telemetryParts(body, now).map(([name, points]) => [name, plain(points)]);
+    } catch (err) {
+      // a refused body: the split's answer names the same refusal for one of its devices
+      got = (err as Error).message;
+    }
+    if (typeof got === 'string') t.ok(JSON.stringify(want).includes(JSON.stringify(got)), body.toString());
+    else t.same(got, want, body.toString());
+    if (names.size === 1) one++;
+    else several++;
+  }
+  t.ok(one > 300 && several > 300, `${one} bodies of one device, ${several} of several`);
 });

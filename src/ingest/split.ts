@@ -34,6 +34,43 @@ function arrayEnd(b: Buffer, i: number): number {
   return -1;
 }
 
+/**
+ * The likely one member of `{"<device>":[..]}` without reading the array: the name, and the bytes from the
+ * first member's `[` to the `]` before the body's closing `}`. Only a candidate: with two members or more
+ * those bytes are `[..],"b":[..]`, not one array. It is the one member exactly when they parse whole as an
+ * array (the one-pass parser checks that), so a caller takes it then and otherwise splits the body
+ * (splitDeviceArrays); it saves reading a large body twice, once here and once by the parser.
+ */
+export function singleDeviceCandidate(b: Buffer): [name: string, array: Buffer] | undefined {
+  let i = 0;
+  while (i < b.length && WS(b[i] as number)) i++;
+  if (b[i] !== 0x7b) return undefined;
+  i++;
+  while (i < b.length && WS(b[i] as number)) i++;
+  if (b[i] !== 0x22) return undefined;
+  const end = stringEnd(b, i);
+  if (end < 0) return undefined;
+  let name: string;
+  try {
+    name = JSON.parse(b.toString('utf8', i, end)) as string;
+  } catch {
+    return undefined;
+  }
+  i = end;
+  while (i < b.length && WS(b[i] as number)) i++;
+  if (b[i] !== 0x3a) return undefined;
+  i++;
+  while (i < b.length && WS(b[i] as number)) i++;
+  if (b[i] !== 0x5b) return undefined;
+  let j = b.length - 1;
+  while (j > i && WS(b[j] as number)) j--;
+  if (b[j] !== 0x7d) return undefined;
+  j--;
+  while (j > i && WS(b[j] as number)) j--;
+  if (b[j] !== 0x5d) return undefined;
+  return [name, b.subarray(i, j + 1)];
+}
+
 export function splitDeviceArrays(b: Buffer): Array<[name: string, array: Buffer]> | undefined {
   let i = 0;
   const skip = (): void => {

@@ -28,6 +28,9 @@ export interface PacketSink {
   onClose(): void;
 }
 
+/** sendAcks: this bit set on a packet id asks for a PUBREC, else a PUBACK */
+export const PUBREC_FLAG = 0x10000;
+
 /** Room beyond the payload limit for a PUBLISH's topic, packet id and MQTT 5 properties. */
 const HEADER_ROOM = 65_536 + 1024;
 
@@ -196,16 +199,19 @@ export class MqttConnection implements ParserOwner {
   }
 
   /**
-   * A PUBACK (or PUBREC) with success, the answer to nearly every PUBLISH: its 4 bytes written directly, not
-   * through the codec's generic writer. The same bytes in 3.1.x and 5 (MQTT 5 omits reason code 0 with no
-   * properties, 3.4.2.1).
+   * PUBACKs (packet id n) and PUBRECs (PUBREC_FLAG | n) with success, the answer to nearly every PUBLISH,
+   * in one socket write: 4 bytes each, written directly, not through the codec's generic writer. The same
+   * bytes in 3.1.x and 5 (MQTT 5 omits reason code 0 with no properties, 3.4.2.1).
    */
-  sendAck(cmd: 'puback' | 'pubrec', messageId: number): boolean {
+  sendAcks(acks: readonly number[]): boolean {
     if (this.closed) return false;
-    const buf = Buffer.allocUnsafe(4);
-    buf[0] = cmd === 'puback' ? 0x40 : 0x50;
-    buf[1] = 2;
-    buf.writeUInt16BE(messageId, 2);
+    const buf = Buffer.allocUnsafe(4 * acks.length);
+    for (let i = 0; i < acks.length; i++) {
+      const id = acks[i] as number;
+      buf[4 * i] = id & PUBREC_FLAG ? 0x50 : 0x40;
+      buf[4 * i + 1] = 2;
+      buf.writeUInt16BE(id & 0xffff, 4 * i + 2);
+    }
     return this.write(buf);
   }
 

@@ -8,9 +8,9 @@
 import type { Services } from '../context.js';
 import { parseDepthTelemetry } from '../device/depth.js';
 import { OutpostError } from '../errors.js';
-import { parseTelemetryBody } from '../ingest/fastpath.js';
+import { parseTelemetryBody, parseTelemetryFast } from '../ingest/fastpath.js';
 import { type JsonValue, NumLit, isJsonObject, stringifyJson } from '../ingest/json.js';
-import { splitDeviceArrays } from '../ingest/split.js';
+import { singleDeviceCandidate, splitDeviceArrays } from '../ingest/split.js';
 import type { TelemetryBatch } from '../model/batch.js';
 import type { KvEntry, TsRecord } from '../model/record.js';
 import { parseKvObject, parseBody, parseTelemetry } from '../ingest/payload.js';
@@ -119,6 +119,24 @@ function perDevice(json: JsonValue, what: string, keep: (v: JsonValue) => boolea
   return out;
 }
 
+/**
+ * A telemetry body's devices and their points: the common one-device body parsed in one pass (its array
+ * bytes found from both ends, singleDeviceCandidate); several devices cut apart first (splitDeviceArrays);
+ * anything unusual through the JSON tree. The same answer whichever way.
+ */
+export function telemetryParts(payload: Buffer, now: number): Array<[string, TelemetryBatch | TsRecord[]]> {
+  const one = singleDeviceCandidate(payload);
+  const oneBatch = one === undefined ? undefined : parseTelemetryFast(one[1], now, false);
+  if (one !== undefined && oneBatch !== undefined) return one[0].trim() === '' ? [] : [[one[0], oneBatch]];
+  const fast = splitDeviceArrays(payload);
+  return fast !== undefined
+    ? fast.filter(([name]) => name.trim() !== '').map(([name, arr]) => [name, parseTelemetryBody(arr, now)])
+    : perDevice(parseBody(payload), 'gateway telemetry', Array.isArray).map(([name, v]) => [
+        name,
+        parseTelemetry(v, now),
+      ]);
+}
+
 /** Handles one `v1/gateway/*` publish; throws OutpostError as the device handlers do. */
 export async function handleGatewayPublish(
   ctx: GatewayContext,
@@ -145,14 +163,7 @@ export async function handleGatewayPublish(
     case 'v1/gateway/telemetry': {
       const now = s.now();
       // each device's array through the HTTP body parser; anything unusual through the JSON tree
-      const fast = splitDeviceArrays(payload);
-      const parts: Array<[string, TelemetryBatch | TsRecord[]]> =
-        fast !== undefined
-          ? fast.filter(([name]) => name.trim() !== '').map(([name, arr]) => [name, parseTelemetryBody(arr, now)])
-          : perDevice(parseBody(payload), 'gateway telemetry', Array.isArray).map(([name, v]) => [
-              name,
-              parseTelemetry(v, now),
-            ]);
+      const parts = telemetryParts(payload, now);
       if (parts.length === 0) bad('gateway telemetry names no device with data');
       const devices = await subDevicesOf(
         ctx,

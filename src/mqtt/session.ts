@@ -4,8 +4,9 @@
  *
  * Acknowledgements: a QoS 1 PUBACK (QoS 2 PUBREC) is written only once the publish's data is on disk, and in
  * the order the publishes came (MQTT 4.6): publishes are started at once, so the store's group commit takes
- * a client's pipelined messages together, and their acks wait in a FIFO until every earlier one is done. At
- * most `mqtt.maxInflight` wait; beyond that the socket is not read.
+ * a client's pipelined messages together, and their acks wait in a FIFO until every earlier one is done. The
+ * acks a commit releases are written together, in one socket write (see `settle`). At most `mqtt.maxInflight`
+ * wait; beyond that the socket is not read.
  *
  * Bad input: an unknown topic is acknowledged and ignored (MQTT 5: reason 0x90, as TB); a malformed payload
  * stores nothing and gets PUBACK 0x99 on MQTT 5, and closes the connection on 3.1.x (its PUBACK cannot say
@@ -18,7 +19,7 @@ import { OutpostError } from '../errors.js';
 import type { PollHandle } from '../rpc/longpoll.js';
 import type { MqttCloseReason, MqttCounters } from '../status/metrics.js';
 import type { DeviceRecord } from '../store/entities.js';
-import type { MqttConnection, PacketSink } from './connection.js';
+import { type MqttConnection, PUBREC_FLAG, type PacketSink } from './connection.js';
 import {
   type DeviceContext,
   type PublishOutcome,
@@ -81,8 +82,10 @@ export class MqttSession implements PacketSink, RegisteredSession {
   private get qos2(): Set<number> {
     return (this.qos2Set ??= new Set());
   }
-  /** settles once every publish received so far is written (or failed) */
-  private writes: Promise<unknown> = SETTLED;
+  /** the publishes that store data and are not done yet (written or failed); a read waits for them */
+  private writingSet: Set<Promise<void>> | undefined;
+  /** a flushAcks is queued (settle) */
+  private flushQueued = false;
   private heldSet: Set<PollHandle> | undefined;
   private get held(): Set<PollHandle> {
     return (this.heldSet ??= new Set());
@@ -323,12 +326,37 @@ export class MqttSession implements PacketSink, RegisteredSession {
       }
     }
     const { promise, write } = this.dispatch(p.topic, payload);
-    // one promise per publish past its handler's: its outcome settles the ack, and later reads wait for it
-    const done = promise.then(
-      (o) => this.settle(entry, o),
-      (err: unknown) => this.settle(entry, this.failure(err, p.topic)),
+    if (!write) {
+      promise.then(
+        (o) => this.settle(entry, o),
+        (err: unknown) => this.settle(entry, this.failure(err, p.topic)),
+      );
+      return;
+    }
+    // one promise per write past its handler's: its outcome settles the ack, and later reads wait for it
+    const writing = (this.writingSet ??= new Set());
+    const done: Promise<void> = promise.then(
+      (o) => {
+        writing.delete(done);
+        this.settle(entry, o);
+      },
+      (err: unknown) => {
+        writing.delete(done);
+        this.settle(entry, this.failure(err, p.topic));
+      },
     );
-    if (write) this.writes = Promise.all([this.writes, done]);
+    writing.add(done);
+  }
+
+  /**
+   * The writes received so far, taken now: the promise settles once each is done (written or failed), never
+   * rejects, and is made only when a handler asks (most publishes are writes, which do not).
+   */
+  private writesSoFar(): () => Promise<unknown> {
+    const w = this.writingSet;
+    if (w === undefined || w.size === 0) return () => SETTLED;
+    const earlier = [...w];
+    return () => Promise.all(earlier);
   }
 
   /** What a handler's error means for the client; never throws (`done` must not reject). */
@@ -343,21 +371,47 @@ export class MqttSession implements PacketSink, RegisteredSession {
     return { kind: 'failed', reason: 'storeError' };
   }
 
-  /** A publish is done (its data on disk, or refused): its ack goes out in order. */
+  /**
+   * A publish is done (its data on disk, or refused): its ack goes out in order, one microtask later. The
+   * publishes of one group commit settle in the same run of microtasks, all queued ahead of that one, so a
+   * pipelining client's acks of a commit leave in one socket write rather than one each.
+   */
   private settle(entry: AckEntry | undefined, o: Outcome): void {
     try {
       if (entry === undefined) this.afterQos0(o);
       else {
         entry.outcome = o;
-        this.flushAcks();
+        if (!this.flushQueued) {
+          this.flushQueued = true;
+          queueMicrotask(() => {
+            this.flushQueued = false;
+            this.guarded(() => this.flushAcks());
+          });
+        }
       }
     } catch (err) {
-      // never an unhandled rejection (it would end the daemon): this client goes instead
+      this.failedAck(err);
+    }
+  }
+
+  /** Runs `f`; a throw closes this client, never the daemon (an uncaught error or rejection would end it). */
+  private guarded(f: () => void): void {
+    try {
+      f();
+    } catch (err) {
+      this.failedAck(err);
+    }
+  }
+
+  private failedAck(err: unknown): void {
+    try {
       this.deps.s.log.error(
         `mqtt: acknowledging a publish failed: ${err instanceof Error ? err.message : String(err)}`,
       );
-      this.conn.close('protocol');
+    } catch {
+      // an error that cannot be told (a throwing toString): the client is closed all the same
     }
+    this.conn.close('protocol');
   }
 
   /** Routes a publish to its handler; `write` = it stores data (reads wait for it). */
@@ -380,10 +434,13 @@ export class MqttSession implements PacketSink, RegisteredSession {
   }
 
   private deviceContext(): DeviceContext {
+    const previous = this.writesSoFar();
     return {
       s: this.deps.s,
       deviceId: this.deviceId,
-      previousWrites: this.writes,
+      get previousWrites() {
+        return previous();
+      },
       publish: (topic, body) => {
         this.publish(
           topic,
@@ -400,10 +457,13 @@ export class MqttSession implements PacketSink, RegisteredSession {
   }
 
   private gatewayContext(): GatewayContext {
+    const previous = this.writesSoFar();
     return {
       s: this.deps.s,
       gateway: this.device as DeviceRecord,
-      previousWrites: this.writes,
+      get previousWrites() {
+        return previous();
+      },
       publish: (topic, body) => {
         this.publish(topic, body, 'gwAttrResponse');
       },
@@ -448,14 +508,22 @@ export class MqttSession implements PacketSink, RegisteredSession {
       this.conn.close('badPayload');
   }
 
-  /** Writes the acks at the head of the FIFO whose publishes are done, in order. */
+  /**
+   * Writes the acks at the head of the FIFO whose publishes are done, in order: the plain ones gathered into
+   * one write, sent before anything else this writes (an ack with a reason code, a close).
+   */
   private flushAcks(): void {
     const c = this.conn;
+    const plain: number[] = [];
+    const flushPlain = (): void => {
+      if (plain.length > 0) c.sendAcks(plain.splice(0));
+    };
     while (this.acks.length > 0 && (this.acks[0] as AckEntry).outcome !== undefined) {
       const a = this.acks.shift() as AckEntry;
       const o = a.outcome as Outcome;
       if (c.closed) continue;
       if (o.kind === 'failed') {
+        flushPlain();
         c.close(o.reason);
         continue;
       }
@@ -463,6 +531,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
       if (o.kind === 'unknownTopic') reasonCode = RC.topicNameInvalid;
       else if (o.kind === 'bad' || o.kind === 'denied') {
         if (c.protocolVersion !== 5) {
+          flushPlain();
           c.close('badPayload');
           continue;
         }
@@ -470,12 +539,16 @@ export class MqttSession implements PacketSink, RegisteredSession {
       }
       // MQTT 5: a PUBREC with a failure code ends the QoS 2 exchange (no PUBREL follows)
       if (a.qos === 2 && c.protocolVersion === 5 && reasonCode >= 0x80) this.qos2.delete(a.packetId);
-      const cmd = a.qos === 1 ? 'puback' : 'pubrec';
       // 3.1.x has no reason code: an unknown topic's ack is a plain one there
-      if (reasonCode === RC.ok || c.protocolVersion !== 5) c.sendAck(cmd, a.packetId);
-      else c.send({ cmd, messageId: a.packetId, reasonCode });
+      if (reasonCode === RC.ok || c.protocolVersion !== 5)
+        plain.push(a.qos === 1 ? a.packetId : PUBREC_FLAG | a.packetId);
+      else {
+        flushPlain();
+        c.send({ cmd: a.qos === 1 ? 'puback' : 'pubrec', messageId: a.packetId, reasonCode });
+      }
       if (reasonCode === RC.ok) this.deps.counters.pubackLatency.observe((performance.now() - a.t0) / 1000);
     }
+    flushPlain();
     if (this.paused && this.acks.length < this.deps.maxInflight / 2) {
       this.paused = false;
       c.resume();
