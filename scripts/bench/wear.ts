@@ -30,7 +30,7 @@
  *     --history <minutes of history per device first, default 0: a fresh store> --policy <name substrings> --serial]
  */
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -95,6 +95,36 @@ function writeBytes(pid: number): number {
   const m = /^write_bytes:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'));
   if (!m) throw new Error('write_bytes not found in /proc/<pid>/io');
   return Number(m[1]);
+}
+
+/** write_bytes of each live thread of `pid`, summed by thread name (the exited threads' are in the process total only) */
+function threadWriteBytes(pid: number): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const comm = readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
+      const m = /^write_bytes:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/task/${tid}/io`, 'utf8'));
+      if (m) out.set(comm, (out.get(comm) ?? 0) + Number(m[1]));
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  return out;
+}
+
+/**
+ * sectors (512 B) written to the data dir's block device, all processes' (the machine is shared: only a quiet
+ * moment says what the daemon's writes cost the device); undefined where it is not found
+ */
+function deviceSectorsWritten(): number | undefined {
+  try {
+    const dev = /^\/dev\/(\S+) \/ /m.exec(readFileSync('/proc/mounts', 'utf8'))?.[1];
+    if (dev === undefined) return undefined;
+    const f = readFileSync(`/sys/block/${dev}/stat`, 'utf8').trim().split(/\s+/);
+    return Number(f[6]);
+  } catch {
+    return undefined;
+  }
 }
 
 function quantile(sorted: readonly number[], q: number): number {
@@ -163,6 +193,9 @@ interface Result {
   delayMs: number | undefined;
   reserveLeftMb: number | undefined;
   catchup: { posts: number; seconds: number; bytes: number; p99: number } | undefined;
+  /** the window's write_bytes by thread name (live threads), and what the block device wrote meanwhile (all processes) */
+  byThread: Map<string, number>;
+  deviceBytes: number;
 }
 
 interface RunOptions {
@@ -337,6 +370,8 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
           delayMs: state?.delayMs,
           reserveLeftMb: state?.reserveLeftMb,
           catchup: undefined,
+          byThread: new Map(),
+          deviceBytes: NaN,
         };
       }
       const load = Promise.all(Array.from({ length: w.devices }, (_, i) => device(i)));
@@ -345,11 +380,16 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
       measuring = true;
       const log0 = (await budgetState())?.logBytes ?? NaN;
       const b0 = writeBytes(pid);
+      const threads0 = threadWriteBytes(pid);
+      const dev0 = deviceSectorsWritten() ?? NaN;
       const t0 = performance.now();
       await new Promise((r) => setTimeout(r, o.windowS * 1000));
       measuring = false;
       await read();
       const bytes = writeBytes(pid) - b0;
+      const deviceBytes = ((deviceSectorsWritten() ?? NaN) - dev0) * 512;
+      const byThread = new Map<string, number>();
+      for (const [name, b] of threadWriteBytes(pid)) byThread.set(name, b - (threads0.get(name) ?? 0));
       const windowS = (performance.now() - t0) / 1000;
       const state = await budgetState();
       const logBytes = (state?.logBytes ?? NaN) - log0;
@@ -377,6 +417,8 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
         delayMs: state?.delayMs,
         reserveLeftMb: state?.reserveLeftMb,
         catchup,
+        byThread,
+        deviceBytes,
       };
     } finally {
       stop = true;
@@ -397,6 +439,12 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
 
 const f = (x: number, d = 0): string =>
   Number.isNaN(x) ? '–' : x.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d });
+
+/** bytes per point by writing thread, and the block device's (every process's) over the same window */
+function split(p: Policy, w: Workload, r: Result): string {
+  const parts = [...r.byThread].filter(([, b]) => b > 0).map(([name, b]) => `${name} ${f(b / r.points)}`);
+  return `${w.name}, ${p.name}: B/point by thread: ${parts.join(', ')}; process ${f(r.bytes / r.points)}, log ${f(r.logBytes / r.points)}; device (all processes) ${f(r.deviceBytes / r.points)}`;
+}
 
 function row(p: Policy, w: Workload, r: Result): string {
   const perPoint = r.bytes / r.points;
@@ -432,18 +480,23 @@ async function main(): Promise<void> {
         (policyFilter === undefined ? p.byDefault === true : policyFilter.some((x) => p.name.includes(x))),
     );
   const rows: string[] = [];
+  const splits: string[] = [];
   const emit = (line: string): void => {
     rows.push(line);
     console.error(line);
   };
+  const emitRow = (p: Policy, w: Workload, r: Result): void => {
+    emit(row(p, w, r));
+    if (w.periodMs > 0) splits.push(split(p, w, r));
+  };
   // The quiet rows alone and one after another (their latency is the point); the loaded rows side by side, each
   // workload's daemons at once (`--serial`: one after another), the catch-up after each reference window.
-  if (only.includes('quiet')) for (const p of chosen(QUIET)) emit(row(p, QUIET, await run(p, QUIET, opts('quiet'))));
+  if (only.includes('quiet')) for (const p of chosen(QUIET)) emitRow(p, QUIET, await run(p, QUIET, opts('quiet')));
   const loads = WORKLOADS.filter((w) => only.includes(w.name)).flatMap((w) => chosen(w).map((p) => ({ p, w })));
   if (process.argv.includes('--serial')) {
-    for (const { p, w } of loads) emit(row(p, w, await run(p, w, opts(w.name))));
+    for (const { p, w } of loads) emitRow(p, w, await run(p, w, opts(w.name)));
   } else {
-    await Promise.all(loads.map(async ({ p, w }) => emit(row(p, w, await run(p, w, opts(w.name))))));
+    await Promise.all(loads.map(async ({ p, w }) => emitRow(p, w, await run(p, w, opts(w.name)))));
   }
   console.log(
     `\nwear: ${HISTORY_MS / 60_000} min of history per device before the load; each row its own daemon and fresh data dir; bytes from the daemon's write_bytes, the window's applies included`,
@@ -453,6 +506,7 @@ async function main(): Promise<void> {
   );
   console.log('|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) console.log(r);
+  if (splits.length > 0) console.log(`\n${splits.join('\n')}`);
 }
 
 await main();
