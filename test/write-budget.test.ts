@@ -242,6 +242,48 @@ t.test('what the estimate missed is settled over OTHER_SETTLE_MS, all of it, nev
   t.ok(Math.abs(debited() - 1_000_000) < 100, `hours later all of it, once (${debited().toFixed(0)} B)`);
 });
 
+t.test('others count what their write calls passed when the kernel charges more (whole large folios)', async (t) => {
+  const clock = new FakeClock(Date.UTC(2026, 10, 26, 12));
+  /** charged: write_bytes; calls: wchar; the log's pages and its write calls */
+  const c = { charged: 0, calls: 0, logPages: 0, logCalls: 0 };
+  const budget = new WriteBudget({
+    bytesPerDay: BUDGET,
+    cardEnduranceBytes: 16e12,
+    now: () => clock.now(),
+    source: 'proc',
+    written: () => c.charged,
+    logWritten: () => c.logPages,
+    writeCalls: () => c.calls,
+    logWriteCalls: () => c.logCalls,
+  });
+  const step = (): void => {
+    clock.advance(1000);
+    budget.commitDelayMs();
+  };
+  step();
+  // an apply writes 1 MB of pages, charged 2.2 MB; the log wrote 100 records of 200 B, charged a page each
+  c.calls += 1_000_000 + 100 * 200;
+  c.logCalls += 100 * 200;
+  c.charged += 2_200_000 + 100 * 4096;
+  c.logPages += 100 * 4096;
+  step();
+  t.equal(budget.figures().sinceStartBytes, 1_000_000 + 100 * 4096, 'the apply counts 1 MB, the log its pages');
+  // sockets written with write(2) (sync's uploads) are in wchar too: then the charge is the smaller
+  c.calls += 5_000_000;
+  c.charged += 300_000;
+  step();
+  t.equal(budget.figures().sinceStartBytes, 1_300_000 + 100 * 4096, 'no more than the kernel charged');
+  // the log's count runs ahead of the kernel's read by a record: taken from the next second's, not lost or doubled
+  c.logCalls += 200;
+  c.logPages += 4096;
+  c.charged += 4096;
+  step();
+  c.calls += 200 + 40_000;
+  c.charged += 100_000;
+  step();
+  t.equal(budget.figures().sinceStartBytes, 1_300_000 + 101 * 4096 + 40_000, 'a lag of the log carried over');
+});
+
 t.test('figures: today from local midnight, the last hour, the card life at the budget and as measured', async (t) => {
   const start = dayStart(Date.UTC(2026, 10, 26, 12)) + DAY - 30 * 60_000; // 23:30 local time
   const { clock, c, budget } = setup({ start });

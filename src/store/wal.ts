@@ -114,6 +114,8 @@ export interface WalStats {
   pagesWritten: number;
   /** bytes written creating segments (zero fill) since open */
   preallocatedBytes: number;
+  /** bytes passed to write calls since open (records and zero fill): the log's share of the process's `wchar` */
+  writeCallBytes: number;
 }
 
 interface Waiter {
@@ -133,7 +135,7 @@ export interface WalOptions {
 const noop = (): void => undefined;
 
 export class Wal {
-  readonly stats: WalStats = { records: 0, syncs: 0, pagesWritten: 0, preallocatedBytes: 0 };
+  readonly stats: WalStats = { records: 0, syncs: 0, pagesWritten: 0, preallocatedBytes: 0, writeCallBytes: 0 };
   /** the segment appends go to, and where */
   private cur: Segment | undefined;
   private pos = 0;
@@ -334,6 +336,7 @@ export class Wal {
     const file = (this.cur as Segment).file as WalFile;
     const buf = parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts);
     await file.write(buf, at);
+    this.stats.writeCallBytes += buf.length;
     await file.datasync();
     this.stats.syncs++;
     this.stats.pagesWritten += Math.floor((at + buf.length - 1) / PAGE) - Math.floor(at / PAGE) + 1;
@@ -368,6 +371,7 @@ export class Wal {
   private async create(name: string, size: number): Promise<WalFile> {
     const file = await this.fsys.create(name, size);
     this.stats.preallocatedBytes += size;
+    this.stats.writeCallBytes += size;
     return file;
   }
 }

@@ -67,6 +67,14 @@ export interface WriteBudgetOptions {
   /** bytes the log's commits have written since some origin; absent: everything counts as "other" */
   readonly logWritten?: () => number;
   /**
+   * bytes the process has passed to write calls (`wchar` of /proc/self/io, read with `written`), and of those the
+   * log's: what the others' (LMDB's page writes) can have cost at most. Where the kernel charges `written` for
+   * whole large folios, each of LMDB's 4-KiB page writes into one is charged up to the folio's size, and the
+   * others count as the smaller of the two (docs/write-budget.md)
+   */
+  readonly writeCalls?: () => number;
+  readonly logWriteCalls?: () => number;
+  /**
    * points the store has been given to write since start, and of those put into LMDB (applied): others' bytes
    * are debited ahead, per point written; absent, they are debited as they come, settled over OTHER_SETTLE_MS
    */
@@ -134,6 +142,10 @@ export class WriteBudget {
   private lastAt: number;
   private lastWritten: number;
   private lastLog: number;
+  private lastCalls = 0;
+  private lastLogCalls = 0;
+  /** write calls the log's own count has not caught up with yet (its stats are updated after the call returns) */
+  private callsBehind = 0;
   private readonly startedAt: number;
   private sinceStart = 0;
   private logSinceStart = 0;
@@ -233,10 +245,11 @@ export class WriteBudget {
     this.lastAt = now;
     const written = this.opts.written();
     const log = this.opts.logWritten?.() ?? 0;
-    const bytes = Math.max(0, written - this.lastWritten);
-    const logBytes = Math.min(bytes, Math.max(0, log - this.lastLog));
+    const charged = Math.max(0, written - this.lastWritten);
+    const logBytes = Math.min(charged, Math.max(0, log - this.lastLog));
     this.lastWritten = written;
     this.lastLog = log;
+    const bytes = logBytes + this.othersAtMost(charged - logBytes);
 
     this.sinceStart += bytes;
     this.logSinceStart += logBytes;
@@ -258,6 +271,18 @@ export class WriteBudget {
     const band = this.reserve * this.tune.pacingShare;
     const max = this.tune.maxDelayMs;
     this.delay = this.level >= band ? 0 : Math.min(max, (max * (band - this.level)) / band);
+  }
+
+  /** `charged`, or what the others' write calls passed, when less (large folios: see writeCalls). */
+  private othersAtMost(charged: number): number {
+    if (this.opts.writeCalls === undefined || this.opts.logWriteCalls === undefined) return charged;
+    const calls = this.opts.writeCalls();
+    const logCalls = this.opts.logWriteCalls();
+    const passed = this.callsBehind + Math.max(0, calls - this.lastCalls) - Math.max(0, logCalls - this.lastLogCalls);
+    this.lastCalls = calls;
+    this.lastLogCalls = logCalls;
+    this.callsBehind = Math.min(0, passed);
+    return Math.min(charged, Math.max(0, passed));
   }
 
   /**
@@ -299,24 +324,50 @@ const round1 = (x: number): number => Math.round(x * 10) / 10;
  * The byte counter the budget reads: the kernel's count of the whole process where there is one, else the log's
  * own count (`logWritten`: its pages and segment fills), which misses LMDB's commits and so is a lower bound.
  */
-export function writeCounter(logWritten: () => number): { written: () => number; source: WriteSource } {
-  let last = processWriteBytes();
+export function writeCounter(logWritten: () => number): {
+  written: () => number;
+  /** `wchar` as of the last `written()` (the same read of /proc/self/io); absent with the log's count */
+  writeCalls?: () => number;
+  source: WriteSource;
+} {
+  let last = processIo();
   if (last === undefined) return { written: logWritten, source: 'log' };
-  // a failed read (never seen) repeats the last count rather than restarting it
-  return { written: () => (last = processWriteBytes() ?? (last as number)), source: 'proc' };
+  return {
+    written: () => {
+      // a failed read (never seen) repeats the last count rather than restarting it
+      last = processIo() ?? (last as ProcessIo);
+      return last.writeBytes;
+    },
+    writeCalls: () => (last as ProcessIo).writeCalls,
+    source: 'proc',
+  };
 }
 
-/**
- * The kernel's count of bytes this process (every thread: lmdb-js' writer, the sync thread) caused to be
- * written to storage, `write_bytes` of /proc/self/io; undefined where the kernel does not keep it.
- */
-export function processWriteBytes(): number | undefined {
+interface ProcessIo {
+  /**
+   * bytes this process (every thread: lmdb-js' writer, the sync thread) caused to be written to storage,
+   * `write_bytes`: charged as each page cache folio is dirtied, the whole folio
+   */
+  readonly writeBytes: number;
+  /** bytes it passed to write calls, `wchar`: files, pipes and sockets written with write(2)/writev(2) alike */
+  readonly writeCalls: number;
+}
+
+/** The kernel's counts of what this process wrote (/proc/self/io); undefined where the kernel does not keep them. */
+function processIo(): ProcessIo | undefined {
   try {
-    const m = /^write_bytes:\s+(\d+)$/m.exec(readFileSync('/proc/self/io', 'utf8'));
-    return m ? Number(m[1]) : undefined;
+    const io = readFileSync('/proc/self/io', 'utf8');
+    const bytes = /^write_bytes:\s+(\d+)$/m.exec(io);
+    const calls = /^wchar:\s+(\d+)$/m.exec(io);
+    return bytes && calls ? { writeBytes: Number(bytes[1]), writeCalls: Number(calls[1]) } : undefined;
   } catch {
     return undefined;
   }
+}
+
+/** The kernel's count of bytes this process caused to be written to storage; undefined where it keeps none. */
+export function processWriteBytes(): number | undefined {
+  return processIo()?.writeBytes;
 }
 
 /** What the store's group commit asks (store/series/append.ts and apply.ts). */
