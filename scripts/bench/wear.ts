@@ -97,14 +97,17 @@ function writeBytes(pid: number): number {
   return Number(m[1]);
 }
 
-/** write_bytes of each live thread of `pid`, summed by thread name (the exited threads' are in the process total only) */
+/**
+ * write_bytes of `pid`'s main thread (LMDB's synchronous transactions: the log's applies; the log's segment
+ * fills) and of its other live threads (the log's appends and fdatasyncs on libuv's pool, lmdb-js' own commits)
+ */
 function threadWriteBytes(pid: number): Map<string, number> {
   const out = new Map<string, number>();
   for (const tid of readdirSync(`/proc/${pid}/task`)) {
     try {
-      const comm = readFileSync(`/proc/${pid}/task/${tid}/comm`, 'utf8').trim();
       const m = /^write_bytes:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/task/${tid}/io`, 'utf8'));
-      if (m) out.set(comm, (out.get(comm) ?? 0) + Number(m[1]));
+      const name = Number(tid) === pid ? 'main thread' : 'other threads';
+      if (m) out.set(name, (out.get(name) ?? 0) + Number(m[1]));
     } catch {
       // the thread ended meanwhile
     }
@@ -181,6 +184,8 @@ interface Result {
   bytes: number;
   /** of which the log's commits (the daemon's own count, /api/outpost/status) */
   logBytes: number;
+  /** what the write budget counted meanwhile (GET /api/outpost/status sinceStartBytes) */
+  countedBytes: number;
   points: number;
   posts: number;
   p50: number;
@@ -193,7 +198,7 @@ interface Result {
   delayMs: number | undefined;
   reserveLeftMb: number | undefined;
   catchup: { posts: number; seconds: number; bytes: number; p99: number } | undefined;
-  /** the window's write_bytes by thread name (live threads), and what the block device wrote meanwhile (all processes) */
+  /** the window's write_bytes by thread (threadWriteBytes), and what the block device wrote meanwhile (all processes) */
   byThread: Map<string, number>;
   deviceBytes: number;
 }
@@ -258,10 +263,17 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
       );
       if (r.status !== 200) throw new Error(`read: ${r.status} ${r.body.toString()}`);
     };
-    const budgetState = async (): Promise<{ delayMs: number; reserveLeftMb: number; logBytes: number } | undefined> => {
+    const budgetState = async (): Promise<
+      { delayMs: number; reserveLeftMb: number; logBytes: number; countedBytes: number } | undefined
+    > => {
       const r = await request(0, encodeRequest('GET', '/api/outpost/status', '', auth));
       const st = JSON.parse(r.body.toString()) as {
-        writes?: { commitDelayMs: number; reserveLeftBytes: number; logSinceStartBytes: number };
+        writes?: {
+          commitDelayMs: number;
+          reserveLeftBytes: number;
+          logSinceStartBytes: number;
+          sinceStartBytes: number;
+        };
       };
       return st.writes === undefined
         ? undefined
@@ -269,6 +281,7 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
             delayMs: st.writes.commitDelayMs,
             reserveLeftMb: st.writes.reserveLeftBytes / 1e6,
             logBytes: st.writes.logSinceStartBytes,
+            countedBytes: st.writes.sinceStartBytes,
           };
     };
     const post = async (i: number, n: number, ts: number): Promise<number> => {
@@ -359,6 +372,7 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
         return {
           bytes,
           logBytes: NaN,
+          countedBytes: NaN,
           points: o.catchup * w.keys,
           posts: o.catchup,
           p50: c.p50,
@@ -378,7 +392,9 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
       await new Promise((r) => setTimeout(r, Math.max(o.warmupS * 1000, w.periodMs)));
       await read();
       measuring = true;
-      const log0 = (await budgetState())?.logBytes ?? NaN;
+      const state0 = await budgetState();
+      const log0 = state0?.logBytes ?? NaN;
+      const counted0 = state0?.countedBytes ?? NaN;
       const b0 = writeBytes(pid);
       const threads0 = threadWriteBytes(pid);
       const dev0 = deviceSectorsWritten() ?? NaN;
@@ -393,6 +409,7 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
       const windowS = (performance.now() - t0) / 1000;
       const state = await budgetState();
       const logBytes = (state?.logBytes ?? NaN) - log0;
+      const countedBytes = (state?.countedBytes ?? NaN) - counted0;
       let catchup: Result['catchup'];
       if (o.catchup > 0) {
         const c0 = writeBytes(pid);
@@ -406,6 +423,7 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
       return {
         bytes,
         logBytes,
+        countedBytes,
         points,
         posts,
         p50: quantile(lat, 0.5),
@@ -443,7 +461,7 @@ const f = (x: number, d = 0): string =>
 /** bytes per point by writing thread, and the block device's (every process's) over the same window */
 function split(p: Policy, w: Workload, r: Result): string {
   const parts = [...r.byThread].filter(([, b]) => b > 0).map(([name, b]) => `${name} ${f(b / r.points)}`);
-  return `${w.name}, ${p.name}: B/point by thread: ${parts.join(', ')}; process ${f(r.bytes / r.points)}, log ${f(r.logBytes / r.points)}; device (all processes) ${f(r.deviceBytes / r.points)}`;
+  return `${w.name}, ${p.name}: B/point by thread: ${parts.join(', ')}; counted by the budget ${f(r.countedBytes / r.points)}; process ${f(r.bytes / r.points)}, log ${f(r.logBytes / r.points)}; device (all processes) ${f(r.deviceBytes / r.points)}`;
 }
 
 function row(p: Policy, w: Workload, r: Result): string {
