@@ -198,6 +198,8 @@ interface Result {
   delayMs: number | undefined;
   reserveLeftMb: number | undefined;
   catchup: { posts: number; seconds: number; bytes: number; p99: number } | undefined;
+  /** the budget's commit delay every 5 s over the window, ms, sorted */
+  delays: number[];
   /** the window's write_bytes by thread (threadWriteBytes), and what the block device wrote meanwhile (all processes) */
   byThread: Map<string, number>;
   deviceBytes: number;
@@ -266,7 +268,8 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
     const budgetState = async (): Promise<
       { delayMs: number; reserveLeftMb: number; logBytes: number; countedBytes: number } | undefined
     > => {
-      const r = await request(0, encodeRequest('GET', '/api/outpost/status', '', auth));
+      // its own connection: the window's sampler asks while the load's reads use the admin's
+      const r = await request(w.devices + 2, encodeRequest('GET', '/api/outpost/status', '', auth));
       const st = JSON.parse(r.body.toString()) as {
         writes?: {
           commitDelayMs: number;
@@ -384,6 +387,7 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
           delayMs: state?.delayMs,
           reserveLeftMb: state?.reserveLeftMb,
           catchup: undefined,
+          delays: [],
           byThread: new Map(),
           deviceBytes: NaN,
         };
@@ -397,10 +401,21 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
       const counted0 = state0?.countedBytes ?? NaN;
       const b0 = writeBytes(pid);
       const threads0 = threadWriteBytes(pid);
+      const delays: number[] = [];
+      const delaySampler = setInterval(() => {
+        budgetState().then(
+          (st) => {
+            if (st !== undefined && measuring) delays.push(st.delayMs);
+          },
+          () => undefined,
+        );
+      }, 5000);
       const dev0 = deviceSectorsWritten() ?? NaN;
       const t0 = performance.now();
       await new Promise((r) => setTimeout(r, o.windowS * 1000));
       measuring = false;
+      clearInterval(delaySampler);
+      delays.sort((a, b) => a - b);
       await read();
       const bytes = writeBytes(pid) - b0;
       const deviceBytes = ((deviceSectorsWritten() ?? NaN) - dev0) * 512;
@@ -435,6 +450,7 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
         delayMs: state?.delayMs,
         reserveLeftMb: state?.reserveLeftMb,
         catchup,
+        delays,
         byThread,
         deviceBytes,
       };
@@ -461,7 +477,7 @@ const f = (x: number, d = 0): string =>
 /** bytes per point by writing thread, and the block device's (every process's) over the same window */
 function split(p: Policy, w: Workload, r: Result): string {
   const parts = [...r.byThread].filter(([, b]) => b > 0).map(([name, b]) => `${name} ${f(b / r.points)}`);
-  return `${w.name}, ${p.name}: B/point by thread: ${parts.join(', ')}; counted by the budget ${f(r.countedBytes / r.points)}; process ${f(r.bytes / r.points)}, log ${f(r.logBytes / r.points)}; device (all processes) ${f(r.deviceBytes / r.points)}`;
+  return `${w.name}, ${p.name}: B/point by thread: ${parts.join(', ')}; counted by the budget ${f(r.countedBytes / r.points)}; process ${f(r.bytes / r.points)}, log ${f(r.logBytes / r.points)}; device (all processes) ${f(r.deviceBytes / r.points)}${r.delays.length === 0 ? '' : `; commit delay every 5 s: min ${f(r.delays[0] as number)}, median ${f(quantile(r.delays, 0.5))}, max ${f(r.delays[r.delays.length - 1] as number)} ms`}`;
 }
 
 function row(p: Policy, w: Workload, r: Result): string {
