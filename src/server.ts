@@ -79,6 +79,8 @@ export async function startServer(
   // The write budget (store/write-budget.ts) counts every byte the process writes; it sets the commit delay
   // unless store.commitDelayMs fixes one. The log's own bytes are known once the store has opened it.
   let logBytes = (): number => 0;
+  let logCalls = (): number => 0;
+  let pointCounts = (): { put: number; logged: number } => ({ put: 0, logged: 0 });
   const counter = writeCounter(() => logBytes());
   const fixedDelayMs = config.store.commitDelayMs >= 0 ? config.store.commitDelayMs : undefined;
   const writeBudget = new WriteBudget({
@@ -88,6 +90,9 @@ export async function startServer(
     now: Date.now,
     written: counter.written,
     logWritten: () => logBytes(),
+    ...(counter.writeCalls === undefined ? {} : { writeCalls: counter.writeCalls, logWriteCalls: () => logCalls() }),
+    pointsWritten: () => pointCounts().put + pointCounts().logged,
+    pointsApplied: () => pointCounts().put,
     source: counter.source,
   });
   const timeseries = new LmdbTimeseriesStore(env, dict, {
@@ -109,6 +114,8 @@ export async function startServer(
         }
       : undefined,
   });
+  pointCounts = () => timeseries.pointCounts;
+  logCalls = () => timeseries.walStats?.writeCallBytes ?? 0;
   logBytes = () => {
     const w = timeseries.walStats;
     // 4-KiB pages: what each append's fdatasync writes (wal.ts)

@@ -30,7 +30,7 @@
  *     --history <minutes of history per device first, default 0: a fresh store> --policy <name substrings> --serial]
  */
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -97,6 +97,39 @@ function writeBytes(pid: number): number {
   return Number(m[1]);
 }
 
+/**
+ * write_bytes of `pid`'s main thread (LMDB's synchronous transactions: the log's applies; the log's segment
+ * fills) and of its other live threads (the log's appends and fdatasyncs on libuv's pool, lmdb-js' own commits)
+ */
+function threadWriteBytes(pid: number): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const tid of readdirSync(`/proc/${pid}/task`)) {
+    try {
+      const m = /^write_bytes:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/task/${tid}/io`, 'utf8'));
+      const name = Number(tid) === pid ? 'main thread' : 'other threads';
+      if (m) out.set(name, (out.get(name) ?? 0) + Number(m[1]));
+    } catch {
+      // the thread ended meanwhile
+    }
+  }
+  return out;
+}
+
+/**
+ * sectors (512 B) written to the data dir's block device, all processes' (the machine is shared: only a quiet
+ * moment says what the daemon's writes cost the device); undefined where it is not found
+ */
+function deviceSectorsWritten(): number | undefined {
+  try {
+    const dev = /^\/dev\/(\S+) \/ /m.exec(readFileSync('/proc/mounts', 'utf8'))?.[1];
+    if (dev === undefined) return undefined;
+    const f = readFileSync(`/sys/block/${dev}/stat`, 'utf8').trim().split(/\s+/);
+    return Number(f[6]);
+  } catch {
+    return undefined;
+  }
+}
+
 function quantile(sorted: readonly number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
 }
@@ -151,6 +184,8 @@ interface Result {
   bytes: number;
   /** of which the log's commits (the daemon's own count, /api/outpost/status) */
   logBytes: number;
+  /** what the write budget counted meanwhile (GET /api/outpost/status sinceStartBytes) */
+  countedBytes: number;
   points: number;
   posts: number;
   p50: number;
@@ -163,6 +198,11 @@ interface Result {
   delayMs: number | undefined;
   reserveLeftMb: number | undefined;
   catchup: { posts: number; seconds: number; bytes: number; p99: number } | undefined;
+  /** the budget's commit delay every 5 s over the window, ms, sorted */
+  delays: number[];
+  /** the window's write_bytes by thread (threadWriteBytes), and what the block device wrote meanwhile (all processes) */
+  byThread: Map<string, number>;
+  deviceBytes: number;
 }
 
 interface RunOptions {
@@ -225,10 +265,18 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
       );
       if (r.status !== 200) throw new Error(`read: ${r.status} ${r.body.toString()}`);
     };
-    const budgetState = async (): Promise<{ delayMs: number; reserveLeftMb: number; logBytes: number } | undefined> => {
-      const r = await request(0, encodeRequest('GET', '/api/outpost/status', '', auth));
+    const budgetState = async (): Promise<
+      { delayMs: number; reserveLeftMb: number; logBytes: number; countedBytes: number } | undefined
+    > => {
+      // its own connection: the window's sampler asks while the load's reads use the admin's
+      const r = await request(w.devices + 2, encodeRequest('GET', '/api/outpost/status', '', auth));
       const st = JSON.parse(r.body.toString()) as {
-        writes?: { commitDelayMs: number; reserveLeftBytes: number; logSinceStartBytes: number };
+        writes?: {
+          commitDelayMs: number;
+          reserveLeftBytes: number;
+          logSinceStartBytes: number;
+          sinceStartBytes: number;
+        };
       };
       return st.writes === undefined
         ? undefined
@@ -236,6 +284,7 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
             delayMs: st.writes.commitDelayMs,
             reserveLeftMb: st.writes.reserveLeftBytes / 1e6,
             logBytes: st.writes.logSinceStartBytes,
+            countedBytes: st.writes.sinceStartBytes,
           };
     };
     const post = async (i: number, n: number, ts: number): Promise<number> => {
@@ -326,6 +375,7 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
         return {
           bytes,
           logBytes: NaN,
+          countedBytes: NaN,
           points: o.catchup * w.keys,
           posts: o.catchup,
           p50: c.p50,
@@ -337,22 +387,44 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
           delayMs: state?.delayMs,
           reserveLeftMb: state?.reserveLeftMb,
           catchup: undefined,
+          delays: [],
+          byThread: new Map(),
+          deviceBytes: NaN,
         };
       }
       const load = Promise.all(Array.from({ length: w.devices }, (_, i) => device(i)));
       await new Promise((r) => setTimeout(r, Math.max(o.warmupS * 1000, w.periodMs)));
       await read();
       measuring = true;
-      const log0 = (await budgetState())?.logBytes ?? NaN;
+      const state0 = await budgetState();
+      const log0 = state0?.logBytes ?? NaN;
+      const counted0 = state0?.countedBytes ?? NaN;
       const b0 = writeBytes(pid);
+      const threads0 = threadWriteBytes(pid);
+      const delays: number[] = [];
+      const delaySampler = setInterval(() => {
+        budgetState().then(
+          (st) => {
+            if (st !== undefined && measuring) delays.push(st.delayMs);
+          },
+          () => undefined,
+        );
+      }, 5000);
+      const dev0 = deviceSectorsWritten() ?? NaN;
       const t0 = performance.now();
       await new Promise((r) => setTimeout(r, o.windowS * 1000));
       measuring = false;
+      clearInterval(delaySampler);
+      delays.sort((a, b) => a - b);
       await read();
       const bytes = writeBytes(pid) - b0;
+      const deviceBytes = ((deviceSectorsWritten() ?? NaN) - dev0) * 512;
+      const byThread = new Map<string, number>();
+      for (const [name, b] of threadWriteBytes(pid)) byThread.set(name, b - (threads0.get(name) ?? 0));
       const windowS = (performance.now() - t0) / 1000;
       const state = await budgetState();
       const logBytes = (state?.logBytes ?? NaN) - log0;
+      const countedBytes = (state?.countedBytes ?? NaN) - counted0;
       let catchup: Result['catchup'];
       if (o.catchup > 0) {
         const c0 = writeBytes(pid);
@@ -366,6 +438,7 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
       return {
         bytes,
         logBytes,
+        countedBytes,
         points,
         posts,
         p50: quantile(lat, 0.5),
@@ -377,6 +450,9 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
         delayMs: state?.delayMs,
         reserveLeftMb: state?.reserveLeftMb,
         catchup,
+        delays,
+        byThread,
+        deviceBytes,
       };
     } finally {
       stop = true;
@@ -397,6 +473,12 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
 
 const f = (x: number, d = 0): string =>
   Number.isNaN(x) ? '–' : x.toLocaleString('en-US', { minimumFractionDigits: d, maximumFractionDigits: d });
+
+/** bytes per point by writing thread, and the block device's (every process's) over the same window */
+function split(p: Policy, w: Workload, r: Result): string {
+  const parts = [...r.byThread].filter(([, b]) => b > 0).map(([name, b]) => `${name} ${f(b / r.points)}`);
+  return `${w.name}, ${p.name}: B/point by thread: ${parts.join(', ')}; counted by the budget ${f(r.countedBytes / r.points)}; process ${f(r.bytes / r.points)}, log ${f(r.logBytes / r.points)}; device (all processes) ${f(r.deviceBytes / r.points)}${r.delays.length === 0 ? '' : `; commit delay every 5 s: min ${f(r.delays[0] as number)}, median ${f(quantile(r.delays, 0.5))}, max ${f(r.delays[r.delays.length - 1] as number)} ms`}`;
+}
 
 function row(p: Policy, w: Workload, r: Result): string {
   const perPoint = r.bytes / r.points;
@@ -432,18 +514,23 @@ async function main(): Promise<void> {
         (policyFilter === undefined ? p.byDefault === true : policyFilter.some((x) => p.name.includes(x))),
     );
   const rows: string[] = [];
+  const splits: string[] = [];
   const emit = (line: string): void => {
     rows.push(line);
     console.error(line);
   };
+  const emitRow = (p: Policy, w: Workload, r: Result): void => {
+    emit(row(p, w, r));
+    if (w.periodMs > 0) splits.push(split(p, w, r));
+  };
   // The quiet rows alone and one after another (their latency is the point); the loaded rows side by side, each
   // workload's daemons at once (`--serial`: one after another), the catch-up after each reference window.
-  if (only.includes('quiet')) for (const p of chosen(QUIET)) emit(row(p, QUIET, await run(p, QUIET, opts('quiet'))));
+  if (only.includes('quiet')) for (const p of chosen(QUIET)) emitRow(p, QUIET, await run(p, QUIET, opts('quiet')));
   const loads = WORKLOADS.filter((w) => only.includes(w.name)).flatMap((w) => chosen(w).map((p) => ({ p, w })));
   if (process.argv.includes('--serial')) {
-    for (const { p, w } of loads) emit(row(p, w, await run(p, w, opts(w.name))));
+    for (const { p, w } of loads) emitRow(p, w, await run(p, w, opts(w.name)));
   } else {
-    await Promise.all(loads.map(async ({ p, w }) => emit(row(p, w, await run(p, w, opts(w.name))))));
+    await Promise.all(loads.map(async ({ p, w }) => emitRow(p, w, await run(p, w, opts(w.name)))));
   }
   console.log(
     `\nwear: ${HISTORY_MS / 60_000} min of history per device before the load; each row its own daemon and fresh data dir; bytes from the daemon's write_bytes, the window's applies included`,
@@ -453,6 +540,7 @@ async function main(): Promise<void> {
   );
   console.log('|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) console.log(r);
+  if (splits.length > 0) console.log(`\n${splits.join('\n')}`);
 }
 
 await main();

@@ -10,8 +10,8 @@
  * speed (a burst: a catch-up upload); in its lowest quarter the delay rises linearly with what is missing, up to
  * MAX_DELAY_MS when it is empty, and the level settles where the writes match the refill. Bytes the log's own
  * commits write are debited when they happen; the rest (LMDB applies every few minutes, compaction, sync's
- * bookkeeping) come in bursts of a megabyte and are debited spread over OTHER_SPREAD_MS, so an apply does not
- * jolt every device's answer time. Both are debited in full over the long run.
+ * bookkeeping) come in bursts of megabytes; they are debited ahead, as the points that will cost them are written,
+ * so an apply does not jolt every device's answer time. Both are debited in full over the long run.
  *
  * While commits are paced (pacing()), the store also lets a batch wait its delay out unless it fills a page of
  * log, and makes its LMDB applies APPLY_STRETCH times rarer and larger (store/series/append.ts and apply.ts ask).
@@ -33,12 +33,19 @@ export const PACING_SHARE = 0.25;
 /** the longest a commit waits for others, with the reserve empty */
 export const MAX_DELAY_MS = 1000;
 /**
- * bytes written by anything but the log's commits are debited over about this long: an apply's megabyte paid
- * within seconds would hold the log near MAX_DELAY_MS meanwhile; spread over the apply interval (5 min) the
- * undebited part (~the apply rate × this) takes a quarter of an hour to build up, and sustained load would
- * overspend it after the reserve (docs/write-budget.md, the simulation in test/write-budget.test.ts)
+ * Bytes written by anything but the log's commits (LMDB applies: megabytes every 5 to 15 minutes, compaction,
+ * sync's bookkeeping) are debited ahead, as the points that will cost them are written: each point at what the
+ * points applied over the last OTHER_RATE_WINDOW_MS cost (bytes per point). When an apply lands it has then
+ * mostly been paid for already; what the estimate missed, or took ahead too much, is settled over
+ * OTHER_SETTLE_MS. Debited as they came (or within a couple of minutes), each apply pulled the reserve down and
+ * every device's wait rose towards MAX_DELAY_MS meanwhile (bench:wear's p99); and a measure of a few minutes
+ * that ends with an apply counted it without the delay having paid for it. Every byte is debited in the long
+ * run: what is taken ahead is at most the points not yet applied times their rate (docs/write-budget.md, the
+ * simulations in test/write-budget.test.ts).
  */
-export const OTHER_SPREAD_MS = 2 * MINUTE_MS;
+export const OTHER_RATE_WINDOW_MS = HOUR_MS;
+/** what the per-point estimate missed (or took ahead) is settled over about this long */
+export const OTHER_SETTLE_MS = 15 * MINUTE_MS;
 
 /**
  * applies are this many times rarer and larger while commits are paced: 15 min and 60,000 points by default;
@@ -59,10 +66,30 @@ export interface WriteBudgetOptions {
   readonly written: () => number;
   /** bytes the log's commits have written since some origin; absent: everything counts as "other" */
   readonly logWritten?: () => number;
+  /**
+   * bytes the process has passed to write calls (`wchar` of /proc/self/io, read with `written`), and of those the
+   * log's: what the others' (LMDB's page writes) can have cost at most. Where the kernel charges `written` for
+   * whole large folios, each of LMDB's 4-KiB page writes into one is charged up to the folio's size, and the
+   * others count as the smaller of the two (docs/write-budget.md)
+   */
+  readonly writeCalls?: () => number;
+  readonly logWriteCalls?: () => number;
+  /**
+   * points the store has been given to write since start, and of those put into LMDB (applied): others' bytes
+   * are debited ahead, per point written; absent, they are debited as they come, settled over OTHER_SETTLE_MS
+   */
+  readonly pointsWritten?: () => number;
+  readonly pointsApplied?: () => number;
   /** where `written` comes from, for the status */
   readonly source: WriteSource;
   /** the constants below, for experiments */
-  readonly tuning?: Partial<{ reserveMs: number; pacingShare: number; maxDelayMs: number; otherSpreadMs: number }>;
+  readonly tuning?: Partial<{
+    reserveMs: number;
+    pacingShare: number;
+    maxDelayMs: number;
+    otherRateWindowMs: number;
+    otherSettleMs: number;
+  }>;
 }
 
 /** `proc`: the kernel's count of the whole process (/proc/self/io); `log`: the log's own count only (a lower bound) */
@@ -105,11 +132,20 @@ export class WriteBudget {
   private readonly rate: number;
   readonly reserve: number;
   private level: number;
-  /** bytes written by others than the log, not yet debited */
-  private otherDebt = 0;
+  /** bytes written by others than the log, and points applied, per minute over OTHER_RATE_WINDOW_MS: their cost per point */
+  private readonly otherMinutes = new Map<number, number>();
+  private readonly appliedMinutes = new Map<number, number>();
+  /** bytes written by others than the log, minus what was debited for them (< 0: debited ahead) */
+  private otherOwed = 0;
+  private lastPointsWritten = 0;
+  private lastPointsApplied = 0;
   private lastAt: number;
   private lastWritten: number;
   private lastLog: number;
+  private lastCalls = 0;
+  private lastLogCalls = 0;
+  /** write calls the log's own count has not caught up with yet (its stats are updated after the call returns) */
+  private callsBehind = 0;
   private readonly startedAt: number;
   private sinceStart = 0;
   private logSinceStart = 0;
@@ -119,7 +155,13 @@ export class WriteBudget {
   private readonly minutes = new Map<number, number>();
   private readonly hours = new Map<number, number>();
   private delay = 0;
-  private readonly tune: { reserveMs: number; pacingShare: number; maxDelayMs: number; otherSpreadMs: number };
+  private readonly tune: {
+    reserveMs: number;
+    pacingShare: number;
+    maxDelayMs: number;
+    otherRateWindowMs: number;
+    otherSettleMs: number;
+  };
 
   constructor(private readonly opts: WriteBudgetOptions) {
     if (!(opts.bytesPerDay > 0)) throw new RangeError('the write budget must be > 0 bytes a day');
@@ -128,7 +170,8 @@ export class WriteBudget {
       reserveMs: RESERVE_MS,
       pacingShare: PACING_SHARE,
       maxDelayMs: MAX_DELAY_MS,
-      otherSpreadMs: OTHER_SPREAD_MS,
+      otherRateWindowMs: OTHER_RATE_WINDOW_MS,
+      otherSettleMs: OTHER_SETTLE_MS,
       ...opts.tuning,
     };
     this.reserve = this.rate * this.tune.reserveMs;
@@ -202,10 +245,11 @@ export class WriteBudget {
     this.lastAt = now;
     const written = this.opts.written();
     const log = this.opts.logWritten?.() ?? 0;
-    const bytes = Math.max(0, written - this.lastWritten);
-    const logBytes = Math.min(bytes, Math.max(0, log - this.lastLog));
+    const charged = Math.max(0, written - this.lastWritten);
+    const logBytes = Math.min(charged, Math.max(0, log - this.lastLog));
     this.lastWritten = written;
     this.lastLog = log;
+    const bytes = logBytes + this.othersAtMost(charged - logBytes);
 
     this.sinceStart += bytes;
     this.logSinceStart += logBytes;
@@ -218,14 +262,54 @@ export class WriteBudget {
     bump(this.minutes, Math.floor(now / MINUTE_MS), bytes, 60);
     bump(this.hours, Math.floor(now / HOUR_MS), bytes, 24);
 
-    this.otherDebt += bytes - logBytes;
-    const debit = this.otherDebt * Math.min(1, elapsed / this.tune.otherSpreadMs);
-    this.otherDebt -= debit;
-    this.level = Math.min(this.reserve, this.level + this.rate * elapsed - logBytes - debit);
+    this.otherOwed += bytes - logBytes;
+    this.level = Math.min(
+      this.reserve,
+      this.level + this.rate * elapsed - logBytes - this.debitOthers(now, elapsed, bytes - logBytes),
+    );
     if (this.opts.fixedDelayMs !== undefined) return;
     const band = this.reserve * this.tune.pacingShare;
     const max = this.tune.maxDelayMs;
     this.delay = this.level >= band ? 0 : Math.min(max, (max * (band - this.level)) / band);
+  }
+
+  /** `charged`, or what the others' write calls passed, when less (large folios: see writeCalls). */
+  private othersAtMost(charged: number): number {
+    if (this.opts.writeCalls === undefined || this.opts.logWriteCalls === undefined) return charged;
+    const calls = this.opts.writeCalls();
+    const logCalls = this.opts.logWriteCalls();
+    const passed = this.callsBehind + Math.max(0, calls - this.lastCalls) - Math.max(0, logCalls - this.lastLogCalls);
+    this.lastCalls = calls;
+    this.lastLogCalls = logCalls;
+    this.callsBehind = Math.min(0, passed);
+    return Math.min(charged, Math.max(0, passed));
+  }
+
+  /**
+   * What to debit for others' bytes over the `elapsed` ms just sampled, in which `bytes` of them were written:
+   * the points written meanwhile at the recent cost per point, plus a share of how far what is owed is from what
+   * should be (the points written but not yet applied, taken ahead at that cost).
+   */
+  private debitOthers(now: number, elapsed: number, bytes: number): number {
+    const written = this.opts.pointsWritten?.() ?? 0;
+    const applied = this.opts.pointsApplied?.() ?? 0;
+    const newPoints = Math.max(0, written - this.lastPointsWritten);
+    const keep = Math.ceil(this.tune.otherRateWindowMs / MINUTE_MS);
+    const minute = Math.floor(now / MINUTE_MS);
+    bump(this.otherMinutes, minute, bytes, keep);
+    bump(this.appliedMinutes, minute, Math.max(0, applied - this.lastPointsApplied), keep);
+    this.lastPointsWritten = written;
+    this.lastPointsApplied = applied;
+    let others = 0;
+    for (const b of this.otherMinutes.values()) others += b;
+    let appliedInWindow = 0;
+    for (const n of this.appliedMinutes.values()) appliedInWindow += n;
+    const perPoint = appliedInWindow > 0 ? others / appliedInWindow : 0;
+    const aheadTarget = -perPoint * Math.max(0, written - applied);
+    const settle = (this.otherOwed - aheadTarget) * Math.min(1, elapsed / this.tune.otherSettleMs);
+    const debit = perPoint * newPoints + settle;
+    this.otherOwed -= debit;
+    return debit;
   }
 }
 
@@ -240,24 +324,50 @@ const round1 = (x: number): number => Math.round(x * 10) / 10;
  * The byte counter the budget reads: the kernel's count of the whole process where there is one, else the log's
  * own count (`logWritten`: its pages and segment fills), which misses LMDB's commits and so is a lower bound.
  */
-export function writeCounter(logWritten: () => number): { written: () => number; source: WriteSource } {
-  let last = processWriteBytes();
+export function writeCounter(logWritten: () => number): {
+  written: () => number;
+  /** `wchar` as of the last `written()` (the same read of /proc/self/io); absent with the log's count */
+  writeCalls?: () => number;
+  source: WriteSource;
+} {
+  let last = processIo();
   if (last === undefined) return { written: logWritten, source: 'log' };
-  // a failed read (never seen) repeats the last count rather than restarting it
-  return { written: () => (last = processWriteBytes() ?? (last as number)), source: 'proc' };
+  return {
+    written: () => {
+      // a failed read (never seen) repeats the last count rather than restarting it
+      last = processIo() ?? (last as ProcessIo);
+      return last.writeBytes;
+    },
+    writeCalls: () => (last as ProcessIo).writeCalls,
+    source: 'proc',
+  };
 }
 
-/**
- * The kernel's count of bytes this process (every thread: lmdb-js' writer, the sync thread) caused to be
- * written to storage, `write_bytes` of /proc/self/io; undefined where the kernel does not keep it.
- */
-export function processWriteBytes(): number | undefined {
+interface ProcessIo {
+  /**
+   * bytes this process (every thread: lmdb-js' writer, the sync thread) caused to be written to storage,
+   * `write_bytes`: charged as each page cache folio is dirtied, the whole folio
+   */
+  readonly writeBytes: number;
+  /** bytes it passed to write calls, `wchar`: files, pipes and sockets written with write(2)/writev(2) alike */
+  readonly writeCalls: number;
+}
+
+/** The kernel's counts of what this process wrote (/proc/self/io); undefined where the kernel does not keep them. */
+function processIo(): ProcessIo | undefined {
   try {
-    const m = /^write_bytes:\s+(\d+)$/m.exec(readFileSync('/proc/self/io', 'utf8'));
-    return m ? Number(m[1]) : undefined;
+    const io = readFileSync('/proc/self/io', 'utf8');
+    const bytes = /^write_bytes:\s+(\d+)$/m.exec(io);
+    const calls = /^wchar:\s+(\d+)$/m.exec(io);
+    return bytes && calls ? { writeBytes: Number(bytes[1]), writeCalls: Number(calls[1]) } : undefined;
   } catch {
     return undefined;
   }
+}
+
+/** The kernel's count of bytes this process caused to be written to storage; undefined where it keeps none. */
+export function processWriteBytes(): number | undefined {
+  return processIo()?.writeBytes;
 }
 
 /** What the store's group commit asks (store/series/append.ts and apply.ts). */

@@ -127,6 +127,7 @@ export abstract class SeriesLogApply extends SeriesState {
           col = new SeriesColumn();
           for (const c of cols) col.append(c);
         }
+        this.pointsPut += col.length;
         col = col.sortedDistinct();
         const ts = col.ts;
         const n = ts.length;

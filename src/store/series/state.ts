@@ -82,6 +82,8 @@ export abstract class SeriesState {
   /** logged group commits not yet put into LMDB, in LSN order; bounded by applyMaxPoints (an apply empties it) */
   protected logged: Logged[] = [];
   protected loggedPoints = 0;
+  /** points put into LMDB since start (applied from the log, or written directly) */
+  protected pointsPut = 0;
   protected applyTimer: NodeJS.Timeout | undefined;
   /** > 0 while writeChunks' callback runs (in an lmdb-js write transaction) */
   protected inWriteTxn = 0;
@@ -193,6 +195,11 @@ export abstract class SeriesState {
         this.logged.push({ points, lsn: r.lsn, count: countPoints(points), durable: true, done: Promise.resolve() });
       }
     }
+  }
+
+  /** Points put into LMDB since start, and points logged but not yet put: the write budget's cost per point. */
+  get pointCounts(): { readonly put: number; readonly logged: number } {
+    return { put: this.pointsPut, logged: this.loggedPoints };
   }
 
   /** What the log has cost since start (undefined without a log). */
