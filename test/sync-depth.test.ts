@@ -357,8 +357,18 @@ t.test(
     const dev = await addDevice(gw.dataDir, 'd', ['--upstream-token', 'T']);
     await postDepth(gw, dev.token, '[{"ds":1,"values":{"poison":1,"ok":2}},{"ds":3,"values":{"poison":4}}]');
     await statusUntil(gw, jwt, (st) => st.depthSetAsidePoints === 3, 'the refused batch set aside');
-    const listed = await http('GET', `${gw.url}/api/outpost/sync/setAside`, undefined, authHeaders(jwt));
-    const list = listed.json<{ total: number; batches: Array<Record<string, unknown>> }>();
+    // the counters move as the set-aside record is queued; the list reads it once its transaction is committed
+    type SetAsideList = { total: number; batches: Array<Record<string, unknown>> };
+    const listOnceCommitted = async (): Promise<SetAsideList> => {
+      let list: SetAsideList = { total: 0, batches: [] };
+      for (const end = Date.now() + 5_000; list.total === 0 && Date.now() < end; ) {
+        const listed = await http('GET', `${gw.url}/api/outpost/sync/setAside`, undefined, authHeaders(jwt));
+        list = listed.json<SetAsideList>();
+        if (list.total === 0) await new Promise((r) => setTimeout(r, 50));
+      }
+      return list;
+    };
+    const list = await listOnceCommitted();
     t.equal(list.total, 1, 'listed');
     t.match(
       list.batches[0],
@@ -383,6 +393,7 @@ t.test(
     refuse = true;
     await postDepth(gw, dev.token, '[{"ds":7,"values":{"poison":5}}]');
     await statusUntil(gw, jwt, (st) => st.depthSetAsidePoints === 1, 'set aside again');
+    t.equal((await listOnceCommitted()).total, 1, 'listed again');
     const cleared = await http('DELETE', `${gw.url}/api/outpost/sync/setAside`, undefined, authHeaders(jwt));
     t.same(cleared.json(), { points: 1 }, 'cleared');
     t.equal((await statusOf(gw, jwt)).depthSetAsidePoints, 0, 'no longer counted');
