@@ -44,6 +44,8 @@ export async function gatewayToken(o: GatewayTokenOptions): Promise<string | und
     reconnectPeriod: 0,
     connectTimeout: o.config.requestTimeoutMs,
     protocolVersion: 4,
+    // as the session's (session.ts): no cache of 65,536 Buffers filled in one task on the first packet
+    writeCache: false,
   });
   try {
     const answer = await new Promise<string>((resolve, reject) => {

@@ -16,6 +16,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import { type IClientOptions, type MqttClient, type Packet, connect } from 'mqtt';
+// MQTT.js requires its stream builders (tcp, tls, ws and the ws package) on the first connect(): loaded here,
+// at startup, they do not block the running event loop for tens of ms when the session first opens
+import 'mqtt/lib/connect/tcp';
+import 'mqtt/lib/connect/tls';
+import 'mqtt/lib/connect/ws';
 import type { Logger } from '../../context.js';
 import { backoffDelayMs } from '../link.js';
 import type { Outcome } from '../transport.js';
@@ -201,6 +206,9 @@ export class GatewaySession {
       keepalive: 60,
       clientId: `outpost-${randomBytes(6).toString('hex')}`,
       queueQoSZero: false,
+      // MQTT.js's default fills a cache of 65,536 two-byte Buffers on the first packet (one task of ~20 ms and
+      // the GC after it, some MB kept for good); a packet id's two bytes are cheap to make as they are written
+      writeCache: false,
     };
     const client = connect(this.o.url, opts);
     this.client = client;
