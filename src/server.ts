@@ -33,6 +33,8 @@ import { Metrics } from './status/metrics.js';
 import { registerSyncApi } from './api/sync/index.js';
 import { OutboxRecorder } from './store/outbox.js';
 import { WriteBudget, writeCounter } from './store/write-budget.js';
+import { isMqttUrl } from './sync/mqtt/gateway.js';
+import { loadMqttStreamBuilders } from './sync/mqtt/session.js';
 import { SyncService } from './sync/service.js';
 import { outpostCommand } from './daemon/invocation.js';
 import { lockDataDir } from './daemon/lock.js';
@@ -152,6 +154,8 @@ export async function startServer(
     clientSideTimeoutMs: config.rpc.clientSideTimeoutMs,
     log: (m) => log.error(m),
   });
+  // before listening: what MQTT.js loads on its first connect would otherwise stall the running event loop
+  if (outbox !== undefined && isMqttUrl(config.sync.url)) await loadMqttStreamBuilders();
   const sync =
     outbox === undefined
       ? undefined

@@ -1,12 +1,12 @@
 /**
  * Opening the MQTT gateway session is no long task on the event loop that answers devices (docs/sync.md
- * "Downlink"): MQTT.js's stream builders are loaded with the module, not on the first connect, and its cache of
- * 65,536 packet-id Buffers is never filled.
+ * "Downlink"): MQTT.js's stream builders are loaded ahead (the daemon does it before it listens), not on the
+ * first connect, and its cache of 65,536 packet-id Buffers is never filled.
  */
 import { createRequire } from 'node:module';
 import { writeToStream } from 'mqtt-packet';
 import t from 'tap';
-import { GatewaySession } from '../src/sync/mqtt/session.js';
+import { GatewaySession, loadMqttStreamBuilders } from '../src/sync/mqtt/session.js';
 import type { Outcome } from '../src/sync/transport.js';
 import { FakeTbMqtt } from './helpers/fake-tb-mqtt.js';
 
@@ -14,11 +14,18 @@ const GW_TOKEN = 'GATEWAY-TOKEN';
 const quiet = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
 
 t.test('the stream builders are loaded before any connect, and the first publish fills no number cache', async (t) => {
-  const loaded = Object.keys(createRequire(import.meta.url).cache).map((p) => p.replaceAll('\\', '/'));
+  const builders = (): string[] =>
+    Object.keys(createRequire(import.meta.url).cache).map((p) => p.replaceAll('\\', '/'));
+  t.notOk(
+    builders().some((p) => p.endsWith('/mqtt/build/lib/connect/ws.js')),
+    'importing the session module alone loads no stream builder (an HTTP-only daemon pays nothing)',
+  );
+  await loadMqttStreamBuilders();
+  const loaded = builders();
   for (const builder of ['tcp', 'tls', 'ws'])
     t.ok(
       loaded.some((p) => p.endsWith(`/mqtt/build/lib/connect/${builder}.js`)),
-      `MQTT.js's ${builder} builder is loaded with the session module`,
+      `MQTT.js's ${builder} builder is loaded ahead`,
     );
 
   const tb = new FakeTbMqtt({ tokens: [GW_TOKEN] });
