@@ -49,7 +49,7 @@ import {
   p99,
   rssAnonBytes,
   threadCount,
-  spawnListening,
+  serveDaemon,
   stopDaemon as stop,
 } from './lib.js';
 
@@ -93,22 +93,7 @@ function serve(dir: string, config: object, nodeArgs: string[] = []): Promise<Da
       ...config,
     }),
   );
-  return spawnListening(
-    [
-      ...nodeArgs,
-      MAIN,
-      'serve',
-      '--host',
-      '127.0.0.1',
-      '--port',
-      '0',
-      '--data-dir',
-      join(dir, 'data'),
-      '--config',
-      file,
-    ],
-    `outpost ${dir}`,
-  );
+  return serveDaemon(MAIN, dir, file, nodeArgs);
 }
 
 function cli(args: string[]): string {

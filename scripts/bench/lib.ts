@@ -8,6 +8,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { type Socket, connect } from 'node:net';
 import { availableParallelism, setPriority } from 'node:os';
 import { performance } from 'node:perf_hooks';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 /** Anonymous resident memory of a process (heap, stacks, buffers; not mapped files such as LMDB's). Linux only. */
@@ -51,6 +52,34 @@ export function argValue(name: string, fallback: number): number {
  * Spawns `node <args>` and resolves with its port once it logs "listening on http(s)://host:port", and the port of
  * its MQTT listener when the line names one (`, mqtt://host:port`; else 0).
  */
+/**
+ * `main serve` on loopback, an ephemeral port, `<dir>/data` and the config file `config`, with `nodeArgs` for
+ * node (a CPU profile, say): resolves once it listens.
+ */
+export function serveDaemon(
+  main: string,
+  dir: string,
+  config: string,
+  nodeArgs: readonly string[] = [],
+): Promise<{ proc: ChildProcess; port: number; mqttPort: number }> {
+  return spawnListening(
+    [
+      ...nodeArgs,
+      main,
+      'serve',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '0',
+      '--data-dir',
+      join(dir, 'data'),
+      '--config',
+      config,
+    ],
+    `outpost ${dir}`,
+  );
+}
+
 export function spawnListening(
   args: readonly string[],
   label = args.join(' '),

@@ -45,6 +45,7 @@ import {
   peakRssBytes,
   rssAnonBytes,
   settle,
+  serveDaemon,
   spawnListening,
   stopDaemon as stop,
   syncStatus,
@@ -88,22 +89,7 @@ function cliRun(args: string[]): string {
 async function serve(dir: string, config: object, nodeArgs: string[] = []): Promise<Daemon> {
   const file = join(dir, 'config.json');
   writeFileSync(file, JSON.stringify({ logLevel: 'info', store: { commitDelayMs: COMMIT_DELAY_MS }, ...config }));
-  return spawnListening(
-    [
-      ...nodeArgs,
-      MAIN,
-      'serve',
-      '--host',
-      '127.0.0.1',
-      '--port',
-      '0',
-      '--data-dir',
-      join(dir, 'data'),
-      '--config',
-      file,
-    ],
-    `outpost ${dir}`,
-  );
+  return serveDaemon(MAIN, dir, file, nodeArgs);
 }
 
 /** The receiving Outpost at SCHED_IDLE, or `--upstream-nice N` (lib.ts background). */
