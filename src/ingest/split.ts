@@ -34,6 +34,18 @@ function arrayEnd(b: Buffer, i: number): number {
   return -1;
 }
 
+/** The JSON string (an object's key) starting at `i`, and the index just past it; undefined if there is none. */
+function keyAt(b: Buffer, i: number): { name: string; end: number } | undefined {
+  if (b[i] !== 0x22) return undefined;
+  const end = stringEnd(b, i);
+  if (end < 0) return undefined;
+  try {
+    return { name: JSON.parse(b.toString('utf8', i, end)) as string, end };
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * The likely one member of `{"<device>":[..]}` without reading the array: the name, and the bytes from the
  * first member's `[` to the `]` before the body's closing `}`. Only a candidate: with two members or more
@@ -47,16 +59,10 @@ export function singleDeviceCandidate(b: Buffer): [name: string, array: Buffer] 
   if (b[i] !== 0x7b) return undefined;
   i++;
   while (i < b.length && WS(b[i] as number)) i++;
-  if (b[i] !== 0x22) return undefined;
-  const end = stringEnd(b, i);
-  if (end < 0) return undefined;
-  let name: string;
-  try {
-    name = JSON.parse(b.toString('utf8', i, end)) as string;
-  } catch {
-    return undefined;
-  }
-  i = end;
+  const key = keyAt(b, i);
+  if (key === undefined) return undefined;
+  const name = key.name;
+  i = key.end;
   while (i < b.length && WS(b[i] as number)) i++;
   if (b[i] !== 0x3a) return undefined;
   i++;
@@ -85,18 +91,12 @@ export function splitDeviceArrays(b: Buffer): Array<[name: string, array: Buffer
   if (b[i] === 0x7d) return undefined;
   for (;;) {
     skip();
-    if (b[i] !== 0x22) return undefined;
-    const end = stringEnd(b, i);
-    if (end < 0) return undefined;
-    let name: string;
-    try {
-      name = JSON.parse(b.toString('utf8', i, end)) as string;
-    } catch {
-      return undefined;
-    }
+    const key = keyAt(b, i);
+    if (key === undefined) return undefined;
+    const name = key.name;
     if (seen.has(name)) return undefined;
     seen.add(name);
-    i = end;
+    i = key.end;
     skip();
     if (b[i] !== 0x3a) return undefined;
     i++;
