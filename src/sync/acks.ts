@@ -6,7 +6,7 @@
  * (one transaction): sync adds next to no commits of its own (bytes written per point, BENCHMARKS.md). The
  * counters are written in the same transaction.
  *
- * Invariant: an entry whose removal is queued and not committed is in `acking` until the commit, and every scan
+ * Invariant: an entry whose removal or rewrite is queued and not committed is in `acking` until the commit, and every scan
  * of the queue skips it (else it would be sent, or counted, twice). A kill -9 re-sends what was acknowledged in
  * that last interval: with the requests in flight, the only duplicates (at-least-once, docs/sync.md).
  */
@@ -35,8 +35,11 @@ const pendingKey = (k: QueueKey): string => `${k[1]}:${k[2]}`;
 export class Acks {
   private pendingOps: AckOps = noOps();
   private ackTimer: NodeJS.Timeout | undefined;
-  /** outbox entries removed by acknowledgements not committed yet: `${seq}:${e}` */
-  private readonly acking = new Set<string>();
+  /**
+   * outbox entries removed or rewritten (partly sent) by acknowledgements not committed yet: `${seq}:${e}` → how
+   * many of those acknowledgements (an entry sent over two jobs is rewritten, then removed, maybe in two flushes)
+   */
+  private readonly acking = new Map<string, number>();
   private ackChain: Promise<void> = Promise.resolve();
 
   constructor(
@@ -45,9 +48,18 @@ export class Acks {
     private readonly log: Logger,
   ) {}
 
-  /** whether the entry (seq, e) is being removed by an acknowledgement not committed yet */
+  /** whether the entry (seq, e) is being removed or rewritten by an acknowledgement not committed yet */
   has(seq: number, e: number): boolean {
     return this.acking.has(`${seq}:${e}`);
+  }
+
+  private hold(keys: readonly QueueKey[], by: 1 | -1): void {
+    for (const k of keys) {
+      const id = pendingKey(k);
+      const n = (this.acking.get(id) ?? 0) + by;
+      if (n > 0) this.acking.set(id, n);
+      else this.acking.delete(id);
+    }
   }
 
   /** whether acknowledgements wait for a transaction */
@@ -60,7 +72,11 @@ export class Acks {
     this.pendingOps.remove.push(...ops.remove);
     this.pendingOps.held.push(...ops.held);
     this.pendingOps.setAside.push(...ops.setAside);
-    for (const k of ops.remove) this.acking.add(pendingKey(k));
+    this.hold(ops.remove, 1);
+    this.hold(
+      ops.puts.map((p) => p.key),
+      1,
+    );
     this.ackTimer ??= setTimeout(() => this.flush(), ACK_DELAY_MS);
   }
 
@@ -84,7 +100,11 @@ export class Acks {
         },
       )
       .finally(() => {
-        for (const k of o.remove) this.acking.delete(pendingKey(k));
+        this.hold(o.remove, -1);
+        this.hold(
+          o.puts.map((p) => p.key),
+          -1,
+        );
       });
     this.ackChain = this.ackChain.then(() => done);
   }

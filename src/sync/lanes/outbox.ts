@@ -301,6 +301,16 @@ export class OutboxLanes {
         // timestamps), so the entry is acknowledged that far and a restart re-sends at most one body of it.
         if (only !== undefined && sent < group.points) {
           h.acks.queue({ ...noOps(), puts: [{ key: only.key, value: [lastTs + 1, ...encodeRefs(only.refs)] }] });
+          // With one slot live and backlog take turns job by job, so a job of one big entry (an apply records a
+          // device's points of several minutes as one) would keep live waiting for all of its bodies: it ends after
+          // JOB_BATCHES, as a job of several entries does, and the next one goes on from the ts acknowledged,
+          // committed now so that the next scan reads it. Held and dropped points are counted once the whole
+          // entry has gone, so an entry with any goes in one job.
+          if (h.cfg.concurrency === 1 && i + 1 >= JOB_BATCHES && group.held.length === 0 && group.dropped === 0) {
+            h.acks.flush();
+            h.noteSent(sent, bytes);
+            return false;
+          }
         }
         continue;
       }
