@@ -179,6 +179,11 @@ export class OutboxRecorder {
     return lsn === undefined || !this.sentLogged.has(loggedKey(lsn, entityId));
   }
 
+  /** Whether a device's points of a record are being sent from memory (its apply must record them alone). */
+  isSendingLogged(lsn: number, entityId: string): boolean {
+    return this.sendingLogged.has(loggedKey(lsn, entityId));
+  }
+
   /** Marks a device's points of a record as being sent from memory. False when that record is applied. */
   sendingFromLog(lsn: number, entityId: string): boolean {
     if (lsn <= this.appliedLsn) return false;

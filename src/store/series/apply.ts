@@ -9,6 +9,7 @@ import { SeriesColumn } from '../../model/batch.js';
 import { encodeStamped, seriesKey } from '../encoding/codec.js';
 import { encodeColumn } from '../encoding/gorilla.js';
 import { writeFailure } from '../env.js';
+import type { OutboxRecorder } from '../outbox.js';
 import { type PendingPoints, encodeSentMark } from '../wal.js';
 import { fragKey, windowStart } from './chunks.js';
 import { type Logged, SeriesState } from './state.js';
@@ -64,8 +65,9 @@ export abstract class SeriesLogApply extends SeriesState {
     const batch = this.logged.slice(0, n);
     const lsn = (batch[n - 1] as Logged).lsn;
     try {
+      const groups = applyGroups(batch, this.outbox);
       this.env.root.transactionSync(() => {
-        for (const l of batch) this.putPoints(l.points, l.lsn);
+        for (const g of groups) this.putPoints(g.points, g.lsn, g.record);
         void this.env.meta.put('walApplied', lsn);
       });
       this.applyFailure = undefined;
@@ -106,19 +108,21 @@ export abstract class SeriesLogApply extends SeriesState {
   }
 
   /**
-   * Puts a group commit's points in the current transaction (the turn's lmdb-js batch, or a synchronous
-   * transaction around it), merged per series under one head seq. Returns the last put's promise.
+   * Puts a group commit's points (or an apply's group of them, see applyGroups) in the current transaction (the
+   * turn's lmdb-js batch, or a synchronous transaction around it), merged per series under one head seq.
+   * `lsn`: the one log record they come from, whose sends from the log the outbox follows; `record` false: sync
+   * already sent them all. Returns the last put's promise.
    */
-  protected putPoints(batch: PendingPoints, lsn?: number): Promise<boolean> | undefined {
+  protected putPoints(batch: PendingPoints, lsn?: number, record = true): Promise<boolean> | undefined {
     let last: Promise<boolean> | undefined;
     const seq = this.nextSeq();
     const outbox = this.outbox;
     for (const [entityId, bySeries] of batch) {
       const e = this.dict.internEntity(entityId);
       // what sync already sent from the log is not left to send
-      // biome-ignore lint/complexity/useOptionalChain: `record` is a boolean that narrows `outbox` where it is read below
-      const record = outbox !== undefined && outbox.recordsLogged(lsn, entityId);
-      if (record) outbox.recordedLogged(lsn, entityId, e, seq);
+      // biome-ignore lint/complexity/useOptionalChain: `recorded` is a boolean that narrows `outbox` where it is read below
+      const recorded = record && outbox !== undefined && outbox.recordsLogged(lsn, entityId);
+      if (recorded) outbox.recordedLogged(lsn, entityId, e, seq);
       for (const [key, cols] of bySeries) {
         const k = this.dict.internKey(key);
         // one column per request that wrote this series in this turn, in call order (the later one wins)
@@ -138,7 +142,7 @@ export abstract class SeriesLogApply extends SeriesState {
           while (to < n && (ts[to] as number) < w + this.windowMs) to++;
           last = this.env.head.put(fragKey(e, k, ts[from] as number, seq), encodeColumn(col, from, to));
           this.noteHeadFragment(e, k, ts[from] as number);
-          if (record) outbox.fragment(e, k, ts[from] as number, ts[to - 1] as number, to - from);
+          if (recorded) outbox.fragment(e, k, ts[from] as number, ts[to - 1] as number, to - from);
           from = to;
         }
         const newestTs = ts[n - 1] as number;
@@ -161,4 +165,94 @@ export abstract class SeriesLogApply extends SeriesState {
   noteSent(pairs: ReadonlyArray<readonly [lsn: number, entityId: string]>): void {
     if (pairs.length > 0) this.wal?.appendLazy(encodeSentMark(pairs));
   }
+}
+
+/** One putPoints call of an apply: points of several log records under one head seq. */
+export interface ApplyGroup {
+  readonly points: PendingPoints;
+  /** the log record of a group that is one record's devices being sent upstream from the log right now */
+  readonly lsn?: number;
+  /** false: sync sent all of these from the log already, the outbox records nothing for them */
+  readonly record: boolean;
+}
+
+/**
+ * The points of an apply's log records as few putPoints calls: every record's points of a series go into one
+ * head fragment per window instead of one per record. A fragment costs its key and an LMDB node besides its
+ * points, so one per group commit (a commit every few hundred ms, a point or two of each series in it) made the
+ * apply write ~50 bytes per point of fragments alone, spread over every series' leaf pages.
+ *
+ * Sync's outbox is why there can be more than one group: what it already sent from the log is recorded nowhere
+ * (`record` false), and a device's points of a record whose send is under way are recorded alone, under that
+ * record's LSN, because the sender removes exactly that entry once the send succeeds. Groups get different
+ * seqs in an order that need not be the records' order, so a ts written in two groups is kept only in the group
+ * of the last record that wrote it; within a group putPoints keeps the last (columns in record order).
+ */
+export function applyGroups(batch: readonly Logged[], outbox: OutboxRecorder | undefined): ApplyGroup[] {
+  if (batch.length === 1) {
+    const l = batch[0] as Logged;
+    return [{ points: l.points, lsn: l.lsn, record: true }];
+  }
+  // group index: 0 left to send, 1 sent, 2.. one per record with sends under way
+  const groups: Array<{ points: PendingPoints; lsn?: number; record: boolean }> = [
+    { points: new Map(), record: true },
+    { points: new Map(), record: false },
+  ];
+  const sending = new Map<number, number>();
+  /** per entity and key: [group, column] in record order */
+  const bySeries = new Map<string, Map<string, Array<[number, SeriesColumn]>>>();
+  for (const l of batch) {
+    for (const [entityId, series] of l.points) {
+      let g = 0;
+      if (outbox !== undefined) {
+        if (!outbox.recordsLogged(l.lsn, entityId)) g = 1;
+        else if (outbox.isSendingLogged(l.lsn, entityId)) {
+          g = sending.get(l.lsn) ?? groups.length;
+          if (g === groups.length) {
+            sending.set(l.lsn, g);
+            groups.push({ points: new Map(), lsn: l.lsn, record: true });
+          }
+        }
+      }
+      let keys = bySeries.get(entityId);
+      if (keys === undefined) bySeries.set(entityId, (keys = new Map()));
+      for (const [key, cols] of series) {
+        let list = keys.get(key);
+        if (list === undefined) keys.set(key, (list = []));
+        for (const c of cols) list.push([g, c]);
+      }
+    }
+  }
+  for (const [entityId, keys] of bySeries) {
+    for (const [key, list] of keys) {
+      const first = (list[0] as [number, SeriesColumn])[0];
+      const mixed = list.some(([g]) => g !== first);
+      const winner = mixed ? lastWriters(list) : undefined;
+      for (const [g, col] of list) {
+        const kept = winner === undefined ? col : keepWon(col, g, winner);
+        if (kept.length === 0) continue;
+        const points = (groups[g] as ApplyGroup).points;
+        let series = points.get(entityId);
+        if (series === undefined) points.set(entityId, (series = new Map()));
+        const cols = series.get(key);
+        if (cols === undefined) series.set(key, [kept]);
+        else cols.push(kept);
+      }
+    }
+  }
+  return groups.filter((g) => g.points.size > 0);
+}
+
+/** ts → the group of the last column (in record order) that wrote it */
+function lastWriters(list: ReadonlyArray<readonly [number, SeriesColumn]>): Map<number, number> {
+  const winner = new Map<number, number>();
+  for (const [g, col] of list) for (const ts of col.ts) winner.set(ts, g);
+  return winner;
+}
+
+/** The points of `col` whose ts group `g` keeps. */
+function keepWon(col: SeriesColumn, g: number, winner: ReadonlyMap<number, number>): SeriesColumn {
+  const out = new SeriesColumn();
+  for (let i = 0; i < col.length; i++) if (winner.get(col.ts[i] as number) === g) out.append(col, i, i + 1);
+  return out;
 }
