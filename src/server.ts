@@ -83,7 +83,8 @@ export async function startServer(
   let logBytes = (): number => 0;
   let logCalls = (): number => 0;
   let pointCounts = (): { put: number; logged: number } => ({ put: 0, logged: 0 });
-  const counter = writeCounter(() => logBytes());
+  // without /proc/self/io: what the log wrote at all, its segments' zeros included
+  const counter = writeCounter(() => logBytes() + (timeseries.walStats?.preallocatedBytes ?? 0));
   const fixedDelayMs = config.store.commitDelayMs >= 0 ? config.store.commitDelayMs : undefined;
   const writeBudget = new WriteBudget({
     bytesPerDay: config.store.writeBudgetBytesPerDay,
@@ -117,12 +118,14 @@ export async function startServer(
       : undefined,
   });
   pointCounts = () => timeseries.pointCounts;
-  logCalls = () => timeseries.walStats?.writeCallBytes ?? 0;
-  logBytes = () => {
+  // The log's commits are its 4-KiB pages: what each append's fdatasync writes (wal.ts). A new segment's zeros (1 MiB
+  // at once, while no spare is left) count with the others, debited ahead per point: debited when written, each
+  // pulled the reserve down by a megabyte and every device's wait up by half a second.
+  logCalls = () => {
     const w = timeseries.walStats;
-    // 4-KiB pages: what each append's fdatasync writes (wal.ts)
-    return w === undefined ? 0 : w.pagesWritten * 4096 + w.preallocatedBytes;
+    return w === undefined ? 0 : w.writeCallBytes - w.preallocatedBytes;
   };
+  logBytes = () => (timeseries.walStats?.pagesWritten ?? 0) * 4096;
   // Compaction, rollups, retention and the disk budget, in small background steps (docs/design/downsampling.md).
   const maxDiskBytes = diskBudget(config);
   log.info(

@@ -105,7 +105,7 @@ export interface WriteFigures {
   readonly todayBytes: number;
   readonly lastHourBytes: number;
   readonly sinceStartBytes: number;
-  /** of which the log's commits (its pages and segment fills) */
+  /** of which the log's commits (its pages; a new segment's zeros count with the others) */
   readonly logSinceStartBytes: number;
   /** the rate over the last 24 h (since start when younger), per day */
   readonly bytesPerDay: number;
