@@ -6,8 +6,8 @@
  * (one transaction): sync adds next to no commits of its own (bytes written per point, BENCHMARKS.md). The
  * counters are written in the same transaction.
  *
- * Invariant: an entry whose removal or rewrite is queued and not committed is in `acking` until the commit, and every scan
- * of the queue skips it (else it would be sent, or counted, twice). A kill -9 re-sends what was acknowledged in
+ * Invariant: an entry whose removal or rewrite is queued and not committed is in `acking` until the commit, and
+ * every scan of the queue skips it (else it would be sent, or counted, twice). A kill -9 re-sends what was acknowledged in
  * that last interval: with the requests in flight, the only duplicates (at-least-once, docs/sync.md).
  */
 import type { Logger } from '../context.js';
@@ -31,6 +31,9 @@ export interface AckOps {
 export const noOps = (): AckOps => ({ puts: [], remove: [], held: [], setAside: [] });
 
 const pendingKey = (k: QueueKey): string => `${k[1]}:${k[2]}`;
+
+/** the outbox entries an acknowledgement removes or rewrites */
+const touched = (ops: AckOps): QueueKey[] => [...ops.remove, ...ops.puts.map((p) => p.key)];
 
 export class Acks {
   private pendingOps: AckOps = noOps();
@@ -72,11 +75,7 @@ export class Acks {
     this.pendingOps.remove.push(...ops.remove);
     this.pendingOps.held.push(...ops.held);
     this.pendingOps.setAside.push(...ops.setAside);
-    this.hold(ops.remove, 1);
-    this.hold(
-      ops.puts.map((p) => p.key),
-      1,
-    );
+    this.hold(touched(ops), 1);
     this.ackTimer ??= setTimeout(() => this.flush(), ACK_DELAY_MS);
   }
 
@@ -100,11 +99,7 @@ export class Acks {
         },
       )
       .finally(() => {
-        this.hold(o.remove, -1);
-        this.hold(
-          o.puts.map((p) => p.key),
-          -1,
-        );
+        this.hold(touched(o), -1);
       });
     this.ackChain = this.ackChain.then(() => done);
   }
