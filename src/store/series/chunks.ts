@@ -4,8 +4,9 @@
  * Time is cut into windows of `chunkWindowMs`, aligned to epoch 0 (window of ts = floor(ts / W) · W, so
  * negative timestamps work too). Per series:
  *   - head fragments, `env.head`: [entity u32][key u32][firstTs i64][seq i64] → a point block (gorilla.ts)
- *     holding the points of ONE write for ONE window. A write costs one put per (series, window), not per point.
- *     `seq` grows with every write, so for equal ts the fragment with the higher seq is newer and wins.
+ *     holding the points of ONE put for ONE window: a bulk write's, or an apply's of all the log records it holds
+ *     (apply.ts). A put costs one entry per (series, window), not per point or per post.
+ *     `seq` grows with every put, so for equal ts the fragment with the higher seq is newer and wins.
  *   - chunks, `env.chunks`: [entity u32][key u32][windowStart i64] → one point block per window, built by
  *     compaction from the previous chunk and the window's fragments.
  * Reads merge a window's chunk and fragments (fragments win on equal ts: they are newer than any chunk,
