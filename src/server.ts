@@ -82,9 +82,9 @@ export async function startServer(
   // unless store.commitDelayMs fixes one. The log's own bytes are known once the store has opened it.
   let logBytes = (): number => 0;
   let logCalls = (): number => 0;
+  let logFills = (): number => 0;
   let pointCounts = (): { put: number; logged: number } => ({ put: 0, logged: 0 });
-  // without /proc/self/io: what the log wrote at all, its segments' zeros included
-  const counter = writeCounter(() => logBytes() + (timeseries.walStats?.preallocatedBytes ?? 0));
+  const counter = writeCounter(() => logBytes());
   const fixedDelayMs = config.store.commitDelayMs >= 0 ? config.store.commitDelayMs : undefined;
   const writeBudget = new WriteBudget({
     bytesPerDay: config.store.writeBudgetBytesPerDay,
@@ -93,6 +93,7 @@ export async function startServer(
     now: Date.now,
     written: counter.written,
     logWritten: () => logBytes(),
+    logSpreadWritten: () => logFills(),
     ...(counter.writeCalls === undefined ? {} : { writeCalls: counter.writeCalls, logWriteCalls: () => logCalls() }),
     pointsWritten: () => pointCounts().put + pointCounts().logged,
     pointsApplied: () => pointCounts().put,
@@ -118,14 +119,13 @@ export async function startServer(
       : undefined,
   });
   pointCounts = () => timeseries.pointCounts;
-  // The log's commits are its 4-KiB pages: what each append's fdatasync writes (wal.ts). A new segment's zeros (1 MiB
-  // at once, while no spare is left) count with the others, debited ahead per point: debited when written, each
-  // pulled the reserve down by a megabyte and every device's wait up by half a second.
-  logCalls = () => {
+  logCalls = () => timeseries.walStats?.writeCallBytes ?? 0;
+  logFills = () => timeseries.walStats?.preallocatedBytes ?? 0;
+  logBytes = () => {
     const w = timeseries.walStats;
-    return w === undefined ? 0 : w.writeCallBytes - w.preallocatedBytes;
+    // 4-KiB pages: what each append's fdatasync writes (wal.ts); a new segment's zeros (debited spread out)
+    return w === undefined ? 0 : w.pagesWritten * 4096 + w.preallocatedBytes;
   };
-  logBytes = () => (timeseries.walStats?.pagesWritten ?? 0) * 4096;
   // Compaction, rollups, retention and the disk budget, in small background steps (docs/design/downsampling.md).
   const maxDiskBytes = diskBudget(config);
   log.info(

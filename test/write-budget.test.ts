@@ -242,6 +242,50 @@ t.test('what the estimate missed is settled over OTHER_SETTLE_MS, all of it, nev
   t.ok(Math.abs(debited() - 1_000_000) < 100, `hours later all of it, once (${debited().toFixed(0)} B)`);
 });
 
+t.test(
+  "a new log segment's zeros are debited over OTHER_SETTLE_MS, and stay out of the applies' estimate",
+  async (t) => {
+    const clock = new FakeClock(Date.UTC(2026, 10, 26, 12));
+    const c = { log: 0, fills: 0, other: 0, points: 0, applied: 0 };
+    const budget = new WriteBudget({
+      bytesPerDay: BUDGET,
+      cardEnduranceBytes: 16e12,
+      now: () => clock.now(),
+      source: 'proc',
+      written: () => c.log + c.other,
+      logWritten: () => c.log,
+      logSpreadWritten: () => c.fills,
+      pointsWritten: () => c.points,
+      pointsApplied: () => c.applied,
+    });
+    const debited = (): number => budget.reserve - budget.figures().reserveLeftBytes;
+    // an apply of 10,000 points for 1 MB sets the estimate at 100 B a point; the level is held by the log's refill
+    c.points = 10_000;
+    c.applied = 10_000;
+    c.other += 1_000_000;
+    held(budget, clock, c, 50 * 60);
+    const before = debited();
+    // a segment made anew: 1 MiB of zeros in the log's count
+    c.log += 2 ** 20;
+    c.fills += 2 ** 20;
+    held(budget, clock, c, 2);
+    t.ok(
+      debited() - before < 2 ** 20 * 0.01,
+      `two seconds later ${(debited() - before).toFixed(0)} B of 1 MiB debited`,
+    );
+    // 5 minutes of points not yet applied: taken ahead at 100 B each, not at a cost the zeros inflated
+    held(budget, clock, c, 300, () => {
+      c.points += 100;
+    });
+    const ahead = debited() - before;
+    t.ok(ahead > 3_000_000 && ahead < 3_000_000 + 2 ** 20 * 0.4, `${(ahead / 1e6).toFixed(2)} MB after 5 minutes`);
+    c.other += 3_000_000;
+    c.applied = c.points;
+    held(budget, clock, c, 3 * 3600);
+    t.ok(Math.abs(debited() - before - 3_000_000 - 2 ** 20) < 1000, 'hours later all of it, once');
+  },
+);
+
 t.test('others count what their write calls passed when the kernel charges more (whole large folios)', async (t) => {
   const clock = new FakeClock(Date.UTC(2026, 10, 26, 12));
   /** charged: write_bytes; calls: wchar; the log's pages and its write calls */

@@ -13,7 +13,7 @@
  *          values/timeseries as a tenant admin) so everything logged is in LMDB; the window `--window` s (600),
  *          then the same read, which puts the rest of the window's points into LMDB, so the window's applies
  *          are counted. Bytes = /proc/<pid>/io write_bytes over the window; "of which the log" is the daemon's
- *          own count of its log pages (GET /api/outpost/status; a new segment's zeros count with the rest).
+ *          own count of its log pages and segment fills (GET /api/outpost/status).
  *   catch-up: after the reference window, while its load goes on, one more device posts `--catchup` stored
  *          readings (2,000) one at a time: how long it takes, and what was written meanwhile.
  * The quiet rows run alone, one after another; the loaded rows' daemons run at once (`--serial`: one after

@@ -67,6 +67,13 @@ export interface WriteBudgetOptions {
   /** bytes the log's commits have written since some origin; absent: everything counts as "other" */
   readonly logWritten?: () => number;
   /**
+   * of `logWritten`, what is debited over OTHER_SETTLE_MS rather than at once: new segments' zeros, 1 MiB each
+   * (while no spare is left, as on a fresh store). Debited at once, each pulled the reserve down by a megabyte and
+   * every device's wait up by half a second; counted with the others, they went into the per-point estimate of
+   * the applies and had commits paced for points that would never cost them.
+   */
+  readonly logSpreadWritten?: () => number;
+  /**
    * bytes the process has passed to write calls (`wchar` of /proc/self/io, read with `written`), and of those the
    * log's: what the others' (LMDB's page writes) can have cost at most. Where the kernel charges `written` for
    * whole large folios, each of LMDB's 4-KiB page writes into one is charged up to the folio's size, and the
@@ -105,7 +112,7 @@ export interface WriteFigures {
   readonly todayBytes: number;
   readonly lastHourBytes: number;
   readonly sinceStartBytes: number;
-  /** of which the log's commits (its pages; a new segment's zeros count with the others) */
+  /** of which the log's commits (its pages and segment fills) */
   readonly logSinceStartBytes: number;
   /** the rate over the last 24 h (since start when younger), per day */
   readonly bytesPerDay: number;
@@ -142,6 +149,7 @@ export class WriteBudget {
   private lastAt: number;
   private lastWritten: number;
   private lastLog: number;
+  private lastSpread = 0;
   private lastCalls = 0;
   private lastLogCalls = 0;
   /** write calls the log's own count has not caught up with yet (its stats are updated after the call returns) */
@@ -249,6 +257,9 @@ export class WriteBudget {
     const logBytes = Math.min(charged, Math.max(0, log - this.lastLog));
     this.lastWritten = written;
     this.lastLog = log;
+    const spreadTotal = this.opts.logSpreadWritten?.() ?? 0;
+    const spread = Math.min(logBytes, Math.max(0, spreadTotal - this.lastSpread));
+    this.lastSpread = spreadTotal;
     const bytes = logBytes + this.othersAtMost(charged - logBytes);
 
     this.sinceStart += bytes;
@@ -262,10 +273,11 @@ export class WriteBudget {
     bump(this.minutes, Math.floor(now / MINUTE_MS), bytes, 60);
     bump(this.hours, Math.floor(now / HOUR_MS), bytes, 24);
 
-    this.otherOwed += bytes - logBytes;
+    // the spread part of the log's bytes is settled with what the others' estimate missed, outside that estimate
+    this.otherOwed += bytes - logBytes + spread;
     this.level = Math.min(
       this.reserve,
-      this.level + this.rate * elapsed - logBytes - this.debitOthers(now, elapsed, bytes - logBytes),
+      this.level + this.rate * elapsed - (logBytes - spread) - this.debitOthers(now, elapsed, bytes - logBytes),
     );
     if (this.opts.fixedDelayMs !== undefined) return;
     const band = this.reserve * this.tune.pacingShare;
