@@ -21,8 +21,11 @@ const RATE = BUDGET / DAY; // bytes per ms
 
 function setup(opts: { fixedDelayMs?: number; start?: number } = {}) {
   const clock = new FakeClock(opts.start ?? Date.UTC(2026, 10, 26, 12));
-  /** bytes: the log's and the rest (applies); points given to the store, and of those put into LMDB */
-  const c = { log: 0, other: 0, points: 0, applied: 0 };
+  /**
+   * bytes: the log's (of which new segments' zeros) and the rest (applies); points given to the store, and of those
+   * put into LMDB
+   */
+  const c = { log: 0, fills: 0, other: 0, points: 0, applied: 0 };
   const budget = new WriteBudget({
     bytesPerDay: BUDGET,
     cardEnduranceBytes: 16e12,
@@ -30,6 +33,7 @@ function setup(opts: { fixedDelayMs?: number; start?: number } = {}) {
     source: 'proc',
     written: () => c.log + c.other,
     logWritten: () => c.log,
+    logSpreadWritten: () => c.fills,
     pointsWritten: () => c.points,
     pointsApplied: () => c.applied,
     ...(opts.fixedDelayMs === undefined ? {} : { fixedDelayMs: opts.fixedDelayMs }),
@@ -196,14 +200,20 @@ function held(budget: WriteBudget, clock: FakeClock, c: { log: number }, seconds
   }
 }
 
-t.test("others' bytes are debited ahead, per point written, at what the points applied cost", async (t) => {
+/** A budget whose applies' estimate is 100 B a point: 10,000 points applied for 1 MB, then 50 minutes held. */
+function estimatedAt100() {
   const { clock, c, budget } = setup();
   const debited = (): number => budget.reserve - budget.figures().reserveLeftBytes;
-  // 10,000 points written and put into LMDB for 1 MB (100 B a point) within one second: debited at once
   c.points = 10_000;
   c.applied = 10_000;
   c.other += 1_000_000;
   held(budget, clock, c, 50 * 60);
+  return { clock, c, budget, debited };
+}
+
+t.test("others' bytes are debited ahead, per point written, at what the points applied cost", async (t) => {
+  // 10,000 points written and put into LMDB for 1 MB (100 B a point) within one second: debited at once
+  const { clock, c, budget, debited } = estimatedAt100();
   t.ok(Math.abs(debited() - 1_000_000) < 2000, `${debited().toFixed(0)} B debited`);
   const settled = debited();
   // 100 points a second for 5 minutes, not yet applied: 3 MB taken ahead as they come
@@ -245,25 +255,8 @@ t.test('what the estimate missed is settled over OTHER_SETTLE_MS, all of it, nev
 t.test(
   "a new log segment's zeros are debited over OTHER_SETTLE_MS, and stay out of the applies' estimate",
   async (t) => {
-    const clock = new FakeClock(Date.UTC(2026, 10, 26, 12));
-    const c = { log: 0, fills: 0, other: 0, points: 0, applied: 0 };
-    const budget = new WriteBudget({
-      bytesPerDay: BUDGET,
-      cardEnduranceBytes: 16e12,
-      now: () => clock.now(),
-      source: 'proc',
-      written: () => c.log + c.other,
-      logWritten: () => c.log,
-      logSpreadWritten: () => c.fills,
-      pointsWritten: () => c.points,
-      pointsApplied: () => c.applied,
-    });
-    const debited = (): number => budget.reserve - budget.figures().reserveLeftBytes;
-    // an apply of 10,000 points for 1 MB sets the estimate at 100 B a point; the level is held by the log's refill
-    c.points = 10_000;
-    c.applied = 10_000;
-    c.other += 1_000_000;
-    held(budget, clock, c, 50 * 60);
+    // the level held by the log's refill
+    const { clock, c, budget, debited } = estimatedAt100();
     const before = debited();
     // a segment made anew: 1 MiB of zeros in the log's count
     c.log += 2 ** 20;
