@@ -67,6 +67,7 @@ async function run(perCommit: boolean): Promise<{ apply: Phase; compaction: Phas
   });
   const apply: Phase = { charged: 0, calls: 0, points: 0 };
   const compaction: Phase = { charged: 0, calls: 0, points: 0 };
+  /** the applies before the head holds headWindowMs of fragments: measured, not shown */
   const warmup: Phase = { charged: 0, calls: 0, points: 0 };
   const measure = async (into: Phase, fn: () => Promise<unknown> | undefined): Promise<void> => {
     const before = io();
