@@ -38,6 +38,8 @@ import { loadMqttStreamBuilders } from './sync/mqtt/session.js';
 import { SyncService } from './sync/service.js';
 import { outpostCommand } from './daemon/invocation.js';
 import { lockDataDir } from './daemon/lock.js';
+import { serveAdminRequests } from './admin/channel.js';
+import { runAdminOp } from './admin/ops.js';
 import { checkPortFree, checkTcpPortFree, listenExclusive } from './daemon/port.js';
 import { type MqttListener, startMqtt } from './mqtt/listener.js';
 
@@ -69,6 +71,8 @@ export async function startServer(
   });
   const entities = new EntityStore(env);
   const { created } = await entities.ensureTenant();
+  // admin commands beside the daemon write through it: one writing process (src/admin/channel.ts)
+  const stopAdmin = serveAdminRequests(lock, (op) => runAdminOp(entities, env, op));
   if (created) {
     log.info(
       `created "Default tenant" in ${config.dataDir}; create the first user with: ` +
@@ -245,6 +249,7 @@ export async function startServer(
     services,
     close() {
       closing ??= (async () => {
+        stopAdmin();
         uws.us_listen_socket_close(listenSocket);
         await mqtt.close();
         metrics.loopDelay.close();

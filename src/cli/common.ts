@@ -1,13 +1,12 @@
 /**
  * What every `outpost` command shares: the data-dir/config options, the command groups (`user`, `device`, ...)
- * that several files may add subcommands to, and the admin commands' read-write store. Heavy modules (lmdb,
+ * that several files may add subcommands to, and the admin commands' write. Heavy modules (lmdb,
  * uWS, the query code) are imported inside actions, never here: `outpost --help` and `outpost latest` should
  * not pay for what they do not use (scripts/bench/cli.ts).
  */
 import { type Command, Option } from 'commander';
+import type { AdminOp, AdminResult } from '../admin/ops.js';
 import type { ConfigFlags } from '../config/index.js';
-import type { EntityStore } from '../store/entities.js';
-import type { StoreEnv } from '../store/env.js';
 
 export const dataDirOption = (): Option =>
   new Option('--data-dir <dir>', 'data directory (env OUTPOST_DATA_DIR, default ./data)');
@@ -29,23 +28,26 @@ export function example(cmd: Command, ...lines: string[]): Command {
   );
 }
 
-/** The store opened read-write for an admin command (docs/cli.md: usable beside the running daemon). */
-export async function withStore<T>(
-  flags: ConfigFlags,
-  fn: (entities: EntityStore, env: StoreEnv) => Promise<T>,
-): Promise<T> {
-  const [{ loadConfig }, { openStoreEnv }, { EntityStore: Entities }] = await Promise.all([
-    import('../config/index.js'),
-    import('../store/env.js'),
-    import('../store/entities.js'),
-  ]);
+/**
+ * Runs an admin command's write (docs/cli.md: usable beside the running daemon) where the store is written: by
+ * the daemon when one holds the data dir, else here, under the data dir's lock (src/admin/channel.ts).
+ */
+export async function adminWrite(flags: ConfigFlags, op: AdminOp): Promise<AdminResult> {
+  const [{ loadConfig }, channel] = await Promise.all([import('../config/index.js'), import('../admin/channel.js')]);
   const config = loadConfig(flags);
-  const env = openStoreEnv({ dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes });
-  try {
-    const entities = new Entities(env);
-    await entities.ensureTenant();
-    return await fn(entities, env);
-  } finally {
-    await env.close();
-  }
+  return channel.adminWrite(config.dataDir, op, async () => {
+    const [{ openStoreEnv }, { EntityStore }, { runAdminOp }] = await Promise.all([
+      import('../store/env.js'),
+      import('../store/entities.js'),
+      import('../admin/ops.js'),
+    ]);
+    const env = openStoreEnv({ dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes });
+    try {
+      const entities = new EntityStore(env);
+      await entities.ensureTenant();
+      return await runAdminOp(entities, env, op);
+    } finally {
+      await env.close();
+    }
+  });
 }

@@ -4,9 +4,7 @@
  */
 import type { Command } from 'commander';
 import type { ConfigFlags } from '../config/index.js';
-import { NULL_UUID } from '../types.js';
-import { commandGroup, configOption, dataDirOption, example, withStore } from './common.js';
-import { customerIdOf } from './customer.js';
+import { adminWrite, commandGroup, configOption, dataDirOption, example } from './common.js';
 
 export function registerDevice(program: Command): void {
   const device = commandGroup(program, 'device', 'manage devices');
@@ -33,21 +31,16 @@ export function registerDevice(program: Command): void {
             gateway?: boolean;
           },
         ) => {
-          const d = await withStore(opts, async (entities, env) => {
-            const created = await entities.createDevice({
-              name: opts.name,
-              type: opts.type,
-              token: opts.token,
-              customerId: customerIdOf(entities, opts.customer) ?? NULL_UUID,
-              gateway: opts.gateway === true,
-            });
-            if (opts.upstreamToken !== undefined) {
-              const { setUpstreamToken } = await import('./upstream.js');
-              await setUpstreamToken(env, created.id, opts.upstreamToken);
-            }
-            return created;
-          });
-          console.log(JSON.stringify({ id: d.id, name: d.name, token: d.token }));
+          const op = {
+            op: 'device.add',
+            name: opts.name,
+            type: opts.type,
+            token: opts.token,
+            customer: opts.customer,
+            gateway: opts.gateway === true,
+            upstreamToken: opts.upstreamToken,
+          } as const;
+          console.log(JSON.stringify(await adminWrite(opts, op)));
         },
       ),
     'outpost device add --name pump-1 --type pump --customer "Acme Water"',

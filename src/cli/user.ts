@@ -3,8 +3,7 @@ import { type Command, Option } from 'commander';
 import type { ConfigFlags } from '../config/index.js';
 import { OutpostError } from '../errors.js';
 import type { Authority } from '../store/entities.js';
-import { commandGroup, configOption, dataDirOption, example, withStore } from './common.js';
-import { customerIdOf } from './customer.js';
+import { adminWrite, commandGroup, configOption, dataDirOption, example } from './common.js';
 
 export function registerUser(program: Command): void {
   const user = commandGroup(program, 'user', 'manage users');
@@ -23,15 +22,14 @@ export function registerUser(program: Command): void {
           if (opts.password.length === 0) throw new OutpostError('BAD_PARAM', 'password must not be empty');
           const { hashPassword } = await import('../auth/password.js');
           const passwordHash = await hashPassword(opts.password);
-          const u = await withStore(opts, (entities) =>
-            entities.createUser({
-              email: opts.email,
-              passwordHash,
-              authority: opts.authority,
-              customerId: customerIdOf(entities, opts.customer),
-            }),
-          );
-          console.log(JSON.stringify({ id: u.id, email: u.email, authority: u.authority, customerId: u.customerId }));
+          const op = {
+            op: 'user.add',
+            email: opts.email,
+            passwordHash,
+            authority: opts.authority,
+            customer: opts.customer,
+          } as const;
+          console.log(JSON.stringify(await adminWrite(opts, op)));
         },
       ),
     'outpost user add --email admin@example.com --password secret --authority TENANT_ADMIN',

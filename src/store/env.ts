@@ -2,9 +2,9 @@
  * The LMDB environment: one memory-mapped file in the data dir with named sub-databases. Only this module
  * knows their names and encodings; the rest of the store gets typed handles.
  *
- * Multi-process: the admin CLI opens the same environment while the daemon runs (LMDB's lock file makes
- * that safe). The CLI only writes entities, users and credentials; interned ids and timeseries are written
- * by the daemon alone.
+ * Multi-process: one process writes the environment, the daemon or else an admin command under the data dir's
+ * lock (src/admin/channel.ts; two writing processes lost acknowledged commits, docs/design/storage.md, "One
+ * writer"). Other processes (the technician's commands, a test's read-back) open it read-only.
  */
 import { mkdirSync, statfsSync } from 'node:fs';
 import { restrictToOwner } from '../daemon/private-files.js';
