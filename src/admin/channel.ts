@@ -69,7 +69,12 @@ export function requestDaemon(dataDir: string, op: AdminOp, key = readKey(dataDi
     };
     socket.setTimeout(REPLY_TIMEOUT_MS, () =>
       settle(() =>
-        reject(new OutpostError('STORE_FAILED', `the daemon did not answer within ${REPLY_TIMEOUT_MS / 1000} s`)),
+        reject(
+          new OutpostError(
+            'STORE_FAILED',
+            `the daemon did not answer within ${REPLY_TIMEOUT_MS / 1000} s: the change may or may not have been made`,
+          ),
+        ),
       ),
     );
     socket.on('data', (b: Buffer) => {

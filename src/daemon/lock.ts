@@ -50,7 +50,7 @@ const HOLDER_REPLY_MS = 1000;
 /** how long a daemon waits for an admin command's write to end before it gives up starting */
 const ADMIN_HOLD_WAIT_MS = 30_000;
 const ADMIN_HOLD_POLL_MS = 100;
-/** a request line's cap, and how long a connection may stay idle before the holder drops it */
+/** a request line's cap, and how long a connection may stay idle, before its request, until the holder drops it */
 const MAX_REQUEST_BYTES = 64 * 1024;
 const IDLE_CONNECTION_MS = 10_000;
 
@@ -102,6 +102,8 @@ export async function tryLockDataDir(
         return;
       }
       socket.off('data', onData);
+      // a write on a slow card may take long: the asker's own timeout decides
+      socket.setTimeout(0);
       const reply = handler?.(buffered.slice(0, nl));
       if (reply === undefined) {
         socket.end(`${JSON.stringify({ ok: false, busy: true })}\n`);
