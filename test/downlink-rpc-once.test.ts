@@ -1,0 +1,74 @@
+/**
+ * An RPC from the upstream reaches its device once (src/sync/mqtt/rpc.ts's invariants), even when the downlink's
+ * once-a-second tick runs while the RPC's first write is still being flushed: the tick re-submits pending RPCs
+ * that are not in the broker, and one not yet submitted because its flush is slow (a busy card) was such an RPC.
+ * The device then got the same call twice (seen under CI load as `rpcDelivered: 3` for 2 RPCs).
+ */
+import t from 'tap';
+import { EventBus } from '../src/bus/index.js';
+import type { Logger } from '../src/context.js';
+import { RpcBroker } from '../src/rpc/broker.js';
+import type { PollOutcome } from '../src/rpc/longpoll.js';
+import { EntityStore } from '../src/store/entities.js';
+import type { StoreEnv } from '../src/store/env.js';
+import { DownlinkState } from '../src/sync/mqtt/downlink-state.js';
+import { RpcDownlink } from '../src/sync/mqtt/rpc.js';
+import type { GatewaySession } from '../src/sync/mqtt/session.js';
+import { openTestEnv } from './helpers/store.js';
+
+const quiet: Logger = { info() {}, warn() {}, error() {}, debug() {} };
+
+/** A device's long-poll for an RPC. The broker's timers do not keep a process alive: this one does meanwhile. */
+function poll(rpc: RpcBroker, deviceId: string, ms: number): Promise<PollOutcome> {
+  const alive = setTimeout(() => {}, ms + 1000);
+  return new Promise<PollOutcome>((resolve) => {
+    rpc.waitRpc(deviceId, ms, resolve);
+  }).finally(() => clearTimeout(alive));
+}
+
+t.test("a tick during the RPC's flush does not hand it to the device a second time", async (t) => {
+  const { env } = openTestEnv(t);
+  const entities = new EntityStore(env);
+  await entities.ensureTenant();
+  const device = await entities.createDevice({ name: 'valve-1' });
+  let openFlush: () => void = () => {};
+  const flushHeld = new Promise<void>((resolve) => {
+    openFlush = resolve;
+  });
+  // the store as the downlink sees it, with a flush that waits until the test lets it go
+  const slowEnv: StoreEnv = { ...env, flushed: () => flushHeld.then(() => env.flushed()) };
+  const rpc = new RpcBroker(new EventBus(), {
+    maxPendingPerDevice: 10,
+    maxOpenPolls: 10,
+    clientSideTimeoutMs: 10_000,
+    log: () => {},
+  });
+  t.teardown(() => rpc.close());
+  const state = new DownlinkState(env);
+  const downlink = new RpcDownlink({
+    env: slowEnv,
+    // the link is down: nothing is published upstream, which this test does not look at
+    session: { state: 'down' } as unknown as GatewaySession,
+    entities,
+    rpc,
+    state,
+    ttlMs: 60_000,
+    log: quiet,
+    now: Date.now,
+  });
+  downlink.start();
+  t.teardown(() => downlink.stop());
+  const received = downlink.received(
+    Buffer.from(JSON.stringify({ device: 'valve-1', data: { id: 1, method: 'open', params: { s: 5 } } })),
+  );
+  // the flush held past a tick (one a second)
+  await new Promise((r) => setTimeout(r, 1300));
+  openFlush();
+  await received;
+  const first = await poll(rpc, device.id, 1000);
+  t.match(first, { kind: 'data', body: /"method":"open"/ }, 'the device gets the RPC');
+  const second = await poll(rpc, device.id, 300);
+  t.same(second, { kind: 'timeout' }, 'and nothing more');
+  t.equal(state.counters.rpcReceived, 1);
+  t.equal(state.counters.rpcDelivered, 1, 'delivered once');
+});
