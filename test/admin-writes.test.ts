@@ -50,7 +50,9 @@ t.test('beside a daemon, concurrent admin commands write through it and every on
   const dup = await cli(['device', 'add', '--data-dir', gw.dataDir, '--name', 'pump-0']);
   t.equal(dup.code, 1, "the daemon's refusal is the command's");
   t.match(dup.stderr, /Device with such name already exists/);
+  t.ok(existsSync(join(gw.dataDir, 'admin.key')), 'a running daemon has its key in the data dir');
   await gw.stop();
+  t.notOk(existsSync(join(gw.dataDir, 'admin.key')), 'and takes it away when it stops');
   t.same(await storedDevices(gw.dataDir, names), names, `all ${DEVICES} devices are in the store`);
 });
 

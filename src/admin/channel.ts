@@ -9,7 +9,7 @@
  * only they may open the store.
  */
 import { randomBytes, timingSafeEqual } from 'node:crypto';
-import { readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { type DataDirLock, holderAddress, parseGreeting, tryLockDataDir } from '../daemon/lock.js';
@@ -54,8 +54,11 @@ export async function adminWrite(
   }
 }
 
-/** Sends `op` to the daemon; 'busy' when it is not taking requests (starting or stopping). */
-export function requestDaemon(dataDir: string, op: AdminOp, key = readKey(dataDir)): Promise<AdminResult | 'busy'> {
+/**
+ * Sends `op` to the daemon; 'busy' when it is not taking requests (starting, before its key is written, or
+ * stopping). `key`: the one in the data dir unless given.
+ */
+export function requestDaemon(dataDir: string, op: AdminOp, key?: string): Promise<AdminResult | 'busy'> {
   return new Promise((resolve, reject) => {
     const socket = connect({ path: holderAddress(dataDir) });
     let text = '';
@@ -85,7 +88,14 @@ export function requestDaemon(dataDir: string, op: AdminOp, key = readKey(dataDi
         if (!greeted) {
           greeted = true;
           if (parseGreeting(line)?.role !== 'serve') return settle(() => resolve('busy'));
-          socket.write(`${JSON.stringify({ key, op })}\n`);
+          let k: string | 'starting';
+          try {
+            k = key ?? readKey(dataDir);
+          } catch (err) {
+            return settle(() => reject(err));
+          }
+          if (k === 'starting') return settle(() => resolve('busy'));
+          socket.write(`${JSON.stringify({ key: k, op })}\n`);
           continue;
         }
         return settle(() => {
@@ -121,10 +131,12 @@ function parseReply(line: string): AdminResult | 'busy' {
   throw new OutpostError(code, typeof r.message === 'string' ? r.message : undefined);
 }
 
-function readKey(dataDir: string): string {
+/** The daemon's key; 'starting' when there is none yet (a daemon writes it once its store is open). */
+function readKey(dataDir: string): string | 'starting' {
   try {
     return readFileSync(join(dataDir, KEY_FILE), 'utf8').trim();
   } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 'starting';
     throw new OutpostError(
       'STORE_FAILED',
       `cannot read ${join(dataDir, KEY_FILE)}: run the command as the daemon's user (${(err as Error).message})`,
@@ -135,7 +147,7 @@ function readKey(dataDir: string): string {
 
 /**
  * The daemon's side: a new key in the data dir (replaced whole, never half written), and the handler that runs
- * each request whose key matches with `run`.
+ * each request whose key matches with `run`. The returned stop removes both.
  */
 export function serveAdminRequests(lock: DataDirLock, run: (op: AdminOp) => Promise<AdminResult>): () => void {
   const key = randomBytes(32).toString('hex');
@@ -150,6 +162,7 @@ export function serveAdminRequests(lock: DataDirLock, run: (op: AdminOp) => Prom
   });
   return () => {
     open = false;
+    rmSync(file, { force: true });
   };
 }
 

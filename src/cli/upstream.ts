@@ -1,8 +1,8 @@
 /**
  * The CLI's part of upstream sync (the device mapping of docs/sync.md): `outpost device upstream <name|id> --token T`
- * and `device add --upstream-token T` (device.ts). The token goes to the sync outbox (`['t', deviceId]`,
- * src/store/outbox.ts), durably, where the running daemon reads it before its next request for that device (a
- * device parked for want of a token resumes within seconds).
+ * and `device add --upstream-token T` (device.ts), both run by src/admin/ops.ts. The token goes to the sync outbox
+ * (`['t', deviceId]`, src/store/outbox.ts), durably, where the daemon reads it before its next request for that
+ * device (a device parked for want of a token resumes within seconds).
  */
 import type { Command } from 'commander';
 import type { ConfigFlags } from '../config/index.js';
