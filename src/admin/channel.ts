@@ -30,14 +30,14 @@ const REPLY_TIMEOUT_MS = 60_000;
 export async function adminWrite(
   dataDir: string,
   op: AdminOp,
-  local: (op: AdminOp) => Promise<AdminResult>,
+  local: () => Promise<AdminResult>,
 ): Promise<AdminResult> {
   const deadline = performance.now() + WAIT_FOR_WRITER_MS;
   for (;;) {
     const r = await tryLockDataDir(dataDir, 'admin');
     if ('lock' in r) {
       try {
-        return await local(op);
+        return await local();
       } finally {
         await r.lock.release();
       }

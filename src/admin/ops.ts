@@ -113,7 +113,7 @@ export function parseAdminOp(v: unknown): AdminOp {
 }
 
 /** A customer by id or title; undefined when `ref` is. */
-export function customerIdOf(entities: EntityStore, ref: string | undefined): CustomerId | undefined {
+function customerIdOf(entities: EntityStore, ref: string | undefined): CustomerId | undefined {
   if (ref === undefined) return undefined;
   const c = entities.findCustomer(ref);
   if (!c) throw new OutpostError('ENTITY_NOT_FOUND', `no customer with id or title "${ref}"`);
@@ -121,7 +121,7 @@ export function customerIdOf(entities: EntityStore, ref: string | undefined): Cu
 }
 
 /** Stores `token` as the device's upstream token (docs/sync.md); resolves once it is on disk. */
-export async function setUpstreamToken(env: StoreEnv, deviceId: string, token: string): Promise<void> {
+async function setUpstreamToken(env: StoreEnv, deviceId: string, token: string): Promise<void> {
   if (token === '') throw new OutpostError('BAD_PAYLOAD', 'the upstream token must not be empty');
   await env.outbox.put(['t', deviceId], { token, provisioned: false });
   await env.flushed();

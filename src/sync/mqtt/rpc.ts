@@ -56,7 +56,7 @@ export class RpcDownlink {
   /** keys handed to the broker by this process */
   private readonly inBroker = new Set<string>();
   /** new records whose first write is not on disk yet: received() submits them then, never a tick meanwhile */
-  private readonly storing = new Set<string>();
+  private readonly storing = new Set<RpcRecord>();
   private readonly publishing = new Set<string>();
   private timer: NodeJS.Timeout | undefined;
 
@@ -143,12 +143,12 @@ export class RpcDownlink {
     this.inBroker.delete(k);
     this.o.state.counters.rpcReceived++;
     void this.o.state.save();
-    this.storing.add(k);
+    this.storing.add(r);
     try {
       await this.o.env.outbox.put(rpcKey(rec.id, id), r);
       await this.o.env.flushed();
     } finally {
-      this.storing.delete(k);
+      this.storing.delete(r);
     }
     // an RPC with the same id and other params may have replaced it meanwhile
     if (this.records.get(k) === r) this.submit(k, r);
@@ -162,7 +162,7 @@ export class RpcDownlink {
   private tick(): void {
     const now = this.o.now();
     for (const [k, r] of this.records) {
-      if (r.state === 'pending' && !this.inBroker.has(k) && !this.storing.has(k)) {
+      if (r.state === 'pending' && !this.inBroker.has(k) && !this.storing.has(r)) {
         if (now - r.receivedAt >= this.o.ttlMs) this.end(k, r, 'expired');
         else this.submit(k, r);
       } else if (r.state !== 'pending' && r.state !== 'delivered' && (r.state !== 'replied' || r.replySent === true)) {
