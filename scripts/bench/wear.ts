@@ -26,11 +26,18 @@
  * (BENCHMARKS.md); the log's segments are written a page at a time to stay in 4-KiB folios. ext4's journal
  * writes (jbd2) are not charged to the daemon.
  *
+ * `--card` (root only): each daemon's data dir is a filesystem of its own, ext4 as mkfs makes it (with its journal,
+ * mounted noatime as Raspberry Pi OS mounts its root) on a loop device, and the "card" figure under the table is
+ * what that device was given to write over the window: the log, LMDB, the journal and the inodes, without the
+ * page cache's charges (write_bytes' large folios) and without any other process's writes. It is the closest this
+ * machine comes to the card itself. The daemon finds the journal there and counts it against its budget.
+ *
  *   npm run bench:wear [-- --only quiet,ref,big --warmup 300 --window 600 --catchup 2000 --quiet-posts 1000
- *     --history <minutes of history per device first, default 0: a fresh store> --policy <name substrings> --serial]
+ *     --history <minutes of history per device first, default 0: a fresh store> --policy <name substrings> --serial
+ *     --card [--card-mount <mount options, default noatime>]]
  */
-import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { type ChildProcess, execFileSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -51,6 +58,12 @@ const PASSWORD = 'bench-password';
  */
 const HISTORY_MS =
   (process.argv.includes('--history') ? Number(process.argv[process.argv.indexOf('--history') + 1]) : 0) * 60_000;
+/** each daemon on a loop device of its own, its bytes counted there (see the header) */
+const CARD = process.argv.includes('--card');
+/** the mount options of each daemon's filesystem with `--card` (`--card-mount noatime,lazytime`) */
+const CARD_MOUNT = process.argv.includes('--card-mount')
+  ? (process.argv[process.argv.indexOf('--card-mount') + 1] ?? 'noatime')
+  : 'noatime';
 /** a 32 GB consumer card rated for 16 TB written */
 const CARD_TBW = 16e12;
 
@@ -130,6 +143,37 @@ function deviceSectorsWritten(): number | undefined {
   }
 }
 
+/** A filesystem of its own for a daemon's data dir (`--card`): an ext4 image on a loop device, mounted at `dir`. */
+interface Card {
+  readonly dir: string;
+  /** bytes the loop device has been given to write since it was set up */
+  written(): number;
+  remove(): void;
+}
+
+function makeCard(base: string): Card {
+  const image = join(base, 'card.img');
+  const dir = join(base, 'mnt');
+  mkdirSync(dir);
+  execFileSync('truncate', ['-s', '4G', image]);
+  // the inode tables and the journal initialized now: left lazy, the kernel zeroes them over the first minutes
+  // after mount, on the device being measured
+  execFileSync('mkfs.ext4', ['-q', '-F', '-E', 'lazy_itable_init=0,lazy_journal_init=0', image]);
+  const loop = execFileSync('losetup', ['--find', '--show', image], { encoding: 'utf8' }).trim();
+  execFileSync('mount', ['-o', CARD_MOUNT, loop, dir]);
+  const stat = `/sys/block/${loop.replace('/dev/', '')}/stat`;
+  return {
+    dir,
+    written: () => Number(readFileSync(stat, 'utf8').trim().split(/\s+/)[6]) * 512,
+    remove: () => {
+      // lazily: this process may still map the store it provisioned (lmdb-js keeps an environment it opened);
+      // the device is released when the last user goes
+      execFileSync('umount', ['-l', dir]);
+      execFileSync('losetup', ['-d', loop]);
+    },
+  };
+}
+
 function quantile(sorted: readonly number[], q: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] as number;
 }
@@ -203,6 +247,8 @@ interface Result {
   /** the window's write_bytes by thread (threadWriteBytes), and what the block device wrote meanwhile (all processes) */
   byThread: Map<string, number>;
   deviceBytes: number;
+  /** what the daemon's own loop device was given to write over the window (`--card`), else NaN */
+  cardBytes: number;
 }
 
 interface RunOptions {
@@ -216,7 +262,9 @@ interface RunOptions {
 const QUIET: Workload = { name: 'quiet', devices: 1, keys: 5, periodMs: 0 };
 
 async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> {
-  const dataDir = mkdtempSync(join(tmpdir(), 'outpost-wear-'));
+  const base = mkdtempSync(join(tmpdir(), 'outpost-wear-'));
+  const card = CARD ? makeCard(base) : undefined;
+  const dataDir = card?.dir ?? base;
   /** [0]: the admin's; [i + 1]: device i's; [devices + 1]: the catch-up device's */
   const conns: Array<RawHttpConnection | undefined> = [];
   let proc: ChildProcess | undefined;
@@ -390,6 +438,7 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
           delays: [],
           byThread: new Map(),
           deviceBytes: NaN,
+          cardBytes: NaN,
         };
       }
       const load = Promise.all(Array.from({ length: w.devices }, (_, i) => device(i)));
@@ -411,6 +460,7 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
         );
       }, 5000);
       const dev0 = deviceSectorsWritten() ?? NaN;
+      const card0 = card?.written() ?? NaN;
       const t0 = performance.now();
       await new Promise((r) => setTimeout(r, o.windowS * 1000));
       measuring = false;
@@ -419,6 +469,7 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
       await read();
       const bytes = writeBytes(pid) - b0;
       const deviceBytes = ((deviceSectorsWritten() ?? NaN) - dev0) * 512;
+      const cardBytes = (card?.written() ?? NaN) - card0;
       const byThread = new Map<string, number>();
       for (const [name, b] of threadWriteBytes(pid)) byThread.set(name, b - (threads0.get(name) ?? 0));
       const windowS = (performance.now() - t0) / 1000;
@@ -453,6 +504,7 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
         delays,
         byThread,
         deviceBytes,
+        cardBytes,
       };
     } finally {
       stop = true;
@@ -467,7 +519,8 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
         p.once('exit', () => resolve());
         p.kill('SIGTERM');
       });
-    rmSync(dataDir, { recursive: true, force: true });
+    card?.remove();
+    rmSync(base, { recursive: true, force: true });
   }
 }
 
@@ -477,7 +530,7 @@ const f = (x: number, d = 0): string =>
 /** bytes per point by writing thread, and the block device's (every process's) over the same window */
 function split(p: Policy, w: Workload, r: Result): string {
   const parts = [...r.byThread].filter(([, b]) => b > 0).map(([name, b]) => `${name} ${f(b / r.points)}`);
-  return `${w.name}, ${p.name}: B/point by thread: ${parts.join(', ')}; counted by the budget ${f(r.countedBytes / r.points)}; process ${f(r.bytes / r.points)}, log ${f(r.logBytes / r.points)}; device (all processes) ${f(r.deviceBytes / r.points)}${r.delays.length === 0 ? '' : `; commit delay every 5 s: min ${f(r.delays[0] as number)}, median ${f(quantile(r.delays, 0.5))}, max ${f(r.delays[r.delays.length - 1] as number)} ms`}`;
+  return `${w.name}, ${p.name}: B/point by thread: ${parts.join(', ')}; counted by the budget ${f(r.countedBytes / r.points)}; process ${f(r.bytes / r.points)}, log ${f(r.logBytes / r.points)}; device (all processes) ${f(r.deviceBytes / r.points)}${Number.isNaN(r.cardBytes) ? '' : `; card (its own loop device, ext4 with its journal, ${CARD_MOUNT}) ${f(r.cardBytes / r.points)} = ${f(((r.cardBytes / r.points) * ((w.devices * w.keys * 86_400_000) / w.periodMs)) / 1e9, 2)} GB/day`}${r.delays.length === 0 ? '' : `; commit delay every 5 s: min ${f(r.delays[0] as number)}, median ${f(quantile(r.delays, 0.5))}, max ${f(r.delays[r.delays.length - 1] as number)} ms`}`;
 }
 
 function row(p: Policy, w: Workload, r: Result): string {
