@@ -90,6 +90,8 @@ export function frame(lsn: number, payload: Buffer): Buffer {
 
 const NAME = /^wal-([0-9a-f]{16})\.seg$/;
 const segName = (lsn: number): string => `wal-${lsn.toString(16).padStart(16, '0')}.seg`;
+/** a spare made ahead, before any record was in it (see prepareSpare): never read, renamed when used */
+const SPARE_NAME = /^wal-spare-(\d+)\.seg$/;
 
 interface Segment {
   readonly name: string;
@@ -148,6 +150,9 @@ export class Wal {
   private spare: Segment[] = [];
   private appliedLsn: number;
   private queue: Waiter[] = [];
+  /** the spare being made ahead, if one is */
+  private preparing: Promise<void> | undefined;
+  private nextSpareId = 0;
   /** appendLazy's records, waiting for the next append */
   private lazy: Buffer[] = [];
   private writing = false;
@@ -170,7 +175,15 @@ export class Wal {
     const all: Segment[] = [];
     for (const name of fsys.list()) {
       const m = NAME.exec(name);
+      const spare = SPARE_NAME.exec(name);
       if (m) all.push({ name, start: parseInt(m[1] as string, 16), file: undefined });
+      else if (spare) {
+        wal.spare.push({ name, start: 0, file: undefined });
+        wal.nextSpareId = Math.max(wal.nextSpareId, Number(spare[1]) + 1);
+      } else if (name.endsWith('.seg.tmp')) {
+        // a segment whose zeros were being written when the process stopped
+        fsys.remove(name);
+      }
     }
     all.sort((a, b) => a.start - b.start);
     const records: LoggedRecord[] = [];
@@ -258,6 +271,7 @@ export class Wal {
   async close(): Promise<void> {
     this.closed = true;
     while (this.writing) await new Promise<void>((r) => setImmediate(r));
+    await this.preparing;
     for (const s of [...this.segments, ...this.spare]) s.file?.close();
   }
 
@@ -371,10 +385,34 @@ export class Wal {
       }
     } else {
       seg = { name, start: lsn, file: await this.create(name, size) };
+      this.prepareSpare();
     }
     this.segments.push(seg);
     this.cur = seg;
     this.pos = 0;
+  }
+
+  /**
+   * Makes a spare in the background, after a switch found none: the next switch renames it instead of writing a
+   * segment's zeros while a commit waits (1 MiB and an fsync; on a card, tens of ms). A fresh log's first
+   * segment is still the current one when it fills, so no segment has been recycled yet: without this its end
+   * (~15 minutes in at the reference load) made the second segment in the commit path. Where retired segments
+   * supply the spares, as at steady state, no switch finds none and nothing is made ahead.
+   */
+  private prepareSpare(): void {
+    if (this.preparing !== undefined || this.closed) return;
+    const name = `wal-spare-${this.nextSpareId++}.seg`;
+    this.preparing = this.create(name, this.opts.segmentBytes).then(
+      (file) => {
+        file.close();
+        this.spare.push({ name, start: 0, file: undefined });
+        this.preparing = undefined;
+      },
+      () => {
+        // only ahead of need: the switch that needs it makes its segment itself, as it did before
+        this.preparing = undefined;
+      },
+    );
   }
 
   private async create(name: string, size: number): Promise<WalFile> {
