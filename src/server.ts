@@ -32,7 +32,7 @@ import { registerMetricsHead, registerStatusApi } from './api/status/index.js';
 import { Metrics } from './status/metrics.js';
 import { registerSyncApi } from './api/sync/index.js';
 import { OutboxRecorder } from './store/outbox.js';
-import { WriteBudget, writeCounter } from './store/write-budget.js';
+import { journalCounter, WriteBudget, writeCounter } from './store/write-budget.js';
 import { isMqttUrl } from './sync/mqtt/gateway.js';
 import { loadMqttStreamBuilders } from './sync/mqtt/session.js';
 import { SyncService } from './sync/service.js';
@@ -89,6 +89,9 @@ export async function startServer(
   let logFills = (): number => 0;
   let pointCounts = (): { put: number; logged: number } => ({ put: 0, logged: 0 });
   const counter = writeCounter(() => logBytes());
+  // the filesystem's journal writes for the store too, charged to no process (store/write-budget.ts)
+  const journal = journalCounter(config.dataDir);
+  if (journal !== undefined) log.info(`the write budget counts the journal of ${journal.device} too`);
   const fixedDelayMs = config.store.commitDelayMs >= 0 ? config.store.commitDelayMs : undefined;
   const writeBudget = new WriteBudget({
     bytesPerDay: config.store.writeBudgetBytesPerDay,
@@ -97,6 +100,7 @@ export async function startServer(
     now: Date.now,
     written: counter.written,
     logWritten: () => logBytes(),
+    ...(journal === undefined ? {} : { journalWritten: journal.written }),
     logSpreadWritten: () => logFills(),
     ...(counter.writeCalls === undefined ? {} : { writeCalls: counter.writeCalls, logWriteCalls: () => logCalls() }),
     pointsWritten: () => pointCounts().put + pointCounts().logged,

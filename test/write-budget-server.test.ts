@@ -136,6 +136,7 @@ t.test('outpost status says when the card is worn faster than planned', async (t
     lastHourBytes: 150e6,
     sinceStartBytes: 3.1e9,
     logSinceStartBytes: 2e9,
+    journalSinceStartBytes: 0.3e9,
     bytesPerDay: 3.6e9,
     cardEnduranceBytes: 16e12,
     cardLifeYearsAtBudget: 29.2,
@@ -167,6 +168,12 @@ t.test('outpost status says when the card is worn faster than planned', async (t
     /writes\s+3\.10 GB today, 143\.1 MiB last hour; budget 1\.50 GB\/day \(card of 16 TB written: 29\.2 years\), 3\.60 GB\/day so far: card life 12\.2 years/,
   );
   t.match(text, /fixed delay 0 ms \(store\.commitDelayMs\)/);
+  t.match(text, /the filesystem's journal 286\.1 MiB of the 2956\.4 MiB since start/);
+  t.notMatch(
+    statusLines({ ...status, writes: { ...writes, journalSinceStartBytes: null } }).join('\n'),
+    /journal/,
+    'no journal found: none is shown',
+  );
   t.match(text, /WARNING .*wears faster than planned/);
   t.notMatch(
     statusLines({ ...status, writes: { ...writes, overBudget: false, paced: true } }).join('\n'),

@@ -184,7 +184,7 @@ export function prometheusText(status: StatusJson, metrics: Metrics): string {
   one(
     'outpost_store_written_bytes_total',
     'counter',
-    'Bytes the daemon wrote to storage since start (log, LMDB, compaction, sync).',
+    "Bytes the daemon wrote to storage since start (log, LMDB, compaction, sync, and its filesystem's journal).",
     w?.sinceStartBytes,
   );
   one(

@@ -1,17 +1,18 @@
 /**
- * The store's daily write budget (SD-card wear, docs/write-budget.md): every byte the daemon writes is counted
- * against `store.writeBudgetBytesPerDay`, and the budget decides how long a telemetry commit may wait for others
- * to share it. While the budget has room the answer is 0 (each write committed at once, answered within one
- * fsync); only sustained load above the budget's rate spends the reserve, and then the delay grows until what is
- * written per second matches the budget, so the long-run rate holds. Nothing is refused or dropped for it: a
- * delay only groups commits.
+ * The store's daily write budget (SD-card wear, docs/write-budget.md): every byte the daemon writes (and its
+ * filesystem's journal, where there is one) is counted against `store.writeBudgetBytesPerDay`, and the budget
+ * decides how long a telemetry commit may wait for others to share it. While the budget has room the answer is 0
+ * (each write committed at once, answered within one fsync); only sustained load above the budget's rate spends
+ * the reserve, and then the delay grows until what is written per second matches the budget, so the long-run
+ * rate holds. Nothing is refused or dropped for it: a delay only groups commits.
  *
- * A token bucket of `reserve` bytes, refilled at the budget's rate. Its upper three quarters are spent at fsync
- * speed (a burst: a catch-up upload); in its lowest quarter the delay rises linearly with what is missing, up to
- * MAX_DELAY_MS when it is empty, and the level settles where the writes match the refill. Bytes the log's own
- * commits write are debited when they happen; the rest (LMDB applies every few minutes, compaction, sync's
- * bookkeeping) come in bursts of megabytes; they are debited ahead, as the points that will cost them are written,
- * so an apply does not jolt every device's answer time. Both are debited in full over the long run.
+ * A token bucket of `reserve` bytes, refilled at AIM_SHARE of the budget's rate. Its upper three quarters are
+ * spent at fsync speed (a burst: a catch-up upload); in its lowest quarter the delay rises linearly with what is
+ * missing, up to MAX_DELAY_MS when it is empty, and the level settles where the writes match the refill. Bytes
+ * the log's own commits and the journal write are debited when they happen; the rest (LMDB applies every few
+ * minutes, compaction, sync's bookkeeping) come in bursts of megabytes; they are debited ahead, as the points
+ * that will cost them are written, so an apply does not jolt every device's answer time. All are debited in
+ * full over the long run.
  *
  * While commits are paced (pacing()), the store also lets a batch wait its delay out unless it fills a page of
  * log, and makes its LMDB applies APPLY_STRETCH times rarer and larger (store/series/append.ts and apply.ts ask).
@@ -19,7 +20,8 @@
  * Pure: the clock and the byte counters are given, it keeps no timer (figures are brought up to date whenever
  * asked, at most once per SAMPLE_MS), so it is tested with a fake clock.
  */
-import { readFileSync } from 'node:fs';
+import { readFileSync, realpathSync, statfsSync, statSync } from 'node:fs';
+import { basename } from 'node:path';
 
 const MINUTE_MS = 60_000;
 const HOUR_MS = 60 * MINUTE_MS;
@@ -28,6 +30,13 @@ const DAY_MS = 24 * HOUR_MS;
 export const SAMPLE_MS = 1000;
 /** the reserve, as time at the budget's rate (8.3 MB at 1.5 GB/day; docs/write-budget.md says why) */
 export const RESERVE_MS = 8 * MINUTE_MS;
+/**
+ * the share of the budget the pacing aims at: the reserve refills at this much of the budget's rate. What the
+ * budget cannot count when it happens (a fresh store's new log segments and the applies, settled over
+ * OTHER_SETTLE_MS; what the kernel charges beyond the write calls) made a 10-minute measure read 1–3% over the
+ * rate the reserve refilled at (bench:wear, docs/write-budget.md)
+ */
+export const AIM_SHARE = 0.97;
 /** the share of the reserve below which commits are paced */
 export const PACING_SHARE = 0.25;
 /** the longest a commit waits for others, with the reserve empty */
@@ -67,6 +76,11 @@ export interface WriteBudgetOptions {
   /** bytes the log's commits have written since some origin; absent: everything counts as "other" */
   readonly logWritten?: () => number;
   /**
+   * bytes the data dir's filesystem journal has written since some origin (journalCounter), where it has one:
+   * written by the kernel's journal thread, so not in `written`; debited at once, as the log's
+   */
+  readonly journalWritten?: () => number;
+  /**
    * of `logWritten`, what is debited over OTHER_SETTLE_MS rather than at once: new segments' zeros, 1 MiB each
    * (while no spare is left, as on a fresh store). Debited at once, each pulled the reserve down by a megabyte and
    * every device's wait up by half a second; counted with the others, they went into the per-point estimate of
@@ -91,6 +105,7 @@ export interface WriteBudgetOptions {
   readonly source: WriteSource;
   /** the constants below, for experiments */
   readonly tuning?: Partial<{
+    aimShare: number;
     reserveMs: number;
     pacingShare: number;
     maxDelayMs: number;
@@ -114,6 +129,8 @@ export interface WriteFigures {
   readonly sinceStartBytes: number;
   /** of which the log's commits (its pages and segment fills) */
   readonly logSinceStartBytes: number;
+  /** of which the filesystem's journal (its commits' blocks); null where none was found, so none is counted */
+  readonly journalSinceStartBytes: number | null;
   /** the rate over the last 24 h (since start when younger), per day */
   readonly bytesPerDay: number;
   readonly cardEnduranceBytes: number;
@@ -135,7 +152,7 @@ export function dayStart(ms: number): number {
 }
 
 export class WriteBudget {
-  /** bytes per ms the budget refills */
+  /** bytes per ms the reserve refills: the budget's rate times the aim */
   private readonly rate: number;
   readonly reserve: number;
   private level: number;
@@ -149,6 +166,8 @@ export class WriteBudget {
   private lastAt: number;
   private lastWritten: number;
   private lastLog: number;
+  private lastJournal = 0;
+  private journalSinceStart = 0;
   private lastSpread = 0;
   private lastCalls = 0;
   private lastLogCalls = 0;
@@ -164,6 +183,7 @@ export class WriteBudget {
   private readonly hours = new Map<number, number>();
   private delay = 0;
   private readonly tune: {
+    aimShare: number;
     reserveMs: number;
     pacingShare: number;
     maxDelayMs: number;
@@ -173,8 +193,8 @@ export class WriteBudget {
 
   constructor(private readonly opts: WriteBudgetOptions) {
     if (!(opts.bytesPerDay > 0)) throw new RangeError('the write budget must be > 0 bytes a day');
-    this.rate = opts.bytesPerDay / DAY_MS;
     this.tune = {
+      aimShare: AIM_SHARE,
       reserveMs: RESERVE_MS,
       pacingShare: PACING_SHARE,
       maxDelayMs: MAX_DELAY_MS,
@@ -182,7 +202,8 @@ export class WriteBudget {
       otherSettleMs: OTHER_SETTLE_MS,
       ...opts.tuning,
     };
-    this.reserve = this.rate * this.tune.reserveMs;
+    this.rate = (opts.bytesPerDay / DAY_MS) * this.tune.aimShare;
+    this.reserve = (opts.bytesPerDay / DAY_MS) * this.tune.reserveMs;
     this.level = this.reserve;
     const now = opts.now();
     this.lastAt = now;
@@ -233,13 +254,14 @@ export class WriteBudget {
       lastHourBytes: lastHour,
       sinceStartBytes: this.sinceStart,
       logSinceStartBytes: this.logSinceStart,
+      journalSinceStartBytes: this.opts.journalWritten === undefined ? null : this.journalSinceStart,
       bytesPerDay: Math.round(perDay),
       cardEnduranceBytes: this.opts.cardEnduranceBytes,
       cardLifeYearsAtBudget: round1(years(this.opts.bytesPerDay)),
       cardLifeYears: span < MINUTE_MS || perDay <= 0 ? null : round1(years(perDay)),
       commitDelayMs: Math.round(this.delay),
       paced: this.opts.fixedDelayMs === undefined,
-      overBudget: lastHour > this.rate * HOUR_MS + this.reserve,
+      overBudget: lastHour > (this.opts.bytesPerDay / DAY_MS) * HOUR_MS + this.reserve,
     };
   }
 
@@ -260,10 +282,15 @@ export class WriteBudget {
     const spreadTotal = this.opts.logSpreadWritten?.() ?? 0;
     const spread = Math.min(logBytes, Math.max(0, spreadTotal - this.lastSpread));
     this.lastSpread = spreadTotal;
-    const bytes = logBytes + this.othersAtMost(charged - logBytes);
+    const journalTotal = this.opts.journalWritten?.() ?? 0;
+    const journal = Math.max(0, journalTotal - this.lastJournal);
+    this.lastJournal = journalTotal;
+    const others = this.othersAtMost(charged - logBytes);
+    const bytes = logBytes + journal + others;
 
     this.sinceStart += bytes;
     this.logSinceStart += logBytes;
+    this.journalSinceStart += journal;
     const day = dayStart(now);
     if (day !== this.todayStart) {
       this.todayStart = day;
@@ -274,10 +301,10 @@ export class WriteBudget {
     bump(this.hours, Math.floor(now / HOUR_MS), bytes, 24);
 
     // the spread part of the log's bytes is settled with what the others' estimate missed, outside that estimate
-    this.otherOwed += bytes - logBytes + spread;
+    this.otherOwed += others + spread;
     this.level = Math.min(
       this.reserve,
-      this.level + this.rate * elapsed - (logBytes - spread) - this.debitOthers(now, elapsed, bytes - logBytes),
+      this.level + this.rate * elapsed - (logBytes - spread) - journal - this.debitOthers(now, elapsed, others),
     );
     if (this.opts.fixedDelayMs !== undefined) return;
     const band = this.reserve * this.tune.pacingShare;
@@ -380,6 +407,76 @@ function processIo(): ProcessIo | undefined {
 /** The kernel's count of bytes this process caused to be written to storage; undefined where it keeps none. */
 export function processWriteBytes(): number | undefined {
   return processIo()?.writeBytes;
+}
+
+export interface JournalStats {
+  readonly transactions: number;
+  /** the average since mount, a whole number (0 before the first transaction) */
+  readonly loggedPerTransaction: number;
+}
+
+/** jbd2's /proc/fs/jbd2/<device>-<inode>/info: transactions since mount and blocks logged per transaction. */
+export function parseJournalInfo(text: string): JournalStats | undefined {
+  const transactions = /^(\d+) transactions/m.exec(text);
+  const logged = /^\s*(\d+) logged blocks per transaction/m.exec(text);
+  // no average is shown before the first transaction
+  return transactions
+    ? { transactions: Number(transactions[1]), loggedPerTransaction: logged ? Number(logged[1]) : 0 }
+    : undefined;
+}
+
+/**
+ * The journal of the filesystem `dir` is on, where it has one (ext3/ext4's jbd2, internal journal): a count of
+ * the bytes its commits have written since this call, from /proc/fs/jbd2/<device>-8/info, else undefined.
+ *
+ * A file written every few seconds keeps a journal transaction going: each write() updates the inode's mtime
+ * (and, on ext4, its i_version, which `lazytime` does not defer), so each periodic commit (every 5 s by default)
+ * logs a descriptor, the inode's table block and a commit block, ~12 KiB; LMDB growing its file adds extents and
+ * bitmaps. At the reference load that is ~50 B a point (docs/write-budget.md), written by the kernel's journal
+ * thread, so no process is charged for it. The count is the filesystem's, every process's transactions; a
+ * daemon that writes every few seconds keeps one going anyway, and others' writes mostly share it. The blocks
+ * written back to their home places later (checkpoints: a few per 30 s) are not in it.
+ */
+export function journalCounter(dir: string): { device: string; written: () => number } | undefined {
+  let device: string;
+  let blockBytes: number;
+  try {
+    // glibc's major()/minor() of st_dev
+    const dev = statSync(dir, { bigint: true }).dev;
+    const major = ((dev >> 8n) & 0xfffn) | ((dev >> 32n) & ~0xfffn);
+    const minor = (dev & 0xffn) | ((dev >> 12n) & ~0xffn);
+    device = basename(realpathSync(`/sys/dev/block/${major}:${minor}`));
+    blockBytes = statfsSync(dir).bsize;
+  } catch {
+    return undefined;
+  }
+  const info = `/proc/fs/jbd2/${device}-8/info`;
+  const read = (): JournalStats | undefined => {
+    try {
+      return parseJournalInfo(readFileSync(info, 'utf8'));
+    } catch {
+      return undefined;
+    }
+  };
+  let last = read();
+  if (last === undefined) return undefined;
+  let bytes = 0;
+  return {
+    device,
+    written: () => {
+      const now = read();
+      if (now !== undefined) {
+        // the kernel keeps the blocks per transaction as an average since mount (a whole number): the new
+        // transactions are counted at it
+        bytes +=
+          Math.max(0, now.transactions - (last as { transactions: number }).transactions) *
+          now.loggedPerTransaction *
+          blockBytes;
+        last = now;
+      }
+      return bytes;
+    },
+  };
 }
 
 /** What the store's group commit asks (store/series/append.ts and apply.ts). */
