@@ -469,9 +469,7 @@ export function journalCounter(dir: string): { device: string; written: () => nu
         // the kernel keeps the blocks per transaction as an average since mount (a whole number): the new
         // transactions are counted at it
         bytes +=
-          Math.max(0, now.transactions - (last as { transactions: number }).transactions) *
-          now.loggedPerTransaction *
-          blockBytes;
+          Math.max(0, now.transactions - (last as JournalStats).transactions) * now.loggedPerTransaction * blockBytes;
         last = now;
       }
       return bytes;
