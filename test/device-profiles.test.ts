@@ -294,6 +294,36 @@ t.test('provisioning per profile, over HTTP and MQTT', async (t) => {
   t.equal(badType.status, 400);
 });
 
+t.test('a type or profile name that cannot be a name is refused, nothing created', async (t) => {
+  const long = 'x'.repeat(256);
+  const status = async (path: string, body: object): Promise<number> =>
+    (await http('POST', `${gw.url}${path}`, body, admin)).status;
+  t.equal(await status('/api/device', { name: 'long-type', type: long }), 400, 'a 256-character type');
+  t.equal(await status('/api/device', { name: 'ctl-type', type: 'a\u0007b' }), 400, 'a control character');
+  t.equal(await status('/api/deviceProfile', { name: long }), 400, 'a 256-character profile name');
+  t.equal(await status('/api/deviceProfile', { name: '  ' }), 400, 'a blank profile name');
+  const plain = await deviceNamed('plain');
+  t.equal(await status('/api/device', { ...plain, type: long }), 400, 'an update to such a type');
+  t.equal((await deviceNamed('plain')).type, plain.type, 'the device unchanged');
+  t.equal((await http('GET', `${gw.url}/api/tenant/devices?deviceName=long-type`, undefined, admin)).status, 404);
+  const gwDev = await addDevice(gw.dataDir, 'names-gw', ['--gateway']);
+  const c = await mqttClient(t, gw, gwDev.token, { protocolVersion: 5 });
+  const refused = await c
+    .publishAsync('v1/gateway/connect', JSON.stringify({ device: 'long-sub', type: long }), { qos: 1 })
+    .then(
+      () => undefined,
+      (e: { code?: number }) => e,
+    );
+  t.equal(refused?.code, 0x99, 'MQTT 5: payload format invalid');
+  t.equal((await http('GET', `${gw.url}/api/tenant/devices?deviceName=long-sub`, undefined, admin)).status, 404);
+  t.equal(
+    (await get<Page<ProfileJson>>('/api/deviceProfiles?pageSize=100&page=0')).data.filter((p) => p.name.length > 255)
+      .length,
+    0,
+    'no such profile',
+  );
+});
+
 t.test('a store from before profiles: the default profile, and its devices types as profiles, at open', async (t) => {
   const dir = tempDir(t);
   const env = openStoreEnv({ dataDir: dir, mapSizeBytes: 256 * 1024 * 1024 });

@@ -358,6 +358,7 @@ export class EntityStore {
         'Device access token must be 1..255 characters without spaces, "/", "?" or "#"',
       );
     }
+    if (d.type !== '') profileTx.checkProfileName(d.type, 'Device type');
     if (d.customerId !== undefined && d.customerId !== NULL_UUID && !this.customer(d.customerId)) {
       throw new OutpostError('ENTITY_NOT_FOUND', `Customer with id [${d.customerId}] is not found`);
     }
@@ -530,6 +531,7 @@ export class EntityStore {
     if (patch.name !== undefined && (typeof patch.name !== 'string' || patch.name.trim() === '')) {
       throw new OutpostError('BAD_PARAM', `${typeTitle(type)} name should be specified!`);
     }
+    if (type === 'DEVICE' && patch.type !== '') profileTx.checkProfileName(patch.type, 'Device type');
     const outcome = await this.writeTxn(() => {
       const r = this.get(id);
       if (!r || r.entityType !== type) return 'entity' as const;

@@ -5,6 +5,7 @@
  * predates profiles. Every function here runs inside the caller's LMDB write transaction, or only reads.
  */
 import { randomUUID } from 'node:crypto';
+import { OutpostError } from '../errors.js';
 import type { EntityId, TenantId } from '../types.js';
 import type { StoreEnv } from './env.js';
 
@@ -33,6 +34,23 @@ export interface DeviceProfileRecord {
 /** meta key: the id of the tenant's default profile (absent: a store that predates profiles, not yet migrated) */
 export const DEFAULT_PROFILE_META = 'defaultDeviceProfileId';
 export const DEFAULT_PROFILE_NAME = 'default';
+
+/** TB's limit on a name; a profile's name and provision key are index keys, which LMDB bounds too */
+export const MAX_PROFILE_NAME = 255;
+
+/**
+ * Refuses (400) a device type or profile name that could not be a profile's name: blank, over 255 characters, or
+ * with control characters. Called before the write transaction, so a refusal changes nothing.
+ */
+export function checkProfileName(name: string | undefined, what = 'Device profile name'): void {
+  if (name === undefined) return;
+  if (name.trim() === '') throw new OutpostError('BAD_PARAM', `${what} should be specified!`);
+  if (name.length > MAX_PROFILE_NAME)
+    throw new OutpostError('BAD_PARAM', `${what} length must be equal or less than ${MAX_PROFILE_NAME}`);
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
+  if (/[\u0000-\u001f\u007f]/.test(name))
+    throw new OutpostError('BAD_PARAM', `${what} must not hold control characters`);
+}
 
 export const profileNameKey = (tenantId: string, name: string): string[] => [tenantId, 'DEVICE_PROFILE', name];
 export const provisionKeyKey = (tenantId: string, key: string): string[] => [tenantId, 'PROVISION_KEY', key];

@@ -11,10 +11,12 @@ import type { StoreEnv } from './env.js';
 import {
   DEFAULT_PROFILE_META,
   type DeviceProfileRecord,
+  MAX_PROFILE_NAME,
   PROVISION_TYPES,
   type ProvisionType,
   TRANSPORT_TYPES,
   type TransportType,
+  checkProfileName,
   defaultProfile,
   insertProfileTx,
   newProfileRecord,
@@ -69,6 +71,11 @@ function provisioningOf(
   const key = input.provisionDeviceKey === undefined ? (prev?.provisionDeviceKey ?? null) : input.provisionDeviceKey;
   if (typeof key !== 'string' || key.trim() === '')
     throw new OutpostError('BAD_PARAM', 'Provision device key should be specified!');
+  if (key.length > MAX_PROFILE_NAME || (typeof secretRaw === 'string' && secretRaw.length > MAX_PROFILE_NAME))
+    throw new OutpostError(
+      'BAD_PARAM',
+      `Provision device key and secret must be at most ${MAX_PROFILE_NAME} characters`,
+    );
   if (typeof secretRaw !== 'string' || secretRaw.trim() === '')
     throw new OutpostError('BAD_PARAM', 'Provision device secret should be specified!');
   return { provisionType, key, secret: secretRaw };
@@ -116,9 +123,8 @@ export class DeviceProfileStore {
   async save(input: ProfileInput): Promise<DeviceProfileRecord> {
     const t = this.entities.requireTenant();
     const prev = input.id === undefined ? undefined : this.require(input.id);
-    const name = input.name ?? prev?.name;
-    if (name === undefined || name.trim() === '')
-      throw new OutpostError('BAD_PARAM', 'Device profile name should be specified!');
+    const name = input.name ?? prev?.name ?? '';
+    checkProfileName(name);
     const prov = provisioningOf(input, prev);
     const { provisionConfiguration: _dropped, ...data } = input.profileData ?? prev?.profileData ?? {};
     const base = prev ?? newProfileRecord(t.tenantId, name);
