@@ -128,3 +128,18 @@ t.test(
     t.same(JSON.parse(m.text), { target: 21.5 }, 'the upstream change reached the MQTT subscriber');
   },
 );
+
+t.test("a device's first uplink goes after its announce, so upstream creates it with its type", async (t) => {
+  const tb = new FakeTbMqtt({ tokens: [GW_TOKEN] });
+  await tb.start();
+  t.teardown(() => tb.stop());
+  // a long announce period: the periodic scan is not what announces the device here
+  const gw = await syncGateway(t, tb.url, { gatewayToken: GW_TOKEN, announceMs: 60_000 });
+  await until(() => tb.connected, 'session up');
+  const pump = await addDevice(gw.dataDir, 'typed-pump', ['--type', 'pump']);
+  await post(gw, pump.token, records(BASE, 3, 1));
+  await until(() => tb.pointCount('typed-pump') === 3, 'the points upstream');
+  const naming = tb.received.filter((m) => m.text.includes('"typed-pump"'));
+  t.equal(naming[0]?.topic, 'v1/gateway/connect', 'the first message naming it is its announce');
+  t.same(JSON.parse(naming[0]?.text ?? '{}'), { device: 'typed-pump', type: 'pump' });
+});

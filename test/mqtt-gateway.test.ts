@@ -13,6 +13,8 @@ interface DeviceJson {
   name: string;
   customerId: { id: string };
   additionalInfo: { gateway?: boolean } | null;
+  type?: string;
+  deviceProfileId?: { id: string };
 }
 
 const gw = await startGateway(t);
@@ -49,6 +51,10 @@ t.test("connect, telemetry, attributes, depth: sub-devices created by name with 
   t.ok(a, 'created on connect');
   t.equal(a?.customerId.id, customerId, "the gateway's customer");
   t.same(a?.additionalInfo, { lastConnectedGateway: gateway.id });
+  t.equal(a?.type, 'meter', 'the type of the connect');
+  const profile = await http('GET', `${gw.url}/api/deviceProfile/${a?.deviceProfileId?.id ?? ''}`, undefined, admin);
+  t.equal(profile.status, 200, 'its profile exists');
+  t.equal(profile.json<{ name: string }>().name, 'meter', 'the profile the connect named, created for it');
   await c.publishAsync(
     'v1/gateway/telemetry',
     '{"Meter A":[{"ts":1700000000000,"values":{"kwh":12.5}},{"volts":230}],"Meter B":[{"kwh":3}],"skipped":{"not":"an array"}}',
@@ -120,6 +126,33 @@ t.test('attribute requests: one key → value, several → values, nothing → i
   const m4 = await inbox.next((m) => m.text.includes('"id":4'));
   t.same(JSON.parse(m4.text), { id: 4, device: 'Meter C' });
   t.equal(m4.topic, 'v1/gateway/attributes/response');
+  // what was found decides, not key vs keys: TB's gateway SDK always sends `keys` and reads `value`
+  await http(
+    'POST',
+    `${gw.url}/api/plugins/telemetry/DEVICE/${cId}/attributes/SHARED_SCOPE`,
+    { setpoint: 22.5 },
+    admin,
+  );
+  await c.publishAsync(
+    'v1/gateway/attributes/request',
+    '{"id":5,"device":"Meter C","client":false,"keys":["setpoint"]}',
+    { qos: 1 },
+  );
+  t.same(JSON.parse((await inbox.next((m) => m.text.includes('"id":5'))).text), {
+    id: 5,
+    device: 'Meter C',
+    value: 22.5,
+  });
+  await c.publishAsync(
+    'v1/gateway/attributes/request',
+    '{"id":6,"device":"Meter C","client":true,"keys":["serial","missing"]}',
+    { qos: 1 },
+  );
+  t.same(
+    JSON.parse((await inbox.next((m) => m.text.includes('"id":6'))).text),
+    { id: 6, device: 'Meter C', value: 'SN3' },
+    'two keys asked, one found → value',
+  );
 });
 
 t.test('shared attributes and RPC pushed to the gateway for connected sub-devices; replies back', async (t) => {

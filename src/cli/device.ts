@@ -13,7 +13,7 @@ export function registerDevice(program: Command): void {
       .command('add')
       .description('create a device with an access token')
       .requiredOption('--name <name>')
-      .option('--type <type>', 'device type', 'default')
+      .option('--type <type>', 'device type: its device profile, created if no profile has the name', 'default')
       .option('--token <token>', 'access token (default: 20 random alphanumerics)')
       .option('--customer <idOrTitle>', 'assign to this customer')
       .option('--upstream-token <token>', 'its access token on the upstream ThingsBoard (sync.url, docs/sync.md)')

@@ -1,12 +1,18 @@
 /**
- * TB's device provisioning, strategy "allow create new devices" (docs/sync.md, docs/api.md): HTTP `POST /api/v1/provision`
- * and MQTT `/provision/request` give the same answers. A new name creates the device with a fresh token
- * (SUCCESS); a name that exists → FAILURE; a wrong key or secret → NOT_FOUND.
+ * TB's device provisioning (docs/api.md "Device profiles", docs/sync.md): HTTP `POST /api/v1/provision` and MQTT
+ * `/provision/request` give the same answers. The profile whose `provisionDeviceKey` the request names decides,
+ * by its strategy: ALLOW_CREATE_NEW_DEVICES creates a device of that profile with a fresh token (a name that
+ * exists → FAILURE); CHECK_PRE_PROVISIONED_DEVICES hands out the credentials of a device of that profile created
+ * beforehand (none → FAILURE); DISABLED, an unknown key or a wrong secret → NOT_FOUND. The config's
+ * provision.key/secret are the default profile's, allowing new devices.
  */
 import { timingSafeEqual } from 'node:crypto';
 import type { Services } from '../context.js';
 import { OutpostError } from '../errors.js';
 import { type JsonValue, isJsonObject } from '../ingest/json.js';
+import { kvToString } from '../model/kv.js';
+import type { DeviceProfileRecord, ProvisionType } from '../store/profile-records.js';
+import { DeviceProfileStore } from '../store/profiles.js';
 import { NULL_UUID } from '../types.js';
 
 /** Equal strings, compared in constant time (a provision secret must not leak through timing). */
@@ -20,9 +26,33 @@ export type ProvisionAnswer =
   | { readonly status: 'SUCCESS'; readonly credentialsType: 'ACCESS_TOKEN'; readonly credentialsValue: string }
   | { readonly status: 'NOT_FOUND' | 'FAILURE'; readonly errorMsg: string };
 
+const NOT_FOUND: ProvisionAnswer = { status: 'NOT_FOUND', errorMsg: 'Provision data was not found!' };
+
+/** TB's server attribute marking a pre-provisioned device as handed out */
+const PROVISION_STATE = 'provisionState';
+const PROVISIONED = 'provisioned';
+
+/** The profile and strategy a key and secret open, or undefined (NOT_FOUND). */
+function targetOf(
+  s: Pick<Services, 'config' | 'entities' | 'env'>,
+  key: string,
+  secret: string,
+): { profile: DeviceProfileRecord; strategy: ProvisionType } | undefined {
+  if (key === '' || secret === '') return undefined;
+  const profiles = new DeviceProfileStore(s.entities, s.env);
+  const owner = profiles.byProvisionKey(key);
+  if (owner !== undefined && owner.provisionDeviceSecret !== null) {
+    if (owner.provisionType === 'DISABLED' || !sameSecret(secret, owner.provisionDeviceSecret)) return undefined;
+    return { profile: owner, strategy: owner.provisionType };
+  }
+  const conf = s.config.provision;
+  if (conf.key === '' || !sameSecret(key, conf.key) || !sameSecret(secret, conf.secret)) return undefined;
+  return { profile: profiles.defaultProfile(), strategy: 'ALLOW_CREATE_NEW_DEVICES' };
+}
+
 /** Throws BAD_PAYLOAD when the request is not a JSON object; every other outcome is an answer. */
 export async function provisionDevice(
-  s: Pick<Services, 'config' | 'entities'>,
+  s: Pick<Services, 'config' | 'entities' | 'env' | 'attributes' | 'now'>,
   body: JsonValue,
 ): Promise<ProvisionAnswer> {
   if (!isJsonObject(body)) throw new OutpostError('BAD_PAYLOAD', 'provisioning request must be a JSON object');
@@ -30,20 +60,34 @@ export async function provisionDevice(
     const v = body[k];
     return typeof v === 'string' ? v : '';
   };
-  const { key, secret } = s.config.provision;
-  if (key === '' || !sameSecret(str('provisionDeviceKey'), key) || !sameSecret(str('provisionDeviceSecret'), secret)) {
-    return { status: 'NOT_FOUND', errorMsg: 'Provision data was not found!' };
-  }
-  const name = str('deviceName');
+  const target = targetOf(s, str('provisionDeviceKey'), str('provisionDeviceSecret'));
+  if (target === undefined) return NOT_FOUND;
+  const name = str('deviceName').trim();
   if (name === '') return { status: 'FAILURE', errorMsg: 'Device name is required!' };
-  if (s.entities.byName('DEVICE', name) !== undefined) {
+  const existing = s.entities.byName('DEVICE', name);
+  if (target.strategy === 'CHECK_PRE_PROVISIONED_DEVICES') {
+    if (existing?.entityType !== 'DEVICE' || existing.deviceProfileId !== target.profile.id)
+      return { status: 'FAILURE', errorMsg: 'Failed to find pre provisioned device!' };
+    const state = s.attributes.get(existing.id, 'SERVER_SCOPE', [PROVISION_STATE])[0]?.value;
+    if (state !== undefined && kvToString(state) !== PROVISIONED)
+      return { status: 'FAILURE', errorMsg: 'The device could not be provisioned in its current state!' };
+    await s.attributes.save(
+      'DEVICE',
+      existing.id,
+      'SERVER_SCOPE',
+      [[PROVISION_STATE, { type: 'STRING', v: PROVISIONED }]],
+      s.now(),
+    );
+    return { credentialsType: 'ACCESS_TOKEN', credentialsValue: existing.token, status: 'SUCCESS' };
+  }
+  if (existing !== undefined) {
     return { status: 'FAILURE', errorMsg: 'Failed to provision device: device with this name already exists!' };
   }
   const token = str('token');
   try {
     const d = await s.entities.createDevice({
       name,
-      type: str('deviceType') || 'default',
+      deviceProfileId: target.profile.id,
       token: token || undefined,
       customerId: NULL_UUID,
       // TB 3.8+: `"gateway": true` provisions a gateway

@@ -228,8 +228,9 @@ export async function handleGatewayPublish(
 
 /**
  * `{"id","device","client":bool,"key"|"keys"}` → `v1/gateway/attributes/response` `{"id","device","value"}`
- * for one key, `{"id","device","values":{..}}` otherwise; nothing found → only id and device (TB). `keys: []`
- * asks for all of the scope.
+ * when exactly one attribute is found, `{"id","device","values":{..}}` for more; nothing found → only id and
+ * device. TB's JsonConverter decides by what it found, not by `key` vs `keys`: its gateway SDK always sends
+ * `keys` and reads `value` for a one-key request. `keys: []` asks for all of the scope.
  */
 async function attributeRequest(ctx: GatewayContext, json: JsonValue): Promise<void> {
   if (!isJsonObject(json)) bad('attribute request must be {"id","device","client","key"|"keys"}');
@@ -239,10 +240,8 @@ async function attributeRequest(ctx: GatewayContext, json: JsonValue): Promise<v
   if (typeof client !== 'boolean') bad('"client" must be true or false');
   const name = deviceName(json['device']);
   let keys: string[] | undefined;
-  let single = false;
   if (typeof json['key'] === 'string') {
     keys = [json['key']];
-    single = true;
   } else if (Array.isArray(json['keys'])) {
     keys = json['keys'].map((k) => (typeof k === 'string' ? k : bad('"keys" must hold strings')));
     if (keys.length === 0) keys = undefined;
@@ -255,7 +254,7 @@ async function attributeRequest(ctx: GatewayContext, json: JsonValue): Promise<v
   const head = `{"id":${id instanceof NumLit ? id.text : JSON.stringify(id)},"device":${JSON.stringify(name)}`;
   let body: string;
   if (found.length === 0) body = `${head}}`;
-  else if (single) body = `${head},"value":${kvToJson((found[0] as (typeof found)[number]).value)}}`;
+  else if (found.length === 1) body = `${head},"value":${kvToJson((found[0] as (typeof found)[number]).value)}}`;
   else body = `${head},"values":{${found.map((a) => `${JSON.stringify(a.key)}:${kvToJson(a.value)}`).join(',')}}}`;
   ctx.publish('v1/gateway/attributes/response', body);
 }

@@ -10,7 +10,7 @@ import { OK, type PublishOutcome, UNKNOWN_TOPIC } from './device-topics.js';
 export const PROVISION_USERNAME = 'provision';
 
 export async function handleProvisionPublish(
-  s: Pick<Services, 'config' | 'entities'>,
+  s: Pick<Services, 'config' | 'entities' | 'env' | 'attributes' | 'now'>,
   topic: string,
   payload: Buffer,
   publish: (topic: string, body: string) => void,

@@ -8,6 +8,8 @@ import { OutpostError } from '../errors.js';
 import { type AccessToken, type CustomerId, type EntityId, NULL_UUID, type TenantId, type UserId } from '../types.js';
 import type { StoreEnv } from './env.js';
 import { queuePurge } from './background/purge.js';
+import type { DeviceProfileRecord } from './profile-records.js';
+import * as profileTx from './profile-records.js';
 
 export type Authority = 'TENANT_ADMIN' | 'CUSTOMER_USER';
 
@@ -28,8 +30,10 @@ export interface DeviceRecord extends Base {
   readonly entityType: 'DEVICE';
   readonly customerId: CustomerId;
   readonly name: string;
+  /** its profile's name (docs/api.md "Device profiles") */
   readonly type: string;
   readonly label: string | null;
+  readonly deviceProfileId: EntityId;
   readonly token: AccessToken;
   /** TB's `additionalInfo.gateway`: may speak the MQTT Gateway API for sub-devices (absent = false) */
   readonly gateway?: boolean;
@@ -55,7 +59,13 @@ export interface UserRecord extends Base {
   readonly passwordHash: string;
   readonly enabled: boolean;
 }
-export type EntityRecord = TenantRecord | CustomerRecord | DeviceRecord | AssetRecord | UserRecord;
+export type EntityRecord =
+  | TenantRecord
+  | CustomerRecord
+  | DeviceRecord
+  | AssetRecord
+  | UserRecord
+  | DeviceProfileRecord;
 
 const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
 
@@ -79,7 +89,10 @@ const nameKey = (tenantId: string, type: string, name: string): string[] => [ten
 
 export interface NewDevice {
   readonly name: string;
+  /** the profile's name; found or created (profile-records.ts); absent: the default profile */
   readonly type?: string | undefined;
+  /** takes precedence over `type` */
+  readonly deviceProfileId?: string | undefined;
   readonly label?: string | null | undefined;
   readonly token?: string | undefined;
   readonly customerId?: CustomerId | undefined;
@@ -151,6 +164,11 @@ export class EntityStore {
     }
   }
 
+  /** One write transaction for stores kept beside this one in the same tables (profiles.ts). */
+  transaction<T>(fn: () => T): Promise<T> {
+    return this.writeTxn(fn);
+  }
+
   private invalidate(): void {
     this.byId.clear();
     this.byToken.clear();
@@ -192,7 +210,14 @@ export class EntityStore {
   /** The gateway's one tenant, created on first start (docs/cli.md). */
   async ensureTenant(): Promise<{ tenant: TenantRecord; created: boolean }> {
     const existing = this.tenant();
-    if (existing) return { tenant: existing, created: false };
+    if (existing) {
+      // a store from before device profiles gets its default profile, its devices' types become profiles
+      if (profileTx.defaultProfile(this.env) === undefined) {
+        await this.writeTxn(() => profileTx.ensureDefaultProfileTx(this.env, existing.tenantId));
+        await this.env.flushed();
+      }
+      return { tenant: existing, created: false };
+    }
     const id = randomUUID() as EntityId;
     const rec: TenantRecord = {
       entityType: 'TENANT',
@@ -205,6 +230,7 @@ export class EntityStore {
       if (this.env.meta.get('tenantId') !== undefined) return false;
       void this.env.entities.put(rec.id, rec);
       void this.env.meta.put('tenantId', rec.id);
+      profileTx.ensureDefaultProfileTx(this.env, rec.tenantId);
       return true;
     });
     await this.env.flushed();
@@ -332,11 +358,12 @@ export class EntityStore {
         'Device access token must be 1..255 characters without spaces, "/", "?" or "#"',
       );
     }
+    if (d.type !== '') profileTx.checkProfileName(d.type, 'Device type');
     if (d.customerId !== undefined && d.customerId !== NULL_UUID && !this.customer(d.customerId)) {
       throw new OutpostError('ENTITY_NOT_FOUND', `Customer with id [${d.customerId}] is not found`);
     }
     const t = this.requireTenant();
-    const rec: DeviceRecord = {
+    let rec: DeviceRecord = {
       entityType: 'DEVICE',
       id: randomUUID() as EntityId,
       tenantId: t.id as string as TenantId,
@@ -345,6 +372,7 @@ export class EntityStore {
       name: d.name,
       type: d.type ?? 'default',
       label: d.label ?? null,
+      deviceProfileId: '' as EntityId,
       token: (d.token ?? randomAccessToken()) as AccessToken,
       ...(d.gateway === true ? { gateway: true } : {}),
       ...(d.gatewayId !== undefined ? { gatewayId: d.gatewayId } : {}),
@@ -352,6 +380,9 @@ export class EntityStore {
     const outcome = await this.writeTxn(() => {
       if (this.env.names.get(nameKey(t.id, 'DEVICE', d.name)) !== undefined) return 'name';
       if (this.env.tokens.get(rec.token) !== undefined) return 'token';
+      const profile = profileTx.profileForDeviceTx(this.env, rec.tenantId, d);
+      if (profile === undefined) return 'profile';
+      rec = { ...rec, type: profile.name, deviceProfileId: profile.id };
       void this.env.entities.put(rec.id, rec);
       void this.env.names.put(nameKey(t.id, 'DEVICE', d.name), rec.id);
       void this.env.tokens.put(rec.token, rec.id);
@@ -360,6 +391,7 @@ export class EntityStore {
     if (outcome === 'name') throw new OutpostError('BAD_PARAM', 'Device with such name already exists!');
     if (outcome === 'token')
       throw new OutpostError('BAD_PARAM', 'Device credentials are already assigned to another device!');
+    if (outcome === 'profile') throw new OutpostError('BAD_PARAM', "Can't assign non-existent device profile!");
     await this.env.flushed();
     return rec;
   }
@@ -489,27 +521,37 @@ export class EntityStore {
   async updateNamed(
     type: 'DEVICE' | 'ASSET',
     id: string,
-    patch: { name?: string | undefined; type?: string | undefined; label?: string | null | undefined },
+    patch: {
+      name?: string | undefined;
+      type?: string | undefined;
+      label?: string | null | undefined;
+      deviceProfileId?: string | undefined;
+    },
   ): Promise<DeviceRecord | AssetRecord> {
     if (patch.name !== undefined && (typeof patch.name !== 'string' || patch.name.trim() === '')) {
       throw new OutpostError('BAD_PARAM', `${typeTitle(type)} name should be specified!`);
     }
+    if (type === 'DEVICE' && patch.type !== '') profileTx.checkProfileName(patch.type, 'Device type');
     const outcome = await this.writeTxn(() => {
       const r = this.get(id);
       if (!r || r.entityType !== type) return 'entity' as const;
       const name = patch.name ?? r.name;
+      if (name !== r.name && this.env.names.get(nameKey(r.tenantId, type, name)) !== undefined) return 'name' as const;
+      const retyped = r.entityType === 'DEVICE' ? profileTx.retypeDeviceTx(this.env, r.tenantId, patch) : undefined;
+      if (retyped === null) return 'profile' as const;
       if (name !== r.name) {
-        if (this.env.names.get(nameKey(r.tenantId, type, name)) !== undefined) return 'name' as const;
         void this.env.names.remove(nameKey(r.tenantId, type, r.name));
         void this.env.names.put(nameKey(r.tenantId, type, name), r.id);
       }
-      const next = { ...r, name, type: patch.type ?? r.type, label: patch.label === undefined ? r.label : patch.label };
+      const label = patch.label === undefined ? r.label : patch.label;
+      const next = { ...r, name, label, type: patch.type ?? r.type, ...retyped };
       void this.env.entities.put(id, next);
       return next;
     });
     if (outcome === 'entity')
       throw new OutpostError('ENTITY_NOT_FOUND', `${typeTitle(type)} with id [${id}] is not found`);
     if (outcome === 'name') throw new OutpostError('BAD_PARAM', `${typeTitle(type)} with such name already exists!`);
+    if (outcome === 'profile') throw new OutpostError('BAD_PARAM', "Can't assign non-existent device profile!");
     await this.env.flushed();
     return outcome;
   }

@@ -1,11 +1,13 @@
-/** Devices, customers and assets REST (docs/api.md). */
+/** Devices, device profiles, customers and assets REST (docs/api.md). */
 import type { Services } from '../../context.js';
 import type { HttpRouter } from '../../http/adapter.js';
 import { registerCustomerRoutes } from './customers.js';
 import { registerNamedRoutes } from './named.js';
+import { registerProfileRoutes } from './profiles.js';
 
 export function registerEntityApi(router: HttpRouter, s: Services): void {
   registerNamedRoutes(router, s, 'DEVICE');
   registerNamedRoutes(router, s, 'ASSET');
   registerCustomerRoutes(router, s);
+  registerProfileRoutes(router, s);
 }

@@ -39,6 +39,16 @@ function gatewayFlag(body: Record<string, unknown>): boolean {
   return g === true;
 }
 
+/** A device's `deviceProfileId`: TB's `{"entityType":"DEVICE_PROFILE","id"}` object, or a bare UUID string. */
+function profileIdOf(body: Record<string, unknown>): string | undefined {
+  const v = body['deviceProfileId'];
+  if (v === undefined || v === null) return undefined;
+  if (typeof v === 'string') return parseUuid(v, 'deviceProfileId');
+  if (typeof v === 'object' && !Array.isArray(v))
+    return parseUuid(String((v as Record<string, unknown>)['id'] ?? ''), 'deviceProfileId.id');
+  throw new OutpostError('BAD_PAYLOAD', "Field 'deviceProfileId' must be an entity id object");
+}
+
 /** The path segment of a type: `/api/device`, `/api/asset`. */
 const segment = (type: NamedType): string => type.toLowerCase();
 
@@ -59,9 +69,10 @@ export function registerNamedRoutes(router: HttpRouter, s: Services, type: Named
     const name = optionalString(body, 'name');
     const subtype = optionalString(body, 'type');
     const label = labelOf(body);
+    const deviceProfileId = type === 'DEVICE' ? profileIdOf(body) : undefined;
     if (id !== undefined) {
       s.auth.checkAccess(p, type, id, 'write');
-      return json(render(await s.entities.updateNamed(type, id, { name, type: subtype, label })));
+      return json(render(await s.entities.updateNamed(type, id, { name, type: subtype, label, deviceProfileId })));
     }
     s.auth.requireTenantAdmin(p);
     if (name === undefined || name.trim() === '')
@@ -71,7 +82,14 @@ export function registerNamedRoutes(router: HttpRouter, s: Services, type: Named
       const gateway = gatewayFlag(body);
       return json(
         deviceJson(
-          await s.entities.createDevice({ name, type: subtype, label, token: accessToken ?? undefined, gateway }),
+          await s.entities.createDevice({
+            name,
+            type: subtype,
+            deviceProfileId,
+            label,
+            token: accessToken ?? undefined,
+            gateway,
+          }),
         ),
       );
     }

@@ -3,14 +3,18 @@
  * unassigned customer is the null UUID. Pure functions from store records; nothing here knows HTTP.
  */
 import type { AssetRecord, CustomerRecord, DeviceRecord, UserRecord } from '../../store/entities.js';
+import type { DeviceProfileRecord } from '../../store/profile-records.js';
 import type { EntityType } from '../../types.js';
 
 export interface EntityIdJson {
-  readonly entityType: EntityType;
+  readonly entityType: EntityType | 'DEVICE_PROFILE';
   readonly id: string;
 }
 
-export const entityId = (entityType: EntityType, id: string): EntityIdJson => ({ entityType, id });
+export const entityId = (entityType: EntityIdJson['entityType'], id: string): EntityIdJson => ({ entityType, id });
+
+/** TB's `deviceData` of a device of a DEFAULT profile: nothing configured per device. */
+const DEVICE_DATA = { configuration: { type: 'DEFAULT' }, transportConfiguration: { type: 'DEFAULT' } };
 
 export function deviceJson(d: DeviceRecord): Record<string, unknown> {
   return {
@@ -23,6 +27,53 @@ export function deviceJson(d: DeviceRecord): Record<string, unknown> {
     name: d.name,
     type: d.type,
     label: d.label,
+    deviceProfileId: entityId('DEVICE_PROFILE', d.deviceProfileId),
+    deviceData: DEVICE_DATA,
+    firmwareId: null,
+    softwareId: null,
+  };
+}
+
+/** TB's DeviceProfile JSON; `provisionConfiguration` is rebuilt from the record's provisioning fields. */
+export function deviceProfileJson(p: DeviceProfileRecord, isDefault: boolean): Record<string, unknown> {
+  return {
+    id: entityId('DEVICE_PROFILE', p.id),
+    createdTime: p.createdTime,
+    tenantId: entityId('TENANT', p.tenantId),
+    name: p.name,
+    description: p.description,
+    image: p.image,
+    type: 'DEFAULT',
+    transportType: p.transportType,
+    provisionType: p.provisionType,
+    default: isDefault,
+    defaultRuleChainId: null,
+    defaultDashboardId: null,
+    defaultQueueName: null,
+    defaultEdgeRuleChainId: null,
+    firmwareId: null,
+    softwareId: null,
+    provisionDeviceKey: p.provisionDeviceKey,
+    profileData: {
+      configuration: { type: 'DEFAULT' },
+      transportConfiguration: { type: 'DEFAULT' },
+      alarms: null,
+      ...p.profileData,
+      provisionConfiguration: { type: p.provisionType, provisionDeviceSecret: p.provisionDeviceSecret },
+    },
+  };
+}
+
+/** TB's DeviceProfileInfo: what a device list needs of a profile. */
+export function deviceProfileInfoJson(p: DeviceProfileRecord): Record<string, unknown> {
+  return {
+    id: entityId('DEVICE_PROFILE', p.id),
+    tenantId: entityId('TENANT', p.tenantId),
+    name: p.name,
+    image: p.image,
+    defaultDashboardId: null,
+    type: 'DEFAULT',
+    transportType: p.transportType,
   };
 }
 

@@ -1,13 +1,16 @@
 /**
  * Announcing devices on the gateway session (`v1/gateway/connect {"device","type"}`): TB opens a sub-device's
  * session (its downlinks: shared attributes, RPC) only when the gateway names it in this MQTT session, forgets
- * every one when the session closes, and drops one after 10 minutes without traffic.
+ * every one when the session closes, and drops one after 10 minutes without traffic. The announce carries the
+ * device's type (its profile's name), so TB creates a device it does not know with the same profile; data for a
+ * name TB has not seen in the session would connect it implicitly as type `default`.
  *
  * Invariants:
  * - after every (re)connect, every candidate (something to send, a local listener seen within
  *   sync.announceMs, a downlink in hand) is announced before anything else is asked of it (the reconcile);
  * - an announced device still a candidate is announced again within every sync.announceMs;
- * - a device becoming a candidate is announced within one scan (SCAN_MS).
+ * - a device becoming a candidate is announced within one scan (SCAN_MS);
+ * - a device is announced before the first uplink message naming it in a session goes (ensure).
  */
 import type { GatewaySession } from './session.js';
 
@@ -58,7 +61,10 @@ export class Announcer {
     this.scan();
   }
 
-  /** Announces `c` now if it was not in this session (a downlink for a device that is no candidate yet). */
+  /**
+   * Announces `c` now if it was not in this session: a downlink for a device that is no candidate yet, or the
+   * first uplink message naming it (published after this, on the same session, so TB reads the type first).
+   */
   ensure(c: Candidate): void {
     if (!this.at.has(c.id)) this.announce(c, true);
   }

@@ -124,6 +124,11 @@ export class MqttGateway {
         if (rec !== undefined && rec.entityType === 'DEVICE')
           this.announcer.carried({ id: rec.id, name, type: rec.type });
       },
+      announce: (name) => {
+        const rec = o.entities.byName('DEVICE', name);
+        if (rec !== undefined && rec.entityType === 'DEVICE')
+          this.announcer.ensure({ id: rec.id, name, type: rec.type });
+      },
     });
     this.state = new DownlinkState(o.env);
     this.shared = new SharedDownlink({

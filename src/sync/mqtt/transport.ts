@@ -43,6 +43,11 @@ export interface MqttTransportOptions {
   readonly thread: SyncThread;
   /** a message naming the device was acknowledged: TB connected it implicitly (announce.ts) */
   readonly carried: (name: string) => void;
+  /**
+   * a message naming the device is about to go: it is announced with its type first if it was not yet in
+   * this session, or TB's implicit connect would create it upstream as type `default` (announce.ts)
+   */
+  readonly announce?: (name: string) => void;
 }
 
 export class MqttTransport implements Transport {
@@ -121,6 +126,7 @@ export class MqttTransport implements Transport {
         error: `a message of ${size} bytes is over sync.maxBatchBytes (${this.o.maxBatchBytes})`,
       };
     }
+    this.o.announce?.(name);
     const out = await this.o.session.publish(topic, payload);
     if (out.kind === 'sent') this.o.carried(name);
     return out;
