@@ -177,6 +177,10 @@ export class SyncService implements SyncStatusSource, LaneHost {
           down: (why) => {
             this.counts.counters.lastError = `${why} (${this.cfg.url})`;
           },
+          accepted: (id) => {
+            const dev = this.devices.byId(id);
+            if (dev !== undefined) this.devices.accepted(dev);
+          },
         })
       : undefined;
     this.transport =
@@ -214,6 +218,7 @@ export class SyncService implements SyncStatusSource, LaneHost {
       config: this.cfg,
       counts: this.counts,
       log: this.log,
+      now: this.now,
       succeeded: () => this.succeeded(),
       retry: (what, afterMs) => this.failed(undefined, '', { kind: 'retry', what, afterMs }),
       resumed: (dev) => {

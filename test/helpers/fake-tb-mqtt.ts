@@ -63,6 +63,8 @@ export class FakeTbMqtt {
   resendPending = true;
   /** telemetry naming this device gets MQTT 5's PUBACK 0x99 (payload format invalid), the session kept (TB, MQTT 5) */
   refuseDevice: string | undefined;
+  /** the PUBACK reason `refuseDevice` gets: 0x99, or 0x87 (not authorized: TB, a device this gateway may not act for) */
+  refuseCode = 0x99;
   /** plain TB: no depth series; MQTT 5 PUBACK 0x90 (topic name invalid) for `v1/gateway/depth/telemetry` */
   depthAbsent = false;
   /** downlinks the gateway acknowledged (PUBACK), by topic */
@@ -272,7 +274,11 @@ export class FakeTbMqtt {
         c.version === 5 &&
         text.includes(JSON.stringify(this.refuseDevice));
       const noDepth = this.depthAbsent && p.topic === 'v1/gateway/depth/telemetry' && c.version === 5;
-      this.write(c, { cmd: 'puback', messageId: p.messageId, reasonCode: refused ? 0x99 : noDepth ? 0x90 : 0 });
+      this.write(c, {
+        cmd: 'puback',
+        messageId: p.messageId,
+        reasonCode: refused ? this.refuseCode : noDepth ? 0x90 : 0,
+      });
       if (refused || noDepth) return;
     }
     // TB: PUBACK, then the whole session is closed

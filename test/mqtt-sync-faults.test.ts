@@ -1,0 +1,129 @@
+/**
+ * Faults of the MQTT gateway session upstream (docs/sync.md "Downlink"): a device the upstream refuses is parked
+ * alone, the others go on; an upstream that is down or restarting does not make the session speak MQTT 3.1.1.
+ */
+import t, { type Test } from 'tap';
+import { syncLines } from '../src/cli/sync.js';
+import { GatewaySession } from '../src/sync/mqtt/session.js';
+import type { SyncStatusFull } from '../src/sync/service.js';
+import { FakeTbMqtt } from './helpers/fake-tb-mqtt.js';
+import { type Gateway, addDevice } from './helpers/server.js';
+import { syncGateway, postTelemetry as post, records, syncStatusUntil } from './helpers/sync.js';
+import { addUser, login } from './helpers/users.js';
+
+const BASE = Date.UTC(2026, 0, 1);
+const GW_TOKEN = 'GATEWAY-TOKEN';
+const quiet = { debug: () => undefined, info: () => undefined, warn: () => undefined, error: () => undefined };
+
+async function admin(gw: Gateway): Promise<string> {
+  await addUser(gw.dataDir, 'admin@faults.test', 'secret', 'TENANT_ADMIN');
+  return (await login(gw, 'admin@faults.test', 'secret')).token;
+}
+
+async function until(pred: () => boolean, label: string, ms = 20_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!pred()) {
+    if (Date.now() > end) throw new Error(`never: ${label}`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+async function fakeTb(t: Test, opts: Partial<ConstructorParameters<typeof FakeTbMqtt>[0]> = {}): Promise<FakeTbMqtt> {
+  const tb = new FakeTbMqtt({ tokens: [GW_TOKEN], ...opts });
+  await tb.start();
+  t.teardown(() => tb.stop());
+  return tb;
+}
+
+t.test('a device the upstream refuses (PUBACK 0x87) is parked alone, named, and the others go on', async (t) => {
+  const tb = await fakeTb(t);
+  // made upstream over HTTP earlier: the gateway may not act for it
+  tb.refuseDevice = 'thermo-1';
+  tb.refuseCode = 0x87;
+  const gw = await syncGateway(t, tb.url, { gatewayToken: GW_TOKEN, retryBaseMs: 200, retryMaxMs: 2_000 });
+  const jwt = await admin(gw);
+  const thermo = await addDevice(gw.dataDir, 'thermo-1');
+  const fresh = await addDevice(gw.dataDir, 'new-1');
+  for (let i = 0; i < 5; i++) await post(gw, thermo.token, records(BASE + i * 10_000, 3, 1));
+  for (let i = 0; i < 5; i++) await post(gw, fresh.token, records(BASE + i * 10_000, 3, 1));
+  await until(() => tb.pointCount('new-1') === 15, 'new-1 went up');
+  const s = await syncStatusUntil<SyncStatusFull>(
+    gw,
+    jwt,
+    (x) => x.devices.some((d) => d.name === 'thermo-1' && d.state === 'parked'),
+    'thermo-1 parked',
+    10_000,
+    100,
+  );
+  const parked = s.devices.find((d) => d.name === 'thermo-1');
+  t.match(parked?.reason, /0x87/, 'the reason says what the upstream answered');
+  t.match(parked?.reason, /delete it upstream/, 'and what to do');
+  t.equal(parked?.backlogPoints, 15, 'its points wait in the store');
+  t.equal(s.devices.find((d) => d.name === 'new-1')?.state, 'ok');
+  t.not(s.state, 'backoff', 'the upstream is not backed off');
+  t.equal(s.session?.state, 'up');
+  // more posts of the refused device while the new one keeps going up
+  for (let i = 5; i < 8; i++) await post(gw, thermo.token, records(BASE + i * 10_000, 3, 1));
+  await post(gw, fresh.token, records(BASE + 100_000, 3, 1));
+  await until(() => tb.pointCount('new-1') === 18, 'new-1 still goes up');
+  const lines = gw.logs.filter((l) => /thermo-1/.test(l) && /parked/.test(l));
+  t.equal(lines.length, 1, `one log line names the device (${lines.join(' | ')})`);
+  t.notOk(
+    gw.logs.some((l) => /backing off/.test(l)),
+    'no back-off of the whole upstream',
+  );
+  const text = syncLines(
+    await syncStatusUntil<SyncStatusFull>(gw, jwt, () => true, 'status', 1_000, 100),
+    Date.now(),
+  ).join('\n');
+  t.match(text, /parked +1 device/, '`outpost sync` lists it');
+  t.match(text, /thermo-1: the upstream refused it/, 'by name, with the reason');
+});
+
+t.test('an upstream down or restarting does not make the session fall back to MQTT 3.1.1', async (t) => {
+  const tb = await fakeTb(t);
+  let ups = 0;
+  let downs = 0;
+  const session = new GatewaySession({
+    url: tb.url,
+    token: () => Promise.resolve(GW_TOKEN),
+    inflight: 4,
+    timeoutMs: 2_000,
+    retryBaseMs: 50,
+    retryMaxMs: 200,
+    log: quiet,
+    now: Date.now,
+    onUp: () => {
+      ups++;
+    },
+    onDown: () => {
+      downs++;
+    },
+    onMessage: () => Promise.resolve(),
+  });
+  t.teardown(() => session.stop());
+  session.start();
+  await until(() => ups === 1, 'up');
+  // down for one failed attempt, then for several
+  for (const attempts of [2, 5]) {
+    const before = downs;
+    await tb.stop();
+    await until(() => downs >= before + attempts, `${attempts} closes without a CONNACK`);
+    await tb.start();
+    const upsBefore = ups;
+    await until(() => ups === upsBefore + 1, 'up again');
+    t.equal(session.protocolVersion, 5, `back as MQTT 5 after ${attempts - 1} failed attempts`);
+    t.equal(session.protocolReason, null);
+  }
+  t.same([...new Set(tb.connects)], ['v5'], 'every session was MQTT 5');
+});
+
+t.test('an upstream that refuses MQTT 5 gets 3.1.1, and the status says why', async (t) => {
+  const tb = await fakeTb(t, { only311: true });
+  const gw = await syncGateway(t, tb.url, { gatewayToken: GW_TOKEN });
+  const jwt = await admin(gw);
+  const s = await syncStatusUntil<SyncStatusFull>(gw, jwt, (x) => x.session?.state === 'up', 'up', 10_000, 100);
+  t.equal(s.session?.protocol, '3.1.1');
+  t.match(s.session?.protocolReason, /refused MQTT 5 \(CONNACK 1/);
+  t.match(syncLines(s, Date.now()).join('\n'), /up \(MQTT 3\.1\.1\).*because the upstream refused MQTT 5/);
+});
