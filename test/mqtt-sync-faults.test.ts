@@ -7,7 +7,7 @@ import { syncLines } from '../src/cli/sync.js';
 import { GatewaySession } from '../src/sync/mqtt/session.js';
 import type { SyncStatusFull } from '../src/sync/service.js';
 import { FakeTbMqtt } from './helpers/fake-tb-mqtt.js';
-import { type Gateway, addDevice } from './helpers/server.js';
+import { type Gateway, addDevice, http } from './helpers/server.js';
 import { syncGateway, postTelemetry as post, records, syncStatusUntil } from './helpers/sync.js';
 import { addUser, login } from './helpers/users.js';
 
@@ -126,4 +126,64 @@ t.test('an upstream that refuses MQTT 5 gets 3.1.1, and the status says why', as
   t.equal(s.session?.protocol, '3.1.1');
   t.match(s.session?.protocolReason, /refused MQTT 5 \(CONNACK 1/);
   t.match(syncLines(s, Date.now()).join('\n'), /up \(MQTT 3\.1\.1\).*because the upstream refused MQTT 5/);
+});
+
+const pollRpc = (gw: Gateway, token: string, ms = 20_000): Promise<{ status: number; text: string }> =>
+  http('GET', `${gw.url}/api/v1/${token}/rpc?timeout=${ms}`);
+
+t.test('an RPC reply survives a session that reconnects several times before it is acknowledged', async (t) => {
+  const tb = await fakeTb(t);
+  const gw = await syncGateway(t, tb.url, { gatewayToken: GW_TOKEN, retryBaseMs: 100, retryMaxMs: 400 });
+  const d = await addDevice(gw.dataDir, 'valve-1');
+  const poll = pollRpc(gw, d.token);
+  await until(() => tb.isConnected('valve-1'), 'announced');
+  const call = tb.rpc('valve-1', 'open', { valve: 2 });
+  const req = JSON.parse((await poll).text) as { id: number };
+  // the upstream goes away and comes back, then loses the session on each of the next three replies
+  const port = tb.port;
+  await tb.stop();
+  tb.dropRpcReplies = 3;
+  const rep = await http('POST', `${gw.url}/api/v1/${d.token}/rpc/${req.id}`, { opened: true });
+  t.equal(rep.status, 200);
+  await new Promise((r) => setTimeout(r, 500));
+  tb.port = port;
+  await tb.start();
+  const answer = await Promise.race([
+    call.reply,
+    new Promise<string>((r) => setTimeout(() => r('no reply within 15 s'), 15_000)),
+  ]);
+  t.same(answer, '{"opened":true}', 'the reply reached the upstream');
+  t.equal(tb.closes.filter((c) => c === 'dropped on an RPC reply').length, 3, 'after three sessions lost mid-reply');
+});
+
+interface Counted {
+  sentPoints: number;
+  lastError: string | null;
+  downlink: { rpcReceived: number; rpcDelivered: number; rpcReplied: number };
+}
+
+t.test("the downlink's RPC counters survive a graceful restart", async (t) => {
+  const tb = await fakeTb(t);
+  const gw = await syncGateway(t, tb.url, { gatewayToken: GW_TOKEN });
+  const jwt = await admin(gw);
+  const d = await addDevice(gw.dataDir, 'counted');
+  for (let i = 0; i < 2; i++) {
+    const poll = pollRpc(gw, d.token);
+    await until(() => tb.isConnected('counted'), 'announced');
+    const call = tb.rpc('counted', 'ping', { i });
+    const req = JSON.parse((await poll).text) as { id: number };
+    await http('POST', `${gw.url}/api/v1/${d.token}/rpc/${req.id}`, { pong: i });
+    await call.reply;
+  }
+  const before = await syncStatusUntil<Counted>(gw, jwt, (x) => x.downlink.rpcReplied === 2, 'replied', 10_000, 50);
+  await gw.stop('SIGTERM');
+  const gw2 = await syncGateway(t, tb.url, { gatewayToken: GW_TOKEN }, {}, gw.dataDir);
+  const jwt2 = (await login(gw2, 'admin@faults.test', 'secret')).token;
+  const after = await syncStatusUntil<Counted>(gw2, jwt2, () => true, 'status', 5_000, 50);
+  t.same(
+    [after.downlink.rpcReceived, after.downlink.rpcDelivered, after.downlink.rpcReplied],
+    [before.downlink.rpcReceived, before.downlink.rpcDelivered, before.downlink.rpcReplied],
+    'received, delivered, replied as before the restart',
+  );
+  t.same([after.downlink.rpcReceived, after.downlink.rpcDelivered, after.downlink.rpcReplied], [2, 2, 2]);
 });

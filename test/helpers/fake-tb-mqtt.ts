@@ -65,6 +65,8 @@ export class FakeTbMqtt {
   refuseDevice: string | undefined;
   /** the PUBACK reason `refuseDevice` gets: 0x99, or 0x87 (not authorized: TB, a device this gateway may not act for) */
   refuseCode = 0x99;
+  /** this many RPC replies (`v1/gateway/rpc` from the gateway) end the session instead of a PUBACK (a session lost mid-reply) */
+  dropRpcReplies = 0;
   /** plain TB: no depth series; MQTT 5 PUBACK 0x90 (topic name invalid) for `v1/gateway/depth/telemetry` */
   depthAbsent = false;
   /** downlinks the gateway acknowledged (PUBACK), by topic */
@@ -249,6 +251,13 @@ export class FakeTbMqtt {
     }
     const payload = Buffer.isBuffer(p.payload) ? p.payload : Buffer.from(p.payload);
     const text = payload.toString();
+    if (p.topic === 'v1/gateway/rpc' && this.dropRpcReplies > 0) {
+      this.dropRpcReplies--;
+      this.closes.push('dropped on an RPC reply');
+      c.socket.destroy();
+      if (this.conn === c) this.conn = undefined;
+      return;
+    }
     this.received.push({ topic: p.topic, text, bytes: payload.length + p.topic.length + 10 });
     let bad: string | undefined;
     const refusedNow =

@@ -171,6 +171,13 @@ export class RpcDownlink {
           this.records.delete(k);
           void this.o.env.outbox.remove(rpcKey(r.deviceId, r.id));
         }
+      } else if (r.state === 'replied' && r.replySent !== true && now - r.receivedAt >= 2 * this.o.ttlMs) {
+        // the caller upstream gave up long ago (TB's own RPC timeout is shorter): the reply is of no further use
+        r.replySent = true;
+        this.o.log.warn(
+          `sync: the reply to the RPC ${r.method} (id ${r.id}) of ${r.device} could not be sent upstream in time; dropped`,
+        );
+        void this.o.env.outbox.put(rpcKey(r.deviceId, r.id), r);
       } else if (r.state === 'delivered' && !this.inBroker.has(k) && now - r.receivedAt >= this.o.ttlMs) {
         // delivered before a restart: its reply can no longer come (the device's local id is gone)
         this.end(k, r, 'unanswered');
@@ -209,8 +216,9 @@ export class RpcDownlink {
       if (o.kind === 'reply') {
         r.reply = o.body;
         r.replySent = false;
-        this.end(k, r, 'replied');
+        // counted before end() writes the counters: counted after, the last reply of a run was never written
         this.o.state.counters.rpcReplied++;
+        this.end(k, r, 'replied');
         this.publishReply(k, r);
       } else if (o.kind === 'undelivered') {
         this.end(k, r, 'expired');
