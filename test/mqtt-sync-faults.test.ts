@@ -187,3 +187,46 @@ t.test("the downlink's RPC counters survive a graceful restart", async (t) => {
   );
   t.same([after.downlink.rpcReceived, after.downlink.rpcDelivered, after.downlink.rpcReplied], [2, 2, 2]);
 });
+
+t.test('sentPoints does not go back after kill -9 (points sent live from the log)', async (t) => {
+  const tb = await fakeTb(t);
+  let gw = await syncGateway(t, tb.url, { gatewayToken: GW_TOKEN });
+  const jwt = await admin(gw);
+  const d = await addDevice(gw.dataDir, 'live-1');
+  let total = 0;
+  for (const round of [0, 1]) {
+    for (let i = 0; i < 10; i++) await post(gw, d.token, records(BASE + (round * 10 + i) * 20_000, 20, 1));
+    total += 200;
+    await until(() => tb.pointCount('live-1') === total, `${total} points upstream`);
+    const s = await syncStatusUntil<Counted>(gw, jwt, (x) => x.sentPoints >= total, `${total} counted`, 10_000, 50);
+    t.equal(s.sentPoints, total, `${total} sent before the kill`);
+    await gw.stop('SIGKILL');
+    gw = await syncGateway(t, tb.url, { gatewayToken: GW_TOKEN }, {}, gw.dataDir);
+    const jwt2 = (await login(gw, 'admin@faults.test', 'secret')).token;
+    const first = await syncStatusUntil<Counted>(gw, jwt2, () => true, 'status', 5_000, 50);
+    t.ok(first.sentPoints <= total, `never more than was sent (${first.sentPoints})`);
+    // what the log had not marked as sent yet goes again, and is counted then
+    const after = await syncStatusUntil<Counted & { backlogPoints: number }>(
+      gw,
+      jwt2,
+      (x) => x.backlogPoints === 0 && x.sentPoints >= total,
+      'counted again',
+      15_000,
+      100,
+    );
+    t.equal(after.sentPoints, total, `${total} after the restart`);
+  }
+});
+
+t.test('lastError of a previous sync.url is not shown once sync.url changed', async (t) => {
+  const tb = await fakeTb(t);
+  const gw = await syncGateway(t, 'mqtt://127.0.0.1:1', { gatewayToken: GW_TOKEN });
+  const jwt = await admin(gw);
+  const s = await syncStatusUntil<Counted>(gw, jwt, (x) => x.lastError !== null, 'an error', 10_000, 100);
+  t.match(s.lastError, /127\.0\.0\.1:1/);
+  await gw.stop('SIGTERM');
+  const gw2 = await syncGateway(t, tb.url, { gatewayToken: GW_TOKEN }, {}, gw.dataDir);
+  const jwt2 = (await login(gw2, 'admin@faults.test', 'secret')).token;
+  const after = await syncStatusUntil<Counted>(gw2, jwt2, () => true, 'status', 5_000, 50);
+  t.equal(after.lastError, null, 'no error of the old upstream');
+});
