@@ -260,6 +260,16 @@ export class FakeTbMqtt {
     }
     this.received.push({ topic: p.topic, text, bytes: payload.length + p.topic.length + 10 });
     let bad: string | undefined;
+    // MQTT 3.1.1 has no reason code: a refused device's message ends the whole session (TB, Outpost)
+    if (
+      this.refuseDevice !== undefined &&
+      p.topic === 'v1/gateway/telemetry' &&
+      c.version !== 5 &&
+      text.includes(JSON.stringify(this.refuseDevice))
+    ) {
+      this.close(c, `refused ${this.refuseDevice} (3.1.1)`);
+      return;
+    }
     const refusedNow =
       (this.refuseDevice !== undefined &&
         p.topic === 'v1/gateway/telemetry' &&

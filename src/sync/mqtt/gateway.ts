@@ -187,8 +187,9 @@ export class MqttGateway {
   }
 
   private up(): void {
-    this.announcer.sessionUp();
+    // replies waiting go first: the first packets of the session, before announces and the uplink (rpc.ts)
     this.rpcDown.sessionUp();
+    this.announcer.sessionUp();
     this.o.up();
   }
 

@@ -21,6 +21,7 @@ import type { RpcBroker, RpcOutcome } from '../../rpc/broker.js';
 import type { EntityStore } from '../../store/entities.js';
 import type { StoreEnv } from '../../store/env.js';
 import { DOWNLINK_RPCS, type DownlinkRpcKey as RpcKey, downlinkRpcKey as rpcKey } from '../../store/outbox.js';
+import type { Outcome } from '../transport.js';
 import type { DownlinkState } from './downlink-state.js';
 import type { GatewaySession } from './session.js';
 
@@ -58,6 +59,8 @@ export class RpcDownlink {
   /** new records whose first write is not on disk yet: received() submits them then, never a tick meanwhile */
   private readonly storing = new Set<RpcRecord>();
   private readonly publishing = new Set<string>();
+  /** replies on disk (loaded at start, or flushed since): published at once, no flush to wait for first */
+  private readonly durable = new WeakSet<RpcRecord>();
   private timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly o: RpcDownlinkOptions) {}
@@ -67,6 +70,7 @@ export class RpcDownlink {
     for (const { key, value } of this.o.env.outbox.getRange(DOWNLINK_RPCS)) {
       const [, deviceId, id] = key as RpcKey;
       this.records.set(`${deviceId}:${id}`, value as RpcRecord);
+      this.durable.add(value as RpcRecord);
     }
     this.timer = setInterval(() => this.tick(), TICK_MS);
     this.timer.unref();
@@ -216,6 +220,8 @@ export class RpcDownlink {
       if (o.kind === 'reply') {
         r.reply = o.body;
         r.replySent = false;
+        // the record on disk has no reply yet: published once the write below is flushed
+        this.durable.delete(r);
         // counted before end() writes the counters: counted after, the last reply of a run was never written
         this.o.state.counters.rpcReplied++;
         this.end(k, r, 'replied');
@@ -243,9 +249,17 @@ export class RpcDownlink {
     if (this.publishing.has(k) || this.o.session.state !== 'up') return;
     this.publishing.add(k);
     const body = `{"device":${JSON.stringify(r.device)},"id":${r.id},"data":${replyJson(r.reply ?? '')}}`;
-    void this.o.env
-      .flushed()
-      .then(() => this.o.session.publish('v1/gateway/rpc', body))
+    // A reply stored (and flushed) while the session was down goes out in the turn the session comes up, before the
+    // uplink starts, and ahead of it in the window: a session the upstream keeps closing (over MQTT 3.1.1 a refused
+    // device's message ends it) still carries it, and the caller upstream gets it within its timeout.
+    const sent = this.durable.has(r)
+      ? this.o.session.publish('v1/gateway/rpc', body, true)
+      : this.o.env.flushed().then(() => {
+          this.durable.add(r);
+          return this.o.session.publish('v1/gateway/rpc', body, true);
+        });
+    void sent
+      .catch((err: unknown): Outcome => ({ kind: 'retry', what: (err as Error).message, afterMs: undefined }))
       .then((out) => {
         this.publishing.delete(k);
         if (out.kind === 'sent' || out.kind === 'setAside') {

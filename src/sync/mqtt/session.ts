@@ -123,12 +123,19 @@ export class GatewaySession {
     c?.end(true);
   }
 
-  /** Publishes at QoS 1 and answers once the PUBACK came (`sent`), or why not. */
-  async publish(topic: string, payload: Buffer | string): Promise<Outcome> {
+  /**
+   * Publishes at QoS 1 and answers once the PUBACK came (`sent`), or why not. `first`: ahead of every publish
+   * waiting for a slot (a downlink's answer, which someone upstream waits for, goes before the uplink's backlog).
+   */
+  async publish(topic: string, payload: Buffer | string, first = false): Promise<Outcome> {
     if (this.stateNow !== 'up') return { kind: 'retry', what: `MQTT session ${this.stateNow}`, afterMs: undefined };
     // a slot of the window: taken now, or handed over by a publish that ended (never one more than the window)
     if (this.inFlight < this.o.inflight) this.inFlight++;
-    else await new Promise<void>((r) => this.slotWaiters.push(r));
+    else
+      await new Promise<void>((r) => {
+        if (first) this.slotWaiters.unshift(r);
+        else this.slotWaiters.push(r);
+      });
     const client = this.client;
     if (this.stateNow !== 'up' || client === undefined) {
       this.releaseSlot();
