@@ -222,7 +222,7 @@ export class RpcDownlink {
         r.replySent = false;
         // the record on disk has no reply yet: published once the write below is flushed
         this.durable.delete(r);
-        // counted before end() writes the counters: counted after, the last reply of a run was never written
+        // counted before end() writes the counters, so that write includes it (a restart keeps the count)
         this.o.state.counters.rpcReplied++;
         this.end(k, r, 'replied');
         this.publishReply(k, r);
