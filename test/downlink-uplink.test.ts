@@ -208,7 +208,7 @@ t.test(
     const li = await cli(['login', '--url', gw.url, '--username', 'admin@downlink.test', '--password', 'secret'], env);
     t.equal(li.code, 0, li.stderr);
     const shown = await cli(['sync', '--url', gw.url], env);
-    t.match(shown.stdout, /transport {2}MQTT gateway session: up since/);
+    t.match(shown.stdout, /transport {2}MQTT gateway session: up \(MQTT 5\) since/);
     t.match(shown.stdout, /downlink {3}0 shared attributes applied/);
     t.match(shown.stdout, /rpc down {3}0 received/);
     const listed = await cli(['sync', '--url', gw.url, '--set-aside'], env);

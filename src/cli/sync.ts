@@ -91,7 +91,7 @@ export function linkLines(
     `transport  ${s.transport === 'mqtt' ? 'MQTT gateway session' : 'HTTP device API (uplink only: no downlink)'}${
       ss === null || ss === undefined
         ? ''
-        : `: ${ss.state} since ${localTime(ss.since)} (${ago(ss.since, now)}), ${n(ss.announcedDevices)} devices announced`
+        : `: ${ss.state}${ss.protocol === undefined ? '' : ` (MQTT ${ss.protocol})`} since ${localTime(ss.since)} (${ago(ss.since, now)}), ${n(ss.announcedDevices)} devices announced${ss.protocolReason ? `; MQTT 3.1.1 because ${ss.protocolReason}` : ''}`
     }`,
   );
   const d = s.downlink;

@@ -149,8 +149,12 @@ export class OutboxRecorder {
   private readonly byEntity = new Map<EntityIdx, number[]>();
   /** the highest seq recorded by this process (the live/backlog boundary of the sync service) */
   lastSeq = 0;
-  /** the log's (record, device) pairs sent upstream and not applied yet → the record's LSN */
-  private readonly sentLogged = new Map<string, number>();
+  /** the log's (record, device) pairs sent upstream and not applied yet → the record's LSN and its points */
+  private readonly sentLogged = new Map<string, { readonly lsn: number; readonly points: number }>();
+  /** points of `sentLogged`: sent, and counted in the sync's `sent` once their record's apply commits */
+  private sentLoggedPoints = 0;
+  /** points of `sentLogged` the apply under way puts into LMDB (its transaction counts them) */
+  private applyingSentPoints = 0;
   /** the log's (record, device) pairs being sent → the outbox entry their apply recorded (null: not applied) */
   private readonly sendingLogged = new Map<string, { readonly seq: number; readonly e: EntityIdx } | null>();
   /** `${seq}:${e}` of outbox entries an apply recorded while their points were being sent from the log */
@@ -171,6 +175,13 @@ export class OutboxRecorder {
 
   /** told when the records up to an LSN are in LMDB (what was left of them to send is recorded now) */
   onApplied: ((lsn: number) => void) | undefined;
+
+  /**
+   * called inside an apply's transaction when records sent from the log are in it: writes the sync's counters
+   * there (`sentPointsUnapplied` has left them out already). Unset (the sync not constructed yet), the stored
+   * count is raised by their points here.
+   */
+  onSentApplied: (() => void) | undefined;
 
   constructor(private readonly env: StoreEnv) {}
 
@@ -195,25 +206,66 @@ export class OutboxRecorder {
    * The send of a device's points of a record ended. Returns the outbox entry its apply recorded when the
    * record was applied meanwhile (that entry is the caller's to remove), else undefined.
    */
-  sentFromLog(lsn: number, entityId: string, ok: boolean): { readonly seq: number; readonly e: EntityIdx } | undefined {
+  sentFromLog(
+    lsn: number,
+    entityId: string,
+    ok: boolean,
+    points = 0,
+  ): { readonly seq: number; readonly e: EntityIdx } | undefined {
     const key = loggedKey(lsn, entityId);
     const entry = this.sendingLogged.get(key) ?? undefined;
     this.sendingLogged.delete(key);
     if (entry !== undefined) this.sendingEntries.delete(`${entry.seq}:${entry.e}`);
-    else if (ok) this.sentLogged.set(key, lsn);
+    else if (ok) this.markSent(key, lsn, points);
     return entry;
   }
 
-  /** Sent marks read back from the log at start (records not applied before the stop). */
-  replaySent(lsn: number, entityId: string): void {
-    this.sentLogged.set(loggedKey(lsn, entityId), lsn);
+  private markSent(key: string, lsn: number, points: number): void {
+    const had = this.sentLogged.get(key);
+    if (had !== undefined) this.sentLoggedPoints -= had.points;
+    this.sentLogged.set(key, { lsn, points });
+    this.sentLoggedPoints += points;
+  }
+
+  /** Sent marks read back from the log at start (records not applied before the stop), with their points. */
+  replaySent(lsn: number, entityId: string, points: number): void {
+    this.markSent(loggedKey(lsn, entityId), lsn, points);
+  }
+
+  /**
+   * Points sent from the log whose records are not in LMDB (as of the transaction being written): the sync's
+   * stored `sent` leaves them out. After a kill -9 the replay brings back the marks the log kept (counted here
+   * again) and the points whose marks it had not written yet are sent, and counted, again: the stored count plus
+   * this one is exact across a crash.
+   */
+  get sentPointsUnapplied(): number {
+    return this.sentLoggedPoints - this.applyingSentPoints;
+  }
+
+  /** Inside an apply's transaction, after its points: the marks of records up to `lsn` are counted there. */
+  applyingThrough(lsn: number): void {
+    let points = 0;
+    for (const m of this.sentLogged.values()) if (m.lsn <= lsn) points += m.points;
+    if (points === 0) return;
+    this.applyingSentPoints = points;
+    if (this.onSentApplied !== undefined) {
+      this.onSentApplied();
+      return;
+    }
+    const stored = this.env.outbox.get(COUNTERS_KEY) as { sent?: number } | undefined;
+    void this.env.outbox.put(COUNTERS_KEY, { ...stored, sent: (stored?.sent ?? 0) + points });
   }
 
   /** Records up to `lsn` are applied: their marks are of no further use. */
   appliedThrough(lsn: number): void {
     if (lsn > this.appliedLsn) this.appliedLsn = lsn;
     this.onApplied?.(lsn);
-    for (const [key, l] of this.sentLogged) if (l <= lsn) this.sentLogged.delete(key);
+    for (const [key, m] of this.sentLogged) {
+      if (m.lsn > lsn) continue;
+      this.sentLogged.delete(key);
+      this.sentLoggedPoints -= m.points;
+    }
+    this.applyingSentPoints = 0;
   }
 
   /** Called by putPoints for each entity of a logged record it records (see sendingFromLog). */
@@ -252,6 +304,7 @@ export class OutboxRecorder {
   /** A batch that threw before commit: what was noted goes (its transaction never happened). */
   discard(): void {
     this.byEntity.clear();
+    this.applyingSentPoints = 0;
   }
 }
 

@@ -90,7 +90,7 @@ export class Acks {
     for (const k of o.remove) void ob.remove(k);
     for (const h of o.held) void ob.put(heldKey(h.e, h.seq), h.value);
     for (const x of o.setAside) void ob.put(setAsideKey(x.key), x.value);
-    const last = ob.put(COUNTERS_KEY, { ...this.counts.counters });
+    const last = ob.put(COUNTERS_KEY, this.counts.persisted());
     const done = last
       .then(
         () => undefined,

@@ -13,7 +13,7 @@ import { COUNTERS_KEY, type FragmentRef, refsMinTs, refsPoints } from '../store/
 const HOUR = 3_600_000;
 const DROP_LOG_MS = 60_000;
 
-/** persisted under COUNTERS_KEY with every acknowledgement */
+/** persisted under COUNTERS_KEY with every acknowledgement (see `persisted`) */
 export interface Counters {
   sent: number;
   dropped: number;
@@ -23,6 +23,8 @@ export interface Counters {
   notSynced: number;
   lastSuccessTs: number | null;
   lastError: string | null;
+  /** the upstream these counters last spoke to: an error of another one is not shown */
+  url?: string;
 }
 
 export class SyncCounts {
@@ -36,10 +38,18 @@ export class SyncCounts {
   private lastDropLog = -Infinity;
   private droppedSinceLog = 0;
 
+  /**
+   * `unappliedSent`: points sent from the write-ahead log whose records are not in LMDB yet (OutboxRecorder
+   * .sentPointsUnapplied). The stored `sent` leaves them out and the apply that puts their records into LMDB
+   * counts them in its own transaction, so a kill -9 neither loses nor doubles them: after a restart the replay's
+   * marks bring them back, or the points are sent (and counted) again.
+   */
   constructor(
     env: StoreEnv,
     private readonly log: Logger,
     private readonly now: () => number,
+    url: string,
+    private readonly unappliedSent: () => number,
   ) {
     const saved = env.outbox.get(COUNTERS_KEY) as Partial<Counters> | undefined;
     this.counters = {
@@ -52,7 +62,16 @@ export class SyncCounts {
       lastSuccessTs: null,
       lastError: null,
       ...saved,
+      url,
     };
+    this.counters.sent += unappliedSent();
+    // an error of the upstream sync.url named before says nothing of this one
+    if (saved?.url !== url) this.counters.lastError = null;
+  }
+
+  /** The counters as they are written: `sent` without the points whose records are not in LMDB yet. */
+  persisted(): Counters {
+    return { ...this.counters, sent: this.counters.sent - this.unappliedSent() };
   }
 
   /** `points` of a batch whose first ts is `minTs` entered (sign 1) or left (-1) the outbox. */

@@ -6,7 +6,9 @@
  * - a token is stored durably (outbox `readToken`/`writeToken`) before it is used, and one provisioning per
  *   device runs at a time (a second request for the same name is refused upstream, which would park it);
  * - a parked device sends nothing until its token changes (the CLI set one) or, with a provision key, its
- *   refused token was removed: `recheckParked` resumes it then;
+ *   refused token was removed: `recheckParked` resumes it then. Over the MQTT gateway session a device has no
+ *   token: one the upstream refused is tried again after PARKED_RETRY_MS (the fix is made upstream), and a
+ *   refusal that repeats itself is not logged again;
  * - `busy[lane]`: at most one request of a device in flight per lane (`busyLog` for the live lane's points
  *   sent from the log).
  */
@@ -36,7 +38,17 @@ export interface Dev {
   backlog: number;
   /** the token in use was provisioned by this process: a refusal of it parks instead of provisioning again */
   freshlyProvisioned: boolean;
+  /** when it was parked (ms) */
+  parkedAt: number;
+  /** the reason of its last parking, logged once: the same refusal after a retry says nothing new */
+  lastParkReason: string | null;
 }
+
+/**
+ * how long a device the upstream refused over the MQTT gateway session waits before it is tried again: it has
+ * no token of its own that could change here, the fix is made upstream
+ */
+export const PARKED_RETRY_MS = 5 * 60_000;
 
 export interface DevicesOptions {
   readonly env: StoreEnv;
@@ -46,6 +58,7 @@ export interface DevicesOptions {
   readonly config: Readonly<Pick<Config['sync'], 'provisionKey' | 'provisionSecret'>>;
   readonly counts: SyncCounts;
   readonly log: Logger;
+  readonly now: () => number;
   /** a 2xx from the upstream */
   readonly succeeded: () => void;
   /** the upstream is away: back off (service.ts) */
@@ -135,6 +148,16 @@ export class Devices {
 
   /** The upstream refused the device's token: provisioned again (once) when a provision key is set, else parked. */
   async refused(dev: Dev, token: string, what: string): Promise<void> {
+    if (this.o.transport.addressing === 'name') {
+      // over the gateway session the name is the device's only credential: nothing to provision, the fix is upstream
+      this.park(
+        dev,
+        `the upstream refused it over the gateway session (${what}): a device of that name exists upstream that this ` +
+          `gateway may not act for (made there over HTTP or by another gateway); delete it upstream (the gateway ` +
+          `makes it again, its own) or rename ${dev.name} here; tried again every ${PARKED_RETRY_MS / 60_000} min`,
+      );
+      return;
+    }
     if (this.o.config.provisionKey !== '' && !dev.freshlyProvisioned) {
       // the stored token is no longer valid upstream: provision again (once) before parking
       if (readToken(this.o.env, dev.id)?.token === token) await removeToken(this.o.env, dev.id);
@@ -147,15 +170,22 @@ export class Devices {
   park(dev: Dev, reason: string, refusedToken?: string): void {
     if (dev.parked === reason) return;
     dev.parked = reason;
+    dev.parkedAt = this.o.now();
     dev.refusedToken = refusedToken;
     this.o.counts.counters.lastError = `device ${dev.name} parked: ${reason}`;
-    this.o.log.warn(`sync: device ${dev.name} parked: ${reason}`);
+    if (dev.lastParkReason !== reason) this.o.log.warn(`sync: device ${dev.name} parked: ${reason}`);
+    dev.lastParkReason = reason;
   }
 
-  /** Parked devices whose token changed since (the CLI set one) go on. */
+  /** Parked devices whose token changed since (the CLI set one) go on; over MQTT, those parked long enough. */
   recheckParked(): void {
+    const now = this.o.now();
     for (const dev of this.devs.values()) {
       if (dev.parked === null) continue;
+      if (this.o.transport.addressing === 'name') {
+        if (now - dev.parkedAt >= PARKED_RETRY_MS) this.unpark(dev, false);
+        continue;
+      }
       const rec = readToken(this.o.env, dev.id);
       if (rec !== undefined && rec.token !== dev.refusedToken) this.unpark(dev);
       else if (rec === undefined && dev.refusedToken !== undefined && this.o.config.provisionKey !== '')
@@ -163,12 +193,21 @@ export class Devices {
     }
   }
 
-  private unpark(dev: Dev): void {
+  /** `fixed`: its token changed (logged); else a retry that may be refused again (logged once it goes through) */
+  private unpark(dev: Dev, fixed = true): void {
     dev.parked = null;
     dev.refusedToken = undefined;
     dev.freshlyProvisioned = false;
+    if (fixed) dev.lastParkReason = null;
     this.o.resumed(dev);
-    this.o.log.info(`sync: device ${dev.name} resumed`);
+    if (fixed) this.o.log.info(`sync: device ${dev.name} resumed`);
+  }
+
+  /** A device's data went through: a refusal of it is news again (a retry after parking worked: said so). */
+  accepted(dev: Dev): void {
+    if (dev.lastParkReason === null) return;
+    dev.lastParkReason = null;
+    this.o.log.info(`sync: device ${dev.name} resumed: the upstream accepts it again`);
   }
 }
 
@@ -184,5 +223,7 @@ function newDev(id: string, e: number | undefined, name: string): Dev {
     logged: 0,
     backlog: 0,
     freshlyProvisioned: false,
+    parkedAt: 0,
+    lastParkReason: null,
   };
 }

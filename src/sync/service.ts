@@ -177,6 +177,10 @@ export class SyncService implements SyncStatusSource, LaneHost {
           down: (why) => {
             this.counts.counters.lastError = `${why} (${this.cfg.url})`;
           },
+          accepted: (id) => {
+            const dev = this.devices.byId(id);
+            if (dev !== undefined) this.devices.accepted(dev);
+          },
         })
       : undefined;
     this.transport =
@@ -191,7 +195,11 @@ export class SyncService implements SyncStatusSource, LaneHost {
         log: this.log,
         maxBatchBytes: this.cfg.maxBatchBytes,
       });
-    this.counts = new SyncCounts(this.env, this.log, this.now);
+    this.counts = new SyncCounts(this.env, this.log, this.now, this.cfg.url, () => this.recorder.sentPointsUnapplied);
+    // points sent from the log are counted on disk by the apply that puts their records into LMDB, in its transaction
+    this.recorder.onSentApplied = () => {
+      void this.env.outbox.put(COUNTERS_KEY, this.counts.persisted());
+    };
     this.acks = new Acks(this.env, this.counts, this.log);
     this.link = new Link({
       config: this.cfg,
@@ -214,6 +222,7 @@ export class SyncService implements SyncStatusSource, LaneHost {
       config: this.cfg,
       counts: this.counts,
       log: this.log,
+      now: this.now,
       succeeded: () => this.succeeded(),
       retry: (what, afterMs) => this.failed(undefined, '', { kind: 'retry', what, afterMs }),
       resumed: (dev) => {
@@ -618,7 +627,7 @@ export class SyncService implements SyncStatusSource, LaneHost {
         });
       }
       if (rewrites.length > 0) {
-        const counters = { ...this.counts.counters };
+        const counters = this.counts.persisted();
         await this.env.root.transaction(() => {
           for (const r of rewrites) {
             if (r.keep === null) void this.env.outbox.remove(r.key);

@@ -105,7 +105,7 @@ export class SetAside implements SetAsideAdmin {
         void this.h.env.outbox.remove(m.key);
         void this.h.env.outbox.put(queueKey(m.seq, m.e), m.v.refs);
       }
-      void this.h.env.outbox.put(COUNTERS_KEY, { ...c });
+      void this.h.env.outbox.put(COUNTERS_KEY, this.h.counts.persisted());
     });
     this.h.requeued(moved.map((m) => ({ e: m.e, refs: m.refs })));
     return points + depth;
@@ -124,7 +124,7 @@ export class SetAside implements SetAsideAdmin {
     c.setAside = Math.max(0, c.setAside - points);
     await this.h.env.root.transaction(() => {
       for (const k of keys) void this.h.env.outbox.remove(k);
-      void this.h.env.outbox.put(COUNTERS_KEY, { ...c });
+      void this.h.env.outbox.put(COUNTERS_KEY, this.h.counts.persisted());
     });
     return points + depth;
   }

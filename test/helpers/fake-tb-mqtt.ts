@@ -63,6 +63,10 @@ export class FakeTbMqtt {
   resendPending = true;
   /** telemetry naming this device gets MQTT 5's PUBACK 0x99 (payload format invalid), the session kept (TB, MQTT 5) */
   refuseDevice: string | undefined;
+  /** the PUBACK reason `refuseDevice` gets: 0x99, or 0x87 (not authorized: TB, a device this gateway may not act for) */
+  refuseCode = 0x99;
+  /** this many RPC replies (`v1/gateway/rpc` from the gateway) end the session instead of a PUBACK (a session lost mid-reply) */
+  dropRpcReplies = 0;
   /** plain TB: no depth series; MQTT 5 PUBACK 0x90 (topic name invalid) for `v1/gateway/depth/telemetry` */
   depthAbsent = false;
   /** downlinks the gateway acknowledged (PUBACK), by topic */
@@ -247,8 +251,25 @@ export class FakeTbMqtt {
     }
     const payload = Buffer.isBuffer(p.payload) ? p.payload : Buffer.from(p.payload);
     const text = payload.toString();
+    if (p.topic === 'v1/gateway/rpc' && this.dropRpcReplies > 0) {
+      this.dropRpcReplies--;
+      this.closes.push('dropped on an RPC reply');
+      c.socket.destroy();
+      if (this.conn === c) this.conn = undefined;
+      return;
+    }
     this.received.push({ topic: p.topic, text, bytes: payload.length + p.topic.length + 10 });
     let bad: string | undefined;
+    // MQTT 3.1.1 has no reason code: a refused device's message ends the whole session (TB, Outpost)
+    if (
+      this.refuseDevice !== undefined &&
+      p.topic === 'v1/gateway/telemetry' &&
+      c.version !== 5 &&
+      text.includes(JSON.stringify(this.refuseDevice))
+    ) {
+      this.close(c, `refused ${this.refuseDevice} (3.1.1)`);
+      return;
+    }
     const refusedNow =
       (this.refuseDevice !== undefined &&
         p.topic === 'v1/gateway/telemetry' &&
@@ -272,7 +293,11 @@ export class FakeTbMqtt {
         c.version === 5 &&
         text.includes(JSON.stringify(this.refuseDevice));
       const noDepth = this.depthAbsent && p.topic === 'v1/gateway/depth/telemetry' && c.version === 5;
-      this.write(c, { cmd: 'puback', messageId: p.messageId, reasonCode: refused ? 0x99 : noDepth ? 0x90 : 0 });
+      this.write(c, {
+        cmd: 'puback',
+        messageId: p.messageId,
+        reasonCode: refused ? this.refuseCode : noDepth ? 0x90 : 0,
+      });
       if (refused || noDepth) return;
     }
     // TB: PUBACK, then the whole session is closed

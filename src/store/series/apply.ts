@@ -68,6 +68,8 @@ export abstract class SeriesLogApply extends SeriesState {
       const groups = applyGroups(batch, this.outbox);
       this.env.root.transactionSync(() => {
         for (const g of groups) this.putPoints(g.points, g.lsn, g.record);
+        // what sync sent of these records from the log is counted in this transaction (store/outbox.ts)
+        this.outbox?.applyingThrough(lsn);
         void this.env.meta.put('walApplied', lsn);
       });
       this.applyFailure = undefined;

@@ -41,6 +41,13 @@ const DECODED_POINT_BYTES = 16;
 export const chunkBytes = (cols: BlockColumns | null): number =>
   DECODED_CHUNK_BYTES + (cols === null ? 0 : cols.count * DECODED_POINT_BYTES);
 
+/** One entity's points of a record (0 without the record). */
+function entityPoints(points: PendingPoints | undefined, entityId: string): number {
+  let n = 0;
+  for (const cols of points?.get(entityId)?.values() ?? []) for (const c of cols) n += c.ts.length;
+  return n;
+}
+
 export function countPoints(points: PendingPoints): number {
   let n = 0;
   for (const bySeries of points.values()) for (const cols of bySeries.values()) for (const c of cols) n += c.length;
@@ -185,13 +192,17 @@ export abstract class SeriesState {
       const applied = (env.meta.get('walApplied') as number | undefined) ?? 0;
       const { wal, records } = Wal.open(opts.wal.fs, { segmentBytes: opts.wal.segmentBytes, appliedLsn: applied });
       this.wal = wal;
+      const replayed = new Map<number, PendingPoints>();
       for (const r of records) {
         const body = decodeRecord(r.payload);
         if (body.kind === 'sent') {
-          for (const [lsn, entityId] of body.pairs) this.outbox?.replaySent(lsn, entityId);
+          // a mark follows its record in the log: its points are known (none when the record was applied)
+          for (const [lsn, entityId] of body.pairs)
+            this.outbox?.replaySent(lsn, entityId, entityPoints(replayed.get(lsn), entityId));
           continue;
         }
         const points = body.points;
+        replayed.set(r.lsn, points);
         this.logged.push({ points, lsn: r.lsn, count: countPoints(points), durable: true, done: Promise.resolve() });
       }
     }

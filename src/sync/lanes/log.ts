@@ -260,7 +260,7 @@ export class LogLane {
     const marks: Array<[number, string]> = [];
     const remove: QueueKey[] = [];
     for (const item of items) {
-      const recorded = this.recorder.sentFromLog(item.lsn, item.entityId, ok);
+      const recorded = this.recorder.sentFromLog(item.lsn, item.entityId, ok, item.points);
       if (!ok) continue;
       this.done(item.lsn, item.entityId);
       if (recorded === undefined) {

@@ -25,6 +25,10 @@ export interface SessionStatus {
   readonly state: SessionState;
   readonly since: number;
   readonly announcedDevices: number;
+  /** the MQTT version the session speaks (or tries first) */
+  readonly protocol: '5' | '3.1.1';
+  /** why 3.1.1 and not 5: what the upstream answered an MQTT 5 CONNECT; null while it speaks 5 */
+  readonly protocolReason: string | null;
 }
 
 /** The downlink's part of the sync status (docs/sync.md "Downlink"). */
@@ -69,6 +73,8 @@ export interface MqttGatewayOptions {
   readonly up: () => void;
   /** the session went down, or could not be opened */
   readonly down: (why: string) => void;
+  /** the upstream acknowledged a message naming this device (a device parked for a refusal goes through again) */
+  readonly accepted: (deviceId: string) => void;
 }
 
 export function isMqttUrl(url: string): boolean {
@@ -121,8 +127,10 @@ export class MqttGateway {
       maxBatchBytes: cfg.maxBatchBytes,
       carried: (name) => {
         const rec = o.entities.byName('DEVICE', name);
-        if (rec !== undefined && rec.entityType === 'DEVICE')
+        if (rec !== undefined && rec.entityType === 'DEVICE') {
           this.announcer.carried({ id: rec.id, name, type: rec.type });
+          o.accepted(rec.id);
+        }
       },
       announce: (name) => {
         const rec = o.entities.byName('DEVICE', name);
@@ -178,12 +186,15 @@ export class MqttGateway {
       state: this.session.state,
       since: this.session.since,
       announcedDevices: this.session.state === 'up' ? this.announcer.count : 0,
+      protocol: this.session.protocolVersion === 5 ? '5' : '3.1.1',
+      protocolReason: this.session.protocolReason,
     };
   }
 
   private up(): void {
-    this.announcer.sessionUp();
+    // replies waiting go first: the first packets of the session, before announces and the uplink (rpc.ts)
     this.rpcDown.sessionUp();
+    this.announcer.sessionUp();
     this.o.up();
   }
 

@@ -71,6 +71,6 @@ export class Lifecycle {
       ev !== undefined
         ? '{"success":true}'
         : `{"error":"unsupported method ${typeof method === 'string' ? method.replace(/["\\]/g, '') : ''}"}`;
-    void this.session.publish(`v1/devices/me/rpc/response/${id}`, answer);
+    void this.session.publish(`v1/devices/me/rpc/response/${id}`, answer, true);
   }
 }

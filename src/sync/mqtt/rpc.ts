@@ -21,6 +21,7 @@ import type { RpcBroker, RpcOutcome } from '../../rpc/broker.js';
 import type { EntityStore } from '../../store/entities.js';
 import type { StoreEnv } from '../../store/env.js';
 import { DOWNLINK_RPCS, type DownlinkRpcKey as RpcKey, downlinkRpcKey as rpcKey } from '../../store/outbox.js';
+import type { Outcome } from '../transport.js';
 import type { DownlinkState } from './downlink-state.js';
 import type { GatewaySession } from './session.js';
 
@@ -58,6 +59,8 @@ export class RpcDownlink {
   /** new records whose first write is not on disk yet: received() submits them then, never a tick meanwhile */
   private readonly storing = new Set<RpcRecord>();
   private readonly publishing = new Set<string>();
+  /** replies on disk (loaded at start, or flushed since): published at once, no flush to wait for first */
+  private readonly durable = new WeakSet<RpcRecord>();
   private timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly o: RpcDownlinkOptions) {}
@@ -67,6 +70,7 @@ export class RpcDownlink {
     for (const { key, value } of this.o.env.outbox.getRange(DOWNLINK_RPCS)) {
       const [, deviceId, id] = key as RpcKey;
       this.records.set(`${deviceId}:${id}`, value as RpcRecord);
+      this.durable.add(value as RpcRecord);
     }
     this.timer = setInterval(() => this.tick(), TICK_MS);
     this.timer.unref();
@@ -171,6 +175,13 @@ export class RpcDownlink {
           this.records.delete(k);
           void this.o.env.outbox.remove(rpcKey(r.deviceId, r.id));
         }
+      } else if (r.state === 'replied' && r.replySent !== true && now - r.receivedAt >= 2 * this.o.ttlMs) {
+        // the caller upstream gave up long ago (TB's own RPC timeout is shorter): the reply is of no further use
+        r.replySent = true;
+        this.o.log.warn(
+          `sync: the reply to the RPC ${r.method} (id ${r.id}) of ${r.device} could not be sent upstream in time; dropped`,
+        );
+        void this.o.env.outbox.put(rpcKey(r.deviceId, r.id), r);
       } else if (r.state === 'delivered' && !this.inBroker.has(k) && now - r.receivedAt >= this.o.ttlMs) {
         // delivered before a restart: its reply can no longer come (the device's local id is gone)
         this.end(k, r, 'unanswered');
@@ -209,8 +220,11 @@ export class RpcDownlink {
       if (o.kind === 'reply') {
         r.reply = o.body;
         r.replySent = false;
-        this.end(k, r, 'replied');
+        // the record on disk has no reply yet: published once the write below is flushed
+        this.durable.delete(r);
+        // counted before end() writes the counters, so that write includes it (a restart keeps the count)
         this.o.state.counters.rpcReplied++;
+        this.end(k, r, 'replied');
         this.publishReply(k, r);
       } else if (o.kind === 'undelivered') {
         this.end(k, r, 'expired');
@@ -235,9 +249,17 @@ export class RpcDownlink {
     if (this.publishing.has(k) || this.o.session.state !== 'up') return;
     this.publishing.add(k);
     const body = `{"device":${JSON.stringify(r.device)},"id":${r.id},"data":${replyJson(r.reply ?? '')}}`;
-    void this.o.env
-      .flushed()
-      .then(() => this.o.session.publish('v1/gateway/rpc', body))
+    // A reply stored (and flushed) while the session was down goes out in the turn the session comes up, before the
+    // uplink starts, and ahead of it in the window: a session the upstream keeps closing (over MQTT 3.1.1 a refused
+    // device's message ends it) still carries it, and the caller upstream gets it within its timeout.
+    const sent = this.durable.has(r)
+      ? this.o.session.publish('v1/gateway/rpc', body, true)
+      : this.o.env.flushed().then(() => {
+          this.durable.add(r);
+          return this.o.session.publish('v1/gateway/rpc', body, true);
+        });
+    void sent
+      .catch((err: unknown): Outcome => ({ kind: 'retry', what: (err as Error).message, afterMs: undefined }))
       .then((out) => {
         this.publishing.delete(k);
         if (out.kind === 'sent' || out.kind === 'setAside') {

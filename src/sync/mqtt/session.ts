@@ -11,8 +11,10 @@
  *   goes down before its PUBACK (the service backs off and re-sends from the store);
  * - an inbound QoS 1 message is PUBACKed only after `onMessage` resolved: MQTT.js sends the PUBACK when
  *   `handleMessage` calls back (for MQTT 3.1.1 and 5 alike), and processes inbound packets one at a time;
- * - MQTT 5 first; an upstream that refuses it (CONNACK "unacceptable protocol version", or a close before any
- *   CONNACK) is spoken to in 3.1.1 from then on.
+ * - MQTT 5 first; only an upstream that says it does not speak 5 (CONNACK 0x84 "unsupported protocol version",
+ *   or 3.1.1's return code 1) is spoken to in 3.1.1 from then on, and `protocolReason` keeps what it said. A
+ *   close without any CONNACK (an upstream down or restarting) changes nothing: the next try is MQTT 5 again;
+ * - an MQTT 5 PUBACK 0x87 (not authorized) refuses the device the message names, not the session: `refused`.
  */
 import { randomBytes } from 'node:crypto';
 import { type IClientOptions, type MqttClient, type Packet, connect } from 'mqtt';
@@ -55,6 +57,8 @@ const SENT: Outcome = { kind: 'sent' };
 const PAYLOAD_FORMAT_INVALID = 0x99;
 /** MQTT 5 PUBACK reason: topic name invalid (TB: a topic it does not serve, such as depth series) */
 const TOPIC_NAME_INVALID = 0x90;
+/** MQTT 5 PUBACK reason: not authorized (TB: a device this gateway may not act for, such as one made upstream over HTTP) */
+const NOT_AUTHORIZED = 0x87;
 /** CONNACK codes of an upstream that does not speak MQTT 5: 3.1.1's 1, MQTT 5's 0x84 */
 const UNSUPPORTED_VERSION = new Set([1, 0x84]);
 /** the topics TB publishes to a gateway (it does without a SUBSCRIBE; subscribing costs nothing and some brokers need it) */
@@ -78,6 +82,8 @@ export class GatewaySession {
   private readonly pending = new Set<(o: Outcome) => void>();
   private stopping = false;
   private lastWhy = '';
+  /** why the session speaks 3.1.1 (what the upstream answered an MQTT 5 CONNECT); null while it speaks 5 */
+  private fallbackWhy: string | null = null;
 
   constructor(private readonly o: SessionOptions) {
     this.sinceTs = o.now();
@@ -96,6 +102,11 @@ export class GatewaySession {
     return this.version;
   }
 
+  /** why the session speaks MQTT 3.1.1 rather than 5, or null */
+  get protocolReason(): string | null {
+    return this.fallbackWhy;
+  }
+
   start(): void {
     this.stopping = false;
     this.open();
@@ -112,12 +123,19 @@ export class GatewaySession {
     c?.end(true);
   }
 
-  /** Publishes at QoS 1 and answers once the PUBACK came (`sent`), or why not. */
-  async publish(topic: string, payload: Buffer | string): Promise<Outcome> {
+  /**
+   * Publishes at QoS 1 and answers once the PUBACK came (`sent`), or why not. `first`: ahead of every publish
+   * waiting for a slot (a downlink's answer, which someone upstream waits for, goes before the uplink's backlog).
+   */
+  async publish(topic: string, payload: Buffer | string, first = false): Promise<Outcome> {
     if (this.stateNow !== 'up') return { kind: 'retry', what: `MQTT session ${this.stateNow}`, afterMs: undefined };
     // a slot of the window: taken now, or handed over by a publish that ended (never one more than the window)
     if (this.inFlight < this.o.inflight) this.inFlight++;
-    else await new Promise<void>((r) => this.slotWaiters.push(r));
+    else
+      await new Promise<void>((r) => {
+        if (first) this.slotWaiters.unshift(r);
+        else this.slotWaiters.push(r);
+      });
     const client = this.client;
     if (this.stateNow !== 'up' || client === undefined) {
       this.releaseSlot();
@@ -150,6 +168,9 @@ export class GatewaySession {
         // as HTTP's 404 for a path: the depth lane then asks whether the upstream has that endpoint at all
         else if (code === TOPIC_NAME_INVALID)
           settle({ kind: 'refused', what: `PUBACK 0x90 (topic name invalid) for ${topic}`, missing: true });
+        // the upstream refuses the device this message names; the session and every other device go on
+        else if (code === NOT_AUTHORIZED)
+          settle({ kind: 'refused', what: `PUBACK 0x87 (not authorized) on ${topic}`, missing: false });
         else settle({ kind: 'retry', what: `${topic}: ${err.message}`, afterMs: undefined });
       });
     });
@@ -244,7 +265,9 @@ export class GatewaySession {
       // a PUBACK followed at once by a reply would wait for the upstream's delayed ACK (40 ms) under Nagle
       (client.stream as { setNoDelay?: (on: boolean) => void }).setNoDelay?.(true);
       this.setState('up');
-      this.o.log.info(`sync: MQTT gateway session to ${this.o.url} up (MQTT ${this.version === 5 ? '5' : '3.1.1'})`);
+      this.o.log.info(
+        `sync: MQTT gateway session to ${this.o.url} up (MQTT ${this.version === 5 ? '5' : `3.1.1: ${this.fallbackWhy ?? ''}`})`,
+      );
       client.subscribe(SUBSCRIPTIONS, { qos: 1 }, () => undefined);
       this.o.onUp();
     });
@@ -253,7 +276,8 @@ export class GatewaySession {
       if (!connacked && typeof code === 'number') {
         if (this.version === 5 && UNSUPPORTED_VERSION.has(code)) {
           this.version = 4;
-          refusal = 'MQTT 5 refused; MQTT 3.1.1 next';
+          this.fallbackWhy = `the upstream refused MQTT 5 (CONNACK ${code === 1 ? '1' : '0x84'}: ${err.message})`;
+          refusal = `${this.fallbackWhy}; MQTT 3.1.1 next`;
         } else {
           refusal = `CONNACK refused (code ${code}: ${err.message})`;
         }
@@ -265,9 +289,6 @@ export class GatewaySession {
       client.end(true);
       this.settleAll('the MQTT session closed');
       if (this.stopping) return;
-      // an upstream that closes an MQTT 5 CONNECT without a CONNACK may not know MQTT 5
-      if (!connacked && refusal === undefined && this.version === 5) this.version = 4;
-      else if (!connacked && refusal === undefined && this.version === 4) this.version = 5;
       this.retryLater(refusal ?? (connacked ? 'the MQTT session closed' : `no CONNACK from ${this.o.url}`));
     });
   }
