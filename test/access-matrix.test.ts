@@ -9,7 +9,7 @@
  *   expired          a correctly signed token past `exp`: 401 errorCode 11 "Token has expired"
  *   tampered         payload changed (customer user claiming TENANT_ADMIN), old signature: 401 errorCode 11
  *   loggedOut        a token whose session was logged out: 401 errorCode 11
- * Unknown entities answer 404 for every authenticated caller. Rows of endpoints that another issue has not
+ * Unknown entities answer 404 for every authenticated caller. Rows of endpoints not
  * built yet stay in the table and are skipped while the route answers 404 "No endpoint ...".
  *
  * The websocket (docs/api.md) has its own table: a bad `?token=` closes the socket 1011; each command on an

@@ -239,7 +239,7 @@ t.test('engine: bounded steps, clean start/stop', async (t) => {
   await eng.stop();
   eld.disable();
   const st = eng.stats();
-  // The issue's 20 ms bound is measured by bench:downsample on a quiet machine. Here other test files share the
+  // The 20 ms bound on a step is measured by bench:downsample on a quiet machine. Here other test files share the
   // two cores and preempt a 4 ms step by 10+ ms at times, so this guards boundedness itself: the work is split
   // into many steps, each far below the whole.
   t.ok(st.steps >= 10, `the backlog took ${st.steps} steps`);

@@ -30,7 +30,7 @@ export function statusLines(s: StatusJson): string[] {
     `sync       ${y.enabled ? `${y.state} to ${y.url ?? '?'}: ${y.backlogPoints} points behind, ${y.sentPoints} sent, ${y.droppedPoints} dropped${y.lastError ? `; last error: ${y.lastError}` : ''}` : 'off'}`,
   );
   if (y.enabled) {
-    // what the sync adds to §9's fields (set aside, depth, the MQTT session and its downlink), when the daemon says
+    // what the sync adds to its status fields (set aside, depth, the MQTT session and its downlink), when the daemon says
     const x = y as Partial<SyncStatusFull>;
     const extra = [
       x.setAsidePoints ? `${x.setAsidePoints} points set aside (outpost sync --set-aside)` : '',

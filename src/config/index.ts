@@ -68,7 +68,7 @@ export const DEFAULTS = {
     /**
      * Telemetry is acknowledged from a write-ahead log of our own (`<dataDir>/wal`, preallocated recycled
      * segments) and put into LMDB in bulk every `applyIntervalMs`, before any read, and at shutdown (docs/design/write-path.md).
-     * false: each group commit is an LMDB commit, flushed before the answer (the pre-issue-19 behaviour).
+     * false: each group commit is an LMDB commit, flushed before the answer (more fdatasyncs and page writes per point: docs/design/write-path.md).
      */
     wal: true,
     /**

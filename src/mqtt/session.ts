@@ -71,7 +71,7 @@ const SETTLED: Promise<void> = Promise.resolve();
 export class MqttSession implements PacketSink, RegisteredSession {
   private role: 'none' | 'device' | 'gateway' | 'provision' = 'none';
   private device: DeviceRecord | undefined;
-  // Created on first use: an idle device's session holds none of them (10,000 idle connections, issue's budget).
+  // Created on first use: an idle device's session holds none of them (the memory budget is set for 10,000 idle connections).
   private subsMap: Map<SubscriptionKind, 0 | 1> | undefined;
   private get subs(): Map<SubscriptionKind, 0 | 1> {
     return (this.subsMap ??= new Map());

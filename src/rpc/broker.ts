@@ -273,7 +273,7 @@ export class RpcBroker {
     this.clientHandlers.set(method, handler);
   }
 
-  /** A handler for methods nobody registered (the sync issue forwards them upstream). */
+  /** A handler for methods nobody registered (upstream sync forwards them to the server). */
   setClientRpcFallback(handler: ClientRpcHandler | undefined): void {
     this.clientFallback = handler;
   }

@@ -38,15 +38,15 @@ export interface StoreEnv {
   readonly head: BinaryDb;
   /** [entity u32][key u32] → [ts i64][value]: the newest point of each series */
   readonly latest: BinaryDb;
-  /** [entity u32][scope u8][key utf8] → [lastUpdateTs i64][value] (attributes issue) */
+  /** [entity u32][scope u8][key utf8] → [lastUpdateTs i64][value]: client, shared and server attributes */
   readonly attributes: BinaryDb;
-  /** [entity u32][key u32][depth f64 ordered] → value (depth series issue) */
+  /** [entity u32][key u32][depth f64 ordered] → value: depth series (docs/api.md) */
   readonly depth: BinaryDb;
-  /** [tier u8][entity u32][key u32][bucket i64] → aggregate (downsampling issue) */
+  /** [tier u8][entity u32][key u32][bucket i64] → aggregate: rollup blocks of each tier */
   readonly rollups: BinaryDb;
-  /** [entity u32][key u32][chunk start i64] → compressed points (downsampling issue) */
+  /** [entity u32][key u32][chunk start i64] → compressed points: compacted windows */
   readonly chunks: BinaryDb;
-  /** seq → batch awaiting upstream sync (sync issue) */
+  /** upstream sync's records (what is left to send, among others); every key layout is listed in outbox.ts */
   readonly outbox: ObjectDb<unknown>;
   /** resolves when every write issued so far is committed and flushed to disk */
   flushed(): Promise<void>;

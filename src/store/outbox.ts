@@ -134,7 +134,7 @@ export function depthEntryPoints(flat: readonly number[]): number {
 export const loggedKey = (lsn: number, entityId: string): string => `${lsn}:${entityId}`;
 
 /**
- * Called by LmdbTimeseriesStore.putPoints for every head fragment it puts, then once with the batch's seq,
+ * Called by HeadWriter.putPoints (series/head.ts) for every head fragment it puts, then once with the batch's seq,
  * all inside the batch's synchronous turn (so in its transaction). With the write-ahead log's replay going
  * through the same path, replayed writes are recorded too.
  *

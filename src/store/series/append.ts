@@ -1,16 +1,18 @@
 /**
  * Append and group commit: write() queues a request's points; flushPending() writes every request queued in
  * the turn (or within commitDelayMs) as one log record (log apply: apply.ts) or, without the log and for bulk
- * batches, as one LMDB transaction; each request is acknowledged once its batch is on disk.
+ * batches, as one LMDB transaction (head.ts puts the points); each request is acknowledged once its batch is on
+ * disk. GroupCommit owns the batch filling and whether one is committing.
  */
 import { performance } from 'node:perf_hooks';
-import { TelemetryBatch } from '../../model/batch.js';
+import { type SeriesColumn, TelemetryBatch } from '../../model/batch.js';
 import type { TsRecord } from '../../model/record.js';
-import { writeFailure } from '../env.js';
-import { type PendingPoints, type Wal, encodePoints as encodeLogged } from '../wal.js';
-import { SeriesLogApply } from './apply.js';
-import type { LogOptions } from './options.js';
-import { type Logged, countPoints } from './state.js';
+import { type StoreEnv, writeFailure } from '../env.js';
+import type { OutboxRecorder } from '../outbox.js';
+import { type PendingPoints, encodePoints as encodeLogged } from '../wal.js';
+import type { CommitPacer } from '../write-budget.js';
+import type { LogApplier } from './apply.js';
+import type { HeadWriter } from './head.js';
 
 /** the least writes a batch holds before it may be written early (batchFull) */
 const EARLY_FLUSH_WRITES = 8;
@@ -22,7 +24,44 @@ const EARLY_FLUSH_POINTS = 256;
  */
 const BULK_POINTS = 2000;
 
-export abstract class SeriesAppend extends SeriesLogApply {
+export class GroupCommit {
+  /**
+   * entity UUID → key → the columns written to it, in call order, waiting for this turn's flush. Bounded by
+   * the requests in flight: each caller awaits the batch, and bodies are capped (http.maxBodyBytes).
+   */
+  private pending = new Map<string, Map<string, SeriesColumn[]>>();
+  private pendingDone: Promise<void> | undefined;
+  private settlePending: { resolve: () => void; reject: (err: unknown) => void } | undefined;
+  /** a flushed batch whose transaction has not committed yet */
+  private committing = false;
+  /** performance.now() of the first write of the batch filling */
+  private pendingSince = 0;
+  /** points in `pending` */
+  private pendingPoints = 0;
+  /** write() calls in `pending`, and in the last batch flushed */
+  private pendingWrites = 0;
+  private lastBatchWrites = 0;
+  /** points of the batch being flushed (set by flushPending) */
+  private lastBatchPoints = 0;
+  /** performance.now() of the latest write() call: background work yields to foreground writes */
+  private lastWrite = 0;
+
+  constructor(
+    private readonly env: StoreEnv,
+    private readonly head: Pick<HeadWriter, 'putPoints' | 'forgetUncommitted'>,
+    /** the log writes are acknowledged from; absent: each batch is an LMDB commit */
+    private readonly log: LogApplier | undefined,
+    private readonly outbox: OutboxRecorder | undefined,
+    /** ms a write may wait for others to share its commit, unless the pacer decides */
+    private readonly commitDelayMs: number,
+    private readonly pacer: CommitPacer | undefined,
+  ) {}
+
+  /** performance.now() of the latest write() call */
+  get lastWriteAt(): number {
+    return this.lastWrite;
+  }
+
   /**
    * Group commit: write() only queues the points; every request of the current event-loop turn (or
    * of the next `commitDelayMs`, when set) is written by one `flushPending()`, merged per series, so 64
@@ -32,7 +71,7 @@ export abstract class SeriesAppend extends SeriesLogApply {
    * ts the later request wins, exactly as sequential upserts.
    */
   write(entityId: string, points: TelemetryBatch | readonly TsRecord[]): Promise<void> {
-    this.lastWriteAt = performance.now();
+    this.lastWrite = performance.now();
     const batch = points instanceof TelemetryBatch ? points : TelemetryBatch.fromRecords(points);
     let queued = false;
     for (const [key, col] of batch.series) {
@@ -65,7 +104,7 @@ export abstract class SeriesAppend extends SeriesLogApply {
       return done;
     }
     // A bulk upload does not wait out the delay, nor become one huge log record (and a segment of its size)
-    if (this.logOpts !== undefined && this.pendingPoints >= this.logOpts.applyMaxPoints) this.flushPending();
+    if (this.log !== undefined && this.pendingPoints >= this.log.applyMaxPoints) this.flushPending();
     return done;
   }
 
@@ -86,8 +125,8 @@ export abstract class SeriesAppend extends SeriesLogApply {
     this.pendingDone = undefined;
     this.settlePending = undefined;
     const bulk = this.lastBatchPoints >= BULK_POINTS;
-    if (this.wal !== undefined && !bulk) {
-      this.logPending(this.wal, batch, settle);
+    if (this.log !== undefined && !bulk) {
+      this.logPending(this.log, batch, settle);
       return;
     }
     let last: Promise<boolean> | undefined;
@@ -95,12 +134,13 @@ export abstract class SeriesAppend extends SeriesLogApply {
       // A bulk batch is an LMDB commit of its own, acknowledged once flushed: at this size a commit costs a few
       // bytes per point, and lmdb-js commits on its writer thread while this one parses the next bodies. What
       // the log holds goes in first, so a later write still wins on an equal ts.
-      if (this.wal !== undefined) {
-        this.applyLogged();
+      if (this.log !== undefined) {
+        this.log.applyLogged();
         // what the log holds must go in first; if it cannot (a full disk), neither can this
-        if (this.applyFailure !== undefined) throw this.applyFailure;
+        const failure = this.log.failure;
+        if (failure !== undefined) throw failure;
       }
-      last = this.putPoints(batch);
+      last = this.head.putPoints(batch);
     } catch (err) {
       this.outbox?.discard();
       settle.reject(err);
@@ -131,7 +171,7 @@ export abstract class SeriesAppend extends SeriesLogApply {
       this.flushNext();
     };
     last.then(next, () => {
-      this.forgetUncommitted();
+      this.head.forgetUncommitted();
       next();
     });
   }
@@ -173,7 +213,7 @@ export abstract class SeriesAppend extends SeriesLogApply {
 
   /** Appends a group commit to the log; its callers are answered once the record is on disk. */
   private logPending(
-    wal: Wal,
+    log: LogApplier,
     batch: PendingPoints,
     settle: { resolve: () => void; reject: (err: unknown) => void },
   ): void {
@@ -190,32 +230,30 @@ export abstract class SeriesAppend extends SeriesLogApply {
       settle.reject(err);
       return;
     }
-    const { lsn, durable } = wal.append(payload);
-    const entry: Logged = { points: batch, lsn, count: countPoints(batch), durable: false, done: durable };
-    this.logged.push(entry);
-    this.loggedPoints += entry.count;
+    const entry = log.append(payload, batch);
+    const lsn = entry.lsn;
     this.committing = true;
-    durable
+    entry.done
       .then(
         () => {
-          entry.durable = true;
+          log.markDurable(entry);
           settle.resolve();
           this.outbox?.onLogged?.(lsn, batch);
         },
         (err: unknown) => {
-          // not acknowledged, and its LSN will be reused: it must never reach LMDB
-          const i = this.logged.indexOf(entry);
-          if (i >= 0) this.logged.splice(i, 1);
-          this.loggedPoints -= entry.count;
+          log.drop(entry);
           settle.reject(writeFailure(err));
         },
       )
       .finally(() => {
         this.committing = false;
-        // past applyMaxPoints, one bounded transaction per landed commit, so a bulk upload never holds the loop long
-        if (this.loggedPoints >= (this.logOpts as LogOptions).applyMaxPoints * this.applyStretch()) this.applyStep();
-        else this.scheduleApply();
+        log.afterGroupCommit();
         this.flushNext();
       });
+  }
+
+  /** ms the batch filling may wait for others to share its commit: the write budget's, or the fixed delay */
+  private commitDelay(): number {
+    return this.pacer?.commitDelayMs() ?? this.commitDelayMs;
   }
 }

@@ -1,23 +1,132 @@
 /**
  * Log apply: group commits acknowledged from the write-ahead log (wal.ts) are put into LMDB here, in bounded
  * synchronous transactions that record the last LSN applied (meta `walApplied`), at least every applyIntervalMs
- * and at once when a reader needs them. `putPoints` is the one place a group commit's points become head
- * fragments and latest values: the log apply and the bulk path of append.ts both go through it.
+ * and at once when a reader needs them. The applier owns the log and what it holds that LMDB does not: opened at
+ * start, it takes back what was acknowledged from the log but never applied.
  */
 import { performance } from 'node:perf_hooks';
+import type { OutpostError } from '../../errors.js';
 import { SeriesColumn } from '../../model/batch.js';
-import { encodeStamped, seriesKey } from '../encoding/codec.js';
-import { encodeColumn } from '../encoding/gorilla.js';
-import { writeFailure } from '../env.js';
+import { type StoreEnv, writeFailure } from '../env.js';
 import type { OutboxRecorder } from '../outbox.js';
-import { type PendingPoints, encodeSentMark } from '../wal.js';
-import { fragKey, windowStart } from './chunks.js';
-import { type Logged, SeriesState } from './state.js';
+import { type PendingPoints, Wal, type WalStats, decodeRecord, encodeSentMark } from '../wal.js';
+import type { CommitPacer } from '../write-budget.js';
+import type { HeadWriter } from './head.js';
+import type { LogOptions } from './options.js';
+
+/** A logged group commit not yet in LMDB. */
+export interface Logged {
+  readonly points: PendingPoints;
+  readonly lsn: number;
+  readonly count: number;
+  /** its record is on disk (only durable ones are applied: their LSN must never be reused) */
+  durable: boolean;
+  readonly done: Promise<void>;
+}
+
+/** One entity's points of a record (0 without the record). */
+function entityPoints(points: PendingPoints | undefined, entityId: string): number {
+  let n = 0;
+  for (const cols of points?.get(entityId)?.values() ?? []) for (const c of cols) n += c.ts.length;
+  return n;
+}
+
+export function countPoints(points: PendingPoints): number {
+  let n = 0;
+  for (const bySeries of points.values()) for (const cols of bySeries.values()) for (const c of cols) n += c.length;
+  return n;
+}
 
 /** how long applies wait after one failed (the free-space check reads the filesystem once a second) */
 const APPLY_HOLD_MS = 2000;
 
-export abstract class SeriesLogApply extends SeriesState {
+export class LogApplier {
+  /** the write-ahead log writes are acknowledged from */
+  private readonly wal: Wal;
+  /** logged group commits not yet put into LMDB, in LSN order; bounded by applyMaxPoints (an apply empties it) */
+  private readonly logged: Logged[] = [];
+  private loggedPoints = 0;
+  private applyTimer: NodeJS.Timeout | undefined;
+  /** performance.now() before which no apply is tried, after one failed */
+  private applyHeldUntil = 0;
+  /** logged points not yet in LMDB that make an apply happen before applyIntervalMs (config store.applyMaxPoints) */
+  get applyMaxPoints(): number {
+    return this.opts.applyMaxPoints;
+  }
+
+  /** why the last apply failed (a full disk), until one succeeds */
+  private applyFailure: OutpostError | undefined;
+
+  constructor(
+    private readonly env: StoreEnv,
+    private readonly opts: LogOptions,
+    private readonly outbox: OutboxRecorder | undefined,
+    private readonly head: Pick<HeadWriter, 'putPoints' | 'forgetUncommitted'>,
+    private readonly pacer: CommitPacer | undefined,
+    /** whether a write transaction of the store's is open (a compaction step): no apply may run inside it */
+    private readonly inWriteTransaction: () => boolean,
+  ) {
+    // What was acknowledged from the log but is not in LMDB is taken back; the store applies it once constructed.
+    const applied = (env.meta.get('walApplied') as number | undefined) ?? 0;
+    const { wal, records } = Wal.open(opts.fs, { segmentBytes: opts.segmentBytes, appliedLsn: applied });
+    this.wal = wal;
+    const replayed = new Map<number, PendingPoints>();
+    for (const r of records) {
+      const body = decodeRecord(r.payload);
+      if (body.kind === 'sent') {
+        // a mark follows its record in the log: its points are known (none when the record was applied)
+        for (const [lsn, entityId] of body.pairs)
+          this.outbox?.replaySent(lsn, entityId, entityPoints(replayed.get(lsn), entityId));
+        continue;
+      }
+      const points = body.points;
+      replayed.set(r.lsn, points);
+      this.logged.push({ points, lsn: r.lsn, count: countPoints(points), durable: true, done: Promise.resolve() });
+    }
+  }
+
+  /** What the log has cost since start. */
+  get stats(): WalStats {
+    return this.wal.stats;
+  }
+
+  /** points logged and not yet put into LMDB */
+  get pointsLogged(): number {
+    return this.loggedPoints;
+  }
+
+  /** why the last apply failed (a full disk), until one succeeds */
+  get failure(): OutpostError | undefined {
+    return this.applyFailure;
+  }
+
+  /** Appends a group commit's record to the log; it is applied once `markDurable` says its record is on disk. */
+  append(payload: Buffer, points: PendingPoints): Logged {
+    const { lsn, durable } = this.wal.append(payload);
+    const entry: Logged = { points, lsn, count: countPoints(points), durable: false, done: durable };
+    this.logged.push(entry);
+    this.loggedPoints += entry.count;
+    return entry;
+  }
+
+  markDurable(entry: Logged): void {
+    entry.durable = true;
+  }
+
+  /** A record that never reached the disk: not acknowledged, and its LSN will be reused, so it must never reach LMDB. */
+  drop(entry: Logged): void {
+    const i = this.logged.indexOf(entry);
+    if (i >= 0) this.logged.splice(i, 1);
+    this.loggedPoints -= entry.count;
+  }
+
+  /** After a group commit's record landed or failed: past applyMaxPoints, one bounded apply, else one scheduled. */
+  afterGroupCommit(): void {
+    // one bounded transaction per landed commit, so a bulk upload never holds the loop long
+    if (this.loggedPoints >= this.opts.applyMaxPoints * this.applyStretch()) this.applyStep();
+    else this.scheduleApply();
+  }
+
   /**
    * Puts the logged points whose records are on disk into LMDB, in one synchronous transaction with the LSN
    * of the last of them (meta `walApplied`), so after any crash LMDB says exactly which records it holds.
@@ -28,7 +137,7 @@ export abstract class SeriesLogApply extends SeriesState {
     // Never inside another write transaction (a compaction step reading the head): lmdb-js would run the
     // apply in it, and a failure of that one (a full disk) comes later, asynchronously, after the records
     // were taken as applied; they would be lost. Points the log holds wait for the next apply meanwhile.
-    if (this.inWriteTxn > 0) return;
+    if (this.inWriteTransaction()) return;
     clearTimeout(this.applyTimer);
     this.applyTimer = undefined;
     while (this.applyStep()) {
@@ -40,10 +149,10 @@ export abstract class SeriesLogApply extends SeriesState {
    * One transaction of applyLogged, of at most applyMaxPoints points (one record at least). Returns whether
    * more durable records wait.
    */
-  protected applyStep(): boolean {
+  private applyStep(): boolean {
     let n = 0;
     let points = 0;
-    const max = (this.logOpts?.applyMaxPoints ?? Infinity) * this.applyStretch();
+    const max = this.opts.applyMaxPoints * this.applyStretch();
     while (
       n < this.logged.length &&
       (this.logged[n] as Logged).durable &&
@@ -52,7 +161,7 @@ export abstract class SeriesLogApply extends SeriesState {
       points += (this.logged[n] as Logged).count;
       n++;
     }
-    if (n === 0 || this.wal === undefined) return false;
+    if (n === 0) return false;
     // Not into a full disk: after a commit failed there, lmdb-js took the next synchronous transaction as
     // committed while its points never reached the file (env.ts keeps other writes from a full disk the same
     // way). The records stay in the log: applied once there is room again, or replayed at the next start.
@@ -67,7 +176,7 @@ export abstract class SeriesLogApply extends SeriesState {
     try {
       const groups = applyGroups(batch, this.outbox);
       this.env.root.transactionSync(() => {
-        for (const g of groups) this.putPoints(g.points, g.lsn, g.record);
+        for (const g of groups) this.head.putPoints(g.points, g.lsn, g.record);
         // what sync sent of these records from the log is counted in this transaction (store/outbox.ts)
         this.outbox?.applyingThrough(lsn);
         void this.env.meta.put('walApplied', lsn);
@@ -78,7 +187,7 @@ export abstract class SeriesLogApply extends SeriesState {
       this.applyHeldUntil = performance.now() + APPLY_HOLD_MS;
       this.env.commitFailed(this.applyFailure);
       this.outbox?.discard();
-      this.forgetUncommitted();
+      this.head.forgetUncommitted();
       this.scheduleApply();
       return false;
     }
@@ -103,60 +212,15 @@ export abstract class SeriesLogApply extends SeriesState {
     await Promise.all(this.logged.map((l) => l.done.catch(() => undefined)));
   }
 
-  protected scheduleApply(): void {
-    if (this.applyTimer !== undefined || this.logOpts === undefined) return;
-    this.applyTimer = setTimeout(() => this.applyLogged(), this.logOpts.applyIntervalMs * this.applyStretch());
+  private scheduleApply(): void {
+    if (this.applyTimer !== undefined) return;
+    this.applyTimer = setTimeout(() => this.applyLogged(), this.opts.applyIntervalMs * this.applyStretch());
     this.applyTimer.unref();
   }
 
-  /**
-   * Puts a group commit's points (or an apply's group of them, see applyGroups) in the current transaction (the
-   * turn's lmdb-js batch, or a synchronous transaction around it), merged per series under one head seq.
-   * `lsn`: the one log record they come from, whose sends from the log the outbox follows; `record` false: sync
-   * already sent them all. Returns the last put's promise.
-   */
-  protected putPoints(batch: PendingPoints, lsn?: number, record = true): Promise<boolean> | undefined {
-    let last: Promise<boolean> | undefined;
-    const seq = this.nextSeq();
-    const outbox = this.outbox;
-    for (const [entityId, bySeries] of batch) {
-      const e = this.dict.internEntity(entityId);
-      // what sync already sent from the log is not left to send
-      // biome-ignore lint/complexity/useOptionalChain: `recorded` is a boolean that narrows `outbox` where it is read below
-      const recorded = record && outbox !== undefined && outbox.recordsLogged(lsn, entityId);
-      if (recorded) outbox.recordedLogged(lsn, entityId, e, seq);
-      for (const [key, cols] of bySeries) {
-        const k = this.dict.internKey(key);
-        // one column per request that wrote this series in this turn, in call order (the later one wins)
-        let col = cols[0] as SeriesColumn;
-        if (cols.length > 1) {
-          col = new SeriesColumn();
-          for (const c of cols) col.append(c);
-        }
-        this.pointsPut += col.length;
-        col = col.sortedDistinct();
-        const ts = col.ts;
-        const n = ts.length;
-        let from = 0;
-        while (from < n) {
-          const w = windowStart(ts[from] as number, this.windowMs);
-          let to = from + 1;
-          while (to < n && (ts[to] as number) < w + this.windowMs) to++;
-          last = this.env.head.put(fragKey(e, k, ts[from] as number, seq), encodeColumn(col, from, to));
-          this.noteHeadFragment(e, k, ts[from] as number);
-          if (recorded) outbox.fragment(e, k, ts[from] as number, ts[to - 1] as number, to - from);
-          from = to;
-        }
-        const newestTs = ts[n - 1] as number;
-        if (this.newest !== undefined && newestTs > this.newest) this.newest = newestTs;
-        if (newestTs >= this.cachedLatestTs(e, k)) {
-          this.setLatestTs(e, k, newestTs);
-          last = this.env.latest.put(seriesKey(e, k), encodeStamped(newestTs, col.value(n - 1)));
-        }
-      }
-    }
-    // sync's "what is left to send" (outbox.ts) in the same transaction: replaying the log regenerates it too
-    return outbox?.commit(seq) ?? last;
+  /** how many times applyIntervalMs and applyMaxPoints an apply waits: larger, rarer applies while wear is paced */
+  private applyStretch(): number {
+    return this.pacer?.applyStretch() ?? 1;
   }
 
   /**
@@ -165,7 +229,15 @@ export abstract class SeriesLogApply extends SeriesState {
    * A crash before that commit re-sends them (at-least-once).
    */
   noteSent(pairs: ReadonlyArray<readonly [lsn: number, entityId: string]>): void {
-    if (pairs.length > 0) this.wal?.appendLazy(encodeSentMark(pairs));
+    if (pairs.length > 0) this.wal.appendLazy(encodeSentMark(pairs));
+  }
+
+  /** Stops the apply timer and closes the log, once what LMDB committed is flushed. */
+  async close(): Promise<void> {
+    clearTimeout(this.applyTimer);
+    this.applyTimer = undefined;
+    await this.env.flushed();
+    await this.wal.close();
   }
 }
 

@@ -1,16 +1,71 @@
 /**
  * Compaction: head fragments of windows that ended at least headWindowMs ago are folded into one compressed
  * chunk per window, and the window's rollups rebuilt, in bounded steps driven by the background engine
- * (background/downsample.ts). headFirstTs (state.ts) tells a sweep which series have a window due.
+ * (background/downsample.ts). The compactor owns what tells a sweep which series have a window due: the smallest
+ * head firstTs per series, told of every fragment put (head.ts) and read from the head once at start.
  */
 import { performance } from 'node:perf_hooks';
 import type { EntityIdx, KeyIdx } from '../encoding/codec.js';
 import { prefixEnd, readOrderedI64, seriesKey } from '../encoding/codec.js';
 import { blockCount, decodePoints, encodePoints } from '../encoding/gorilla.js';
-import { headFragments, mergeWindow, windowKey, windowStart } from './chunks.js';
-import { SeriesRead } from './read.js';
+import type { StoreEnv } from '../env.js';
+import type { RollupStore } from '../rollups/store.js';
+import { headFragments, mergeWindow, rawHorizonOf, windowKey, windowStart } from './chunks.js';
+import type { CompactionCounters } from './options.js';
+import type { ReadCache } from './read-cache.js';
 
-export abstract class SeriesCompaction extends SeriesRead {
+export class Compactor {
+  readonly counters: CompactionCounters = {
+    compactedWindows: 0,
+    compactedFragments: 0,
+    droppedLatePoints: 0,
+    rollupOnlyPoints: 0,
+  };
+  /**
+   * Per series with head fragments, the smallest firstTs among them as far as this process knows: never
+   * above the truth (every fragment put lowers it; compaction, deletes and purges leave it low, and the seek
+   * that finds it stale corrects it). Read from the head once at start. It tells compaction which series
+   * have a window due without a seek per series at every sweep: with 10,000 live series that scan held the
+   * event loop 45-90 ms every second.
+   */
+  private readonly headFirstTs = new Map<EntityIdx, Map<KeyIdx, number>>();
+  /** the series the compaction sweep in progress visits (due when it began), and its position; undefined: none */
+  private dueSeries: Array<readonly [EntityIdx, KeyIdx]> | undefined;
+  private duePos = 0;
+
+  constructor(
+    private readonly env: StoreEnv,
+    private readonly windowMs: number,
+    private readonly headWindowMs: number,
+    private readonly rollups: Pick<RollupStore, 'batch' | 'hasFinestBuckets' | 'rebuildWindow'>,
+    private readonly cache: Pick<ReadCache, 'writeChunks' | 'clear'>,
+  ) {
+    // one seek per series with head data, once
+    let start: Buffer = Buffer.alloc(0);
+    for (;;) {
+      let found: Buffer | undefined;
+      for (const key of env.head.getKeys({ start, limit: 1 })) found = key as Buffer;
+      if (found === undefined) break;
+      const e = found.readUInt32BE(0);
+      const k = found.readUInt32BE(4);
+      this.noteHeadFragment(e, k, readOrderedI64(found, 8));
+      start = prefixEnd(seriesKey(e, k));
+    }
+  }
+
+  /** Lowers series (e, k)'s smallest known head firstTs to `firstTs`. */
+  noteHeadFragment(e: EntityIdx, k: KeyIdx, firstTs: number): void {
+    let byKey = this.headFirstTs.get(e);
+    if (byKey === undefined) this.headFirstTs.set(e, (byKey = new Map()));
+    const cur = byKey.get(k);
+    if (cur === undefined || firstTs < cur) byKey.set(k, firstTs);
+  }
+
+  /** Forgets the head firstTs kept of entity `e` (its data has been purged). */
+  forgetEntity(e: EntityIdx): void {
+    this.headFirstTs.delete(e);
+  }
+
   /**
    * One bounded compaction step: folds the fragments of windows that ended at least `headWindowMs` before
    * `now` into their chunks, one window at a time, until `budgetMs` have passed. One transaction. Resolves
@@ -23,8 +78,8 @@ export abstract class SeriesCompaction extends SeriesRead {
     let compacted = 0;
     let more = false;
     let wallMs = 0;
-    const horizon = this.rawHorizonTs;
-    await this.writeChunks(() => {
+    const horizon = rawHorizonOf(this.env);
+    await this.cache.writeChunks(() => {
       const t0 = performance.now();
       try {
         this.rollups.batch(() => {
@@ -75,7 +130,7 @@ export abstract class SeriesCompaction extends SeriesRead {
   }
 
   private compactWindow(e: EntityIdx, k: KeyIdx, w: number, rawHorizon: number): void {
-    this.clearReadCaches();
+    this.cache.clear();
     const frags = headFragments(this.env, e, k, w, w + this.windowMs);
     for (const f of frags) void this.env.head.remove(f.key);
     this.counters.compactedFragments += frags.length;

@@ -6,12 +6,40 @@ import { performance } from 'node:perf_hooks';
 import type { TsKv } from '../../model/kv.js';
 import type { EntityIdx, KeyIdx } from '../encoding/codec.js';
 import { decodeStamped, encodeStamped, readOrderedI64, seriesKey } from '../encoding/codec.js';
+import type { Dictionary } from '../encoding/dict.js';
 import { blockCount, decodePoints, encodePoints } from '../encoding/gorilla.js';
+import type { StoreEnv } from '../env.js';
+import type { RollupStore } from '../rollups/store.js';
 import { fragmentPoints, headFragments, windowKey, windowStart } from './chunks.js';
-import { SeriesCompaction } from './compact.js';
-import type { DeleteRequest } from './interface.js';
+import type { LogApplier } from './apply.js';
+import type { HeadWriter } from './head.js';
+import type { DeleteRequest, RangeQuery } from './interface.js';
+import type { ReadCache } from './read-cache.js';
 
-export abstract class SeriesDelete extends SeriesCompaction {
+/** What a delete needs of the rest of the store besides LMDB. */
+export interface DeleterPorts {
+  readonly cache: Pick<ReadCache, 'writeChunks' | 'clear'>;
+  readonly rollups: Pick<RollupStore, 'batch' | 'rebuildWindow'>;
+  /** the latest ts kept per series */
+  readonly head: Pick<HeadWriter, 'forgetLatestTs' | 'setLatestTs'>;
+  /** writes what is queued (group commit), so the delete covers every earlier write */
+  readonly flushPending: () => void;
+  /** the log, when writes are acknowledged from it: what it holds goes into LMDB before the delete */
+  readonly log: Pick<LogApplier, 'logIdle' | 'applyLogged'> | undefined;
+  /** raw points of series (e, k), as reads see them */
+  readonly seriesRange: (e: EntityIdx, k: KeyIdx, q: RangeQuery) => IterableIterator<TsKv>;
+}
+
+export class Deleter {
+  constructor(
+    private readonly env: StoreEnv,
+    private readonly dict: Dictionary,
+    private readonly windowMs: number,
+    /** ms one transaction may run before yielding the event loop */
+    private readonly stepBudgetMs: number,
+    private readonly ports: DeleterPorts,
+  ) {}
+
   /**
    * Removes [startTs, endTs) of the keys from chunks (rebuilding their rollups) and head fragments, then their
    * latest values as asked. A range of months is done window by window in transactions of about
@@ -24,10 +52,11 @@ export abstract class SeriesDelete extends SeriesCompaction {
    */
   async delete(entityId: string, req: DeleteRequest): Promise<void> {
     // Points queued before this delete are written first, so the delete covers them (sequential semantics).
-    this.flushPending();
-    if (this.wal !== undefined) {
-      await this.logIdle();
-      this.applyLogged();
+    this.ports.flushPending();
+    const log = this.ports.log;
+    if (log !== undefined) {
+      await log.logIdle();
+      log.applyLogged();
     }
     const e = this.dict.entityIdx(entityId);
     if (e === undefined || req.endTs <= req.startTs) return;
@@ -36,7 +65,10 @@ export abstract class SeriesDelete extends SeriesCompaction {
       if (k === undefined) continue;
       const cursor = { w: windowStart(req.startTs, this.windowMs) };
       let done = false;
-      while (!done) done = await this.writeChunks(() => this.rollups.batch(() => this.deleteStep(e, k, req, cursor)));
+      while (!done)
+        done = await this.ports.cache.writeChunks(() =>
+          this.ports.rollups.batch(() => this.deleteStep(e, k, req, cursor)),
+        );
       if (req.deleteLatest) await this.env.root.transaction(() => this.dropLatest(e, k, req));
     }
     await this.env.flushed();
@@ -48,7 +80,7 @@ export abstract class SeriesDelete extends SeriesCompaction {
    */
   private deleteStep(e: EntityIdx, k: KeyIdx, req: DeleteRequest, cursor: { w: number }): boolean {
     const t0 = performance.now();
-    this.clearReadCaches();
+    this.ports.cache.clear();
     const W = this.windowMs;
     const inRange = (p: TsKv): boolean => p.ts >= req.startTs && p.ts < req.endTs;
     const end = windowKey(e, k, req.endTs);
@@ -68,7 +100,7 @@ export abstract class SeriesDelete extends SeriesCompaction {
         if (kept.length < blockCount(chunk)) {
           if (kept.length === 0) void this.env.chunks.remove(ck);
           else void this.env.chunks.put(ck, encodePoints(kept));
-          this.rollups.rebuildWindow(e, k, w, kept);
+          this.ports.rollups.rebuildWindow(e, k, w, kept);
         }
       }
       for (const f of headFragments(this.env, e, k, w, w + W)) {
@@ -91,16 +123,16 @@ export abstract class SeriesDelete extends SeriesCompaction {
     const { ts } = decodeStamped(cur);
     if (ts < req.startTs || ts >= req.endTs) return;
     void this.env.latest.remove(sk);
-    this.latestTs.get(e)?.delete(k);
+    this.ports.head.forgetLatestTs(e, k);
     if (!req.rewriteLatest) return;
-    for (const p of this.seriesRange(e, k, {
+    for (const p of this.ports.seriesRange(e, k, {
       startTs: Number.MIN_SAFE_INTEGER,
       endTs: Number.MAX_SAFE_INTEGER,
       order: 'DESC',
       limit: 1,
     })) {
       void this.env.latest.put(sk, encodeStamped(p.ts, p.value));
-      this.setLatestTs(e, k, p.ts);
+      this.ports.head.setLatestTs(e, k, p.ts);
     }
   }
 }

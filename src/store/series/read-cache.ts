@@ -1,0 +1,192 @@
+/**
+ * The read caches of the series store: decoded chunks and head fragments the rollup planner reads its raw edges
+ * through, and the holds that keep them (and the rollup read cache) from filling while a change to chunks or
+ * rollups may be committing. `writeChunks` is the one way such a change is made.
+ */
+import type { EntityIdx, KeyIdx } from '../encoding/codec.js';
+import { BlockColumns } from '../encoding/gorilla.js';
+import type { StoreEnv } from '../env.js';
+import { ByteLru } from '../lru.js';
+import type { RollupStore } from '../rollups/store.js';
+import { type SeriesChunks, windowKey } from './chunks.js';
+
+/**
+ * Approximate bytes of a decoded chunk (BlockColumns, its typed arrays and its own copy of the block; ~1.4 KB
+ * measured for 120 points of 10-s data) besides 16 per point: the chunk and fragment caches' accounting unit.
+ */
+const DECODED_CHUNK_BYTES = 512;
+const DECODED_POINT_BYTES = 16;
+
+export const chunkBytes = (cols: BlockColumns | null): number =>
+  DECODED_CHUNK_BYTES + (cols === null ? 0 : cols.count * DECODED_POINT_BYTES);
+
+/** How query.readCacheBytes is shared: a quarter for chunks, 1/16 for head fragments, the rest for rollup blocks. */
+export function readCacheBudgets(readCacheBytes: number): { chunk: number; fragment: number; rollup: number } {
+  const chunk = readCacheBytes / 4;
+  const fragment = readCacheBytes / 16;
+  return { chunk, fragment, rollup: readCacheBytes - chunk - fragment };
+}
+
+/**
+ * The value under `key` in a buffer of its own and of exactly its size, for a cache to keep: lmdb-js'
+ * getBinaryFast hands out its shared read buffer, and getBinary's copies hold ~4 KB each.
+ */
+function readOwnCopy(db: StoreEnv['head'], key: Buffer): Buffer | undefined {
+  const fast = db.getBinaryFast(key);
+  if (fast === undefined) return undefined;
+  const own = Buffer.allocUnsafeSlow(fast.length);
+  own.set(new Uint8Array(fast.buffer, fast.byteOffset, fast.length));
+  return own;
+}
+
+export class ReadCache {
+  /**
+   * Decoded chunks kept for the planner's raw edges: a month query at a 2-h interval reads one chunk per bucket
+   * boundary (360 per key), and a dashboard re-polling "the last 30 days" moves its boundaries by seconds, so
+   * nearly the same windows again. "e:k" → that series' chunks by window start (null: no chunk), series least
+   * recently used first, within the chunk budget.
+   */
+  private readonly chunkCache = new Map<string, SeriesChunks>();
+  /** accounted bytes held in chunkCache */
+  private chunkCacheSize = 0;
+  private readonly chunkCacheBytes: number;
+  /**
+   * Decoded head fragments for the planner's dirty windows (the last hours, which a dashboard re-polls), by
+   * fragment key (latin1), least recently used first, within the fragment budget. A fragment's value never
+   * changes under its key: every write takes a new seq, and the one rewrite (a delete) empties this cache first.
+   */
+  private readonly fragmentCache: ByteLru<string, BlockColumns>;
+  /** transactions that change chunks or rollups and have not resolved yet: readers must not fill the caches */
+  private cacheHolds = 0;
+  /** > 0 while writeChunks' callback runs (in an lmdb-js write transaction) */
+  private inWriteTxn = 0;
+
+  constructor(
+    private readonly env: StoreEnv,
+    budgets: { readonly chunk: number; readonly fragment: number },
+    private readonly rollups: Pick<RollupStore, 'clearReadCache' | 'readCacheUsage'>,
+  ) {
+    this.chunkCacheBytes = budgets.chunk;
+    this.fragmentCache = new ByteLru<string, BlockColumns>(budgets.fragment, chunkBytes);
+  }
+
+  /** false while a change to chunks or rollups may be committing: readers then leave the caches unfilled */
+  mayFill(): boolean {
+    return this.cacheHolds === 0;
+  }
+
+  /** whether writeChunks' callback is running, in an lmdb-js write transaction */
+  get inWriteTransaction(): boolean {
+    return this.inWriteTxn > 0;
+  }
+
+  /** The decoded-chunk cache of series (e, k), for chunkColumns (a query looks it up once). */
+  seriesChunks(e: EntityIdx, k: KeyIdx): SeriesChunks {
+    const id = `${e}:${k}`;
+    let chunks = this.chunkCache.get(id);
+    if (chunks !== undefined) this.chunkCache.delete(id);
+    else chunks = new Map();
+    this.chunkCache.set(id, chunks);
+    return chunks;
+  }
+
+  /**
+   * The committed chunk of window `w` of series (e, k), decoded (all timestamps; values on demand), or
+   * undefined when it has none. Shared with other readers through `chunks` (seriesChunks(e, k)): callers must
+   * not load another block into it. Chunks change only inside `writeChunks`, which keeps the cache empty until
+   * the change has committed. Past the cache's bytes, the least recently used series go first.
+   */
+  chunkColumns(
+    e: EntityIdx,
+    k: KeyIdx,
+    w: number,
+    chunks: SeriesChunks = this.seriesChunks(e, k),
+  ): BlockColumns | undefined {
+    const hit = chunks.get(w);
+    if (hit !== undefined) return hit ?? undefined;
+    const block = readOwnCopy(this.env.chunks, windowKey(e, k, w));
+    const cols = block === undefined ? null : new BlockColumns().load(block);
+    if (this.cacheHolds > 0) return cols ?? undefined;
+    chunks.set(w, cols);
+    // a reader's map dropped by clear() mid-query is no longer the cache's: not counted
+    if (this.chunkCache.get(`${e}:${k}`) !== chunks) return cols ?? undefined;
+    this.chunkCacheSize += chunkBytes(cols);
+    // Evict window by window: from the least recently used series, its first-read windows first.
+    while (this.chunkCacheSize > this.chunkCacheBytes) {
+      const [id, oldest] = this.chunkCache.entries().next().value as [string, SeriesChunks];
+      const first = oldest.entries().next();
+      if (first.done) {
+        this.chunkCache.delete(id);
+        continue;
+      }
+      const [firstW, firstCols] = first.value;
+      if (oldest === chunks && firstW === w) break; // the window just read stays
+      oldest.delete(firstW);
+      this.chunkCacheSize -= chunkBytes(firstCols);
+    }
+    return cols ?? undefined;
+  }
+
+  /**
+   * The head fragment under `key` (24 bytes: a point block) decoded, values included, or undefined when it is
+   * gone. Shared with other readers through the fragment cache, so callers must not load another block into it.
+   */
+  fragmentColumns(key: Buffer): BlockColumns | undefined {
+    const id = key.toString('latin1');
+    const hit = this.fragmentCache.get(id);
+    if (hit !== undefined) return hit;
+    const block = readOwnCopy(this.env.head, key);
+    if (block === undefined) return undefined;
+    const cols = new BlockColumns().load(block);
+    cols.intsUpTo(cols.count);
+    if (this.cacheHolds === 0) this.fragmentCache.add(id, cols);
+    return cols;
+  }
+
+  /** Accounted bytes of the decoded chunks, head fragments and rollup blocks held for readers, and budgets. */
+  usage(): {
+    chunkBytes: number;
+    chunkBudget: number;
+    fragmentBytes: number;
+    fragmentBudget: number;
+    rollupBytes: number;
+  } {
+    return {
+      chunkBytes: this.chunkCacheSize,
+      chunkBudget: this.chunkCacheBytes,
+      fragmentBytes: this.fragmentCache.bytes,
+      fragmentBudget: this.fragmentCache.budget,
+      rollupBytes: this.rollups.readCacheUsage,
+    };
+  }
+
+  /**
+   * Runs `fn` in a write transaction that may change chunks or rollups; `fn` calls `clear()` before it changes
+   * any. Until the commit has resolved, readers do not fill the caches: once LMDB has committed, a reader
+   * already sees the new state (a window's head fragments gone) while a decoded chunk or block cached from the
+   * old one would miss their points. A step that changes nothing leaves the caches as they are.
+   */
+  async writeChunks<T>(fn: () => T): Promise<T> {
+    this.cacheHolds++;
+    try {
+      return await this.env.root.transaction(() => {
+        this.inWriteTxn++;
+        try {
+          return fn();
+        } finally {
+          this.inWriteTxn--;
+        }
+      });
+    } finally {
+      this.cacheHolds--;
+    }
+  }
+
+  /** Drops the decoded chunks, head fragments and rollup blocks readers share. */
+  clear(): void {
+    this.chunkCache.clear();
+    this.chunkCacheSize = 0;
+    this.fragmentCache.clear();
+    this.rollups.clearReadCache();
+  }
+}

@@ -1,0 +1,306 @@
+/**
+ * The rules the source tree keeps (docs/development.md, "Rules the tree keeps"), checked on the TypeScript
+ * sources, not on dist/: no file of src/ over 700 lines, no import cycle in src/, no class-inheritance chain in
+ * src/ deeper than 2, and no issue tags or section numbers in comments (src/, test/, scripts/). Reads files only.
+ */
+import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import t from 'tap';
+import ts from 'typescript';
+
+/** The repository: the nearest directory above this file holding package.json and README.md (dist/ or source). */
+function repoRoot(): string {
+  let dir = dirname(fileURLToPath(import.meta.url));
+  for (;;) {
+    if (existsSync(join(dir, 'package.json')) && existsSync(join(dir, 'README.md'))) return dir;
+    const up = dirname(dir);
+    if (up === dir) throw new Error('README.md not found above the test');
+    dir = up;
+  }
+}
+
+const ROOT = repoRoot();
+const MAX_LINES = 700;
+const MAX_CLASS_CHAIN = 2;
+
+/** Every .ts file under `dir` (absolute paths), sorted. */
+function tsFiles(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  const out: string[] = [];
+  for (const name of readdirSync(dir).sort()) {
+    const path = join(dir, name);
+    if (statSync(path).isDirectory()) out.push(...tsFiles(path));
+    else if (name.endsWith('.ts') && !name.endsWith('.d.ts')) out.push(path);
+  }
+  return out;
+}
+
+const rel = (path: string): string => relative(ROOT, path).split('\\').join('/');
+
+const SRC = tsFiles(join(ROOT, 'src'));
+const sources = new Map(SRC.map((f) => [f, readFileSync(f, 'utf8')]));
+
+/** The modules of `files` that `file` imports or re-exports by a relative specifier, type-only ones included. */
+export function relativeImports(file: string, text: string, files: ReadonlySet<string>): string[] {
+  const out: string[] = [];
+  for (const ref of ts.preProcessFile(text, true, true).importedFiles) {
+    if (!ref.fileName.startsWith('.')) continue;
+    const base = resolve(dirname(file), ref.fileName);
+    const candidates = [base.replace(/\.js$/, '.ts'), `${base}.ts`, join(base, 'index.ts')];
+    const target = candidates.find((c) => files.has(c));
+    if (target !== undefined) out.push(target);
+  }
+  return out;
+}
+
+/** The strongly connected components of more than one module (or a module importing itself): the cycles. */
+export function importCycles(graph: ReadonlyMap<string, readonly string[]>): string[][] {
+  // Tarjan's algorithm, iterative so a deep import chain cannot overflow the stack
+  const index = new Map<string, number>();
+  const low = new Map<string, number>();
+  const onStack = new Set<string>();
+  const stack: string[] = [];
+  const cycles: string[][] = [];
+  let next = 0;
+  for (const root of graph.keys()) {
+    if (index.has(root)) continue;
+    const work: Array<{ node: string; edge: number }> = [{ node: root, edge: 0 }];
+    index.set(root, next);
+    low.set(root, next++);
+    stack.push(root);
+    onStack.add(root);
+    while (work.length > 0) {
+      const top = work[work.length - 1] as { node: string; edge: number };
+      const edges = graph.get(top.node) ?? [];
+      if (top.edge < edges.length) {
+        const to = edges[top.edge++] as string;
+        if (!index.has(to)) {
+          index.set(to, next);
+          low.set(to, next++);
+          stack.push(to);
+          onStack.add(to);
+          work.push({ node: to, edge: 0 });
+        } else if (onStack.has(to)) {
+          low.set(top.node, Math.min(low.get(top.node) as number, index.get(to) as number));
+        }
+        continue;
+      }
+      work.pop();
+      const parent = work[work.length - 1];
+      if (parent !== undefined)
+        low.set(parent.node, Math.min(low.get(parent.node) as number, low.get(top.node) as number));
+      if (low.get(top.node) !== index.get(top.node)) continue;
+      const component: string[] = [];
+      for (;;) {
+        const n = stack.pop() as string;
+        onStack.delete(n);
+        component.push(n);
+        if (n === top.node) break;
+      }
+      if (component.length > 1 || edges.includes(top.node)) cycles.push(component.sort());
+    }
+  }
+  return cycles;
+}
+
+/** Every class declared in `text`, with the name of the class it extends (undefined: none). */
+export function classHeritage(text: string): Array<{ name: string; base: string | undefined }> {
+  const sf = ts.createSourceFile('x.ts', text, ts.ScriptTarget.Latest, true);
+  const out: Array<{ name: string; base: string | undefined }> = [];
+  const visit = (node: ts.Node): void => {
+    if (ts.isClassDeclaration(node) || ts.isClassExpression(node)) {
+      const ext = node.heritageClauses?.find((h) => h.token === ts.SyntaxKind.ExtendsKeyword)?.types[0];
+      out.push({ name: node.name?.text ?? '(anonymous class)', base: ext?.expression.getText(sf) });
+    }
+    ts.forEachChild(node, visit);
+  };
+  visit(sf);
+  return out;
+}
+
+/**
+ * The longest inheritance chain of each class, counted in classes: a class that extends nothing is 1, one that
+ * extends a class from outside src/ (Error) is 2, one that extends a class of src/ is one more than that class.
+ */
+export function classChains(classes: ReadonlyArray<{ name: string; base: string | undefined }>): Map<string, string[]> {
+  const bases = new Map<string, string | undefined>();
+  for (const c of classes) bases.set(c.name, c.base);
+  const chains = new Map<string, string[]>();
+  for (const c of classes) {
+    const chain = [c.name];
+    let base = c.base;
+    while (base !== undefined && !chain.includes(base)) {
+      chain.push(base);
+      base = bases.get(base);
+    }
+    chains.set(c.name, chain);
+  }
+  return chains;
+}
+
+/**
+ * A comment that cites the project's history or documents outside the repository: a section sign and number, an
+ * issue by number or by name, the interface contract by its file's name (examples in the last test below).
+ */
+const TAGS: readonly RegExp[] = [
+  /§\s*\d/,
+  /\bpre-issue\b/i,
+  /\bissues?[\s#-]*\d/i,
+  /\(([^()]*\s)?issue\)/i,
+  /\bissue's\b/i,
+  /\b(the|this|that|another|an|next|previous|earlier|later)\s+(\w+\s+)?issue\b/i,
+  /\bCONTRACT\b/,
+];
+
+/** The first tag in `comment`, or undefined. */
+export function tagIn(comment: string): string | undefined {
+  return tagAt(comment)?.tag;
+}
+
+/** The first tag in `comment` and its line within the comment (0: the first), or undefined. */
+function tagAt(comment: string): { tag: string; line: number } | undefined {
+  for (const re of TAGS) {
+    const m = re.exec(comment);
+    if (m !== null) return { tag: m[0], line: (comment.slice(0, m.index).match(/\n/g) ?? []).length };
+  }
+  return undefined;
+}
+
+/** The text of every comment in `text`, with its 1-based line. */
+export function comments(text: string): Array<{ line: number; text: string }> {
+  const sf = ts.createSourceFile('x.ts', text, ts.ScriptTarget.Latest, true);
+  const seen = new Set<number>();
+  const out: Array<{ line: number; text: string }> = [];
+  const take = (ranges: ts.CommentRange[] | undefined): void => {
+    for (const r of ranges ?? []) {
+      if (seen.has(r.pos)) continue;
+      seen.add(r.pos);
+      out.push({ line: sf.getLineAndCharacterOfPosition(r.pos).line + 1, text: text.slice(r.pos, r.end) });
+    }
+  };
+  // every token's comments, tokens included (a comment after `(` is the trailing comment of that token)
+  const visit = (node: ts.Node): void => {
+    take(ts.getLeadingCommentRanges(text, node.getFullStart()));
+    take(ts.getTrailingCommentRanges(text, node.getEnd()));
+    for (const child of node.getChildren(sf)) visit(child);
+  };
+  visit(sf);
+  return out.sort((a, b) => a.line - b.line);
+}
+
+/**
+ * Tags in src/sync/ that this test lets through for now: that folder is being reshaped on another branch, so its
+ * comments are fixed there. Remove an entry together with its tag; an entry whose tag is gone fails the test.
+ */
+const KNOWN_TAGS_IN_SYNC: ReadonlyArray<{ file: string; tag: string }> = [
+  { file: 'src/sync/mqtt/gateway.ts', tag: "§9's guarantees" },
+];
+
+t.test(`no file of src/ is over ${MAX_LINES} lines`, async (t) => {
+  t.ok(SRC.length > 50, `src/ read (${SRC.length} files)`);
+  const long = SRC.map((f) => ({ file: rel(f), lines: (sources.get(f)?.match(/\n/g) ?? []).length })).filter(
+    (x) => x.lines > MAX_LINES,
+  );
+  t.same(long, [], 'files over the limit');
+});
+
+t.test('no import cycle in src/', async (t) => {
+  const files = new Set(SRC);
+  const graph = new Map(SRC.map((f) => [f, relativeImports(f, sources.get(f) as string, files)]));
+  t.ok(
+    [...graph.values()].some((to) => to.length > 0),
+    'imports found',
+  );
+  t.same(
+    importCycles(graph).map((c) => c.map(rel)),
+    [],
+    'modules importing each other, directly or through others',
+  );
+});
+
+t.test(`no class-inheritance chain in src/ deeper than ${MAX_CLASS_CHAIN}`, async (t) => {
+  const classes = SRC.flatMap((f) => classHeritage(sources.get(f) as string));
+  t.ok(classes.length > 10, `classes found (${classes.length})`);
+  const deep = [...classChains(classes).values()].filter((chain) => chain.length > MAX_CLASS_CHAIN);
+  t.same(
+    deep.map((chain) => chain.join(' → ')),
+    [],
+    'class → base → ...',
+  );
+});
+
+t.test('no issue tags or section numbers in comments of src/, test/ and scripts/', async (t) => {
+  const files = [...SRC, ...tsFiles(join(ROOT, 'test')), ...tsFiles(join(ROOT, 'scripts'))];
+  const found: string[] = [];
+  const allowed = new Set<string>();
+  for (const f of files) {
+    for (const c of comments(readFileSync(f, 'utf8'))) {
+      const at = tagAt(c.text);
+      if (at === undefined) continue;
+      const known = KNOWN_TAGS_IN_SYNC.find((k) => k.file === rel(f) && c.text.includes(k.tag));
+      if (known !== undefined) allowed.add(`${known.file}: ${known.tag}`);
+      else found.push(`${rel(f)}:${c.line + at.line}: ${at.tag}`);
+    }
+  }
+  t.same(found, [], 'comments citing issues or sections (docs/development.md)');
+  for (const k of KNOWN_TAGS_IN_SYNC) {
+    const id = `${k.file}: ${k.tag}`;
+    t.ok(allowed.has(id), `known tag still there (else remove it from KNOWN_TAGS_IN_SYNC): ${id}`);
+  }
+});
+
+t.test('the checks find what they look for', async (t) => {
+  const a = '/r/a.ts';
+  const b = '/r/b.ts';
+  const c = '/r/c.ts';
+  const files = new Set([a, b, c]);
+  t.same(relativeImports(a, "import type { X } from './b.js';\nexport * from './c.js';\nimport 'node:fs';", files), [
+    b,
+    c,
+  ]);
+  const cycles = importCycles(
+    new Map([
+      [a, [b]],
+      [b, [c]],
+      [c, [a]],
+    ]),
+  );
+  t.same(cycles, [[a, b, c]], 'a → b → c → a');
+  t.same(
+    importCycles(
+      new Map([
+        [a, [b]],
+        [b, [c]],
+        [c, []],
+      ]),
+    ),
+    [],
+    'a chain is not a cycle',
+  );
+  const chains = classChains(
+    classHeritage('class A {}\nclass B extends A {}\nclass C extends B {}\nclass E extends Error {}'),
+  );
+  t.same(chains.get('C'), ['C', 'B', 'A'], 'three deep');
+  t.same(chains.get('E'), ['E', 'Error'], 'an outside base counts');
+  for (const tagged of [
+    '// §9',
+    '/** (attributes issue) */',
+    '// the pre-issue-19 behaviour',
+    '// see issue 36',
+    "// the issue's budget",
+    '// the sync issue forwards them',
+  ])
+    t.ok(tagIn(tagged), tagged);
+  for (const clean of [
+    '// `outpost ticket keygen` / `issue`',
+    '// issue(user) signs a token',
+    '// tissue',
+    '// the contract of this seam',
+  ])
+    t.equal(tagIn(clean), undefined, clean);
+  t.same(
+    comments("const s = '// § 1 not a comment';\n// a comment\nf(/* inline */ 1);").map((x) => x.text),
+    ['// a comment', '/* inline */'],
+  );
+});
