@@ -7,6 +7,7 @@
  *
  * Knows nothing of uWS: a session is anything with `send(text)`, so the fan-out is unit-tested without sockets.
  */
+import type { Principal } from '../../auth/index.js';
 import type { AttributeScope, AttributesEvent, TelemetryDeleteEvent, TelemetryEvent } from '../../bus/index.js';
 import { type TsKv, kvToString } from '../../model/kv.js';
 import type { EpochMs } from '../../types.js';
@@ -15,6 +16,8 @@ import { DELETED_POINT, type RenderedPoint, renderPoint, renderPrefix, renderTai
 export interface WsSink {
   /** Sends one text frame; a closed or overflowing session drops it (the session is closed, not blocked). */
   send(text: string): void;
+  /** the user the session acts for (absent for sinks in unit tests) */
+  readonly principal?: Principal | undefined;
 }
 
 interface SubscriptionBase {
@@ -200,13 +203,25 @@ export class SubscriptionRegistry {
     }
   }
 
-  /** The entity is gone: its subscriptions end silently. */
-  onEntityDeleted(entityId: string): void {
+  /**
+   * The entity is gone, or who may read it changed: every subscription on it for which `endFrame` gives a
+   * frame ends, and its session gets that frame (the error a new subscription would get). Off the write path:
+   * runs on entity changes only, over the entity's own subscribers.
+   */
+  endWhere(entityId: string, endFrame: (sub: Subscription) => string | undefined): number {
+    let ended = 0;
     for (const index of [this.tsByEntity, this.attrByEntity] as Array<Map<string, Set<Subscription>>>) {
       const subs = index.get(entityId);
       if (subs === undefined) continue;
-      for (const sub of [...subs]) this.remove(sub.session, sub.cmdId);
+      for (const sub of [...subs]) {
+        const frame = endFrame(sub);
+        if (frame === undefined) continue;
+        this.remove(sub.session, sub.cmdId);
+        sub.session.send(frame);
+        ended++;
+      }
     }
+    return ended;
   }
 
   /** Renders the tail once per distinct signature of this event, then sends prefix + tail. */
