@@ -115,6 +115,10 @@ export const DEFAULTS = {
     maxTimeoutMs: 300_000,
     /** polls held at once; more answer 429. */
     maxOpen: 50_000,
+    /** polls one device holds at once, every kind together; one more answers its oldest as timed out. */
+    maxPerDevice: 4,
+    /** polls held at once from one remote address; more answer 429 (0 = no cap). */
+    maxPerAddress: 1_000,
   },
   rpc: {
     /** ms; REST server-side RPC default timeout (docs/api.md). */
