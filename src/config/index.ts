@@ -171,6 +171,10 @@ export const DEFAULTS = {
     /** s; idle sockets are closed (uWS sends pings). */
     idleTimeoutSec: 60,
     maxSubscriptionsPerSession: 1000,
+    /** open sockets per user (per access ticket); one more is closed 1008 (TB tenant profile maxWsSessionsPerRegularUser). */
+    maxSessionsPerUser: 10,
+    /** subscriptions per user over all its sockets; one more answers errorCode 2 (TB maxWsSubscriptionsPerRegularUser). */
+    maxSubscriptionsPerUser: 2000,
     /** ms; a socket opened without `?token=` must send `authCmd` within this (TB server.ws.auth_timeout_ms). */
     authTimeoutMs: 10_000,
   },
@@ -333,6 +337,10 @@ function validate(c: Config): void {
     ['downsample.sweepIntervalMs', c.downsample.sweepIntervalMs],
     ['ws.maxPayloadLength', c.ws.maxPayloadLength],
     ['ws.authTimeoutMs', c.ws.authTimeoutMs],
+    ['ws.maxSubscriptionsPerSession', c.ws.maxSubscriptionsPerSession],
+    ['ws.maxSessionsPerUser', c.ws.maxSessionsPerUser],
+    ['ws.maxSubscriptionsPerUser', c.ws.maxSubscriptionsPerUser],
+    ['longPoll.maxPerDevice', c.longPoll.maxPerDevice],
     ['sync.maxBatchBytes', c.sync.maxBatchBytes],
     ['sync.concurrency', c.sync.concurrency],
     ['sync.retryBaseMs', c.sync.retryBaseMs],

@@ -52,6 +52,8 @@ class Session implements WsSink {
   open = true;
   principal: Principal | undefined;
   authTimer: NodeJS.Timeout | undefined;
+  /** counted in its user's open sockets (undone once, on close) */
+  counted = false;
 
   constructor(
     private readonly ws: WebSocket<SessionData>,
@@ -108,6 +110,22 @@ export function registerWsApi(app: TemplatedApp, s: Services): SubscriptionRegis
 
   /** open sessions that have a principal; walked only when principals are revoked (rare) */
   const authenticated = new Set<Session>();
+  /** open authenticated sockets per user id (only users holding some) */
+  const socketsByUser = new Map<string, number>();
+
+  /** The session has its principal: counted against its user's sockets, or closed 1008 over the limit. */
+  const admit = (session: Session): boolean => {
+    const userId = (session.principal as Principal).userId;
+    const n = socketsByUser.get(userId) ?? 0;
+    if (n >= s.config.ws.maxSessionsPerUser) {
+      session.end(CLOSE.POLICY_VIOLATION, 'Max user sessions limit reached');
+      return false;
+    }
+    socketsByUser.set(userId, n + 1);
+    session.counted = true;
+    authenticated.add(session);
+    return true;
+  };
 
   // Registered once for the whole server; each event reaches only the written entity's subscribers.
   s.bus.on('telemetry', (ev) => registry.onTelemetry(ev));
@@ -169,7 +187,7 @@ export function registerWsApi(app: TemplatedApp, s: Services): SubscriptionRegis
       }
       clearTimeout(session.authTimer);
       session.authTimer = undefined;
-      authenticated.add(session);
+      if (!admit(session)) return;
     }
     for (const cmd of frame.cmds) {
       if (!session.open) return;
@@ -210,7 +228,7 @@ export function registerWsApi(app: TemplatedApp, s: Services): SubscriptionRegis
       if (s.metrics) s.metrics.websockets++;
       if (format === 'UNKNOWN') return session.end(CLOSE.BAD_DATA, 'Unknown session type');
       if (data.authError !== undefined) return session.end(CLOSE.SERVER_ERROR, data.authError);
-      if (session.principal !== undefined) authenticated.add(session);
+      if (session.principal !== undefined) admit(session);
       else {
         session.authTimer = setTimeout(
           () => session.end(CLOSE.POLICY_VIOLATION, 'Auth timeout'),
@@ -239,6 +257,12 @@ export function registerWsApi(app: TemplatedApp, s: Services): SubscriptionRegis
       clearTimeout(session.authTimer);
       authenticated.delete(session);
       registry.removeSession(session);
+      if (session.counted && session.principal !== undefined) {
+        session.counted = false;
+        const n = (socketsByUser.get(session.principal.userId) ?? 1) - 1;
+        if (n === 0) socketsByUser.delete(session.principal.userId);
+        else socketsByUser.set(session.principal.userId, n);
+      }
     },
   });
 

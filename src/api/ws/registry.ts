@@ -58,11 +58,26 @@ export class SubscriptionRegistry {
   private readonly tsByEntity = new Map<string, Set<TsSubscription>>();
   private readonly attrByEntity = new Map<string, Set<AttrSubscription>>();
   private readonly bySession = new Map<WsSink, Map<number, Subscription>>();
+  /** subscriptions per user id, over all its sessions (only users holding some) */
+  private readonly byUser = new Map<string, number>();
   readonly stats: FanoutStats = { tailsRendered: 0, framesSent: 0 };
 
   /** Subscriptions a session holds. */
   count(session: WsSink): number {
     return this.bySession.get(session)?.size ?? 0;
+  }
+
+  /** Subscriptions a user holds over all its sessions. */
+  countUser(userId: string): number {
+    return this.byUser.get(userId) ?? 0;
+  }
+
+  private countForUser(session: WsSink, delta: number): void {
+    const userId = session.principal?.userId;
+    if (userId === undefined) return;
+    const n = (this.byUser.get(userId) ?? 0) + delta;
+    if (n <= 0) this.byUser.delete(userId);
+    else this.byUser.set(userId, n);
   }
 
   has(session: WsSink, cmdId: number): boolean {
@@ -75,6 +90,7 @@ export class SubscriptionRegistry {
     let own = this.bySession.get(sub.session);
     if (own === undefined) this.bySession.set(sub.session, (own = new Map()));
     own.set(sub.cmdId, sub);
+    this.countForUser(sub.session, 1);
     if (sub.kind === 'TS') indexAdd(this.tsByEntity, sub.entityId, sub);
     else indexAdd(this.attrByEntity, sub.entityId, sub);
   }
@@ -86,6 +102,7 @@ export class SubscriptionRegistry {
     if (own === undefined || sub === undefined) return false;
     own.delete(cmdId);
     if (own.size === 0) this.bySession.delete(session);
+    this.countForUser(session, -1);
     this.unindex(sub);
     return true;
   }
@@ -95,6 +112,7 @@ export class SubscriptionRegistry {
     const own = this.bySession.get(session);
     if (own === undefined) return;
     this.bySession.delete(session);
+    this.countForUser(session, -own.size);
     for (const sub of own.values()) this.unindex(sub);
   }
 
