@@ -4,12 +4,16 @@
  * provisioning answers FAILURE; the CLI refuses; the MQTT Gateway API refuses that message (MQTT 5: PUBACK 0x99;
  * 3.1.1: dropped) and keeps the session, and a multi-device publish with one bad name stores nothing.
  */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import t from 'tap';
 import { latest, mqttClient } from './helpers/mqtt.js';
-import { addDevice, cli, http, startGateway } from './helpers/server.js';
+import { addDevice, cli, http, startGateway, tempDir } from './helpers/server.js';
 import { adminHeaders } from './helpers/users.js';
 
-const gw = await startGateway(t);
+const cfg = join(tempDir(t), 'config.json');
+writeFileSync(cfg, JSON.stringify({ provision: { key: 'pk', secret: 'ps' } }));
+const gw = await startGateway(t, { args: ['--config', cfg] });
 const admin = await adminHeaders(gw);
 const LONG = 'n'.repeat(2000);
 const AT_CAP = 'm'.repeat(255);
@@ -45,7 +49,17 @@ t.test('REST: a name over 255 characters or with a control character → 400 err
   t.notOk(page.text.includes('nnnnnnnnnn'), 'nothing created');
 });
 
-t.test('the CLI refuses too', async (t) => {
+t.test('provisioning and the CLI refuse too', async (t) => {
+  for (const deviceName of [LONG, 'bad\x1bname']) {
+    const p = await http('POST', `${gw.url}/api/v1/provision`, {
+      deviceName,
+      provisionDeviceKey: 'pk',
+      provisionDeviceSecret: 'ps',
+    });
+    t.equal(p.status, 200);
+    t.equal(p.json<{ status: string }>().status, 'FAILURE', 'provisioning answers FAILURE');
+    t.match(p.json<{ errorMsg: string }>().errorMsg, /Validation error: name/);
+  }
   const r = await cli(['device', 'add', '--data-dir', gw.dataDir, '--name', LONG]);
   t.equal(r.code, 1, 'CLI: exit 1');
   t.match(r.stderr, /length must be equal or less than 255/);
