@@ -24,6 +24,7 @@ export const ERRORS = {
   BAD_JSON: { status: 400, tbCode: TB.BAD_REQUEST_PARAMS, message: 'Invalid JSON' },
   BAD_PAYLOAD: { status: 400, tbCode: TB.BAD_REQUEST_PARAMS, message: 'Invalid request body' },
   BAD_PARAM: { status: 400, tbCode: TB.BAD_REQUEST_PARAMS, message: 'Invalid request parameters' },
+  NAME_INVALID: { status: 400, tbCode: TB.BAD_REQUEST_PARAMS, message: 'Validation error: invalid name' },
   INVALID_ARGUMENTS: { status: 400, tbCode: TB.INVALID_ARGUMENTS, message: 'Invalid arguments' },
   DEVICE_TOKEN_INVALID: { status: 401, tbCode: TB.AUTHENTICATION, message: 'Invalid device access token' },
   AUTH_FAILED: { status: 401, tbCode: TB.AUTHENTICATION, message: 'Authentication failed' },

@@ -162,6 +162,8 @@ export async function startServer(
   const rpc = new RpcBroker(bus, {
     maxPendingPerDevice: config.rpc.maxPendingPerDevice,
     maxOpenPolls: config.longPoll.maxOpen,
+    maxPollsPerDevice: config.longPoll.maxPerDevice,
+    maxPollsPerAddress: config.longPoll.maxPerAddress,
     clientSideTimeoutMs: config.rpc.clientSideTimeoutMs,
     log: (m) => log.error(m),
   });

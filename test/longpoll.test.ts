@@ -196,12 +196,22 @@ t.test('GET /attributes/updates end to end', async (t) => {
 
   t.test('1,000 polls opened and dropped: the registry goes back to zero', async (t) => {
     const polls = [];
-    for (let i = 0; i < 1_000; i++)
-      polls.push(rawGet(gw.port, `/api/v1/${dev.token}/attributes/updates?timeout=60000`));
-    await waitLongPoll(gw, admin, (s) => s.openPolls === 1_000);
+    let answered = 0;
+    for (let i = 0; i < 1_000; i++) {
+      const p = rawGet(gw.port, `/api/v1/${dev.token}/attributes/updates?timeout=60000`);
+      let head = '';
+      p.socket.on('data', (d) => {
+        const before = head.includes(' 408 ');
+        head += d.toString();
+        if (!before && head.includes(' 408 ')) answered++;
+      });
+      polls.push(p);
+    }
+    // one device holds at most longPoll.maxPerDevice (4): each newer poll answers its oldest as timed out
+    await waitLongPoll(gw, admin, (s) => s.openPolls === 4 && answered === 996);
     for (const p of polls) p.socket.destroy();
     await waitLongPoll(gw, admin, (s) => s.openPolls === 0);
-    t.pass('all 1,000 removed on abort');
+    t.pass('996 answered 408 at once, the 4 held removed on abort');
     // the server is still fine: a fresh poll is answered
     const p = http('GET', `${upd}?timeout=20000`);
     await waitLongPoll(gw, admin, (s) => s.attributePolls === 1);
@@ -246,4 +256,50 @@ t.test('longPoll.maxOpen: one more → 429', async (t) => {
   t.equal(await gw.stop('SIGTERM'), 0);
   t.ok(Date.now() - started < 10_000, 'exited without waiting for the poll');
   held.socket.destroy();
+});
+
+t.test('one device cannot take the long-polls of all; one address holds at most longPoll.maxPerAddress', async (t) => {
+  const dir = tempDir(t);
+  const cfg = join(dir, 'config.json');
+  writeFileSync(cfg, JSON.stringify({ longPoll: { maxOpen: 20, maxPerDevice: 3, maxPerAddress: 10 } }));
+  const gw = await startGateway(t, { args: ['--config', cfg] });
+  const admin = await adminHeaders(gw, 'admin@fair.test');
+  const [hog, other, third, fourth] = await Promise.all(
+    ['hog', 'other', 'third', 'fourth'].map((n) => addDevice(gw.dataDir, `fair-${n}`)),
+  );
+  if (!hog || !other || !third || !fourth) throw new Error('devices not created');
+  const polls: Array<ReturnType<typeof rawGet>> = [];
+  let answered = 0;
+  for (let i = 0; i < 20; i++) {
+    const p = rawGet(gw.port, `/api/v1/${hog.token}/rpc?timeout=30000`);
+    let head = '';
+    p.socket.on('data', (d) => {
+      const before = head.includes(' 408 ');
+      head += d.toString();
+      if (!before && head.includes(' 408 ')) answered++;
+    });
+    polls.push(p);
+  }
+  t.teardown(() => {
+    for (const p of polls) p.socket.destroy();
+  });
+  await waitLongPoll(gw, admin, (s) => s.openPolls === 3 && answered === 17);
+  t.pass('the hog keeps 3 held; its 17 older polls are answered 408 at once');
+
+  // another device is still served: its poll is held and an admin's RPC reaches it
+  const poll = http('GET', `${gw.url}/api/v1/${other.token}/rpc?timeout=20000`);
+  await waitLongPoll(gw, admin, (s) => s.openPolls === 4);
+  const rpc = await http('POST', `${gw.url}/api/rpc/oneway/${other.id}`, { method: 'ping', params: {} }, admin);
+  t.equal(rpc.status, 200, "the admin's RPC is delivered");
+  t.equal((await poll).status, 200, "the other device's poll gets it");
+
+  // 3 + 3 + 3 held from 127.0.0.1, then a 10th; the 11th from the same address → 429
+  for (const d of [other, third])
+    for (let i = 0; i < 3; i++) polls.push(rawGet(gw.port, `/api/v1/${d.token}/rpc?timeout=30000`));
+  polls.push(rawGet(gw.port, `/api/v1/${fourth.token}/rpc?timeout=30000`));
+  await waitLongPoll(gw, admin, (s) => s.openPolls === 10);
+  const refused = await http('GET', `${gw.url}/api/v1/${fourth.token}/attributes/updates?timeout=20000`);
+  t.equal(refused.status, 429, 'one more from the same address → 429');
+  t.equal(refused.json<{ errorCode: number }>().errorCode, 33);
+  t.match(refused.json<{ message: string }>().message, /from this address/);
 });

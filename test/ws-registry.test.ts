@@ -231,9 +231,14 @@ t.test('unsubscribe, session removal, entity deletion, cmdId replacement', async
   reg.removeSession(a);
   t.equal(reg.count(a), 0);
   t.equal(reg.subscribersOf(E2), 0, 'index emptied');
-  reg.onEntityDeleted(E1);
+  t.equal(
+    reg.endWhere(E1, () => 'END'),
+    1,
+    'the entity gone: its one subscription ends',
+  );
+  t.same(b.frames, ['END'], 'with the end frame');
   t.equal(reg.count(b), 0);
   t.equal(reg.subscribersOf(E1), 0);
   reg.onTelemetry(write(E1, [1, { a: kvLong(1) }]));
-  t.equal(a.frames.length + b.frames.length, 0);
+  t.equal(a.frames.length + b.frames.length, 1, 'nothing after the end');
 });

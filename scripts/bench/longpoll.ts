@@ -11,7 +11,7 @@
  *   npm run bench:longpoll [-- --devices 10000 --rounds 3 --concurrency 64]
  */
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -58,7 +58,13 @@ async function setup(dataDir: string, n: number): Promise<Array<{ id: string; to
 }
 
 function startDaemon(dataDir: string): Promise<{ proc: ChildProcess; port: number }> {
-  return spawnListening([MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir], 'daemon');
+  // every poll comes from the one loopback address: lift the per-address cap the daemon has by default
+  const config = `${dataDir}.config.json`;
+  writeFileSync(config, JSON.stringify({ longPoll: { maxPerAddress: 0 } }));
+  return spawnListening(
+    [MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir, '--config', config],
+    'daemon',
+  );
 }
 
 async function openPollCount(base: string, auth: Record<string, string>): Promise<number> {
@@ -244,6 +250,7 @@ async function main(): Promise<void> {
     console.log(`target: RssAnon with polls open < 120 MB → ${open < 120 * MB ? 'met' : 'NOT met'}`);
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
+    rmSync(`${dataDir}.config.json`, { force: true });
   }
 }
 

@@ -10,13 +10,16 @@
  * subscription logic — i.e. the floor set by uWS and the client itself. Rounds alternate baseline / Outpost;
  * medians are reported. Loopback only; bounded by --seconds and --rounds.
  *
+ * All subscribers are one user: the daemon gets ws.maxSessionsPerUser and ws.maxSubscriptionsPerUser raised to
+ * --subscribers, so the per-user accounting runs on every socket and subscription without refusing any.
+ *
  * `--dir` puts Outpost's data dir elsewhere (e.g. /dev/shm, so the shared disk's fsync latency, which the ingest
  * benchmark measures, does not hide the fan-out cost).
  *
  *   npm run bench:ws [-- --subscribers 1000 --devices 100 --rate 1000 --seconds 8 --rounds 2 --dir /tmp]
  */
 import type { ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { Agent, request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -164,7 +167,18 @@ function httpPost(agent: Agent, port: number, path: string, body: string): Promi
   });
 }
 
-async function startOutpost(dataDir: string, devs: Array<{ id: string; token: string }>): Promise<Target> {
+async function startOutpost(
+  dataDir: string,
+  devs: Array<{ id: string; token: string }>,
+  subscribers: number,
+): Promise<Target> {
+  // Every subscriber is the one bench user: its per-user limits are raised to the load, so each socket and
+  // subscription is still counted against them (the cost measured) but none is refused.
+  const config = join(dataDir, 'bench-config.json');
+  writeFileSync(
+    config,
+    JSON.stringify({ ws: { maxSessionsPerUser: subscribers, maxSubscriptionsPerUser: subscribers } }),
+  );
   const { proc, port } = await startProcess([
     MAIN,
     'serve',
@@ -174,6 +188,8 @@ async function startOutpost(dataDir: string, devs: Array<{ id: string; token: st
     '0',
     '--data-dir',
     dataDir,
+    '--config',
+    config,
   ]);
   const agent = new Agent({ keepAlive: true, maxSockets: 1 });
   const login = await new Promise<string>((resolve, reject) => {
@@ -387,7 +403,7 @@ async function main(): Promise<void> {
   const a = parseArgs(process.argv.slice(2));
   const dataDir = mkdtempSync(join(a.dir, 'outpost-bench-ws-'));
   const devs = await setupOutpost(dataDir, a.devices);
-  const outpost = await startOutpost(dataDir, devs);
+  const outpost = await startOutpost(dataDir, devs, a.subscribers);
   const baseline = await startBaseline(a.devices);
   // Interrupted (timeout, Ctrl-C): the children and the data dir go too.
   const cleanup = (signal: NodeJS.Signals): void => {

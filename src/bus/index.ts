@@ -40,6 +40,19 @@ export interface BusEvents {
   attributes: AttributesEvent;
   /** an entity was deleted (devices: pending long-polls answer, subscriptions close) */
   entityDeleted: { readonly entityType: EntityType; readonly entityId: string };
+  /** who may read the entity changed (assigned to, or unassigned from, a customer): live reads are rechecked */
+  accessChanged: { readonly entityType: EntityType; readonly entityId: string };
+  /**
+   * sessions that lost their authority: logged-out session ids, deleted users, deleted customers (their users
+   * and access tickets); whatever such a session holds open is closed
+   */
+  principalsRevoked: PrincipalsRevokedEvent;
+}
+
+export interface PrincipalsRevokedEvent {
+  readonly sessionIds: readonly string[];
+  readonly userIds: readonly string[];
+  readonly customerIds: readonly string[];
 }
 
 type Listener<T> = (event: T) => void;
@@ -50,6 +63,8 @@ export class EventBus {
     telemetryDeleted: new Set(),
     attributes: new Set(),
     entityDeleted: new Set(),
+    accessChanged: new Set(),
+    principalsRevoked: new Set(),
   };
 
   constructor(private readonly log: (msg: string) => void = () => undefined) {}

@@ -9,6 +9,7 @@ import { type Command, Option } from 'commander';
 import { resolveDevice } from './backend.js';
 import { example } from './common.js';
 import { CliError } from './errors.js';
+import { safeText } from './format.js';
 import { type TechOptions, techOptions, withBackend } from './options.js';
 import { parseTime } from './time.js';
 
@@ -68,7 +69,7 @@ export function registerExport(program: Command): void {
                 bytes += chunk.length;
                 if (progress && Date.now() - lastShown > 200) {
                   lastShown = Date.now();
-                  process.stderr.write(`\rexporting ${dev.name}: ${(bytes / 1e6).toFixed(1)} MB`);
+                  process.stderr.write(`\rexporting ${safeText(dev.name)}: ${(bytes / 1e6).toFixed(1)} MB`);
                 }
               });
             });

@@ -56,6 +56,21 @@ export function shortTime(ts: EpochMs, withDate: boolean): string {
   return withDate ? `${pad2(d.getMonth() + 1)}-${pad2(d.getDate())} ${hm}` : hm;
 }
 
+/**
+ * Text that came from a device or the store (names, keys, values), made safe for a terminal: every C0 control,
+ * DEL and C1 control is shown as `\x1b`-style text, so a name or value can never set the window title, clear
+ * the screen, move the cursor, open a link or overwrite a line. Human output only: `--json` and CSV stay exact.
+ */
+export function safeText(s: string): string {
+  return CONTROL.test(s) ? s.replace(CONTROL_ALL, escapeControl) : s;
+}
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: C0, DEL and C1 controls
+const CONTROL = /[\x00-\x1f\x7f-\x9f]/;
+// biome-ignore lint/suspicious/noControlCharactersInRegex: C0, DEL and C1 controls
+const CONTROL_ALL = /[\x00-\x1f\x7f-\x9f]/g;
+const escapeControl = (c: string): string => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`;
+
 /** Display width of a string (ANSI escapes excluded; every other code point counts one column). */
 export function displayWidth(s: string): number {
   let n = 0;
@@ -64,9 +79,21 @@ export function displayWidth(s: string): number {
   return n;
 }
 
+/** `\x1b`-style escapes written by safeText: a cut keeps or drops each one whole. */
+const ESCAPED_OR_CHAR = /\\x[0-9a-f]{2}|[\s\S]/gu;
+
+/** `s` (already safeText) shortened to `width` columns with `…`, never cutting inside an escape. */
 function cut(s: string, width: number): string {
   if (displayWidth(s) <= width) return s;
-  return `${[...s].slice(0, Math.max(0, width - 1)).join('')}…`;
+  let out = '';
+  let used = 0;
+  for (const m of s.matchAll(ESCAPED_OR_CHAR)) {
+    const w = m[0].length > 1 && m[0].startsWith('\\x') ? m[0].length : 1;
+    if (used + w > width - 1) break;
+    out += m[0];
+    used += w;
+  }
+  return `${out}…`;
 }
 
 /**
@@ -81,6 +108,8 @@ export function table(
   st: Style = PLAIN,
 ): string {
   const n = headers.length;
+  headers = headers.map(safeText);
+  rows = rows.map((r) => r.map(safeText));
   const widths = headers.map((h, i) => Math.max(displayWidth(h), ...rows.map((r) => displayWidth(r[i] ?? ''))));
   const total = (): number => widths.reduce((a, b) => a + b, 0) + 2 * (n - 1);
   while (total() > width) {

@@ -9,6 +9,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { Command } from 'commander';
+import { safeText } from './format.js';
 
 type Register = (program: Command) => void;
 type Loader = () => Promise<Register>;
@@ -75,5 +76,5 @@ export async function runCli(argv: string[]): Promise<void> {
 
 /** An error is one line (docs/cli.md), whatever the message carried. */
 function oneLine(msg: string): string {
-  return msg.replace(/\s*\n\s*/g, ' ').trim();
+  return safeText(msg.replace(/\s*\n\s*/g, ' ').trim());
 }

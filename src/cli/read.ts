@@ -4,6 +4,7 @@ import type { AggParam } from '../query/history.js';
 import { type AttributeScopeArg, type Backend, resolveDevice } from './backend.js';
 import { example } from './common.js';
 import { CliError } from './errors.js';
+import { safeText } from './format.js';
 import { type TechOptions, keysOption, print, techOptions, withBackend } from './options.js';
 import type { SeriesJson } from './render.js';
 import { HOUR_MS, parseDuration, parseTime } from './time.js';
@@ -117,7 +118,11 @@ export function registerRead(program: Command): void {
             now,
           );
           const sparks = new Map(Object.entries(hour).map(([k, pts]) => [k, sparkOf(pts, now)] as const));
-          print(Object.keys(latest).length === 0 ? `(no telemetry from ${dev.name})` : latestTable(latest, sparks));
+          print(
+            Object.keys(latest).length === 0
+              ? `(no telemetry from ${safeText(dev.name)})`
+              : latestTable(latest, sparks),
+          );
         }),
       ),
     'outpost latest pump-1',
@@ -173,7 +178,7 @@ export function registerRead(program: Command): void {
             const dev = await resolveDevice(b, ref);
             const keys =
               keysOption(o.keys) ?? Object.keys(JSON.parse(await b.latest(dev.id, undefined)) as SeriesJson).sort();
-            if (keys.length === 0) return print(o.json ? '{}' : `(no telemetry from ${dev.name})`);
+            if (keys.length === 0) return print(o.json ? '{}' : `(no telemetry from ${safeText(dev.name)})`);
             const q = { startTs, endTs, agg: o.agg, interval, limit };
             if (o.json) return print(await b.history(dev.id, keys, q));
             const { historyCsv, historyCharts, historyTable, terminalColumns } = await views();
@@ -227,7 +232,7 @@ export function registerRead(program: Command): void {
           if (o.json) return print(text);
           const { table, localTime, terminalColumns, style } = await views();
           const attrs = JSON.parse(text) as Array<{ lastUpdateTs: number; key: string; value: unknown }>;
-          if (attrs.length === 0) return print(`(no attributes on ${dev.name})`);
+          if (attrs.length === 0) return print(`(no attributes on ${safeText(dev.name)})`);
           print(
             table(
               ['KEY', 'VALUE', 'LAST UPDATE'],

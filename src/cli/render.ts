@@ -3,7 +3,7 @@
  * the JSON text both modes return, so a human view is the same whichever mode produced it.
  */
 import { type NumPoint, lineChart, numericValue, sparkline } from './chart.js';
-import { localTime, style, table, terminalColumns } from './format.js';
+import { localTime, safeText, style, table, terminalColumns } from './format.js';
 import type { DeviceRow } from './backend.js';
 import { HOUR_MS } from './time.js';
 
@@ -98,7 +98,7 @@ export function historyCharts(
   const keys = Object.keys(series);
   if (keys.length === 0) return '(no data in this range)';
   return keys
-    .map((k) => lineChart(k, numericPoints(series[k] ?? []), { width, height, from, to }).join('\n'))
+    .map((k) => lineChart(safeText(k), numericPoints(series[k] ?? []), { width, height, from, to }).join('\n'))
     .join('\n\n');
 }
 

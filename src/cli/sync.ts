@@ -9,7 +9,7 @@ import type { SyncStatusFull } from '../sync/service.js';
 import type { SetAsideBatch } from '../sync/set-aside.js';
 import { example } from './common.js';
 import { CliError } from './errors.js';
-import { duration, localTime } from './format.js';
+import { duration, localTime, safeText } from './format.js';
 import { print } from './options.js';
 import { RemoteBackend } from './remote.js';
 
@@ -65,7 +65,8 @@ export function syncLines(s: SyncStatusFull, now: number): string[] {
     lines.push(
       `parked     ${parked.length} device${parked.length === 1 ? '' : 's'} (their points wait; the others go on):`,
     );
-    for (const d of parked) lines.push(`  ${d.name}: ${d.reason ?? 'parked'}; ${points(d.backlogPoints)} behind`);
+    for (const d of parked)
+      lines.push(`  ${safeText(d.name)}: ${d.reason ?? 'parked'}; ${points(d.backlogPoints)} behind`);
   }
   if (behind.length > 0) {
     lines.push(
@@ -73,7 +74,7 @@ export function syncLines(s: SyncStatusFull, now: number): string[] {
     );
     for (const d of behind.slice(0, MOST_BEHIND))
       lines.push(
-        `  ${d.name}: ${points(d.backlogPoints)}${d.depthBacklogPoints > 0 ? ` and ${n(d.depthBacklogPoints)} depth` : ''}`,
+        `  ${safeText(d.name)}: ${points(d.backlogPoints)}${d.depthBacklogPoints > 0 ? ` and ${n(d.depthBacklogPoints)} depth` : ''}`,
       );
   }
   return lines;
@@ -104,7 +105,7 @@ export function linkLines(
     );
     for (const e of d.deviceEvents) {
       lines.push(
-        `upstream   ${localTime(e.ts)}: ${e.event === 'deleted' ? `deleted "${e.name}"` : `renamed "${e.name}" to "${e.newName ?? '?'}"`} (kept here as it is)`,
+        `upstream   ${localTime(e.ts)}: ${e.event === 'deleted' ? `deleted "${safeText(e.name)}"` : `renamed "${safeText(e.name)}" to "${safeText(e.newName ?? '?')}"`} (kept here as it is)`,
       );
     }
   }

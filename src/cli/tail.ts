@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { resolveDevice } from './backend.js';
 import { example } from './common.js';
-import { localTime, style } from './format.js';
+import { localTime, safeText, style } from './format.js';
 import { type TechOptions, keysOption, techOptions, withBackend } from './options.js';
 
 export function registerTail(program: Command): void {
@@ -22,7 +22,7 @@ export function registerTail(program: Command): void {
             process.stdout.isTTY === true && o.json !== true
               ? () => {
                   process.stderr.write(
-                    `${st.dim(`waiting for new points from ${dev.name}${o.keys ? ` (${o.keys})` : ''} on the ${b.where}; Ctrl-C to stop`)}\n`,
+                    `${st.dim(`waiting for new points from ${safeText(dev.name)}${o.keys ? ` (${safeText(o.keys)})` : ''} on the ${b.where}; Ctrl-C to stop`)}\n`,
                   );
                 }
               : undefined;
@@ -33,7 +33,7 @@ export function registerTail(program: Command): void {
               process.stdout.write(
                 o.json
                   ? `${JSON.stringify({ ts: p.ts, key: p.key, value: p.value })}\n`
-                  : `${st.dim(localTime(p.ts))}  ${st.accent(p.key)}  ${p.value}\n`,
+                  : `${st.dim(localTime(p.ts))}  ${st.accent(safeText(p.key))}  ${safeText(p.value)}\n`,
               );
             },
             stop.signal,

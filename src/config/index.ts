@@ -115,6 +115,10 @@ export const DEFAULTS = {
     maxTimeoutMs: 300_000,
     /** polls held at once; more answer 429. */
     maxOpen: 50_000,
+    /** polls one device holds at once, every kind together; one more answers its oldest as timed out. */
+    maxPerDevice: 4,
+    /** polls held at once from one remote address; more answer 429 (0 = no cap). */
+    maxPerAddress: 1_000,
   },
   rpc: {
     /** ms; REST server-side RPC default timeout (docs/api.md). */
@@ -167,6 +171,10 @@ export const DEFAULTS = {
     /** s; idle sockets are closed (uWS sends pings). */
     idleTimeoutSec: 60,
     maxSubscriptionsPerSession: 1000,
+    /** open sockets per user (per access ticket); one more is closed 1008 (TB tenant profile maxWsSessionsPerRegularUser). */
+    maxSessionsPerUser: 10,
+    /** subscriptions per user over all its sockets; one more answers errorCode 2 (TB maxWsSubscriptionsPerRegularUser). */
+    maxSubscriptionsPerUser: 2000,
     /** ms; a socket opened without `?token=` must send `authCmd` within this (TB server.ws.auth_timeout_ms). */
     authTimeoutMs: 10_000,
   },
@@ -329,6 +337,10 @@ function validate(c: Config): void {
     ['downsample.sweepIntervalMs', c.downsample.sweepIntervalMs],
     ['ws.maxPayloadLength', c.ws.maxPayloadLength],
     ['ws.authTimeoutMs', c.ws.authTimeoutMs],
+    ['ws.maxSubscriptionsPerSession', c.ws.maxSubscriptionsPerSession],
+    ['ws.maxSessionsPerUser', c.ws.maxSessionsPerUser],
+    ['ws.maxSubscriptionsPerUser', c.ws.maxSubscriptionsPerUser],
+    ['longPoll.maxPerDevice', c.longPoll.maxPerDevice],
     ['sync.maxBatchBytes', c.sync.maxBatchBytes],
     ['sync.concurrency', c.sync.concurrency],
     ['sync.retryBaseMs', c.sync.retryBaseMs],

@@ -20,7 +20,12 @@ export type PublishOutcome =
   /** malformed or wrongly shaped payload: nothing stored */
   | { readonly kind: 'bad'; readonly message: string }
   /** a gateway named a device that is not its own: nothing stored */
-  | { readonly kind: 'denied'; readonly message: string };
+  | { readonly kind: 'denied'; readonly message: string }
+  /**
+   * a device name that can never be valid (too long, control characters): nothing stored; the message is
+   * refused and the session kept, on 3.1.x too (its plain PUBACK drops the message, which resending cannot fix)
+   */
+  | { readonly kind: 'badName'; readonly message: string };
 
 export const OK: PublishOutcome = { kind: 'ok' };
 export const UNKNOWN_TOPIC: PublishOutcome = { kind: 'unknownTopic' };

@@ -17,6 +17,7 @@ import { parseKvObject, parseBody, parseTelemetry } from '../ingest/payload.js';
 import { kvToJson } from '../model/kv.js';
 import type { DsRecord } from '../store/depth.js';
 import type { DeviceRecord } from '../store/entities.js';
+import { checkName } from '../store/names.js';
 import { OK, type PublishOutcome, UNKNOWN_TOPIC } from './device-topics.js';
 
 /** The gateway session as the handlers see it. */
@@ -55,6 +56,7 @@ function bad(message: string): never {
 
 function deviceName(v: JsonValue | undefined): string {
   if (typeof v !== 'string' || v.trim() === '') bad('"device" must be a device name');
+  checkName('name', v);
   return v;
 }
 
@@ -101,6 +103,8 @@ async function findOrCreate(ctx: GatewayContext, name: string, type: string): Pr
  * lookup has ended (so the answer never races a creation still under way).
  */
 async function subDevicesOf(ctx: GatewayContext, names: readonly string[]): Promise<DeviceRecord[]> {
+  // every name is checked before any is created: one bad name refuses the publish and creates nothing
+  for (const name of names) checkName('name', name);
   const all = await Promise.allSettled(names.map((name) => subDevice(ctx, name)));
   const refused = all.find((r) => r.status === 'rejected');
   if (refused !== undefined) throw (refused as PromiseRejectedResult).reason;

@@ -361,6 +361,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
 
   /** What a handler's error means for the client; never throws (`done` must not reject). */
   private failure(err: unknown, topic: string): Outcome {
+    if (err instanceof OutpostError && err.code === 'NAME_INVALID') return { kind: 'badName', message: err.message };
     if (err instanceof OutpostError && err.status === 400) return { kind: 'bad', message: err.message };
     if (err instanceof OutpostError && err.status === 403) return { kind: 'denied', message: err.message };
     try {
@@ -529,6 +530,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
       }
       let reasonCode: number = RC.ok;
       if (o.kind === 'unknownTopic') reasonCode = RC.topicNameInvalid;
+      else if (o.kind === 'badName') reasonCode = RC.payloadFormatInvalid;
       else if (o.kind === 'bad' || o.kind === 'denied') {
         if (c.protocolVersion !== 5) {
           flushPlain();

@@ -71,6 +71,10 @@ export interface RpcBrokerOptions {
   readonly maxPendingPerDevice: number;
   /** held requests over all devices; one more → 429 */
   readonly maxOpenPolls: number;
+  /** held requests per device; one more answers its oldest as timed out (0 = no cap) */
+  readonly maxPollsPerDevice?: number;
+  /** held requests per remote address; one more → 429 (0 = no cap) */
+  readonly maxPollsPerAddress?: number;
   /** ms; client-side RPC wait before `{"error":"timeout"}` */
   readonly clientSideTimeoutMs: DurationMs;
   readonly now?: () => EpochMs;
@@ -132,7 +136,12 @@ export class RpcBroker {
   ) {
     this.now = opts.now ?? Date.now;
     this.wheel = new TimerWheel(opts.tickMs ?? 50, opts.clock ?? realClock, opts.log);
-    this.polls = new LongPollRegistry(this.wheel, opts.maxOpenPolls);
+    this.polls = new LongPollRegistry(
+      this.wheel,
+      opts.maxOpenPolls,
+      opts.maxPollsPerDevice ?? 0,
+      opts.maxPollsPerAddress ?? 0,
+    );
     this.clientHandlers.set('getCurrentTime', () => `{"time":${this.now()}}`);
     this.unsubscribe.push(
       bus.on('attributes', (ev) => {
@@ -154,15 +163,25 @@ export class RpcBroker {
    * `GET /attributes/updates`: held until the next shared-attribute change of the device or `timeoutMs`.
    * Throws 429 when the registry is full.
    */
-  waitAttributes(deviceId: string, timeoutMs: DurationMs, settle: (o: PollOutcome) => void): PollHandle {
-    return this.polls.open(deviceId, 'attributes', timeoutMs, settle);
+  waitAttributes(
+    deviceId: string,
+    timeoutMs: DurationMs,
+    settle: (o: PollOutcome) => void,
+    origin?: string,
+  ): PollHandle {
+    return this.polls.open(deviceId, 'attributes', timeoutMs, settle, origin);
   }
 
   /**
    * `GET /rpc`: the oldest queued RPC at once (settled synchronously, returns undefined), else held until an
    * RPC arrives or `timeoutMs`. Throws 429 when the registry is full.
    */
-  waitRpc(deviceId: string, timeoutMs: DurationMs, settle: (o: PollOutcome) => void): PollHandle | undefined {
+  waitRpc(
+    deviceId: string,
+    timeoutMs: DurationMs,
+    settle: (o: PollOutcome) => void,
+    origin?: string,
+  ): PollHandle | undefined {
     const st = this.devices.get(deviceId);
     const next = st?.queue.shift();
     if (next !== undefined) {
@@ -170,7 +189,7 @@ export class RpcBroker {
       settle({ kind: 'data', body: next.body });
       return undefined;
     }
-    return this.polls.open(deviceId, 'rpc', timeoutMs, settle);
+    return this.polls.open(deviceId, 'rpc', timeoutMs, settle, origin);
   }
 
   // ---- server-side RPC -------------------------------------------------------------------------
@@ -282,16 +301,22 @@ export class RpcBroker {
    * `POST /rpc` (docs/api.md): a registered handler's reply, or the fallback's, else `{"error":"timeout"}`
    * after the client-side timeout. The wait is a held request: bounded, and dropped on client abort.
    */
-  clientRpc(call: ClientRpcCall, settle: (o: PollOutcome) => void): PollHandle | undefined {
+  clientRpc(call: ClientRpcCall, settle: (o: PollOutcome) => void, origin?: string): PollHandle | undefined {
     const handler = this.clientHandlers.get(call.method) ?? this.clientFallback;
     const out = handler?.(call);
     if (typeof out === 'string') {
       settle({ kind: 'data', body: out });
       return undefined;
     }
-    const poll = this.polls.open(call.deviceId, 'clientRpc', this.opts.clientSideTimeoutMs, (o) => {
-      settle(o.kind === 'timeout' ? { kind: 'data', body: '{"error":"timeout"}' } : o);
-    });
+    const poll = this.polls.open(
+      call.deviceId,
+      'clientRpc',
+      this.opts.clientSideTimeoutMs,
+      (o) => {
+        settle(o.kind === 'timeout' ? { kind: 'data', body: '{"error":"timeout"}' } : o);
+      },
+      origin,
+    );
     out?.then(
       (body) => {
         if (body !== undefined) poll.answer(body);

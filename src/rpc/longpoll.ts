@@ -1,7 +1,10 @@
 /**
  * The registry of held device requests (docs/api.md): `GET /attributes/updates`, `GET /rpc` and client-side
- * `POST /rpc` waiting for their answer. Bounded (`maxOpen`: one more → 429), one shared timer wheel for every
- * deadline, and an entry leaves the registry the moment it is answered, times out or its client goes away.
+ * `POST /rpc` waiting for their answer. Bounded in total (`maxOpen`: one more → 429), per device (`maxPerDevice`:
+ * one more answers the device's oldest as timed out, so one device can never take the others' share, and a
+ * device whose old connections died unseen is still served) and per remote address (`maxPerOrigin`: one more →
+ * 429, so one host cannot take them all with many tokens); one shared timer wheel for every deadline, and an
+ * entry leaves the registry the moment it is answered, times out or its client goes away.
  *
  * Knows nothing of HTTP: an entry is settled exactly once with a PollOutcome and the handler turns that into a
  * reply.
@@ -40,6 +43,8 @@ class Poll implements PollHandle {
     private readonly registry: LongPollRegistry,
     readonly deviceId: string,
     readonly kind: PollKind,
+    /** the remote address it came from (HTTP), counted against maxPerOrigin */
+    readonly origin: string | undefined,
     private readonly onSettle: (o: PollOutcome) => void,
   ) {}
 
@@ -66,10 +71,16 @@ export class LongPollRegistry {
   private readonly byDevice = new Map<string, DevicePolls>();
   private open_ = 0;
   private readonly perKind: Record<PollKind, number> = { attributes: 0, rpc: 0, clientRpc: 0 };
+  /** held requests per remote address (only addresses holding some) */
+  private readonly byOrigin = new Map<string, number>();
 
   constructor(
     private readonly wheel: TimerWheel,
     private readonly maxOpen: number,
+    /** held requests per device, every kind together; 0 = no cap */
+    private readonly maxPerDevice = 0,
+    /** held requests per remote address; 0 = no cap */
+    private readonly maxPerOrigin = 0,
   ) {}
 
   /** Requests held right now, over all devices and kinds. */
@@ -102,14 +113,36 @@ export class LongPollRegistry {
 
   /**
    * Holds a request until answered or `timeoutMs` passes (then `settle({kind:'timeout'})`). Throws
-   * TOO_MANY_REQUESTS (429) when `maxOpen` requests are already held; nothing is registered then.
+   * TOO_MANY_REQUESTS (429) when `maxOpen` requests are already held, or `maxPerOrigin` from `origin`; nothing
+   * is registered then. A device already holding `maxPerDevice` has its oldest answered as timed out first.
    */
-  open(deviceId: string, kind: PollKind, timeoutMs: DurationMs, settle: (o: PollOutcome) => void): PollHandle {
-    if (this.open_ >= this.maxOpen) {
+  open(
+    deviceId: string,
+    kind: PollKind,
+    timeoutMs: DurationMs,
+    settle: (o: PollOutcome) => void,
+    origin?: string,
+  ): PollHandle {
+    let polls = this.byDevice.get(deviceId);
+    // the device's oldest, to be answered if this one is taken: it frees its place in every count
+    const displaced =
+      this.maxPerDevice > 0 && polls !== undefined && polls.size >= this.maxPerDevice
+        ? polls.values().next().value
+        : undefined;
+    if (origin !== undefined && this.maxPerOrigin > 0) {
+      const fromOrigin = (this.byOrigin.get(origin) ?? 0) - (displaced?.origin === origin ? 1 : 0);
+      if (fromOrigin >= this.maxPerOrigin) {
+        throw new OutpostError(
+          'TOO_MANY_REQUESTS',
+          `Too many open long-polls from this address (limit ${this.maxPerOrigin})`,
+        );
+      }
+    }
+    if (this.open_ - (displaced === undefined ? 0 : 1) >= this.maxOpen) {
       throw new OutpostError('TOO_MANY_REQUESTS', `Too many open long-polls (limit ${this.maxOpen})`);
     }
-    const p = new Poll(this, deviceId, kind, settle);
-    let polls = this.byDevice.get(deviceId);
+    if (displaced?.settle({ kind: 'timeout' })) polls = this.byDevice.get(deviceId);
+    const p = new Poll(this, deviceId, kind, origin, settle);
     if (polls === undefined) {
       polls = new Set();
       this.byDevice.set(deviceId, polls);
@@ -117,6 +150,7 @@ export class LongPollRegistry {
     polls.add(p);
     this.open_++;
     this.perKind[kind]++;
+    if (origin !== undefined) this.byOrigin.set(origin, (this.byOrigin.get(origin) ?? 0) + 1);
     p.timer = this.wheel.schedule(timeoutMs, () => p.settle({ kind: 'timeout' }));
     return p;
   }
@@ -159,5 +193,10 @@ export class LongPollRegistry {
     this.open_--;
     this.perKind[p.kind]--;
     if (polls.size === 0) this.byDevice.delete(p.deviceId);
+    if (p.origin !== undefined) {
+      const n = (this.byOrigin.get(p.origin) ?? 1) - 1;
+      if (n === 0) this.byOrigin.delete(p.origin);
+      else this.byOrigin.set(p.origin, n);
+    }
   }
 }

@@ -8,6 +8,7 @@ import { OutpostError } from '../errors.js';
 import { type AccessToken, type CustomerId, type EntityId, NULL_UUID, type TenantId, type UserId } from '../types.js';
 import type { StoreEnv } from './env.js';
 import { queuePurge } from './background/purge.js';
+import { checkLength, checkName, lookupable } from './names.js';
 import type { DeviceProfileRecord } from './profile-records.js';
 import * as profileTx from './profile-records.js';
 
@@ -256,6 +257,7 @@ export class EntityStore {
 
   /** A fresh view: writes committed by any process are seen as soon as LMDB's read snapshot shows them. */
   get(id: string): EntityRecord | undefined {
+    if (!lookupable(id)) return undefined;
     if (this.inTxn > 0) return this.env.entities.get(id) as EntityRecord | undefined;
     this.checkGen();
     return this.cachedGet(id);
@@ -278,6 +280,7 @@ export class EntityStore {
 
   /** The device an access token belongs to; as fresh as get(), so CLI changes show at once. */
   deviceByToken(token: string): DeviceRecord | undefined {
+    if (!lookupable(token)) return undefined;
     if (this.inTxn > 0) {
       const id = this.env.tokens.get(token);
       return id === undefined ? undefined : this.device(id);
@@ -294,12 +297,14 @@ export class EntityStore {
   }
 
   userByEmail(email: string): UserRecord | undefined {
+    if (!lookupable(email)) return undefined;
     const id = this.env.users.get(email.toLowerCase());
     return id === undefined ? undefined : this.user(id);
   }
 
   byName(type: 'DEVICE' | 'ASSET' | 'CUSTOMER', name: string): EntityRecord | undefined {
     const t = this.requireTenant();
+    if (!lookupable(name)) return undefined;
     const id = this.env.names.get(nameKey(t.id, type, name));
     return id === undefined ? undefined : this.get(id);
   }
@@ -330,6 +335,7 @@ export class EntityStore {
   async createCustomer(title: string): Promise<CustomerRecord> {
     if (typeof title !== 'string' || title.trim() === '')
       throw new OutpostError('BAD_PARAM', 'Customer title should be specified!');
+    checkName('title', title);
     const t = this.requireTenant();
     const rec: CustomerRecord = {
       entityType: 'CUSTOMER',
@@ -352,13 +358,15 @@ export class EntityStore {
   async createDevice(d: NewDevice): Promise<DeviceRecord> {
     if (typeof d.name !== 'string' || d.name.trim() === '')
       throw new OutpostError('BAD_PARAM', 'Device name should be specified!');
+    checkName('name', d.name);
+    checkLength('label', d.label);
     if (d.token !== undefined && (d.token === '' || d.token.length > 255 || /[\s/?#]/.test(d.token))) {
       throw new OutpostError(
         'BAD_PARAM',
         'Device access token must be 1..255 characters without spaces, "/", "?" or "#"',
       );
     }
-    if (d.type !== '') profileTx.checkProfileName(d.type, 'Device type');
+    if (d.type !== '') profileTx.checkProfileName(d.type, 'Device type', 'type');
     if (d.customerId !== undefined && d.customerId !== NULL_UUID && !this.customer(d.customerId)) {
       throw new OutpostError('ENTITY_NOT_FOUND', `Customer with id [${d.customerId}] is not found`);
     }
@@ -403,6 +411,9 @@ export class EntityStore {
   }): Promise<AssetRecord> {
     if (typeof a.name !== 'string' || a.name.trim() === '')
       throw new OutpostError('BAD_PARAM', 'Asset name should be specified!');
+    checkName('name', a.name);
+    checkLength('type', a.type);
+    checkLength('label', a.label);
     const t = this.requireTenant();
     const rec: AssetRecord = {
       entityType: 'ASSET',
@@ -427,6 +438,7 @@ export class EntityStore {
 
   async createUser(u: NewUser): Promise<UserRecord> {
     const email = u.email.trim();
+    checkName('email', email);
     if (!/^[^\s@]+@[^\s@]+$/.test(email))
       throw new OutpostError('BAD_PARAM', `Invalid email address format '${u.email}'!`);
     if (u.authority === 'CUSTOMER_USER' && (u.customerId === undefined || !this.customer(u.customerId))) {
@@ -531,7 +543,10 @@ export class EntityStore {
     if (patch.name !== undefined && (typeof patch.name !== 'string' || patch.name.trim() === '')) {
       throw new OutpostError('BAD_PARAM', `${typeTitle(type)} name should be specified!`);
     }
-    if (type === 'DEVICE' && patch.type !== '') profileTx.checkProfileName(patch.type, 'Device type');
+    if (patch.name !== undefined) checkName('name', patch.name);
+    if (type === 'DEVICE' && patch.type !== '') profileTx.checkProfileName(patch.type, 'Device type', 'type');
+    else checkLength('type', patch.type);
+    checkLength('label', patch.label);
     const outcome = await this.writeTxn(() => {
       const r = this.get(id);
       if (!r || r.entityType !== type) return 'entity' as const;
@@ -560,6 +575,7 @@ export class EntityStore {
   async updateCustomer(id: string, title: string): Promise<CustomerRecord> {
     if (typeof title !== 'string' || title.trim() === '')
       throw new OutpostError('BAD_PARAM', 'Customer title should be specified!');
+    checkName('title', title);
     const outcome = await this.writeTxn(() => {
       const r = this.customer(id);
       if (!r) return 'entity' as const;

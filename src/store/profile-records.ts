@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { OutpostError } from '../errors.js';
 import type { EntityId, TenantId } from '../types.js';
 import type { StoreEnv } from './env.js';
+import { checkName } from './names.js';
 
 export const PROVISION_TYPES = ['DISABLED', 'ALLOW_CREATE_NEW_DEVICES', 'CHECK_PRE_PROVISIONED_DEVICES'] as const;
 export type ProvisionType = (typeof PROVISION_TYPES)[number];
@@ -35,21 +36,15 @@ export interface DeviceProfileRecord {
 export const DEFAULT_PROFILE_META = 'defaultDeviceProfileId';
 export const DEFAULT_PROFILE_NAME = 'default';
 
-/** TB's limit on a name; a profile's name and provision key are index keys, which LMDB bounds too */
-export const MAX_PROFILE_NAME = 255;
-
 /**
- * Refuses (400) a device type or profile name that could not be a profile's name: blank, over 255 characters, or
- * with control characters. Called before the write transaction, so a refusal changes nothing.
+ * Refuses (400) a device type or profile name that could not be a profile's name: blank, or not a name by
+ * names.ts's rule (over 255 characters, control characters). Called before the write transaction, so a refusal
+ * changes nothing.
  */
-export function checkProfileName(name: string | undefined, what = 'Device profile name'): void {
+export function checkProfileName(name: string | undefined, what = 'Device profile name', field = 'name'): void {
   if (name === undefined) return;
   if (name.trim() === '') throw new OutpostError('BAD_PARAM', `${what} should be specified!`);
-  if (name.length > MAX_PROFILE_NAME)
-    throw new OutpostError('BAD_PARAM', `${what} length must be equal or less than ${MAX_PROFILE_NAME}`);
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: control characters are what is refused
-  if (/[\u0000-\u001f\u007f]/.test(name))
-    throw new OutpostError('BAD_PARAM', `${what} must not hold control characters`);
+  checkName(field, name);
 }
 
 export const profileNameKey = (tenantId: string, name: string): string[] => [tenantId, 'DEVICE_PROFILE', name];

@@ -8,10 +8,10 @@ import { OutpostError } from '../errors.js';
 import type { EntityId } from '../types.js';
 import type { DeviceRecord, EntityStore } from './entities.js';
 import type { StoreEnv } from './env.js';
+import { MAX_NAME_LENGTH } from './names.js';
 import {
   DEFAULT_PROFILE_META,
   type DeviceProfileRecord,
-  MAX_PROFILE_NAME,
   PROVISION_TYPES,
   type ProvisionType,
   TRANSPORT_TYPES,
@@ -71,10 +71,10 @@ function provisioningOf(
   const key = input.provisionDeviceKey === undefined ? (prev?.provisionDeviceKey ?? null) : input.provisionDeviceKey;
   if (typeof key !== 'string' || key.trim() === '')
     throw new OutpostError('BAD_PARAM', 'Provision device key should be specified!');
-  if (key.length > MAX_PROFILE_NAME || (typeof secretRaw === 'string' && secretRaw.length > MAX_PROFILE_NAME))
+  if (key.length > MAX_NAME_LENGTH || (typeof secretRaw === 'string' && secretRaw.length > MAX_NAME_LENGTH))
     throw new OutpostError(
       'BAD_PARAM',
-      `Provision device key and secret must be at most ${MAX_PROFILE_NAME} characters`,
+      `Provision device key and secret must be at most ${MAX_NAME_LENGTH} characters`,
     );
   if (typeof secretRaw !== 'string' || secretRaw.trim() === '')
     throw new OutpostError('BAD_PARAM', 'Provision device secret should be specified!');

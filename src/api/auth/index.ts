@@ -69,7 +69,9 @@ export function registerAuthApi(router: HttpRouter, s: Services): void {
     'post',
     '/api/auth/logout',
     async (ctx) => {
-      await s.auth.logout(principalOf(s, ctx));
+      const p = principalOf(s, ctx);
+      await s.auth.logout(p);
+      s.bus.publish('principalsRevoked', { sessionIds: [p.sessionId], userIds: [], customerIds: [] });
       return {};
     },
     opts,

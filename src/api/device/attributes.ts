@@ -46,6 +46,7 @@ export function getAttributeUpdates(s: Services) {
     // Only the id is kept while the poll is held, not the whole device record.
     const deviceId = authenticateDevice(s.entities, ctx).id;
     const timeout = pollTimeout(ctx, s.config);
-    return pollReply(await holdRequest(ctx, (settle) => s.rpc.waitAttributes(deviceId, timeout, settle)));
+    const origin = ctx.remoteAddress();
+    return pollReply(await holdRequest(ctx, (settle) => s.rpc.waitAttributes(deviceId, timeout, settle, origin)));
   };
 }

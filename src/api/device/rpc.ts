@@ -62,7 +62,8 @@ export function getRpc(s: Services) {
     // Only the id is kept while the poll is held, not the whole device record.
     const deviceId = authenticateDevice(s.entities, ctx).id;
     const timeout = pollTimeout(ctx, s.config);
-    return pollReply(await holdRequest(ctx, (settle) => s.rpc.waitRpc(deviceId, timeout, settle)));
+    const origin = ctx.remoteAddress();
+    return pollReply(await holdRequest(ctx, (settle) => s.rpc.waitRpc(deviceId, timeout, settle, origin)));
   };
 }
 
@@ -87,6 +88,7 @@ export function postRpcReply(s: Services) {
 export function postClientRpc(s: Services) {
   return async (ctx: HttpContext): Promise<Reply> => {
     const deviceId = authenticateDevice(s.entities, ctx).id;
+    const origin = ctx.remoteAddress();
     const json = parseBody(await ctx.body());
     if (!isJsonObject(json))
       throw new OutpostError('BAD_PAYLOAD', 'RPC request must be a JSON object {"method","params"}');
@@ -95,6 +97,8 @@ export function postClientRpc(s: Services) {
       throw new OutpostError('BAD_PAYLOAD', 'RPC request must have a "method" string');
     const params = json['params'];
     const paramsJson = params === undefined ? 'null' : stringifyJson(params);
-    return pollReply(await holdRequest(ctx, (settle) => s.rpc.clientRpc({ deviceId, method, paramsJson }, settle)));
+    return pollReply(
+      await holdRequest(ctx, (settle) => s.rpc.clientRpc({ deviceId, method, paramsJson }, settle, origin)),
+    );
   };
 }

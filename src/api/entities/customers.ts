@@ -52,6 +52,7 @@ export function registerCustomerRoutes(router: HttpRouter, s: Services): void {
       throw new OutpostError('ENTITY_NOT_FOUND', `Customer with id [${rec.id}] is not found`);
     s.auth.forgetUsers(deletedUsers);
     s.bus.publish('entityDeleted', { entityType: 'CUSTOMER', entityId: rec.id });
+    s.bus.publish('principalsRevoked', { sessionIds: [], userIds: deletedUsers, customerIds: [rec.id] });
     return {};
   });
 }

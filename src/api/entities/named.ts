@@ -151,14 +151,18 @@ export function registerNamedRoutes(router: HttpRouter, s: Services, type: Named
     const id = parseUuid(ctx.params[1], `${seg}Id`);
     s.auth.checkAccess(p, 'CUSTOMER', customerId, 'write');
     s.auth.checkAccess(p, type, id, 'write');
-    return json(render(await s.entities.assignToCustomer(type, id, customerId)));
+    const rec = await s.entities.assignToCustomer(type, id, customerId);
+    s.bus.publish('accessChanged', { entityType: type, entityId: rec.id });
+    return json(render(rec));
   });
 
   router.route('del', `/api/customer/${seg}/:id`, async (ctx) => {
     const p = principalOf(s, ctx);
     s.auth.requireTenantAdmin(p);
     const rec = s.auth.checkAccess(p, type, parseUuid(ctx.params[0], `${seg}Id`), 'write');
-    return json(render(await s.entities.unassignFromCustomer(type, rec.id)));
+    const unassigned = await s.entities.unassignFromCustomer(type, rec.id);
+    s.bus.publish('accessChanged', { entityType: type, entityId: rec.id });
+    return json(render(unassigned));
   });
 
   if (type === 'DEVICE') {

@@ -108,11 +108,12 @@ function checkTarget(
   }
 }
 
-function checkCapacity(deps: CommandDeps, session: WsSink, cmdId: number): void {
-  const max = deps.s.config.ws.maxSubscriptionsPerSession;
-  if (!deps.registry.has(session, cmdId) && deps.registry.count(session) >= max) {
-    throw bad(`Max subscriptions limit reached: ${max} per session!`);
-  }
+function checkCapacity(deps: CommandDeps, session: WsSink, principal: Principal, cmdId: number): void {
+  if (deps.registry.has(session, cmdId)) return; // replaces one it holds
+  const { maxSubscriptionsPerSession: max, maxSubscriptionsPerUser: maxUser } = deps.s.config.ws;
+  if (deps.registry.count(session) >= max) throw bad(`Max subscriptions limit reached: ${max} per session!`);
+  if (deps.registry.countUser(principal.userId) >= maxUser)
+    throw bad(`Max user subscriptions limit reached: ${maxUser} per user!`);
 }
 
 function parseAgg(agg: string): AggParam {
@@ -179,7 +180,7 @@ function tsSubscribe(deps: CommandDeps, session: WsSink, principal: Principal, c
     return;
   }
   checkTarget(deps, principal, cmd, MSG_FETCH_DATA);
-  checkCapacity(deps, session, cmd.cmdId);
+  checkCapacity(deps, session, principal, cmd.cmdId);
   const { s } = deps;
   const now = s.now();
   const latestOnly = cmd.scope === 'LATEST_TELEMETRY';
@@ -248,7 +249,7 @@ function attrSubscribe(deps: CommandDeps, session: WsSink, principal: Principal,
   checkTarget(deps, principal, cmd, MSG_FETCH_ATTRIBUTES);
   const scopeText = cmd.scope === undefined || cmd.scope === '' ? undefined : cmd.scope;
   if (scopeText !== undefined && !isAttributeScope(scopeText)) throw bad(`Invalid attribute scope: ${scopeText}`);
-  checkCapacity(deps, session, cmd.cmdId);
+  checkCapacity(deps, session, principal, cmd.cmdId);
   const current = deps.attributes.get(cmd.entityId, scopeText, cmd.keys);
   // A key present in two scopes lists both values (TB adds every entry under its key).
   const byKey = new Map<string, RenderedPoint[]>();

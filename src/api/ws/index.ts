@@ -27,11 +27,14 @@ import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
 import { runCommand, type CommandDeps } from './commands.js';
 import { FrameError, type ParsedFrame, type WsFormat, parseFrame } from './protocol.js';
-import { SubscriptionRegistry, type WsSink } from './registry.js';
-import { PARSE_ERROR_FRAME } from './render.js';
+import { type Subscription, SubscriptionRegistry, type WsSink } from './registry.js';
+import { MSG_FETCH_ATTRIBUTES, MSG_FETCH_DATA, PARSE_ERROR_FRAME, WS_ERROR, renderError } from './render.js';
 
 /** RFC 6455 close codes used here (TB's choices). */
 const CLOSE = { BAD_DATA: 1007, POLICY_VIOLATION: 1008, SERVER_ERROR: 1011 } as const;
+
+/** Close reason for a socket whose session was logged out or whose user or customer was deleted: what REST answers. */
+const REVOKED_REASON = 'Token has expired';
 
 /** uWS `send` results */
 const SEND_DROPPED = 2;
@@ -49,6 +52,8 @@ class Session implements WsSink {
   open = true;
   principal: Principal | undefined;
   authTimer: NodeJS.Timeout | undefined;
+  /** counted in its user's open sockets (undone once, on close) */
+  counted = false;
 
   constructor(
     private readonly ws: WebSocket<SessionData>,
@@ -103,13 +108,61 @@ export function registerWsApi(app: TemplatedApp, s: Services): SubscriptionRegis
   const registry = new SubscriptionRegistry();
   const deps: CommandDeps = { s, registry, attributes: s.attributes };
 
+  /** open sessions that have a principal; walked only when principals are revoked (rare) */
+  const authenticated = new Set<Session>();
+  /** open authenticated sockets per user id (only users holding some) */
+  const socketsByUser = new Map<string, number>();
+
+  /** The session has its principal: counted against its user's sockets, or closed 1008 over the limit. */
+  const admit = (session: Session): boolean => {
+    const userId = (session.principal as Principal).userId;
+    const n = socketsByUser.get(userId) ?? 0;
+    if (n >= s.config.ws.maxSessionsPerUser) {
+      session.end(CLOSE.POLICY_VIOLATION, 'Max user sessions limit reached');
+      return false;
+    }
+    socketsByUser.set(userId, n + 1);
+    session.counted = true;
+    authenticated.add(session);
+    return true;
+  };
+
   // Registered once for the whole server; each event reaches only the written entity's subscribers.
   s.bus.on('telemetry', (ev) => registry.onTelemetry(ev));
   s.bus.on('telemetryDeleted', (ev) =>
     registry.onTelemetryDeleted(ev, (keys) => s.timeseries.latest(ev.entityId, keys)),
   );
   s.bus.on('attributes', (ev) => registry.onAttributes(ev));
-  s.bus.on('entityDeleted', (ev) => registry.onEntityDeleted(ev.entityId));
+
+  /** The frame ending `sub` when its session may no longer read the entity: what subscribing now would answer. */
+  const lostAccess = (sub: Subscription): string | undefined => {
+    const principal = sub.session.principal;
+    const rec = s.entities.get(sub.entityId);
+    if (principal !== undefined && rec !== undefined) {
+      try {
+        s.auth.checkAccess(principal, rec.entityType, rec.id, 'read');
+        return undefined;
+      } catch (err) {
+        if (!(err instanceof OutpostError)) throw err;
+      }
+    }
+    return renderError(sub.cmdId, WS_ERROR.INTERNAL, sub.kind === 'ATTR' ? MSG_FETCH_ATTRIBUTES : MSG_FETCH_DATA);
+  };
+  s.bus.on('entityDeleted', (ev) => registry.endWhere(ev.entityId, lostAccess));
+  s.bus.on('accessChanged', (ev) => registry.endWhere(ev.entityId, lostAccess));
+  s.bus.on('principalsRevoked', (ev) => {
+    const sessionIds = new Set(ev.sessionIds);
+    const userIds = new Set(ev.userIds);
+    const customerIds = new Set(ev.customerIds);
+    for (const session of [...authenticated]) {
+      const p = session.principal;
+      if (p === undefined) continue;
+      if (sessionIds.has(p.sessionId) || userIds.has(p.userId) || customerIds.has(p.customerId)) {
+        registry.removeSession(session);
+        session.end(CLOSE.POLICY_VIOLATION, REVOKED_REASON);
+      }
+    }
+  });
 
   const handleFrame = (session: Session, text: string): void => {
     let frame: ParsedFrame;
@@ -134,6 +187,7 @@ export function registerWsApi(app: TemplatedApp, s: Services): SubscriptionRegis
       }
       clearTimeout(session.authTimer);
       session.authTimer = undefined;
+      if (!admit(session)) return;
     }
     for (const cmd of frame.cmds) {
       if (!session.open) return;
@@ -174,7 +228,8 @@ export function registerWsApi(app: TemplatedApp, s: Services): SubscriptionRegis
       if (s.metrics) s.metrics.websockets++;
       if (format === 'UNKNOWN') return session.end(CLOSE.BAD_DATA, 'Unknown session type');
       if (data.authError !== undefined) return session.end(CLOSE.SERVER_ERROR, data.authError);
-      if (session.principal === undefined) {
+      if (session.principal !== undefined) admit(session);
+      else {
         session.authTimer = setTimeout(
           () => session.end(CLOSE.POLICY_VIOLATION, 'Auth timeout'),
           s.config.ws.authTimeoutMs,
@@ -200,7 +255,14 @@ export function registerWsApi(app: TemplatedApp, s: Services): SubscriptionRegis
       if (s.metrics) s.metrics.websockets--;
       session.open = false;
       clearTimeout(session.authTimer);
+      authenticated.delete(session);
       registry.removeSession(session);
+      if (session.counted && session.principal !== undefined) {
+        session.counted = false;
+        const n = (socketsByUser.get(session.principal.userId) ?? 1) - 1;
+        if (n === 0) socketsByUser.delete(session.principal.userId);
+        else socketsByUser.set(session.principal.userId, n);
+      }
     },
   });
 

@@ -7,6 +7,7 @@
  *
  * Knows nothing of uWS: a session is anything with `send(text)`, so the fan-out is unit-tested without sockets.
  */
+import type { Principal } from '../../auth/index.js';
 import type { AttributeScope, AttributesEvent, TelemetryDeleteEvent, TelemetryEvent } from '../../bus/index.js';
 import { type TsKv, kvToString } from '../../model/kv.js';
 import type { EpochMs } from '../../types.js';
@@ -15,6 +16,8 @@ import { DELETED_POINT, type RenderedPoint, renderPoint, renderPrefix, renderTai
 export interface WsSink {
   /** Sends one text frame; a closed or overflowing session drops it (the session is closed, not blocked). */
   send(text: string): void;
+  /** the user the session acts for (absent for sinks in unit tests) */
+  readonly principal?: Principal | undefined;
 }
 
 interface SubscriptionBase {
@@ -55,11 +58,26 @@ export class SubscriptionRegistry {
   private readonly tsByEntity = new Map<string, Set<TsSubscription>>();
   private readonly attrByEntity = new Map<string, Set<AttrSubscription>>();
   private readonly bySession = new Map<WsSink, Map<number, Subscription>>();
+  /** subscriptions per user id, over all its sessions (only users holding some) */
+  private readonly byUser = new Map<string, number>();
   readonly stats: FanoutStats = { tailsRendered: 0, framesSent: 0 };
 
   /** Subscriptions a session holds. */
   count(session: WsSink): number {
     return this.bySession.get(session)?.size ?? 0;
+  }
+
+  /** Subscriptions a user holds over all its sessions. */
+  countUser(userId: string): number {
+    return this.byUser.get(userId) ?? 0;
+  }
+
+  private countForUser(session: WsSink, delta: number): void {
+    const userId = session.principal?.userId;
+    if (userId === undefined) return;
+    const n = (this.byUser.get(userId) ?? 0) + delta;
+    if (n <= 0) this.byUser.delete(userId);
+    else this.byUser.set(userId, n);
   }
 
   has(session: WsSink, cmdId: number): boolean {
@@ -72,6 +90,7 @@ export class SubscriptionRegistry {
     let own = this.bySession.get(sub.session);
     if (own === undefined) this.bySession.set(sub.session, (own = new Map()));
     own.set(sub.cmdId, sub);
+    this.countForUser(sub.session, 1);
     if (sub.kind === 'TS') indexAdd(this.tsByEntity, sub.entityId, sub);
     else indexAdd(this.attrByEntity, sub.entityId, sub);
   }
@@ -83,6 +102,7 @@ export class SubscriptionRegistry {
     if (own === undefined || sub === undefined) return false;
     own.delete(cmdId);
     if (own.size === 0) this.bySession.delete(session);
+    this.countForUser(session, -1);
     this.unindex(sub);
     return true;
   }
@@ -92,6 +112,7 @@ export class SubscriptionRegistry {
     const own = this.bySession.get(session);
     if (own === undefined) return;
     this.bySession.delete(session);
+    this.countForUser(session, -own.size);
     for (const sub of own.values()) this.unindex(sub);
   }
 
@@ -200,13 +221,25 @@ export class SubscriptionRegistry {
     }
   }
 
-  /** The entity is gone: its subscriptions end silently. */
-  onEntityDeleted(entityId: string): void {
+  /**
+   * The entity is gone, or who may read it changed: every subscription on it for which `endFrame` gives a
+   * frame ends, and its session gets that frame (the error a new subscription would get). Off the write path:
+   * runs on entity changes only, over the entity's own subscribers.
+   */
+  endWhere(entityId: string, endFrame: (sub: Subscription) => string | undefined): number {
+    let ended = 0;
     for (const index of [this.tsByEntity, this.attrByEntity] as Array<Map<string, Set<Subscription>>>) {
       const subs = index.get(entityId);
       if (subs === undefined) continue;
-      for (const sub of [...subs]) this.remove(sub.session, sub.cmdId);
+      for (const sub of [...subs]) {
+        const frame = endFrame(sub);
+        if (frame === undefined) continue;
+        this.remove(sub.session, sub.cmdId);
+        sub.session.send(frame);
+        ended++;
+      }
     }
+    return ended;
   }
 
   /** Renders the tail once per distinct signature of this event, then sends prefix + tail. */
