@@ -40,6 +40,8 @@ export interface BusEvents {
   attributes: AttributesEvent;
   /** an entity was deleted (devices: pending long-polls answer, subscriptions close) */
   entityDeleted: { readonly entityType: EntityType; readonly entityId: string };
+  /** a device's credentials changed: its sessions logged in with the old ones close */
+  credentialsUpdated: { readonly deviceId: string };
 }
 
 type Listener<T> = (event: T) => void;
@@ -50,6 +52,7 @@ export class EventBus {
     telemetryDeleted: new Set(),
     attributes: new Set(),
     entityDeleted: new Set(),
+    credentialsUpdated: new Set(),
   };
 
   constructor(private readonly log: (msg: string) => void = () => undefined) {}

@@ -6,6 +6,7 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { OutpostError } from '../errors.js';
 import { type AccessToken, type CustomerId, type EntityId, NULL_UUID, type TenantId, type UserId } from '../types.js';
+import { type ResolvedCredentials, type StoredCredentials, sameCredentials } from './credentials.js';
 import type { StoreEnv } from './env.js';
 import { queuePurge } from './background/purge.js';
 
@@ -30,7 +31,10 @@ export interface DeviceRecord extends Base {
   readonly name: string;
   readonly type: string;
   readonly label: string | null;
+  /** its credentialsId (store/credentials.ts): the access token, or the id of its `credentials` */
   readonly token: AccessToken;
+  /** MQTT Basic or X.509 credentials; absent = the device logs in with its access token `token` */
+  readonly credentials?: StoredCredentials;
   /** TB's `additionalInfo.gateway`: may speak the MQTT Gateway API for sub-devices (absent = false) */
   readonly gateway?: boolean;
   /** the gateway device that created this sub-device (MQTT Gateway API); only that gateway reaches it */
@@ -85,6 +89,8 @@ export interface NewDevice {
   readonly customerId?: CustomerId | undefined;
   readonly gateway?: boolean | undefined;
   readonly gatewayId?: EntityId | undefined;
+  /** credentials other than a token (resolveCredentials); `token` is then ignored */
+  readonly credentials?: ResolvedCredentials | undefined;
 }
 
 export interface NewUser {
@@ -250,8 +256,14 @@ export class EntityStore {
     return r?.entityType === 'USER' ? r : undefined;
   }
 
-  /** The device an access token belongs to; as fresh as get(), so CLI changes show at once. */
+  /** The device an access token belongs to (not MQTT Basic or X.509 ids); as fresh as get(), so CLI changes show at once. */
   deviceByToken(token: string): DeviceRecord | undefined {
+    const d = this.deviceByCredentialsId(token);
+    return d?.credentials === undefined ? d : undefined;
+  }
+
+  /** The device whose credentialsId (token, MQTT Basic id or certificate hash) this is: one read, or a cache hit. */
+  deviceByCredentialsId(token: string): DeviceRecord | undefined {
     if (this.inTxn > 0) {
       const id = this.env.tokens.get(token);
       return id === undefined ? undefined : this.device(id);
@@ -345,7 +357,8 @@ export class EntityStore {
       name: d.name,
       type: d.type ?? 'default',
       label: d.label ?? null,
-      token: (d.token ?? randomAccessToken()) as AccessToken,
+      token: (d.credentials?.credentialsId ?? d.token ?? randomAccessToken()) as AccessToken,
+      ...(d.credentials?.stored !== undefined ? { credentials: d.credentials.stored } : {}),
       ...(d.gateway === true ? { gateway: true } : {}),
       ...(d.gatewayId !== undefined ? { gatewayId: d.gatewayId } : {}),
     };
@@ -358,10 +371,41 @@ export class EntityStore {
       return 'ok';
     });
     if (outcome === 'name') throw new OutpostError('BAD_PARAM', 'Device with such name already exists!');
-    if (outcome === 'token')
-      throw new OutpostError('BAD_PARAM', 'Device credentials are already assigned to another device!');
+    if (outcome === 'token') throw new OutpostError('CREDENTIALS_TAKEN');
     await this.env.flushed();
     return rec;
+  }
+
+  /**
+   * Gives a device new credentials (docs/api.md "Device credentials"): its old credentialsId leaves the index in
+   * the same transaction, so the old token or id stops working at once. `changed` is false when they were
+   * already these (nothing is written). A credentialsId of another device → 400.
+   */
+  async setCredentials(id: string, next: ResolvedCredentials): Promise<{ device: DeviceRecord; changed: boolean }> {
+    const current = this.device(id);
+    // the same credentials posted back: not even a transaction
+    if (current?.token === next.credentialsId && sameCredentials(current.credentials, next.stored))
+      return { device: current, changed: false };
+    const outcome = await this.writeTxn(() => {
+      const r = this.device(id);
+      if (r === undefined) return 'entity' as const;
+      const owner = this.env.tokens.get(next.credentialsId);
+      if (owner !== undefined && owner !== id) return 'taken' as const;
+      const { credentials: _old, ...rest } = r;
+      const updated: DeviceRecord = {
+        ...rest,
+        token: next.credentialsId as AccessToken,
+        ...(next.stored !== undefined ? { credentials: next.stored } : {}),
+      };
+      void this.env.tokens.remove(r.token);
+      void this.env.tokens.put(next.credentialsId, id);
+      void this.env.entities.put(id, updated);
+      return { device: updated, changed: true };
+    });
+    if (outcome === 'entity') throw new OutpostError('ENTITY_NOT_FOUND', `Device with id [${id}] is not found`);
+    if (outcome === 'taken') throw new OutpostError('CREDENTIALS_TAKEN');
+    await this.env.flushed();
+    return outcome;
   }
 
   async createAsset(a: {

@@ -14,7 +14,7 @@ import type { AssetRecord, DeviceRecord } from '../../store/entities.js';
 import { pageOf, typeTitle } from '../../store/entities.js';
 import { principalOf } from '../principal.js';
 import { bodyEntityId, jsonObjectBody, optionalString, parsePageQuery, parseUuid } from './params.js';
-import { assetJson, deviceCredentialsJson, deviceJson } from './render.js';
+import { assetJson, deviceJson } from './render.js';
 
 type NamedType = 'DEVICE' | 'ASSET';
 type NamedRecord = DeviceRecord | AssetRecord;
@@ -22,13 +22,13 @@ type NamedRecord = DeviceRecord | AssetRecord;
 const render = (r: NamedRecord): Record<string, unknown> => (r.entityType === 'DEVICE' ? deviceJson(r) : assetJson(r));
 
 /** A label may be explicitly null (TB clears it); any other non-string → 400. */
-function labelOf(body: Record<string, unknown>): string | null | undefined {
+export function labelOf(body: Record<string, unknown>): string | null | undefined {
   if (body['label'] === null) return null;
   return optionalString(body, 'label');
 }
 
 /** TB's `additionalInfo.gateway`: true marks a device that may use the MQTT Gateway API. */
-function gatewayFlag(body: Record<string, unknown>): boolean {
+export function gatewayFlag(body: Record<string, unknown>): boolean {
   const info = body['additionalInfo'];
   if (info === undefined || info === null) return false;
   if (typeof info !== 'object' || Array.isArray(info))
@@ -142,10 +142,4 @@ export function registerNamedRoutes(router: HttpRouter, s: Services, type: Named
     const rec = s.auth.checkAccess(p, type, parseUuid(ctx.params[0], `${seg}Id`), 'write');
     return json(render(await s.entities.unassignFromCustomer(type, rec.id)));
   });
-
-  if (type === 'DEVICE') {
-    router.route('get', '/api/device/:id/credentials', (ctx) => {
-      return json(deviceCredentialsJson(readable(principalOf(s, ctx), ctx.params[0]) as DeviceRecord));
-    });
-  }
 }
