@@ -8,7 +8,7 @@
  * A refusal carries ThingsBoard's codes: 0x86 / 5 when a user name or password was given, 0x85 / 2 (identifier
  * rejected) for a client id alone, 0x87 / 5 for a certificate or nothing at all.
  */
-import { X509Certificate } from 'node:crypto';
+import type { X509Certificate } from 'node:crypto';
 import { type BasicMqttCredentials, basicCredentialsId, certificateId, passwordMatches } from '../store/credentials.js';
 import type { DeviceRecord, EntityStore } from '../store/entities.js';
 
@@ -25,8 +25,8 @@ export interface LoginRequest {
   readonly clientId: string;
   readonly username: string | undefined;
   readonly password: Buffer | undefined;
-  /** the DER of the client certificate of a TLS session, when it sent one */
-  readonly certificate: Buffer | undefined;
+  /** the client certificate of a TLS session, when it sent one */
+  readonly certificate: X509Certificate | undefined;
 }
 
 const CERT_REFUSED = (why: string): Refusal => ({ reasonCode: 0x87, returnCode: 5, why });
@@ -74,17 +74,11 @@ function namesMatch(c: BasicMqttCredentials, clientId: string, userName: string)
 
 function certificateLogin(
   entities: Pick<EntityStore, 'deviceByCredentialsId'>,
-  der: Buffer,
+  cert: X509Certificate,
   now: number,
 ): DeviceRecord | Refusal {
-  const d = entities.deviceByCredentialsId(certificateId(der));
+  const d = entities.deviceByCredentialsId(certificateId(cert.raw));
   if (d === undefined || d.credentials?.type !== 'X509_CERTIFICATE') return CERT_REFUSED('unknown client certificate');
-  let cert: X509Certificate;
-  try {
-    cert = new X509Certificate(der);
-  } catch {
-    return CERT_REFUSED('unreadable client certificate');
-  }
   if (now < Date.parse(cert.validFrom) || now > Date.parse(cert.validTo))
     return CERT_REFUSED('client certificate outside its validity');
   return d;

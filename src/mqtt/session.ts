@@ -12,6 +12,7 @@
  * stores nothing and gets PUBACK 0x99 on MQTT 5, and closes the connection on 3.1.x (its PUBACK cannot say
  * no). A store failure closes the connection: the client sends again.
  */
+import type { X509Certificate } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import { TLSSocket } from 'node:tls';
@@ -48,11 +49,10 @@ const RC = {
   subscribeRefused: 0x80,
 } as const;
 
-/** The DER of the certificate a TLS client sent (the listener asks for one, never requires it). */
-function peerCertificate(socket: Socket): Buffer | undefined {
-  if (!(socket instanceof TLSSocket)) return undefined;
-  const raw = socket.getPeerCertificate().raw as Buffer | undefined;
-  return raw !== undefined && raw.length > 0 ? raw : undefined;
+/** The certificate a TLS client sent (the listener asks for one, never requires it). */
+function peerCertificate(socket: Socket): X509Certificate | undefined {
+  // getPeerX509Certificate: one parse, not getPeerCertificate's object of every field
+  return socket instanceof TLSSocket ? socket.getPeerX509Certificate() : undefined;
 }
 
 type Outcome = PublishOutcome | { readonly kind: 'failed'; readonly reason: MqttCloseReason };
