@@ -56,7 +56,7 @@ async function connected(t: Teardown, gw: Gateway, opts: IClientOptions): Promis
 }
 
 /** The latest value of one key (null when the device has none: TB answers the key with a null value). */
-async function valueOf(gw: Gateway, admin: Record<string, string>, id: string, key: string): Promise<unknown> {
+async function latestValue(gw: Gateway, admin: Record<string, string>, id: string, key: string): Promise<unknown> {
   return (await latest(gw, admin, id, key))[key]?.[0]?.value ?? null;
 }
 
@@ -342,7 +342,7 @@ t.test("MQTT login in TB's order with TB's codes, 3.1.1 and 5 (MQTT.js)", async 
   );
   await s.ended;
   t.equal(Buffer.concat(s.received).subarray(0, 4).toString('hex'), '20020005', 'CONNACK 5, nothing else');
-  t.equal(await valueOf(gw, admin, full, 'leak'), null, 'nothing stored');
+  t.equal(await latestValue(gw, admin, full, 'leak'), null, 'nothing stored');
 });
 
 t.test(
@@ -437,7 +437,7 @@ t.test('a change of credentials closes live sessions; the old token is refused o
     0,
     'new credentials work',
   );
-  t.equal(await valueOf(gw, admin, dev.id, 'after'), null, 'nothing stored by the old token');
+  t.equal(await latestValue(gw, admin, dev.id, 'after'), null, 'nothing stored by the old token');
   t.ok(bystander.connected, "another device's session stays");
   await bystander.publishAsync('v1/devices/me/telemetry', '{"fine":1}', { qos: 1 });
 
