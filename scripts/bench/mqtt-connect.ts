@@ -5,11 +5,14 @@
  * - access token (plain TCP): the baseline of MQTT Basic;
  * - MQTT Basic, client id + user name + password (plain TCP);
  * - TLS with an access token (the daemon's certificate, no client certificate): the baseline of X.509;
- * - X.509: TLS with a client certificate (self-signed, ECDSA P-256, one per device), matched by its hash.
- * Reported: CONNECTs/s (all clients together) and CONNACK latency p50/p99 from the socket's open, medians over
+ * - X.509: TLS with a client certificate (self-signed, ECDSA P-256, one per device), matched by its hash;
+ * - the floor of both TLS rows: a bare node:tls server with the same options answering CONNACK 0 to anything,
+ *   with and without the client certificates (what the TLS handshake itself costs, no MQTT, no store).
+ * Reported: CONNECTs/s (all clients together), CONNACK latency p50/p99 from the socket's open, and the server's
+ * CPU per CONNECT (/proc, all threads: the server's own cost, without the load generator's), medians over
  * rounds; each round runs the kinds in a rotated order. The load generator runs in this process on the same
- * cores as the daemon (its TLS handshakes included), so TLS figures carry both sides' cost. Loopback only; the
- * temp dir is removed at the end.
+ * cores as the servers (its TLS handshakes included), so rates and latencies carry both sides' cost. Loopback
+ * only; the temp dir is removed at the end.
  *
  *   npm run bench:mqtt-connect [-- --clients 100 --seconds 3 --rounds 3]
  */
@@ -23,7 +26,8 @@ import { type SecureContext, createSecureContext, connect as tlsConnect } from '
 import { request as httpsRequest } from 'node:https';
 import { fileURLToPath } from 'node:url';
 import mqttPacket, { type Packet } from 'mqtt-packet';
-import { intArg, median, stopDaemon } from './lib.js';
+import { cpuMs, intArg, median, stopDaemon } from './lib.js';
+import { spawnUntil } from './mqtt-procs.js';
 
 const argv = process.argv.slice(2);
 const CLIENTS = intArg(argv, 'clients', 100);
@@ -31,14 +35,28 @@ const SECONDS = intArg(argv, 'seconds', 3);
 const ROUNDS = intArg(argv, 'rounds', 3);
 const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
 
-type Kind = 'token' | 'basic' | 'tlsToken' | 'x509';
-const KINDS: readonly Kind[] = ['token', 'basic', 'tlsToken', 'x509'];
+type Kind = 'token' | 'basic' | 'tlsToken' | 'x509' | 'bareTls' | 'bareTlsCert';
+const KINDS: readonly Kind[] = ['token', 'basic', 'tlsToken', 'x509', 'bareTls', 'bareTlsCert'];
 const LABEL: Record<Kind, string> = {
   token: 'access token',
   basic: 'MQTT Basic',
   tlsToken: 'TLS + access token',
   x509: 'X.509 (TLS)',
+  bareTls: 'bare node:tls, no client certificate',
+  bareTlsCert: 'bare node:tls, client certificate',
 };
+
+/**
+ * The floor of the TLS rows: a bare node:tls server with the daemon's TLS options that answers any CONNECT with
+ * CONNACK 0 (no MQTT, no store): what a handshake with and without a client certificate costs by itself.
+ */
+function spawnBareTls(cert: string, key: string): Promise<{ proc: ChildProcess; port: number }> {
+  const script = `const fs=require('fs');const s=require('tls').createServer({cert:fs.readFileSync(${JSON.stringify(cert)}),key:fs.readFileSync(${JSON.stringify(key)}),requestCert:true,rejectUnauthorized:false},(c)=>{c.on('error',()=>{});c.once('data',()=>{c.getPeerX509Certificate();c.write(Buffer.from([0x20,2,0,0]))});c.on('data',()=>{})});s.on('tlsClientError',()=>{});s.listen(0,'127.0.0.1',()=>console.log('port '+s.address().port))`;
+  return spawnUntil(process.execPath, ['-e', script], /port (\d+)/).then(({ proc, m }) => ({
+    proc,
+    port: Number(m[1]),
+  }));
+}
 
 interface Client {
   readonly connect: Record<string, unknown>;
@@ -53,6 +71,8 @@ interface RoundResult {
   readonly rate: number;
   readonly p50: number;
   readonly p99: number;
+  /** the server's CPU (all its threads, TLS included) per CONNECT, µs: its own cost, without the load generator's */
+  readonly cpuUs: number;
 }
 
 const openssl = (args: string[]): void => {
@@ -153,8 +173,9 @@ function httpsPost(
   });
 }
 
-async function runKind(port: number, clients: readonly Client[]): Promise<RoundResult> {
+async function runKind(port: number, clients: readonly Client[], pid: number): Promise<RoundResult> {
   const latencies: number[] = [];
+  const cpu0 = cpuMs(pid).all;
   const start = performance.now();
   const end = start + SECONDS * 1000;
   await Promise.all(
@@ -163,12 +184,14 @@ async function runKind(port: number, clients: readonly Client[]): Promise<RoundR
     }),
   );
   const seconds = (performance.now() - start) / 1000;
-  return { rate: latencies.length / seconds, p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99) };
+  const cpuUs = ((cpuMs(pid).all - cpu0) * 1000) / latencies.length;
+  return { rate: latencies.length / seconds, p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99), cpuUs };
 }
 
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'outpost-bench-connect-'));
   let daemon: { proc: ChildProcess } | undefined;
+  let bareProc: ChildProcess | undefined;
   try {
     const serverCert = join(dir, 'server.pem');
     const serverKey = join(dir, 'server.key');
@@ -222,7 +245,14 @@ async function main(): Promise<void> {
       const r = await post('/api/device-with-credentials', { device: { name }, credentials }, auth);
       if (r.status !== 200) throw new Error(`${name}: ${r.status} ${r.text}`);
     };
-    const clients: Record<Kind, Client[]> = { token: [], basic: [], tlsToken: [], x509: [] };
+    const clients: Record<Kind, Client[]> = {
+      token: [],
+      basic: [],
+      tlsToken: [],
+      x509: [],
+      bareTls: [],
+      bareTlsCert: [],
+    };
     for (let i = 0; i < CLIENTS; i++) {
       const token = `bench-token-${String(i).padStart(4, '0')}`;
       await create(`tok-${i}`, { credentialsType: 'ACCESS_TOKEN', credentialsId: token });
@@ -261,11 +291,24 @@ async function main(): Promise<void> {
         tls: createSecureContext({ ca, cert: readFileSync(certFile), key: readFileSync(keyFile) }),
       });
     }
+    clients.bareTls = clients.tlsToken;
+    clients.bareTlsCert = clients.x509;
+    const bare = await spawnBareTls(serverCert, serverKey);
+    bareProc = bare.proc;
     const run = (k: Kind): Promise<RoundResult> =>
-      runKind(k === 'tlsToken' || k === 'x509' ? d.mqtts : d.mqtt, clients[k]);
+      k === 'bareTls' || k === 'bareTlsCert'
+        ? runKind(bare.port, clients[k], bare.proc.pid as number)
+        : runKind(k === 'tlsToken' || k === 'x509' ? d.mqtts : d.mqtt, clients[k], d.proc.pid as number);
     // warm-up, not counted
     for (const k of KINDS) await run(k);
-    const results: Record<Kind, RoundResult[]> = { token: [], basic: [], tlsToken: [], x509: [] };
+    const results: Record<Kind, RoundResult[]> = {
+      token: [],
+      basic: [],
+      tlsToken: [],
+      x509: [],
+      bareTls: [],
+      bareTlsCert: [],
+    };
     for (let r = 0; r < ROUNDS; r++) {
       const order = KINDS.map((_, i) => KINDS[(i + r) % KINDS.length] as Kind);
       for (const k of order) results[k].push(await run(k));
@@ -274,21 +317,38 @@ async function main(): Promise<void> {
     const row = (k: Kind, base?: Kind): string => {
       const ratio =
         base === undefined
-          ? ''
-          : `${(med(base, 'rate') / med(k, 'rate')).toFixed(2)}x | ${(med(k, 'p50') / med(base, 'p50')).toFixed(2)}x`;
-      return `| ${LABEL[k]} | ${med(k, 'rate').toFixed(0)} | ${med(k, 'p50').toFixed(2)} | ${med(k, 'p99').toFixed(2)} | ${ratio || '— | —'} |`;
+          ? '— | — | —'
+          : [
+              (med(base, 'rate') / med(k, 'rate')).toFixed(2),
+              (med(k, 'p50') / med(base, 'p50')).toFixed(2),
+              (med(k, 'cpuUs') / med(base, 'cpuUs')).toFixed(2),
+            ]
+              .map((x) => `${x}x`)
+              .join(' | ');
+      const figures = [
+        med(k, 'rate').toFixed(0),
+        med(k, 'p50').toFixed(2),
+        med(k, 'p99').toFixed(2),
+        med(k, 'cpuUs').toFixed(0),
+      ];
+      return `| ${LABEL[k]} | ${figures.join(' | ')} | ${ratio} |`;
     };
     console.log(
       `\nMQTT CONNECT, ${CLIENTS} clients, ${SECONDS} s per kind, median of ${ROUNDS} rounds (node ${process.version})\n`,
     );
-    console.log('| credentials | CONNECTs/s | CONNACK p50 ms | p99 ms | rate cost vs baseline | p50 vs baseline |');
-    console.log('|---|---|---|---|---|---|');
+    console.log(
+      '| credentials | CONNECTs/s | CONNACK p50 ms | p99 ms | server CPU µs/CONNECT | time per CONNECT vs baseline | p50 vs baseline | CPU vs baseline |',
+    );
+    console.log('|---|---|---|---|---|---|---|---|');
     console.log(row('token'));
     console.log(row('basic', 'token'));
     console.log(row('tlsToken'));
     console.log(row('x509', 'tlsToken'));
+    console.log(row('bareTls'));
+    console.log(row('bareTlsCert', 'bareTls'));
   } finally {
     if (daemon !== undefined) await stopDaemon(daemon);
+    bareProc?.kill();
     rmSync(dir, { recursive: true, force: true });
   }
 }
