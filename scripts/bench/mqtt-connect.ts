@@ -8,6 +8,8 @@
  * - X.509: TLS with a client certificate (self-signed, ECDSA P-256, one per device), matched by its hash;
  * - the floor of both TLS rows: a bare node:tls server with the same options answering CONNACK 0 to anything,
  *   with and without the client certificates (what the TLS handshake itself costs, no MQTT, no store).
+ * First, in this process, Outpost's own part of a login (login.ts on a store of 100 devices of each kind, the
+ * record cache warm, as on a busy gateway): µs per login, median of rounds, against the access token's.
  * Reported: CONNECTs/s (all clients together), CONNACK latency p50/p99 from the socket's open, and the server's
  * CPU per CONNECT (/proc, all threads: the server's own cost, without the load generator's), medians over
  * rounds; each round runs the kinds in a rotated order. The load generator runs in this process on the same
@@ -22,10 +24,15 @@ import { type Socket, connect as netConnect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { X509Certificate } from 'node:crypto';
 import { type SecureContext, createSecureContext, connect as tlsConnect } from 'node:tls';
 import { request as httpsRequest } from 'node:https';
 import { fileURLToPath } from 'node:url';
 import mqttPacket, { type Packet } from 'mqtt-packet';
+import { mqttLogin } from '../../src/mqtt/login.js';
+import { resolveCredentials } from '../../src/store/credentials.js';
+import { EntityStore } from '../../src/store/entities.js';
+import { openStoreEnv } from '../../src/store/env.js';
 import { cpuMs, intArg, median, stopDaemon } from './lib.js';
 import { spawnUntil } from './mqtt-procs.js';
 
@@ -188,6 +195,86 @@ async function runKind(port: number, clients: readonly Client[], pid: number): P
   return { rate: latencies.length / seconds, p50: quantile(latencies, 0.5), p99: quantile(latencies, 0.99), cpuUs };
 }
 
+/** µs per call of `op` (which must return true), median of ROUNDS rounds of ~300 ms. */
+function microUs(op: () => boolean): number {
+  const perRound: number[] = [];
+  for (let r = 0; r < ROUNDS + 1; r++) {
+    let n = 0;
+    const t0 = performance.now();
+    while (performance.now() - t0 < 300) {
+      for (let i = 0; i < 100; i++) if (!op()) throw new Error('login refused');
+      n += 100;
+    }
+    if (r > 0) perRound.push(((performance.now() - t0) * 1000) / n);
+  }
+  return median(perRound);
+}
+
+/** Outpost's own work per login of each kind, in-process: no network, no TLS handshake. */
+async function loginCost(dir: string, certs: ReadonlyArray<{ pem: string }>): Promise<void> {
+  const env = openStoreEnv({ dataDir: join(dir, 'micro'), mapSizeBytes: 256 * 1024 * 1024 });
+  try {
+    const entities = new EntityStore(env);
+    await entities.ensureTenant();
+    for (let i = 0; i < certs.length; i++) {
+      await entities.createDevice({ name: `t-${i}`, token: `micro-token-${i}` });
+      const value = JSON.stringify({ clientId: `c-${i}`, userName: `u-${i}`, password: `p-${i}` });
+      await entities.createDevice({
+        name: `b-${i}`,
+        credentials: resolveCredentials({ credentialsType: 'MQTT_BASIC', credentialsValue: value }),
+      });
+      const pem = (certs[i] as { pem: string }).pem;
+      await entities.createDevice({
+        name: `x-${i}`,
+        credentials: resolveCredentials({ credentialsType: 'X509_CERTIFICATE', credentialsValue: pem }),
+      });
+    }
+    const x509 = certs.map((c) => new X509Certificate(c.pem));
+    const ok = (r: object): boolean => 'entityType' in r;
+    let i = 0;
+    const next = (): number => {
+      i = (i + 1) % certs.length;
+      return i;
+    };
+    const token = microUs(() =>
+      ok(
+        mqttLogin(entities, {
+          clientId: 'x',
+          username: `micro-token-${next()}`,
+          password: undefined,
+          certificate: undefined,
+        }),
+      ),
+    );
+    const basic = microUs(() => {
+      const k = next();
+      return ok(
+        mqttLogin(entities, {
+          clientId: `c-${k}`,
+          username: `u-${k}`,
+          password: Buffer.from(`p-${k}`),
+          certificate: undefined,
+        }),
+      );
+    });
+    const cert = microUs(() =>
+      ok(mqttLogin(entities, { clientId: '', username: undefined, password: undefined, certificate: x509[next()] })),
+    );
+    console.log(
+      `\nOutpost's own part of a login (login.ts, in-process, ${certs.length} devices of each kind, median of ${ROUNDS} rounds)\n`,
+    );
+    console.log('| credentials | µs per login | vs access token |');
+    console.log('|---|---|---|');
+    console.log(`| access token | ${token.toFixed(2)} | — |`);
+    console.log(`| MQTT Basic | ${basic.toFixed(2)} | ${(basic / token).toFixed(2)}x |`);
+    console.log(
+      `| X.509 (the certificate already parsed by the TLS layer) | ${cert.toFixed(2)} | ${(cert / token).toFixed(2)}x |`,
+    );
+  } finally {
+    await env.close();
+  }
+}
+
 async function main(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'outpost-bench-connect-'));
   let daemon: { proc: ChildProcess } | undefined;
@@ -245,6 +332,7 @@ async function main(): Promise<void> {
       const r = await post('/api/device-with-credentials', { device: { name }, credentials }, auth);
       if (r.status !== 200) throw new Error(`${name}: ${r.status} ${r.text}`);
     };
+    const pems: Array<{ pem: string }> = [];
     const clients: Record<Kind, Client[]> = {
       token: [],
       basic: [],
@@ -264,6 +352,11 @@ async function main(): Promise<void> {
         connect: { clientId: basic.clientId, username: basic.userName, password: Buffer.from(basic.password) },
       });
       const certFile = join(dir, `dev-${i}.pem`);
+      const pem = (f: string): string => {
+        const text = readFileSync(f, 'utf8');
+        pems.push({ pem: text });
+        return text;
+      };
       const keyFile = join(dir, `dev-${i}.key`);
       openssl([
         'req',
@@ -284,7 +377,7 @@ async function main(): Promise<void> {
       ]);
       await create(`x509-${i}`, {
         credentialsType: 'X509_CERTIFICATE',
-        credentialsValue: readFileSync(certFile, 'utf8'),
+        credentialsValue: pem(certFile),
       });
       clients.x509.push({
         connect: { clientId: `x-${i}` },
@@ -295,6 +388,7 @@ async function main(): Promise<void> {
     clients.bareTlsCert = clients.x509;
     const bare = await spawnBareTls(serverCert, serverKey);
     bareProc = bare.proc;
+    await loginCost(dir, pems);
     const run = (k: Kind): Promise<RoundResult> =>
       k === 'bareTls' || k === 'bareTlsCert'
         ? runKind(bare.port, clients[k], bare.proc.pid as number)

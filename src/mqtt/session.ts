@@ -1,6 +1,6 @@
 /**
- * One MQTT client's protocol state (docs/mqtt.md): CONNECT by the device's credentials (login.ts), exact-topic SUBSCRIBE, and
- * PUBLISH handled by the device, gateway or provisioning topics.
+ * One MQTT client's protocol state (docs/mqtt.md): CONNECT by the device's credentials (login.ts), exact-topic
+ * SUBSCRIBE, and PUBLISH handled by the device, gateway or provisioning topics.
  *
  * Acknowledgements: a QoS 1 PUBACK (QoS 2 PUBREC) is written only once the publish's data is on disk, and in
  * the order the publishes came (MQTT 4.6): publishes are started at once, so the store's group commit takes
