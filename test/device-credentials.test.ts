@@ -302,6 +302,25 @@ t.test("MQTT login in TB's order with TB's codes, 3.1.1 and 5 (MQTT.js)", async 
     );
   }
 
+  // the CLI sets MQTT Basic credentials too; the password is all after the second ':'
+  const cliBasic = await cliJson([
+    'device',
+    'add',
+    '--data-dir',
+    gw.dataDir,
+    '--name',
+    'cli-basic',
+    '--mqtt-basic',
+    'cli-c:cli-u:pa:ss',
+  ]);
+  t.match(cliBasic, { credentialsType: 'MQTT_BASIC', credentialsId: sha3('cli-c|cli-u') });
+  t.equal(
+    await connackCode(gw, { clientId: 'cli-c', username: 'cli-u', password: 'pa:ss' }),
+    0,
+    'device add --mqtt-basic',
+  );
+  t.equal(await connackCode(gw, { clientId: 'cli-c', username: 'cli-u', password: 'pa' }), 5);
+
   // each kind lands its data on its device
   for (const [opts, id] of [
     [{ clientId: 'cid-A' }, byClient],
