@@ -8,7 +8,7 @@ import mqttPacket from 'mqtt-packet';
 import { type IClientOptions, type MqttClient, connectAsync } from 'mqtt';
 import t from 'tap';
 import { closed, hasBinary, latest, mqttPorts, rawSocket, run, sleep } from './helpers/mqtt.js';
-import { type Gateway, type Teardown, addDevice, cliJson, http, startGateway } from './helpers/server.js';
+import { type Gateway, type Teardown, addDevice, cliJson, http, startGateway, waitLongPoll } from './helpers/server.js';
 import { addUser, adminHeaders, authHeaders, login } from './helpers/users.js';
 
 const sha3 = (s: string): string => createHash('sha3-256').update(s).digest('hex');
@@ -436,6 +436,9 @@ t.test('a change of credentials closes live sessions; the old token is refused o
   await v5.publishAsync('v1/devices/me/telemetry', '{"still":1}', { qos: 1 });
   t.ok(v5.connected, 'same credentials posted back: session kept');
 
+  // a long-poll held with the old token must not get what comes next: it is answered 401 at the change
+  const held = http('GET', `${gw.url}/api/v1/${dev.token}/rpc?timeout=30000`);
+  await waitLongPoll(gw, admin, (st) => st.rpcPolls === 1);
   const r = await postCreds(gw, admin, {
     ...c,
     credentialsType: 'MQTT_BASIC',
@@ -444,6 +447,7 @@ t.test('a change of credentials closes live sessions; the old token is refused o
   t.equal(r.status, 200, r.text);
   await closed(v5);
   t.equal(disconnectCode, 0x98, 'MQTT 5: DISCONNECT administrative action');
+  t.equal((await held).status, 401, 'the long-poll held with the old token: 401');
   t.equal(
     (await http('POST', `${gw.url}/api/v1/${dev.token}/telemetry`, { after: 1 })).status,
     401,
