@@ -26,6 +26,16 @@ export const ERRORS = {
   BAD_PARAM: { status: 400, tbCode: TB.BAD_REQUEST_PARAMS, message: 'Invalid request parameters' },
   NAME_INVALID: { status: 400, tbCode: TB.BAD_REQUEST_PARAMS, message: 'Validation error: invalid name' },
   INVALID_ARGUMENTS: { status: 400, tbCode: TB.INVALID_ARGUMENTS, message: 'Invalid arguments' },
+  CREDENTIALS_INVALID: {
+    status: 400,
+    tbCode: TB.BAD_REQUEST_PARAMS,
+    message: 'Invalid credentials body for simple mqtt credentials!',
+  },
+  CREDENTIALS_TAKEN: {
+    status: 400,
+    tbCode: TB.BAD_REQUEST_PARAMS,
+    message: 'Device credentials are already assigned to another device!',
+  },
   DEVICE_TOKEN_INVALID: { status: 401, tbCode: TB.AUTHENTICATION, message: 'Invalid device access token' },
   AUTH_FAILED: { status: 401, tbCode: TB.AUTHENTICATION, message: 'Authentication failed' },
   BAD_CREDENTIALS: { status: 401, tbCode: TB.AUTHENTICATION, message: 'Invalid username or password' },

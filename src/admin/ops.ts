@@ -5,6 +5,7 @@
  * writing process at a time (docs/design/storage.md, "One writer").
  */
 import { OutpostError } from '../errors.js';
+import { resolveCredentials } from '../store/credentials.js';
 import type { Authority, EntityStore } from '../store/entities.js';
 import type { StoreEnv } from '../store/env.js';
 import { type CustomerId, NULL_UUID } from '../types.js';
@@ -16,6 +17,8 @@ export type AdminOp =
       readonly name: string;
       readonly type: string;
       readonly token?: string | undefined;
+      /** instead of a token: MQTT Basic or X.509, as ThingsBoard's REST takes them */
+      readonly credentials?: CredentialsInput | undefined;
       readonly customer?: string | undefined;
       readonly gateway: boolean;
       readonly upstreamToken?: string | undefined;
@@ -28,6 +31,12 @@ export type AdminOp =
       readonly authority: Authority;
       readonly customer?: string | undefined;
     };
+
+/** Credentials as ThingsBoard's REST takes them; checked by the process that writes (resolveCredentials). */
+export interface CredentialsInput {
+  readonly credentialsType: 'MQTT_BASIC' | 'X509_CERTIFICATE';
+  readonly credentialsValue: string;
+}
 
 /** What the command prints: one JSON object. */
 export type AdminResult = Record<string, unknown>;
@@ -44,10 +53,13 @@ export async function runAdminOp(entities: EntityStore, env: StoreEnv, op: Admin
         name: op.name,
         type: op.type,
         token: op.token,
+        credentials: op.credentials === undefined ? undefined : resolveCredentials({ ...op.credentials }),
         customerId: customerIdOf(entities, op.customer) ?? NULL_UUID,
         gateway: op.gateway,
       });
       if (op.upstreamToken !== undefined) await setUpstreamToken(env, d.id, op.upstreamToken);
+      if (d.credentials !== undefined)
+        return { id: d.id, name: d.name, credentialsType: d.credentials.type, credentialsId: d.token };
       return { id: d.id, name: d.name, token: d.token };
     }
     case 'device.upstream': {
@@ -89,6 +101,7 @@ export function parseAdminOp(v: unknown): AdminOp {
         name: str('name'),
         type: str('type'),
         token: opt('token'),
+        credentials: credentialsOf(o['credentials']),
         customer: opt('customer'),
         gateway: o.gateway === true,
         upstreamToken: opt('upstreamToken'),
@@ -110,6 +123,15 @@ export function parseAdminOp(v: unknown): AdminOp {
     default:
       throw new OutpostError('BAD_PAYLOAD', `admin request: no op ${JSON.stringify(o.op)}`);
   }
+}
+
+function credentialsOf(v: unknown): CredentialsInput | undefined {
+  if (v === undefined) return undefined;
+  const c = (typeof v === 'object' && v !== null ? v : {}) as Record<string, unknown>;
+  const type = c['credentialsType'];
+  if ((type !== 'MQTT_BASIC' && type !== 'X509_CERTIFICATE') || typeof c['credentialsValue'] !== 'string')
+    throw new OutpostError('BAD_PAYLOAD', 'admin request: "credentials" must be MQTT_BASIC or X509_CERTIFICATE');
+  return { credentialsType: type, credentialsValue: c['credentialsValue'] };
 }
 
 /** A customer by id or title; undefined when `ref` is. */

@@ -47,6 +47,8 @@ export interface BusEvents {
    * and access tickets); whatever such a session holds open is closed
    */
   principalsRevoked: PrincipalsRevokedEvent;
+  /** a device's credentials changed: its sessions logged in with the old ones close */
+  credentialsUpdated: { readonly deviceId: string };
 }
 
 export interface PrincipalsRevokedEvent {
@@ -65,6 +67,7 @@ export class EventBus {
     entityDeleted: new Set(),
     accessChanged: new Set(),
     principalsRevoked: new Set(),
+    credentialsUpdated: new Set(),
   };
 
   constructor(private readonly log: (msg: string) => void = () => undefined) {}

@@ -60,6 +60,8 @@ export interface Backend {
   ): Promise<void>;
   /** REST `values/attributes[/{scope}]` text */
   attributes(deviceId: string, scope: AttributeScopeArg | undefined): Promise<string>;
+  /** REST `GET /api/device/{id}/credentials` text */
+  credentials(deviceId: string): Promise<string>;
   /** the device's reply (two-way) or '' (one-way) */
   rpc(
     deviceId: string,

@@ -144,6 +144,13 @@ export class LocalBackend implements Backend {
     return renderAttributeValues(new LmdbAttributeStore(this.env, this.dict, new EventBus()).get(deviceId, s));
   }
 
+  async credentials(deviceId: string): Promise<string> {
+    const { deviceCredentialsJson } = await import('../api/entities/render.js');
+    const d = this.entities.device(deviceId);
+    if (d === undefined) throw new CliError(`no device ${deviceId}`);
+    return JSON.stringify(deviceCredentialsJson(d));
+  }
+
   rpc(): Promise<string> {
     throw new CliError('rpc reaches the device through the running daemon: use --url URL (after outpost login)');
   }

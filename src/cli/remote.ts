@@ -112,6 +112,10 @@ export class RemoteBackend implements Backend {
     );
   }
 
+  async credentials(deviceId: string): Promise<string> {
+    return (await this.s.request('GET', `/api/device/${deviceId}/credentials`)).text;
+  }
+
   async attributes(deviceId: string, scope: AttributeScopeArg | undefined): Promise<string> {
     const s = scope === undefined ? '' : `/${SCOPE_PARAM[scope]}`;
     return (await this.s.request('GET', `/api/plugins/telemetry/DEVICE/${deviceId}/values/attributes${s}`)).text;

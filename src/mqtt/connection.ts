@@ -268,6 +268,7 @@ const DISCONNECT_REASON: Partial<Record<MqttCloseReason, number>> = {
   oversize: 0x95,
   keepalive: 0x8d,
   takeover: 0x8e,
+  credentialsUpdated: 0x98,
   badPayload: 0x99,
   protocol: 0x82,
   storeError: 0x80,

@@ -105,8 +105,15 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
       port = await listen(server, host, cfg.port, 'MQTT', (m) => s.log.error(m));
     }
     if (cfg.tlsPort !== 0 && s.config.tls.cert !== '') {
+      // A client certificate is asked for, never required, and its issuer is not judged here: a device's X.509
+      // credentials name the certificate itself (login.ts), so self-signed ones work and no CA is configured.
       const server = createTlsServer(
-        { cert: readFileSync(s.config.tls.cert), key: readFileSync(s.config.tls.key) },
+        {
+          cert: readFileSync(s.config.tls.cert),
+          key: readFileSync(s.config.tls.key),
+          requestCert: true,
+          rejectUnauthorized: false,
+        },
         accept,
       );
       // a failed TLS handshake is the client's problem, not the daemon's

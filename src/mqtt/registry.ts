@@ -11,6 +11,8 @@ export interface RegisteredSession {
   readonly deviceId: string;
   /** closes the connection because another one took the device's token */
   takenOver(): void;
+  /** closes the connection because the device's credentials changed */
+  credentialsUpdated(): void;
   /** the device's own shared-attribute change, when it subscribed to it */
   pushAttributes(body: string): void;
   /** a sub-device's shared-attribute change, for a gateway session */
@@ -27,6 +29,7 @@ export class SessionRegistry {
   constructor(bus: EventBus) {
     this.off.push(
       bus.on('attributes', (ev) => this.onAttributes(ev)),
+      bus.on('credentialsUpdated', (ev) => this.byDevice.get(ev.deviceId)?.credentialsUpdated()),
       bus.on('entityDeleted', (ev) => {
         if (ev.entityType !== 'DEVICE') return;
         this.byDevice.get(ev.entityId)?.deviceDeleted(ev.entityId);

@@ -1,6 +1,6 @@
 /**
- * One MQTT client's protocol state (docs/mqtt.md): CONNECT by access token, exact-topic SUBSCRIBE, and
- * PUBLISH handled by the device, gateway or provisioning topics.
+ * One MQTT client's protocol state (docs/mqtt.md): CONNECT by the device's credentials (login.ts), exact-topic
+ * SUBSCRIBE, and PUBLISH handled by the device, gateway or provisioning topics.
  *
  * Acknowledgements: a QoS 1 PUBACK (QoS 2 PUBREC) is written only once the publish's data is on disk, and in
  * the order the publishes came (MQTT 4.6): publishes are started at once, so the store's group commit takes
@@ -12,7 +12,10 @@
  * stores nothing and gets PUBACK 0x99 on MQTT 5, and closes the connection on 3.1.x (its PUBACK cannot say
  * no). A store failure closes the connection: the client sends again.
  */
+import type { X509Certificate } from 'node:crypto';
+import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
+import { TLSSocket } from 'node:tls';
 import type { IConnectPacket, IPublishPacket, ISubscribePacket, Packet } from 'mqtt-packet';
 import type { Services } from '../context.js';
 import { OutpostError } from '../errors.js';
@@ -33,6 +36,7 @@ import {
   subscriptionKind,
 } from './device-topics.js';
 import { GATEWAY_TOPICS, type GatewayContext, handleGatewayPublish, isGatewayWrite } from './gateway-topics.js';
+import { mqttLogin } from './login.js';
 import { PROVISION_USERNAME, handleProvisionPublish } from './provision.js';
 import type { RegisteredSession, SessionRegistry } from './registry.js';
 
@@ -43,8 +47,13 @@ const RC = {
   topicNameInvalid: 0x90,
   payloadFormatInvalid: 0x99,
   subscribeRefused: 0x80,
-  badCredentials: 0x86,
 } as const;
+
+/** The certificate a TLS client sent (the listener asks for one, never requires it). */
+function peerCertificate(socket: Socket): X509Certificate | undefined {
+  // getPeerX509Certificate: one parse, not getPeerCertificate's object of every field
+  return socket instanceof TLSSocket ? socket.getPeerX509Certificate() : undefined;
+}
 
 type Outcome = PublishOutcome | { readonly kind: 'failed'; readonly reason: MqttCloseReason };
 
@@ -170,17 +179,21 @@ export class MqttSession implements PacketSink, RegisteredSession {
     const c = this.conn;
     c.protocolVersion = p.protocolVersion ?? 4;
     const v5 = c.protocolVersion === 5;
-    const username = p.username ?? '';
-    if (username === PROVISION_USERNAME) {
+    if (p.username === PROVISION_USERNAME || p.clientId === PROVISION_USERNAME) {
       this.role = 'provision';
     } else {
-      const d = username === '' ? undefined : this.deps.s.entities.deviceByToken(username);
-      if (d === undefined) {
-        this.deps.refused(username === '' ? 'no access token' : 'unknown access token');
+      const d = mqttLogin(this.deps.s.entities, {
+        clientId: p.clientId ?? '',
+        username: p.username,
+        password: p.password,
+        certificate: peerCertificate(c.socket),
+      });
+      if (!('entityType' in d)) {
+        this.deps.refused(d.why);
         c.send(
           v5
-            ? { cmd: 'connack', sessionPresent: false, reasonCode: RC.badCredentials }
-            : { cmd: 'connack', sessionPresent: false, returnCode: 5 },
+            ? { cmd: 'connack', sessionPresent: false, reasonCode: d.reasonCode }
+            : { cmd: 'connack', sessionPresent: false, returnCode: d.returnCode },
         );
         c.close('auth');
         return;
@@ -294,6 +307,10 @@ export class MqttSession implements PacketSink, RegisteredSession {
 
   takenOver(): void {
     this.conn.close('takeover');
+  }
+
+  credentialsUpdated(): void {
+    this.conn.close('credentialsUpdated');
   }
 
   deviceDeleted(deviceId: string): void {

@@ -7,7 +7,8 @@
  *   `GET /attributes/updates` of that device;
  * - client-side RPC (`POST /rpc`): registered handlers, built-in `getCurrentTime`, otherwise held until the
  *   client-side timeout;
- * - a deleted device (bus `entityDeleted`) ends its held requests and pending RPCs.
+ * - a deleted device (bus `entityDeleted`) ends its held requests and pending RPCs; a change of its credentials
+ *   (bus `credentialsUpdated`) ends its held requests.
  *
  * One timer wheel serves every deadline here, so every queue here is bounded in time. Nothing here knows HTTP: outcomes are values.
  */
@@ -154,6 +155,8 @@ export class RpcBroker {
       bus.on('entityDeleted', (ev) => {
         if (ev.entityType === 'DEVICE') this.deviceDeleted(ev.entityId);
       }),
+      // a request held with the old token must not receive what comes next (an RPC, an attribute change)
+      bus.on('credentialsUpdated', (ev) => this.polls.endDevice(ev.deviceId, { kind: 'credentialsUpdated' })),
     );
   }
 

@@ -21,7 +21,9 @@ export type PollOutcome =
   /** the deadline passed with nothing to say */
   | { readonly kind: 'timeout' }
   /** the device was deleted while the request was held */
-  | { readonly kind: 'deviceDeleted' };
+  | { readonly kind: 'deviceDeleted' }
+  /** the device's credentials changed while the request was held: the token it came with is no longer valid */
+  | { readonly kind: 'credentialsUpdated' };
 
 /** A held request. `close` removes it without answering (the client went away); idempotent. */
 export interface PollHandle {
@@ -172,12 +174,12 @@ export class LongPollRegistry {
     return false;
   }
 
-  /** The device was deleted: every held request of it is answered with `deviceDeleted`. */
-  endDevice(deviceId: string): number {
+  /** The device was deleted, or its credentials changed: every held request of it is answered with `outcome`. */
+  endDevice(deviceId: string, outcome: PollOutcome = { kind: 'deviceDeleted' }): number {
     const polls = this.byDevice.get(deviceId);
     if (polls === undefined) return 0;
     let n = 0;
-    for (const p of [...polls]) if (p.settle({ kind: 'deviceDeleted' })) n++;
+    for (const p of [...polls]) if (p.settle(outcome)) n++;
     return n;
   }
 

@@ -96,6 +96,7 @@ export type MqttCloseReason =
   | 'slowReader'
   | 'badPayload'
   | 'takeover'
+  | 'credentialsUpdated'
   | 'connectTimeout'
   | 'protocol'
   | 'storeError';
@@ -120,6 +121,7 @@ export class MqttCounters {
     slowReader: 0,
     badPayload: 0,
     takeover: 0,
+    credentialsUpdated: 0,
     connectTimeout: 0,
     protocol: 0,
     storeError: 0,

@@ -3,112 +3,32 @@
  * the admin CLI from another process; every check-then-write runs inside one LMDB write transaction, which
  * holds LMDB's cross-process writer lock, so two processes can never create the same name twice.
  */
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { OutpostError } from '../errors.js';
 import { type AccessToken, type CustomerId, type EntityId, NULL_UUID, type TenantId, type UserId } from '../types.js';
+import { type ResolvedCredentials, sameCredentials } from './credentials.js';
 import type { StoreEnv } from './env.js';
 import { queuePurge } from './background/purge.js';
 import { checkLength, checkName, lookupable } from './names.js';
-import type { DeviceProfileRecord } from './profile-records.js';
 import * as profileTx from './profile-records.js';
 
-export type Authority = 'TENANT_ADMIN' | 'CUSTOMER_USER';
+import {
+  type AssetRecord,
+  type CustomerRecord,
+  type DeviceRecord,
+  type EntityRecord,
+  type NewDevice,
+  type NewUser,
+  type TenantRecord,
+  type UserRecord,
+  randomAccessToken,
+  typeTitle,
+} from './entity-records.js';
 
-interface Base {
-  readonly id: EntityId;
-  readonly createdTime: number;
-  readonly tenantId: TenantId;
-}
-export interface TenantRecord extends Base {
-  readonly entityType: 'TENANT';
-  readonly title: string;
-}
-export interface CustomerRecord extends Base {
-  readonly entityType: 'CUSTOMER';
-  readonly title: string;
-}
-export interface DeviceRecord extends Base {
-  readonly entityType: 'DEVICE';
-  readonly customerId: CustomerId;
-  readonly name: string;
-  /** its profile's name (docs/api.md "Device profiles") */
-  readonly type: string;
-  readonly label: string | null;
-  readonly deviceProfileId: EntityId;
-  readonly token: AccessToken;
-  /** TB's `additionalInfo.gateway`: may speak the MQTT Gateway API for sub-devices (absent = false) */
-  readonly gateway?: boolean;
-  /** the gateway device that created this sub-device (MQTT Gateway API); only that gateway reaches it */
-  readonly gatewayId?: EntityId;
-}
-export interface AssetRecord extends Base {
-  readonly entityType: 'ASSET';
-  readonly customerId: CustomerId;
-  readonly name: string;
-  readonly type: string;
-  readonly label: string | null;
-}
-export interface UserRecord extends Base {
-  readonly entityType: 'USER';
-  readonly id: EntityId & UserId;
-  readonly customerId: CustomerId;
-  readonly email: string;
-  readonly authority: Authority;
-  readonly firstName: string | null;
-  readonly lastName: string | null;
-  /** scrypt$N$r$p$salt$hash (see auth/password.ts) */
-  readonly passwordHash: string;
-  readonly enabled: boolean;
-}
-export type EntityRecord =
-  | TenantRecord
-  | CustomerRecord
-  | DeviceRecord
-  | AssetRecord
-  | UserRecord
-  | DeviceProfileRecord;
-
-const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
-
-/** TB's random access token: 20 alphanumerics (docs/api.md). */
-export function randomAccessToken(): AccessToken {
-  const bytes = randomBytes(40);
-  let out = '';
-  for (const b of bytes) {
-    if (b < 248) out += ALNUM[b % 62];
-    if (out.length === 20) break;
-  }
-  return (out.length === 20 ? out : out + randomAccessToken().slice(out.length)) as AccessToken;
-}
-
-/** "DEVICE" → "Device", for TB's messages ("Device with id [..] is not found"). */
-export function typeTitle(type: string): string {
-  return type.charAt(0) + type.slice(1).toLowerCase();
-}
+export * from './entity-records.js';
+export * from './paging.js';
 
 const nameKey = (tenantId: string, type: string, name: string): string[] => [tenantId, type, name];
-
-export interface NewDevice {
-  readonly name: string;
-  /** the profile's name; found or created (profile-records.ts); absent: the default profile */
-  readonly type?: string | undefined;
-  /** takes precedence over `type` */
-  readonly deviceProfileId?: string | undefined;
-  readonly label?: string | null | undefined;
-  readonly token?: string | undefined;
-  readonly customerId?: CustomerId | undefined;
-  readonly gateway?: boolean | undefined;
-  readonly gatewayId?: EntityId | undefined;
-}
-
-export interface NewUser {
-  readonly email: string;
-  readonly passwordHash: string;
-  readonly authority: Authority;
-  readonly customerId?: CustomerId | undefined;
-  readonly firstName?: string | null;
-  readonly lastName?: string | null;
-}
 
 /**
  * meta key rewritten by every EntityStore write transaction, in any process (daemon or CLI), in the same
@@ -278,8 +198,14 @@ export class EntityStore {
     return r?.entityType === 'USER' ? r : undefined;
   }
 
-  /** The device an access token belongs to; as fresh as get(), so CLI changes show at once. */
+  /** The device an access token belongs to (not MQTT Basic or X.509 ids); as fresh as get(), so CLI changes show at once. */
   deviceByToken(token: string): DeviceRecord | undefined {
+    const d = this.deviceByCredentialsId(token);
+    return d?.credentials === undefined ? d : undefined;
+  }
+
+  /** The device whose credentialsId (token, MQTT Basic id or certificate hash) this is: one read, or a cache hit. */
+  deviceByCredentialsId(token: string): DeviceRecord | undefined {
     if (!lookupable(token)) return undefined;
     if (this.inTxn > 0) {
       const id = this.env.tokens.get(token);
@@ -381,7 +307,8 @@ export class EntityStore {
       type: d.type ?? 'default',
       label: d.label ?? null,
       deviceProfileId: '' as EntityId,
-      token: (d.token ?? randomAccessToken()) as AccessToken,
+      token: (d.credentials?.credentialsId ?? d.token ?? randomAccessToken()) as AccessToken,
+      ...(d.credentials?.stored !== undefined ? { credentials: d.credentials.stored } : {}),
       ...(d.gateway === true ? { gateway: true } : {}),
       ...(d.gatewayId !== undefined ? { gatewayId: d.gatewayId } : {}),
     };
@@ -397,11 +324,42 @@ export class EntityStore {
       return 'ok';
     });
     if (outcome === 'name') throw new OutpostError('BAD_PARAM', 'Device with such name already exists!');
-    if (outcome === 'token')
-      throw new OutpostError('BAD_PARAM', 'Device credentials are already assigned to another device!');
+    if (outcome === 'token') throw new OutpostError('CREDENTIALS_TAKEN');
     if (outcome === 'profile') throw new OutpostError('BAD_PARAM', "Can't assign non-existent device profile!");
     await this.env.flushed();
     return rec;
+  }
+
+  /**
+   * Gives a device new credentials (docs/api.md "Device credentials"): its old credentialsId leaves the index in
+   * the same transaction, so the old token or id stops working at once. `changed` is false when they were
+   * already these (nothing is written). A credentialsId of another device → 400.
+   */
+  async setCredentials(id: string, next: ResolvedCredentials): Promise<{ device: DeviceRecord; changed: boolean }> {
+    const current = this.device(id);
+    // the same credentials posted back: not even a transaction
+    if (current?.token === next.credentialsId && sameCredentials(current.credentials, next.stored))
+      return { device: current, changed: false };
+    const outcome = await this.writeTxn(() => {
+      const r = this.device(id);
+      if (r === undefined) return 'entity' as const;
+      const owner = this.env.tokens.get(next.credentialsId);
+      if (owner !== undefined && owner !== id) return 'taken' as const;
+      const { credentials: _old, ...rest } = r;
+      const updated: DeviceRecord = {
+        ...rest,
+        token: next.credentialsId as AccessToken,
+        ...(next.stored !== undefined ? { credentials: next.stored } : {}),
+      };
+      void this.env.tokens.remove(r.token);
+      void this.env.tokens.put(next.credentialsId, id);
+      void this.env.entities.put(id, updated);
+      return { device: updated, changed: true };
+    });
+    if (outcome === 'entity') throw new OutpostError('ENTITY_NOT_FOUND', `Device with id [${id}] is not found`);
+    if (outcome === 'taken') throw new OutpostError('CREDENTIALS_TAKEN');
+    await this.env.flushed();
+    return outcome;
   }
 
   async createAsset(a: {
@@ -653,62 +611,4 @@ export class EntityStore {
     await this.env.flushed();
     return done;
   }
-}
-
-/** What a TB list endpoint asks for (`PageLink`): `page` is 0-based, `pageSize` ≥ 1. */
-export interface PageQuery {
-  readonly pageSize: number;
-  readonly page: number;
-  /** case-insensitive substring of the name (title for customers); empty or absent → no filter */
-  readonly textSearch?: string | undefined;
-  readonly sortProperty?: SortProperty | undefined;
-  readonly sortOrder?: 'ASC' | 'DESC' | undefined;
-}
-export const SORT_PROPERTIES = ['createdTime', 'name', 'title', 'type', 'label'] as const;
-export type SortProperty = (typeof SORT_PROPERTIES)[number];
-
-/** TB's `PageData`: `totalPages` = ceil(totalElements / pageSize); `hasNext` when a later page has items. */
-export interface Page<T> {
-  readonly data: T[];
-  readonly totalPages: number;
-  readonly totalElements: number;
-  readonly hasNext: boolean;
-}
-
-type Named = {
-  readonly createdTime: number;
-  readonly id: string;
-  readonly name?: string;
-  readonly title?: string;
-  readonly type?: string;
-  readonly label?: string | null;
-};
-
-const displayName = (r: Named): string => r.name ?? r.title ?? '';
-
-/**
- * Filters, sorts and slices `items` as TB's PageLink does. Items that tie on the sort property keep creation
- * order (then id), so pages never overlap or skip an item between two identical requests.
- */
-export function pageOf<T extends Named>(items: readonly T[], q: PageQuery): Page<T> {
-  const needle = q.textSearch?.toLowerCase() ?? '';
-  const matching = needle === '' ? [...items] : items.filter((r) => displayName(r).toLowerCase().includes(needle));
-  const prop = q.sortProperty ?? 'createdTime';
-  const sign = q.sortOrder === 'DESC' ? -1 : 1;
-  const value = (r: T): string | number =>
-    prop === 'createdTime' ? r.createdTime : prop === 'name' || prop === 'title' ? displayName(r) : (r[prop] ?? '');
-  matching.sort((a, b) => {
-    const va = value(a);
-    const vb = value(b);
-    const primary = va < vb ? -1 : va > vb ? 1 : 0;
-    return sign * primary || a.createdTime - b.createdTime || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
-  });
-  const total = matching.length;
-  const start = q.page * q.pageSize;
-  return {
-    data: matching.slice(start, start + q.pageSize),
-    totalPages: Math.ceil(total / q.pageSize),
-    totalElements: total,
-    hasNext: start + q.pageSize < total,
-  };
 }

@@ -44,7 +44,10 @@ export function holdRequest(
   });
 }
 
-/** docs/api.md: data → 200 JSON; timeout → 408 with an EMPTY body; device deleted → 403 (TB). */
+/**
+ * docs/api.md: data → 200 JSON; timeout → 408 with an EMPTY body; device deleted → 403 (TB); credentials
+ * changed → 401, as the old token now gets.
+ */
 export function pollReply(o: PollOutcome): Reply {
   switch (o.kind) {
     case 'data':
@@ -53,6 +56,8 @@ export function pollReply(o: PollOutcome): Reply {
       return { status: 408, body: '' };
     case 'deviceDeleted':
       throw new OutpostError('PERMISSION_DENIED', 'Device was deleted!');
+    case 'credentialsUpdated':
+      throw new OutpostError('DEVICE_TOKEN_INVALID');
   }
 }
 

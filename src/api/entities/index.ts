@@ -1,6 +1,7 @@
 /** Devices, device profiles, customers and assets REST (docs/api.md). */
 import type { Services } from '../../context.js';
 import type { HttpRouter } from '../../http/adapter.js';
+import { registerCredentialsRoutes } from './credentials.js';
 import { registerCustomerRoutes } from './customers.js';
 import { registerNamedRoutes } from './named.js';
 import { registerProfileRoutes } from './profiles.js';
@@ -10,4 +11,5 @@ export function registerEntityApi(router: HttpRouter, s: Services): void {
   registerNamedRoutes(router, s, 'ASSET');
   registerCustomerRoutes(router, s);
   registerProfileRoutes(router, s);
+  registerCredentialsRoutes(router, s);
 }

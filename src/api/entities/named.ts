@@ -14,7 +14,7 @@ import type { AssetRecord, DeviceRecord } from '../../store/entities.js';
 import { pageOf, typeTitle } from '../../store/entities.js';
 import { principalOf } from '../principal.js';
 import { bodyEntityId, jsonObjectBody, optionalString, parsePageQuery, parseUuid } from './params.js';
-import { assetJson, deviceCredentialsJson, deviceJson } from './render.js';
+import { assetJson, deviceJson } from './render.js';
 
 type NamedType = 'DEVICE' | 'ASSET';
 type NamedRecord = DeviceRecord | AssetRecord;
@@ -22,13 +22,13 @@ type NamedRecord = DeviceRecord | AssetRecord;
 const render = (r: NamedRecord): Record<string, unknown> => (r.entityType === 'DEVICE' ? deviceJson(r) : assetJson(r));
 
 /** A label may be explicitly null (TB clears it); any other non-string → 400. */
-function labelOf(body: Record<string, unknown>): string | null | undefined {
+export function labelOf(body: Record<string, unknown>): string | null | undefined {
   if (body['label'] === null) return null;
   return optionalString(body, 'label');
 }
 
 /** TB's `additionalInfo.gateway`: true marks a device that may use the MQTT Gateway API. */
-function gatewayFlag(body: Record<string, unknown>): boolean {
+export function gatewayFlag(body: Record<string, unknown>): boolean {
   const info = body['additionalInfo'];
   if (info === undefined || info === null) return false;
   if (typeof info !== 'object' || Array.isArray(info))
@@ -40,7 +40,7 @@ function gatewayFlag(body: Record<string, unknown>): boolean {
 }
 
 /** A device's `deviceProfileId`: TB's `{"entityType":"DEVICE_PROFILE","id"}` object, or a bare UUID string. */
-function profileIdOf(body: Record<string, unknown>): string | undefined {
+export function profileIdOf(body: Record<string, unknown>): string | undefined {
   const v = body['deviceProfileId'];
   if (v === undefined || v === null) return undefined;
   if (typeof v === 'string') return parseUuid(v, 'deviceProfileId');
@@ -164,10 +164,4 @@ export function registerNamedRoutes(router: HttpRouter, s: Services, type: Named
     s.bus.publish('accessChanged', { entityType: type, entityId: rec.id });
     return json(render(unassigned));
   });
-
-  if (type === 'DEVICE') {
-    router.route('get', '/api/device/:id/credentials', (ctx) => {
-      return json(deviceCredentialsJson(readable(principalOf(s, ctx), ctx.params[0]) as DeviceRecord));
-    });
-  }
 }

@@ -3,6 +3,7 @@
  * unassigned customer is the null UUID. Pure functions from store records; nothing here knows HTTP.
  */
 import type { AssetRecord, CustomerRecord, DeviceRecord, UserRecord } from '../../store/entities.js';
+import { credentialsRowId, credentialsTypeAndValue } from '../../store/credentials.js';
 import type { DeviceProfileRecord } from '../../store/profile-records.js';
 import type { EntityType } from '../../types.js';
 
@@ -77,13 +78,17 @@ export function deviceProfileInfoJson(p: DeviceProfileRecord): Record<string, un
   };
 }
 
+/** TB's DeviceCredentials; an MQTT Basic password is in it in clear, as in TB (docs/api.md "Device credentials"). */
 export function deviceCredentialsJson(d: DeviceRecord): Record<string, unknown> {
+  const { credentialsType, credentialsValue } = credentialsTypeAndValue(d.credentials);
   return {
+    id: { id: credentialsRowId(d.id) },
     createdTime: d.createdTime,
     deviceId: entityId('DEVICE', d.id),
-    credentialsType: 'ACCESS_TOKEN',
+    credentialsType,
     credentialsId: d.token,
-    credentialsValue: null,
+    credentialsValue,
+    version: null,
   };
 }
 

@@ -1,0 +1,109 @@
+/**
+ * The records the entity store keeps (store/entities.ts): tenants, customers, devices, assets, users, and what
+ * creating a device or a user takes.
+ */
+import { randomBytes } from 'node:crypto';
+import type { AccessToken, CustomerId, EntityId, TenantId, UserId } from '../types.js';
+import type { ResolvedCredentials, StoredCredentials } from './credentials.js';
+import type { DeviceProfileRecord } from './profile-records.js';
+
+export type Authority = 'TENANT_ADMIN' | 'CUSTOMER_USER';
+
+interface Base {
+  readonly id: EntityId;
+  readonly createdTime: number;
+  readonly tenantId: TenantId;
+}
+export interface TenantRecord extends Base {
+  readonly entityType: 'TENANT';
+  readonly title: string;
+}
+export interface CustomerRecord extends Base {
+  readonly entityType: 'CUSTOMER';
+  readonly title: string;
+}
+export interface DeviceRecord extends Base {
+  readonly entityType: 'DEVICE';
+  readonly customerId: CustomerId;
+  readonly name: string;
+  /** its profile's name (docs/api.md "Device profiles") */
+  readonly type: string;
+  readonly label: string | null;
+  readonly deviceProfileId: EntityId;
+  /** its credentialsId (store/credentials.ts): the access token, or the id of its `credentials` */
+  readonly token: AccessToken;
+  /** MQTT Basic or X.509 credentials; absent = the device logs in with its access token `token` */
+  readonly credentials?: StoredCredentials;
+  /** TB's `additionalInfo.gateway`: may speak the MQTT Gateway API for sub-devices (absent = false) */
+  readonly gateway?: boolean;
+  /** the gateway device that created this sub-device (MQTT Gateway API); only that gateway reaches it */
+  readonly gatewayId?: EntityId;
+}
+export interface AssetRecord extends Base {
+  readonly entityType: 'ASSET';
+  readonly customerId: CustomerId;
+  readonly name: string;
+  readonly type: string;
+  readonly label: string | null;
+}
+export interface UserRecord extends Base {
+  readonly entityType: 'USER';
+  readonly id: EntityId & UserId;
+  readonly customerId: CustomerId;
+  readonly email: string;
+  readonly authority: Authority;
+  readonly firstName: string | null;
+  readonly lastName: string | null;
+  /** scrypt$N$r$p$salt$hash (see auth/password.ts) */
+  readonly passwordHash: string;
+  readonly enabled: boolean;
+}
+export type EntityRecord =
+  | TenantRecord
+  | CustomerRecord
+  | DeviceRecord
+  | AssetRecord
+  | UserRecord
+  | DeviceProfileRecord;
+
+const ALNUM = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789';
+
+/** TB's random access token: 20 alphanumerics (docs/api.md). */
+export function randomAccessToken(): AccessToken {
+  const bytes = randomBytes(40);
+  let out = '';
+  for (const b of bytes) {
+    if (b < 248) out += ALNUM[b % 62];
+    if (out.length === 20) break;
+  }
+  return (out.length === 20 ? out : out + randomAccessToken().slice(out.length)) as AccessToken;
+}
+
+/** "DEVICE" → "Device", for TB's messages ("Device with id [..] is not found"). */
+export function typeTitle(type: string): string {
+  return type.charAt(0) + type.slice(1).toLowerCase();
+}
+
+export interface NewDevice {
+  readonly name: string;
+  /** the profile's name; found or created (profile-records.ts); absent: the default profile */
+  readonly type?: string | undefined;
+  /** takes precedence over `type` */
+  readonly deviceProfileId?: string | undefined;
+  readonly label?: string | null | undefined;
+  readonly token?: string | undefined;
+  readonly customerId?: CustomerId | undefined;
+  readonly gateway?: boolean | undefined;
+  readonly gatewayId?: EntityId | undefined;
+  /** credentials other than a token (resolveCredentials); `token` is then ignored */
+  readonly credentials?: ResolvedCredentials | undefined;
+}
+
+export interface NewUser {
+  readonly email: string;
+  readonly passwordHash: string;
+  readonly authority: Authority;
+  readonly customerId?: CustomerId | undefined;
+  readonly firstName?: string | null;
+  readonly lastName?: string | null;
+}
