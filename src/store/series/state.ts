@@ -185,6 +185,7 @@ export abstract class SeriesState {
       const applied = (env.meta.get('walApplied') as number | undefined) ?? 0;
       const { wal, records } = Wal.open(opts.wal.fs, { segmentBytes: opts.wal.segmentBytes, appliedLsn: applied });
       this.wal = wal;
+      this.replayed.records = records.length;
       for (const r of records) {
         const body = decodeRecord(r.payload);
         if (body.kind === 'sent') {
@@ -192,10 +193,15 @@ export abstract class SeriesState {
           continue;
         }
         const points = body.points;
-        this.logged.push({ points, lsn: r.lsn, count: countPoints(points), durable: true, done: Promise.resolve() });
+        const count = countPoints(points);
+        this.replayed.points += count;
+        this.logged.push({ points, lsn: r.lsn, count, durable: true, done: Promise.resolve() });
       }
     }
   }
+
+  /** What the log held at open that LMDB did not (acknowledged, not yet applied): put in at start. */
+  readonly replayed = { records: 0, points: 0 };
 
   /** Points put into LMDB since start, and points logged but not yet put: the write budget's cost per point. */
   get pointCounts(): { readonly put: number; readonly logged: number } {
