@@ -269,6 +269,7 @@ export async function startServer(
         uws.us_listen_socket_close(listenSocket);
         await mqtt.close();
         metrics.loopDelay.close();
+        failures.close();
         services.rpc.close();
         app.close();
         await downsample.stop();
