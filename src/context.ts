@@ -15,6 +15,7 @@ import type { AttributeStore } from './store/attributes.js';
 import type { RpcBroker } from './rpc/broker.js';
 import type { DepthStore } from './store/depth.js';
 import type { SyncStatusSource } from './sync/status.js';
+import type { FailureLog } from './status/failures.js';
 import type { Metrics } from './status/metrics.js';
 import type { WriteBudget } from './store/write-budget.js';
 
@@ -49,6 +50,8 @@ export interface Services {
   readonly metrics?: Metrics;
   /** what the store writes against its daily budget (store.writeBudgetBytesPerDay); absent in unit tests */
   readonly writeBudget?: WriteBudget;
+  /** failed logins, unknown tokens, bad publishes: counted and logged a line a minute (status/failures.ts); absent in unit tests */
+  readonly failures?: FailureLog;
   /** the clock; tests substitute a fake one */
   readonly now: () => number;
 }

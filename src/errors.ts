@@ -49,6 +49,7 @@ export const ERRORS = {
   ENTITY_NOT_FOUND: { status: 404, tbCode: TB.ITEM_NOT_FOUND, message: "Requested item wasn't found!" },
   PAYLOAD_TOO_LARGE: { status: 413, tbCode: TB.BAD_REQUEST_PARAMS, message: 'Payload size exceeds the limit' },
   TOO_MANY_REQUESTS: { status: 429, tbCode: TB.TOO_MANY_REQUESTS, message: 'Too many requests' },
+  LOGIN_THROTTLED: { status: 429, tbCode: TB.TOO_MANY_REQUESTS, message: 'Too many failed logins; try again later' },
   SERVICE_UNAVAILABLE: { status: 503, tbCode: TB.GENERAL, message: 'Service is shutting down' },
   INTERNAL: { status: 500, tbCode: TB.GENERAL, message: 'Internal server error' },
   CONFIG_INVALID: { status: 500, tbCode: TB.GENERAL, message: 'Invalid configuration' },
@@ -62,14 +63,17 @@ export class OutpostError extends Error {
   readonly code: ErrorCode;
   readonly status: number;
   readonly tbCode: number;
+  /** seconds after which a retry may succeed: sent as the answer's Retry-After header */
+  readonly retryAfterS: number | undefined;
 
-  constructor(code: ErrorCode, message?: string, options?: { cause?: unknown }) {
+  constructor(code: ErrorCode, message?: string, options?: { cause?: unknown; retryAfterS?: number }) {
     const entry: CatalogueEntry = ERRORS[code];
     super(message ?? entry.message, options);
     this.name = 'OutpostError';
     this.code = code;
     this.status = entry.status;
     this.tbCode = entry.tbCode;
+    this.retryAfterS = options?.retryAfterS;
   }
 }
 

@@ -29,6 +29,7 @@ import { LmdbAttributeStore } from './store/attributes.js';
 import { RpcBroker } from './rpc/broker.js';
 import { LmdbDepthStore } from './store/depth.js';
 import { registerMetricsHead, registerStatusApi } from './api/status/index.js';
+import { FailureLog } from './status/failures.js';
 import { Metrics } from './status/metrics.js';
 import { registerSyncApi } from './api/sync/index.js';
 import { OutboxRecorder } from './store/outbox.js';
@@ -38,6 +39,7 @@ import { loadMqttStreamBuilders } from './sync/mqtt/session.js';
 import { SyncService } from './sync/service.js';
 import { outpostCommand } from './daemon/invocation.js';
 import { lockDataDir } from './daemon/lock.js';
+import { markRunning, markStopped } from './daemon/running-marker.js';
 import { serveAdminRequests } from './admin/channel.js';
 import { runAdminOp } from './admin/ops.js';
 import { checkPortFree, checkTcpPortFree, listenExclusive } from './daemon/port.js';
@@ -64,6 +66,7 @@ export async function startServer(
   if (config.tls.cert !== '') await checkTcpPortFree(mqttHost, config.mqtt.tlsPort, 'MQTT over TLS');
   const lock = await lockDataDir(config.dataDir);
   warnIfShared(config.dataDir, log);
+  const uncleanStop = markRunning(config.dataDir);
   const env = openStoreEnv({
     dataDir: config.dataDir,
     mapSizeBytes: config.store.mapSizeBytes,
@@ -107,6 +110,7 @@ export async function startServer(
     pointsApplied: () => pointCounts().put,
     source: counter.source,
   });
+  const openedAt = performance.now();
   const timeseries = new LmdbTimeseriesStore(env, dict, {
     outbox,
     windowMs: config.store.chunkWindowMs,
@@ -126,6 +130,12 @@ export async function startServer(
         }
       : undefined,
   });
+  if (uncleanStop) {
+    const { records, points } = timeseries.replayed;
+    log.warn(
+      `the previous stop was not clean (killed, crashed or a power cut): replayed ${records} log records (${points} points) in ${Math.round(performance.now() - openedAt)} ms`,
+    );
+  }
   pointCounts = () => timeseries.pointCounts;
   logCalls = () => timeseries.walStats?.writeCallBytes ?? 0;
   logFills = () => timeseries.walStats?.preallocatedBytes ?? 0;
@@ -156,6 +166,7 @@ export async function startServer(
   const bus = new EventBus((m) => log.error(m));
   const metrics = new Metrics();
   metrics.listen(bus);
+  const failures = new FailureLog((m) => log.warn(m), metrics.failures);
   const attributes = new LmdbAttributeStore(env, dict, bus, Date.now);
   // Upstream sync (docs/sync.md): hooks the write paths before the first write, sends once listening.
   const depth = new LmdbDepthStore(env, dict);
@@ -202,6 +213,7 @@ export async function startServer(
     attributes,
     ...(sync === undefined ? {} : { sync }),
     rpc,
+    failures,
     now: Date.now,
   };
 
@@ -259,6 +271,7 @@ export async function startServer(
         uws.us_listen_socket_close(listenSocket);
         await mqtt.close();
         metrics.loopDelay.close();
+        failures.close();
         services.rpc.close();
         app.close();
         await downsample.stop();
@@ -268,6 +281,7 @@ export async function startServer(
         await timeseries.closeLog();
         await env.flushed();
         await env.close();
+        markStopped(config.dataDir);
         await lock.release();
       })();
       return closing;

@@ -448,3 +448,89 @@ t.test('a clock set back counts no negative time and keeps sampling', async (t) 
     RangeError,
   );
 });
+
+/**
+ * A fresh store's start, as README's walkthrough makes it: the log's first segment and the spare made ahead (1 MiB
+ * of zeros each), LMDB's first pages and the entities created (a tenant, a user, a device), two posts of two
+ * points, then a read that applies those 4 points (the new series' keys and the tree's first pages: ~120 KB).
+ */
+function freshStart(c: { log: number; fills: number; other: number; points: number; applied: number }): void {
+  c.log += 2 * 2 ** 20 + 2 * 4096;
+  c.fills += 2 * 2 ** 20;
+  c.other += 600_000;
+  c.points += 4;
+  c.applied = 4;
+  c.other += 120_000;
+}
+
+/** `posts` single posts of 2 points, `perSecond` a second, one 4-KiB log page each: the least reserve left. */
+function posting(
+  budget: WriteBudget,
+  clock: FakeClock,
+  c: { log: number; points: number },
+  posts: number,
+  perSecond: number,
+): { leastLeft: number; longestDelay: number } {
+  let leastLeft = Number.POSITIVE_INFINITY;
+  let longestDelay = 0;
+  for (let i = 0; i < posts; i++) {
+    clock.advance(1000 / perSecond);
+    c.log += 4096;
+    c.points += 2;
+    longestDelay = Math.max(longestDelay, budget.commitDelayMs());
+    leastLeft = Math.min(leastLeft, budget.figures().reserveLeftBytes);
+  }
+  return { leastLeft, longestDelay };
+}
+
+t.test("a fresh store's one-off costs and its first few points' apply do not pace the first devices", async (t) => {
+  for (const start of ['fresh', 'restarted'] as const) {
+    const { clock, c, budget } = setup();
+    if (start === 'fresh') freshStart(c);
+    else {
+      // a restart: spares and entities are there already; the first read applies a post's 2 points
+      c.log += 4096;
+      c.points += 2;
+      c.applied = 2;
+      c.other += 60_000;
+    }
+    clock.advance(1000);
+    budget.commitDelayMs();
+    // an SDK's publish worker: 300 posts at 20 Hz; then a device posting every 2 s for 40 s
+    const burst = posting(budget, clock, c, 300, 20);
+    const quiet = posting(budget, clock, c, 20, 0.5);
+    const least = Math.min(burst.leastLeft, quiet.leastLeft);
+    t.equal(Math.max(burst.longestDelay, quiet.longestDelay), 0, `${start}: no commit waited`);
+    t.ok(
+      least >= budget.reserve / 2,
+      `${start}: the reserve stayed at least half full (${((100 * least) / budget.reserve).toFixed(0)}% at least)`,
+    );
+  }
+});
+
+t.test('the per-point estimate starts from a prior that a few points cannot set, and gives way to many', async (t) => {
+  const { clock, c, budget } = setup();
+  const debited = (): number => budget.reserve - budget.figures().reserveLeftBytes;
+  // 4 points applied for 120 KB: taken as their cost, 10,000 more points would be taken ahead at 300 MB
+  c.points = 4;
+  c.applied = 4;
+  c.other += 120_000;
+  held(budget, clock, c, 1);
+  const before = debited();
+  c.points += 10_000;
+  held(budget, clock, c, 1);
+  const ahead = debited() - before;
+  t.ok(ahead < 10_000 * 150, `10,000 points taken ahead at ${(ahead / 10_000).toFixed(0)} B each`);
+  // an hour of the reference load's applies at 40 B a point: the estimate follows them
+  for (let m = 0; m < 60; m++) {
+    c.points += 3000;
+    c.applied += 3000;
+    c.other += 3000 * 40;
+    held(budget, clock, c, 60);
+  }
+  const settled = debited();
+  c.points += 10_000;
+  held(budget, clock, c, 1);
+  const perPoint = (debited() - settled) / 10_000;
+  t.ok(perPoint > 35 && perPoint < 50, `after 180,000 points at 40 B, taken ahead at ${perPoint.toFixed(1)} B`);
+});

@@ -14,6 +14,11 @@
  *          then the same read, which puts the rest of the window's points into LMDB, so the window's applies
  *          are counted. Bytes = /proc/<pid>/io write_bytes over the window; "of which the log" is the daemon's
  *          own count of its log pages and segment fills (GET /api/outpost/status).
+ *   fresh: README's walkthrough on a fresh data dir with the daemon running (`outpost user add`, `outpost device
+ *          add`, two posts, `outpost latest`, a login and one REST read), then 300 single posts at 20 Hz (an
+ *          SDK's publish worker, each sent on time whether or not the last was answered) and a device posting
+ *          every 2 s for 40 s: every answer's p50 / p99 and the slowest, and the reserve left at the end
+ *          (docs/write-budget.md: a fresh store answers at fsync speed from its first request).
  *   catch-up: after the reference window, while its load goes on, one more device posts `--catchup` stored
  *          readings (2,000) one at a time: how long it takes, and what was written meanwhile.
  * The quiet rows run alone, one after another; the loaded rows' daemons run at once (`--serial`: one after
@@ -32,11 +37,13 @@
  * page cache's charges (write_bytes' large folios) and without any other process's writes. It is the closest this
  * machine comes to the card itself. The daemon finds the journal there and counts it against its budget.
  *
- *   npm run bench:wear [-- --only quiet,ref,big --warmup 300 --window 600 --catchup 2000 --quiet-posts 1000
+ *   npm run bench:wear [-- --only fresh,quiet,ref,big --warmup 300 --window 600 --catchup 2000 --quiet-posts 1000
  *     --history <minutes of history per device first, default 0: a fresh store> --policy <name substrings> --serial
  *     --card [--card-mount <mount options, default noatime>]]
  */
 import { type ChildProcess, execFileSync } from 'node:child_process';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -89,7 +96,12 @@ interface Policy {
   readonly byDefault?: boolean;
 }
 const POLICIES: readonly Policy[] = [
-  { name: 'write budget 1.5 GB/day (default)', store: {}, workloads: ['quiet', 'ref', 'big'], byDefault: true },
+  {
+    name: 'write budget 1.5 GB/day (default)',
+    store: {},
+    workloads: ['fresh', 'quiet', 'ref', 'big'],
+    byDefault: true,
+  },
   {
     name: 'fixed commitDelayMs 250 (before)',
     store: { commitDelayMs: 250 },
@@ -242,6 +254,10 @@ interface Result {
   delayMs: number | undefined;
   reserveLeftMb: number | undefined;
   catchup: { posts: number; seconds: number; bytes: number; p99: number } | undefined;
+  /** the slowest answer (the fresh row), ms */
+  maxMs?: number;
+  /** the most the daemon's event loop ran late over the last minute (the fresh row), ms */
+  loopLateMs?: number;
   /** the budget's commit delay every 5 s over the window, ms, sorted */
   delays: number[];
   /** the window's write_bytes by thread (threadWriteBytes), and what the block device wrote meanwhile (all processes) */
@@ -260,6 +276,130 @@ interface RunOptions {
 
 /** A quiet gateway: one device posting `posts` readings one at a time as fast as it is answered. */
 const QUIET: Workload = { name: 'quiet', devices: 1, keys: 5, periodMs: 0 };
+/** README's walkthrough on a fresh data dir, then a burst of single posts and a quiet device (see the header) */
+const FRESH: Workload = { name: 'fresh', devices: 1, keys: 2, periodMs: -1 };
+
+const execFileAsync = promisify(execFile);
+
+/** The fresh row: everything README's walkthrough does, through the running daemon, then the load. */
+async function runFresh(): Promise<Result> {
+  const base = mkdtempSync(join(tmpdir(), 'outpost-wear-'));
+  const card = CARD ? makeCard(base) : undefined;
+  const dataDir = card?.dir ?? base;
+  let proc: ChildProcess | undefined;
+  const conns: RawHttpConnection[] = [];
+  try {
+    const started = await spawnListening(
+      [MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir],
+      'outpost',
+    );
+    proc = started.proc;
+    const pid = started.proc.pid as number;
+    const port = started.port;
+    const outpost = (...args: string[]): Promise<{ stdout: string }> =>
+      execFileAsync(process.execPath, [MAIN, ...args, '--data-dir', dataDir]);
+    await outpost('user', 'add', '--email', EMAIL, '--password', PASSWORD, '--authority', 'TENANT_ADMIN');
+    const device = JSON.parse(
+      (await outpost('device', 'add', '--name', 'thermo-1', '--token', 'THERMO_TOKEN')).stdout,
+    ) as { id: string };
+    const admin = await RawHttpConnection.open(port);
+    conns.push(admin);
+    const json = { 'content-type': 'application/json' };
+    const post = async (conn: RawHttpConnection, n: number): Promise<number> => {
+      const t0 = performance.now();
+      const body = JSON.stringify({ temperature: 20 + (n % 10) / 10, humidity: 40 + (n % 7) });
+      const r = await conn.request(encodeRequest('POST', '/api/v1/THERMO_TOKEN/telemetry', body, json));
+      if (r.status !== 200) throw new Error(`post ${n}: ${r.status} ${r.body.toString()}`);
+      return performance.now() - t0;
+    };
+    await post(admin, 0);
+    await post(admin, 1);
+    await outpost('latest', 'thermo-1');
+    const login = await admin.request(
+      encodeRequest('POST', '/api/auth/login', JSON.stringify({ username: EMAIL, password: PASSWORD }), json),
+    );
+    const auth = { 'x-authorization': `Bearer ${(JSON.parse(login.body.toString()) as { token: string }).token}` };
+    const readPath = `/api/plugins/telemetry/DEVICE/${device.id}/values/timeseries?keys=temperature,humidity`;
+    const read = await admin.request(encodeRequest('GET', readPath, '', auth));
+    if (read.status !== 200) throw new Error(`read: ${read.status}`);
+    const b0 = writeBytes(pid);
+    const card0 = card?.written() ?? NaN;
+    const t0 = performance.now();
+    // posts sent on time, each on a connection of its own while the last is unanswered (an SDK's worker pool)
+    const idle: RawHttpConnection[] = [];
+    const timed = async (n: number): Promise<number> => {
+      // uWS closes a keep-alive connection idle for 10 s: one found closed is replaced (its post sent again)
+      for (;;) {
+        const conn = idle.pop() ?? (await RawHttpConnection.open(port));
+        if (!conns.includes(conn)) conns.push(conn);
+        let ms: number;
+        try {
+          ms = await post(conn, n);
+        } catch (err) {
+          if (String(err).includes('connection closed')) continue;
+          throw err;
+        }
+        idle.push(conn);
+        return ms;
+      }
+    };
+    const paced = async (count: number, everyMs: number): Promise<number[]> => {
+      const answers: Promise<number>[] = [];
+      const start = performance.now();
+      for (let n = 0; n < count; n++) {
+        const wait = start + n * everyMs - performance.now();
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        answers.push(timed(n));
+      }
+      return Promise.all(answers);
+    };
+    const lat = [...(await paced(300, 50)), ...(await paced(20, 2000))].sort((a, b) => a - b);
+    const windowS = (performance.now() - t0) / 1000;
+    const bytes = writeBytes(pid) - b0;
+    const cardBytes = (card?.written() ?? NaN) - card0;
+    // a connection of its own: the admin's was idle longer than uWS keeps one open
+    const statusConn = await RawHttpConnection.open(port);
+    conns.push(statusConn);
+    const st = JSON.parse(
+      (await statusConn.request(encodeRequest('GET', '/api/outpost/status', '', auth))).body.toString(),
+    ) as {
+      writes: { commitDelayMs: number; reserveLeftBytes: number; logSinceStartBytes: number; sinceStartBytes: number };
+      eventLoop: { maxMs: number };
+    };
+    return {
+      bytes,
+      logBytes: NaN,
+      countedBytes: st.writes.sinceStartBytes,
+      points: lat.length * FRESH.keys,
+      posts: lat.length,
+      p50: quantile(lat, 0.5),
+      p99: quantile(lat, 0.99),
+      maxMs: lat[lat.length - 1] as number,
+      loopLateMs: st.eventLoop.maxMs,
+      rssMb: rssAnonBytes(pid) / 2 ** 20,
+      windowS,
+      failed: 0,
+      upstreamPoints: undefined,
+      delayMs: st.writes.commitDelayMs,
+      reserveLeftMb: st.writes.reserveLeftBytes / 1e6,
+      catchup: undefined,
+      delays: [],
+      byThread: new Map(),
+      deviceBytes: NaN,
+      cardBytes,
+    };
+  } finally {
+    for (const c of conns) c.close();
+    const p = proc;
+    if (p !== undefined && p.exitCode === null)
+      await new Promise<void>((resolve) => {
+        p.once('exit', () => resolve());
+        p.kill('SIGTERM');
+      });
+    card?.remove();
+    rmSync(base, { recursive: true, force: true });
+  }
+}
 
 async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> {
   const base = mkdtempSync(join(tmpdir(), 'outpost-wear-'));
@@ -536,11 +676,13 @@ function split(p: Policy, w: Workload, r: Result): string {
 function row(p: Policy, w: Workload, r: Result): string {
   const perPoint = r.bytes / r.points;
   // the quiet device posts as fast as it is answered, for a few seconds: no rate per day to speak of
-  const perDay = w.periodMs === 0 ? NaN : (perPoint * w.devices * w.keys * 86_400_000) / w.periodMs;
+  const perDay = w.periodMs <= 0 ? NaN : (perPoint * w.devices * w.keys * 86_400_000) / w.periodMs;
   const workload =
     w.periodMs === 0
       ? `quiet: 1 device, ${f(r.posts)} posts one at a time`
-      : `${w.devices}×${w.keys} / ${w.periodMs / 1000} s`;
+      : w.periodMs < 0
+        ? `fresh: README's flow, then 300 posts at 20 Hz and 20 every 2 s (slowest ${f(r.maxMs ?? NaN, 1)} ms; the daemon's event loop late by up to ${f(r.loopLateMs ?? NaN, 1)} ms over the last minute)`
+        : `${w.devices}×${w.keys} / ${w.periodMs / 1000} s`;
   const state = r.delayMs === undefined ? '–' : `${f(r.delayMs)} ms, ${f(r.reserveLeftMb ?? 0, 1)} MB left`;
   const c = r.catchup;
   const catchup =
@@ -557,7 +699,7 @@ async function main(): Promise<void> {
     catchup: name === 'big' ? 0 : name === 'quiet' ? argValue('--quiet-posts', 1000) : argValue('--catchup', 2000),
   });
   const onlyIdx = process.argv.indexOf('--only');
-  const only = onlyIdx >= 0 ? (process.argv[onlyIdx + 1] ?? '').split(',') : ['quiet', 'ref', 'big'];
+  const only = onlyIdx >= 0 ? (process.argv[onlyIdx + 1] ?? '').split(',') : ['fresh', 'quiet', 'ref', 'big'];
   const policyIdx = process.argv.indexOf('--policy');
   const policyFilter = policyIdx >= 0 ? (process.argv[policyIdx + 1] ?? '').split(',') : undefined;
   const chosen = (w: Workload): Policy[] =>
@@ -578,6 +720,7 @@ async function main(): Promise<void> {
   };
   // The quiet rows alone and one after another (their latency is the point); the loaded rows side by side, each
   // workload's daemons at once (`--serial`: one after another), the catch-up after each reference window.
+  if (only.includes('fresh')) for (const p of chosen(FRESH)) emitRow(p, FRESH, await runFresh());
   if (only.includes('quiet')) for (const p of chosen(QUIET)) emitRow(p, QUIET, await run(p, QUIET, opts('quiet')));
   const loads = WORKLOADS.filter((w) => only.includes(w.name)).flatMap((w) => chosen(w).map((p) => ({ p, w })));
   if (process.argv.includes('--serial')) {

@@ -10,6 +10,7 @@ import type { StoreEnv } from '../store/env.js';
 import { type EntityType, NULL_UUID } from '../types.js';
 import { type AccessClaims, loadSigningKey, signJwt, verifyJwt } from './jwt.js';
 import { verifyPassword } from './password.js';
+import { LoginThrottle } from './throttle.js';
 import { isTicket, verifyTicket } from './ticket.js';
 
 /** meta key prefix: [REVOKED, sessionId] → Unix seconds until which the session stays revoked */
@@ -52,14 +53,34 @@ export class AuthService {
     private readonly now: () => number = Date.now,
   ) {
     this.key = loadSigningKey(config.dataDir);
+    this.throttle = new LoginThrottle(now);
     this.ticketKeys = config.auth.ticketKeys.map((k) => new Uint8Array(Buffer.from(k, 'base64url')));
   }
 
   /** trusted operator keys (config auth.ticketKeys) */
   private readonly ticketKeys: readonly Uint8Array[];
 
-  /** Checks a password; 401 "Invalid username or password" on any mismatch (docs/api.md). */
-  async login(username: string, password: string): Promise<TokenPair> {
+  /** failed logins per username and per address (auth/throttle.ts) */
+  readonly throttle: LoginThrottle;
+
+  /**
+   * Checks a password; 401 "Invalid username or password" on any mismatch, 429 LOGIN_THROTTLED while that
+   * username or `address` has failed too often (docs/api.md "Failed logins"), whatever the password.
+   */
+  async login(username: string, password: string, address = ''): Promise<TokenPair> {
+    const lock = this.throttle.locked(username, address);
+    if (lock !== undefined) throw throttled(lock.by, lock.retryAfterMs);
+    try {
+      const pair = await this.checkPassword(username, password);
+      this.throttle.succeeded(username, address);
+      return pair;
+    } catch (err) {
+      if (err instanceof OutpostError && err.code === 'BAD_CREDENTIALS') this.throttle.failed(username, address);
+      throw err;
+    }
+  }
+
+  private async checkPassword(username: string, password: string): Promise<TokenPair> {
     const user = typeof username === 'string' ? this.entities.userByEmail(username) : undefined;
     // Hash even for unknown users so timing does not reveal which emails exist.
     const ok = await verifyPassword(
@@ -304,4 +325,14 @@ function isBlank(s: string): boolean {
 
 function titleCase(s: string): string {
   return s.charAt(0) + s.slice(1).toLowerCase();
+}
+
+/** The answer to a login while locked: why, and when to retry (also in the Retry-After header). */
+export function throttled(by: 'user' | 'address', retryAfterMs: number): OutpostError {
+  const s = Math.max(1, Math.ceil(retryAfterMs / 1000));
+  return new OutpostError(
+    'LOGIN_THROTTLED',
+    `Too many failed logins ${by === 'user' ? 'for this user' : 'from this address'}; try again in ${s} s`,
+    { retryAfterS: s },
+  );
 }

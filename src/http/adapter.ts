@@ -279,7 +279,12 @@ class Exchange implements HttpContext {
     const e = asOutpostError(err);
     if (e.code === 'INTERNAL')
       this.log(`internal error on ${this.method.toUpperCase()} ${this.url}: ${(err as Error)?.stack ?? String(err)}`);
-    this.send({ status: e.status, contentType: 'application/json', body: errorBody(e) });
+    this.send({
+      status: e.status,
+      contentType: 'application/json',
+      body: errorBody(e),
+      ...(e.retryAfterS === undefined ? {} : { headers: { 'Retry-After': String(e.retryAfterS) } }),
+    });
   }
 
   async stream(reply: StreamReply): Promise<void> {

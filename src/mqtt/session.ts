@@ -20,6 +20,7 @@ import type { IConnectPacket, IPublishPacket, ISubscribePacket, Packet } from 'm
 import type { Services } from '../context.js';
 import { OutpostError } from '../errors.js';
 import type { PollHandle } from '../rpc/longpoll.js';
+import { quoted } from '../status/failures.js';
 import type { MqttCloseReason, MqttCounters } from '../status/metrics.js';
 import type { DeviceRecord } from '../store/entities.js';
 import { type MqttConnection, PUBREC_FLAG, type PacketSink } from './connection.js';
@@ -345,8 +346,8 @@ export class MqttSession implements PacketSink, RegisteredSession {
     const { promise, write } = this.dispatch(p.topic, payload);
     if (!write) {
       promise.then(
-        (o) => this.settle(entry, o),
-        (err: unknown) => this.settle(entry, this.failure(err, p.topic)),
+        (o) => this.settle(entry, o, p.topic),
+        (err: unknown) => this.settle(entry, this.failure(err, p.topic), p.topic),
       );
       return;
     }
@@ -355,11 +356,11 @@ export class MqttSession implements PacketSink, RegisteredSession {
     const done: Promise<void> = promise.then(
       (o) => {
         writing.delete(done);
-        this.settle(entry, o);
+        this.settle(entry, o, p.topic);
       },
       (err: unknown) => {
         writing.delete(done);
-        this.settle(entry, this.failure(err, p.topic));
+        this.settle(entry, this.failure(err, p.topic), p.topic);
       },
     );
     writing.add(done);
@@ -394,8 +395,9 @@ export class MqttSession implements PacketSink, RegisteredSession {
    * publishes of one group commit settle in the same run of microtasks, all queued ahead of that one, so a
    * pipelining client's acks of a commit leave in one socket write rather than one each.
    */
-  private settle(entry: AckEntry | undefined, o: Outcome): void {
+  private settle(entry: AckEntry | undefined, o: Outcome, topic: string): void {
     try {
+      if (o.kind === 'bad' || o.kind === 'unknownTopic') this.noteFailure(o, topic);
       if (entry === undefined) this.afterQos0(o);
       else {
         entry.outcome = o;
@@ -410,6 +412,21 @@ export class MqttSession implements PacketSink, RegisteredSession {
     } catch (err) {
       this.failedAck(err);
     }
+  }
+
+  /** A bad payload or an unknown topic, counted and logged (at most a line a minute of each: status/failures.ts). */
+  private noteFailure(o: Outcome, topic: string): void {
+    const failures = this.deps.s.failures;
+    if (failures === undefined) return;
+    const source = `device ${quoted(this.device?.name ?? '?')} at ${this.conn.socket.remoteAddress ?? '?'}`;
+    if (o.kind === 'bad')
+      failures.note('mqttPayload', `mqtt: ${source} published a bad payload to ${quoted(topic)}: ${o.message}`, source);
+    else
+      failures.note(
+        'mqttTopic',
+        `mqtt: ${source} published to ${quoted(topic)}, not a topic of the device or gateway API (docs/mqtt.md); ignored`,
+        source,
+      );
   }
 
   /** Runs `f`; a throw closes this client, never the daemon (an uncaught error or rejection would end it). */

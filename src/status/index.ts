@@ -242,6 +242,12 @@ export function prometheusText(status: StatusJson, metrics: Metrics): string {
     'MQTT connections refused or closed by the daemon, by reason.',
     Object.entries(mq.closed).map(([reason, n]) => `outpost_mqtt_connections_closed_total{reason="${reason}"} ${n}`),
   );
+  metric(
+    'outpost_failures_total',
+    'counter',
+    'Failed requests by kind: wrong logins, logins refused while throttled, unknown device tokens, MQTT publishes with a bad payload or to an unknown topic.',
+    Object.entries(metrics.failures).map(([kind, n]) => `outpost_failures_total{kind="${kind}"} ${n}`),
+  );
   one('outpost_mqtt_messages_in_total', 'counter', 'MQTT PUBLISH packets received.', mq.messagesIn);
   one('outpost_mqtt_messages_out_total', 'counter', 'MQTT PUBLISH packets sent.', mq.messagesOut);
   const ph: string[] = [];

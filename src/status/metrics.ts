@@ -6,6 +6,7 @@
  */
 import { type IntervalHistogram, monitorEventLoopDelay } from 'node:perf_hooks';
 import type { EventBus } from '../bus/index.js';
+import { type FailureCounts, emptyFailureCounts } from './failures.js';
 
 /** What a request was, for the histograms: device telemetry posts, reads of stored data, everything else. */
 export type RequestKind = 'ingest' | 'query' | 'other';
@@ -140,6 +141,8 @@ export class Metrics {
   ingestedPoints = 0;
   websockets = 0;
   readonly mqtt = new MqttCounters();
+  /** failed logins, unknown device tokens, bad MQTT publishes, by kind (status/failures.ts counts them) */
+  readonly failures: FailureCounts = emptyFailureCounts();
   readonly loopDelay = new LoopDelay();
   private readonly perSecond = new Float64Array(RATE_WINDOW_SEC);
   private second = 0;

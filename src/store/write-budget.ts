@@ -55,6 +55,23 @@ export const MAX_DELAY_MS = 1000;
 export const OTHER_RATE_WINDOW_MS = HOUR_MS;
 /** what the per-point estimate missed (or took ahead) is settled over about this long */
 export const OTHER_SETTLE_MS = 15 * MINUTE_MS;
+/**
+ * The per-point estimate needs PRIOR_POINTS applied points: until the window holds that many, the missing ones
+ * count at PRIOR_BYTES_PER_POINT each, so that a few points cannot set it. A fresh store's (or a restarted daemon's) first apply holds the
+ * points of a post or two, and writes pages a later apply shares among thousands: the new series' keys, the
+ * entities README's walkthrough creates, the tree's first branch pages. Taken as the cost of a point, such an
+ * apply priced each point at kilobytes, and a few hundred single posts then drained the reserve into paced
+ * commits (up to MAX_DELAY_MS each) while the disk wrote a few megabytes. Two minutes of the reference load (50
+ * points a second): its first apply holds more, and from then on the estimate is what the applies cost (a prior
+ * kept beside them took its 100 B a point into every later estimate, and held the reference load's delay ~35 ms
+ * higher: bench:wear).
+ */
+export const PRIOR_POINTS = 5000;
+/**
+ * bytes per point: between what applies and compaction cost at the reference load (19–71 and 20–23) and what an
+ * apply costs that writes a fragment per commit (~140) (docs/write-budget.md)
+ */
+export const PRIOR_BYTES_PER_POINT = 100;
 
 /**
  * applies are this many times rarer and larger while commits are paced: 15 min and 60,000 points by default;
@@ -111,6 +128,8 @@ export interface WriteBudgetOptions {
     maxDelayMs: number;
     otherRateWindowMs: number;
     otherSettleMs: number;
+    priorPoints: number;
+    priorBytesPerPoint: number;
   }>;
 }
 
@@ -189,6 +208,8 @@ export class WriteBudget {
     maxDelayMs: number;
     otherRateWindowMs: number;
     otherSettleMs: number;
+    priorPoints: number;
+    priorBytesPerPoint: number;
   };
 
   constructor(private readonly opts: WriteBudgetOptions) {
@@ -200,6 +221,8 @@ export class WriteBudget {
       maxDelayMs: MAX_DELAY_MS,
       otherRateWindowMs: OTHER_RATE_WINDOW_MS,
       otherSettleMs: OTHER_SETTLE_MS,
+      priorPoints: PRIOR_POINTS,
+      priorBytesPerPoint: PRIOR_BYTES_PER_POINT,
       ...opts.tuning,
     };
     this.rate = (opts.bytesPerDay / DAY_MS) * this.tune.aimShare;
@@ -343,7 +366,9 @@ export class WriteBudget {
     for (const b of this.otherMinutes.values()) others += b;
     let appliedInWindow = 0;
     for (const n of this.appliedMinutes.values()) appliedInWindow += n;
-    const perPoint = appliedInWindow > 0 ? others / appliedInWindow : 0;
+    // the prior fills in for the points the window lacks, and is gone once it holds priorPoints
+    const priorPoints = Math.max(0, this.tune.priorPoints - appliedInWindow);
+    const perPoint = (others + priorPoints * this.tune.priorBytesPerPoint) / (appliedInWindow + priorPoints);
     const aheadTarget = -perPoint * Math.max(0, written - applied);
     const settle = (this.otherOwed - aheadTarget) * Math.min(1, elapsed / this.tune.otherSettleMs);
     const debit = perPoint * newPoints + settle;

@@ -8,6 +8,7 @@ import { type HttpContext, type HttpRouter, json } from '../../http/adapter.js';
 import { entityId, userJson } from '../entities/render.js';
 import type { Principal } from '../../auth/index.js';
 import { principalOf } from '../principal.js';
+import { quoted } from '../../status/failures.js';
 
 /** bytes; auth bodies are tiny, so a small cap keeps a flood of huge bodies from costing memory. */
 const AUTH_MAX_BODY_BYTES = 16 * 1024;
@@ -40,11 +41,17 @@ export function registerAuthApi(router: HttpRouter, s: Services): void {
     'post',
     '/api/auth/login',
     async (ctx) => {
+      const address = ctx.remoteAddress();
       const { username, password } = await authBody(ctx);
       if (typeof username !== 'string' || typeof password !== 'string' || username.trim() === '' || password === '') {
         throw new OutpostError('AUTH_FAILED');
       }
-      return json(await s.auth.login(username, password));
+      try {
+        return json(await s.auth.login(username, password, address));
+      } catch (err) {
+        noteLoginFailure(s, err, username, address);
+        throw err;
+      }
     },
     opts,
   );
@@ -86,6 +93,22 @@ export function registerAuthApi(router: HttpRouter, s: Services): void {
     if (!user) throw new OutpostError('TOKEN_EXPIRED');
     return json(userJson(user));
   });
+}
+
+/** A wrong password or a throttled login, counted and logged (at most a line a minute of each: status/failures.ts). */
+function noteLoginFailure(s: Services, err: unknown, username: string, address: string): void {
+  if (s.failures === undefined || !(err instanceof OutpostError)) return;
+  const who = `${quoted(username)} from ${address}`;
+  if (err.code === 'LOGIN_THROTTLED') {
+    s.failures.note('loginThrottled', `auth: refused a login of ${who}: ${err.message}`, who);
+  } else if (err.code === 'BAD_CREDENTIALS') {
+    const lock = s.auth.throttle.locked(username, address);
+    const locked =
+      lock === undefined
+        ? ''
+        : `; too many failed logins ${lock.by === 'user' ? 'for this user' : 'from this address'}: logins refused for ${Math.ceil(lock.retryAfterMs / 1000)} s`;
+    s.failures.note('login', `auth: failed login of ${who}${locked}`, who);
+  }
 }
 
 /** `GET /api/auth/user` for a ticket holder: TB's user shape from the ticket's claims. */

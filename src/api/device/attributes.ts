@@ -13,7 +13,7 @@ import { holdRequest, pollReply, pollTimeout } from './rpc.js';
 /** POST /api/v1/{token}/attributes: a flat object → CLIENT_SCOPE; nulls skipped; 200 empty once on disk. */
 export function postAttributes(s: Services) {
   return async (ctx: HttpContext): Promise<void> => {
-    const device = authenticateDevice(s.entities, ctx);
+    const device = authenticateDevice(s, ctx);
     const entries = parseAttributes(parseBody(await ctx.body()));
     await s.attributes.save('DEVICE', device.id, 'CLIENT_SCOPE', entries, s.now());
   };
@@ -25,7 +25,7 @@ export function postAttributes(s: Services) {
  */
 export function getAttributes(s: Services) {
   return (ctx: HttpContext): Reply => {
-    const device = authenticateDevice(s.entities, ctx);
+    const device = authenticateDevice(s, ctx);
     return jsonText(
       deviceAttributesJson(
         s.attributes,
@@ -44,7 +44,7 @@ export function getAttributes(s: Services) {
 export function getAttributeUpdates(s: Services) {
   return async (ctx: HttpContext): Promise<Reply> => {
     // Only the id is kept while the poll is held, not the whole device record.
-    const deviceId = authenticateDevice(s.entities, ctx).id;
+    const deviceId = authenticateDevice(s, ctx).id;
     const timeout = pollTimeout(ctx, s.config);
     const origin = ctx.remoteAddress();
     return pollReply(await holdRequest(ctx, (settle) => s.rpc.waitAttributes(deviceId, timeout, settle, origin)));

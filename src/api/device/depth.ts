@@ -12,7 +12,7 @@ import { authenticateDevice } from './auth.js';
 
 export function postDepthTelemetry(s: Services) {
   return async (ctx: HttpContext): Promise<void> => {
-    const device = authenticateDevice(s.entities, ctx);
+    const device = authenticateDevice(s, ctx);
     const records = parseDepthTelemetry(parseBody(await ctx.body()));
     await s.depth.write(
       device.id,

@@ -65,7 +65,7 @@ export function pollReply(o: PollOutcome): Reply {
 export function getRpc(s: Services) {
   return async (ctx: HttpContext): Promise<Reply> => {
     // Only the id is kept while the poll is held, not the whole device record.
-    const deviceId = authenticateDevice(s.entities, ctx).id;
+    const deviceId = authenticateDevice(s, ctx).id;
     const timeout = pollTimeout(ctx, s.config);
     const origin = ctx.remoteAddress();
     return pollReply(await holdRequest(ctx, (settle) => s.rpc.waitRpc(deviceId, timeout, settle, origin)));
@@ -75,7 +75,7 @@ export function getRpc(s: Services) {
 /** POST /api/v1/{token}/rpc/{id}: the device's reply; 200 empty even for unknown ids (TB). */
 export function postRpcReply(s: Services) {
   return async (ctx: HttpContext): Promise<void> => {
-    const device = authenticateDevice(s.entities, ctx);
+    const device = authenticateDevice(s, ctx);
     const raw = ctx.params[1] ?? '';
     // TB binds {requestId} as a Java Integer: anything else is a 400.
     if (!/^-?\d{1,10}$/.test(raw) || Math.abs(Number(raw)) > 2147483647) {
@@ -92,7 +92,7 @@ export function postRpcReply(s: Services) {
  */
 export function postClientRpc(s: Services) {
   return async (ctx: HttpContext): Promise<Reply> => {
-    const deviceId = authenticateDevice(s.entities, ctx).id;
+    const deviceId = authenticateDevice(s, ctx).id;
     const origin = ctx.remoteAddress();
     const json = parseBody(await ctx.body());
     if (!isJsonObject(json))

@@ -9,7 +9,7 @@ import { authenticateDevice } from './auth.js';
 
 export function postTelemetry(s: Services) {
   return async (ctx: HttpContext): Promise<void> => {
-    const device = authenticateDevice(s.entities, ctx);
+    const device = authenticateDevice(s, ctx);
     const body = await ctx.body();
     const records = parseTelemetryBody(body, s.now());
     await s.ingest.save('DEVICE', device.id, records);

@@ -54,6 +54,9 @@ export class LogApplier {
     return this.opts.applyMaxPoints;
   }
 
+  /** What the log held at open that LMDB did not (acknowledged, not yet applied): put in at start. */
+  readonly replayed = { records: 0, points: 0 };
+
   /** why the last apply failed (a full disk), until one succeeds */
   private applyFailure: OutpostError | undefined;
 
@@ -70,18 +73,21 @@ export class LogApplier {
     const applied = (env.meta.get('walApplied') as number | undefined) ?? 0;
     const { wal, records } = Wal.open(opts.fs, { segmentBytes: opts.segmentBytes, appliedLsn: applied });
     this.wal = wal;
-    const replayed = new Map<number, PendingPoints>();
+    this.replayed.records = records.length;
+    const pointsOf = new Map<number, PendingPoints>();
     for (const r of records) {
       const body = decodeRecord(r.payload);
       if (body.kind === 'sent') {
         // a mark follows its record in the log: its points are known (none when the record was applied)
         for (const [lsn, entityId] of body.pairs)
-          this.outbox?.replaySent(lsn, entityId, entityPoints(replayed.get(lsn), entityId));
+          this.outbox?.replaySent(lsn, entityId, entityPoints(pointsOf.get(lsn), entityId));
         continue;
       }
       const points = body.points;
-      replayed.set(r.lsn, points);
-      this.logged.push({ points, lsn: r.lsn, count: countPoints(points), durable: true, done: Promise.resolve() });
+      pointsOf.set(r.lsn, points);
+      const count = countPoints(points);
+      this.replayed.points += count;
+      this.logged.push({ points, lsn: r.lsn, count, durable: true, done: Promise.resolve() });
     }
   }
 

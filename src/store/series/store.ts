@@ -177,6 +177,11 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
     return { put: this.head.pointsPutSinceStart, logged: this.log?.pointsLogged ?? 0 };
   }
 
+  /** What the log held at open that LMDB did not (acknowledged, not yet applied): put in at start. */
+  get replayed(): { readonly records: number; readonly points: number } {
+    return this.log?.replayed ?? { records: 0, points: 0 };
+  }
+
   /** What the log has cost since start (undefined without a log). */
   get walStats(): WalStats | undefined {
     return this.log?.stats;
