@@ -8,7 +8,7 @@
  *    the daemon before the registrations, and the delivery of one shared-attribute change to every device
  *    (REST posts, 32 at a time): p50/p99 from each post's start to its notification, and the time for all.
  *
- *   npm run bench:coap [-- --clients 100 --seconds 4 --rounds 3 --observers 10000]
+ *   npm run bench:coap [-- --clients 100 --seconds 4 --rounds 3 --observers 10000] [--cpu-prof <dir>]
  */
 import { type Socket, createSocket } from 'node:dgram';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -26,6 +26,8 @@ const SECONDS = intArg(argv, 'seconds', 4);
 const ROUNDS = intArg(argv, 'rounds', 3);
 const OBSERVERS = intArg(argv, 'observers', 10_000);
 const PER_SOCKET = 1_000;
+/** the daemon started with `node --cpu-prof`, its profile written into this dir at exit */
+const CPU_PROF = argv.includes('--cpu-prof') ? argv[argv.indexOf('--cpu-prof') + 1] : undefined;
 const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
 const CONFIG = {
   store: { commitDelayMs: 0 },
@@ -174,7 +176,19 @@ async function main(): Promise<void> {
   writeFileSync(join(dir, 'outpost.json'), JSON.stringify(CONFIG));
   const d = await spawnUntil(
     process.execPath,
-    [MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir, '--config', join(dir, 'outpost.json')],
+    [
+      ...(CPU_PROF === undefined ? [] : ['--cpu-prof', `--cpu-prof-dir=${CPU_PROF}`]),
+      MAIN,
+      'serve',
+      '--host',
+      '127.0.0.1',
+      '--port',
+      '0',
+      '--data-dir',
+      dataDir,
+      '--config',
+      join(dir, 'outpost.json'),
+    ],
     /listening on http:\/\/127\.0\.0\.1:(\d+), mqtt:\/\/127\.0\.0\.1:(\d+), coap:\/\/127\.0\.0\.1:(\d+)/,
   );
   const [httpPort, mqttPort, coapPort] = [Number(d.m[1]), Number(d.m[2]), Number(d.m[3])];
