@@ -290,7 +290,11 @@ t.test('provisioning over CoAP', async (t) => {
   const dir = tempDir(t);
   writeFileSync(
     join(dir, 'c.json'),
-    JSON.stringify({ provision: { key: 'pk', secret: 'ps' }, coap: { maxObservations: 1, maxBodyBytes: 100 } }),
+    JSON.stringify({
+      provision: { key: 'pk', secret: 'ps' },
+      coap: { maxObservations: 1, maxBodyBytes: 100, maxPending: 4 },
+      store: { commitDelayMs: 50 },
+    }),
   );
   const g = await startGateway(t, { args: ['--config', join(dir, 'c.json')] });
   const c = await CoapTestClient.open(t, coapPort(g));
@@ -338,6 +342,16 @@ t.test('provisioning over CoAP', async (t) => {
     extra: [{ name: 'Block1', value: uint(1 * 16 + 8 + 2) }],
   });
   t.equal(b1.code, '4.13');
+  // coap.maxPending 4: of 40 uploads sent at once, those beyond the limit are answered 5.03 and not stored
+  const burst = await Promise.all(
+    Array.from({ length: 40 }, (_, i) =>
+      c.request({ method: 'POST', path: `api/v1/${d2.token}/telemetry`, payload: `{"burst":${i}}` }),
+    ),
+  );
+  const busy = burst.filter((p) => p.code === '5.03').length;
+  t.ok(busy > 0 && burst.every((p) => p.code === '5.03' || p.code === '2.01'), `${busy} of 40 refused 5.03`);
+  const refusal = burst.find((p) => p.code === '5.03');
+  t.equal(refusal === undefined ? undefined : readUint(opt(refusal, 'Max-Age')), 1);
 });
 
 t.test('a token reaches only its device', async (t) => {
