@@ -345,11 +345,23 @@ t.test('provisioning over CoAP', async (t) => {
   // coap.maxPending 4: of 40 uploads sent at once, those beyond the limit are answered 5.03 and not stored
   const burst = await Promise.all(
     Array.from({ length: 40 }, (_, i) =>
-      c.request({ method: 'POST', path: `api/v1/${d2.token}/telemetry`, payload: `{"burst":${i}}` }),
+      c.request({
+        method: 'POST',
+        path: `api/v1/${d2.token}/telemetry`,
+        payload: `{"ts":${1700000000000 + i},"values":{"burst":${i}}}`,
+      }),
     ),
   );
   const busy = burst.filter((p) => p.code === '5.03').length;
   t.ok(busy > 0 && burst.every((p) => p.code === '5.03' || p.code === '2.01'), `${busy} of 40 refused 5.03`);
+  const ga = await adminHeaders(g);
+  const stored = await http(
+    'GET',
+    `${g.url}/api/plugins/telemetry/DEVICE/${d2.id}/values/timeseries?keys=burst&startTs=0&endTs=9999999999999&limit=100`,
+    undefined,
+    ga,
+  );
+  t.equal(stored.json<{ burst?: unknown[] }>().burst?.length ?? 0, 40 - busy, 'only the 2.01s stored');
   const refusal = burst.find((p) => p.code === '5.03');
   t.equal(refusal === undefined ? undefined : readUint(opt(refusal, 'Max-Age')), 1);
 });
