@@ -71,6 +71,8 @@ export class CoapEndpoint {
   private readonly answered = new Map<string, { buf: Buffer; at: number }>();
   private readonly outgoing = new Map<string, Outgoing>();
   private nextMid = Math.floor(Math.random() * 65536);
+  /** after close: answers of requests still in progress (a commit, a held RPC) are dropped, not sent */
+  private closed = false;
   private readonly sweep: NodeJS.Timeout;
 
   constructor(
@@ -179,6 +181,7 @@ export class CoapEndpoint {
   }
 
   close(): void {
+    this.closed = true;
     clearInterval(this.sweep);
     this.pending.clear();
     this.answered.clear();
@@ -223,6 +226,7 @@ export class CoapEndpoint {
   }
 
   private send(buf: Buffer, peer: Peer): void {
+    if (this.closed) return;
     this.counters.datagramsOut++;
     // a send error (unreachable peer, full buffer) is the peer's problem; UDP gives no guarantee anyway
     this.socket.send(buf, peer.port, peer.address, () => undefined);
