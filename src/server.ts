@@ -42,8 +42,9 @@ import { lockDataDir } from './daemon/lock.js';
 import { markRunning, markStopped } from './daemon/running-marker.js';
 import { serveAdminRequests } from './admin/channel.js';
 import { runAdminOp } from './admin/ops.js';
-import { checkPortFree, checkTcpPortFree, listenExclusive } from './daemon/port.js';
+import { checkPortFree, checkTcpPortFree, checkUdpPortFree, listenExclusive } from './daemon/port.js';
 import { type MqttListener, startMqtt } from './mqtt/listener.js';
+import { type CoapListener, startCoap } from './coap/listener.js';
 
 export interface RunningServer {
   readonly port: number;
@@ -64,6 +65,8 @@ export async function startServer(
   const mqttHost = config.mqtt.host === '' ? config.host : config.mqtt.host;
   await checkTcpPortFree(mqttHost, config.mqtt.port, 'MQTT');
   if (config.tls.cert !== '') await checkTcpPortFree(mqttHost, config.mqtt.tlsPort, 'MQTT over TLS');
+  const coapHost = config.coap.host === '' ? config.host : config.coap.host;
+  await checkUdpPortFree(coapHost, config.coap.port, 'CoAP');
   const lock = await lockDataDir(config.dataDir);
   warnIfShared(config.dataDir, log);
   const uncleanStop = markRunning(config.dataDir);
@@ -243,9 +246,18 @@ export async function startServer(
   const listenSocket = await listenExclusive(app, config.host, config.port);
   const port = uws.us_socket_local_port(listenSocket as unknown as uws.us_socket);
   let mqtt: MqttListener;
+  let coap: CoapListener;
   try {
     mqtt = await startMqtt(services, metrics.mqtt);
   } catch (err) {
+    uws.us_listen_socket_close(listenSocket);
+    app.close();
+    throw err;
+  }
+  try {
+    coap = await startCoap(services, metrics.coap);
+  } catch (err) {
+    await mqtt.close();
     uws.us_listen_socket_close(listenSocket);
     app.close();
     throw err;
@@ -254,6 +266,7 @@ export async function startServer(
   const mqttUrls = [
     ...(mqtt.port > 0 ? [`mqtt://${mqttHost}:${mqtt.port}`] : []),
     ...(mqtt.tlsPort > 0 ? [`mqtts://${mqttHost}:${mqtt.tlsPort}`] : []),
+    ...(coap.port > 0 ? [`coap://${coapHost}:${coap.port}`] : []),
   ];
   log.info(
     `outpost listening on ${scheme}://${config.host}:${port}${mqttUrls.map((u) => `, ${u}`).join('')} (data dir ${config.dataDir})`,
@@ -270,6 +283,7 @@ export async function startServer(
         stopAdmin();
         uws.us_listen_socket_close(listenSocket);
         await mqtt.close();
+        await coap.close();
         metrics.loopDelay.close();
         failures.close();
         services.rpc.close();

@@ -236,6 +236,29 @@ export const DEFAULTS = {
     /** publishes of one connection waiting for their commit; beyond this its socket is not read */
     maxInflight: 64,
   },
+  coap: {
+    /**
+     * TB's CoAP device API on UDP (docs/coap.md); 0 = off, -1 = a port the OS chooses (named in the listening
+     * line; for tests). Env OUTPOST_COAP_PORT (a number or `ephemeral`).
+     */
+    port: 5683,
+    /** '' = the HTTP host (`host`) */
+    host: '',
+    /** observations (a device's shared attributes or RPCs) open at once; one more is answered as a plain GET */
+    maxObservations: 20_000,
+    /** answered exchanges remembered for duplicate detection (the oldest forgotten first) */
+    maxExchanges: 20_000,
+    /** requests in progress (waiting for a commit or an RPC answer); one more is answered 5.03 */
+    maxPending: 2_000,
+    /** Block1 uploads being reassembled plus large answers held for Block2 follow-ups */
+    maxBlockTransfers: 1_000,
+    /** bytes; a request body (reassembled) above this is refused 4.13 */
+    maxBodyBytes: 65_536,
+    /** ms; a CON request not answered by then gets an empty ACK, its answer follows as a CON (TB: 500) */
+    piggybackMs: 500,
+    /** ms; how long an answered exchange is remembered (RFC 7252 EXCHANGE_LIFETIME 247 s) */
+    exchangeLifetimeMs: 247_000,
+  },
   provision: {
     /** TB device provisioning on this Outpost (`POST /api/v1/provision`, docs/api.md); empty = refused. */
     key: '',
@@ -355,6 +378,13 @@ function validate(c: Config): void {
     ['mqtt.connectTimeoutMs', c.mqtt.connectTimeoutMs],
     ['mqtt.maxOutboundBytes', c.mqtt.maxOutboundBytes],
     ['mqtt.maxInflight', c.mqtt.maxInflight],
+    ['coap.maxObservations', c.coap.maxObservations],
+    ['coap.maxExchanges', c.coap.maxExchanges],
+    ['coap.maxPending', c.coap.maxPending],
+    ['coap.maxBlockTransfers', c.coap.maxBlockTransfers],
+    ['coap.maxBodyBytes', c.coap.maxBodyBytes],
+    ['coap.piggybackMs', c.coap.piggybackMs],
+    ['coap.exchangeLifetimeMs', c.coap.exchangeLifetimeMs],
   ];
   for (const [name, v] of positive) {
     if (!Number.isFinite(v) || v <= 0)
@@ -396,6 +426,7 @@ function validate(c: Config): void {
   parsePort(c.port, 'config');
   mqttPort(c.mqtt.port, 'config: "mqtt.port"');
   mqttPort(c.mqtt.tlsPort, 'config: "mqtt.tlsPort"');
+  mqttPort(c.coap.port, 'config: "coap.port"');
   if (c.mqtt.maxPayloadBytes > 268_435_455)
     throw new OutpostError(
       'CONFIG_INVALID',
@@ -488,11 +519,17 @@ export function loadConfig(
     for (const k of ['port', 'tlsPort'] as const) {
       if (!given(fileJson, k) && !given(overrides, k) && config.mqtt[k] !== 0) config.mqtt[k] = -1;
     }
+    const coapGiven = (src: unknown): boolean =>
+      isPlainObject(src) && isPlainObject(src['coap']) && Object.hasOwn(src['coap'], 'port');
+    if (!coapGiven(fileJson) && !coapGiven(overrides) && config.coap.port !== 0) config.coap.port = -1;
   }
   const envMqtt = env['OUTPOST_MQTT_PORT'];
   if (envMqtt !== undefined && envMqtt !== '') config.mqtt.port = mqttPort(envMqtt, 'OUTPOST_MQTT_PORT');
   const envMqtts = env['OUTPOST_MQTT_TLS_PORT'];
   if (envMqtts !== undefined && envMqtts !== '') config.mqtt.tlsPort = mqttPort(envMqtts, 'OUTPOST_MQTT_TLS_PORT');
+
+  const envCoap = env['OUTPOST_COAP_PORT'];
+  if (envCoap !== undefined && envCoap !== '') config.coap.port = mqttPort(envCoap, 'OUTPOST_COAP_PORT');
 
   config.dataDir = resolve(config.dataDir);
   validate(config);

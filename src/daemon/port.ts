@@ -5,7 +5,8 @@
  * store is opened, so a daemon refused for its port has changed nothing.
  */
 import { readFileSync, readdirSync, readlinkSync } from 'node:fs';
-import { createServer } from 'node:net';
+import { createSocket } from 'node:dgram';
+import { createServer, isIPv6 } from 'node:net';
 import * as uws from 'uWebSockets.js';
 import { OutpostError } from '../errors.js';
 
@@ -61,8 +62,25 @@ export function checkTcpPortFree(host: string, port: number, what: string): Prom
   });
 }
 
-function portInUse(host: string, port: number, what = ''): OutpostError {
-  const holder = listenerPid(port);
+/** The same check for the CoAP listener's UDP port (bound without address reuse, as the listener binds it). */
+export function checkUdpPortFree(host: string, port: number, what: string): Promise<void> {
+  if (port <= 0) return Promise.resolve();
+  return new Promise((resolve, reject) => {
+    const probe = createSocket({ type: isIPv6(host) ? 'udp6' : 'udp4', reuseAddr: false });
+    probe.once('error', (err: NodeJS.ErrnoException) => {
+      probe.close();
+      reject(
+        err.code === 'EADDRINUSE'
+          ? portInUse(host, port, what, 'udp')
+          : new OutpostError('CONFIG_INVALID', `cannot listen for ${what} on ${host}:${port}: ${err.message}`),
+      );
+    });
+    probe.bind({ address: host, port, exclusive: true }, () => probe.close(() => resolve()));
+  });
+}
+
+function portInUse(host: string, port: number, what = '', proto: 'tcp' | 'udp' = 'tcp'): OutpostError {
+  const holder = listenerPid(port, proto);
   const who = holder === undefined ? '' : ` by pid ${holder.pid}${holder.command === '' ? '' : ` (${holder.command})`}`;
   const forWhat = what === '' ? '' : ` for ${what}`;
   return new OutpostError(
@@ -72,12 +90,15 @@ function portInUse(host: string, port: number, what = ''): OutpostError {
 }
 
 /**
- * The process listening on TCP `port`, from /proc (Linux): the socket's inode in /proc/net/tcp{,6}, then the
- * process holding that inode. Only processes this user may inspect are found (all of them for root).
+ * The process listening on TCP (or bound to UDP) `port`, from /proc (Linux): the socket's inode in
+ * /proc/net/tcp{,6} (udp{,6}), then the process holding that inode. Only processes this user may inspect are
+ * found (all of them for root).
  */
-export function listenerPid(port: number): { pid: number; command: string } | undefined {
+export function listenerPid(port: number, proto: 'tcp' | 'udp' = 'tcp'): { pid: number; command: string } | undefined {
   const inodes = new Set<string>();
-  for (const table of ['/proc/net/tcp', '/proc/net/tcp6']) {
+  // st 0A is a listening TCP socket, 07 an unconnected (bound) UDP one
+  const state = proto === 'tcp' ? '0A' : '07';
+  for (const table of [`/proc/net/${proto}`, `/proc/net/${proto}6`]) {
     let text: string;
     try {
       text = readFileSync(table, 'utf8');
@@ -86,8 +107,8 @@ export function listenerPid(port: number): { pid: number; command: string } | un
     }
     for (const line of text.split('\n').slice(1)) {
       const f = line.trim().split(/\s+/);
-      // local_address is ADDR:PORT in hex; st 0A is LISTEN; inode is the tenth field
-      if (f.length > 9 && f[3] === '0A' && Number.parseInt(f[1]?.split(':')[1] ?? '', 16) === port)
+      // local_address is ADDR:PORT in hex; inode is the tenth field
+      if (f.length > 9 && f[3] === state && Number.parseInt(f[1]?.split(':')[1] ?? '', 16) === port)
         inodes.add(f[9] ?? '');
     }
   }

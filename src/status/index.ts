@@ -40,6 +40,8 @@ export interface StatusJson {
   readonly websockets: number | null;
   /** the MQTT transport (null: read from the data dir alone) */
   readonly mqtt: MqttStatus | null;
+  /** the CoAP transport (null: read from the data dir alone) */
+  readonly coap?: CoapStatus | null;
   readonly process: { readonly rssBytes: number; readonly rssAnonBytes: number | null } | null;
   /** how late the daemon's event loop ran over the last minute (null: read from the data dir alone) */
   readonly eventLoop: LoopDelayFigures | null;
@@ -59,6 +61,35 @@ export interface MqttStatus {
   /** QoS 1/2 publishes acknowledged, and the mean ms from receipt to PUBACK */
   readonly acks: number;
   readonly pubackMeanMs: number | null;
+}
+
+export interface CoapStatus {
+  /** listening port, 0 = off */
+  readonly port: number;
+  readonly requests: number;
+  readonly duplicates: number;
+  readonly observations: number;
+  readonly notifications: number;
+  /** datagrams and requests refused (malformed, oversize, busy, blocks, observations) */
+  readonly refused: number;
+  /** uploads acknowledged 2.01, and the mean ms from receipt to 2.01 */
+  readonly created: number;
+  readonly createdMeanMs: number | null;
+}
+
+function coapStatus(m: Metrics): CoapStatus {
+  const c = m.coap;
+  const h = c.createdLatency;
+  return {
+    port: c.port,
+    requests: c.requests,
+    duplicates: c.duplicates,
+    observations: c.observations,
+    notifications: c.notifications,
+    refused: Object.values(c.refused).reduce((a, b) => a + b, 0),
+    created: h.count,
+    createdMeanMs: h.count === 0 ? null : Math.round((h.sum / h.count) * 1e4) / 10,
+  };
 }
 
 function mqttStatus(m: Metrics): MqttStatus {
@@ -124,6 +155,7 @@ export function daemonStatus(s: Services, metrics: Metrics): StatusJson {
     longPoll: s.rpc.status(),
     websockets: metrics.websockets,
     mqtt: mqttStatus(metrics),
+    coap: coapStatus(metrics),
     process: { rssBytes: process.memoryUsage.rss(), rssAnonBytes: rssAnonBytes() },
     eventLoop: metrics.loopDelay.figures(),
     ...(s.writeBudget === undefined ? {} : { writes: s.writeBudget.figures() }),
@@ -267,6 +299,30 @@ export function prometheusText(status: StatusJson, metrics: Metrics): string {
     'Receipt of a QoS 1/2 MQTT publish to its PUBACK (after the commit).',
     ph,
   );
+  const co = metrics.coap;
+  one('outpost_coap_requests_total', 'counter', 'CoAP requests handled (duplicates not counted).', co.requests);
+  one(
+    'outpost_coap_duplicates_total',
+    'counter',
+    'Retransmitted CoAP requests answered from the cache.',
+    co.duplicates,
+  );
+  metric(
+    'outpost_coap_answers_total',
+    'counter',
+    'CoAP answers sent, by class.',
+    Object.entries(co.answers).map(([cls, n]) => `outpost_coap_answers_total{class="${cls}"} ${n}`),
+  );
+  metric(
+    'outpost_coap_refused_total',
+    'counter',
+    'CoAP datagrams or requests refused, by reason.',
+    Object.entries(co.refused).map(([reason, n]) => `outpost_coap_refused_total{reason="${reason}"} ${n}`),
+  );
+  one('outpost_coap_observations', 'gauge', 'Open CoAP observations.', co.observations);
+  one('outpost_coap_notifications_total', 'counter', 'CoAP notifications sent.', co.notifications);
+  one('outpost_coap_retransmissions_total', 'counter', 'CoAP CON messages sent again.', co.retransmissions);
+  one('outpost_coap_block_transfers', 'gauge', 'Block-wise uploads and answers held.', co.blockTransfers);
   one('outpost_process_rss_bytes', 'gauge', 'Resident set size.', status.process?.rssBytes);
   one(
     'outpost_process_rss_anon_bytes',

@@ -129,6 +129,30 @@ export class MqttCounters {
   };
 }
 
+/** Why a CoAP datagram or request was refused (one counter each). */
+export type CoapRefusal = 'malformed' | 'oversize' | 'busy' | 'blocks' | 'observations';
+
+/** The CoAP transport's counters (src/coap): datagrams, requests, answers, observations, refusals. */
+export class CoapCounters {
+  /** the listening port, 0 = off */
+  port = 0;
+  datagramsIn = 0;
+  datagramsOut = 0;
+  /** requests handed to the resources (duplicates and refusals not counted) */
+  requests = 0;
+  /** retransmitted requests answered from the exchange cache */
+  duplicates = 0;
+  readonly answers = { success: 0, clientError: 0, serverError: 0 };
+  observations = 0;
+  notifications = 0;
+  retransmissions = 0;
+  /** Block1 assemblies and Block2 answers held */
+  blockTransfers = 0;
+  /** receipt of an upload to its 2.01 (after the commit) */
+  readonly createdLatency = new Histogram();
+  readonly refused: Record<CoapRefusal, number> = { malformed: 0, oversize: 0, busy: 0, blocks: 0, observations: 0 };
+}
+
 export class Metrics {
   readonly startedTs: number;
   readonly requests: Record<RequestKind, Histogram> = {
@@ -143,6 +167,7 @@ export class Metrics {
   readonly mqtt = new MqttCounters();
   /** failed logins, unknown device tokens, bad MQTT publishes, by kind (status/failures.ts counts them) */
   readonly failures: FailureCounts = emptyFailureCounts();
+  readonly coap = new CoapCounters();
   readonly loopDelay = new LoopDelay();
   private readonly perSecond = new Float64Array(RATE_WINDOW_SEC);
   private second = 0;

@@ -1,0 +1,118 @@
+/**
+ * CoAP datagrams (RFC 7252) through `coap-packet`: decoding that never throws, the few option values the
+ * transport reads and writes (unsigned integers, Block1/Block2 of RFC 7959), and answer building.
+ */
+import { type ParsedPacket, generate, parse } from 'coap-packet';
+
+export type Message = ParsedPacket;
+
+/** Content-Format 50: application/json */
+export const CONTENT_JSON = 50;
+
+/** The datagram, decoded, or undefined when it is not a CoAP message. */
+export function decode(buf: Buffer): Message | undefined {
+  try {
+    return parse(buf);
+  } catch {
+    return undefined;
+  }
+}
+
+/** RFC 7252 §3.2 uint: big-endian, no leading zero bytes (0 = empty). */
+export function uintOption(n: number): Buffer {
+  if (n === 0) return Buffer.alloc(0);
+  const bytes: number[] = [];
+  for (let v = n; v > 0; v = Math.floor(v / 256)) bytes.unshift(v % 256);
+  return Buffer.from(bytes);
+}
+
+export function readUint(b: Buffer): number {
+  let n = 0;
+  for (const byte of b) n = n * 256 + byte;
+  return n;
+}
+
+export function option(m: Message, name: string): Buffer | undefined {
+  for (const o of m.options) if (o.name === name) return o.value;
+  return undefined;
+}
+
+export function options(m: Message, name: string): string[] {
+  const out: string[] = [];
+  for (const o of m.options) if (o.name === name) out.push(o.value.toString('utf8'));
+  return out;
+}
+
+export interface Block {
+  readonly num: number;
+  readonly more: boolean;
+  /** block size in bytes (16..1024) */
+  readonly size: number;
+}
+
+/** RFC 7959 §2.2: NUM | M | SZX in up to 3 bytes; SZX 7 is reserved (undefined). */
+export function readBlock(b: Buffer | undefined): Block | undefined {
+  if (b === undefined || b.length > 3) return undefined;
+  const v = readUint(b);
+  const szx = v & 7;
+  if (szx === 7) return undefined;
+  return { num: Math.floor(v / 16), more: (v & 8) !== 0, size: 1 << (szx + 4) };
+}
+
+export function blockOption(num: number, more: boolean, size: number): Buffer {
+  const szx = Math.log2(size) - 4;
+  return uintOption(num * 16 + (more ? 8 : 0) + szx);
+}
+
+export interface Answer {
+  /** `2.05` etc. */
+  readonly code: string;
+  readonly payload?: Buffer | undefined;
+  readonly contentFormat?: number | undefined;
+  /** extra options (Observe, Block1, Block2, Size1, Max-Age), in any order: coap-packet sorts them */
+  readonly options?: Array<{ name: string; value: Buffer }>;
+}
+
+export interface Envelope {
+  readonly messageId: number;
+  readonly token: Buffer;
+  readonly confirmable?: boolean;
+  readonly ack?: boolean;
+}
+
+/** One datagram: a response (piggybacked in an ACK, or a CON/NON of its own). */
+export function encodeAnswer(env: Envelope, a: Answer): Buffer {
+  const opts = [...(a.options ?? [])];
+  if (a.contentFormat !== undefined) opts.push({ name: 'Content-Format', value: uintOption(a.contentFormat) });
+  return generate({
+    code: a.code,
+    messageId: env.messageId,
+    token: env.token,
+    confirmable: env.confirmable ?? false,
+    ack: env.ack ?? false,
+    reset: false,
+    options: opts,
+    payload: a.payload ?? Buffer.alloc(0),
+  });
+}
+
+/** An empty message: ACK (a separate answer follows) or RST (a ping, a CON that cannot be read). */
+export function encodeEmpty(messageId: number, kind: 'ack' | 'reset'): Buffer {
+  return generate({
+    code: '0.00',
+    messageId,
+    token: Buffer.alloc(0),
+    confirmable: false,
+    ack: kind === 'ack',
+    reset: kind === 'reset',
+    options: [],
+    payload: Buffer.alloc(0),
+  });
+}
+
+/** RST for a datagram coap-packet refused: its message id is bytes 2..3 when the header is there. */
+export function rawResetFor(buf: Buffer): Buffer | undefined {
+  // version 1, type CON: only a confirmable message asks for an answer (RFC 7252 §4.2)
+  if (buf.length < 4 || (buf[0] as number) >> 6 !== 1 || (((buf[0] as number) >> 4) & 3) !== 0) return undefined;
+  return encodeEmpty(buf.readUInt16BE(2), 'reset');
+}

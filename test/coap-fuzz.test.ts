@@ -1,0 +1,145 @@
+/**
+ * Fuzz the CoAP listener (docs/coap.md), seeded and bounded. Wire: random bytes, truncated and bit-flipped
+ * requests, hostile options (huge Block numbers, reserved SZX, long tokens); the daemon never crashes and keeps
+ * serving. Payloads: random, truncated or mutated JSON on telemetry and attributes; an upload not answered
+ * 2.01 stores nothing: every key carries its message's number, and after the run no key of a refused message
+ * is found. A flood of distinct requests is bounded by coap.maxPending (5.03), not by memory.
+ */
+import { generate } from 'coap-packet';
+import t from 'tap';
+import { CoapTestClient, coapPort, sleep, uint } from './helpers/coap.js';
+import { adminHeaders, latest } from './helpers/mqtt.js';
+import { rng } from './helpers/prng.js';
+import { addDevice, http, startGateway } from './helpers/server.js';
+
+const SEED = Number(process.env['OUTPOST_FUZZ_SEED'] ?? 20_261_128);
+const WIRE_DATAGRAMS = 3000;
+const MESSAGES = 400;
+const BUDGET_MS = 20_000;
+
+const next = rng(SEED);
+const int = (n: number): number => Math.floor(next() * n);
+const pick = <T>(xs: readonly T[]): T => xs[int(xs.length)] as T;
+
+const gw = await startGateway(t);
+const port = coapPort(gw);
+const dev = await addDevice(gw.dataDir, 'cfuzz-dev');
+const admin = await adminHeaders(gw);
+
+async function alive(c: CoapTestClient): Promise<boolean> {
+  const r = await c.request({ method: 'POST', path: `api/v1/${dev.token}/telemetry`, payload: '{"alive":1}' }, 5000);
+  return r.code === '2.01' && gw.proc.exitCode === null;
+}
+
+t.test('wire: garbage, truncated, bit-flipped and hostile datagrams', async (t) => {
+  const c = await CoapTestClient.open(t, port);
+  const valid = (): Buffer =>
+    c.build({
+      method: pick(['GET', 'POST', 'PUT', 'DELETE'] as const),
+      path: pick([
+        `api/v1/${dev.token}/telemetry`,
+        `api/v1/${dev.token}/attributes`,
+        `api/v1/${dev.token}/rpc`,
+        'api/v1/provision',
+        'x',
+      ]),
+      payload: pick(['{"w":1}', '', '{', '[1]']),
+      confirmable: int(2) === 0,
+      ...(int(3) === 0 ? { observe: pick([0, 1, 7]) } : {}),
+      extra:
+        int(3) === 0 ? [{ name: pick(['Block1', 'Block2']), value: Buffer.from([int(256), int(256), int(256)]) }] : [],
+    }).buf;
+  const t0 = Date.now();
+  for (let i = 0; i < WIRE_DATAGRAMS && Date.now() - t0 < BUDGET_MS; i++) {
+    let buf: Buffer;
+    const m = int(5);
+    if (m === 0) buf = Buffer.from(Array.from({ length: int(64) }, () => int(256)));
+    else if (m === 1) {
+      const v = valid();
+      buf = v.subarray(0, int(v.length));
+    } else if (m === 2) {
+      buf = Buffer.from(valid());
+      for (let k = 0; k < 1 + int(3); k++) {
+        const at = int(buf.length);
+        buf[at] = (buf[at] as number) ^ (1 << int(8));
+      }
+    } else if (m === 3)
+      buf = Buffer.concat([Buffer.from([0x48 | int(8), 1, int(256), int(256)]), Buffer.alloc(int(40), 0xff)]);
+    else buf = valid();
+    c.sendRaw(buf);
+    if (i % 200 === 0) await sleep(5);
+  }
+  await sleep(300);
+  t.ok(await alive(c), 'still serving CoAP');
+  t.equal((await http('GET', `${gw.url}/api/v1/${dev.token}/attributes`)).status, 200, 'still serving HTTP');
+});
+
+function payload(i: number): string {
+  const key = (): string => `k${int(5)}_m${i}`;
+  const value = (): string => pick(['1', '42.0', '"s"', 'true', 'null', '{"o":1}', '[1]', '1e400', '"42"', '-0']);
+  const obj = (): string => `{${Array.from({ length: 1 + int(3) }, () => `"${key()}":${value()}`).join(',')}}`;
+  let text = pick([obj(), `{"ts":${1700000000000 + int(1e6)},"values":${obj()}}`, `[${obj()}]`]);
+  const m = int(5);
+  if (m === 0) text = text.slice(0, int(text.length));
+  else if (m === 1) {
+    const at = int(text.length);
+    text = text.slice(0, at) + pick(['"', '{', '}', ',', ':', 'x', '\\', ']']) + text.slice(at + 1);
+  } else if (m === 2) text = pick(['', 'null', '[]', '"str"', '{"ts":1}', '{"values":1,"ts":1}', '\u0000']);
+  return text;
+}
+
+t.test('payloads: an upload not answered 2.01 stores nothing', async (t) => {
+  const c = await CoapTestClient.open(t, port);
+  const refused = new Set<number>();
+  let accepted = 0;
+  const t0 = Date.now();
+  for (let i = 0; i < MESSAGES && Date.now() - t0 < BUDGET_MS; i++) {
+    const feature = pick(['telemetry', 'attributes']);
+    const r = await c.request({
+      method: 'POST',
+      path: `api/v1/${dev.token}/${feature}`,
+      payload: payload(i),
+      confirmable: int(2) === 0,
+    });
+    if (r.code === '2.01') accepted++;
+    else refused.add(i);
+  }
+  t.ok(accepted > 20 && refused.size > 20, `${accepted} accepted, ${refused.size} refused`);
+  const stored = Object.keys(await latest(gw, admin, dev.id));
+  const attrs = await http('GET', `${gw.url}/api/v1/${dev.token}/attributes`);
+  stored.push(...Object.keys(attrs.json<{ client?: Record<string, unknown> }>().client ?? {}));
+  const leaked = stored.filter((k) => refused.has(Number(/_m(\d+)$/.exec(k)?.[1] ?? -1)));
+  t.same(leaked, [], 'no key of a refused message stored');
+});
+
+t.test('a flood of distinct CON requests: answered or refused 5.03, memory bounded, still serving', async (t) => {
+  const c = await CoapTestClient.open(t, port);
+  const before = c.received.length;
+  for (let i = 0; i < 5000; i++) {
+    c.sendRaw(
+      generate({
+        code: 'POST',
+        messageId: i,
+        token: Buffer.from([i & 255, i >> 8]),
+        confirmable: true,
+        options: [
+          { name: 'Uri-Path', value: Buffer.from('api') },
+          { name: 'Uri-Path', value: Buffer.from('v1') },
+          { name: 'Uri-Path', value: Buffer.from(dev.token) },
+          { name: 'Uri-Path', value: Buffer.from('telemetry') },
+          { name: 'Observe', value: uint(0) },
+        ],
+        payload: Buffer.from(`{"flood":${i}}`),
+      }),
+    );
+    if (i % 500 === 0) await sleep(1);
+  }
+  await sleep(1500);
+  t.ok(c.received.length > before, 'answers came back');
+  t.ok(await alive(c));
+  const st = (await http('GET', `${gw.url}/api/outpost/status`, undefined, admin)).json<{
+    coap: { observations: number };
+  }>();
+  // the wire phase's GETs with Observe 0 registered some; one per device and resource at most
+  t.ok(st.coap.observations <= 2, `one observation per device and resource (${st.coap.observations})`);
+});
