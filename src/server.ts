@@ -22,8 +22,7 @@ import { TelemetryIngest } from './ingest/service.js';
 import { Dictionary } from './store/encoding/dict.js';
 import { EntityStore } from './store/entities.js';
 import { openStoreEnv } from './store/env.js';
-import { LmdbTimeseriesStore } from './store/series/store.js';
-import { nodeWalFs } from './store/wal.js';
+import { openTimeseries } from './store/open.js';
 import { DownsampleEngine } from './store/background/downsample.js';
 import { LmdbAttributeStore } from './store/attributes.js';
 import { RpcBroker } from './rpc/broker.js';
@@ -32,7 +31,6 @@ import { registerMetricsHead, registerStatusApi } from './api/status/index.js';
 import { Metrics } from './status/metrics.js';
 import { registerSyncApi } from './api/sync/index.js';
 import { OutboxRecorder } from './store/outbox.js';
-import { journalCounter, WriteBudget, writeCounter } from './store/write-budget.js';
 import { isMqttUrl } from './sync/mqtt/gateway.js';
 import { loadMqttStreamBuilders } from './sync/mqtt/session.js';
 import { SyncService } from './sync/service.js';
@@ -82,58 +80,7 @@ export async function startServer(
   const dict = new Dictionary(env);
   // upstream sync's bookkeeping goes into the store before its log is replayed, which records it too
   const outbox = config.sync.url === '' ? undefined : new OutboxRecorder(env);
-  // The write budget (store/write-budget.ts) counts every byte the process writes; it sets the commit delay
-  // unless store.commitDelayMs fixes one. The log's own bytes are known once the store has opened it.
-  let logBytes = (): number => 0;
-  let logCalls = (): number => 0;
-  let logFills = (): number => 0;
-  let pointCounts = (): { put: number; logged: number } => ({ put: 0, logged: 0 });
-  const counter = writeCounter(() => logBytes());
-  // the filesystem's journal writes for the store too, charged to no process (store/write-budget.ts)
-  const journal = journalCounter(config.dataDir);
-  if (journal !== undefined) log.info(`the write budget counts the journal of ${journal.device} too`);
-  const fixedDelayMs = config.store.commitDelayMs >= 0 ? config.store.commitDelayMs : undefined;
-  const writeBudget = new WriteBudget({
-    bytesPerDay: config.store.writeBudgetBytesPerDay,
-    cardEnduranceBytes: config.store.cardEnduranceBytes,
-    ...(fixedDelayMs === undefined ? {} : { fixedDelayMs }),
-    now: Date.now,
-    written: counter.written,
-    logWritten: () => logBytes(),
-    ...(journal === undefined ? {} : { journalWritten: journal.written }),
-    logSpreadWritten: () => logFills(),
-    ...(counter.writeCalls === undefined ? {} : { writeCalls: counter.writeCalls, logWriteCalls: () => logCalls() }),
-    pointsWritten: () => pointCounts().put + pointCounts().logged,
-    pointsApplied: () => pointCounts().put,
-    source: counter.source,
-  });
-  const timeseries = new LmdbTimeseriesStore(env, dict, {
-    outbox,
-    windowMs: config.store.chunkWindowMs,
-    headWindowMs: config.store.headWindowMs,
-    tiersMs: config.downsample.tiersMs,
-    tierRetentionMs: config.downsample.tierRetentionMs,
-    readCacheBytes: config.query.readCacheBytes,
-    stepBudgetMs: config.downsample.stepBudgetMs,
-    commitDelayMs: fixedDelayMs ?? 0,
-    ...(fixedDelayMs === undefined ? { pacer: writeBudget } : {}),
-    wal: config.store.wal
-      ? {
-          fs: nodeWalFs(join(config.dataDir, 'wal')),
-          segmentBytes: config.store.walSegmentBytes,
-          applyIntervalMs: config.store.applyIntervalMs,
-          applyMaxPoints: config.store.applyMaxPoints,
-        }
-      : undefined,
-  });
-  pointCounts = () => timeseries.pointCounts;
-  logCalls = () => timeseries.walStats?.writeCallBytes ?? 0;
-  logFills = () => timeseries.walStats?.preallocatedBytes ?? 0;
-  logBytes = () => {
-    const w = timeseries.walStats;
-    // 4-KiB pages: what each append's fdatasync writes (wal.ts); a new segment's zeros (debited spread out)
-    return w === undefined ? 0 : w.pagesWritten * 4096 + w.preallocatedBytes;
-  };
+  const { timeseries, writeBudget } = openTimeseries(config, env, dict, outbox, log);
   // Compaction, rollups, retention and the disk budget, in small background steps (docs/design/downsampling.md).
   const maxDiskBytes = diskBudget(config);
   log.info(
