@@ -34,6 +34,8 @@ import { OutboxRecorder } from './store/outbox.js';
 import { isMqttUrl } from './sync/mqtt/gateway.js';
 import { loadMqttStreamBuilders } from './sync/mqtt/session.js';
 import { SyncService } from './sync/service.js';
+import { SyncRelay } from './sync/relay.js';
+import { markClientAttributes } from './sync/attribute-marks.js';
 import { outpostCommand } from './daemon/invocation.js';
 import { lockDataDir } from './daemon/lock.js';
 import { serveAdminRequests } from './admin/channel.js';
@@ -79,7 +81,8 @@ export async function startServer(
   }
   const dict = new Dictionary(env);
   // upstream sync's bookkeeping goes into the store before its log is replayed, which records it too
-  const outbox = config.sync.url === '' ? undefined : new OutboxRecorder(env);
+  const relay = config.sync.url === '' ? undefined : new SyncRelay();
+  const outbox = relay === undefined ? undefined : new OutboxRecorder(env, relay);
   const { timeseries, writeBudget } = openTimeseries(config, env, dict, outbox, log);
   // Compaction, rollups, retention and the disk budget, in small background steps (docs/design/downsampling.md).
   const maxDiskBytes = diskBudget(config);
@@ -103,9 +106,15 @@ export async function startServer(
   const bus = new EventBus((m) => log.error(m));
   const metrics = new Metrics();
   metrics.listen(bus);
-  const attributes = new LmdbAttributeStore(env, dict, bus, Date.now);
-  // Upstream sync (docs/sync.md): hooks the write paths before the first write, sends once listening.
-  const depth = new LmdbDepthStore(env, dict);
+  // Upstream sync (docs/sync.md): told of the writes from the first one on, sends once listening.
+  const attributes = new LmdbAttributeStore(
+    env,
+    dict,
+    bus,
+    Date.now,
+    relay === undefined ? undefined : (id) => markClientAttributes(env, id),
+  );
+  const depth = new LmdbDepthStore(env, dict, relay);
   const rpc = new RpcBroker(bus, {
     maxPendingPerDevice: config.rpc.maxPendingPerDevice,
     maxOpenPolls: config.longPoll.maxOpen,
@@ -115,7 +124,7 @@ export async function startServer(
   // before listening: what MQTT.js loads on its first connect would otherwise stall the running event loop
   if (outbox !== undefined && isMqttUrl(config.sync.url)) await loadMqttStreamBuilders();
   const sync =
-    outbox === undefined
+    outbox === undefined || relay === undefined
       ? undefined
       : new SyncService({
           env,
@@ -123,8 +132,8 @@ export async function startServer(
           entities,
           timeseries,
           attributes,
-          depth,
           outbox,
+          relay,
           rpc,
           config: config.sync,
           log,
