@@ -17,7 +17,8 @@
  *                         pending upstream (seq: per entity, increasing); the values are read back from env.depth
  *   ['y', e, seq]       → { points, status, error }: depth points the upstream refused with 400 (set aside, shown)
  *   ['dc']              → persisted depth-sync counters (src/sync/depth.ts)
- * The downlink over an MQTT gateway session (src/sync/mqtt/, uppercase first elements):
+ * The downlink over an MQTT gateway session (uppercase first elements), its keys built and read only by
+ * src/sync/mqtt/downlink-state.ts:
  *   ['R', uuid, id]     → the upstream's RPC `id` to that device, its state and reply (sync/mqtt/rpc.ts)
  *   ['S', uuid]         → string[]: the device's shared-attribute keys the upstream sent (it owns them)
  *   ['D']               → persisted downlink counters
@@ -72,13 +73,6 @@ export const ATTRIBUTE_MARKS: { readonly start: ['a']; readonly end: [string] } 
 /** the persisted sync counters */
 export const COUNTERS_KEY: ['c'] = ['c'];
 export const DEPTH_COUNTERS_KEY: ['dc'] = ['dc'];
-
-export type DownlinkRpcKey = ['R', string, number];
-export const downlinkRpcKey = (deviceId: string, id: number): DownlinkRpcKey => ['R', deviceId, id];
-export const DOWNLINK_RPCS: { readonly start: ['R']; readonly end: [string] } = { start: ['R'], end: ['R\u0000'] };
-export const upstreamOwnedKey = (deviceId: string): ['S', string] => ['S', deviceId];
-export const DOWNLINK_COUNTERS_KEY: ['D'] = ['D'];
-export const LIFECYCLE_EVENTS_KEY: ['L'] = ['L'];
 
 /** A device's upstream access token: set with the CLI, or provisioned by the sync service. */
 export interface TokenRecord {
