@@ -3,10 +3,10 @@
  * `[{"ds":..,"values":{..}},..]`, where the upstream answers that path (another Outpost, Tempus).
  *
  * The backlog is the store, as for telemetry: each depth write records in its own transaction which points it
- * stored (`['d', e, seq]` in env.outbox, see src/store/outbox.ts and LmdbDepthStore.syncRecorder); the values
- * are read back from env.depth when sent, so a point overwritten before it went sends its newest value, and a
- * point gone (its device deleted) is counted as dropped. An entry leaves the outbox only after a 2xx, in one
- * transaction with the counters; a kill -9 re-sends at most the body in flight.
+ * stored (`['d', e, seq]` in env.outbox, see src/store/outbox.ts, through the DepthSyncRecorder LmdbDepthStore
+ * is made with); the values are read back from env.depth when sent, so a point overwritten before it went sends
+ * its newest value, and a point gone (its device deleted) is counted as dropped. An entry leaves the outbox only
+ * after a 2xx, in one transaction with the counters; a kill -9 re-sends at most the body in flight.
  *
  * The sync service owns the rest (DepthSyncHost): tokens and parking, back-off, the shared rate of
  * `sync.maxPointsPerSec`, the slots of `sync.concurrency`. Depth takes at most one slot, after live telemetry,
