@@ -5,13 +5,10 @@
  * meanwhile.
  */
 import type { LmdbAttributeStore } from '../store/attributes.js';
-import type { Dictionary } from '../store/encoding/dict.js';
 import type { EntityStore } from '../store/entities.js';
 import type { StoreEnv } from '../store/env.js';
 import { ATTRIBUTE_MARKS, type AttributeMarkKey, attributeMarkKey } from '../store/outbox.js';
-import type { Accounting } from './accounting.js';
-import type { Jobs } from './jobs.js';
-import type { Sender } from './sender.js';
+import type { SyncPorts } from './ports.js';
 import { wireValue } from './wire.js';
 
 /** Marks a device's client attributes as changed (LmdbAttributeStore's sync listener, in the write's turn). */
@@ -23,31 +20,26 @@ export function* markedDevices(env: StoreEnv, limit: number): IterableIterator<s
   for (const { key } of env.outbox.getRange({ ...ATTRIBUTE_MARKS, limit })) yield (key as AttributeMarkKey)[1];
 }
 
-export interface AttributeSenderDeps {
-  readonly env: StoreEnv;
-  readonly dict: Dictionary;
-  readonly entities: EntityStore;
-  readonly attributes: LmdbAttributeStore;
-  readonly jobs: Jobs;
-  readonly sender: Sender;
-  readonly accounting: Accounting;
-}
-
 export class AttributeSender {
   private busy = false;
 
-  constructor(private readonly d: AttributeSenderDeps) {}
+  constructor(
+    private readonly ports: SyncPorts,
+    private readonly entities: EntityStore,
+    private readonly attributes: LmdbAttributeStore,
+  ) {}
 
   /** Posts the latest client attributes of one marked device unless a post is under way; returns jobs started. */
   send(): number {
     if (this.busy) return 0;
-    const { env, jobs, sender, accounting } = this.d;
+    const { store, jobs, sender, accounting } = this.ports;
+    const { env, dict } = store;
     const { devices, counts } = accounting;
     for (const { key, value } of env.outbox.getRange({ ...ATTRIBUTE_MARKS, limit: 64 })) {
       const mark = key as AttributeMarkKey;
       const id = mark[1];
-      const rec = this.d.entities.device(id);
-      const e = this.d.dict.entityIdx(id);
+      const rec = this.entities.device(id);
+      const e = dict.entityIdx(id);
       const dev = e === undefined ? undefined : devices.ofEntity(e);
       if (rec === undefined || dev === undefined) {
         void env.outbox.remove(mark);
@@ -61,7 +53,7 @@ export class AttributeSender {
           try {
             const token = await devices.tokenFor(dev);
             if (token === undefined) return;
-            const attrs = this.d.attributes.get(id, 'CLIENT_SCOPE');
+            const attrs = this.attributes.get(id, 'CLIENT_SCOPE');
             const body = `{${attrs.map((a) => `${JSON.stringify(a.key)}:${wireValue(a.value)}`).join(',')}}`;
             const o = await sender.transport.attributes(token, body);
             if (o.kind === 'sent') {

@@ -23,6 +23,7 @@
  * Memory does not grow with the backlog: per device a count and a seq, one body at a time, entries read in
  * key order a body's worth at a time.
  */
+import type { SyncPorts } from './ports.js';
 import type { Logger } from '../context.js';
 import type { EntityIdx } from '../store/encoding/codec.js';
 import { decodeValue } from '../store/encoding/codec.js';
@@ -62,6 +63,34 @@ export interface DepthSyncHost {
   wake(): void;
   /** shown as the status's lastError */
   error(message: string): void;
+}
+
+/** The host over the sync's ports: the device's token and parking, the shared slots, pace and outcomes. */
+export function depthHost(ports: SyncPorts): DepthSyncHost {
+  const { jobs, sender, accounting } = ports;
+  const { devices } = accounting;
+  return {
+    token: async (id) => {
+      const dev = devices.byId(id);
+      return dev === undefined ? undefined : devices.tokenFor(dev);
+    },
+    parked: (id) => (devices.byId(id)?.parked ?? null) !== null,
+    stopped: () => jobs.stopped(),
+    succeeded: () => sender.succeeded(),
+    failed: (id, token, o) => {
+      const dev = devices.byId(id);
+      if (dev !== undefined) sender.failed(dev, token, o);
+    },
+    pace: (n) => sender.link.pace(ports.cfg.maxPointsPerSec > 0, n),
+    turn: () => jobs.turns.take(false),
+    inFlight: (delta) => {
+      jobs.slots.inFlight += delta;
+    },
+    wake: () => jobs.wake(),
+    error: (message) => {
+      accounting.counts.counters.lastError = message;
+    },
+  };
 }
 
 export interface DepthSyncDeps {

@@ -3,8 +3,6 @@
  * pointing below it are counted as dropped (also while the link is down), in bounded steps; what is left of an
  * entry stays queued.
  */
-import type { Logger } from '../context.js';
-import type { StoreEnv } from '../store/env.js';
 import {
   COUNTERS_KEY,
   QUEUE_END,
@@ -17,42 +15,32 @@ import {
   queueFrom,
   refsMinTs,
 } from '../store/outbox.js';
-import type { LmdbTimeseriesStore } from '../store/series/store.js';
-import type { Accounting } from './accounting.js';
+import type { SyncPorts } from './ports.js';
 
 /** how soon entries below the raw horizon whose fragments were still in the head are looked at again */
 const DROP_RECHECK_MS = 2_000;
-
-export interface DropSweepDeps {
-  readonly env: StoreEnv;
-  readonly timeseries: LmdbTimeseriesStore;
-  readonly accounting: Accounting;
-  readonly log: Logger;
-  readonly now: () => number;
-  readonly stopped: () => boolean;
-}
 
 export class DropSweep {
   private lastHorizonChecked = Number.MIN_SAFE_INTEGER;
   private sweeping = false;
   private retryAt = Infinity;
 
-  constructor(private readonly d: DropSweepDeps) {}
+  constructor(private readonly ports: SyncPorts) {}
 
   /** Starts a sweep when the raw horizon moved since the last one (or a retry is due). */
   check(): void {
-    const horizon = this.d.timeseries.rawHorizonTs;
-    if (this.sweeping || (horizon <= this.lastHorizonChecked && !(this.retryAt <= this.d.now()))) return;
+    const horizon = this.ports.store.timeseries.rawHorizonTs;
+    if (this.sweeping || (horizon <= this.lastHorizonChecked && !(this.retryAt <= this.ports.now()))) return;
     this.sweeping = true;
     void this.sweep(horizon)
       .then(
         (settled) => {
           // fragments below the horizon not compacted yet: their windows' fate is known once compaction ran
-          this.retryAt = settled ? Infinity : this.d.now() + DROP_RECHECK_MS;
+          this.retryAt = settled ? Infinity : this.ports.now() + DROP_RECHECK_MS;
         },
         (err: unknown) => {
-          this.d.log.error(`sync: counting dropped points failed: ${(err as Error).message}`);
-          this.retryAt = this.d.now() + DROP_RECHECK_MS;
+          this.ports.log.error(`sync: counting dropped points failed: ${(err as Error).message}`);
+          this.retryAt = this.ports.now() + DROP_RECHECK_MS;
         },
       )
       .finally(() => {
@@ -62,10 +50,11 @@ export class DropSweep {
 
   /** Resolves true when every entry below the horizon was settled (dropped or kept), false to look again later. */
   private async sweep(horizon: number): Promise<boolean> {
-    const { env, accounting } = this.d;
+    const { store, accounting } = this.ports;
+    const { env } = store;
     const { counts, devices, acks } = accounting;
     let settled = true;
-    const windowMs = this.d.timeseries.windowMs;
+    const windowMs = store.timeseries.windowMs;
     let start: QueuePos = queueFrom(0);
     for (;;) {
       const rewrites: Array<{ key: QueueKey; keep: number[] | null }> = [];
@@ -114,7 +103,7 @@ export class DropSweep {
           void env.outbox.put(COUNTERS_KEY, counters);
         });
       }
-      if (last === undefined || n < 1000 || this.d.stopped()) break;
+      if (last === undefined || n < 1000 || this.ports.jobs.stopped()) break;
       start = queueFrom(last[1], last[2] + 1);
       await new Promise<void>((r) => setImmediate(r));
     }

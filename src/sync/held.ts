@@ -3,33 +3,29 @@
  * ahead waits in `['h', e, seq]` (store/outbox.ts) until the clock reaches them; then those points go back to
  * the queue, and the pre-2000 ones stay held.
  */
-import type { StoreEnv } from '../store/env.js';
 import { HELD_RANGE, type HeldKey, decodeRefs, encodeQueueEntry, queueKey } from '../store/outbox.js';
-import type { Accounting } from './accounting.js';
 import { MAX_AHEAD_MS } from './clock.js';
 import type { HeldRecord } from './encode.js';
-
-export interface HeldPointsDeps {
-  readonly env: StoreEnv;
-  readonly accounting: Accounting;
-  readonly now: () => number;
-  /** entries went back to the queue, older than the live boundary: the backlog lane starts over to find them */
-  readonly released: () => void;
-}
+import type { SyncPorts } from './ports.js';
 
 export class HeldPoints {
-  constructor(private readonly d: HeldPointsDeps) {}
+  /** `released`: entries went back to the queue, older than the live boundary (the backlog lane starts over) */
+  constructor(
+    private readonly ports: SyncPorts,
+    private readonly released: () => void,
+  ) {}
 
   /** The points held, counted once at start. */
   load(): void {
-    for (const { value } of this.d.env.outbox.getRange(HELD_RANGE))
-      this.d.accounting.counts.heldTotal += (value as HeldRecord).held;
+    for (const { value } of this.ports.store.env.outbox.getRange(HELD_RANGE))
+      this.ports.accounting.counts.heldTotal += (value as HeldRecord).held;
   }
 
   /** Held entries whose future points the clock has reached go back to the queue (only those points are sent). */
   async release(): Promise<void> {
-    const { env, accounting } = this.d;
-    const maxTs = this.d.now() + MAX_AHEAD_MS;
+    const { store, accounting } = this.ports;
+    const { env } = store;
+    const maxTs = this.ports.now() + MAX_AHEAD_MS;
     const moves: Array<{ key: HeldKey; h: HeldRecord }> = [];
     for (const { key, value } of env.outbox.getRange(HELD_RANGE)) {
       const h = value as HeldRecord;
@@ -49,6 +45,6 @@ export class HeldPoints {
       accounting.counts.heldTotal -= h.held - h.pre2000;
       accounting.noteQueued(key[1], decodeRefs(h.refs), 1);
     }
-    this.d.released();
+    this.released();
   }
 }

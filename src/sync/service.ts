@@ -36,6 +36,7 @@ import type { StoreEnv } from '../store/env.js';
 import {
   COUNTERS_KEY,
   type FragmentRef,
+  type OutboxListener,
   type OutboxRecorder,
   type QueueKey,
   queueEntryTotals,
@@ -50,7 +51,7 @@ import { Acks, noOps } from './acks.js';
 import { AttributeSender, markedDevices } from './attribute-marks.js';
 import { clockSynchronized } from './clock.js';
 import { SyncCounts } from './counts.js';
-import { DepthSync, type DepthSyncStatus } from './depth.js';
+import { DepthSync, type DepthSyncStatus, depthHost } from './depth.js';
 import { Devices } from './devices.js';
 import { DropSweep } from './drops.js';
 import { HeldPoints } from './held.js';
@@ -60,6 +61,7 @@ import { LogLane } from './lanes/log.js';
 import { OutboxLanes, entryOf } from './lanes/outbox.js';
 import { Link } from './link.js';
 import { DOWNLINK_OFF, type DownlinkStatus, MqttGateway, type SessionStatus, isMqttUrl } from './mqtt/gateway.js';
+import type { SyncPorts } from './ports.js';
 import type { SyncRelay } from './relay.js';
 import { Sender } from './sender.js';
 import type { DeviceSyncStatus, SyncState, SyncStatus, SyncStatusSource } from './status.js';
@@ -231,7 +233,7 @@ export class SyncService implements SyncStatusSource {
     // Batches already recorded are the backlog; everything written from now on is live (headSeq is reserved
     // past every seq used so far, see LmdbTimeseriesStore.nextSeq).
     const boundary = (this.env.meta.get('headSeq') as number | undefined) ?? 1;
-    const host = {
+    const ports: SyncPorts = {
       cfg: this.cfg,
       log: this.log,
       now: this.now,
@@ -240,8 +242,8 @@ export class SyncService implements SyncStatusSource {
       sender: this.sender,
       accounting: this.accounting,
     };
-    this.lanes = new OutboxLanes(host, this.recorder, boundary, (key, value) => this.discardNotDevice(key, value));
-    this.logLane = new LogLane(host, this.recorder);
+    this.lanes = new OutboxLanes(ports, this.recorder, boundary, (key, value) => this.discardNotDevice(key, value));
+    this.logLane = new LogLane(ports, this.recorder);
     this.depthSync = new DepthSync({
       env: this.env,
       dict: deps.dict,
@@ -251,51 +253,9 @@ export class SyncService implements SyncStatusSource {
       probeMs: this.cfg.depthProbeMs,
       log: this.log,
       now: this.now,
-      host: {
-        token: async (id) => {
-          const dev = this.devices.byId(id);
-          return dev === undefined ? undefined : this.devices.tokenFor(dev);
-        },
-        parked: (id) => (this.devices.byId(id)?.parked ?? null) !== null,
-        stopped: () => this.jobs.stopped(),
-        succeeded: () => this.sender.succeeded(),
-        failed: (id, token, o) => {
-          const dev = this.devices.byId(id);
-          if (dev !== undefined) this.sender.failed(dev, token, o);
-        },
-        pace: (n) => this.link.pace(this.cfg.maxPointsPerSec > 0, n),
-        turn: () => this.jobs.turns.take(false),
-        inFlight: (delta) => {
-          this.jobs.slots.inFlight += delta;
-        },
-        wake: () => this.jobs.wake(),
-        error: (message) => {
-          this.counts.counters.lastError = message;
-        },
-      },
+      host: depthHost(ports),
     });
-    const queued = (_seq: number, e: number, refs: FragmentRef[]): void => {
-      this.accounting.noteQueued(e, refs, 1);
-      this.jobs.wake();
-    };
-    deps.relay.attach(
-      {
-        committing: () => {
-          // acknowledgements ride in the next ingest batch's transaction when one comes soon enough (acks.ts)
-          if (this.acks.waiting) this.acks.flush();
-          return queued;
-        },
-        logged: (lsn, points) => this.logLane.logged(lsn, points),
-        applied: (lsn) => this.logLane.applied(lsn),
-        // points sent from the log are counted on disk by the apply that puts their records into LMDB, in its
-        // transaction
-        sentApplied: () => {
-          void this.env.outbox.put(COUNTERS_KEY, this.counts.persisted());
-          return true;
-        },
-      },
-      this.depthSync,
-    );
+    deps.relay.attach(this.outboxListener(), this.depthSync);
     this.setAside = new SetAside({
       env: this.env,
       dict: deps.dict,
@@ -308,32 +268,35 @@ export class SyncService implements SyncStatusSource {
         this.jobs.wake();
       },
     });
-    this.attributeSender = new AttributeSender({
-      env: this.env,
-      dict: deps.dict,
-      entities: deps.entities,
-      attributes: deps.attributes,
-      jobs: this.jobs,
-      sender: this.sender,
-      accounting: this.accounting,
+    this.attributeSender = new AttributeSender(ports, deps.entities, deps.attributes);
+    this.held = new HeldPoints(ports, () => {
+      this.lanes.rescanBacklog();
+      this.jobs.wake();
     });
-    this.held = new HeldPoints({
-      env: this.env,
-      accounting: this.accounting,
-      now: this.now,
-      released: () => {
-        this.lanes.rescanBacklog();
-        this.jobs.wake();
+    this.drops = new DropSweep(ports);
+  }
+
+  /** What the recorder tells the service (through the relay). */
+  private outboxListener(): OutboxListener {
+    const queued = (_seq: number, e: number, refs: FragmentRef[]): void => {
+      this.accounting.noteQueued(e, refs, 1);
+      this.jobs.wake();
+    };
+    return {
+      committing: () => {
+        // acknowledgements ride in the next ingest batch's transaction when one comes soon enough (acks.ts)
+        if (this.acks.waiting) this.acks.flush();
+        return queued;
       },
-    });
-    this.drops = new DropSweep({
-      env: this.env,
-      timeseries: this.timeseries,
-      accounting: this.accounting,
-      log: this.log,
-      now: this.now,
-      stopped: () => this.jobs.stopped(),
-    });
+      logged: (lsn, points) => this.logLane.logged(lsn, points),
+      applied: (lsn) => this.logLane.applied(lsn),
+      // points sent from the log are counted on disk by the apply that puts their records into LMDB, in its
+      // transaction
+      sentApplied: () => {
+        void this.env.outbox.put(COUNTERS_KEY, this.counts.persisted());
+        return true;
+      },
+    };
   }
 
   /** Starts sending. */
