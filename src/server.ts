@@ -22,8 +22,7 @@ import { TelemetryIngest } from './ingest/service.js';
 import { Dictionary } from './store/encoding/dict.js';
 import { EntityStore } from './store/entities.js';
 import { openStoreEnv } from './store/env.js';
-import { LmdbTimeseriesStore } from './store/series/store.js';
-import { nodeWalFs } from './store/wal.js';
+import { openTimeseries } from './store/open.js';
 import { DownsampleEngine } from './store/background/downsample.js';
 import { LmdbAttributeStore } from './store/attributes.js';
 import { RpcBroker } from './rpc/broker.js';
@@ -33,10 +32,11 @@ import { FailureLog } from './status/failures.js';
 import { Metrics } from './status/metrics.js';
 import { registerSyncApi } from './api/sync/index.js';
 import { OutboxRecorder } from './store/outbox.js';
-import { journalCounter, WriteBudget, writeCounter } from './store/write-budget.js';
 import { isMqttUrl } from './sync/mqtt/gateway.js';
 import { loadMqttStreamBuilders } from './sync/mqtt/session.js';
 import { SyncService } from './sync/service.js';
+import { SyncRelay } from './sync/relay.js';
+import { markClientAttributes } from './sync/attribute-marks.js';
 import { outpostCommand } from './daemon/invocation.js';
 import { lockDataDir } from './daemon/lock.js';
 import { markRunning, markStopped } from './daemon/running-marker.js';
@@ -87,66 +87,16 @@ export async function startServer(
   }
   const dict = new Dictionary(env);
   // upstream sync's bookkeeping goes into the store before its log is replayed, which records it too
-  const outbox = config.sync.url === '' ? undefined : new OutboxRecorder(env);
-  // The write budget (store/write-budget.ts) counts every byte the process writes; it sets the commit delay
-  // unless store.commitDelayMs fixes one. The log's own bytes are known once the store has opened it.
-  let logBytes = (): number => 0;
-  let logCalls = (): number => 0;
-  let logFills = (): number => 0;
-  let pointCounts = (): { put: number; logged: number } => ({ put: 0, logged: 0 });
-  const counter = writeCounter(() => logBytes());
-  // the filesystem's journal writes for the store too, charged to no process (store/write-budget.ts)
-  const journal = journalCounter(config.dataDir);
-  if (journal !== undefined) log.info(`the write budget counts the journal of ${journal.device} too`);
-  const fixedDelayMs = config.store.commitDelayMs >= 0 ? config.store.commitDelayMs : undefined;
-  const writeBudget = new WriteBudget({
-    bytesPerDay: config.store.writeBudgetBytesPerDay,
-    cardEnduranceBytes: config.store.cardEnduranceBytes,
-    ...(fixedDelayMs === undefined ? {} : { fixedDelayMs }),
-    now: Date.now,
-    written: counter.written,
-    logWritten: () => logBytes(),
-    ...(journal === undefined ? {} : { journalWritten: journal.written }),
-    logSpreadWritten: () => logFills(),
-    ...(counter.writeCalls === undefined ? {} : { writeCalls: counter.writeCalls, logWriteCalls: () => logCalls() }),
-    pointsWritten: () => pointCounts().put + pointCounts().logged,
-    pointsApplied: () => pointCounts().put,
-    source: counter.source,
-  });
+  const relay = config.sync.url === '' ? undefined : new SyncRelay();
+  const outbox = relay === undefined ? undefined : new OutboxRecorder(env, relay);
   const openedAt = performance.now();
-  const timeseries = new LmdbTimeseriesStore(env, dict, {
-    outbox,
-    windowMs: config.store.chunkWindowMs,
-    headWindowMs: config.store.headWindowMs,
-    tiersMs: config.downsample.tiersMs,
-    tierRetentionMs: config.downsample.tierRetentionMs,
-    readCacheBytes: config.query.readCacheBytes,
-    stepBudgetMs: config.downsample.stepBudgetMs,
-    commitDelayMs: fixedDelayMs ?? 0,
-    ...(fixedDelayMs === undefined ? { pacer: writeBudget } : {}),
-    wal: config.store.wal
-      ? {
-          fs: nodeWalFs(join(config.dataDir, 'wal')),
-          segmentBytes: config.store.walSegmentBytes,
-          applyIntervalMs: config.store.applyIntervalMs,
-          applyMaxPoints: config.store.applyMaxPoints,
-        }
-      : undefined,
-  });
+  const { timeseries, writeBudget } = openTimeseries(config, env, dict, outbox, log);
   if (uncleanStop) {
     const { records, points } = timeseries.replayed;
     log.warn(
       `the previous stop was not clean (killed, crashed or a power cut): replayed ${records} log records (${points} points) in ${Math.round(performance.now() - openedAt)} ms`,
     );
   }
-  pointCounts = () => timeseries.pointCounts;
-  logCalls = () => timeseries.walStats?.writeCallBytes ?? 0;
-  logFills = () => timeseries.walStats?.preallocatedBytes ?? 0;
-  logBytes = () => {
-    const w = timeseries.walStats;
-    // 4-KiB pages: what each append's fdatasync writes (wal.ts); a new segment's zeros (debited spread out)
-    return w === undefined ? 0 : w.pagesWritten * 4096 + w.preallocatedBytes;
-  };
   // Compaction, rollups, retention and the disk budget, in small background steps (docs/design/downsampling.md).
   const maxDiskBytes = diskBudget(config);
   log.info(
@@ -170,9 +120,15 @@ export async function startServer(
   const metrics = new Metrics();
   metrics.listen(bus);
   const failures = new FailureLog((m) => log.warn(m), metrics.failures);
-  const attributes = new LmdbAttributeStore(env, dict, bus, Date.now);
-  // Upstream sync (docs/sync.md): hooks the write paths before the first write, sends once listening.
-  const depth = new LmdbDepthStore(env, dict);
+  // Upstream sync (docs/sync.md): told of the writes from the first one on, sends once listening.
+  const attributes = new LmdbAttributeStore(
+    env,
+    dict,
+    bus,
+    Date.now,
+    relay === undefined ? undefined : (id) => markClientAttributes(env, id),
+  );
+  const depth = new LmdbDepthStore(env, dict, relay);
   const rpc = new RpcBroker(bus, {
     maxPendingPerDevice: config.rpc.maxPendingPerDevice,
     maxOpenPolls: config.longPoll.maxOpen,
@@ -184,7 +140,7 @@ export async function startServer(
   // before listening: what MQTT.js loads on its first connect would otherwise stall the running event loop
   if (outbox !== undefined && isMqttUrl(config.sync.url)) await loadMqttStreamBuilders();
   const sync =
-    outbox === undefined
+    outbox === undefined || relay === undefined
       ? undefined
       : new SyncService({
           env,
@@ -192,8 +148,8 @@ export async function startServer(
           entities,
           timeseries,
           attributes,
-          depth,
           outbox,
+          relay,
           rpc,
           config: config.sync,
           log,

@@ -190,14 +190,6 @@ export function comments(text: string): Array<{ line: number; text: string }> {
   return out.sort((a, b) => a.line - b.line);
 }
 
-/**
- * Tags in src/sync/ that this test lets through for now: that folder is being reshaped on another branch, so its
- * comments are fixed there. Remove an entry together with its tag; an entry whose tag is gone fails the test.
- */
-const KNOWN_TAGS_IN_SYNC: ReadonlyArray<{ file: string; tag: string }> = [
-  { file: 'src/sync/mqtt/gateway.ts', tag: "§9's guarantees" },
-];
-
 t.test(`no file of src/ is over ${MAX_LINES} lines`, async (t) => {
   t.ok(SRC.length > 50, `src/ read (${SRC.length} files)`);
   const long = SRC.map((f) => ({ file: rel(f), lines: (sources.get(f)?.match(/\n/g) ?? []).length })).filter(
@@ -234,21 +226,13 @@ t.test(`no class-inheritance chain in src/ deeper than ${MAX_CLASS_CHAIN}`, asyn
 t.test('no issue tags or section numbers in comments of src/, test/ and scripts/', async (t) => {
   const files = [...SRC, ...tsFiles(join(ROOT, 'test')), ...tsFiles(join(ROOT, 'scripts'))];
   const found: string[] = [];
-  const allowed = new Set<string>();
   for (const f of files) {
     for (const c of comments(readFileSync(f, 'utf8'))) {
       const at = tagAt(c.text);
-      if (at === undefined) continue;
-      const known = KNOWN_TAGS_IN_SYNC.find((k) => k.file === rel(f) && c.text.includes(k.tag));
-      if (known !== undefined) allowed.add(`${known.file}: ${known.tag}`);
-      else found.push(`${rel(f)}:${c.line + at.line}: ${at.tag}`);
+      if (at !== undefined) found.push(`${rel(f)}:${c.line + at.line}: ${at.tag}`);
     }
   }
   t.same(found, [], 'comments citing issues or sections (docs/development.md)');
-  for (const k of KNOWN_TAGS_IN_SYNC) {
-    const id = `${k.file}: ${k.tag}`;
-    t.ok(allowed.has(id), `known tag still there (else remove it from KNOWN_TAGS_IN_SYNC): ${id}`);
-  }
 });
 
 t.test('the checks find what they look for', async (t) => {

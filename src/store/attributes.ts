@@ -81,14 +81,16 @@ function entityRange(e: EntityIdx): { start: Buffer; end: Buffer } {
 }
 
 export class LmdbAttributeStore implements AttributeStore {
-  /** told of every device client-attribute write inside its transaction, for upstream sync (outbox.ts); unset: sync off */
-  syncMark: ((entityId: string) => Promise<boolean>) | undefined;
-
+  /**
+   * `syncMark`: told of every device client-attribute write inside its transaction, for upstream sync
+   * (src/sync/attribute-marks.ts); undefined: sync off
+   */
   constructor(
     private readonly env: StoreEnv,
     private readonly dict: Dictionary,
     private readonly bus: EventBus,
     private readonly now: () => EpochMs = Date.now,
+    private readonly syncMark?: (entityId: string) => Promise<boolean>,
   ) {}
 
   async save(

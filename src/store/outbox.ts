@@ -17,7 +17,8 @@
  *                         pending upstream (seq: per entity, increasing); the values are read back from env.depth
  *   ['y', e, seq]       → { points, status, error }: depth points the upstream refused with 400 (set aside, shown)
  *   ['dc']              → persisted depth-sync counters (src/sync/depth.ts)
- * The downlink over an MQTT gateway session (src/sync/mqtt/, uppercase first elements):
+ * The downlink over an MQTT gateway session (uppercase first elements), its keys built and read only by
+ * src/sync/mqtt/downlink-state.ts:
  *   ['R', uuid, id]     → the upstream's RPC `id` to that device, its state and reply (sync/mqtt/rpc.ts)
  *   ['S', uuid]         → string[]: the device's shared-attribute keys the upstream sent (it owns them)
  *   ['D']               → persisted downlink counters
@@ -73,13 +74,6 @@ export const ATTRIBUTE_MARKS: { readonly start: ['a']; readonly end: [string] } 
 export const COUNTERS_KEY: ['c'] = ['c'];
 export const DEPTH_COUNTERS_KEY: ['dc'] = ['dc'];
 
-export type DownlinkRpcKey = ['R', string, number];
-export const downlinkRpcKey = (deviceId: string, id: number): DownlinkRpcKey => ['R', deviceId, id];
-export const DOWNLINK_RPCS: { readonly start: ['R']; readonly end: [string] } = { start: ['R'], end: ['R\u0000'] };
-export const upstreamOwnedKey = (deviceId: string): ['S', string] => ['S', deviceId];
-export const DOWNLINK_COUNTERS_KEY: ['D'] = ['D'];
-export const LIFECYCLE_EVENTS_KEY: ['L'] = ['L'];
-
 /** A device's upstream access token: set with the CLI, or provisioned by the sync service. */
 export interface TokenRecord {
   readonly token: string;
@@ -111,6 +105,51 @@ export function decodeRefs(flat: readonly number[]): FragmentRef[] {
   return out;
 }
 
+// ---- entry codecs: the one reading and writing of each value format ---------------------------------------
+
+/**
+ * A queue entry's value is its refs flat, (k, firstTs, lastTs, n)*, after an optional first number: the ts from
+ * which the entry's points are sent (an entry released from held keeps only the points at or above it).
+ */
+export interface QueueEntryValue {
+  /** Number.MIN_SAFE_INTEGER when every point of the refs is sent */
+  readonly fromTs: number;
+  readonly refs: FragmentRef[];
+}
+
+/** where the refs start in a queue entry's flat value: after its `fromTs` when it has one */
+const refsStart = (flat: readonly number[]): number => flat.length % 4;
+
+export function decodeQueueEntry(value: unknown): QueueEntryValue {
+  const flat = value as number[];
+  const at = refsStart(flat);
+  return {
+    fromTs: at === 1 ? (flat[0] as number) : Number.MIN_SAFE_INTEGER,
+    refs: decodeRefs(at === 0 ? flat : flat.slice(at)),
+  };
+}
+
+/** `refs` flat (encodeRefs), sent from `fromTs` on (Number.MIN_SAFE_INTEGER: all of them). */
+export function encodeQueueEntry(fromTs: number, refs: readonly number[]): number[] {
+  return fromTs > Number.MIN_SAFE_INTEGER ? [fromTs, ...refs] : [...refs];
+}
+
+/** A queue entry's points and least first ts, summed from the flat value (no ref objects: backlogs of millions). */
+export function queueEntryTotals(value: unknown): { readonly points: number; readonly minTs: number } {
+  const flat = value as number[];
+  let points = 0;
+  let minTs = Infinity;
+  for (let i = refsStart(flat); i + 3 < flat.length; i += 4) {
+    points += flat[i + 3] as number;
+    minTs = Math.min(minTs, flat[i + 1] as number);
+  }
+  return { points, minTs };
+}
+
+/** Whether the head fragment a ref of batch `seq` of entity e points at is still there (not compacted nor dropped). */
+export const hasFragment = (env: StoreEnv, e: EntityIdx, seq: number, r: FragmentRef): boolean =>
+  env.head.getBinary(fragKey(e, r.k, r.firstTs, seq)) !== undefined;
+
 export const refsPoints = (refs: readonly FragmentRef[]): number => refs.reduce((s, r) => s + r.n, 0);
 export const refsMinTs = (refs: readonly FragmentRef[]): number =>
   refs.reduce((m, r) => Math.min(m, r.firstTs), Infinity);
@@ -133,13 +172,34 @@ export function depthEntryPoints(flat: readonly number[]): number {
 /** `${lsn}:${entityUuid}`: one device's points in one record of the write-ahead log */
 export const loggedKey = (lsn: number, entityId: string): string => `${lsn}:${entityId}`;
 
+/** What the recorder tells the upstream sync (given at construction: src/sync/relay.ts). */
+export interface OutboxListener {
+  /**
+   * In each batch's turn before its records are put: writes issued here share the batch's transaction. Returns
+   * what is told each entity's recorded points once the batch has committed (undefined: nobody listens), asked
+   * here so that a batch put before the sync was listening is never told after it (the sync counts what it
+   * finds stored at start).
+   */
+  committing(): ((seq: number, e: EntityIdx, refs: FragmentRef[]) => void) | undefined;
+  /** each record of the write-ahead log once it is on disk (the points are the store's: read only) */
+  logged(lsn: number, points: ReadonlyMap<string, ReadonlyMap<string, readonly SeriesColumn[]>>): void;
+  /** the records up to an LSN are in LMDB (what was left of them to send is recorded now) */
+  applied(lsn: number): void;
+  /**
+   * Inside an apply's transaction when records sent from the log are in it: writes the sync's counters there
+   * (`sentPointsUnapplied` has left them out already) and returns true. False (the sync not running yet): the
+   * recorder raises the stored count by their points itself.
+   */
+  sentApplied(): boolean;
+}
+
 /**
  * Called by HeadWriter.putPoints (series/head.ts) for every head fragment it puts, then once with the batch's seq,
  * all inside the batch's synchronous turn (so in its transaction). With the write-ahead log's replay going
  * through the same path, replayed writes are recorded too.
  *
  * With the log, the sync service sends a device's points of a record straight from memory as soon as the
- * record is on disk (onLogged), before any LMDB commit: an LMDB commit per send would cost the SD card more
+ * record is on disk (OutboxListener.logged), before any LMDB commit: an LMDB commit per send would cost the SD card more
  * than the log saves (BENCHMARKS.md, SD-card wear; docs/design/write-path.md). What it sent is noted here (and in the log itself, see
  * LmdbTimeseriesStore.noteSent), so the apply that later puts the record into LMDB records nothing left to send
  * for it. A send still under way when its record is applied is recorded as usual, and its seq kept: the
@@ -162,28 +222,16 @@ export class OutboxRecorder {
   /** every record of the log up to this LSN is in LMDB */
   private appliedLsn = 0;
 
-  /** called in each batch's turn before its records are put: writes issued here share the batch's transaction */
-  beforeCommit: (() => void) | undefined;
+  /** `listener`: upstream sync's side (undefined: nobody sends, the recorder keeps the stored count itself) */
+  constructor(
+    private readonly env: StoreEnv,
+    private readonly listener?: OutboxListener,
+  ) {}
 
-  /** told of each entity's recorded points once its batch has committed */
-  onQueued: ((seq: number, e: EntityIdx, refs: FragmentRef[]) => void) | undefined;
-
-  /** told of each record of the write-ahead log once it is on disk (the points are the store's: read only) */
-  onLogged:
-    | ((lsn: number, points: ReadonlyMap<string, ReadonlyMap<string, readonly SeriesColumn[]>>) => void)
-    | undefined;
-
-  /** told when the records up to an LSN are in LMDB (what was left of them to send is recorded now) */
-  onApplied: ((lsn: number) => void) | undefined;
-
-  /**
-   * called inside an apply's transaction when records sent from the log are in it: writes the sync's counters
-   * there (`sentPointsUnapplied` has left them out already). Unset (the sync not constructed yet), the stored
-   * count is raised by their points here.
-   */
-  onSentApplied: (() => void) | undefined;
-
-  constructor(private readonly env: StoreEnv) {}
+  /** A record of the write-ahead log is on disk (the points are the store's: read only). */
+  logged(lsn: number, points: ReadonlyMap<string, ReadonlyMap<string, readonly SeriesColumn[]>>): void {
+    this.listener?.logged(lsn, points);
+  }
 
   /** Whether the apply of record `lsn` records the device's points as left to send (false: sent already). */
   recordsLogged(lsn: number | undefined, entityId: string): boolean {
@@ -248,10 +296,7 @@ export class OutboxRecorder {
     for (const m of this.sentLogged.values()) if (m.lsn <= lsn) points += m.points;
     if (points === 0) return;
     this.applyingSentPoints = points;
-    if (this.onSentApplied !== undefined) {
-      this.onSentApplied();
-      return;
-    }
+    if (this.listener?.sentApplied() === true) return;
     const stored = this.env.outbox.get(COUNTERS_KEY) as { sent?: number } | undefined;
     void this.env.outbox.put(COUNTERS_KEY, { ...stored, sent: (stored?.sent ?? 0) + points });
   }
@@ -259,7 +304,7 @@ export class OutboxRecorder {
   /** Records up to `lsn` are applied: their marks are of no further use. */
   appliedThrough(lsn: number): void {
     if (lsn > this.appliedLsn) this.appliedLsn = lsn;
-    this.onApplied?.(lsn);
+    this.listener?.applied(lsn);
     for (const [key, m] of this.sentLogged) {
       if (m.lsn > lsn) continue;
       this.sentLogged.delete(key);
@@ -285,14 +330,13 @@ export class OutboxRecorder {
 
   /** Puts this batch's records; returns the last put's promise (undefined when nothing was recorded). */
   commit(seq: number): Promise<boolean> | undefined {
-    this.beforeCommit?.();
+    const queued = this.listener?.committing();
     let last: Promise<boolean> | undefined;
-    const notify = this.onQueued;
     for (const [e, flat] of this.byEntity) {
       last = this.env.outbox.put(queueKey(seq, e), flat);
-      if (notify !== undefined)
+      if (queued !== undefined)
         last.then(
-          () => notify(seq, e, decodeRefs(flat)),
+          () => queued(seq, e, decodeRefs(flat)),
           () => undefined,
         );
     }

@@ -1,7 +1,7 @@
 /**
  * Acknowledgements: what a sent (or set-aside) batch changes in the outbox, written in batches.
  *
- * They are written with the next ingest batch (OutboxRecorder.beforeCommit: in its turn, so in its
+ * They are written with the next ingest batch (OutboxListener.committing: in its turn, so in its
  * transaction), or ACK_DELAY_MS after the first of them when no batch comes, all at once in one event-loop turn
  * (one transaction): sync adds next to no commits of its own (bytes written per point, BENCHMARKS.md). The
  * counters are written in the same transaction.

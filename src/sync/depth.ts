@@ -3,10 +3,10 @@
  * `[{"ds":..,"values":{..}},..]`, where the upstream answers that path (another Outpost, Tempus).
  *
  * The backlog is the store, as for telemetry: each depth write records in its own transaction which points it
- * stored (`['d', e, seq]` in env.outbox, see src/store/outbox.ts and LmdbDepthStore.syncRecorder); the values
- * are read back from env.depth when sent, so a point overwritten before it went sends its newest value, and a
- * point gone (its device deleted) is counted as dropped. An entry leaves the outbox only after a 2xx, in one
- * transaction with the counters; a kill -9 re-sends at most the body in flight.
+ * stored (`['d', e, seq]` in env.outbox, see src/store/outbox.ts, through the DepthSyncRecorder LmdbDepthStore
+ * is made with); the values are read back from env.depth when sent, so a point overwritten before it went sends
+ * its newest value, and a point gone (its device deleted) is counted as dropped. An entry leaves the outbox only
+ * after a 2xx, in one transaction with the counters; a kill -9 re-sends at most the body in flight.
  *
  * The sync service owns the rest (DepthSyncHost): tokens and parking, back-off, the shared rate of
  * `sync.maxPointsPerSec`, the slots of `sync.concurrency`. Depth takes at most one slot, after live telemetry,
@@ -23,6 +23,7 @@
  * Memory does not grow with the backlog: per device a count and a seq, one body at a time, entries read in
  * key order a body's worth at a time.
  */
+import type { SyncPorts } from './ports.js';
 import type { Logger } from '../context.js';
 import type { EntityIdx } from '../store/encoding/codec.js';
 import { decodeValue } from '../store/encoding/codec.js';
@@ -62,6 +63,34 @@ export interface DepthSyncHost {
   wake(): void;
   /** shown as the status's lastError */
   error(message: string): void;
+}
+
+/** The host over the sync's ports: the device's token and parking, the shared slots, pace and outcomes. */
+export function depthHost(ports: SyncPorts): DepthSyncHost {
+  const { jobs, sender, accounting } = ports;
+  const { devices } = accounting;
+  return {
+    token: async (id) => {
+      const dev = devices.byId(id);
+      return dev === undefined ? undefined : devices.tokenFor(dev);
+    },
+    parked: (id) => (devices.byId(id)?.parked ?? null) !== null,
+    stopped: () => jobs.stopped(),
+    succeeded: () => sender.succeeded(),
+    failed: (id, token, o) => {
+      const dev = devices.byId(id);
+      if (dev !== undefined) sender.failed(dev, token, o);
+    },
+    pace: (n) => sender.link.pace(ports.cfg.maxPointsPerSec > 0, n),
+    turn: () => jobs.turns.take(false),
+    inFlight: (delta) => {
+      jobs.slots.inFlight += delta;
+    },
+    wake: () => jobs.wake(),
+    error: (message) => {
+      accounting.counts.counters.lastError = message;
+    },
+  };
 }
 
 export interface DepthSyncDeps {

@@ -11,11 +11,18 @@
  *   link.ts           connected or backing off (equal jitter, Retry-After capped), the pace of the backlog
  *   counts.ts         the persisted counters, the backlog total and the oldest pending point
  *   acks.ts           acknowledgements, batched into one transaction
+ *   jobs.ts           the slots, the pump's wake-up, the jobs stop() waits for
+ *   sender.ts         the way upstream as the lanes see it: outcomes, bytes per point
+ *   accounting.ts     the backlog's books (counts, each device's backlog, acknowledgements)
+ *   relay.ts          what the stores tell the sync (given to them at construction)
  *   lanes/log.ts      live points straight from the write-ahead log
  *   lanes/outbox.ts   the live and backlog lanes over the outbox queue
  *   transport.ts      the way upstream (http-transport.ts, mqtt/) and the one classifier of its answers
  *   mqtt/gateway.ts   the MQTT gateway session and what comes down it (announce, attributes, RPC)
  *   depth.ts          depth series
+ *   attribute-marks.ts  client attributes
+ *   held.ts           points held back for their timestamp
+ *   drops.ts          points dropped (retention, the disk budget) before they went up
  *
  * Slots: at most sync.concurrency requests in flight, live first (the log lane, then the live outbox lane), the
  * backlog in what is left, and while the backlog waits live keeps one slot free for it (with a single slot the
@@ -23,50 +30,44 @@
  */
 import type { Config } from '../config/index.js';
 import type { Logger } from '../context.js';
-import { fragKey } from '../store/series/chunks.js';
 import type { Dictionary } from '../store/encoding/dict.js';
 import type { EntityStore } from '../store/entities.js';
 import type { StoreEnv } from '../store/env.js';
 import {
-  ATTRIBUTE_MARKS,
-  type AttributeMarkKey,
   COUNTERS_KEY,
   type FragmentRef,
-  HELD_RANGE,
-  type HeldKey,
+  type OutboxListener,
   type OutboxRecorder,
-  QUEUE_END,
   type QueueKey,
-  type QueuePos,
-  attributeMarkKey,
-  decodeRefs,
+  queueEntryTotals,
   queueFrom,
-  queueKey,
-  refsMinTs,
 } from '../store/outbox.js';
 import type { LmdbAttributeStore } from '../store/attributes.js';
-import type { LmdbDepthStore } from '../store/depth.js';
 import type { LmdbTimeseriesStore } from '../store/series/store.js';
 import type { RpcBroker } from '../rpc/broker.js';
 import type { EpochMs } from '../types.js';
+import { Accounting } from './accounting.js';
 import { Acks, noOps } from './acks.js';
-import { MAX_AHEAD_MS, clockSynchronized } from './clock.js';
+import { AttributeSender, markedDevices } from './attribute-marks.js';
+import { clockSynchronized } from './clock.js';
 import { SyncCounts } from './counts.js';
-import { DepthSync, type DepthSyncStatus } from './depth.js';
-import { type Dev, Devices } from './devices.js';
-import type { HeldRecord } from './encode.js';
+import { DepthSync, type DepthSyncStatus, depthHost } from './depth.js';
+import { Devices } from './devices.js';
+import { DropSweep } from './drops.js';
+import { HeldPoints } from './held.js';
 import { HttpTransport } from './http-transport.js';
-import type { LaneHost, Slots } from './lanes/host.js';
+import { Jobs } from './jobs.js';
 import { LogLane } from './lanes/log.js';
 import { OutboxLanes, entryOf } from './lanes/outbox.js';
 import { Link } from './link.js';
 import { DOWNLINK_OFF, type DownlinkStatus, MqttGateway, type SessionStatus, isMqttUrl } from './mqtt/gateway.js';
+import type { SyncPorts } from './ports.js';
+import type { SyncRelay } from './relay.js';
+import { Sender } from './sender.js';
 import type { DeviceSyncStatus, SyncState, SyncStatus, SyncStatusSource } from './status.js';
 import type { ThreadSetup } from './thread-worker.js';
-import type { Outcome, Transport } from './transport.js';
+import type { Transport } from './transport.js';
 import { SetAside } from './set-aside.js';
-import { SliceTurns } from './turns.js';
-import { wireValue } from './wire.js';
 
 export { backoffDelayMs } from './link.js';
 
@@ -93,8 +94,6 @@ export interface SyncStatusFull extends SyncStatus, DepthSyncStatus {
 
 const CHECK_PARKED_MS = 2_000;
 const HELD_RECHECK_MS = 30_000;
-/** how soon entries below the raw horizon whose fragments were still in the head are looked at again */
-const DROP_RECHECK_MS = 2_000;
 
 export interface SyncDeps {
   readonly env: StoreEnv;
@@ -102,11 +101,12 @@ export interface SyncDeps {
   readonly entities: EntityStore;
   readonly timeseries: LmdbTimeseriesStore;
   readonly attributes: LmdbAttributeStore;
-  readonly depth: LmdbDepthStore;
   /** local devices' listeners and RPC (the MQTT gateway session announces the devices listening, delivers RPC) */
   readonly rpc: RpcBroker;
   /** the recorder the timeseries store was opened with (so the log's replay at start is recorded too) */
   readonly outbox: OutboxRecorder;
+  /** what the recorder and the depth store were given at construction: the service attaches to it */
+  readonly relay: SyncRelay;
   readonly config: Readonly<Config['sync']>;
   /** what the sync thread opens: `env`'s data dir and map size (thread.ts) */
   readonly threadSetup: Pick<ThreadSetup, 'dataDir' | 'mapSizeBytes'>;
@@ -114,12 +114,11 @@ export interface SyncDeps {
   readonly now?: () => number;
 }
 
-export class SyncService implements SyncStatusSource, LaneHost {
+export class SyncService implements SyncStatusSource {
   readonly env: StoreEnv;
   readonly cfg: Readonly<Config['sync']>;
   readonly log: Logger;
   readonly now: () => number;
-  readonly dict: Dictionary;
   readonly timeseries: LmdbTimeseriesStore;
   readonly transport: Transport;
   /** the MQTT gateway session and its downlink; undefined over HTTP */
@@ -129,34 +128,27 @@ export class SyncService implements SyncStatusSource, LaneHost {
   readonly devices: Devices;
   readonly acks: Acks;
   readonly setAside: SetAside;
-  /** one slice of sync CPU work per event-loop turn (turns.ts) */
-  readonly turns = new SliceTurns();
-  readonly slots: Slots = { inFlight: 0, liveInFlight: 0 };
-  bytesPerPoint = 30;
+  readonly jobs = new Jobs();
+  private readonly sender: Sender;
+  private readonly accounting: Accounting;
   private readonly recorder: OutboxRecorder;
   private readonly logLane: LogLane;
   private readonly lanes: OutboxLanes;
   private readonly depthSync: DepthSync;
-  private isStopped = false;
-  private wakeUp: (() => void) | undefined;
+  private readonly attributeSender: AttributeSender;
+  private readonly held: HeldPoints;
+  private readonly drops: DropSweep;
   private pumping: Promise<void> | undefined;
   /** With a single slot, whether the backlog goes next (pump). */
   private backlogTurn = false;
-  private attrBusy = false;
-  private lastHorizonChecked = Number.MIN_SAFE_INTEGER;
-  private dropSweeping = false;
-  private dropRetryAt = Infinity;
-  /** jobs running, so stop() can wait for them */
-  private readonly running = new Set<Promise<void>>();
   private readonly timers: NodeJS.Timeout[] = [];
   private ready: Promise<void> | undefined;
 
-  constructor(private readonly deps: SyncDeps) {
+  constructor(deps: SyncDeps) {
     this.env = deps.env;
     this.cfg = deps.config;
     this.log = deps.log;
     this.now = deps.now ?? Date.now;
-    this.dict = deps.dict;
     this.timeseries = deps.timeseries;
     this.recorder = deps.outbox;
     this.gateway = isMqttUrl(this.cfg.url)
@@ -172,7 +164,7 @@ export class SyncService implements SyncStatusSource, LaneHost {
           pending: () => this.pendingDevices(),
           up: () => {
             this.link.resumed();
-            this.wake();
+            this.jobs.wake();
           },
           down: (why) => {
             this.counts.counters.lastError = `${why} (${this.cfg.url})`;
@@ -196,23 +188,27 @@ export class SyncService implements SyncStatusSource, LaneHost {
         maxBatchBytes: this.cfg.maxBatchBytes,
       });
     this.counts = new SyncCounts(this.env, this.log, this.now, this.cfg.url, () => this.recorder.sentPointsUnapplied);
-    // points sent from the log are counted on disk by the apply that puts their records into LMDB, in its transaction
-    this.recorder.onSentApplied = () => {
-      void this.env.outbox.put(COUNTERS_KEY, this.counts.persisted());
-    };
     this.acks = new Acks(this.env, this.counts, this.log);
     this.link = new Link({
       config: this.cfg,
       url: this.transport.url,
       log: this.log,
       now: this.now,
-      stopped: () => this.isStopped,
+      stopped: () => this.jobs.stopped(),
       onReconnect: () => {
         // Live first: what was written during the outage becomes backlog, drained behind what comes now.
         // Points still in the write-ahead log were written during it too: recorded now, before the boundary.
         this.timeseries.applyLogged();
         this.lanes.reconnected(this.recorder.lastSeq);
       },
+    });
+    this.sender = new Sender({
+      transport: this.transport,
+      link: this.link,
+      counts: this.counts,
+      now: this.now,
+      stopped: () => this.jobs.stopped(),
+      refused: (dev, token, what) => void this.devices.refused(dev, token, what),
     });
     this.devices = new Devices({
       env: this.env,
@@ -223,32 +219,31 @@ export class SyncService implements SyncStatusSource, LaneHost {
       counts: this.counts,
       log: this.log,
       now: this.now,
-      succeeded: () => this.succeeded(),
-      retry: (what, afterMs) => this.failed(undefined, '', { kind: 'retry', what, afterMs }),
+      succeeded: () => this.sender.succeeded(),
+      retry: (what, afterMs) => this.sender.failed(undefined, '', { kind: 'retry', what, afterMs }),
       resumed: (dev) => {
         this.lanes.resumed(dev.e);
         // its posts since it was parked wait in the write-ahead log for the next apply (store.applyIntervalMs, 5 min
         // by default): recorded in the outbox now, so they go at once (one commit per resume)
         this.timeseries.applyLogged();
-        this.wake();
+        this.jobs.wake();
       },
     });
+    this.accounting = new Accounting(this.counts, this.devices, this.acks);
     // Batches already recorded are the backlog; everything written from now on is live (headSeq is reserved
     // past every seq used so far, see LmdbTimeseriesStore.nextSeq).
     const boundary = (this.env.meta.get('headSeq') as number | undefined) ?? 1;
-    this.lanes = new OutboxLanes(this, this.recorder, boundary, (key, value) => this.discardNotDevice(key, value));
-    this.logLane = new LogLane(this, this.recorder);
-    // acknowledgements ride in the next ingest batch's transaction when one comes soon enough (acks.ts)
-    this.recorder.beforeCommit = () => {
-      if (this.acks.waiting) this.acks.flush();
+    const ports: SyncPorts = {
+      cfg: this.cfg,
+      log: this.log,
+      now: this.now,
+      store: { env: this.env, dict: deps.dict, timeseries: this.timeseries },
+      jobs: this.jobs,
+      sender: this.sender,
+      accounting: this.accounting,
     };
-    this.recorder.onQueued = (_seq, e, refs) => {
-      this.noteQueued(e, refs, 1);
-      this.wake();
-    };
-    this.recorder.onLogged = (lsn, points) => this.logLane.logged(lsn, points);
-    this.recorder.onApplied = (lsn) => this.logLane.applied(lsn);
-    this.deps.attributes.syncMark = (id) => this.env.outbox.put(attributeMarkKey(id), Math.random());
+    this.lanes = new OutboxLanes(ports, this.recorder, boundary, (key, value) => this.discardNotDevice(key, value));
+    this.logLane = new LogLane(ports, this.recorder);
     this.depthSync = new DepthSync({
       env: this.env,
       dict: deps.dict,
@@ -258,30 +253,9 @@ export class SyncService implements SyncStatusSource, LaneHost {
       probeMs: this.cfg.depthProbeMs,
       log: this.log,
       now: this.now,
-      host: {
-        token: async (id) => {
-          const dev = this.devices.byId(id);
-          return dev === undefined ? undefined : this.devices.tokenFor(dev);
-        },
-        parked: (id) => (this.devices.byId(id)?.parked ?? null) !== null,
-        stopped: () => this.isStopped,
-        succeeded: () => this.succeeded(),
-        failed: (id, token, o) => {
-          const dev = this.devices.byId(id);
-          if (dev !== undefined) this.failed(dev, token, o);
-        },
-        pace: (n) => this.link.pace(this.cfg.maxPointsPerSec > 0, n),
-        turn: () => this.turns.take(false),
-        inFlight: (delta) => {
-          this.slots.inFlight += delta;
-        },
-        wake: () => this.wake(),
-        error: (message) => {
-          this.counts.counters.lastError = message;
-        },
-      },
+      host: depthHost(ports),
     });
-    this.deps.depth.syncRecorder = this.depthSync;
+    deps.relay.attach(this.outboxListener(), this.depthSync);
     this.setAside = new SetAside({
       env: this.env,
       dict: deps.dict,
@@ -289,11 +263,40 @@ export class SyncService implements SyncStatusSource, LaneHost {
       counts: this.counts,
       depth: this.depthSync,
       requeued: (items) => {
-        for (const { e, refs } of items) this.noteQueued(e, refs, 1);
+        for (const { e, refs } of items) this.accounting.noteQueued(e, refs, 1);
         this.lanes.rescanBacklog();
-        this.wake();
+        this.jobs.wake();
       },
     });
+    this.attributeSender = new AttributeSender(ports, deps.entities, deps.attributes);
+    this.held = new HeldPoints(ports, () => {
+      this.lanes.rescanBacklog();
+      this.jobs.wake();
+    });
+    this.drops = new DropSweep(ports);
+  }
+
+  /** What the recorder tells the service (through the relay). */
+  private outboxListener(): OutboxListener {
+    const queued = (_seq: number, e: number, refs: FragmentRef[]): void => {
+      this.accounting.noteQueued(e, refs, 1);
+      this.jobs.wake();
+    };
+    return {
+      committing: () => {
+        // acknowledgements ride in the next ingest batch's transaction when one comes soon enough (acks.ts)
+        if (this.acks.waiting) this.acks.flush();
+        return queued;
+      },
+      logged: (lsn, points) => this.logLane.logged(lsn, points),
+      applied: (lsn) => this.logLane.applied(lsn),
+      // points sent from the log are counted on disk by the apply that puts their records into LMDB, in its
+      // transaction
+      sentApplied: () => {
+        void this.env.outbox.put(COUNTERS_KEY, this.counts.persisted());
+        return true;
+      },
+    };
   }
 
   /** Starts sending. */
@@ -312,35 +315,32 @@ export class SyncService implements SyncStatusSource, LaneHost {
     };
     every(CHECK_PARKED_MS, () => this.devices.recheckParked());
     every(HELD_RECHECK_MS, () => {
-      void this.releaseHeld();
+      void this.held.release();
     });
-    every(1000, () => this.wake());
+    every(1000, () => this.jobs.wake());
     this.pumping = this.ready.then(() => this.pump());
     this.gateway?.start();
   }
 
   async stop(): Promise<void> {
-    this.isStopped = true;
-    this.turns.releaseAll();
     for (const t of this.timers) clearInterval(t);
     this.logLane.stop();
-    this.wake();
+    this.jobs.stop();
     await this.pumping;
     // requests in flight fail at once (their entries stay pending), then what was acknowledged is written
     this.transport.abort();
-    await Promise.all([...this.running]);
+    await this.jobs.settled();
     await Promise.all([this.acks.close(), this.transport.close()]);
   }
 
   stopped(): boolean {
-    return this.isStopped;
+    return this.jobs.stopped();
   }
 
   /** Devices with points or attributes waiting to go up. */
   private *pendingDevices(): IterableIterator<string> {
     for (const d of this.devices.all()) if (d.backlog > 0 || d.logged > 0) yield d.id;
-    for (const { key } of this.env.outbox.getRange({ ...ATTRIBUTE_MARKS, limit: 1000 }))
-      yield (key as AttributeMarkKey)[1];
+    yield* markedDevices(this.env, 1000);
   }
 
   // ---- bookkeeping -------------------------------------------------------------------------------------
@@ -355,34 +355,17 @@ export class SyncService implements SyncStatusSource, LaneHost {
       end: queueFrom(this.lanes.boundary),
     })) {
       const e = (key as QueueKey)[2];
-      const flat = value as number[];
-      let points = 0;
-      let minTs = Infinity;
-      for (let i = flat.length % 4; i + 3 < flat.length; i += 4) {
-        points += flat[i + 3] as number;
-        minTs = Math.min(minTs, flat[i + 1] as number);
-      }
+      const { points, minTs } = queueEntryTotals(value);
       perEntity.set(e, (perEntity.get(e) ?? 0) + points);
       this.counts.queuedFlat(points, minTs, 1);
       if (++n % 5000 === 0) await new Promise<void>((r) => setImmediate(r));
-      if (this.isStopped) return;
+      if (this.jobs.stopped()) return;
     }
     for (const [e, points] of perEntity) {
       const dev = this.devices.ofEntity(e);
       if (dev !== undefined) dev.backlog += points;
     }
-    for (const { value } of this.env.outbox.getRange(HELD_RANGE)) this.counts.heldTotal += (value as HeldRecord).held;
-  }
-
-  noteQueued(e: number, refs: readonly FragmentRef[], sign: 1 | -1): void {
-    const n = this.counts.queued(refs, sign);
-    const dev = this.devices.ofEntity(e);
-    if (dev !== undefined) dev.backlog += n * sign;
-  }
-
-  noteSent(points: number, bytes: number): void {
-    this.counts.counters.sent += points;
-    if (points > 0) this.bytesPerPoint = 0.8 * this.bytesPerPoint + 0.2 * Math.max(8, bytes / points);
+    this.held.load();
   }
 
   /** An entry of an entity that is not a device (an asset): counted as not synced, and gone from the backlog. */
@@ -394,38 +377,14 @@ export class SyncService implements SyncStatusSource, LaneHost {
 
   // ---- the pump ----------------------------------------------------------------------------------------
 
-  wake(): void {
-    const w = this.wakeUp;
-    this.wakeUp = undefined;
-    w?.();
-  }
-
-  private sleep(ms: number): Promise<void> {
-    return new Promise<void>((resolve) => {
-      const t = setTimeout(() => {
-        this.wakeUp = undefined;
-        resolve();
-      }, ms);
-      t.unref();
-      this.wakeUp = () => {
-        clearTimeout(t);
-        resolve();
-      };
-    });
-  }
-
-  track(p: Promise<void>): void {
-    this.running.add(p);
-    void p.finally(() => this.running.delete(p));
-  }
-
   private async pump(): Promise<void> {
     const slots = this.cfg.concurrency;
-    while (!this.isStopped) {
-      this.checkHorizon();
+    const { jobs } = this;
+    while (!jobs.stopped()) {
+      this.drops.check();
       const wait = this.link.waitMs();
       if (wait > 0) {
-        await this.sleep(wait);
+        await jobs.sleep(wait);
         continue;
       }
       // Live first: its devices take the free slots, the backlog what is left (a slot frees within one request).
@@ -437,217 +396,33 @@ export class SyncService implements SyncStatusSource, LaneHost {
       let started = this.logLane.dispatch(liveCap);
       started += this.lanes.fill(0, slots, liveCap);
       // depth series: at most one slot, after live telemetry and beside the backlog (src/sync/depth.ts)
-      const depthJob = this.depthSync.dispatch(slots - this.slots.inFlight);
+      const depthJob = this.depthSync.dispatch(slots - jobs.slots.inFlight);
       if (depthJob !== undefined) {
-        this.track(depthJob);
+        jobs.track(depthJob);
         started++;
       }
       const backlogStarted = this.lanes.fill(1, slots);
       started += backlogStarted;
       if (slots === 1) {
         // the backlog's turn passes once it took it, or when it could not use it (nothing it can start): live goes on
-        if (this.backlogTurn && backlogStarted === 0 && this.slots.inFlight === 0) {
+        if (this.backlogTurn && backlogStarted === 0 && jobs.slots.inFlight === 0) {
           this.backlogTurn = false;
           continue;
         }
         if (backlogStarted > 0) this.backlogTurn = false;
         else if (started > 0 && backlogWaits) this.backlogTurn = true;
       }
-      if (!this.attrBusy && this.slots.inFlight < slots) started += this.sendAttributes();
-      if (started === 0 || this.slots.inFlight >= slots) await this.sleep(1000);
+      if (jobs.slots.inFlight < slots) started += this.attributeSender.send();
+      if (started === 0 || jobs.slots.inFlight >= slots) await jobs.sleep(1000);
       // ingest keeps priority: a dispatch round is a slice of its own (turns.ts)
-      else await this.turns.take(false);
+      else await jobs.turns.take(false);
     }
-  }
-
-  // ---- outcomes ----------------------------------------------------------------------------------------
-
-  succeeded(): void {
-    this.counts.counters.lastSuccessTs = this.now();
-    this.link.succeeded();
-  }
-
-  /** A send failed: a refused token parks its device (or provisions it again), anything else backs the link off. */
-  failed(dev: Dev | undefined, token: string, o: Exclude<Outcome, { kind: 'sent' } | { kind: 'setAside' }>): void {
-    // requests cut by stop() are not the upstream's fault: no back-off, no log line
-    if (this.isStopped) return;
-    if (o.kind === 'refused' && dev !== undefined) {
-      void this.devices.refused(dev, token, o.what);
-      return;
-    }
-    this.counts.counters.lastError = `${o.what} from ${this.transport.url}`;
-    this.link.failed(o.what, o.kind === 'retry' ? o.afterMs : undefined);
-  }
-
-  // ---- client attributes -------------------------------------------------------------------------------
-
-  /** Posts the latest client attributes of one marked device (attributeMarkKey); returns jobs started. */
-  private sendAttributes(): number {
-    for (const { key, value } of this.env.outbox.getRange({ ...ATTRIBUTE_MARKS, limit: 64 })) {
-      const mark = key as AttributeMarkKey;
-      const id = mark[1];
-      const rec = this.deps.entities.device(id);
-      const e = this.dict.entityIdx(id);
-      const dev = e === undefined ? undefined : this.devices.ofEntity(e);
-      if (rec === undefined || dev === undefined) {
-        void this.env.outbox.remove(mark);
-        continue;
-      }
-      if (dev.parked !== null) continue;
-      this.attrBusy = true;
-      this.slots.inFlight++;
-      this.track(
-        (async () => {
-          try {
-            const token = await this.devices.tokenFor(dev);
-            if (token === undefined) return;
-            const attrs = this.deps.attributes.get(id, 'CLIENT_SCOPE');
-            const body = `{${attrs.map((a) => `${JSON.stringify(a.key)}:${wireValue(a.value)}`).join(',')}}`;
-            const o = await this.transport.attributes(token, body);
-            if (o.kind === 'sent') {
-              this.succeeded();
-              // removed only if no change came meanwhile (the marker is rewritten by every change)
-              await this.env.root.transaction(() => {
-                if (this.env.outbox.get(mark) === value) void this.env.outbox.remove(mark);
-              });
-            } else if (o.kind === 'setAside') {
-              this.counts.counters.lastError = `400 from upstream for the attributes of ${dev.name}`;
-              await this.env.outbox.remove(mark);
-            } else {
-              this.failed(dev, token, o);
-            }
-          } finally {
-            this.attrBusy = false;
-            this.slots.inFlight--;
-            this.wake();
-          }
-        })(),
-      );
-      return 1;
-    }
-    return 0;
-  }
-
-  // ---- held points and drops while the link is down ----------------------------------------------------
-
-  /** Held entries whose future points the clock has reached go back to the queue (only those points are sent). */
-  private async releaseHeld(): Promise<void> {
-    const maxTs = this.now() + MAX_AHEAD_MS;
-    const moves: Array<{ key: HeldKey; h: HeldRecord }> = [];
-    for (const { key, value } of this.env.outbox.getRange(HELD_RANGE)) {
-      const h = value as HeldRecord;
-      if (h.futureMin !== null && h.futureMin <= maxTs) moves.push({ key: key as HeldKey, h });
-      if (moves.length >= 256) break;
-    }
-    if (moves.length === 0) return;
-    await this.env.root.transaction(() => {
-      for (const { key, h } of moves) {
-        const [, e, seq] = key;
-        void this.env.outbox.remove(key);
-        void this.env.outbox.put(queueKey(seq, e), [h.above, ...h.refs]);
-        if (h.pre2000 > 0) void this.env.outbox.put(key, { ...h, futureMin: null, held: h.pre2000 });
-      }
-    });
-    for (const { key, h } of moves) {
-      this.counts.heldTotal -= h.held - h.pre2000;
-      this.noteQueued(key[1], decodeRefs(h.refs), 1);
-    }
-    // released entries are older than the live boundary: the backlog lane starts over to find them
-    this.lanes.rescanBacklog();
-    this.wake();
-  }
-
-  /**
-   * When retention or the disk budget moved the raw horizon, entries pointing below it are counted as
-   * dropped now (also while the link is down), in bounded steps.
-   */
-  private checkHorizon(): void {
-    const horizon = this.timeseries.rawHorizonTs;
-    if (this.dropSweeping || (horizon <= this.lastHorizonChecked && !(this.dropRetryAt <= this.now()))) return;
-    this.dropSweeping = true;
-    void this.dropSweep(horizon)
-      .then(
-        (settled) => {
-          // fragments below the horizon not compacted yet: their windows' fate is known once compaction ran
-          this.dropRetryAt = settled ? Infinity : this.now() + DROP_RECHECK_MS;
-        },
-        (err: unknown) => {
-          this.log.error(`sync: counting dropped points failed: ${(err as Error).message}`);
-          this.dropRetryAt = this.now() + DROP_RECHECK_MS;
-        },
-      )
-      .finally(() => {
-        this.dropSweeping = false;
-      });
-  }
-
-  /** Resolves true when every entry below the horizon was settled (dropped or kept), false to look again later. */
-  private async dropSweep(horizon: number): Promise<boolean> {
-    let settled = true;
-    const windowMs = this.timeseries.windowMs;
-    let start: QueuePos = queueFrom(0);
-    for (;;) {
-      const rewrites: Array<{ key: QueueKey; keep: number[] | null }> = [];
-      let last: QueueKey | undefined;
-      let n = 0;
-      for (const { key, value } of this.env.outbox.getRange({ start, end: QUEUE_END, limit: 1000 })) {
-        const qk = key as QueueKey;
-        last = qk;
-        n++;
-        const entry = entryOf(qk, value);
-        if (refsMinTs(entry.refs) >= horizon) continue;
-        const dev = this.devices.ofEntity(qk[2]);
-        // a job has it in hand, or one has just counted it and its acknowledgement is not committed yet (counted
-        // twice, the backlog went below what was pending)
-        if ((dev !== undefined && (dev.busy[0] || dev.busy[1])) || this.acks.has(qk[1], qk[2])) {
-          settled = false;
-          continue;
-        }
-        const keep: number[] = [];
-        let dropped = 0;
-        let from = Infinity;
-        let to = -Infinity;
-        for (const r of entry.refs) {
-          const below = Math.floor(r.lastTs / windowMs) * windowMs < horizon;
-          const gone = below && this.env.head.getBinary(fragKey(qk[2], r.k, r.firstTs, qk[1])) === undefined;
-          if (below && !gone) settled = false;
-          if (gone) {
-            dropped += r.n;
-            from = Math.min(from, r.firstTs);
-            to = Math.max(to, r.lastTs);
-          } else keep.push(r.k, r.firstTs, r.lastTs, r.n);
-        }
-        if (dropped === 0) continue;
-        this.counts.dropped(dropped, from, to);
-        this.noteQueued(qk[2], entry.refs, -1);
-        if (keep.length > 0) this.noteQueued(qk[2], decodeRefs(keep), 1);
-        rewrites.push({
-          key: qk,
-          keep: keep.length > 0 ? (entry.fromTs > Number.MIN_SAFE_INTEGER ? [entry.fromTs, ...keep] : keep) : null,
-        });
-      }
-      if (rewrites.length > 0) {
-        const counters = this.counts.persisted();
-        await this.env.root.transaction(() => {
-          for (const r of rewrites) {
-            if (r.keep === null) void this.env.outbox.remove(r.key);
-            else void this.env.outbox.put(r.key, r.keep);
-          }
-          void this.env.outbox.put(COUNTERS_KEY, counters);
-        });
-      }
-      if (last === undefined || n < 1000 || this.isStopped) break;
-      start = queueFrom(last[1], last[2] + 1);
-      await new Promise<void>((r) => setImmediate(r));
-    }
-    this.lastHorizonChecked = horizon;
-    return settled;
   }
 
   // ---- status ------------------------------------------------------------------------------------------
 
   status(): SyncStatusFull {
-    const state: SyncState = this.link.waitMs() > 0 ? 'backoff' : this.slots.inFlight > 0 ? 'sending' : 'idle';
+    const state: SyncState = this.link.waitMs() > 0 ? 'backoff' : this.jobs.slots.inFlight > 0 ? 'sending' : 'idle';
     for (const id of this.depthSync.pendingDevices()) this.devices.byId(id);
     const devices: Array<DeviceSyncStatus & { depthBacklogPoints: number }> = [];
     for (const d of this.devices.all()) {

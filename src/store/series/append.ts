@@ -238,7 +238,7 @@ export class GroupCommit {
         () => {
           log.markDurable(entry);
           settle.resolve();
-          this.outbox?.onLogged?.(lsn, batch);
+          this.outbox?.logged(lsn, batch);
         },
         (err: unknown) => {
           log.drop(entry);

@@ -54,11 +54,11 @@ export class LogLane {
     private readonly recorder: OutboxRecorder,
   ) {}
 
-  /** A record of the log is on disk (OutboxRecorder.onLogged). */
+  /** A record of the log is on disk (OutboxListener.logged). */
   logged(lsn: number, points: ReadonlyMap<string, ReadonlyMap<string, readonly SeriesColumn[]>>): void {
-    let queue = !this.h.stopped() && !this.h.link.backingOff;
+    let queue = !this.h.jobs.stopped() && !this.h.sender.link.backingOff;
     for (const [entityId, series] of points) {
-      const dev = this.h.devices.byId(entityId);
+      const dev = this.h.accounting.devices.byId(entityId);
       if (dev === undefined) continue;
       let n = 0;
       for (const cols of series.values()) for (const c of cols) n += c.ts.length;
@@ -70,7 +70,7 @@ export class LogLane {
       this.queue.push({ lsn, entityId, series, points: n });
       this.queuePoints += n;
     }
-    this.h.wake();
+    this.h.jobs.wake();
   }
 
   /** A device's points of a log record went upstream, or were recorded in the outbox by an apply. */
@@ -83,7 +83,7 @@ export class LogLane {
     this.loggedTotal -= p.n;
   }
 
-  /** The records up to `lsn` are in LMDB (OutboxRecorder.onApplied): the outbox counts what is left of them. */
+  /** The records up to `lsn` are in LMDB (OutboxListener.applied): the outbox counts what is left of them. */
   applied(lsn: number): void {
     // in insertion order, which is LSN order
     for (const [key, p] of this.pending) {
@@ -97,24 +97,24 @@ export class LogLane {
   /** Starts a job per device with queued log items, in the free slots (at most `liveCap` live); returns jobs started. */
   dispatch(liveCap: number): number {
     if (this.queue.length === 0) return 0;
-    if (this.h.link.backingOff) {
+    if (this.h.sender.link.backingOff) {
       this.queue = [];
       this.queuePoints = 0;
       return 0;
     }
-    const { slots } = this.h;
+    const { slots } = this.h.jobs;
     const free = Math.min(this.h.cfg.concurrency - slots.inFlight, liveCap - slots.liveInFlight);
     if (free <= 0) return 0;
     const jobs = new Map<Dev, LoggedItem[]>();
     const jobPoints = new Map<Dev, number>();
-    const maxPoints = Math.max(1, Math.floor((this.h.cfg.maxBatchBytes * JOB_BATCHES) / this.h.bytesPerPoint));
+    const maxPoints = Math.max(1, Math.floor((this.h.cfg.maxBatchBytes * JOB_BATCHES) / this.h.sender.bytesPerPoint));
     const minTs = MIN_SENDABLE_TS;
     const maxTs = this.h.now() + MAX_AHEAD_MS;
     const rest: LoggedItem[] = [];
     const waiting = new Set<Dev>();
     let held = false;
     for (const item of this.queue) {
-      const dev = this.h.devices.byId(item.entityId);
+      const dev = this.h.accounting.devices.byId(item.entityId);
       // parked: the outbox's way, when the store applies its log (no hurry, no extra commit)
       if (dev === undefined || dev.parked !== null) continue;
       // a point held for its timestamp: the outbox's way at once (it holds them, and sends the rest)
@@ -142,7 +142,7 @@ export class LogLane {
     this.queue = rest;
     this.queuePoints = rest.reduce((s, i) => s + i.points, 0);
     if (held) this.applyForHeld();
-    for (const [dev, items] of jobs) this.h.track(this.run(dev, items));
+    for (const [dev, items] of jobs) this.h.jobs.track(this.run(dev, items));
     return jobs.size;
   }
 
@@ -154,12 +154,12 @@ export class LogLane {
     const wait = this.heldApplyAt + HELD_APPLY_MS - this.h.now();
     if (wait <= 0) {
       this.heldApplyAt = this.h.now();
-      this.h.timeseries.applyLogged();
+      this.h.store.timeseries.applyLogged();
     } else {
       this.heldApplyTimer ??= setTimeout(() => {
         this.heldApplyTimer = undefined;
         this.heldApplyAt = this.h.now();
-        this.h.timeseries.applyLogged();
+        this.h.store.timeseries.applyLogged();
       }, wait);
       this.heldApplyTimer.unref();
     }
@@ -170,7 +170,7 @@ export class LogLane {
   }
 
   private async run(dev: Dev, items: readonly LoggedItem[]): Promise<void> {
-    const { slots } = this.h;
+    const { slots } = this.h.jobs;
     dev.busyLog = true;
     slots.inFlight++;
     slots.liveInFlight++;
@@ -179,10 +179,10 @@ export class LogLane {
     let ok = false;
     try {
       if (taken.length === 0) return;
-      const token = await this.h.devices.tokenFor(dev);
+      const token = await this.h.accounting.devices.tokenFor(dev);
       if (token === undefined) return;
-      await this.h.turns.take(true);
-      if (this.h.stopped()) return;
+      await this.h.jobs.turns.take(true);
+      if (this.h.jobs.stopped()) return;
       const points: WirePoint[] = [];
       for (const item of taken) {
         for (const [key, cols] of item.series) {
@@ -195,33 +195,33 @@ export class LogLane {
       }
       let sent = 0;
       let bytes = 0;
-      const bodies = wireBodies(points, this.h.transport.bodyLimit(token), Infinity);
-      for (let r = bodies.next(); !r.done; await this.h.turns.take(true), r = bodies.next()) {
+      const bodies = wireBodies(points, this.h.sender.transport.bodyLimit(token), Infinity);
+      for (let r = bodies.next(); !r.done; await this.h.jobs.turns.take(true), r = bodies.next()) {
         const { body, points: n } = r.value;
-        await this.h.link.pace(false, n);
-        if (this.h.stopped()) return;
-        const o = await this.h.transport.telemetry(token, body);
+        await this.h.sender.link.pace(false, n);
+        if (this.h.jobs.stopped()) return;
+        const o = await this.h.sender.transport.telemetry(token, body);
         if (o.kind === 'sent') {
           sent += n;
           bytes += body.length;
-          this.h.succeeded();
+          this.h.sender.succeeded();
           if (sent === points.length) break;
           continue;
         }
         if (o.kind === 'setAside') this.setAside(dev, taken, o.error);
-        else this.h.failed(dev, token, o);
+        else this.h.sender.failed(dev, token, o);
         return;
       }
       ok = true;
-      this.h.noteSent(sent, bytes);
+      this.h.sender.sent(sent, bytes);
     } finally {
       this.sent(taken, ok);
       // what did not go is left to the outbox: recorded now, so the retries (and the back-off) have it
-      if (!ok && taken.length > 0) this.h.timeseries.applyLogged();
+      if (!ok && taken.length > 0) this.h.store.timeseries.applyLogged();
       dev.busyLog = false;
       slots.inFlight--;
       slots.liveInFlight--;
-      this.h.wake();
+      this.h.jobs.wake();
     }
   }
 
@@ -230,7 +230,7 @@ export class LogLane {
    * recorder notes, as they are being sent) and set aside there, as a batch of the outbox lane is: never retried.
    */
   private setAside(dev: Dev, items: readonly LoggedItem[], error: string): void {
-    this.h.timeseries.applyLogged();
+    this.h.store.timeseries.applyLogged();
     const ops: AckOps = noOps();
     let n = 0;
     for (const item of items) {
@@ -238,21 +238,21 @@ export class LogLane {
       if (recorded === undefined) continue;
       const { seq, e } = recorded;
       const key = queueKey(seq, e);
-      const value = this.h.env.outbox.get(key);
+      const value = this.h.store.env.outbox.get(key);
       if (value === undefined) continue;
       const entry = entryOf(key, value);
       ops.remove.push(key);
       ops.setAside.push({ key, value: { refs: encodeRefs(entry.refs), status: 400, error } });
-      this.h.noteQueued(e, entry.refs, -1);
+      this.h.accounting.noteQueued(e, entry.refs, -1);
       n += entry.points;
     }
-    const counters = this.h.counts.counters;
+    const counters = this.h.accounting.counts.counters;
     counters.setAside += n;
-    counters.lastError = `HTTP 400 from ${this.h.transport.url} for a batch of ${dev.name}: ${error.slice(0, 200)}`;
+    counters.lastError = `HTTP 400 from ${this.h.sender.transport.url} for a batch of ${dev.name}: ${error.slice(0, 200)}`;
     this.h.log.warn(
       `sync: the upstream refused a batch of ${dev.name} (${n} points) with 400; set aside: ${error.slice(0, 200)}`,
     );
-    this.h.acks.queue(ops);
+    this.h.accounting.acks.queue(ops);
   }
 
   /** Marks what went (in the log, or by removing the outbox entry an apply recorded meanwhile). */
@@ -268,13 +268,13 @@ export class LogLane {
         continue;
       }
       const key = queueKey(recorded.seq, recorded.e);
-      const value = this.h.env.outbox.get(key);
+      const value = this.h.store.env.outbox.get(key);
       if (value === undefined) continue;
-      this.h.noteQueued(recorded.e, entryOf(key, value).refs, -1);
+      this.h.accounting.noteQueued(recorded.e, entryOf(key, value).refs, -1);
       remove.push(key);
     }
-    this.h.timeseries.noteSent(marks);
-    if (remove.length > 0) this.h.acks.queue({ ...noOps(), remove });
+    this.h.store.timeseries.noteSent(marks);
+    if (remove.length > 0) this.h.accounting.acks.queue({ ...noOps(), remove });
   }
 }
 

@@ -14,7 +14,8 @@ import {
   type OutboxRecorder,
   type QueueKey,
   type QueuePos,
-  decodeRefs,
+  decodeQueueEntry,
+  encodeQueueEntry,
   encodeRefs,
   queueFrom,
   refsPoints,
@@ -47,9 +48,7 @@ export interface Entry {
 }
 
 export function entryOf(key: QueueKey, value: unknown): Entry {
-  const flat = value as number[];
-  const fromTs = flat.length % 4 === 1 ? (flat[0] as number) : Number.MIN_SAFE_INTEGER;
-  const refs = decodeRefs(flat.length % 4 === 1 ? flat.slice(1) : flat);
+  const { fromTs, refs } = decodeQueueEntry(value);
   return { key, seq: key[1], refs, fromTs, points: refsPoints(refs) };
 }
 
@@ -114,7 +113,8 @@ export class OutboxLanes {
   /** Whether the backlog lane has an entry past its front (one seek). */
   backlogWaits(): boolean {
     const lane = this.lanes[1];
-    for (const _ of this.h.env.outbox.getKeys({ start: lane.front, end: queueFrom(lane.hi), limit: 1 })) return true;
+    for (const _ of this.h.store.env.outbox.getKeys({ start: lane.front, end: queueFrom(lane.hi), limit: 1 }))
+      return true;
     return false;
   }
 
@@ -125,7 +125,10 @@ export class OutboxLanes {
   fill(index: 0 | 1, slots: number, liveCap = Infinity): number {
     const lane = this.lanes[index];
     const h = this.h;
-    const free = Math.min(slots - h.slots.inFlight, lane.index === 0 ? liveCap - h.slots.liveInFlight : Infinity);
+    const free = Math.min(
+      slots - h.jobs.slots.inFlight,
+      lane.index === 0 ? liveCap - h.jobs.slots.liveInFlight : Infinity,
+    );
     if (free <= 0) return 0;
     const jobs = new Map<Dev, Entry[]>();
     const jobBytes = new Map<Dev, number>();
@@ -135,14 +138,14 @@ export class OutboxLanes {
     const maxBytes = h.cfg.maxBatchBytes * JOB_BATCHES;
     // keys only: the values of entries skipped (busy or parked devices) are never decoded, which keeps the
     // garbage of a scan, and with it RssAnon, independent of the backlog
-    for (const key of h.env.outbox.getKeys({ start: lane.front, end: queueFrom(lane.hi) })) {
+    for (const key of h.store.env.outbox.getKeys({ start: lane.front, end: queueFrom(lane.hi) })) {
       const qk = key as QueueKey;
       const e = qk[2];
       scanned++;
-      const dev = h.devices.ofEntity(e);
+      const dev = h.accounting.devices.ofEntity(e);
       if (dev === undefined) {
         // counted once: a scan before the acknowledgement commits finds the entry again
-        if (!h.acks.has(qk[1], e)) this.discard(qk, h.env.outbox.get(qk));
+        if (!h.accounting.acks.has(qk[1], e)) this.discard(qk, h.store.env.outbox.get(qk));
         continue;
       }
       if (dev.parked !== null) {
@@ -153,7 +156,8 @@ export class OutboxLanes {
         continue;
       }
       allBlocked = false;
-      if (dev.busy[lane.index] || h.acks.has(qk[1], e) || this.recorder.sendingEntries.has(`${qk[1]}:${e}`)) continue;
+      if (dev.busy[lane.index] || h.accounting.acks.has(qk[1], e) || this.recorder.sendingEntries.has(`${qk[1]}:${e}`))
+        continue;
       let job = jobs.get(dev);
       if (job === undefined) {
         if (jobs.size >= free) continue;
@@ -161,28 +165,28 @@ export class OutboxLanes {
       }
       const bytes = jobBytes.get(dev) ?? 0;
       if (bytes >= maxBytes) continue;
-      const value = h.env.outbox.get(qk);
+      const value = h.store.env.outbox.get(qk);
       if (value === undefined) continue;
       const entry = entryOf(qk, value);
       job.push(entry);
-      const nb = bytes + entry.points * h.bytesPerPoint;
+      const nb = bytes + entry.points * h.sender.bytesPerPoint;
       jobBytes.set(dev, nb);
       if (nb >= maxBytes) full++;
       if (scanned >= SCAN_LIMIT || (full >= free && jobs.size >= free)) break;
     }
-    for (const [dev, entries] of jobs) h.track(this.run(lane, dev, entries));
+    for (const [dev, entries] of jobs) h.jobs.track(this.run(lane, dev, entries));
     return jobs.size;
   }
 
   private async run(lane: Lane, dev: Dev, entries: Entry[]): Promise<void> {
-    const { slots } = this.h;
+    const { slots } = this.h.jobs;
     dev.busy[lane.index] = true;
     slots.inFlight++;
     if (lane.index === 0) slots.liveInFlight++;
     try {
-      const token = await this.h.devices.tokenFor(dev);
+      const token = await this.h.accounting.devices.tokenFor(dev);
       if (token === undefined) return;
-      const maxBody = this.h.transport.bodyLimit(token);
+      const maxBody = this.h.sender.transport.bodyLimit(token);
       const maxPoints = lane.paced ? Math.max(1, Math.ceil(this.h.cfg.maxPointsPerSec / 10)) : Infinity;
       let group: Entry[] = [];
       let groupBytes = 0;
@@ -193,8 +197,8 @@ export class OutboxLanes {
         return g.length === 0 ? true : this.sendGroup(lane, dev, token, g, maxBody, maxPoints);
       };
       for (const entry of entries) {
-        if (this.h.stopped()) return;
-        const bytes = entry.points * this.h.bytesPerPoint;
+        if (this.h.jobs.stopped()) return;
+        const bytes = entry.points * this.h.sender.bytesPerPoint;
         // an entry bigger than a body goes in a group of its own, acknowledged body by body (see sendGroup)
         if (bytes >= maxBody && group.length > 0 && !(await flushGroup())) return;
         group.push(entry);
@@ -206,7 +210,7 @@ export class OutboxLanes {
       dev.busy[lane.index] = false;
       slots.inFlight--;
       if (lane.index === 0) slots.liveInFlight--;
-      this.h.wake();
+      this.h.jobs.wake();
     }
   }
 
@@ -228,24 +232,24 @@ export class OutboxLanes {
     const keyNames = new Map<number, string>();
     for (const entry of entries) {
       for (const r of entry.refs) {
-        const name = keyNames.has(r.k) ? undefined : h.dict.keyName(r.k);
+        const name = keyNames.has(r.k) ? undefined : h.store.dict.keyName(r.k);
         if (name !== undefined) keyNames.set(r.k, name);
       }
     }
     // a slice of its own (turns.ts): the read-back when the main thread does it, else the requests after the
     // thread's answer
-    const threaded = h.transport.threaded;
+    const threaded = h.sender.transport.threaded;
     if (!threaded) {
-      await h.turns.take(live);
-      if (h.stopped()) return false;
+      await h.jobs.turns.take(live);
+      if (h.jobs.stopped()) return false;
     }
     let group: ReadyGroup;
     try {
-      group = await h.transport.encode({
+      group = await h.sender.transport.encode({
         e,
         entries: entries.map((x) => ({ seq: x.seq, refs: x.refs, fromTs: x.fromTs })),
         keyNames,
-        windowMs: h.timeseries.windowMs,
+        windowMs: h.store.timeseries.windowMs,
         maxTs: h.now() + MAX_AHEAD_MS,
         maxBodyBytes: maxBody,
         maxBodyPoints: maxPoints,
@@ -254,11 +258,11 @@ export class OutboxLanes {
       // a block that cannot be decoded: retrying cannot help; the points stay in the store, the entries are shown
       const error = `unreadable: ${(err as Error).message}`;
       const n = entries.reduce((s, x) => s + x.points, 0);
-      h.counts.counters.setAside += n;
-      h.counts.counters.lastError = `sync: a batch of ${dev.name} could not be read back (${error})`;
+      h.accounting.counts.counters.setAside += n;
+      h.accounting.counts.counters.lastError = `sync: a batch of ${dev.name} could not be read back (${error})`;
       h.log.error(`sync: a batch of ${dev.name} (${n} points) could not be read back; set aside: ${error}`);
-      for (const entry of entries) h.noteQueued(e, entry.refs, -1);
-      h.acks.queue({
+      for (const entry of entries) h.accounting.noteQueued(e, entry.refs, -1);
+      h.accounting.acks.queue({
         ...noOps(),
         remove: entries.map((x) => x.key),
         setAside: entries.map((x) => ({ key: x.key, value: { refs: encodeRefs(x.refs), status: 0, error } })),
@@ -266,12 +270,12 @@ export class OutboxLanes {
       return true;
     }
     try {
-      if (threaded) await h.turns.take(live);
-      if (h.stopped()) return false;
+      if (threaded) await h.jobs.turns.take(live);
+      if (h.jobs.stopped()) return false;
       return await this.sendBodies(lane, dev, token, entries, group);
     } finally {
       // bodies a failure left unsent: the transport forgets them (the entries stay pending)
-      h.transport.release(group);
+      h.sender.transport.release(group);
     }
   }
 
@@ -289,26 +293,29 @@ export class OutboxLanes {
     let bytes = 0;
     const only = entries.length === 1 ? entries[0] : undefined;
     for (const [i, { bytes: size, points: n, lastTs }] of group.bodies.entries()) {
-      if (i > 0) await h.turns.take(live);
-      await h.link.pace(lane.paced, n);
-      if (h.stopped()) return false;
-      const o = await h.transport.groupBody(token, group, i);
+      if (i > 0) await h.jobs.turns.take(live);
+      await h.sender.link.pace(lane.paced, n);
+      if (h.jobs.stopped()) return false;
+      const o = await h.sender.transport.groupBody(token, group, i);
       if (o.kind === 'sent') {
         sent += n;
         bytes += size;
-        h.succeeded();
+        h.sender.succeeded();
         // One entry over several bodies: each body holds every point up to its last ts (bodies are cut between
         // timestamps), so the entry is acknowledged that far and a restart re-sends at most one body of it.
         if (only !== undefined && sent < group.points) {
-          h.acks.queue({ ...noOps(), puts: [{ key: only.key, value: [lastTs + 1, ...encodeRefs(only.refs)] }] });
+          h.accounting.acks.queue({
+            ...noOps(),
+            puts: [{ key: only.key, value: encodeQueueEntry(lastTs + 1, encodeRefs(only.refs)) }],
+          });
           // With one slot live and backlog take turns job by job, so a job of one big entry (an apply records a
           // device's points of several minutes as one) would keep live waiting for all of its bodies: it ends after
           // JOB_BATCHES, as a job of several entries does, and the next one goes on from the ts acknowledged,
           // committed now so that the next scan reads it. Held and dropped points are counted once the whole
           // entry has gone, so an entry with any goes in one job.
           if (h.cfg.concurrency === 1 && i + 1 >= JOB_BATCHES && group.held.length === 0 && group.dropped === 0) {
-            h.acks.flush();
-            h.noteSent(sent, bytes);
+            h.accounting.acks.flush();
+            h.sender.sent(sent, bytes);
             return false;
           }
         }
@@ -317,8 +324,8 @@ export class OutboxLanes {
       if (o.kind === 'setAside') {
         // the whole group is set aside: kept in the store and recorded, never retried on its own
         const { error } = o;
-        h.counts.counters.setAside += group.points - sent;
-        h.counts.counters.lastError = `HTTP 400 from ${h.transport.url} for a batch of ${dev.name}: ${error.slice(0, 200)}`;
+        h.accounting.counts.counters.setAside += group.points - sent;
+        h.accounting.counts.counters.lastError = `HTTP 400 from ${h.sender.transport.url} for a batch of ${dev.name}: ${error.slice(0, 200)}`;
         h.log.warn(
           `sync: the upstream refused a batch of ${dev.name} (${group.points - sent} points) with 400; set aside: ${error.slice(0, 200)}`,
         );
@@ -326,14 +333,14 @@ export class OutboxLanes {
           ops.setAside.push({ key: entry.key, value: { refs: encodeRefs(entry.refs), status: 400, error } });
         break;
       }
-      h.failed(dev, token, o);
+      h.sender.failed(dev, token, o);
       return false;
     }
-    h.noteSent(sent, bytes);
-    if (group.dropped > 0) h.counts.dropped(group.dropped, group.droppedFrom, group.droppedTo);
-    for (const entry of entries) h.noteQueued(e, entry.refs, -1);
-    for (const x of ops.held) h.counts.heldTotal += x.value.held;
-    h.acks.queue(ops);
+    h.sender.sent(sent, bytes);
+    if (group.dropped > 0) h.accounting.counts.dropped(group.dropped, group.droppedFrom, group.droppedTo);
+    for (const entry of entries) h.accounting.noteQueued(e, entry.refs, -1);
+    for (const x of ops.held) h.accounting.counts.heldTotal += x.value.held;
+    h.accounting.acks.queue(ops);
     return true;
   }
 }

@@ -3,10 +3,22 @@
  * and per device the shared-attribute keys the upstream sent (the keys it is authoritative for: a reconcile
  * deletes locally only those of them the upstream no longer has; shared keys set locally stay).
  *
- * Keys: store/outbox.ts (`DOWNLINK_COUNTERS_KEY`, `upstreamOwnedKey`).
+ * This module owns the downlink's keys of the outbox database (uppercase first elements, beside the uplink's
+ * lowercase ones listed in store/outbox.ts): the RPC records (rpc.ts) and the lifecycle events (lifecycle.ts)
+ * are kept under keys built here too.
  */
 import type { StoreEnv } from '../../store/env.js';
-import { DOWNLINK_COUNTERS_KEY as COUNTERS, upstreamOwnedKey as ownedKey } from '../../store/outbox.js';
+
+export type DownlinkRpcKey = ['R', string, number];
+/** the upstream's RPC `id` to a device: its state and reply (rpc.ts) */
+export const downlinkRpcKey = (deviceId: string, id: number): DownlinkRpcKey => ['R', deviceId, id];
+export const DOWNLINK_RPCS: { readonly start: ['R']; readonly end: [string] } = { start: ['R'], end: ['R\u0000'] };
+/** string[]: the device's shared-attribute keys the upstream sent (it owns them) */
+const ownedKey = (deviceId: string): ['S', string] => ['S', deviceId];
+/** the persisted downlink counters */
+const COUNTERS: ['D'] = ['D'];
+/** the last device lifecycle events from the upstream (lifecycle.ts) */
+export const LIFECYCLE_EVENTS_KEY: ['L'] = ['L'];
 
 export interface DownlinkCounters {
   attributesApplied: number;

@@ -1,8 +1,8 @@
 /**
  * Outpost as a TB gateway device upstream (`sync.url` `mqtt://`/`mqtts://`): the one session (session.ts), the
  * uplink transport over it (transport.ts), and what comes down it. The sync service keeps every uplink
- * decision (§9's guarantees are the service's, whatever the transport); this module only owns the session and
- * the downlink.
+ * decision (what is sent, in which order, when it counts as delivered, whatever the transport); this module only
+ * owns the session and the downlink.
  */
 import type { Config } from '../../config/index.js';
 import type { Logger } from '../../context.js';

@@ -10,7 +10,7 @@ import { isJsonObject } from '../../ingest/json.js';
 import { parseBody } from '../../ingest/payload.js';
 import type { StoreEnv } from '../../store/env.js';
 import type { GatewaySession } from './session.js';
-import { LIFECYCLE_EVENTS_KEY as EVENTS_KEY } from '../../store/outbox.js';
+import { LIFECYCLE_EVENTS_KEY as EVENTS_KEY } from './downlink-state.js';
 
 export interface LifecycleEvent {
   readonly ts: number;

@@ -20,9 +20,13 @@ import { parseBody } from '../../ingest/payload.js';
 import type { RpcBroker, RpcOutcome } from '../../rpc/broker.js';
 import type { EntityStore } from '../../store/entities.js';
 import type { StoreEnv } from '../../store/env.js';
-import { DOWNLINK_RPCS, type DownlinkRpcKey as RpcKey, downlinkRpcKey as rpcKey } from '../../store/outbox.js';
 import type { Outcome } from '../transport.js';
-import type { DownlinkState } from './downlink-state.js';
+import {
+  DOWNLINK_RPCS,
+  type DownlinkRpcKey as RpcKey,
+  type DownlinkState,
+  downlinkRpcKey as rpcKey,
+} from './downlink-state.js';
 import type { GatewaySession } from './session.js';
 
 interface RpcRecord {
