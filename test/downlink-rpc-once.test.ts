@@ -1,5 +1,5 @@
 /**
- * An RPC from the upstream reaches its device once (src/sync/mqtt/rpc.ts's invariants), even when the downlink's
+ * An RPC from the upstream reaches its device once (src/upstream/downlink/rpc.ts's invariants), even when the downlink's
  * once-a-second tick runs while the RPC's first write is still being flushed: the tick re-submits pending RPCs
  * that are not in the broker, and one not yet submitted because its flush is slow (a busy card) was such an RPC.
  * The device then got the same call twice (seen under CI load as `rpcDelivered: 3` for 2 RPCs).
@@ -11,9 +11,9 @@ import { RpcBroker } from '../src/rpc/broker.js';
 import type { PollOutcome } from '../src/rpc/longpoll.js';
 import { EntityStore } from '../src/store/entities.js';
 import type { StoreEnv } from '../src/store/env.js';
-import { DownlinkState } from '../src/sync/mqtt/downlink-state.js';
-import { RpcDownlink } from '../src/sync/mqtt/rpc.js';
-import type { GatewaySession } from '../src/sync/mqtt/session.js';
+import { DownlinkState } from '../src/upstream/downlink/state.js';
+import { RpcDownlink } from '../src/upstream/downlink/rpc.js';
+import type { UpstreamConnection } from '../src/upstream/session/connection.js';
 import { openTestEnv } from './helpers/store.js';
 
 const quiet: Logger = { info() {}, warn() {}, error() {}, debug() {} };
@@ -48,7 +48,7 @@ t.test("a tick during the RPC's flush does not hand it to the device a second ti
   const downlink = new RpcDownlink({
     env: slowEnv,
     // the link is down: nothing is published upstream, which this test does not look at
-    session: { state: 'down' } as unknown as GatewaySession,
+    session: { state: 'down' } as unknown as UpstreamConnection,
     entities,
     rpc,
     state,

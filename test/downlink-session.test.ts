@@ -6,8 +6,8 @@
 import { createRequire } from 'node:module';
 import { writeToStream } from 'mqtt-packet';
 import t from 'tap';
-import { GatewaySession, loadMqttStreamBuilders } from '../src/sync/mqtt/session.js';
-import type { Outcome } from '../src/sync/transport.js';
+import { UpstreamConnection, loadMqttStreamBuilders } from '../src/upstream/session/connection.js';
+import type { Outcome } from '../src/upstream/transport.js';
 import { FakeTbMqtt } from './helpers/fake-tb-mqtt.js';
 
 const GW_TOKEN = 'GATEWAY-TOKEN';
@@ -35,7 +35,7 @@ t.test('the stream builders are loaded before any connect, and the first publish
   const isUp = new Promise<void>((r) => {
     up = r;
   });
-  const session = new GatewaySession({
+  const session = new UpstreamConnection({
     url: tb.url,
     token: () => Promise.resolve(GW_TOKEN),
     inflight: 4,

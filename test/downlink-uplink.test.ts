@@ -3,7 +3,7 @@
  * gateway endpoint (helpers/fake-tb-mqtt.ts) and, end to end, into a second Outpost's MQTT listener.
  */
 import t, { type Test } from 'tap';
-import { invalidMessage, messageOverhead } from '../src/sync/mqtt/transport.js';
+import { invalidMessage, messageOverhead } from '../src/upstream/session/transport.js';
 import { FakeTbMqtt } from './helpers/fake-tb-mqtt.js';
 import { mqttPorts } from './helpers/mqtt.js';
 import { type Gateway, addDevice, cli, http, startGateway, tempDir } from './helpers/server.js';

@@ -1,5 +1,5 @@
 /**
- * The pooled packet parser (src/mqtt/connection.ts): connections take a parser only while they have bytes to
+ * The pooled packet parser (src/transports/mqtt/connection.ts): connections take a parser only while they have bytes to
  * parse. Real sockets on loopback; each byte is written alone and read alone (the next is written once the
  * server has read the last), so every split point of every packet is crossed, interleaved across an MQTT 5
  * and an MQTT 3.1.1 connection sharing one pool.
@@ -7,7 +7,7 @@
 import { type Server, type Socket, connect, createServer } from 'node:net';
 import mqttPacket, { type Packet } from 'mqtt-packet';
 import t, { type Test } from 'tap';
-import { MqttConnection, ParserPool } from '../src/mqtt/connection.js';
+import { MqttConnection, ParserPool } from '../src/transports/mqtt/connection.js';
 import { MqttCounters } from '../src/status/metrics.js';
 
 interface Side {

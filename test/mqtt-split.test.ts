@@ -2,14 +2,14 @@
  * The Gateway API telemetry splitter (src/ingest/split.ts): whenever it cuts a body, the cut equals what a
  * JSON parser reads (names and each array), escapes and brackets inside strings included; anything it does
  * not take whole it leaves to the general path (undefined). The one-device shortcut (telemetryParts in
- * src/mqtt/gateway-topics.ts) answers what the split does, for one device and for several.
+ * src/transports/mqtt/gateway-topics.ts) answers what the split does, for one device and for several.
  */
 import t from 'tap';
 import { parseTelemetryBody } from '../src/ingest/fastpath.js';
 import { splitDeviceArrays } from '../src/ingest/split.js';
 import { TelemetryBatch } from '../src/model/batch.js';
 import type { TsRecord } from '../src/model/record.js';
-import { telemetryParts } from '../src/mqtt/gateway-topics.js';
+import { telemetryParts } from '../src/transports/mqtt/gateway-topics.js';
 import { rng } from './helpers/prng.js';
 
 const next = rng(20_261_126);

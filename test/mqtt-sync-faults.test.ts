@@ -4,8 +4,8 @@
  */
 import t, { type Test } from 'tap';
 import { syncLines } from '../src/cli/sync.js';
-import { GatewaySession } from '../src/sync/mqtt/session.js';
-import type { SyncStatusFull } from '../src/sync/service.js';
+import { UpstreamConnection } from '../src/upstream/session/connection.js';
+import type { SyncStatusFull } from '../src/upstream/service.js';
 import { FakeTbMqtt } from './helpers/fake-tb-mqtt.js';
 import { type Gateway, addDevice, http } from './helpers/server.js';
 import { syncGateway, postTelemetry as post, records, syncStatusUntil } from './helpers/sync.js';
@@ -84,7 +84,7 @@ t.test('an upstream down or restarting does not make the session fall back to MQ
   const tb = await fakeTb(t);
   let ups = 0;
   let downs = 0;
-  const session = new GatewaySession({
+  const session = new UpstreamConnection({
     url: tb.url,
     token: () => Promise.resolve(GW_TOKEN),
     inflight: 4,

@@ -9,7 +9,7 @@ import { AuthService } from '../src/auth/index.js';
 import { type BusEvents, EventBus } from '../src/bus/index.js';
 import { loadConfig } from '../src/config/index.js';
 import { type Services, makeLogger } from '../src/context.js';
-import type { HttpContext, Reply } from '../src/http/adapter.js';
+import type { HttpContext, Reply } from '../src/uws/adapter.js';
 import { TelemetryIngest } from '../src/ingest/service.js';
 import { EntityStore } from '../src/store/entities.js';
 import { openSeriesStore } from './helpers/store.js';

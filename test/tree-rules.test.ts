@@ -223,6 +223,43 @@ t.test(`no class-inheritance chain in src/ deeper than ${MAX_CLASS_CHAIN}`, asyn
   );
 });
 
+/**
+ * The folders of src/ whose name another folder of src/ has too (e.g. two `mqtt/` of opposite roles). A folder of
+ * `src/api/` named as a folder of `src/` holds that concern's REST handlers (`api/auth` over `auth`): one role.
+ */
+export function sharedFolderNames(files: readonly string[]): string[] {
+  const byName = new Map<string, Set<string>>();
+  for (const f of files) {
+    const parts = f.split('/').slice(0, -1);
+    for (let i = 1; i < parts.length; i++) {
+      const name = parts[i] as string;
+      const set = byName.get(name) ?? new Set<string>();
+      set.add(parts.slice(0, i + 1).join('/'));
+      byName.set(name, set);
+    }
+  }
+  const layered = (name: string, dirs: Set<string>): boolean =>
+    dirs.size === 2 && dirs.has(`src/${name}`) && dirs.has(`src/api/${name}`);
+  return [...byName]
+    .filter(([name, dirs]) => dirs.size > 1 && !layered(name, dirs))
+    .map(([name, dirs]) => `${name}: ${[...dirs].join(', ')}`);
+}
+
+t.test('one folder per role and one session.ts in src/ (docs/development.md)', async (t) => {
+  const files = SRC.map(rel);
+  t.same(sharedFolderNames(files), [], 'no two folders of src/ share a name');
+  t.same(
+    files.filter((f) => f.endsWith('/session.ts')),
+    ['src/cli/session.ts'],
+    "the one session.ts is the CLI's saved logins",
+  );
+  t.same(
+    sharedFolderNames(['src/mqtt/a.ts', 'src/sync/mqtt/b.ts']),
+    ['mqtt: src/mqtt, src/sync/mqtt'],
+    'a repeat is found',
+  );
+});
+
 t.test('no issue tags or section numbers in comments of src/, test/ and scripts/', async (t) => {
   const files = [...SRC, ...tsFiles(join(ROOT, 'test')), ...tsFiles(join(ROOT, 'scripts'))];
   const found: string[] = [];

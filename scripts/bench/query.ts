@@ -28,7 +28,7 @@ import { loadConfig } from '../../src/config/index.js';
 import type { Services } from '../../src/context.js';
 import { makeLogger } from '../../src/context.js';
 import { OutpostError } from '../../src/errors.js';
-import { type HttpContext, HttpRouter } from '../../src/http/adapter.js';
+import { type HttpContext, HttpRouter } from '../../src/uws/adapter.js';
 import { TelemetryIngest } from '../../src/ingest/service.js';
 import type { TsRecord } from '../../src/model/record.js';
 import { kvDouble, kvLong } from '../../src/model/kv.js';

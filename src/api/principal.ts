@@ -1,6 +1,6 @@
 import type { Principal } from '../auth/index.js';
 import type { Services } from '../context.js';
-import type { HttpContext } from '../http/adapter.js';
+import type { HttpContext } from '../uws/adapter.js';
 
 /** The authenticated user of a REST request (docs/api.md: X-Authorization or Authorization Bearer). */
 export function principalOf(s: Services, ctx: HttpContext): Principal {

@@ -212,7 +212,7 @@ export class LocalBackend implements Backend {
     const [{ diskBudget }, { liveBytes }, { SYNC_OFF }, { clockSynchronized, outpostVersion }] = await Promise.all([
       import('../server.js'),
       import('../store/background/downsample.js'),
-      import('../sync/status.js'),
+      import('../upstream/status.js'),
       import('../status/index.js'),
     ]);
     const stats = (db: { getStats(): unknown }): number => (db.getStats() as { entryCount: number }).entryCount;

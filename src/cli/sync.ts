@@ -5,8 +5,8 @@
  * (`--url` or OUTPOST_URL); there is no local mode.
  */
 import { type Command, Option } from 'commander';
-import type { SyncStatusFull } from '../sync/service.js';
-import type { SetAsideBatch } from '../sync/set-aside.js';
+import type { SyncStatusFull } from '../upstream/service.js';
+import type { SetAsideBatch } from '../upstream/set-aside.js';
 import { example } from './common.js';
 import { CliError } from './errors.js';
 import { duration, localTime, safeText } from './format.js';

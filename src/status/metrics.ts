@@ -102,7 +102,7 @@ export type MqttCloseReason =
   | 'protocol'
   | 'storeError';
 
-/** The MQTT transport's counters (src/mqtt): open connections, messages each way, PUBACK latency, refusals. */
+/** The MQTT transport's counters (src/transports/mqtt): open connections, messages each way, PUBACK latency, refusals. */
 export class MqttCounters {
   /** the listening ports, 0 = off */
   plainPort = 0;
@@ -132,7 +132,7 @@ export class MqttCounters {
 /** Why a CoAP datagram or request was refused (one counter each). */
 export type CoapRefusal = 'malformed' | 'oversize' | 'busy' | 'blocks' | 'observations';
 
-/** The CoAP transport's counters (src/coap): datagrams, requests, answers, observations, refusals. */
+/** The CoAP transport's counters (src/transports/coap): datagrams, requests, answers, observations, refusals. */
 export class CoapCounters {
   /** the listening port, 0 = off */
   port = 0;

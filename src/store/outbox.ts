@@ -16,10 +16,10 @@
  *   ['d', e, seq]       → number[] flat (ds, n, k1..kn)*: the depth points one depth write of entity e stored,
  *                         pending upstream (seq: per entity, increasing); the values are read back from env.depth
  *   ['y', e, seq]       → { points, status, error }: depth points the upstream refused with 400 (set aside, shown)
- *   ['dc']              → persisted depth-sync counters (src/sync/depth.ts)
+ *   ['dc']              → persisted depth-sync counters (src/upstream/depth.ts)
  * The downlink over an MQTT gateway session (uppercase first elements), its keys built and read only by
- * src/sync/mqtt/downlink-state.ts:
- *   ['R', uuid, id]     → the upstream's RPC `id` to that device, its state and reply (sync/mqtt/rpc.ts)
+ * src/upstream/downlink/state.ts:
+ *   ['R', uuid, id]     → the upstream's RPC `id` to that device, its state and reply (upstream/downlink/rpc.ts)
  *   ['S', uuid]         → string[]: the device's shared-attribute keys the upstream sent (it owns them)
  *   ['D']               → persisted downlink counters
  *   ['L']               → the last device lifecycle events from the upstream (deleted, renamed)
@@ -172,7 +172,7 @@ export function depthEntryPoints(flat: readonly number[]): number {
 /** `${lsn}:${entityUuid}`: one device's points in one record of the write-ahead log */
 export const loggedKey = (lsn: number, entityId: string): string => `${lsn}:${entityId}`;
 
-/** What the recorder tells the upstream sync (given at construction: src/sync/relay.ts). */
+/** What the recorder tells the upstream sync (given at construction: src/upstream/relay.ts). */
 export interface OutboxListener {
   /**
    * In each batch's turn before its records are put: writes issued here share the batch's transaction. Returns

@@ -4,7 +4,7 @@
  */
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
-import { type HttpContext, type HttpRouter, json } from '../../http/adapter.js';
+import { type HttpContext, type HttpRouter, json } from '../../uws/adapter.js';
 import { entityId, userJson } from '../entities/render.js';
 import type { Principal } from '../../auth/index.js';
 import { principalOf } from '../principal.js';

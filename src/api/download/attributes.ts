@@ -8,7 +8,7 @@
  */
 import type { Services } from '../../context.js';
 import { type Cell, Column } from '../../csv/column.js';
-import type { HttpContext, StreamReply } from '../../http/adapter.js';
+import type { HttpContext, StreamReply } from '../../uws/adapter.js';
 import { kvToString } from '../../model/kv.js';
 import { principalOf } from '../principal.js';
 import { readDeviceAttributes } from './attribute-source.js';

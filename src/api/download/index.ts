@@ -1,6 +1,6 @@
 /** CSV downloads (docs/api.md): GET, user JWT in `Authorization: Bearer` (X-Authorization also accepted). */
 import type { Services } from '../../context.js';
-import type { HttpRouter } from '../../http/adapter.js';
+import type { HttpRouter } from '../../uws/adapter.js';
 import { downloadAttributes } from './attributes.js';
 import { downloadSeries } from './series.js';
 

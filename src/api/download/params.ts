@@ -3,7 +3,7 @@
  * read before every parameter is valid.
  */
 import { OutpostError } from '../../errors.js';
-import type { HttpContext } from '../../http/adapter.js';
+import type { HttpContext } from '../../uws/adapter.js';
 
 export type SeriesType = 'ts' | 'ds';
 

@@ -5,7 +5,7 @@
  * 403 (not the user's device).
  */
 import type { Services } from '../../context.js';
-import type { HttpContext, StreamReply } from '../../http/adapter.js';
+import type { HttpContext, StreamReply } from '../../uws/adapter.js';
 import { principalOf } from '../principal.js';
 import { type SeriesParams, seriesParams } from './params.js';
 import { depthColumn, formatDs, formatTs, timeseriesColumn } from './sources.js';

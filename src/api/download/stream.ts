@@ -6,7 +6,7 @@
  */
 import type { Column } from '../../csv/column.js';
 import { type WideCsv, wideCsvChunks } from '../../csv/wide.js';
-import type { StreamReply, StreamSink } from '../../http/adapter.js';
+import type { StreamReply, StreamSink } from '../../uws/adapter.js';
 
 /** Bytes per write: large enough to amortise the write call, small enough to keep memory flat. */
 export const CHUNK_BYTES = 32 * 1024;

@@ -5,7 +5,7 @@
  */
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
-import { type HttpRouter, json } from '../../http/adapter.js';
+import { type HttpRouter, json } from '../../uws/adapter.js';
 import { credentialsRowId, resolveCredentials } from '../../store/credentials.js';
 import type { DeviceRecord } from '../../store/entities.js';
 import { principalOf } from '../principal.js';

@@ -4,7 +4,7 @@
  */
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
-import { type HttpRouter, json } from '../../http/adapter.js';
+import { type HttpRouter, json } from '../../uws/adapter.js';
 import { type CustomerRecord, pageOf } from '../../store/entities.js';
 import { principalOf } from '../principal.js';
 import { bodyEntityId, jsonObjectBody, optionalString, parsePageQuery, parseUuid } from './params.js';

@@ -1,6 +1,6 @@
 /** Devices, device profiles, customers and assets REST (docs/api.md). */
 import type { Services } from '../../context.js';
-import type { HttpRouter } from '../../http/adapter.js';
+import type { HttpRouter } from '../../uws/adapter.js';
 import { registerCredentialsRoutes } from './credentials.js';
 import { registerCustomerRoutes } from './customers.js';
 import { registerNamedRoutes } from './named.js';

@@ -9,7 +9,7 @@
 import type { Principal } from '../../auth/index.js';
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
-import { type HttpContext, type HttpRouter, type Reply, json } from '../../http/adapter.js';
+import { type HttpContext, type HttpRouter, type Reply, json } from '../../uws/adapter.js';
 import type { AssetRecord, DeviceRecord } from '../../store/entities.js';
 import { pageOf, typeTitle } from '../../store/entities.js';
 import { principalOf } from '../principal.js';

@@ -3,7 +3,7 @@
  * parameters and JSON object bodies. Bad input → 400 TB error JSON (errorCode 31), nothing changed.
  */
 import { OutpostError } from '../../errors.js';
-import type { HttpContext } from '../../http/adapter.js';
+import type { HttpContext } from '../../uws/adapter.js';
 import { type PageQuery, SORT_PROPERTIES, type SortProperty } from '../../store/entities.js';
 
 const UUID_RE = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;

@@ -6,7 +6,7 @@
 import type { Principal } from '../../auth/index.js';
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
-import { type HttpRouter, json } from '../../http/adapter.js';
+import { type HttpRouter, json } from '../../uws/adapter.js';
 import { pageOf } from '../../store/entities.js';
 import type { DeviceProfileRecord } from '../../store/profile-records.js';
 import { type ProfileInput, DeviceProfileStore } from '../../store/profiles.js';

@@ -10,8 +10,8 @@
  */
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
-import type { HttpContext, HttpRouter, Reply } from '../../http/adapter.js';
-import { jsonText } from '../../http/adapter.js';
+import type { HttpContext, HttpRouter, Reply } from '../../uws/adapter.js';
+import { jsonText } from '../../uws/adapter.js';
 import { type JsonValue, NumLit, isJsonObject, stringifyJson } from '../../ingest/json.js';
 import { parseBody } from '../../ingest/payload.js';
 import type { RpcOutcome } from '../../rpc/broker.js';

@@ -7,7 +7,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type * as uws from 'uWebSockets.js';
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
-import { type HttpRouter, json } from '../../http/adapter.js';
+import { type HttpRouter, json } from '../../uws/adapter.js';
 import { daemonStatus, prometheusText } from '../../status/index.js';
 import type { Metrics } from '../../status/metrics.js';
 import { principalOf } from '../principal.js';

@@ -4,11 +4,11 @@
  * devices can provision themselves. TB answers every provisioning outcome with HTTP 200.
  */
 import type { Services } from '../../context.js';
-import type { HttpContext, HttpRouter, Reply } from '../../http/adapter.js';
-import { json } from '../../http/adapter.js';
+import type { HttpContext, HttpRouter, Reply } from '../../uws/adapter.js';
+import { json } from '../../uws/adapter.js';
 import { provisionDevice } from '../../device/provision.js';
 import { parseBody } from '../../ingest/payload.js';
-import { SYNC_OFF } from '../../sync/status.js';
+import { SYNC_OFF } from '../../upstream/status.js';
 import { principalOf } from '../principal.js';
 
 function provision(s: Services) {

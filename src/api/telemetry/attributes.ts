@@ -10,8 +10,8 @@
 import type { Principal } from '../../auth/index.js';
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
-import type { HttpContext, HttpRouter, Reply } from '../../http/adapter.js';
-import { jsonText } from '../../http/adapter.js';
+import type { HttpContext, HttpRouter, Reply } from '../../uws/adapter.js';
+import { jsonText } from '../../uws/adapter.js';
 import { parseAttributes, parseBody } from '../../ingest/payload.js';
 import { renderAttributeValues } from '../../query/render.js';
 import { type AttributeScope, isAttributeScope } from '../../store/attributes.js';

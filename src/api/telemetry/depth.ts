@@ -10,8 +10,8 @@
  */
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
-import type { HttpContext, HttpRouter, Reply } from '../../http/adapter.js';
-import { jsonText } from '../../http/adapter.js';
+import type { HttpContext, HttpRouter, Reply } from '../../uws/adapter.js';
+import { jsonText } from '../../uws/adapter.js';
 import { kvToJson, kvToString } from '../../model/kv.js';
 import type { DsKv } from '../../store/depth.js';
 import { isEntityType } from '../../types.js';

@@ -8,7 +8,7 @@
  */
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
-import { type HttpContext, type HttpRouter, type Reply, type StreamReply, jsonText } from '../../http/adapter.js';
+import { type HttpContext, type HttpRouter, type Reply, type StreamReply, jsonText } from '../../uws/adapter.js';
 import { countPoints, parseBody, parseTelemetry } from '../../ingest/payload.js';
 import type { JsonValue } from '../../ingest/json.js';
 import type { TsRecord } from '../../model/record.js';

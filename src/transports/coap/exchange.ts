@@ -1,0 +1,263 @@
+/**
+ * The CoAP message layer (RFC 7252 §4) over one UDP socket: what `coap-packet` leaves to its user.
+ *
+ * - Requests: one exchange per (peer, message id). A duplicate while it is in progress is not handed on again
+ *   (a CON past its empty ACK gets that ACK again); a duplicate once answered gets the cached answer: a
+ *   retransmitted upload is never stored twice. Answered exchanges are remembered for `exchangeLifetimeMs`,
+ *   at most `maxExchanges` of them (the oldest forgotten first). At most `maxPending` requests are in progress;
+ *   one more is answered 5.03 at once and not processed.
+ * - Answers: a CON request answered within `piggybackMs` gets its answer in the ACK; a slower one (a commit
+ *   held back by the write budget, a client-side RPC) gets an empty ACK at `piggybackMs` and its answer later
+ *   as a CON of its own, retransmitted until ACKed (RFC 7252 §4.2: 2 s, doubled, 4 retransmissions). A NON
+ *   request gets a NON answer.
+ * - Sent CON/NON messages (separate answers, notifications) are matched with the peer's ACK or RST; an RST or
+ *   four unanswered retransmissions of a notification end its observation (`onGone`).
+ * - Empty CON (a ping) → RST; a CON that cannot be decoded → RST; anything else undecodable → nothing.
+ * All timing is one sweep every SWEEP_MS, not a timer per message.
+ */
+import type { Socket } from 'node:dgram';
+import type { CoapCounters } from '../../status/metrics.js';
+import { type Answer, type Message, decode, encodeAnswer, encodeEmpty, rawResetFor } from './codec.js';
+
+export interface Peer {
+  readonly address: string;
+  readonly port: number;
+}
+
+export interface ExchangeLimits {
+  readonly maxExchanges: number;
+  readonly maxPending: number;
+  readonly piggybackMs: number;
+  readonly exchangeLifetimeMs: number;
+  /** a datagram larger than this is dropped unread */
+  readonly maxDatagramBytes: number;
+}
+
+/** A request in progress; `answer` may be called once, at any time. */
+export interface Exchange {
+  readonly msg: Message;
+  readonly peer: Peer;
+  readonly receivedAt: number;
+  answer(a: Answer): void;
+}
+
+interface Pending extends Exchange {
+  readonly key: string;
+  emptyAcked: boolean;
+  answered: boolean;
+}
+
+interface Outgoing {
+  readonly buf: Buffer;
+  readonly peer: Peer;
+  readonly confirmable: boolean;
+  /** the observation this notification belongs to (told when the peer rejects it or never ACKs) */
+  readonly observation: string | undefined;
+  attempts: number;
+  deadline: number;
+}
+
+const ACK_TIMEOUT_MS = 2_000;
+const MAX_RETRANSMIT = 4;
+/** ms a NON notification's id stays matched to its observation, for an RST that cancels it */
+const NON_MATCH_MS = 10_000;
+const SWEEP_MS = 100;
+
+const peerKey = (p: Peer, mid: number): string => `${p.address}:${p.port}#${mid}`;
+
+export class CoapEndpoint {
+  private readonly pending = new Map<string, Pending>();
+  /** answered exchanges: the datagram a duplicate gets (the answer, or the empty ACK of a separate answer) */
+  private readonly answered = new Map<string, { buf: Buffer; at: number }>();
+  private readonly outgoing = new Map<string, Outgoing>();
+  private nextMid = Math.floor(Math.random() * 65536);
+  /** after close: answers of requests still in progress (a commit, a held RPC) are dropped, not sent */
+  private closed = false;
+  private readonly sweep: NodeJS.Timeout;
+
+  constructor(
+    private readonly socket: Socket,
+    private readonly limits: ExchangeLimits,
+    private readonly counters: CoapCounters,
+    private readonly onRequest: (ex: Exchange) => void,
+    /** an observation's notification was rejected (RST) or never acknowledged */
+    private readonly onGone: (observation: string) => void,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.sweep = setInterval(() => this.tick(), SWEEP_MS);
+    this.sweep.unref();
+  }
+
+  get inProgress(): number {
+    return this.pending.size;
+  }
+
+  onDatagram(buf: Buffer, peer: Peer): void {
+    this.counters.datagramsIn++;
+    if (buf.length > this.limits.maxDatagramBytes) {
+      this.counters.refused.oversize++;
+      return;
+    }
+    const msg = decode(buf);
+    if (msg === undefined) {
+      this.counters.refused.malformed++;
+      const rst = rawResetFor(buf);
+      if (rst !== undefined) this.send(rst, peer);
+      return;
+    }
+    if (msg.code === '0.00') {
+      if (msg.confirmable) this.send(encodeEmpty(msg.messageId, 'reset'), peer);
+      else if (msg.ack || msg.reset) this.matched(peerKey(peer, msg.messageId), msg.reset);
+      return;
+    }
+    if (msg.ack || msg.reset) {
+      // a piggybacked answer to something we sent: only notifications and separate answers are sent, so an
+      // ACK carrying a code is a peer's mistake; it still acknowledges the message id
+      this.matched(peerKey(peer, msg.messageId), msg.reset);
+      return;
+    }
+    if (msg.code[0] !== '0') {
+      // a response sent as a request (CON/NON with a response code): not ours to process
+      if (msg.confirmable) this.send(encodeEmpty(msg.messageId, 'reset'), peer);
+      return;
+    }
+    const key = peerKey(peer, msg.messageId);
+    const done = this.answered.get(key);
+    if (done !== undefined) {
+      this.counters.duplicates++;
+      this.send(done.buf, peer);
+      return;
+    }
+    const inProgress = this.pending.get(key);
+    if (inProgress !== undefined) {
+      this.counters.duplicates++;
+      if (inProgress.emptyAcked) this.send(encodeEmpty(msg.messageId, 'ack'), peer);
+      return;
+    }
+    if (this.pending.size >= this.limits.maxPending) {
+      this.counters.refused.busy++;
+      const busy: Answer = { code: '5.03', options: [{ name: 'Max-Age', value: Buffer.from([1]) }] };
+      this.send(encodeAnswer({ messageId: msg.messageId, token: msg.token, ack: msg.confirmable }, busy), peer);
+      return;
+    }
+    const ex: Pending = {
+      key,
+      msg,
+      peer,
+      receivedAt: this.now(),
+      emptyAcked: false,
+      answered: false,
+      answer: (a) => this.answer(ex, a),
+    };
+    this.pending.set(key, ex);
+    this.counters.requests++;
+    this.onRequest(ex);
+  }
+
+  /**
+   * Sends a notification or a message of its own (not an answer in an ACK); returns its message id. A CON is
+   * retransmitted until ACKed; an RST to either ends `observation`.
+   */
+  send1(peer: Peer, token: Buffer, confirmable: boolean, a: Answer, observation?: string): number {
+    const mid = this.mid();
+    const buf = encodeAnswer({ messageId: mid, token, confirmable }, a);
+    this.send(buf, peer);
+    const key = peerKey(peer, mid);
+    if (this.outgoing.size >= this.limits.maxExchanges) {
+      const oldest = this.outgoing.keys().next().value as string;
+      this.outgoing.delete(oldest);
+    }
+    if (confirmable || observation !== undefined) {
+      this.outgoing.set(key, {
+        buf,
+        peer,
+        confirmable,
+        observation,
+        attempts: 0,
+        deadline: this.now() + (confirmable ? ACK_TIMEOUT_MS : NON_MATCH_MS),
+      });
+    }
+    return mid;
+  }
+
+  close(): void {
+    this.closed = true;
+    clearInterval(this.sweep);
+    this.pending.clear();
+    this.answered.clear();
+    this.outgoing.clear();
+  }
+
+  private answer(ex: Pending, a: Answer): void {
+    if (ex.answered) return;
+    ex.answered = true;
+    this.pending.delete(ex.key);
+    const { msg, peer } = ex;
+    if (msg.confirmable && !ex.emptyAcked) {
+      const buf = encodeAnswer({ messageId: msg.messageId, token: msg.token, ack: true }, a);
+      this.send(buf, peer);
+      this.remember(ex.key, buf);
+    } else {
+      this.send1(peer, msg.token, msg.confirmable, a);
+      if (!msg.confirmable) this.remember(ex.key, encodeAnswer({ messageId: msg.messageId, token: msg.token }, a));
+    }
+    if (a.code === '2.01') this.counters.createdLatency.observe((this.now() - ex.receivedAt) / 1000);
+    this.counters.answers[a.code[0] === '2' ? 'success' : a.code[0] === '4' ? 'clientError' : 'serverError']++;
+  }
+
+  private remember(key: string, buf: Buffer): void {
+    if (this.answered.size >= this.limits.maxExchanges) {
+      const oldest = this.answered.keys().next().value as string;
+      this.answered.delete(oldest);
+    }
+    this.answered.set(key, { buf, at: this.now() });
+  }
+
+  private matched(key: string, reset: boolean): void {
+    const out = this.outgoing.get(key);
+    if (out === undefined) return;
+    this.outgoing.delete(key);
+    if (reset && out.observation !== undefined) this.onGone(out.observation);
+  }
+
+  private mid(): number {
+    this.nextMid = (this.nextMid + 1) & 0xffff;
+    return this.nextMid;
+  }
+
+  private send(buf: Buffer, peer: Peer): void {
+    if (this.closed) return;
+    this.counters.datagramsOut++;
+    // a send error (unreachable peer, full buffer) is the peer's problem; UDP gives no guarantee anyway
+    this.socket.send(buf, peer.port, peer.address, () => undefined);
+  }
+
+  private tick(): void {
+    const now = this.now();
+    for (const ex of this.pending.values()) {
+      if (now - ex.receivedAt < this.limits.piggybackMs) break;
+      if (ex.emptyAcked || !ex.msg.confirmable) continue;
+      ex.emptyAcked = true;
+      const ack = encodeEmpty(ex.msg.messageId, 'ack');
+      this.send(ack, ex.peer);
+      // once answered, a duplicate gets this ACK again (the answer itself is retransmitted as a CON)
+      this.remember(ex.key, ack);
+    }
+    for (const [key, e] of this.answered) {
+      if (now - e.at < this.limits.exchangeLifetimeMs) break;
+      this.answered.delete(key);
+    }
+    for (const [key, out] of this.outgoing) {
+      if (now < out.deadline) continue;
+      if (out.confirmable && out.attempts < MAX_RETRANSMIT) {
+        out.attempts++;
+        out.deadline = now + ACK_TIMEOUT_MS * 2 ** out.attempts;
+        this.counters.retransmissions++;
+        this.send(out.buf, out.peer);
+        continue;
+      }
+      this.outgoing.delete(key);
+      if (out.confirmable && out.observation !== undefined) this.onGone(out.observation);
+    }
+  }
+}

@@ -1,0 +1,154 @@
+/**
+ * Observations (RFC 7641) of a device's shared attributes and server-side RPCs: one per device and resource (a
+ * newer registration replaces the older), at most `coap.maxObservations` in all. Shared-attribute changes come
+ * from the bus; RPCs from the broker, to which an RPC observation is the device's push sink (pending RPCs are
+ * delivered when it registers). Each notification takes the next Observe number (24 bits); it is CON when the
+ * registration was CON. An observation holds its peer, token, numbering and two detach functions, nothing else.
+ */
+import type { Services } from '../../context.js';
+import { attributeUpdateBody } from '../../rpc/broker.js';
+import type { CoapCounters } from '../../status/metrics.js';
+import { type Answer, CONTENT_JSON, uintOption } from './codec.js';
+import type { Peer } from './exchange.js';
+
+export type ObservedResource = 'attributes' | 'rpc';
+
+export interface Observation {
+  /** `deviceId/resource`: how the message layer names it back (RST, no ACK) */
+  readonly key: string;
+  readonly deviceId: string;
+  readonly resource: ObservedResource;
+  readonly peer: Peer;
+  readonly token: Buffer;
+  readonly confirmable: boolean;
+  /** the request's path and query, for Block2 follow-ups of a large notification */
+  readonly uri: string;
+  seq: number;
+  detach: (() => void) | undefined;
+}
+
+/** How notifications leave: the listener sends them (block-wise when large) through the message layer. */
+export type NotifySend = (o: Observation, a: Answer) => void;
+
+const MAX_OBSERVE = 0xffffff;
+
+export class ObservationRegistry {
+  private readonly byKey = new Map<string, Observation>();
+  private readonly off: Array<() => void> = [];
+
+  constructor(
+    private readonly s: Services,
+    private readonly max: number,
+    private readonly counters: CoapCounters,
+    private readonly send: NotifySend,
+  ) {
+    this.off.push(
+      s.bus.on('attributes', (ev) => {
+        if (ev.entityType !== 'DEVICE' || ev.scope !== 'SHARED_SCOPE') return;
+        if (ev.updated.length === 0 && ev.deleted.length === 0) return;
+        const o = this.byKey.get(`${ev.entityId}/attributes`);
+        if (o !== undefined) this.notify(o, attributeUpdateBody(ev.updated, ev.deleted));
+      }),
+      s.bus.on('entityDeleted', (ev) => {
+        if (ev.entityType !== 'DEVICE') return;
+        for (const r of ['attributes', 'rpc'] as const) {
+          const o = this.byKey.get(`${ev.entityId}/${r}`);
+          if (o === undefined) continue;
+          // a non-2.xx notification ends the observation at the client (RFC 7641 §3.2)
+          this.send(o, { code: '4.04' });
+          this.remove(o.key);
+        }
+      }),
+    );
+  }
+
+  get size(): number {
+    return this.byKey.size;
+  }
+
+  /**
+   * Registers (or replaces) the device's observation of `resource`; returns it with Observe 0 taken, or
+   * undefined when `coap.maxObservations` are open (the caller answers as to a plain GET).
+   */
+  register(
+    deviceId: string,
+    resource: ObservedResource,
+    peer: Peer,
+    token: Buffer,
+    confirmable: boolean,
+    uri: string,
+  ): Observation | undefined {
+    const key = `${deviceId}/${resource}`;
+    const old = this.byKey.get(key);
+    if (old === undefined && this.byKey.size >= this.max) {
+      this.counters.refused.observations++;
+      return undefined;
+    }
+    if (old !== undefined) this.remove(key);
+    // copied: a slice would keep the whole received datagram alive as long as the observation
+    const o: Observation = {
+      key,
+      deviceId,
+      resource,
+      peer: { address: peer.address, port: peer.port },
+      token: Buffer.from(token),
+      confirmable,
+      uri,
+      seq: 0,
+      detach: undefined,
+    };
+    this.byKey.set(key, o);
+    this.counters.observations = this.byKey.size;
+    return o;
+  }
+
+  /** After the registration's answer went out: RPCs pending for the device are delivered now. */
+  activate(o: Observation): void {
+    if (this.byKey.get(o.key) !== o) return;
+    if (o.resource === 'attributes') {
+      o.detach = this.s.rpc.watchAttributes(o.deviceId);
+      return;
+    }
+    o.detach = this.s.rpc.attachSink(o.deviceId, {
+      deliver: (rpc) => {
+        if (this.byKey.get(o.key) !== o) return false;
+        this.notify(o, `{"id":${rpc.id},"method":${JSON.stringify(rpc.method)},"params":${rpc.paramsJson}}`);
+        return true;
+      },
+    });
+  }
+
+  /** Cancels (GET with Observe 1, an RST to a notification, no ACK): true when one matched. */
+  cancel(key: string, peer?: Peer, token?: Buffer): boolean {
+    const o = this.byKey.get(key);
+    if (o === undefined) return false;
+    if (peer !== undefined && (o.peer.address !== peer.address || o.peer.port !== peer.port)) return false;
+    if (token !== undefined && !o.token.equals(token)) return false;
+    this.remove(key);
+    return true;
+  }
+
+  close(): void {
+    for (const off of this.off) off();
+    for (const key of [...this.byKey.keys()]) this.remove(key);
+  }
+
+  private notify(o: Observation, body: string): void {
+    o.seq = o.seq >= MAX_OBSERVE ? 1 : o.seq + 1;
+    this.counters.notifications++;
+    this.send(o, {
+      code: '2.05',
+      payload: Buffer.from(body),
+      contentFormat: CONTENT_JSON,
+      options: [{ name: 'Observe', value: uintOption(o.seq) }],
+    });
+  }
+
+  private remove(key: string): void {
+    const o = this.byKey.get(key);
+    if (o === undefined) return;
+    this.byKey.delete(key);
+    o.detach?.();
+    this.counters.observations = this.byKey.size;
+  }
+}

@@ -1,0 +1,208 @@
+/**
+ * ThingsBoard's CoAP device resources under `/api/v1/{token}/` (docs/coap.md), over the device layer HTTP and
+ * MQTT use: the same parsers, typing, write path (an upload's 2.01 goes out once it is on disk), attribute
+ * reads, RPC broker and provisioning. Codes as TB: unknown token 4.01 before the body is read; bad JSON, a
+ * wrong shape or an unknown feature 4.00; a path outside `/api/v1` 4.04; PUT/DELETE 4.05.
+ */
+import type { Services } from '../../context.js';
+import { deviceAttributesJson, keyList } from '../../device/attributes.js';
+import { provisionDevice } from '../../device/provision.js';
+import { OutpostError, asOutpostError } from '../../errors.js';
+import { parseTelemetryBody } from '../../ingest/fastpath.js';
+import { isJsonObject, stringifyJson } from '../../ingest/json.js';
+import { parseAttributes, parseBody } from '../../ingest/payload.js';
+import { attributeUpdateBody } from '../../rpc/broker.js';
+import type { PollHandle } from '../../rpc/longpoll.js';
+import type { DeviceRecord } from '../../store/entities.js';
+import { type Answer, CONTENT_JSON, uintOption } from './codec.js';
+import type { Peer } from './exchange.js';
+import type { ObservationRegistry, ObservedResource } from './observe.js';
+
+export interface CoapRequest {
+  /** `0.01` GET … */
+  readonly code: string;
+  readonly path: readonly string[];
+  readonly query: readonly string[];
+  readonly payload: Buffer;
+  /** the Observe option's value, if present */
+  readonly observe: number | undefined;
+  readonly peer: Peer;
+  readonly token: Buffer;
+  readonly confirmable: boolean;
+  /** path and query: where Block2 follow-ups find a large answer */
+  readonly uri: string;
+}
+
+const GET = '0.01';
+const POST = '0.02';
+
+/** A held client-side RPC: the listener cancels these on close. */
+export type HoldFn = (h: PollHandle) => () => void;
+
+const answer = (code: string, body?: string): Answer =>
+  body === undefined ? { code } : { code, payload: Buffer.from(body), contentFormat: CONTENT_JSON };
+
+/** TB's codes for an OutpostError: 4.00 bad input, 4.13 too large, 4.29 too many, else 5.00/5.03. */
+export function errorAnswer(err: unknown): Answer {
+  const e = asOutpostError(err);
+  const code =
+    e.status === 400
+      ? '4.00'
+      : e.status === 401
+        ? '4.01'
+        : e.status === 404
+          ? '4.04'
+          : e.status === 413
+            ? '4.13'
+            : e.status === 429
+              ? '4.29'
+              : e.status === 503
+                ? '5.03'
+                : '5.00';
+  // diagnostic payload (RFC 7252 §5.5.2): a short human-readable reason, no Content-Format
+  return { code, payload: Buffer.from(e.message.slice(0, 200)) };
+}
+
+export type Precheck = { readonly device: DeviceRecord | undefined } | { readonly refused: Answer };
+
+/**
+ * What can be decided from the method and path alone, before a body is read or assembled: 4.04, 4.05, 4.01,
+ * or the device the token names (undefined for provisioning).
+ */
+export function precheck(s: Services, req: Pick<CoapRequest, 'code' | 'path'>): Precheck {
+  const p = req.path;
+  if (p[0] !== 'api' || p[1] !== 'v1') return { refused: answer('4.04') };
+  if (req.code !== GET && req.code !== POST) return { refused: answer('4.05') };
+  if (p.length === 3 && p[2] === 'provision') return { device: undefined };
+  const token = p[2];
+  const device = token === undefined || token === '' ? undefined : s.entities.deviceByToken(token);
+  if (device === undefined) return { refused: answer('4.01') };
+  return { device };
+}
+
+export class CoapResources {
+  constructor(
+    private readonly s: Services,
+    private readonly observations: ObservationRegistry,
+    private readonly hold: HoldFn,
+  ) {}
+
+  /**
+   * Answers one (reassembled) request. An Observe registration's answer carries Observe 0; `registered` is
+   * called once that answer has been handed to the message layer.
+   */
+  async handle(req: CoapRequest, registered: (fn: () => void) => void): Promise<Answer> {
+    const pre = precheck(this.s, req);
+    if ('refused' in pre) return pre.refused;
+    try {
+      if (pre.device === undefined) return await this.provision(req);
+      return await this.feature(pre.device, req, registered);
+    } catch (err) {
+      return errorAnswer(err);
+    }
+  }
+
+  private async provision(req: CoapRequest): Promise<Answer> {
+    if (req.code !== POST) return answer('4.05');
+    const out = await provisionDevice(this.s, parseBody(req.payload));
+    return answer(out.status === 'SUCCESS' ? '2.01' : '4.00', JSON.stringify(out));
+  }
+
+  private async feature(device: DeviceRecord, req: CoapRequest, registered: (fn: () => void) => void): Promise<Answer> {
+    const { s } = this;
+    const feature = req.path[3];
+    const rest = req.path.slice(4);
+    if (feature === 'telemetry' && rest.length === 0 && req.code === POST) {
+      await s.ingest.save('DEVICE', device.id, parseTelemetryBody(req.payload, s.now()));
+      return answer('2.01');
+    }
+    if (feature === 'attributes' && req.code === POST && rest.length === 0) {
+      await s.attributes.save('DEVICE', device.id, 'CLIENT_SCOPE', parseAttributes(parseBody(req.payload)), s.now());
+      return answer('2.01');
+    }
+    if (feature === 'attributes' && req.code === GET) {
+      // TB reads segment 4 (`attributes/updates`) as nothing but the observed resource
+      if (req.observe === 0) return this.observe(device, 'attributes', req, registered);
+      if (req.observe === 1) this.observations.cancel(`${device.id}/attributes`, req.peer, req.token);
+      const q = queryMap(req.query);
+      const body = deviceAttributesJson(
+        s.attributes,
+        device.id,
+        keyList(q.get('clientKeys')),
+        keyList(q.get('sharedKeys')),
+      );
+      return body === '{}' ? answer('4.04') : answer('2.05', body);
+    }
+    if (feature === 'rpc' && req.code === GET && rest.length === 0) {
+      if (req.observe === 0) return this.observe(device, 'rpc', req, registered);
+      if (req.observe === 1 && this.observations.cancel(`${device.id}/rpc`, req.peer, req.token)) return answer('2.02');
+      throw new OutpostError('BAD_PARAM', 'GET rpc needs Observe');
+    }
+    if (feature === 'rpc' && req.code === POST) {
+      const id = rest.length === 1 && /^\d{1,10}$/.test(rest[0] as string) ? Number(rest[0]) : undefined;
+      if (id !== undefined && id <= 2147483647) {
+        const json = parseBody(req.payload);
+        s.rpc.reply(device.id, id, stringifyJson(json));
+        return answer('2.01');
+      }
+      return this.clientRpc(device, req);
+    }
+    throw new OutpostError('BAD_PARAM', `unknown resource ${req.path.slice(3).join('/') || '(none)'}`);
+  }
+
+  private observe(
+    device: DeviceRecord,
+    resource: ObservedResource,
+    req: CoapRequest,
+    registered: (fn: () => void) => void,
+  ): Answer {
+    const o = this.observations.register(device.id, resource, req.peer, req.token, req.confirmable, req.uri);
+    if (o === undefined) {
+      // no room: answered as a plain GET (RFC 7641 §4.1), without Observe
+      if (resource === 'rpc') return { code: '5.03', payload: Buffer.from('too many observations') };
+      return answer('2.05', this.sharedJson(device.id));
+    }
+    registered(() => this.observations.activate(o));
+    const obs0 = [{ name: 'Observe', value: uintOption(0) }];
+    if (resource === 'rpc') return { code: '2.03', options: obs0 };
+    return { ...answer('2.05', this.sharedJson(device.id)), options: obs0 };
+  }
+
+  /** Every shared attribute, in the attribute read's shape: `{"shared":{..}}`, `{}` when there is none (TB). */
+  private sharedJson(deviceId: string): string {
+    const shared = this.s.attributes.get(deviceId, 'SHARED_SCOPE');
+    if (shared.length === 0) return '{}';
+    return `{"shared":${attributeUpdateBody(
+      shared.map((a) => [a.key, a.value] as const),
+      [],
+    )}}`;
+  }
+
+  private clientRpc(device: DeviceRecord, req: CoapRequest): Promise<Answer> {
+    const json = parseBody(req.payload);
+    if (!isJsonObject(json))
+      throw new OutpostError('BAD_PAYLOAD', 'RPC request must be a JSON object {"method","params"}');
+    const method = json['method'];
+    if (typeof method !== 'string' || method === '')
+      throw new OutpostError('BAD_PAYLOAD', 'RPC request must have a "method" string');
+    const params = json['params'];
+    const paramsJson = params === undefined ? 'null' : stringifyJson(params);
+    return new Promise<Answer>((resolve) => {
+      let release: (() => void) | undefined;
+      const handle = this.s.rpc.clientRpc({ deviceId: device.id, method, paramsJson }, (o) => {
+        release?.();
+        resolve(o.kind === 'data' ? answer('2.05', o.body) : answer('4.04'));
+      });
+      if (handle !== undefined) release = this.hold(handle);
+    });
+  }
+}
+
+function queryMap(query: readonly string[]): Map<string, string> {
+  const m = new Map<string, string>();
+  for (const q of query) {
+    const i = q.indexOf('=');
+    if (i > 0) m.set(q.slice(0, i), q.slice(i + 1));
+  }
+  return m;
+}

@@ -1,0 +1,22 @@
+/**
+ * POST /api/v1/{token}/depth/telemetry (docs/api.md, Tempus' MQTT topic v1/devices/me/depth/telemetry over
+ * HTTP): `{"ds":<double>,"values":{..}}` or an array of those. Both fields are required (400 otherwise, where
+ * Tempus silently skipped); values are typed as telemetry; same key+depth overwrites; 401 before the body is
+ * read; all-or-nothing; 200 with an empty body once on disk.
+ */
+import type { Services } from '../../context.js';
+import { parseDepthTelemetry } from '../../device/depth.js';
+import type { HttpContext } from '../../uws/adapter.js';
+import { parseBody } from '../../ingest/payload.js';
+import { authenticateDevice } from './auth.js';
+
+export function postDepthTelemetry(s: Services) {
+  return async (ctx: HttpContext): Promise<void> => {
+    const device = authenticateDevice(s, ctx);
+    const records = parseDepthTelemetry(parseBody(await ctx.body()));
+    await s.depth.write(
+      device.id,
+      records.filter((r) => r.values.length > 0),
+    );
+  };
+}

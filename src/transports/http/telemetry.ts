@@ -1,0 +1,17 @@
+/**
+ * POST /api/v1/{token}/telemetry (docs/api.md): 401 before the body is read; the three shapes; 400 for bad
+ * JSON or shape with nothing stored; 200 with an empty body once the points are on disk.
+ */
+import type { Services } from '../../context.js';
+import type { HttpContext } from '../../uws/adapter.js';
+import { parseTelemetryBody } from '../../ingest/fastpath.js';
+import { authenticateDevice } from './auth.js';
+
+export function postTelemetry(s: Services) {
+  return async (ctx: HttpContext): Promise<void> => {
+    const device = authenticateDevice(s, ctx);
+    const body = await ctx.body();
+    const records = parseTelemetryBody(body, s.now());
+    await s.ingest.save('DEVICE', device.id, records);
+  };
+}

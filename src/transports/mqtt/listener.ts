@@ -1,0 +1,155 @@
+/**
+ * The MQTT listeners (docs/mqtt.md): plain on `mqtt.port`, TLS with the daemon's certificate on
+ * `mqtt.tlsPort`, in the daemon's process and event loop, sharing its store, bus, RPC broker and auth.
+ * Ports are exclusive (a taken port stops the start, as HTTP's). Connections beyond `mqtt.maxConnections`
+ * are closed on accept; one sweep a second closes connections silent for 1.5 × their keep-alive and those
+ * that sent no CONNECT in time. Refusals are logged once per burst, not per connection.
+ */
+import { readFileSync } from 'node:fs';
+import { type Server, type Socket, createServer } from 'node:net';
+import { createServer as createTlsServer } from 'node:tls';
+import type { Services } from '../../context.js';
+import { OutpostError } from '../../errors.js';
+import type { MqttCounters } from '../../status/metrics.js';
+import { MqttConnection, ParserPool } from './connection.js';
+import { SessionRegistry } from './registry.js';
+import { MqttSession } from './device-session.js';
+
+export interface MqttListener {
+  /** the bound ports; 0 = that listener is off */
+  readonly port: number;
+  readonly tlsPort: number;
+  close(): Promise<void>;
+}
+
+/** ms between two log lines about refused connections */
+const REFUSAL_LOG_MS = 60_000;
+const SWEEP_MS = 1_000;
+
+/** One line for the first refusal, then at most one a minute with the count since. */
+export function refusalLog(log: (m: string) => void, now: () => number = Date.now): (why: string) => void {
+  let lastAt = -Infinity;
+  let missed = 0;
+  return (why) => {
+    const t = now();
+    if (t - lastAt < REFUSAL_LOG_MS) {
+      missed++;
+      return;
+    }
+    log(`mqtt: refused a connection (${why})${missed > 0 ? `; ${missed} more refused since the last report` : ''}`);
+    lastAt = t;
+    missed = 0;
+  };
+}
+
+function listen(server: Server, host: string, port: number, what: string, log: (m: string) => void): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const onError = (err: Error): void =>
+      reject(new OutpostError('CONFIG_INVALID', `cannot listen for ${what} on ${host}:${port}: ${err.message}`));
+    server.once('error', onError);
+    // exclusive: another process (or another Outpost) on the same port is an error, never a shared port
+    server.listen({ host, port: port === -1 ? 0 : port, exclusive: true }, () => {
+      server.off('error', onError);
+      // after the start (an accept failing for want of file descriptors, say): logged, never fatal
+      server.on('error', (err) => log(`mqtt: ${what} listener: ${err.message}`));
+      const addr = server.address();
+      resolve(typeof addr === 'object' && addr !== null ? addr.port : port);
+    });
+  });
+}
+
+export async function startMqtt(s: Services, counters: MqttCounters): Promise<MqttListener> {
+  const cfg = s.config.mqtt;
+  const host = cfg.host === '' ? s.config.host : cfg.host;
+  const registry = new SessionRegistry(s.bus);
+  const connections = new Set<MqttConnection>();
+  const refused = refusalLog((m) => s.log.warn(m));
+  const closed = (conn: MqttConnection): void => {
+    connections.delete(conn);
+    counters.connections = connections.size;
+  };
+  const deps = { s, registry, counters, maxInflight: cfg.maxInflight, refused, closed };
+  const parsers = new ParserPool();
+  const limits = { maxPayloadBytes: cfg.maxPayloadBytes, maxOutboundBytes: cfg.maxOutboundBytes };
+  // TB's client-side RPC `getSessionLimits`: TB's Python SDK and IoT Gateway ask it after connecting and size
+  // their payloads and in-flight window from it (empty rate limits: none). Answered here, never upstream.
+  const sessionLimits = JSON.stringify({
+    maxPayloadSize: cfg.maxPayloadBytes,
+    maxInflightMessages: cfg.maxInflight,
+    rateLimits: { messages: '', telemetryMessages: '', telemetryDataPoints: '' },
+    gatewayRateLimits: { messages: '', telemetryMessages: '', telemetryDataPoints: '' },
+  });
+  s.rpc.registerClientRpc('getSessionLimits', () => sessionLimits);
+
+  const accept = (socket: Socket): void => {
+    if (connections.size >= cfg.maxConnections) {
+      counters.closed.limit++;
+      refused(`mqtt.maxConnections ${cfg.maxConnections} reached`);
+      socket.destroy();
+      return;
+    }
+    const conn = new MqttConnection(socket, limits, counters, parsers, Date.now());
+    conn.attach(new MqttSession(conn, deps));
+    connections.add(conn);
+    counters.accepted++;
+    counters.connections = connections.size;
+  };
+
+  const servers: Server[] = [];
+  let port = 0;
+  let tlsPort = 0;
+  try {
+    if (cfg.port !== 0) {
+      const server = createServer({ noDelay: true }, accept);
+      servers.push(server);
+      port = await listen(server, host, cfg.port, 'MQTT', (m) => s.log.error(m));
+    }
+    if (cfg.tlsPort !== 0 && s.config.tls.cert !== '') {
+      // A client certificate is asked for, never required, and its issuer is not judged here: a device's X.509
+      // credentials name the certificate itself (login.ts), so self-signed ones work and no CA is configured.
+      const server = createTlsServer(
+        {
+          cert: readFileSync(s.config.tls.cert),
+          key: readFileSync(s.config.tls.key),
+          requestCert: true,
+          rejectUnauthorized: false,
+        },
+        accept,
+      );
+      // a failed TLS handshake is the client's problem, not the daemon's
+      server.on('tlsClientError', () => undefined);
+      servers.push(server);
+      tlsPort = await listen(server, host, cfg.tlsPort, 'MQTT over TLS', (m) => s.log.error(m));
+    }
+  } catch (err) {
+    for (const srv of servers) srv.close();
+    registry.close();
+    throw err;
+  }
+  counters.plainPort = port;
+  counters.tlsPort = tlsPort;
+
+  const sweep = setInterval(() => {
+    const now = Date.now();
+    for (const c of connections) {
+      if (!c.connected) {
+        if (now - c.openedAt > cfg.connectTimeoutMs) c.close('connectTimeout');
+      } else if (c.keepAliveMs > 0 && now - c.lastSeen > c.keepAliveMs) {
+        c.close('keepalive');
+      }
+    }
+  }, SWEEP_MS);
+  sweep.unref();
+
+  return {
+    port,
+    tlsPort,
+    async close() {
+      clearInterval(sweep);
+      const closed = servers.map((srv) => new Promise<void>((r) => srv.close(() => r())));
+      for (const c of connections) c.close();
+      registry.close();
+      await Promise.all(closed);
+    },
+  };
+}

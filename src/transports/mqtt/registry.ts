@@ -1,0 +1,82 @@
+/**
+ * The live MQTT sessions: one per device token (a new connection replaces the old one, as TB), and for each
+ * sub-device the gateway session that last connected it. Shared-attribute changes come from the event bus and
+ * go to whichever session listens for that device: its own subscription, or its gateway's session.
+ */
+import type { AttributesEvent, EventBus } from '../../bus/index.js';
+import { attributeUpdateBody } from '../../rpc/broker.js';
+
+/** What the registry needs of a session (session.ts implements it). */
+export interface RegisteredSession {
+  readonly deviceId: string;
+  /** closes the connection because another one took the device's token */
+  takenOver(): void;
+  /** closes the connection because the device's credentials changed */
+  credentialsUpdated(): void;
+  /** the device's own shared-attribute change, when it subscribed to it */
+  pushAttributes(body: string): void;
+  /** a sub-device's shared-attribute change, for a gateway session */
+  pushGatewayAttributes(subDeviceId: string, body: string): void;
+  /** the device (or a sub-device of this gateway) was deleted */
+  deviceDeleted(deviceId: string): void;
+}
+
+export class SessionRegistry {
+  private readonly byDevice = new Map<string, RegisteredSession>();
+  private readonly gatewayOf = new Map<string, RegisteredSession>();
+  private readonly off: Array<() => void> = [];
+
+  constructor(bus: EventBus) {
+    this.off.push(
+      bus.on('attributes', (ev) => this.onAttributes(ev)),
+      bus.on('credentialsUpdated', (ev) => this.byDevice.get(ev.deviceId)?.credentialsUpdated()),
+      bus.on('entityDeleted', (ev) => {
+        if (ev.entityType !== 'DEVICE') return;
+        this.byDevice.get(ev.entityId)?.deviceDeleted(ev.entityId);
+        this.gatewayOf.get(ev.entityId)?.deviceDeleted(ev.entityId);
+        this.gatewayOf.delete(ev.entityId);
+      }),
+    );
+  }
+
+  get size(): number {
+    return this.byDevice.size;
+  }
+
+  /** Registers a connected session; the device's earlier session is closed. */
+  register(s: RegisteredSession): void {
+    const old = this.byDevice.get(s.deviceId);
+    this.byDevice.set(s.deviceId, s);
+    if (old !== undefined && old !== s) old.takenOver();
+  }
+
+  /** Removes a session (and the sub-devices it served) unless another has replaced it. */
+  unregister(s: RegisteredSession, subDeviceIds: Iterable<string>): void {
+    if (this.byDevice.get(s.deviceId) === s) this.byDevice.delete(s.deviceId);
+    for (const id of subDeviceIds) this.releaseSubDevice(s, id);
+  }
+
+  /** A gateway session now serves this sub-device (the last one to connect it wins). */
+  claimSubDevice(gateway: RegisteredSession, subDeviceId: string): void {
+    this.gatewayOf.set(subDeviceId, gateway);
+  }
+
+  releaseSubDevice(gateway: RegisteredSession, subDeviceId: string): void {
+    if (this.gatewayOf.get(subDeviceId) === gateway) this.gatewayOf.delete(subDeviceId);
+  }
+
+  close(): void {
+    for (const off of this.off) off();
+  }
+
+  private onAttributes(ev: AttributesEvent): void {
+    if (ev.entityType !== 'DEVICE' || ev.scope !== 'SHARED_SCOPE') return;
+    if (ev.updated.length === 0 && ev.deleted.length === 0) return;
+    const own = this.byDevice.get(ev.entityId);
+    const gw = this.gatewayOf.get(ev.entityId);
+    if (own === undefined && gw === undefined) return;
+    const body = attributeUpdateBody(ev.updated, ev.deleted);
+    own?.pushAttributes(body);
+    gw?.pushGatewayAttributes(ev.entityId, body);
+  }
+}
