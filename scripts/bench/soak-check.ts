@@ -33,11 +33,11 @@ export interface RpcCall {
 export interface Ledger {
   readings: Reading[];
   rpcs: RpcCall[];
-  /** RPC nonce → times a device received it */
-  received: Map<number, number>;
+  /** RPC nonce → the devices that received it, once per delivery */
+  received: Map<number, string[]>;
 }
 
-interface Sample {
+export interface Sample {
   daemon: string;
   run: number;
   age: number;
@@ -82,12 +82,13 @@ export interface SoakReport {
   rssAnonEndMiB: number | undefined;
   fdsStart: number | undefined;
   fdsEnd: number | undefined;
-  /** steepest slope within one daemon run of ≥ 2 min: MiB/min and fds/min */
+  /** steepest slope within one daemon run of ≥ 3 min after its first minute: MiB/min and fds/min */
   rssSlope: number | undefined;
   fdSlope: number | undefined;
   stackTraces: number;
   failures: string[];
   faultLog: FaultEntry[];
+  samples: Sample[];
 }
 
 interface Stored {
@@ -207,7 +208,9 @@ export async function check(i: CheckInput): Promise<SoakReport> {
   for (const c of i.ledger.rpcs) {
     if (c.status !== 200) continue;
     rpcAcked++;
-    const times = i.ledger.received.get(c.n) ?? 0;
+    const receivers = i.ledger.received.get(c.n) ?? [];
+    const times = receivers.length;
+    if (receivers.some((d) => d !== c.device)) failures.push(`RPC ${c.n} to ${c.device}: received by ${receivers}`);
     if (JSON.parse(c.reply ?? 'null')?.n !== c.n) failures.push(`RPC ${c.n} to ${c.device}: answered ${c.reply}`);
     if (times === 0) {
       rpcLost++;
@@ -231,12 +234,13 @@ export async function check(i: CheckInput): Promise<SoakReport> {
   let rssSlope: number | undefined;
   let fdSlope: number | undefined;
   const runs = new Map<string, Sample[]>();
-  for (const s of i.samples.filter((x) => x.age >= 20_000)) {
+  // V8's heap grows for its first minute or two whatever the load; a leak shows as growth after that
+  for (const s of i.samples.filter((x) => x.age >= 60_000)) {
     const k = `${s.daemon}#${s.run}`;
     runs.set(k, [...(runs.get(k) ?? []), s]);
   }
   for (const [k, ss] of runs) {
-    if (ss.length < 3 || (ss[ss.length - 1] as Sample).at - (ss[0] as Sample).at < 120_000) continue;
+    if (ss.length < 3 || (ss[ss.length - 1] as Sample).at - (ss[0] as Sample).at < 180_000) continue;
     const xs = ss.map((s) => s.at / 60_000);
     const rs = i.slope(
       xs,
@@ -248,7 +252,12 @@ export async function check(i: CheckInput): Promise<SoakReport> {
     );
     rssSlope = Math.max(rssSlope ?? rs, rs);
     fdSlope = Math.max(fdSlope ?? fs, fs);
-    if (rs > 2) failures.push(`${k}: RssAnon grew ${rs.toFixed(2)} MiB/min over ${ss.length} samples`);
+    const mib = ss.map((s) => s.rssAnon / 2 ** 20);
+    const growth = (mib[mib.length - 1] as number) - Math.min(...mib);
+    if (rs > 2 && growth > 16)
+      failures.push(
+        `${k}: RssAnon grew ${rs.toFixed(2)} MiB/min (+${growth.toFixed(1)} MiB) over ${ss.length} samples`,
+      );
     if (fs > 2) failures.push(`${k}: open descriptors grew ${fs.toFixed(2)}/min over ${ss.length} samples`);
   }
   if (first !== undefined && last !== undefined && last.fds > first.fds + 64)
@@ -288,6 +297,7 @@ export async function check(i: CheckInput): Promise<SoakReport> {
     stackTraces: stack.length,
     failures,
     faultLog: i.faults,
+    samples: i.samples,
   };
   return report;
 }

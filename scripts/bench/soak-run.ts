@@ -85,7 +85,9 @@ async function adminJwt(d: Daemon, email: string): Promise<Record<string, string
 
 export async function runSoak(o: SoakOptions): Promise<SoakReport> {
   const log = o.log ?? (() => undefined);
+  // two streams: the load's pauses, drawn as its requests finish, must not shift the schedule of faults
   const random = rng(o.seed);
+  const loadRandom = rng(o.seed ^ 0x5eed5eed);
   const runMs = o.minutes * 60_000;
   /** short runs get short faults, so that each kind fits in a minute */
   const scale = o.minutes >= 5 ? 1 : 0.25;
@@ -194,7 +196,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
         } catch {
           // refused or timed out: sent, not acknowledged
         }
-        await sleep(150 + Math.floor(random() * 250));
+        await sleep(150 + Math.floor(loadRandom() * 250));
       }
     };
 
@@ -243,7 +245,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
             client.on('message', (topic, payload) => {
               if (!topic.startsWith('v1/devices/me/rpc/request/')) return;
               const n = (JSON.parse(payload.toString()) as { params?: { n?: number } }).params?.n;
-              if (typeof n === 'number') ledger.received.set(n, (ledger.received.get(n) ?? 0) + 1);
+              if (typeof n === 'number') ledger.received.set(n, [...(ledger.received.get(n) ?? []), name]);
               client.publish(topic.replace('request', 'response'), JSON.stringify({ n }), { qos: 1 });
             });
             await c.subscribeAsync('v1/devices/me/rpc/request/+', { qos: 1 }).catch(() => undefined);
@@ -253,7 +255,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
         const r = record(name, 'mqtt', stamped ? 'c' : 's', nextValue(), stamped ? clientTs() : undefined);
         const body = stamped ? `{"ts":${r.ts},"values":{"c":${r.value}}}` : `{"s":${r.value}}`;
         if (!(await publish(c, 'v1/devices/me/telemetry', body, r))) c.end(true);
-        await sleep(150 + Math.floor(random() * 250));
+        await sleep(150 + Math.floor(loadRandom() * 250));
       }
       c?.end(true);
     };
@@ -275,7 +277,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
         const r = record(name, 'gateway', stamped ? 'c' : 's', nextValue(), stamped ? clientTs() : undefined);
         const entry = stamped ? `{"ts":${r.ts},"values":{"c":${r.value}}}` : `{"s":${r.value}}`;
         if (!(await publish(c, 'v1/gateway/telemetry', `{${JSON.stringify(name)}:[${entry}]}`, r))) c.end(true);
-        await sleep(60 + Math.floor(random() * 100));
+        await sleep(60 + Math.floor(loadRandom() * 100));
       }
       c?.end(true);
     };
@@ -294,7 +296,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
           }
           const call = JSON.parse(a.text) as { id: number; params?: { n?: number } };
           const n = call.params?.n;
-          if (typeof n === 'number') ledger.received.set(n, (ledger.received.get(n) ?? 0) + 1);
+          if (typeof n === 'number') ledger.received.set(n, [...(ledger.received.get(n) ?? []), name]);
           await req('POST', `${lan.url}/api/v1/${token}/rpc/${call.id}`, JSON.stringify({ n }));
         } catch {
           await sleep(200);
@@ -315,7 +317,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     const rpcLoop = async (): Promise<void> => {
       const targets = ['soak-h0', 'soak-m0'];
       for (let i = 0; Date.now() < loadEnd && !stopping && i < 100_000; i++) {
-        await sleep(800 + Math.floor(random() * 1_200));
+        await sleep(800 + Math.floor(loadRandom() * 1_200));
         const target = targets[i % targets.length] as string;
         let id: string | undefined;
         try {
@@ -381,15 +383,21 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
 
     // the fault schedule: every kind once in a seeded order, then a seeded pick, a kill -9 about every minute
     const kinds = FAULT_KINDS.filter((k) => k !== 'diskFull' || disk.mounted);
-    const order = [...kinds].sort(() => random() - 0.5);
+    const order = [...kinds];
+    for (let k = order.length - 1; k > 0; k--) {
+      const j = Math.floor(random() * (k + 1));
+      [order[k], order[j]] = [order[j] as FaultKind, order[k] as FaultKind];
+    }
     let lastKill = Date.now();
     const faultLoop = async (): Promise<void> => {
       await sleep(between(8_000, 12_000));
       for (let i = 0; Date.now() < loadEnd - 8_000 * scale && !stopping && i < 10_000; i++) {
+        const killAfter = 50_000 + random() * 20_000;
+        const pick = kinds[Math.floor(random() * kinds.length)] as FaultKind;
         let kind: FaultKind;
         if (i < order.length) kind = order[i] as FaultKind;
-        else if (Date.now() - lastKill > 50_000 + random() * 20_000) kind = 'kill9';
-        else kind = kinds[Math.floor(random() * kinds.length)] as FaultKind;
+        else if (Date.now() - lastKill > killAfter) kind = 'kill9';
+        else kind = pick;
         const f: FaultEntry = { at: Math.round((Date.now() - t0) / 1000), wall: Date.now(), kind, detail: '' };
         faults.push(f);
         let drains = true;
@@ -448,7 +456,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
             break;
           }
         }
-        log(`${((Date.now() - t0) / 1000).toFixed(0)} s: ${f.detail}`);
+        log(`${f.at} s: ${f.detail}`);
         if (drains) void watchDrain(f, Date.now());
         await sleep(between(6_000, 20_000));
       }

@@ -30,7 +30,8 @@ for (const seed of seeds) {
   if (r.failures.length > 0) {
     failed = true;
     const file = join(tmpdir(), `outpost-soak-seed-${seed}.log`);
-    writeFileSync(file, `${logs.join('\n')}\n`);
+    const samples = r.samples.map((s) => `${s.daemon}#${s.run} age ${s.age} ms: RssAnon ${s.rssAnon} B, ${s.fds} fds`);
+    writeFileSync(file, `${logs.join('\n')}\n${samples.join('\n')}\n`);
     process.stderr.write(
       `\nseed ${seed} FAILED (replay: npm run bench:soak -- --minutes ${minutes} --seed ${seed}); daemon logs: ${file}\n` +
         `${r.failures.join('\n')}\nfault log:\n${r.faultLog.map((f) => `  ${f.at} s ${f.kind}: ${f.detail}${f.drainMs === undefined ? '' : `, drained in ${f.drainMs} ms`}`).join('\n')}\n`,
