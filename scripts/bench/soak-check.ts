@@ -62,6 +62,8 @@ export interface CheckInput {
 
 export interface SoakReport {
   seed: number;
+  /** how the LAN synced into the upstream Outpost */
+  transport?: string;
   minutes: number;
   acked: number;
   sentNotAcked: number;
@@ -306,7 +308,7 @@ export async function check(i: CheckInput): Promise<SoakReport> {
 export function table(reports: readonly SoakReport[]): string {
   const f1 = (x: number | undefined, d = 1): string => (x === undefined ? 'n/a' : x.toFixed(d));
   const head = [
-    'seed',
+    'seed (LAN → upstream)',
     'minutes',
     'readings acked',
     'lost LAN / upstream / TB',
@@ -322,7 +324,7 @@ export function table(reports: readonly SoakReport[]): string {
     'result',
   ];
   const rows = reports.map((r) => [
-    String(r.seed),
+    `${r.seed}${r.transport === undefined ? '' : ` (${r.transport})`}`,
     f1(r.minutes),
     `${r.acked} (+${r.sentNotAcked} unacked)`,
     `${r.lostLocal} / ${r.lostUpstream} / ${r.lostTb}`,

@@ -18,6 +18,8 @@ import { check, type Ledger, type Reading, type RpcCall, type SoakReport } from 
 export interface SoakOptions {
   minutes: number;
   seed: number;
+  /** how the LAN syncs into the upstream Outpost: its MQTT gateway session (both ways) or TB's HTTP device API */
+  transport?: 'mqtt' | 'http';
   /** progress lines (stderr in the benchmark) */
   log?: (line: string) => void;
   /** given every daemon log line at the end of the run (kept by the caller when the run fails) */
@@ -113,6 +115,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       upCfg,
       JSON.stringify({
         mqtt: { port: -1, tlsPort: 0 },
+        provision: { key: 'soak-pk', secret: 'soak-ps' },
         sync: { url: tb.url, provisionKey: 'pk', provisionSecret: 'ps', retryBaseMs: 100, retryMaxMs: 2_000 },
       }),
     );
@@ -121,7 +124,8 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     await up.start();
     const upHeaders = await adminJwt(up, 'soak@upstream.test');
     const gwDev = await cliJson(['device', 'add', '--data-dir', up.dataDir, '--name', 'soak-site', '--gateway']);
-    const proxy = new BlackholeProxy(() => up.mqttPort);
+    const overMqtt = (o.transport ?? 'mqtt') === 'mqtt';
+    const proxy = new BlackholeProxy(() => (overMqtt ? up.mqttPort : up.port));
     await proxy.start();
     cleanups.unshift(() => proxy.close());
 
@@ -133,13 +137,22 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       lanCfg,
       JSON.stringify({
         mqtt: { port: -1, tlsPort: 0 },
-        sync: {
-          url: `mqtt://127.0.0.1:${proxy.port}`,
-          gatewayToken: (gwDev as { token: string }).token,
-          retryBaseMs: 100,
-          retryMaxMs: 2_000,
-          announceMs: 5_000,
-        },
+        sync: overMqtt
+          ? {
+              url: `mqtt://127.0.0.1:${proxy.port}`,
+              gatewayToken: (gwDev as { token: string }).token,
+              retryBaseMs: 100,
+              retryMaxMs: 2_000,
+              announceMs: 5_000,
+            }
+          : {
+              // each device provisioned in the upstream Outpost under its name (its default profile's key)
+              url: `http://127.0.0.1:${proxy.port}`,
+              provisionKey: 'soak-pk',
+              provisionSecret: 'soak-ps',
+              retryBaseMs: 100,
+              retryMaxMs: 2_000,
+            },
       }),
     );
     const lan = new Daemon('lan', disk.sub('lan-data'), lanCfg);
@@ -164,7 +177,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     await add('soak-lan-gw', ['--gateway']);
     const subNames = Array.from({ length: SUB_DEVICES }, (_, i) => `soak-g${i}`);
     log(
-      `seed ${o.seed}: ${o.minutes} min; LAN ${lan.url} (disk ${disk.mounted ? 'tmpfs 96 MiB' : 'plain'}), upstream ${up.url}, TB ${tb.url}`,
+      `seed ${o.seed}: ${o.minutes} min over ${overMqtt ? 'MQTT' : 'HTTP'}; LAN ${lan.url} (disk ${disk.mounted ? 'tmpfs 96 MiB' : 'plain'}), upstream ${up.url}, TB ${tb.url}`,
     );
 
     const loadEnd = t0 + runMs;
@@ -316,7 +329,8 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     let rpcSeq = 0;
     const rpcLoop = async (): Promise<void> => {
       const targets = ['soak-h0', 'soak-m0'];
-      for (let i = 0; Date.now() < loadEnd && !stopping && i < 100_000; i++) {
+      // over HTTP nothing comes down (docs/sync.md): no RPC to check
+      for (let i = 0; overMqtt && Date.now() < loadEnd && !stopping && i < 100_000; i++) {
         await sleep(800 + Math.floor(loadRandom() * 1_200));
         const target = targets[i % targets.length] as string;
         let id: string | undefined;
@@ -501,7 +515,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     for (const c of mqttClients) c.end(true);
 
     o.daemonLogs?.([...lan.logs, ...up.logs]);
-    return await check({
+    const report = await check({
       seed: o.seed,
       minutes: (Date.now() - t0) / 60_000,
       ledger,
@@ -514,6 +528,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       samples,
       slope,
     });
+    return { ...report, transport: overMqtt ? 'MQTT' : 'HTTP' };
   } finally {
     stopping = true;
     for (const c of cleanups) await c();

@@ -1,5 +1,5 @@
 /**
- * `npm run bench:soak -- [--minutes N] [--seed S[,S2..]]`: the seeded fault run of docs/design/soak.md, one row
+ * `npm run bench:soak -- [--minutes N] [--seed S[,S2..]] [--http]`: the seeded fault run of docs/design/soak.md, one row
  * per seed. A failing run prints its seed, what failed and its fault log, keeps its daemons' logs in a file, and
  * exits 1; the same seed replays the same schedule of faults (the machine's timing still varies).
  */
@@ -11,6 +11,7 @@ import { table } from './soak-check.js';
 import { runSoak } from './soak-run.js';
 
 const minutes = intArg(process.argv, 'minutes', 10);
+const transport = process.argv.includes('--http') ? 'http' : 'mqtt';
 const i = process.argv.indexOf('--seed');
 const seeds = (i >= 0 ? (process.argv[i + 1] ?? '') : String(Date.now() % 1_000_000)).split(',').map((s) => Number(s));
 if (seeds.some((s) => !Number.isInteger(s) || s < 0))
@@ -23,6 +24,7 @@ for (const seed of seeds) {
   const r = await runSoak({
     minutes,
     seed,
+    transport,
     log: (l) => process.stderr.write(`[seed ${seed}] ${l}\n`),
     daemonLogs: (lines) => logs.push(...lines),
   });
@@ -33,7 +35,7 @@ for (const seed of seeds) {
     const samples = r.samples.map((s) => `${s.daemon}#${s.run} age ${s.age} ms: RssAnon ${s.rssAnon} B, ${s.fds} fds`);
     writeFileSync(file, `${logs.join('\n')}\n${samples.join('\n')}\n`);
     process.stderr.write(
-      `\nseed ${seed} FAILED (replay: npm run bench:soak -- --minutes ${minutes} --seed ${seed}); daemon logs: ${file}\n` +
+      `\nseed ${seed} FAILED (replay: npm run bench:soak -- --minutes ${minutes} --seed ${seed}${transport === 'http' ? ' --http' : ''}); daemon logs: ${file}\n` +
         `${r.failures.join('\n')}\nfault log:\n${r.faultLog.map((f) => `  ${f.at} s ${f.kind}: ${f.detail}${f.drainMs === undefined ? '' : `, drained in ${f.drainMs} ms`}`).join('\n')}\n`,
     );
   }
