@@ -228,10 +228,8 @@ export class CoapEndpoint {
   private send(buf: Buffer, peer: Peer): void {
     if (this.closed) return;
     this.counters.datagramsOut++;
-    // No callback: node then sends at once (uv_udp_try_send) instead of queueing a send request whose completion
-    // comes back through the event loop, which cost more daemon CPU per answer than decoding and encoding it. A send
-    // error (unreachable peer, full buffer) is then dropped unseen, which is all the callback did: it is the
-    // peer's problem, and UDP gives no guarantee anyway.
+    // No callback, so none is scheduled per answer. A send error (unreachable peer, full buffer) is dropped
+    // unseen, which is all the callback did: it is the peer's problem, and UDP gives no guarantee anyway.
     this.socket.send(buf, peer.port, peer.address);
   }
 
