@@ -82,6 +82,10 @@ export interface Envelope {
 
 /** One datagram: a response (piggybacked in an ACK, or a CON/NON of its own). */
 export function encodeAnswer(env: Envelope, a: Answer): Buffer {
+  if (a.options === undefined && a.contentFormat === undefined && (a.payload?.length ?? 0) === 0) {
+    const bare = encodeBare(env, a.code);
+    if (bare !== undefined) return bare;
+  }
   const opts = [...(a.options ?? [])];
   if (a.contentFormat !== undefined) opts.push({ name: 'Content-Format', value: uintOption(a.contentFormat) });
   return generate({
@@ -94,6 +98,26 @@ export function encodeAnswer(env: Envelope, a: Answer): Buffer {
     options: opts,
     payload: a.payload ?? Buffer.alloc(0),
   });
+}
+
+/**
+ * A header and token only (RFC 7252 §3), e.g. the 2.01 of every telemetry post, which the exchange layer keeps
+ * for `coap.exchangeLifetimeMs` to answer duplicates. coap-packet gives each datagram an ArrayBuffer of its own
+ * (Buffer.alloc); these few bytes come from node's shared pool instead, so tens of thousands of remembered answers
+ * are tens of pool slabs, not tens of thousands of separately allocated and collected buffers.
+ */
+function encodeBare(env: Envelope, code: string): Buffer | undefined {
+  const m = /^([0-7])\.([0-3]\d)$/.exec(code);
+  if (m === null || env.token.length > 8) return undefined;
+  const detail = Number(m[2]);
+  if (detail > 31) return undefined;
+  const type = env.ack ? 2 : env.confirmable ? 0 : 1;
+  const buf = Buffer.allocUnsafe(4 + env.token.length);
+  buf[0] = 0x40 | (type << 4) | env.token.length;
+  buf[1] = (Number(m[1]) << 5) | detail;
+  buf.writeUInt16BE(env.messageId, 2);
+  env.token.copy(buf, 4);
+  return buf;
 }
 
 /** An empty message: ACK (a separate answer follows) or RST (a ping, a CON that cannot be read). */

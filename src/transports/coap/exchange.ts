@@ -228,8 +228,9 @@ export class CoapEndpoint {
   private send(buf: Buffer, peer: Peer): void {
     if (this.closed) return;
     this.counters.datagramsOut++;
-    // a send error (unreachable peer, full buffer) is the peer's problem; UDP gives no guarantee anyway
-    this.socket.send(buf, peer.port, peer.address, () => undefined);
+    // No callback, so none is scheduled per answer. A send error (unreachable peer, full buffer) is dropped
+    // unseen, which is all the callback did: it is the peer's problem, and UDP gives no guarantee anyway.
+    this.socket.send(buf, peer.port, peer.address);
   }
 
   private tick(): void {
