@@ -39,7 +39,9 @@ import { SyncService } from './sync/service.js';
 import { outpostCommand } from './daemon/invocation.js';
 import { lockDataDir } from './daemon/lock.js';
 import { serveAdminRequests } from './admin/channel.js';
-import { runAdminOp } from './admin/ops.js';
+import { type AdminOp, type AdminResult, runAdminOp } from './admin/ops.js';
+import { daemonStatus } from './status/index.js';
+import { SYNC_OFF } from './sync/status.js';
 import { checkPortFree, checkTcpPortFree, listenExclusive } from './daemon/port.js';
 import { type MqttListener, startMqtt } from './mqtt/listener.js';
 
@@ -72,7 +74,9 @@ export async function startServer(
   const entities = new EntityStore(env);
   const { created } = await entities.ensureTenant();
   // admin commands beside the daemon write through it: one writing process (src/admin/channel.ts)
-  const stopAdmin = serveAdminRequests(lock, (op) => runAdminOp(entities, env, op));
+  // the reads only the daemon can answer (`outpost status` / `sync` beside it) are bound once its services exist
+  let daemonRead: ((op: AdminOp) => AdminResult | undefined) | undefined;
+  const stopAdmin = serveAdminRequests(lock, async (op) => daemonRead?.(op) ?? runAdminOp(entities, env, op));
   if (created) {
     log.info(
       `created "Default tenant" in ${config.dataDir}; create the first user with: ` +
@@ -223,6 +227,12 @@ export async function startServer(
   registerRpcApi(router, services);
   registerDownloadApi(router, services);
   registerStatusApi(router, services, metrics);
+  daemonRead = (op) =>
+    op.op === 'status'
+      ? (daemonStatus(services, metrics) as unknown as AdminResult)
+      : op.op === 'sync.status'
+        ? ((services.sync?.status() ?? SYNC_OFF) as unknown as AdminResult)
+        : undefined;
   registerSyncApi(router, services);
   registerWsApi(app, services);
   registerMetricsHead(app, services, metrics, (m) => log.error(m));

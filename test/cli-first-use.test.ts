@@ -88,7 +88,9 @@ t.test('query: all keys by default, the newest raw points, the chart over the wh
     );
     t.match(
       r.stderr,
-      /^newest 10 per key shown; 110 older of n left out \(all: --limit 120; whole range: --chart\)\n$/,
+      mode[0] === '--url'
+        ? /^gateway \S+ \(tech@example\.com\)\nnewest 10 per key shown; 110 older of n left out \(all: --limit 120; whole range: --chart\)\n$/
+        : /^newest 10 per key shown; 110 older of n left out \(all: --limit 120; whole range: --chart\)\n$/,
       `${mode[0]}: stderr says what was left out`,
     );
     const chart = ok(

@@ -24,6 +24,9 @@ export type AdminOp =
       readonly upstreamToken?: string | undefined;
     }
   | { readonly op: 'device.upstream'; readonly device: string; readonly token: string }
+  /** reads only the daemon can answer (its counters live in its memory): `outpost status` and `sync` locally */
+  | { readonly op: 'status' }
+  | { readonly op: 'sync.status' }
   | {
       readonly op: 'user.add';
       readonly email: string;
@@ -44,6 +47,9 @@ export type AdminResult = Record<string, unknown>;
 /** Runs `op` against the store; resolves once its writes are on disk. */
 export async function runAdminOp(entities: EntityStore, env: StoreEnv, op: AdminOp): Promise<AdminResult> {
   switch (op.op) {
+    case 'status':
+    case 'sync.status':
+      throw new OutpostError('BAD_PARAM', `admin request: "${op.op}" is answered by a running daemon only`);
     case 'customer.add': {
       const c = await entities.createCustomer(op.title);
       return { id: c.id, title: c.title };
@@ -108,6 +114,10 @@ export function parseAdminOp(v: unknown): AdminOp {
       };
     case 'device.upstream':
       return { op: 'device.upstream', device: str('device'), token: str('token') };
+    case 'status':
+      return { op: 'status' };
+    case 'sync.status':
+      return { op: 'sync.status' };
     case 'user.add': {
       const authority = str('authority');
       if (authority !== 'TENANT_ADMIN' && authority !== 'CUSTOMER_USER')

@@ -43,6 +43,8 @@ export interface Backend {
   readonly mode: 'local' | 'remote';
   /** what the command talks to, for its error line: "gateway URL" or "data dir DIR" */
   readonly where: string;
+  /** remote: the line naming the gateway and user every answer is headed with (docs/cli.md) */
+  readonly header?: string;
   /** every device the user may see, by name */
   deviceRefs(): Promise<DeviceRef[]>;
   devices(): Promise<DeviceRow[]>;

@@ -10,7 +10,7 @@ import { resolveDevice } from './backend.js';
 import { example } from './common.js';
 import { CliError } from './errors.js';
 import { safeText } from './format.js';
-import { type TechOptions, techOptions, withBackend } from './options.js';
+import { type TechOptions, flushHeader, techOptions, withBackend } from './options.js';
 import { parseTime } from './time.js';
 
 /** waits for 'drain' when the stream's buffer is full: memory stays at one chunk or so */
@@ -65,6 +65,7 @@ export function registerExport(program: Command): void {
             await withBackend(o, async (b) => {
               const dev = await resolveDevice(b, ref);
               await b.exportCsv(dev.id, o.type, start, end, async (chunk) => {
+                flushHeader();
                 await write(chunk);
                 bytes += chunk.length;
                 if (progress && Date.now() - lastShown > 200) {

@@ -25,6 +25,7 @@ export const COMMAND_GROUPS: Readonly<Record<string, readonly Loader[]>> = {
   ],
   login: [() => import('./login.js').then((m) => m.registerLogin)],
   logout: [() => import('./login.js').then((m) => m.registerLogin)],
+  context: [() => import('./context.js').then((m) => m.registerContext)],
   devices: [() => import('./read.js').then((m) => m.registerRead)],
   latest: [() => import('./read.js').then((m) => m.registerRead)],
   query: [() => import('./read.js').then((m) => m.registerRead)],

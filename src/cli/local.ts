@@ -208,7 +208,11 @@ export class LocalBackend implements Backend {
     });
   }
 
+  /** The running daemon's own figures over the admin channel (src/admin/channel.ts), else the data dir's. */
   async status(): Promise<StatusJson> {
+    const { askDaemon } = await import('../admin/channel.js');
+    const fromDaemon = await askDaemon(this.config.dataDir, { op: 'status' });
+    if (fromDaemon !== undefined) return fromDaemon as unknown as StatusJson;
     const [{ diskBudget }, { liveBytes }, { SYNC_OFF }, { clockSynchronized, outpostVersion }] = await Promise.all([
       import('../server.js'),
       import('../store/background/downsample.js'),

@@ -5,7 +5,7 @@ import { type AttributeScopeArg, type Backend, resolveDevice } from './backend.j
 import { example } from './common.js';
 import { CliError } from './errors.js';
 import { safeText } from './format.js';
-import { type TechOptions, keysOption, print, techOptions, withBackend } from './options.js';
+import { type TechOptions, flushHeader, keysOption, print, techOptions, withBackend } from './options.js';
 import type { SeriesJson } from './render.js';
 import { HOUR_MS, parseDuration, parseTime } from './time.js';
 
@@ -182,8 +182,10 @@ export function registerRead(program: Command): void {
             const q = { startTs, endTs, agg: o.agg, interval, limit };
             if (o.json) return print(await b.history(dev.id, keys, q));
             const { historyCsv, historyCharts, historyTable, terminalColumns } = await views();
-            if (o.csv)
+            if (o.csv) {
+              flushHeader();
               return process.stdout.write(historyCsv(JSON.parse(await b.history(dev.id, keys, q)) as SeriesJson));
+            }
             if (o.chart) {
               // raw points cut by a limit would fill only the range's start: the chart averages the whole range
               // into about two buckets per column (a braille cell is two dots wide)

@@ -40,6 +40,13 @@ export class RemoteBackend implements Backend {
   get where(): string {
     return `gateway ${this.s.url}`;
   }
+  /** the line naming the gateway that answers (docs/cli.md): who may mistake one gateway for another */
+  get header(): string {
+    return `gateway ${this.s.url} (${this.s.email})`;
+  }
+  get url(): string {
+    return this.s.url;
+  }
   private constructor(private readonly s: RemoteSession) {}
 
   static open(url: string): RemoteBackend {
