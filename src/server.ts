@@ -39,7 +39,8 @@ import { SyncService } from './sync/service.js';
 import { outpostCommand } from './daemon/invocation.js';
 import { lockDataDir } from './daemon/lock.js';
 import { serveAdminRequests } from './admin/channel.js';
-import { type AdminOp, type AdminResult, runAdminOp } from './admin/ops.js';
+import { type AdminOp, type AdminResult, adminOpDone, runAdminOp } from './admin/ops.js';
+import { trackActivity } from './device/activity.js';
 import { daemonStatus } from './status/index.js';
 import { SYNC_OFF } from './sync/status.js';
 import { checkPortFree, checkTcpPortFree, listenExclusive } from './daemon/port.js';
@@ -76,7 +77,14 @@ export async function startServer(
   // admin commands beside the daemon write through it: one writing process (src/admin/channel.ts)
   // the reads only the daemon can answer (`outpost status` / `sync` beside it) are bound once its services exist
   let daemonRead: ((op: AdminOp) => AdminResult | undefined) | undefined;
-  const stopAdmin = serveAdminRequests(lock, async (op) => daemonRead?.(op) ?? runAdminOp(entities, env, op));
+  let afterAdminOp: ((op: AdminOp, result: AdminResult) => void) | undefined;
+  const stopAdmin = serveAdminRequests(lock, async (op) => {
+    const read = daemonRead?.(op);
+    if (read !== undefined) return read;
+    const result = await runAdminOp(entities, env, op);
+    afterAdminOp?.(op, result);
+    return result;
+  });
   if (created) {
     log.info(
       `created "Default tenant" in ${config.dataDir}; create the first user with: ` +
@@ -161,6 +169,7 @@ export async function startServer(
   const metrics = new Metrics();
   metrics.listen(bus);
   const attributes = new LmdbAttributeStore(env, dict, bus, Date.now);
+  const stopActivity = trackActivity(bus, attributes, Date.now, (m) => log.error(m));
   // Upstream sync (docs/sync.md): hooks the write paths before the first write, sends once listening.
   const depth = new LmdbDepthStore(env, dict);
   const rpc = new RpcBroker(bus, {
@@ -233,6 +242,7 @@ export async function startServer(
       : op.op === 'sync.status'
         ? ((services.sync?.status() ?? SYNC_OFF) as unknown as AdminResult)
         : undefined;
+  afterAdminOp = (op, result) => adminOpDone(services, op, result);
   registerSyncApi(router, services);
   registerWsApi(app, services);
   registerMetricsHead(app, services, metrics, (m) => log.error(m));
@@ -266,6 +276,7 @@ export async function startServer(
     close() {
       closing ??= (async () => {
         stopAdmin();
+        stopActivity();
         uws.us_listen_socket_close(listenSocket);
         await mqtt.close();
         metrics.loopDelay.close();

@@ -12,7 +12,10 @@ export interface DeviceRow {
   readonly id: string;
   readonly name: string;
   readonly type: string;
+  /** its device profile's name */
+  readonly profile: string;
   readonly customer: string | null;
+  /** when the device was last heard from (its SERVER_SCOPE `lastActivityTime`, src/device/activity.ts) */
   readonly lastActivityTs: EpochMs | null;
 }
 

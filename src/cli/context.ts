@@ -37,25 +37,31 @@ export function registerContext(program: Command): void {
     'outpost context use http://gw-12.local:8080',
     'outpost context local',
   );
-  context
-    .command('use')
-    .argument('<url>', 'a gateway logged in to')
-    .description('make commands without --url, --data-dir or --config go to this gateway')
-    .action((raw: string) => {
-      const url = normaliseUrl(raw);
-      const known = Object.keys(readCredentials());
-      if (!known.includes(url))
-        throw new CliError(
-          `not logged in to ${url}${known.length > 0 ? ` (logged in to ${known.join(', ')})` : ''}: run outpost login --url ${url}`,
-        );
-      writeCurrentUrl(url);
-      print(`commands without --url, --data-dir or --config now go to ${url}`);
-    });
-  context
-    .command('local')
-    .description('make commands without --url read the local data dir (sessions are kept)')
-    .action(() => {
-      writeCurrentUrl(undefined);
-      print('commands without --url now read the local data dir (--data-dir, OUTPOST_DATA_DIR or ./data)');
-    });
+  example(
+    context
+      .command('use')
+      .argument('<url>', 'a gateway logged in to')
+      .description('make commands without --url, --data-dir or --config go to this gateway')
+      .action((raw: string) => {
+        const url = normaliseUrl(raw);
+        const known = Object.keys(readCredentials());
+        if (!known.includes(url))
+          throw new CliError(
+            `not logged in to ${url}${known.length > 0 ? ` (logged in to ${known.join(', ')})` : ''}: run outpost login --url ${url}`,
+          );
+        writeCurrentUrl(url);
+        print(`commands without --url, --data-dir or --config now go to ${url}`);
+      }),
+    'outpost context use http://gw-7.local:8080',
+  );
+  example(
+    context
+      .command('local')
+      .description('make commands without --url read the local data dir (sessions are kept)')
+      .action(() => {
+        writeCurrentUrl(undefined);
+        print('commands without --url now read the local data dir (--data-dir, OUTPOST_DATA_DIR or ./data)');
+      }),
+    'outpost context local  # commands without --url read ./data again',
+  );
 }

@@ -29,7 +29,7 @@ export function registerExport(program: Command): void {
   example(
     techOptions(program.command('export').argument('<device>', 'device name or id'), true)
       .description("the device's series as CSV (the REST download, byte for byte), streamed")
-      .requiredOption('--from <T>', 'start (inclusive): epoch ms, ISO-8601, now, or -7d')
+      .requiredOption('--from <T>', '(required) start (inclusive): epoch ms, ISO-8601, now, or -7d')
       .option('--to <T>', 'end (inclusive)', 'now')
       .addOption(new Option('--type <type>', 'time series or depth series').choices(['ts', 'ds']).default('ts'))
       .option('-o, --output <file>', 'write to FILE (default: stdout)')

@@ -22,6 +22,7 @@ export const COMMAND_GROUPS: Readonly<Record<string, readonly Loader[]>> = {
   device: [
     () => import('./device.js').then((m) => m.registerDevice),
     () => import('./upstream.js').then((m) => m.registerUpstream),
+    () => import('./device-manage.js').then((m) => m.registerDeviceManage),
   ],
   login: [() => import('./login.js').then((m) => m.registerLogin)],
   logout: [() => import('./login.js').then((m) => m.registerLogin)],

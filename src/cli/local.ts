@@ -11,6 +11,7 @@ import { type Config, loadConfig } from '../config/index.js';
 import { renderHistoryChunks, renderLatest, renderValue } from '../query/render.js';
 import { queryHistory, queryLatest } from '../query/history.js';
 import type { AttributeScope } from '../store/attributes.js';
+import { LAST_ACTIVITY_KEY } from '../device/activity.js';
 import { Dictionary } from '../store/encoding/dict.js';
 import { EntityStore } from '../store/entities.js';
 import { type StoreEnv, openStoreEnv } from '../store/env.js';
@@ -88,14 +89,21 @@ export class LocalBackend implements Backend {
     );
   }
 
-  devices(): Promise<DeviceRow[]> {
+  async devices(): Promise<DeviceRow[]> {
+    const [{ LmdbAttributeStore }, { EventBus }, { readProfile }] = await Promise.all([
+      import('../store/attributes.js'),
+      import('../bus/index.js'),
+      import('../store/profile-records.js'),
+    ]);
+    const attrs = new LmdbAttributeStore(this.env, this.dict, new EventBus());
     const rows = this.entities.list('DEVICE').map((d): DeviceRow => {
-      let last: number | null = null;
-      for (const p of this.timeseries.latest(d.id).values()) if (last === null || p.ts > last) last = p.ts;
+      const activity = attrs.get(d.id, 'SERVER_SCOPE', [LAST_ACTIVITY_KEY])[0]?.value;
+      const last = activity?.type === 'LONG' ? Number(activity.v) : null;
       const customer = d.customerId === NULL_UUID ? null : (this.entities.customer(d.customerId)?.title ?? null);
-      return { id: d.id, name: d.name, type: d.type, customer, lastActivityTs: last };
+      const profile = readProfile(this.env, d.deviceProfileId)?.name ?? d.type;
+      return { id: d.id, name: d.name, type: d.type, profile, customer, lastActivityTs: last };
     });
-    return Promise.resolve(rows.sort(byName));
+    return rows.sort(byName);
   }
 
   latest(deviceId: string, keys: readonly string[] | undefined): Promise<string> {

@@ -20,12 +20,12 @@ import {
 } from './session.js';
 
 /** Reads a password from the terminal without echoing it. */
-async function promptPassword(): Promise<string> {
+export async function promptPassword(prompt = 'Password: '): Promise<string> {
   if (process.stdin.isTTY !== true) {
     const text = readFileSync(0, 'utf8');
     return text.replace(/\r?\n$/, '');
   }
-  process.stderr.write('Password: ');
+  process.stderr.write(prompt);
   process.stdin.setRawMode(true);
   process.stdin.resume();
   return new Promise<string>((resolve, reject) => {

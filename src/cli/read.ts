@@ -89,7 +89,8 @@ export function registerRead(program: Command): void {
               .filter(([, p]) => numericValue(p[0]?.value) !== undefined)
               .sort((x, y) => (y[1][0]?.ts ?? 0) - (x[1][0]?.ts ?? 0));
             const key = latest[0]?.[0];
-            if (key !== undefined)
+            // a device heard from lately may have posted only old readings: nothing to draw for the last hour
+            if (key !== undefined && (latest[0]?.[1][0]?.ts ?? 0) >= now - HOUR_MS)
               sparks.set(d.id, `${sparkOf((await lastHour(b, d.id, [key], now))[key] ?? [], now)} ${key}`);
           }
           print(rows.length === 0 ? '(no devices)' : devicesTable(rows, sparks));

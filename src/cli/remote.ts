@@ -13,6 +13,7 @@ import {
   SCOPE_PARAM,
   type TailPoint,
 } from './backend-types.js';
+import { LAST_ACTIVITY_KEY } from '../device/activity.js';
 import { CliError } from './errors.js';
 import { RemoteSession } from './session.js';
 
@@ -21,6 +22,7 @@ interface DeviceJson {
   name: string;
   type: string;
   customerId: { id: string };
+  deviceProfileId?: { id: string };
 }
 interface Page<T> {
   data: T[];
@@ -78,16 +80,28 @@ export class RemoteBackend implements Backend {
     for (const cid of new Set(list.map((d) => d.customerId.id).filter((c) => c !== NULL_UUID))) {
       titles.set(cid, (await this.json<{ title: string }>(`/api/customer/${cid}`)).title);
     }
+    const profiles = new Map<string, string>();
+    for (const pid of new Set(list.map((d) => d.deviceProfileId?.id).filter((p) => p !== undefined))) {
+      const info = await this.s.request('GET', `/api/deviceProfileInfo/${pid}`, { accept: [403, 404] });
+      if (info.status === 200) profiles.set(pid, (JSON.parse(info.text) as { name: string }).name);
+    }
     const rows = await mapLimit(list, PARALLEL, async (d): Promise<DeviceRow> => {
-      const latest = JSON.parse(await this.latest(d.id.id, undefined)) as Record<string, Array<{ ts: number }>>;
-      let last: number | null = null;
-      for (const pts of Object.values(latest)) for (const p of pts) if (last === null || p.ts > last) last = p.ts;
+      const attrs = JSON.parse(
+        (
+          await this.s.request(
+            'GET',
+            `/api/plugins/telemetry/DEVICE/${d.id.id}/values/attributes/SERVER_SCOPE?keys=${LAST_ACTIVITY_KEY}`,
+          )
+        ).text,
+      ) as Array<{ key: string; value: unknown }>;
+      const activity = attrs.find((a) => a.key === LAST_ACTIVITY_KEY)?.value;
       return {
         id: d.id.id,
         name: d.name,
         type: d.type,
+        profile: profiles.get(d.deviceProfileId?.id ?? '') ?? d.type,
         customer: titles.get(d.customerId.id) ?? null,
-        lastActivityTs: last,
+        lastActivityTs: typeof activity === 'number' ? activity : null,
       };
     });
     return rows.sort(byName);

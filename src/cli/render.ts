@@ -28,7 +28,14 @@ export function latestTable(latest: SeriesJson, sparks: ReadonlyMap<string, stri
     const p = pts[0];
     return [key, shown(p?.value ?? null), p && p.value !== null ? localTime(p.ts) : '-', sparks.get(key) ?? ''];
   });
-  return table(['KEY', 'VALUE', 'TIME', 'LAST HOUR'], rows, terminalColumns(), ['l', 'r', 'l', 'l'], style());
+  return table(
+    ['KEY', 'VALUE', 'TIME', 'LAST HOUR'],
+    rows,
+    terminalColumns(),
+    ['l', 'r', 'l', 'l'],
+    style(),
+    new Set([2]),
+  );
 }
 
 export function devicesTable(rows: readonly DeviceRow[], sparks: ReadonlyMap<string, string>): string {
@@ -44,6 +51,7 @@ export function devicesTable(rows: readonly DeviceRow[], sparks: ReadonlyMap<str
     terminalColumns(),
     [],
     style(),
+    new Set([3]),
   );
 }
 
