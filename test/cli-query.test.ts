@@ -15,11 +15,11 @@ t.test('query, export and status, local and remote', async (t) => {
   const queries: Array<[string[], string]> = [
     [
       ['--keys', 't,n,s', '--from', String(from), '--to', String(now)],
-      `keys=t,n,s&startTs=${from}&endTs=${now}&interval=0&agg=NONE&orderBy=ASC`,
+      `keys=t,n,s&startTs=${from}&endTs=${now}&interval=0&agg=NONE&orderBy=DESC`,
     ],
     [
       ['--keys', 't', '--from', String(from), '--to', String(now), '--limit', '7'],
-      `keys=t&startTs=${from}&endTs=${now}&interval=0&agg=NONE&orderBy=ASC&limit=7`,
+      `keys=t&startTs=${from}&endTs=${now}&interval=0&agg=NONE&orderBy=DESC&limit=7`,
     ],
     [
       ['--keys', 't,n', '--from', String(from), '--to', String(now), '--agg', 'AVG', '--interval', '20m'],

@@ -97,6 +97,8 @@ export function registerLogin(program: Command): void {
         const all = readCredentials();
         const raw = o.url ?? (process.env['OUTPOST_URL'] || undefined);
         const urls = raw === undefined ? Object.keys(all) : [normaliseUrl(raw)];
+        if (urls.every((url) => all[url] === undefined))
+          print(raw === undefined ? 'not logged in to any gateway' : `not logged in to ${urls[0]}`);
         for (const url of urls) {
           const s = all[url];
           if (!s) continue;
