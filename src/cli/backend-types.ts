@@ -61,6 +61,7 @@ export interface Backend {
     type: 'ts' | 'ds',
     start: number,
     end: number,
+    keys: readonly string[] | undefined,
     write: (chunk: Buffer) => Promise<void>,
   ): Promise<void>;
   /** REST `values/attributes[/{scope}]` text */

@@ -126,6 +126,7 @@ export class LocalBackend implements Backend {
     type: 'ts' | 'ds',
     start: number,
     end: number,
+    keys: readonly string[] | undefined,
     write: (chunk: Buffer) => Promise<void>,
   ): Promise<void> {
     const [{ LmdbDepthStore }, { seriesTable }, { wideTableChunks }] = await Promise.all([
@@ -136,7 +137,7 @@ export class LocalBackend implements Backend {
     const depth = new LmdbDepthStore(this.env, this.dict);
     const table = seriesTable(
       { timeseries: this.timeseries, depth, config: this.config },
-      { deviceId, type, start, end },
+      { deviceId, type, start, end, keys },
     );
     // each chunk is a view of one reused buffer: written (and awaited) before the next is made
     for (const chunk of wideTableChunks(table)) await write(chunk);
