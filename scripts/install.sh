@@ -213,4 +213,6 @@ version=$("$node" -p 'require(process.argv[1]).version' "$root$prefix/package.js
 say "$([ "$upgrade" = 1 ] && echo upgraded || echo installed) Outpost $version ($want_arch, Node $nodever) in $prefix; data in $data"
 say "create the first user:"
 echo "  sudo outpost user add --email admin@example.com --password '<choose one>' --authority TENANT_ADMIN"
-say "then open $scheme://$host:$port (the ThingsBoard-compatible API; devices post to /api/v1/<token>/telemetry)"
+say "then check it with: sudo outpost status --config $etc/outpost.json"
+say "the ThingsBoard-compatible API is at $scheme://$host:$port/api/ (devices post to /api/v1/<token>/telemetry; there is no web UI)"
+say "documentation: $prefix/docs (cli.md for the outpost command)"

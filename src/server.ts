@@ -41,7 +41,10 @@ import { outpostCommand } from './daemon/invocation.js';
 import { lockDataDir } from './daemon/lock.js';
 import { markRunning, markStopped } from './daemon/running-marker.js';
 import { serveAdminRequests } from './admin/channel.js';
-import { runAdminOp } from './admin/ops.js';
+import { type AdminOp, type AdminResult, adminOpDone, runAdminOp } from './admin/ops.js';
+import { trackActivity } from './device/activity.js';
+import { daemonStatus } from './status/index.js';
+import { SYNC_OFF } from './upstream/status.js';
 import { checkPortFree, checkTcpPortFree, checkUdpPortFree, listenExclusive } from './daemon/port.js';
 import { type MqttListener, startMqtt } from './transports/mqtt/listener.js';
 import { type CoapListener, startCoap } from './transports/coap/listener.js';
@@ -78,7 +81,16 @@ export async function startServer(
   const entities = new EntityStore(env);
   const { created } = await entities.ensureTenant();
   // admin commands beside the daemon write through it: one writing process (src/admin/channel.ts)
-  const stopAdmin = serveAdminRequests(lock, (op) => runAdminOp(entities, env, op));
+  // the reads only the daemon can answer (`outpost status` / `sync` beside it) are bound once its services exist
+  let daemonRead: ((op: AdminOp) => AdminResult | undefined) | undefined;
+  let afterAdminOp: ((op: AdminOp, result: AdminResult) => void) | undefined;
+  const stopAdmin = serveAdminRequests(lock, async (op) => {
+    const read = daemonRead?.(op);
+    if (read !== undefined) return read;
+    const result = await runAdminOp(entities, env, op);
+    afterAdminOp?.(op, result);
+    return result;
+  });
   if (created) {
     log.info(
       `created "Default tenant" in ${config.dataDir}; create the first user with: ` +
@@ -128,6 +140,7 @@ export async function startServer(
     Date.now,
     relay === undefined ? undefined : (id) => markClientAttributes(env, id),
   );
+  const stopActivity = trackActivity(bus, attributes, Date.now, (m) => log.error(m));
   const depth = new LmdbDepthStore(env, dict, relay);
   const rpc = new RpcBroker(bus, {
     maxPendingPerDevice: config.rpc.maxPendingPerDevice,
@@ -194,6 +207,13 @@ export async function startServer(
   registerRpcApi(router, services);
   registerDownloadApi(router, services);
   registerStatusApi(router, services, metrics);
+  daemonRead = (op) =>
+    op.op === 'status'
+      ? (daemonStatus(services, metrics) as unknown as AdminResult)
+      : op.op === 'sync.status'
+        ? ((services.sync?.status() ?? SYNC_OFF) as unknown as AdminResult)
+        : undefined;
+  afterAdminOp = (op, result) => adminOpDone(services, op, result);
   registerSyncApi(router, services);
   registerWsApi(app, services);
   registerMetricsHead(app, services, metrics, (m) => log.error(m));
@@ -237,6 +257,7 @@ export async function startServer(
     close() {
       closing ??= (async () => {
         stopAdmin();
+        stopActivity();
         uws.us_listen_socket_close(listenSocket);
         await mqtt.close();
         await coap.close();

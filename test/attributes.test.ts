@@ -189,7 +189,8 @@ t.test('device and REST attribute APIs, bad input, access, durability', async (t
     const arr = values.json<Array<{ lastUpdateTs: number; key: string; value: unknown }>>();
     t.same(
       arr.map((a) => a.key),
-      ['a', 'b', 'd', 'e', 'f', 'legacy', 'srv', 's1', 's2'],
+      // lastActivityTime: the daemon's record of when the device was last heard from (src/device/activity.ts)
+      ['a', 'b', 'd', 'e', 'f', 'lastActivityTime', 'legacy', 'srv', 's1', 's2'],
       'CLIENT, SERVER, SHARED',
     );
     t.ok(
@@ -215,12 +216,17 @@ t.test('device and REST attribute APIs, bad input, access, durability', async (t
       'd',
       'e',
       'f',
+      'lastActivityTime',
       'legacy',
       'srv',
       's1',
       's2',
     ]);
-    t.same((await http('GET', `${rest}/keys/attributes/SERVER_SCOPE`, undefined, admin)).json(), ['legacy', 'srv']);
+    t.same((await http('GET', `${rest}/keys/attributes/SERVER_SCOPE`, undefined, admin)).json(), [
+      'lastActivityTime',
+      'legacy',
+      'srv',
+    ]);
     t.equal((await http('GET', `${rest}/keys/attributes/NOPE`, undefined, admin)).status, 400);
   });
 

@@ -55,7 +55,7 @@ t.test('query: all keys by default, the newest raw points, the chart over the wh
     ok(t, await run(['query', 'pump-1', '--from', from, '--json', ...R]), 'query without --keys'),
   ) as Record<string, unknown>;
   t.same(Object.keys(all).sort(), ['n', 's', 't'], 'query without --keys reads every key');
-  // --json with an explicit --limit is REST's answer (oldest first, as REST orders ASC)
+  // --json with an explicit --limit is REST's answer for the newest points (orderBy=DESC), as the table shows them
   const json = ok(
     t,
     await run(['query', 'pump-1', '--keys', 'n', '--from', from, '--to', String(now), '--limit', '5', '--json', ...L]),
@@ -63,7 +63,7 @@ t.test('query: all keys by default, the newest raw points, the chart over the wh
   ).trim();
   const rest = await http(
     'GET',
-    `${gw.url}/api/plugins/telemetry/DEVICE/${pump.id}/values/timeseries?keys=n&startTs=${from}&endTs=${now}&interval=0&agg=NONE&orderBy=ASC&limit=5`,
+    `${gw.url}/api/plugins/telemetry/DEVICE/${pump.id}/values/timeseries?keys=n&startTs=${from}&endTs=${now}&interval=0&agg=NONE&orderBy=DESC&limit=5`,
     undefined,
     H,
   );
@@ -88,7 +88,9 @@ t.test('query: all keys by default, the newest raw points, the chart over the wh
     );
     t.match(
       r.stderr,
-      /^newest 10 per key shown; 110 older of n left out \(all: --limit 120; whole range: --chart\)\n$/,
+      mode[0] === '--url'
+        ? /^gateway \S+ \(tech@example\.com\)\nnewest 10 per key shown; 110 older of n left out \(all: --limit 120; whole range: --chart\)\n$/
+        : /^newest 10 per key shown; 110 older of n left out \(all: --limit 120; whole range: --chart\)\n$/,
       `${mode[0]}: stderr says what was left out`,
     );
     const chart = ok(

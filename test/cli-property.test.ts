@@ -53,7 +53,7 @@ t.test('query --json equals REST on random queries, local and remote', async (t)
     return { agg, startTs, endTs, interval, limit, ks };
   });
   const check = async ({ agg, startTs, endTs, interval, limit, ks }: (typeof drawn)[number]): Promise<void> => {
-    const qs = `keys=${ks.join(',')}&startTs=${startTs}&endTs=${endTs}&interval=${interval}&agg=${agg}&orderBy=ASC${limit === undefined ? '' : `&limit=${limit}`}`;
+    const qs = `keys=${ks.join(',')}&startTs=${startTs}&endTs=${endTs}&interval=${interval}&agg=${agg}&orderBy=${agg === 'NONE' ? 'DESC' : 'ASC'}${limit === undefined ? '' : `&limit=${limit}`}`;
     const rest = await http(
       'GET',
       `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}/values/timeseries?${qs}`,

@@ -1,7 +1,7 @@
 /**
  * `outpost sync` (src/cli/sync.ts): a technician's view of the running daemon's sync, remote mode, against a
  * real gateway syncing to a fake ThingsBoard: the backlog and its age while the upstream refuses, a parked
- * device and its reason, the devices furthest behind, `--json` as REST's body, and no gateway to ask refused
+ * device and its reason, the devices furthest behind, `--json` as REST's body, and no daemon to ask refused
  * with a way forward.
  */
 import t from 'tap';
@@ -83,12 +83,19 @@ t.test('outpost sync shows the backlog, its age, a parked device and who is behi
   const asJson = await cli(['sync', '--url', gw.url, '--json'], env);
   t.equal(asJson.code, 0, asJson.stderr);
   const rest = await syncStatusOf<Record<string, unknown>>(gw, jwt);
-  t.same(Object.keys(JSON.parse(asJson.stdout) as object).sort(), Object.keys(rest).sort(), "--json is REST's body");
+  t.same(
+    Object.keys(JSON.parse(asJson.stdout) as object).sort(),
+    [...Object.keys(rest), 'gateway'].sort(),
+    "--json is REST's body and the gateway's URL",
+  );
   t.equal((JSON.parse(asJson.stdout) as { backlogPoints: number }).backlogPoints, 4);
 
-  const noUrl = await cli(['sync'], env);
+  const afterLogin = await cli(['sync', '--json'], env);
+  t.equal(afterLogin.code, 0, `without --url: the gateway logged in to (${afterLogin.stderr})`);
+  t.equal((JSON.parse(afterLogin.stdout) as { gateway: string }).gateway, gw.url);
+  const noUrl = await cli(['sync'], { ...env, XDG_CONFIG_HOME: tempDir(t) });
   t.not(noUrl.code, 0, 'without a gateway to ask: an error');
-  t.match(noUrl.stderr, /sync asks the running daemon: give --url \(or OUTPOST_URL\)/, 'that says how to ask');
+  t.match(noUrl.stderr, /no daemon is running on data dir .*or --url/, 'that says how to ask');
 
   tb.answer = undefined;
   await tb.waitFor(() => tb.distinct('P1').size === 3, "pump-1's points upstream");

@@ -47,17 +47,20 @@ t.test('login, devices, latest, attributes and errors, local and remote', async 
   t.same(
     devs.map((d) => Object.keys(d)),
     [
-      ['id', 'name', 'type', 'customer', 'lastActivityTs'],
-      ['id', 'name', 'type', 'customer', 'lastActivityTs'],
+      ['id', 'name', 'type', 'profile', 'customer', 'lastActivityTs'],
+      ['id', 'name', 'type', 'profile', 'customer', 'lastActivityTs'],
     ],
   );
   t.same(
-    devs.map((d) => [d['name'], d['customer'], d['lastActivityTs']]),
+    devs.map((d) => [d['name'], d['customer']]),
     [
-      ['pump-1', 'Acme', (points.at(-1) as { ts: number }).ts],
-      ['valve-7', null, null],
+      ['pump-1', 'Acme'],
+      ['valve-7', null],
     ],
   );
+  // last activity: when the device was heard from (its post), not its newest point's timestamp
+  t.ok(Number(devs[0]?.['lastActivityTs']) > (points.at(-1) as { ts: number }).ts, 'pump-1 heard from at its post');
+  t.equal(devs[1]?.['lastActivityTs'], null, 'valve-7 never heard from');
   const stillStored = JSON.parse(readFileSync(credFile, 'utf8')) as Record<string, { token: string }>;
   t.not(Object.values(stillStored)[0]?.token, stored.token, 'the expired access token was refreshed and stored');
 

@@ -278,7 +278,8 @@ t.test('attrSubCmds: current values, changes, scope filter, deletions as [0,""]'
     ],
   });
   const all = await replyTo(t, c, 1);
-  t.same(Object.keys(all.data ?? {}), ['fw', 'mode']);
+  // lastActivityTime: the daemon's record of when the device was last heard from (src/device/activity.ts)
+  t.same(Object.keys(all.data ?? {}), ['fw', 'lastActivityTime', 'mode']);
   t.equal(all.data?.['fw']?.[0]?.[1], '1.0');
   t.equal(all.data?.['mode']?.[0]?.[1], '2');
   t.same((await replyTo(t, c, 2)).data, {}, 'no shared attribute yet');
@@ -453,7 +454,7 @@ t.test('/api/ws: authCmd + cmds, same replies', async (t) => {
     '{"subscriptionId":1,"errorCode":0,"errorMsg":null,"data":{"t":[[100,"1"]]},"latestValues":{"t":100}}',
   );
   t.same((await replyTo(t, c, 2)).data, { t: [[100, '1']] });
-  t.same((await replyTo(t, c, 3)).data, {});
+  t.same(Object.keys((await replyTo(t, c, 3)).data ?? {}), ['lastActivityTime'], 'only when it was last heard from');
   t.equal((await replyTo(t, c, 4)).errorCode, 2, 'a TB command type Outpost does not serve');
   await post(dev.token, { ts: 200, values: { t: 2 } });
   t.equal(

@@ -55,6 +55,20 @@ export async function adminWrite(
 }
 
 /**
+ * A read only a running daemon can answer (`status`, `sync.status`): its answer, or undefined when no daemon
+ * holds the data dir (or one is starting or stopping).
+ */
+export async function askDaemon(dataDir: string, op: AdminOp): Promise<AdminResult | undefined> {
+  try {
+    holderAddress(dataDir);
+  } catch {
+    return undefined;
+  }
+  const r = await requestDaemon(dataDir, op);
+  return r === 'busy' ? undefined : r;
+}
+
+/**
  * Sends `op` to the daemon; 'busy' when it is not taking requests (starting, before its key is written, or
  * stopping). `key`: the one in the data dir unless given.
  */

@@ -6,7 +6,9 @@
  */
 import { OutpostError } from '../errors.js';
 import { resolveCredentials } from '../store/credentials.js';
+import type { Services } from '../context.js';
 import type { Authority, EntityStore } from '../store/entities.js';
+import type { DeviceRecord, UserRecord } from '../store/entity-records.js';
 import type { StoreEnv } from '../store/env.js';
 import { type CustomerId, NULL_UUID } from '../types.js';
 
@@ -24,6 +26,13 @@ export type AdminOp =
       readonly upstreamToken?: string | undefined;
     }
   | { readonly op: 'device.upstream'; readonly device: string; readonly token: string }
+  | { readonly op: 'device.rename'; readonly device: string; readonly name: string }
+  | { readonly op: 'device.delete'; readonly device: string }
+  | { readonly op: 'user.passwd'; readonly email: string; readonly passwordHash: string }
+  | { readonly op: 'user.delete'; readonly email: string }
+  /** reads only the daemon can answer (its counters live in its memory): `outpost status` and `sync` locally */
+  | { readonly op: 'status' }
+  | { readonly op: 'sync.status' }
   | {
       readonly op: 'user.add';
       readonly email: string;
@@ -44,6 +53,9 @@ export type AdminResult = Record<string, unknown>;
 /** Runs `op` against the store; resolves once its writes are on disk. */
 export async function runAdminOp(entities: EntityStore, env: StoreEnv, op: AdminOp): Promise<AdminResult> {
   switch (op.op) {
+    case 'status':
+    case 'sync.status':
+      throw new OutpostError('BAD_PARAM', `admin request: "${op.op}" is answered by a running daemon only`);
     case 'customer.add': {
       const c = await entities.createCustomer(op.title);
       return { id: c.id, title: c.title };
@@ -63,11 +75,30 @@ export async function runAdminOp(entities: EntityStore, env: StoreEnv, op: Admin
       return { id: d.id, name: d.name, token: d.token };
     }
     case 'device.upstream': {
-      const d = entities.device(op.device) ?? entities.byName('DEVICE', op.device);
-      if (d === undefined || d.entityType !== 'DEVICE')
-        throw new OutpostError('ENTITY_NOT_FOUND', `no device with id or name "${op.device}"`);
+      const d = deviceOf(entities, op.device);
       await setUpstreamToken(env, d.id, op.token);
       return { id: d.id, name: d.name, upstreamToken: op.token };
+    }
+    case 'device.rename': {
+      const d = deviceOf(entities, op.device);
+      const renamed = await entities.updateNamed('DEVICE', d.id, { name: op.name });
+      return { id: d.id, oldName: d.name, name: renamed.name };
+    }
+    case 'device.delete': {
+      const d = deviceOf(entities, op.device);
+      if (!(await entities.deleteDevice(d.id)))
+        throw new OutpostError('ENTITY_NOT_FOUND', `no device with id or name "${op.device}"`);
+      return { id: d.id, name: d.name, deleted: true };
+    }
+    case 'user.passwd': {
+      const u = userOf(entities, op.email);
+      await entities.setPasswordHash(u.id, op.passwordHash);
+      return { id: u.id, email: u.email, passwordChanged: true };
+    }
+    case 'user.delete': {
+      const u = userOf(entities, op.email);
+      await entities.deleteUser(u.id);
+      return { id: u.id, email: u.email, deleted: true };
     }
     case 'user.add': {
       const u = await entities.createUser({
@@ -108,6 +139,18 @@ export function parseAdminOp(v: unknown): AdminOp {
       };
     case 'device.upstream':
       return { op: 'device.upstream', device: str('device'), token: str('token') };
+    case 'device.rename':
+      return { op: 'device.rename', device: str('device'), name: str('name') };
+    case 'device.delete':
+      return { op: 'device.delete', device: str('device') };
+    case 'user.passwd':
+      return { op: 'user.passwd', email: str('email'), passwordHash: str('passwordHash') };
+    case 'user.delete':
+      return { op: 'user.delete', email: str('email') };
+    case 'status':
+      return { op: 'status' };
+    case 'sync.status':
+      return { op: 'sync.status' };
     case 'user.add': {
       const authority = str('authority');
       if (authority !== 'TENANT_ADMIN' && authority !== 'CUSTOMER_USER')
@@ -134,10 +177,11 @@ function credentialsOf(v: unknown): CredentialsInput | undefined {
   return { credentialsType: type, credentialsValue: c['credentialsValue'] };
 }
 
-/** A customer by id or title; undefined when `ref` is. */
+/** A customer by id or title (exact, then case-insensitive, as device names); undefined when `ref` is. */
 function customerIdOf(entities: EntityStore, ref: string | undefined): CustomerId | undefined {
   if (ref === undefined) return undefined;
-  const c = entities.findCustomer(ref);
+  const folded = ref.toLowerCase();
+  const c = entities.findCustomer(ref) ?? entities.list('CUSTOMER').find((x) => x.title.toLowerCase() === folded);
   if (!c) throw new OutpostError('ENTITY_NOT_FOUND', `no customer with id or title "${ref}"`);
   return c.id as string as CustomerId;
 }
@@ -147,4 +191,34 @@ async function setUpstreamToken(env: StoreEnv, deviceId: string, token: string):
   if (token === '') throw new OutpostError('BAD_PAYLOAD', 'the upstream token must not be empty');
   await env.outbox.put(['t', deviceId], { token, provisioned: false });
   await env.flushed();
+}
+
+/** A device by id or name (exact, then case-insensitive, as the technician's commands find it). */
+function deviceOf(entities: EntityStore, ref: string): DeviceRecord {
+  const exact = entities.device(ref) ?? entities.byName('DEVICE', ref);
+  if (exact !== undefined && exact.entityType === 'DEVICE') return exact;
+  const folded = ref.toLowerCase();
+  const d = entities.list('DEVICE').find((x) => x.name.toLowerCase() === folded);
+  if (d === undefined) throw new OutpostError('ENTITY_NOT_FOUND', `no device with id or name "${ref}"`);
+  return d;
+}
+
+function userOf(entities: EntityStore, email: string): UserRecord {
+  const u = entities.userByEmail(email);
+  if (u === undefined) throw new OutpostError('ENTITY_NOT_FOUND', `no user with email "${email}"`);
+  return u;
+}
+
+/**
+ * What the daemon does after it ran an op for the CLI, as after the same change over REST: a deleted device's
+ * sessions, long-polls and subscriptions end; a deleted user's sessions end.
+ */
+export function adminOpDone(s: Pick<Services, 'bus' | 'auth'>, op: AdminOp, result: AdminResult): void {
+  if (op.op === 'device.delete')
+    s.bus.publish('entityDeleted', { entityType: 'DEVICE', entityId: String(result['id']) });
+  if (op.op === 'user.delete') {
+    const id = String(result['id']);
+    s.auth.forgetUsers([id]);
+    s.bus.publish('principalsRevoked', { sessionIds: [], userIds: [id], customerIds: [] });
+  }
 }

@@ -12,7 +12,10 @@ export interface DeviceRow {
   readonly id: string;
   readonly name: string;
   readonly type: string;
+  /** its device profile's name */
+  readonly profile: string;
   readonly customer: string | null;
+  /** when the device was last heard from (its SERVER_SCOPE `lastActivityTime`, src/device/activity.ts) */
   readonly lastActivityTs: EpochMs | null;
 }
 
@@ -43,6 +46,8 @@ export interface Backend {
   readonly mode: 'local' | 'remote';
   /** what the command talks to, for its error line: "gateway URL" or "data dir DIR" */
   readonly where: string;
+  /** remote: the line naming the gateway and user every answer is headed with (docs/cli.md) */
+  readonly header?: string;
   /** every device the user may see, by name */
   deviceRefs(): Promise<DeviceRef[]>;
   devices(): Promise<DeviceRow[]>;
@@ -56,6 +61,7 @@ export interface Backend {
     type: 'ts' | 'ds',
     start: number,
     end: number,
+    keys: readonly string[] | undefined,
     write: (chunk: Buffer) => Promise<void>,
   ): Promise<void>;
   /** REST `values/attributes[/{scope}]` text */

@@ -38,16 +38,23 @@ export async function resolveDevice(b: Backend, ref: string): Promise<DeviceRef>
 }
 
 /**
- * Remote with `--url`; local with `--data-dir`; else remote with OUTPOST_URL; else local with OUTPOST_DATA_DIR;
- * else remote to the gateway logged in to last; else local (./data).
+ * The gateway a command goes to, or undefined for the local data dir (docs/cli.md "Local and remote"): what is
+ * given on the command line beats the environment, which beats the current gateway (`outpost login`,
+ * `outpost context`). `--url` is remote; `--data-dir` or `--config` local; else OUTPOST_URL remote; else
+ * OUTPOST_DATA_DIR or OUTPOST_CONFIG local; else the current gateway; else local (./data).
  */
+export function remoteUrlOf(o: ModeOptions): string | undefined {
+  if (o.url !== undefined && o.url !== '') return o.url;
+  if (o.dataDir !== undefined || o.config !== undefined) return undefined;
+  const fromEnv = process.env['OUTPOST_URL'];
+  if (fromEnv !== undefined && fromEnv !== '') return fromEnv;
+  if (process.env['OUTPOST_DATA_DIR'] || process.env['OUTPOST_CONFIG']) return undefined;
+  return readCurrentUrl();
+}
+
 export async function openBackend(o: ModeOptions): Promise<Backend> {
-  const url =
-    o.url ??
-    (o.dataDir !== undefined
-      ? undefined
-      : process.env['OUTPOST_URL'] || (process.env['OUTPOST_DATA_DIR'] ? undefined : readCurrentUrl()));
-  if (url !== undefined && url !== '') {
+  const url = remoteUrlOf(o);
+  if (url !== undefined) {
     const { RemoteBackend } = await import('./remote.js');
     return RemoteBackend.open(url);
   }

@@ -79,6 +79,12 @@ class Canvas {
   }
 }
 
+/** What the data held beyond the averaged line: the points' count and each column's min and max. */
+export interface RangeTruth {
+  readonly count: number;
+  readonly envelope: ReadonlyArray<{ readonly ts: EpochMs; readonly lo: number; readonly hi: number }>;
+}
+
 export interface ChartOptions {
   /** total width in columns, labels included */
   readonly width: number;
@@ -93,11 +99,11 @@ export interface ChartOptions {
  * One key's line chart: a title line with min/max, `height` plot rows with the y labels (max at the top, min
  * at the bottom), the x axis and a line of local times. Points must be ascending by ts.
  */
-export function lineChart(title: string, points: readonly NumPoint[], o: ChartOptions): string[] {
+export function lineChart(title: string, points: readonly NumPoint[], o: ChartOptions, truth?: RangeTruth): string[] {
   if (points.length === 0) return [`${title}  (no numeric values)`];
   let min = Infinity;
   let max = -Infinity;
-  for (const p of points) {
+  for (const p of [...points, ...(truth?.envelope ?? []).flatMap((e) => [{ v: e.lo }, { v: e.hi }])]) {
     if (p.v < min) min = p.v;
     if (p.v > max) max = p.v;
   }
@@ -112,6 +118,11 @@ export function lineChart(title: string, points: readonly NumPoint[], o: ChartOp
   const xOf = (ts: number): number => Math.round(((ts - o.from) / span) * xDots);
   const yOf = (v: number): number =>
     max === min ? Math.round(yDots / 2) : yDots - Math.round(((v - min) / (max - min)) * yDots);
+  // each column's min–max envelope under the line of its averages: a peak shows even when averaging hides it
+  for (const e of truth?.envelope ?? []) {
+    const x = xOf(e.ts);
+    canvas.line(x, yOf(e.lo), x, yOf(e.hi));
+  }
   let prev: [number, number] | undefined;
   for (const p of points) {
     const xy: [number, number] = [xOf(p.ts), yOf(p.v)];
@@ -119,8 +130,9 @@ export function lineChart(title: string, points: readonly NumPoint[], o: ChartOp
     else canvas.set(xy[0], xy[1]);
     prev = xy;
   }
+  const count = truth?.count ?? points.length;
   const out = [
-    `${title}  min ${axisLabel(min)}  max ${axisLabel(max)}  (${points.length} point${points.length === 1 ? '' : 's'})`,
+    `${title}  min ${axisLabel(min)}  max ${axisLabel(max)}  (${count} point${count === 1 ? '' : 's'}${truth === undefined || truth.count === points.length ? '' : `, ${points.length} columns`})`,
   ];
   for (let r = 0; r < o.height; r++) {
     const label = r === 0 ? top : r === o.height - 1 ? bottom : '';

@@ -7,6 +7,7 @@
 import { type Command, Option } from 'commander';
 import type { AdminOp, AdminResult } from '../admin/ops.js';
 import type { ConfigFlags } from '../config/index.js';
+import { CliError } from './errors.js';
 
 export const dataDirOption = (): Option =>
   new Option('--data-dir <dir>', 'data directory (env OUTPOST_DATA_DIR, default ./data)');
@@ -50,4 +51,43 @@ export async function adminWrite(flags: ConfigFlags, op: AdminOp): Promise<Admin
       await env.close();
     }
   });
+}
+
+/**
+ * Asks `question` on the terminal and goes on only on "y"; without a terminal it fails asking for --yes (a
+ * script must say what it means).
+ */
+export async function confirm(question: string): Promise<void> {
+  if (process.stdin.isTTY !== true) throw new CliError(`${question} Give --yes to confirm (stdin is not a terminal)`);
+  const { createInterface } = await import('node:readline/promises');
+  const rl = createInterface({ input: process.stdin, output: process.stderr });
+  try {
+    const answer = await rl.question(`${question} [y/N] `);
+    if (!/^y(es)?$/i.test(answer.trim())) throw new CliError('nothing was changed');
+  } finally {
+    rl.close();
+  }
+}
+
+/** Runs `fn` with the entity store of the flags' data dir opened read-only (admin listings). */
+export async function withEntities<T>(
+  flags: ConfigFlags,
+  fn: (entities: import('../store/entities.js').EntityStore) => T,
+): Promise<T> {
+  const [{ loadConfig }, { openStoreEnv }, { EntityStore }, { existsSync }, { join }] = await Promise.all([
+    import('../config/index.js'),
+    import('../store/env.js'),
+    import('../store/entities.js'),
+    import('node:fs'),
+    import('node:path'),
+  ]);
+  const config = loadConfig(flags);
+  if (!existsSync(join(config.dataDir, 'outpost.mdb')))
+    throw new CliError(`no store in ${config.dataDir}: give --data-dir (or OUTPOST_DATA_DIR) or --config`);
+  const env = openStoreEnv({ dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes, readOnly: true });
+  try {
+    return fn(new EntityStore(env));
+  } finally {
+    await env.close();
+  }
 }

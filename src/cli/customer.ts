@@ -1,7 +1,8 @@
-/** `outpost customer add` (docs/cli.md): prints `{"id","title"}`. */
+/** `outpost customer add` (docs/cli.md): prints `{"id","title"}`; `customer list` lists them. */
 import type { Command } from 'commander';
 import type { ConfigFlags } from '../config/index.js';
-import { adminWrite, commandGroup, configOption, dataDirOption, example } from './common.js';
+import { adminWrite, commandGroup, configOption, dataDirOption, example, withEntities } from './common.js';
+import { print } from './options.js';
 
 export function registerCustomer(program: Command): void {
   const customer = commandGroup(program, 'customer', 'manage customers');
@@ -9,12 +10,46 @@ export function registerCustomer(program: Command): void {
     customer
       .command('add')
       .description('create a customer')
-      .requiredOption('--title <title>')
+      .requiredOption('--title <title>', '(required)')
       .addOption(dataDirOption())
       .addOption(configOption())
       .action(async (opts: ConfigFlags & { title: string }) => {
         console.log(JSON.stringify(await adminWrite(opts, { op: 'customer.add', title: opts.title })));
       }),
     'outpost customer add --title "Acme Water"',
+  );
+  example(
+    customer
+      .command('list')
+      .description('every customer: title, id, how many devices and users it has')
+      .option('--json', 'machine output: [{"id","title","devices","users"}]')
+      .addOption(dataDirOption())
+      .addOption(configOption())
+      .action(async (opts: ConfigFlags & { json?: boolean }) => {
+        const rows = await withEntities(opts, (entities) => {
+          const devices = entities.list('DEVICE');
+          const users = entities.list('USER');
+          return entities.list('CUSTOMER').map((c) => ({
+            id: c.id as string,
+            title: c.title,
+            devices: devices.filter((d) => (d.customerId as string) === c.id).length,
+            users: users.filter((u) => (u.customerId as string) === c.id).length,
+          }));
+        });
+        if (opts.json) return print(JSON.stringify(rows));
+        if (rows.length === 0) return print('(no customers: outpost customer add)');
+        const { table, terminalColumns, style } = await import('./format.js');
+        print(
+          table(
+            ['TITLE', 'ID', 'DEVICES', 'USERS'],
+            rows.map((c) => [c.title, c.id, String(c.devices), String(c.users)]),
+            terminalColumns(),
+            ['l', 'l', 'r', 'r'],
+            style(),
+            new Set([1]),
+          ),
+        );
+      }),
+    'outpost customer list --json',
   );
 }

@@ -46,7 +46,7 @@ export function registerDevice(program: Command): void {
     device
       .command('add')
       .description('create a device with an access token, MQTT Basic credentials or an X.509 certificate')
-      .requiredOption('--name <name>')
+      .requiredOption('--name <name>', '(required) a name unique among devices')
       .option('--type <type>', 'device type: its device profile, created if no profile has the name', 'default')
       .option('--token <token>', 'access token (default: 20 random alphanumerics)')
       .option('--mqtt-basic <clientId:userName:password>', 'MQTT Basic credentials instead of a token')

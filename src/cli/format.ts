@@ -106,6 +106,8 @@ export function table(
   width: number,
   align: ReadonlyArray<'l' | 'r'> = [],
   st: Style = PLAIN,
+  /** columns never cut (times): the others give way */
+  whole: ReadonlySet<number> = new Set(),
 ): string {
   const n = headers.length;
   headers = headers.map(safeText);
@@ -113,7 +115,8 @@ export function table(
   const widths = headers.map((h, i) => Math.max(displayWidth(h), ...rows.map((r) => displayWidth(r[i] ?? ''))));
   const total = (): number => widths.reduce((a, b) => a + b, 0) + 2 * (n - 1);
   while (total() > width) {
-    const widest = widths.indexOf(Math.max(...widths));
+    const cuttable = widths.map((w, i) => (whole.has(i) ? 0 : w));
+    const widest = cuttable.indexOf(Math.max(...cuttable));
     if ((widths[widest] as number) <= 4) break;
     widths[widest] = (widths[widest] as number) - 1;
   }

@@ -22,9 +22,11 @@ export const COMMAND_GROUPS: Readonly<Record<string, readonly Loader[]>> = {
   device: [
     () => import('./device.js').then((m) => m.registerDevice),
     () => import('./upstream.js').then((m) => m.registerUpstream),
+    () => import('./device-manage.js').then((m) => m.registerDeviceManage),
   ],
   login: [() => import('./login.js').then((m) => m.registerLogin)],
   logout: [() => import('./login.js').then((m) => m.registerLogin)],
+  context: [() => import('./context.js').then((m) => m.registerContext)],
   devices: [() => import('./read.js').then((m) => m.registerRead)],
   latest: [() => import('./read.js').then((m) => m.registerRead)],
   query: [() => import('./read.js').then((m) => m.registerRead)],

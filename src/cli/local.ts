@@ -11,6 +11,7 @@ import { type Config, loadConfig } from '../config/index.js';
 import { renderHistoryChunks, renderLatest, renderValue } from '../query/render.js';
 import { queryHistory, queryLatest } from '../query/history.js';
 import type { AttributeScope } from '../store/attributes.js';
+import { LAST_ACTIVITY_KEY } from '../device/activity.js';
 import { Dictionary } from '../store/encoding/dict.js';
 import { EntityStore } from '../store/entities.js';
 import { type StoreEnv, openStoreEnv } from '../store/env.js';
@@ -88,14 +89,21 @@ export class LocalBackend implements Backend {
     );
   }
 
-  devices(): Promise<DeviceRow[]> {
+  async devices(): Promise<DeviceRow[]> {
+    const [{ LmdbAttributeStore }, { EventBus }, { readProfile }] = await Promise.all([
+      import('../store/attributes.js'),
+      import('../bus/index.js'),
+      import('../store/profile-records.js'),
+    ]);
+    const attrs = new LmdbAttributeStore(this.env, this.dict, new EventBus());
     const rows = this.entities.list('DEVICE').map((d): DeviceRow => {
-      let last: number | null = null;
-      for (const p of this.timeseries.latest(d.id).values()) if (last === null || p.ts > last) last = p.ts;
+      const activity = attrs.get(d.id, 'SERVER_SCOPE', [LAST_ACTIVITY_KEY])[0]?.value;
+      const last = activity?.type === 'LONG' ? Number(activity.v) : null;
       const customer = d.customerId === NULL_UUID ? null : (this.entities.customer(d.customerId)?.title ?? null);
-      return { id: d.id, name: d.name, type: d.type, customer, lastActivityTs: last };
+      const profile = readProfile(this.env, d.deviceProfileId)?.name ?? d.type;
+      return { id: d.id, name: d.name, type: d.type, profile, customer, lastActivityTs: last };
     });
-    return Promise.resolve(rows.sort(byName));
+    return rows.sort(byName);
   }
 
   latest(deviceId: string, keys: readonly string[] | undefined): Promise<string> {
@@ -118,6 +126,7 @@ export class LocalBackend implements Backend {
     type: 'ts' | 'ds',
     start: number,
     end: number,
+    keys: readonly string[] | undefined,
     write: (chunk: Buffer) => Promise<void>,
   ): Promise<void> {
     const [{ LmdbDepthStore }, { seriesTable }, { wideTableChunks }] = await Promise.all([
@@ -128,7 +137,7 @@ export class LocalBackend implements Backend {
     const depth = new LmdbDepthStore(this.env, this.dict);
     const table = seriesTable(
       { timeseries: this.timeseries, depth, config: this.config },
-      { deviceId, type, start, end },
+      { deviceId, type, start, end, keys },
     );
     // each chunk is a view of one reused buffer: written (and awaited) before the next is made
     for (const chunk of wideTableChunks(table)) await write(chunk);
@@ -208,7 +217,11 @@ export class LocalBackend implements Backend {
     });
   }
 
+  /** The running daemon's own figures over the admin channel (src/admin/channel.ts), else the data dir's. */
   async status(): Promise<StatusJson> {
+    const { askDaemon } = await import('../admin/channel.js');
+    const fromDaemon = await askDaemon(this.config.dataDir, { op: 'status' });
+    if (fromDaemon !== undefined) return fromDaemon as unknown as StatusJson;
     const [{ diskBudget }, { liveBytes }, { SYNC_OFF }, { clockSynchronized, outpostVersion }] = await Promise.all([
       import('../server.js'),
       import('../store/background/downsample.js'),

@@ -20,12 +20,12 @@ import {
 } from './session.js';
 
 /** Reads a password from the terminal without echoing it. */
-async function promptPassword(): Promise<string> {
+export async function promptPassword(prompt = 'Password: '): Promise<string> {
   if (process.stdin.isTTY !== true) {
     const text = readFileSync(0, 'utf8');
     return text.replace(/\r?\n$/, '');
   }
-  process.stderr.write('Password: ');
+  process.stderr.write(prompt);
   process.stdin.setRawMode(true);
   process.stdin.resume();
   return new Promise<string>((resolve, reject) => {
@@ -97,6 +97,8 @@ export function registerLogin(program: Command): void {
         const all = readCredentials();
         const raw = o.url ?? (process.env['OUTPOST_URL'] || undefined);
         const urls = raw === undefined ? Object.keys(all) : [normaliseUrl(raw)];
+        if (urls.every((url) => all[url] === undefined))
+          print(raw === undefined ? 'not logged in to any gateway' : `not logged in to ${urls[0]}`);
         for (const url of urls) {
           const s = all[url];
           if (!s) continue;

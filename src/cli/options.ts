@@ -24,6 +24,7 @@ export function techOptions(cmd: Command, noJson = false): Command {
  */
 export async function withBackend<T>(o: ModeOptions, fn: (b: Backend) => Promise<T>): Promise<T> {
   const b = await openBackend(o);
+  if (b.header !== undefined) announce(b.header);
   try {
     return await fn(b);
   } catch (err) {
@@ -46,6 +47,25 @@ export function keysOption(v: string | undefined): string[] | undefined {
   return keys.length > 0 ? keys : undefined;
 }
 
+/** the line naming the gateway, written to stderr before the command's first output */
+let pendingHeader: string | undefined;
+
+/**
+ * Names the gateway a remote answer comes from (docs/cli.md): on stderr, so `--json`, `--csv` and `export` stay
+ * the REST bytes on stdout, and only once there is an answer (a failure's one line names the gateway itself).
+ */
+export function announce(header: string): void {
+  pendingHeader = header;
+}
+
+/** writes the pending header; called before anything goes to stdout */
+export function flushHeader(): void {
+  if (pendingHeader === undefined) return;
+  process.stderr.write(`${pendingHeader}\n`);
+  pendingHeader = undefined;
+}
+
 export function print(text: string): void {
+  flushHeader();
   process.stdout.write(text.endsWith('\n') ? text : `${text}\n`);
 }

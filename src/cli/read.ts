@@ -5,7 +5,7 @@ import { type AttributeScopeArg, type Backend, resolveDevice } from './backend.j
 import { example } from './common.js';
 import { CliError } from './errors.js';
 import { safeText } from './format.js';
-import { type TechOptions, keysOption, print, techOptions, withBackend } from './options.js';
+import { type TechOptions, flushHeader, keysOption, print, techOptions, withBackend } from './options.js';
 import type { SeriesJson } from './render.js';
 import { HOUR_MS, parseDuration, parseTime } from './time.js';
 
@@ -89,7 +89,8 @@ export function registerRead(program: Command): void {
               .filter(([, p]) => numericValue(p[0]?.value) !== undefined)
               .sort((x, y) => (y[1][0]?.ts ?? 0) - (x[1][0]?.ts ?? 0));
             const key = latest[0]?.[0];
-            if (key !== undefined)
+            // a device heard from lately may have posted only old readings: nothing to draw for the last hour
+            if (key !== undefined && (latest[0]?.[1][0]?.ts ?? 0) >= now - HOUR_MS)
               sparks.set(d.id, `${sparkOf((await lastHour(b, d.id, [key], now))[key] ?? [], now)} ${key}`);
           }
           print(rows.length === 0 ? '(no devices)' : devicesTable(rows, sparks));
@@ -141,8 +142,9 @@ export function registerRead(program: Command): void {
       .option('--interval <D>', 'bucket width with --agg: 30s, 10m, 1h, 1d or ms')
       .option(
         '--limit <n>',
-        `raw: points per key (default ${RAW_LIMIT}; the table shows the newest); aggregated: buckets`,
+        `raw: points per key, the newest (default ${RAW_LIMIT}; --oldest: the first); aggregated: buckets`,
       )
+      .option('--oldest', 'raw: the first --limit points of the range instead of the newest')
       .option('--csv', 'CSV: ts then one column per key')
       .option('--chart', 'a line chart per key over the whole range, as wide as the terminal')
       .action(
@@ -155,6 +157,7 @@ export function registerRead(program: Command): void {
             agg: AggParam;
             interval?: string;
             limit?: string;
+            oldest?: boolean;
             csv?: boolean;
             chart?: boolean;
           },
@@ -176,40 +179,68 @@ export function registerRead(program: Command): void {
             throw new CliError('choose one of --json, --csv, --chart');
           await withBackend(o, async (b) => {
             const dev = await resolveDevice(b, ref);
-            const keys =
-              keysOption(o.keys) ?? Object.keys(JSON.parse(await b.latest(dev.id, undefined)) as SeriesJson).sort();
+            const known = Object.keys(JSON.parse(await b.latest(dev.id, undefined)) as SeriesJson).sort();
+            const keys = keysOption(o.keys) ?? known;
             if (keys.length === 0) return print(o.json ? '{}' : `(no telemetry from ${safeText(dev.name)})`);
-            const q = { startTs, endTs, agg: o.agg, interval, limit };
+            // a mistyped key reads as "no data": name the near ones
+            const { nearest } = await import('./suggest.js');
+            for (const k of keys.filter((k) => !known.includes(k))) {
+              const near = nearest(k, known);
+              process.stderr.write(
+                `${safeText(`no key "${k}" on ${dev.name}${near.length > 0 ? `; did you mean ${near.map((s) => `"${s}"`).join(', ')}?` : ` (its keys: ${known.join(', ') || 'none'})`}`)}\n`,
+              );
+            }
+            // raw points: the newest --limit of the range unless --oldest, in --json as in the table
+            const order = o.agg === 'NONE' && o.oldest !== true ? ('DESC' as const) : ('ASC' as const);
+            const q = { startTs, endTs, agg: o.agg, interval, limit, order };
             if (o.json) return print(await b.history(dev.id, keys, q));
             const { historyCsv, historyCharts, historyTable, terminalColumns } = await views();
-            if (o.csv)
+            if (o.csv) {
+              flushHeader();
               return process.stdout.write(historyCsv(JSON.parse(await b.history(dev.id, keys, q)) as SeriesJson));
+            }
             if (o.chart) {
               // raw points cut by a limit would fill only the range's start: the chart averages the whole range
               // into about two buckets per column (a braille cell is two dots wide)
               const width = terminalColumns();
               const buckets = width * 2;
-              const chartQuery =
-                o.agg !== 'NONE'
-                  ? q
-                  : {
-                      startTs,
-                      endTs,
-                      agg: 'AVG' as const,
-                      interval: Math.max(1, Math.ceil((endTs - startTs) / buckets)),
-                      limit: buckets + 1,
-                    };
-              return print(
-                historyCharts(
-                  JSON.parse(await b.history(dev.id, keys, chartQuery)) as SeriesJson,
-                  startTs,
-                  endTs,
-                  width,
-                ),
-              );
+              if (o.agg !== 'NONE')
+                return print(
+                  historyCharts(JSON.parse(await b.history(dev.id, keys, q)) as SeriesJson, startTs, endTs, width),
+                );
+              // the averages draw the line; MIN and MAX of the same buckets its envelope and the range's true
+              // extremes, COUNT the points (averages alone flatten the peaks a technician looks for)
+              const bucketed = (agg: 'AVG' | 'MIN' | 'MAX' | 'COUNT') =>
+                b
+                  .history(dev.id, keys, {
+                    startTs,
+                    endTs,
+                    agg,
+                    interval: Math.max(1, Math.ceil((endTs - startTs) / buckets)),
+                    limit: buckets + 1,
+                  })
+                  .then((text) => JSON.parse(text) as SeriesJson);
+              const [avg, min, max, count] = await Promise.all([
+                bucketed('AVG'),
+                bucketed('MIN'),
+                bucketed('MAX'),
+                bucketed('COUNT'),
+              ]);
+              return print(historyCharts(avg, startTs, endTs, width, undefined, { min, max, count }));
             }
             if (o.agg !== 'NONE')
-              return print(historyTable(JSON.parse(await b.history(dev.id, keys, q)) as SeriesJson));
+              return print(
+                historyTable(
+                  JSON.parse(await b.history(dev.id, keys, q)) as SeriesJson,
+                  `TIME (middle of ${o.interval} bucket)`,
+                ),
+              );
+            if (o.oldest === true)
+              return print(
+                historyTable(
+                  JSON.parse(await b.history(dev.id, keys, { ...q, limit: limit ?? RAW_LIMIT })) as SeriesJson,
+                ),
+              );
             const { series, note } = await newestRaw(b, dev.id, keys, q.startTs, q.endTs, limit ?? RAW_LIMIT);
             print(historyTable(series));
             // after the table, where the eye ends up
@@ -231,21 +262,25 @@ export function registerRead(program: Command): void {
           const text = await b.attributes(dev.id, o.scope);
           if (o.json) return print(text);
           const { table, localTime, terminalColumns, style } = await views();
-          const attrs = JSON.parse(text) as Array<{ lastUpdateTs: number; key: string; value: unknown }>;
-          if (attrs.length === 0) return print(`(no attributes on ${safeText(dev.name)})`);
-          print(
-            table(
-              ['KEY', 'VALUE', 'LAST UPDATE'],
-              attrs.map((a) => [
+          type Attr = { lastUpdateTs: number; key: string; value: unknown };
+          // across scopes, a key may be in several: each row says its scope (REST's answer does not)
+          const scopes: AttributeScopeArg[] = o.scope === undefined ? ['client', 'shared', 'server'] : [o.scope];
+          const rows: string[][] = [];
+          for (const scope of scopes) {
+            const attrs =
+              o.scope === undefined
+                ? (JSON.parse(await b.attributes(dev.id, scope)) as Attr[])
+                : (JSON.parse(text) as Attr[]);
+            for (const a of attrs)
+              rows.push([
+                scope,
                 a.key,
                 typeof a.value === 'string' ? a.value : JSON.stringify(a.value),
                 localTime(a.lastUpdateTs),
-              ]),
-              terminalColumns(),
-              [],
-              style(),
-            ),
-          );
+              ]);
+          }
+          if (rows.length === 0) return print(`(no attributes on ${safeText(dev.name)})`);
+          print(table(['SCOPE', 'KEY', 'VALUE', 'LAST UPDATE'], rows, terminalColumns(), [], style(), new Set([3])));
         }),
       ),
     'outpost attributes pump-1 --scope shared',

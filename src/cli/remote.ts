@@ -13,6 +13,7 @@ import {
   SCOPE_PARAM,
   type TailPoint,
 } from './backend-types.js';
+import { LAST_ACTIVITY_KEY } from '../device/activity.js';
 import { CliError } from './errors.js';
 import { RemoteSession } from './session.js';
 
@@ -21,6 +22,7 @@ interface DeviceJson {
   name: string;
   type: string;
   customerId: { id: string };
+  deviceProfileId?: { id: string };
 }
 interface Page<T> {
   data: T[];
@@ -30,6 +32,9 @@ interface Page<T> {
 const NULL_UUID = '13814000-1dd2-11b2-8080-808080808080';
 /** devices asked for at once while listing: a gateway holds tens to hundreds */
 const PAGE_SIZE = 1000;
+/** `tail`'s reconnection back-off: the first wait, doubled up to the last */
+const TAIL_RETRY_FIRST_MS = 1000;
+const TAIL_RETRY_MAX_MS = 30_000;
 /** parallel requests for the per-device figures of `devices` */
 const PARALLEL = 8;
 
@@ -39,6 +44,13 @@ export class RemoteBackend implements Backend {
   readonly mode = 'remote';
   get where(): string {
     return `gateway ${this.s.url}`;
+  }
+  /** the line naming the gateway that answers (docs/cli.md): who may mistake one gateway for another */
+  get header(): string {
+    return `gateway ${this.s.url} (${this.s.email})`;
+  }
+  get url(): string {
+    return this.s.url;
   }
   private constructor(private readonly s: RemoteSession) {}
 
@@ -71,16 +83,28 @@ export class RemoteBackend implements Backend {
     for (const cid of new Set(list.map((d) => d.customerId.id).filter((c) => c !== NULL_UUID))) {
       titles.set(cid, (await this.json<{ title: string }>(`/api/customer/${cid}`)).title);
     }
+    const profiles = new Map<string, string>();
+    for (const pid of new Set(list.map((d) => d.deviceProfileId?.id).filter((p) => p !== undefined))) {
+      const info = await this.s.request('GET', `/api/deviceProfileInfo/${pid}`, { accept: [403, 404] });
+      if (info.status === 200) profiles.set(pid, (JSON.parse(info.text) as { name: string }).name);
+    }
     const rows = await mapLimit(list, PARALLEL, async (d): Promise<DeviceRow> => {
-      const latest = JSON.parse(await this.latest(d.id.id, undefined)) as Record<string, Array<{ ts: number }>>;
-      let last: number | null = null;
-      for (const pts of Object.values(latest)) for (const p of pts) if (last === null || p.ts > last) last = p.ts;
+      const attrs = JSON.parse(
+        (
+          await this.s.request(
+            'GET',
+            `/api/plugins/telemetry/DEVICE/${d.id.id}/values/attributes/SERVER_SCOPE?keys=${LAST_ACTIVITY_KEY}`,
+          )
+        ).text,
+      ) as Array<{ key: string; value: unknown }>;
+      const activity = attrs.find((a) => a.key === LAST_ACTIVITY_KEY)?.value;
       return {
         id: d.id.id,
         name: d.name,
         type: d.type,
+        profile: profiles.get(d.deviceProfileId?.id ?? '') ?? d.type,
         customer: titles.get(d.customerId.id) ?? null,
-        lastActivityTs: last,
+        lastActivityTs: typeof activity === 'number' ? activity : null,
       };
     });
     return rows.sort(byName);
@@ -103,11 +127,12 @@ export class RemoteBackend implements Backend {
     type: 'ts' | 'ds',
     start: number,
     end: number,
+    keys: readonly string[] | undefined,
     write: (chunk: Buffer) => Promise<void>,
   ): Promise<void> {
     await this.s.request(
       'GET',
-      `/api/download/deviceSeriesData?deviceId=${deviceId}&type=${type}&startValue=${start}&endValue=${end}`,
+      `/api/download/deviceSeriesData?deviceId=${deviceId}&type=${type}&startValue=${start}&endValue=${end}${keys === undefined ? '' : `&keys=${keysParam(keys)}`}`,
       { onChunk: write, timeoutMs: 24 * 3_600_000 },
     );
   }
@@ -145,7 +170,11 @@ export class RemoteBackend implements Backend {
     return a.text;
   }
 
-  /** One tsSubCmd (the websocket API, docs/api.md); its first reply (the current values) is skipped, every later frame printed. */
+  /**
+   * One tsSubCmd (the websocket API, docs/api.md); its first reply (the current values) is skipped, every later
+   * frame printed. When the connection drops (the daemon restarts), it reconnects with a back-off of 1 s doubling
+   * to 30 s, saying so on stderr, until `signal` aborts; a refusal by the gateway (an error frame) ends it.
+   */
   async tail(
     deviceId: string,
     keys: readonly string[] | undefined,
@@ -154,11 +183,58 @@ export class RemoteBackend implements Backend {
     onReady?: () => void,
   ): Promise<void> {
     const { default: WebSocket } = await import('ws');
-    const token = await this.s.token();
+    let backoffMs = TAIL_RETRY_FIRST_MS;
+    let announced = false;
+    for (;;) {
+      const token = await this.s.token().catch((err: unknown) => {
+        if (announced) return undefined;
+        throw err;
+      });
+      const outcome =
+        token === undefined
+          ? ({ lost: 'no token' } as const)
+          : await this.tailOnce(WebSocket, token, deviceId, keys, onPoint, signal, () => {
+              backoffMs = TAIL_RETRY_FIRST_MS;
+              if (announced) process.stderr.write(`tail: reconnected to ${this.s.url}\n`);
+              else onReady?.();
+              announced = true;
+            });
+      if (outcome === 'stopped' || signal.aborted) return;
+      if (!announced) throw new CliError(`tail: ${outcome.lost}`);
+      process.stderr.write(`tail: lost the connection (${outcome.lost}); reconnecting in ${backoffMs / 1000} s\n`);
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, backoffMs);
+        signal.addEventListener(
+          'abort',
+          () => {
+            clearTimeout(timer);
+            resolve();
+          },
+          { once: true },
+        );
+      });
+      if (signal.aborted) return;
+      backoffMs = Math.min(TAIL_RETRY_MAX_MS, backoffMs * 2);
+    }
+  }
+
+  /** One websocket connection of `tail`: 'stopped' when aborted, else why it was lost; a refusal rejects. */
+  private tailOnce(
+    WebSocket: typeof import('ws').default,
+    token: string,
+    deviceId: string,
+    keys: readonly string[] | undefined,
+    onPoint: (p: TailPoint) => void,
+    signal: AbortSignal,
+    onLive: () => void,
+  ): Promise<'stopped' | { lost: string }> {
     const wsUrl = `${this.s.url.replace(/^http/, 'ws')}/api/ws/plugins/telemetry?token=${encodeURIComponent(token)}`;
     const ws = new WebSocket(wsUrl);
-    return new Promise<void>((resolve, reject) => {
+    return new Promise((resolve, reject) => {
       let first = true;
+      let lost = '';
+      const abort = (): void => ws.close();
+      signal.addEventListener('abort', abort, { once: true });
       ws.on('open', () => {
         ws.send(
           JSON.stringify({
@@ -175,6 +251,7 @@ export class RemoteBackend implements Backend {
           data: Record<string, Array<[number, string]>> | null;
         };
         if (f.errorCode !== 0) {
+          signal.removeEventListener('abort', abort);
           ws.close();
           reject(new CliError(`tail: ${f.errorMsg ?? 'refused'}`));
           return;
@@ -182,7 +259,7 @@ export class RemoteBackend implements Backend {
         // the subscription's first frame (the current values) means it is live
         if (first) {
           first = false;
-          onReady?.();
+          onLive();
           return;
         }
         const pts: TailPoint[] = [];
@@ -192,16 +269,16 @@ export class RemoteBackend implements Backend {
         for (const p of pts) onPoint(p);
       });
       ws.on('close', (code: number, reason: Buffer) => {
-        if (signal.aborted) resolve();
+        signal.removeEventListener('abort', abort);
+        if (signal.aborted) resolve('stopped');
         else
-          reject(
-            new CliError(
-              `tail: the gateway closed the websocket (${code}${reason.length ? ` ${reason.toString()}` : ''})`,
-            ),
-          );
+          resolve({
+            lost: lost || `the gateway closed the websocket (${code}${reason.length ? ` ${reason.toString()}` : ''})`,
+          });
       });
-      ws.on('error', (err: Error) => reject(new CliError(`tail: ${err.message}`)));
-      signal.addEventListener('abort', () => ws.close(), { once: true });
+      ws.on('error', (err: Error) => {
+        lost = err.message;
+      });
     });
   }
 

@@ -2,7 +2,7 @@
  * Human renderings of REST answers for the technician's commands: tables, sparklines, charts, CSV. Input is
  * the JSON text both modes return, so a human view is the same whichever mode produced it.
  */
-import { type NumPoint, lineChart, numericValue, sparkline } from './chart.js';
+import { type NumPoint, type RangeTruth, lineChart, numericValue, sparkline } from './chart.js';
 import { localTime, safeText, style, table, terminalColumns } from './format.js';
 import type { DeviceRow } from './backend.js';
 import { HOUR_MS } from './time.js';
@@ -21,14 +21,32 @@ export function numericPoints(points: ReadonlyArray<{ ts: number; value: unknown
   return out;
 }
 
-const shown = (v: string | null): string => (v === null ? '-' : v.replace(/[\r\n]+/g, ' '));
+const shown = (v: string | null): string => (v === null ? '-' : forPeople(v.replace(/[\r\n]+/g, ' ')));
+
+/**
+ * A number with more decimals than a person reads (an average: 22.833333333333332) rounded to three decimals, or
+ * four significant digits below 1; other values as they are. `--json` and `--csv` keep full precision.
+ */
+export function forPeople(v: string): string {
+  if (!/^-?\d*\.\d{4,}$/.test(v)) return v;
+  const n = Number(v);
+  if (!Number.isFinite(n)) return v;
+  return String(Math.abs(n) >= 1 ? Number(n.toFixed(3)) : Number(n.toPrecision(4)));
+}
 
 export function latestTable(latest: SeriesJson, sparks: ReadonlyMap<string, string>): string {
   const rows = Object.entries(latest).map(([key, pts]) => {
     const p = pts[0];
     return [key, shown(p?.value ?? null), p && p.value !== null ? localTime(p.ts) : '-', sparks.get(key) ?? ''];
   });
-  return table(['KEY', 'VALUE', 'TIME', 'LAST HOUR'], rows, terminalColumns(), ['l', 'r', 'l', 'l'], style());
+  return table(
+    ['KEY', 'VALUE', 'TIME', 'LAST HOUR'],
+    rows,
+    terminalColumns(),
+    ['l', 'r', 'l', 'l'],
+    style(),
+    new Set([2]),
+  );
 }
 
 export function devicesTable(rows: readonly DeviceRow[], sparks: ReadonlyMap<string, string>): string {
@@ -44,6 +62,7 @@ export function devicesTable(rows: readonly DeviceRow[], sparks: ReadonlyMap<str
     terminalColumns(),
     [],
     style(),
+    new Set([3]),
   );
 }
 
@@ -64,15 +83,17 @@ function wideRows(series: SeriesJson): { keys: string[]; rows: Array<[number, Ar
   return { keys, rows: [...byTs.entries()].sort((a, b) => a[0] - b[0]) };
 }
 
-export function historyTable(series: SeriesJson): string {
+/** `timeHeader`: what the time column holds (aggregates: the bucket's middle) */
+export function historyTable(series: SeriesJson, timeHeader = 'TIME'): string {
   const { keys, rows } = wideRows(series);
   if (keys.length === 0) return '(no data in this range)';
   return table(
-    ['TIME', ...keys],
+    [timeHeader, ...keys],
     rows.map(([ts, cells]) => [localTime(ts), ...cells.map((c) => (c === null ? '' : shown(c)))]),
     terminalColumns(),
     ['l', ...keys.map(() => 'r' as const)],
     style(),
+    new Set([0]),
   );
 }
 
@@ -94,12 +115,27 @@ export function historyCharts(
   to: number,
   width = terminalColumns(),
   height = 10,
+  /** per key: the buckets' MIN, MAX and COUNT answers over the same buckets as `series` (raw data's truth) */
+  truth?: { readonly min: SeriesJson; readonly max: SeriesJson; readonly count: SeriesJson },
 ): string {
   const keys = Object.keys(series);
   if (keys.length === 0) return '(no data in this range)';
   return keys
-    .map((k) => lineChart(safeText(k), numericPoints(series[k] ?? []), { width, height, from, to }).join('\n'))
+    .map((k) =>
+      lineChart(safeText(k), numericPoints(series[k] ?? []), { width, height, from, to }, truthOf(k)).join('\n'),
+    )
     .join('\n\n');
+
+  function truthOf(k: string): RangeTruth | undefined {
+    if (truth === undefined) return undefined;
+    const lo = new Map(numericPoints(truth.min[k] ?? []).map((p) => [p.ts, p.v]));
+    const envelope = numericPoints(truth.max[k] ?? []).flatMap((p) => {
+      const l = lo.get(p.ts);
+      return l === undefined ? [] : [{ ts: p.ts, lo: l, hi: p.v }];
+    });
+    const count = numericPoints(truth.count[k] ?? []).reduce((n, p) => n + p.v, 0);
+    return { count, envelope };
+  }
 }
 
 /** A last-hour sparkline from an aggregated (AVG) history answer of one key. */

@@ -3,6 +3,7 @@ import type { Command } from 'commander';
 import { resolveDevice } from './backend.js';
 import { example } from './common.js';
 import { CliError } from './errors.js';
+import { safeText } from './format.js';
 import { type TechOptions, print, techOptions, withBackend } from './options.js';
 import { parseDuration } from './time.js';
 
@@ -32,6 +33,9 @@ export function registerRpc(program: Command): void {
             const dev = await resolveDevice(b, ref);
             const reply = await b.rpc(dev.id, method, o.params, o.oneway === true, timeout);
             if (reply !== '') print(reply);
+            // a one-way RPC has no reply: say it went out rather than print nothing
+            else if (o.oneway === true && o.json !== true)
+              print(`sent ${safeText(method)} to ${safeText(dev.name)} (one-way: no reply is awaited)`);
           });
         },
       ),

@@ -14,7 +14,18 @@ export function registerServe(program: Command): void {
       .addOption(configOption())
       .option('--tls-cert <file>', 'PEM certificate: serve HTTPS/WSS')
       .option('--tls-key <file>', 'PEM private key for --tls-cert')
-      .action(async (opts: ConfigFlags) => {
+      .option('--check-config', 'check the configuration (file, environment, options) and exit: starts nothing')
+      .action(async (opts: ConfigFlags & { checkConfig?: boolean }) => {
+        if (opts.checkConfig === true) {
+          // the same loading and checks as a start; a bad value fails in one line naming it
+          const { loadConfig } = await import('../config/index.js');
+          const config = loadConfig(opts);
+          const source = opts.config ?? process.env['OUTPOST_CONFIG'];
+          console.log(
+            `config OK${source ? ` (${source})` : ' (defaults and environment)'}: data dir ${config.dataDir}, HTTP ${config.host}:${config.port}, MQTT port ${config.mqtt.port}${config.sync.url === '' ? '' : `, sync to ${config.sync.url}`}`,
+          );
+          return;
+        }
         const [{ loadConfig }, { startServer }] = await Promise.all([
           import('../config/index.js'),
           import('../server.js'),
@@ -48,5 +59,6 @@ export function registerServe(program: Command): void {
         if (requested !== undefined) stop(requested);
       }),
     'outpost serve --port 8080 --data-dir /var/lib/outpost',
+    'outpost serve --config /etc/outpost/config.json --check-config',
   );
 }

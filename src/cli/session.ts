@@ -188,6 +188,9 @@ export class RemoteSession {
   get customerId(): string {
     return this.session.customerId;
   }
+  get email(): string {
+    return this.session.email;
+  }
 
   /** A valid access token, refreshed (and stored again) when it expires within a minute. */
   async token(force = false): Promise<string> {

@@ -12,7 +12,7 @@ const mb = (b: number): string => `${(b / 2 ** 20).toFixed(1)} MiB`;
 
 export function statusLines(s: StatusJson): string[] {
   const lines = [
-    `outpost ${s.version}  ${s.daemon ? `up ${duration(s.uptimeSec ?? 0)} (since ${localTime(s.startedTs ?? 0)})` : 'daemon not asked: data dir only'}`,
+    `outpost ${s.version}  ${s.daemon ? `up ${duration(s.uptimeSec ?? 0)} (since ${localTime(s.startedTs ?? 0)})` : 'no daemon is running on this data dir: what the data dir alone tells'}`,
     `clock      ${localTime(s.now)}  ${s.clock.synchronized === null ? 'synchronization unknown' : s.clock.synchronized ? 'synchronized' : 'NOT synchronized'}`,
   ];
   if (s.ingest)
@@ -87,7 +87,9 @@ export function registerStatus(program: Command): void {
       .action(async (o: TechOptions) =>
         withBackend(o, async (b) => {
           const s = await b.status();
-          print(o.json ? JSON.stringify(s) : statusLines(s).join('\n'));
+          // which gateway answered, in the JSON too (the REST answer is Outpost's own object)
+          const named = b.mode === 'remote' ? { ...s, gateway: b.where.slice('gateway '.length) } : s;
+          print(o.json ? JSON.stringify(named) : statusLines(s).join('\n'));
         }),
       ),
     'outpost status',

@@ -1,16 +1,18 @@
 /**
  * `outpost sync`: the upstream sync as the running daemon sees it (`GET /api/outpost/sync`, docs/sync.md), for a
  * technician on site: is it connected, how far behind, since when, what was dropped, held or set aside, and which
- * devices are parked and why. The figures live in the daemon (its backlog counts, its back-off), so this asks it
- * (`--url` or OUTPOST_URL); there is no local mode.
+ * devices are parked and why. The figures live in the daemon (its backlog counts, its back-off), so this asks it:
+ * remotely over REST, or locally over the admin channel of the daemon holding the data dir (src/admin/channel.ts),
+ * chosen by the rule every technician's command follows (backend.ts `remoteUrlOf`).
  */
 import { type Command, Option } from 'commander';
 import type { SyncStatusFull } from '../upstream/service.js';
 import type { SetAsideBatch } from '../upstream/set-aside.js';
-import { example } from './common.js';
+import { remoteUrlOf } from './backend.js';
+import { configOption, dataDirOption, example } from './common.js';
 import { CliError } from './errors.js';
 import { duration, localTime, safeText } from './format.js';
-import { print } from './options.js';
+import { announce, print } from './options.js';
 import { RemoteBackend } from './remote.js';
 
 /** devices listed beyond the parked ones: those furthest behind */
@@ -133,6 +135,8 @@ export function registerSync(program: Command): void {
         'the upstream sync of a running gateway: state, backlog and its age, dropped, held and set-aside points, parked devices',
       )
       .addOption(new Option('--url <url>', 'the gateway (env OUTPOST_URL), after outpost login'))
+      .addOption(dataDirOption())
+      .addOption(configOption())
       .option('--json', "machine output (REST's JSON)")
       .option('--set-aside', 'list the batches set aside (refused by the upstream, or unreadable)')
       .option('--retry-set-aside', 'put the batches set aside back in the queue')
@@ -140,18 +144,18 @@ export function registerSync(program: Command): void {
       .action(
         async (o: {
           url?: string;
+          dataDir?: string;
+          config?: string;
           json?: boolean;
           setAside?: boolean;
           retrySetAside?: boolean;
           clearSetAside?: boolean;
         }) => {
           // the backlog's counts, the back-off and the parked devices live in the daemon, not in the data dir
-          const url = o.url ?? process.env['OUTPOST_URL'];
-          if (url === undefined || url === '')
-            throw new CliError(
-              'sync asks the running daemon: give --url (or OUTPOST_URL), e.g. outpost sync --url http://localhost:8080',
-            );
+          const url = remoteUrlOf(o);
+          if (url === undefined) return localSync(o);
           const b = RemoteBackend.open(url);
+          announce(b.header);
           try {
             if (o.retrySetAside === true || o.clearSetAside === true) {
               const r = await b.syncSetAside(o.retrySetAside === true ? 'retry' : 'clear');
@@ -171,15 +175,44 @@ export function registerSync(program: Command): void {
               return;
             }
             const text = await b.syncStatus();
-            print(o.json ? text : syncLines(JSON.parse(text) as SyncStatusFull, Date.now()).join('\n'));
+            print(
+              o.json
+                ? `{"gateway":${JSON.stringify(b.url)},${text.slice(1)}`
+                : syncLines(JSON.parse(text) as SyncStatusFull, Date.now()).join('\n'),
+            );
           } finally {
             await b.close();
           }
         },
       ),
+    'sudo outpost sync --config /etc/outpost/config.json',
     'outpost sync --url http://gw-12.local:8080',
     'outpost sync --url http://gw-12.local:8080 --json',
     'outpost sync --url http://gw-12.local:8080 --set-aside',
     'outpost sync --url http://gw-12.local:8080 --retry-set-aside',
   );
+}
+
+/** `outpost sync` on the gateway itself: the daemon holding the data dir answers over the admin channel. */
+async function localSync(o: {
+  dataDir?: string;
+  config?: string;
+  json?: boolean;
+  setAside?: boolean;
+  retrySetAside?: boolean;
+  clearSetAside?: boolean;
+}): Promise<void> {
+  if (o.setAside === true || o.retrySetAside === true || o.clearSetAside === true)
+    throw new CliError('the batches set aside are handled over REST: give --url (after outpost login)');
+  const [{ loadConfig }, { askDaemon }] = await Promise.all([
+    import('../config/index.js'),
+    import('../admin/channel.js'),
+  ]);
+  const dataDir = loadConfig({ dataDir: o.dataDir, config: o.config }).dataDir;
+  const s = await askDaemon(dataDir, { op: 'sync.status' });
+  if (s === undefined)
+    throw new CliError(
+      `no daemon is running on data dir ${dataDir}: the sync's figures live in the running daemon (give --data-dir or --config of the running one, or --url)`,
+    );
+  print(o.json ? JSON.stringify(s) : syncLines(s as unknown as SyncStatusFull, Date.now()).join('\n'));
 }

@@ -3,7 +3,7 @@ import type { Command } from 'commander';
 import { resolveDevice } from './backend.js';
 import { example } from './common.js';
 import { localTime, safeText, style } from './format.js';
-import { type TechOptions, keysOption, techOptions, withBackend } from './options.js';
+import { type TechOptions, flushHeader, keysOption, techOptions, withBackend } from './options.js';
 
 export function registerTail(program: Command): void {
   example(
@@ -21,6 +21,7 @@ export function registerTail(program: Command): void {
           const onReady =
             process.stdout.isTTY === true && o.json !== true
               ? () => {
+                  flushHeader();
                   process.stderr.write(
                     `${st.dim(`waiting for new points from ${safeText(dev.name)}${o.keys ? ` (${safeText(o.keys)})` : ''} on the ${b.where}; Ctrl-C to stop`)}\n`,
                   );
@@ -30,6 +31,7 @@ export function registerTail(program: Command): void {
             dev.id,
             keysOption(o.keys),
             (p) => {
+              flushHeader();
               process.stdout.write(
                 o.json
                   ? `${JSON.stringify({ ts: p.ts, key: p.key, value: p.value })}\n`

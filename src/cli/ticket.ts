@@ -21,7 +21,7 @@ export function registerTicket(program: Command): void {
       .description(
         'create an operator key pair: writes the secret key (0600), prints the public key for auth.ticketKeys',
       )
-      .requiredOption('--out <file>', 'where the secret key goes (must not exist)')
+      .requiredOption('--out <file>', '(required) where the secret key goes (must not exist)')
       .action(async (o: { out: string }) => {
         const { generateTicketKey } = await import('../auth/ticket.js');
         const { secretKey, publicKey } = generateTicketKey();
@@ -39,11 +39,15 @@ export function registerTicket(program: Command): void {
     ticket
       .command('issue')
       .description('sign a ticket (a JWT, EdDSA) for a technician; at most 7 days')
-      .requiredOption('--key <file>', "the operator's secret key (from ticket keygen)")
-      .requiredOption('--email <email>', 'who the ticket is for')
-      .addOption(new Option('--authority <authority>').choices(['TENANT_ADMIN', 'CUSTOMER_USER']).makeOptionMandatory())
+      .requiredOption('--key <file>', "(required) the operator's secret key (from ticket keygen)")
+      .requiredOption('--email <email>', '(required) who the ticket is for')
+      .addOption(
+        new Option('--authority <authority>', '(required)')
+          .choices(['TENANT_ADMIN', 'CUSTOMER_USER'])
+          .makeOptionMandatory(),
+      )
       .option('--customer <titleOrId>', 'the customer of a CUSTOMER_USER ticket (a title works on every gateway)')
-      .requiredOption('--ttl <D>', 'lifetime: 8h, 2d ... at most 7d')
+      .requiredOption('--ttl <D>', '(required) lifetime: 8h, 2d ... at most 7d')
       .action(
         async (o: {
           key: string;

@@ -14,7 +14,7 @@ export function registerUpstream(program: Command): void {
     device
       .command('upstream <device>')
       .description('set the access token a device uses on the upstream ThingsBoard (sync.url)')
-      .requiredOption('--token <token>', "the device's access token upstream")
+      .requiredOption('--token <token>', "(required) the device's access token upstream")
       .addOption(dataDirOption())
       .addOption(configOption())
       .action(async (ref: string, opts: ConfigFlags & { token: string }) => {

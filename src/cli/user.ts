@@ -1,9 +1,14 @@
-/** `outpost user add` (docs/cli.md): prints `{"id","email","authority","customerId"}`. */
+/**
+ * `outpost user add` (docs/cli.md): prints `{"id","email","authority","customerId"}`; `user list`, `user passwd`
+ * and `user delete` manage the users made so.
+ */
 import { type Command, Option } from 'commander';
 import type { ConfigFlags } from '../config/index.js';
 import { OutpostError } from '../errors.js';
 import type { Authority } from '../store/entities.js';
-import { adminWrite, commandGroup, configOption, dataDirOption, example } from './common.js';
+import { adminWrite, commandGroup, configOption, confirm, dataDirOption, example, withEntities } from './common.js';
+import { CliError } from './errors.js';
+import { print } from './options.js';
 
 export function registerUser(program: Command): void {
   const user = commandGroup(program, 'user', 'manage users');
@@ -11,9 +16,13 @@ export function registerUser(program: Command): void {
     user
       .command('add')
       .description('create a user')
-      .requiredOption('--email <email>')
-      .requiredOption('--password <password>')
-      .addOption(new Option('--authority <authority>').choices(['TENANT_ADMIN', 'CUSTOMER_USER']).makeOptionMandatory())
+      .requiredOption('--email <email>', "(required) the user's email, the login name")
+      .requiredOption('--password <password>', '(required)')
+      .addOption(
+        new Option('--authority <authority>', '(required)')
+          .choices(['TENANT_ADMIN', 'CUSTOMER_USER'])
+          .makeOptionMandatory(),
+      )
       .option('--customer <idOrTitle>', 'the customer of a CUSTOMER_USER')
       .addOption(dataDirOption())
       .addOption(configOption())
@@ -33,5 +42,67 @@ export function registerUser(program: Command): void {
         },
       ),
     'outpost user add --email admin@example.com --password secret --authority TENANT_ADMIN',
+  );
+  example(
+    user
+      .command('list')
+      .description('every user: email, authority, customer')
+      .option('--json', 'machine output: [{"id","email","authority","customer"}]')
+      .addOption(dataDirOption())
+      .addOption(configOption())
+      .action(async (opts: ConfigFlags & { json?: boolean }) => {
+        const rows = await withEntities(opts, (entities) =>
+          entities.list('USER').map((u) => ({
+            id: u.id as string,
+            email: u.email,
+            authority: u.authority,
+            customer: u.authority === 'CUSTOMER_USER' ? (entities.customer(u.customerId)?.title ?? u.customerId) : null,
+          })),
+        );
+        if (opts.json) return print(JSON.stringify(rows));
+        if (rows.length === 0) return print('(no users: outpost user add)');
+        const { table, terminalColumns, style } = await import('./format.js');
+        print(
+          table(
+            ['EMAIL', 'AUTHORITY', 'CUSTOMER'],
+            rows.map((u) => [u.email, u.authority, u.customer ?? '-']),
+            terminalColumns(),
+            [],
+            style(),
+          ),
+        );
+      }),
+    'outpost user list --config /etc/outpost/config.json',
+  );
+  example(
+    user
+      .command('passwd')
+      .description("set a user's password")
+      .requiredOption('--email <email>', '(required) the user')
+      .option('--password <password>', 'the new password (prompted for when missing)')
+      .addOption(dataDirOption())
+      .addOption(configOption())
+      .action(async (opts: ConfigFlags & { email: string; password?: string }) => {
+        const password = opts.password ?? (await (await import('./login.js')).promptPassword('New password: '));
+        if (password.length === 0) throw new CliError('the password must not be empty');
+        const { hashPassword } = await import('../auth/password.js');
+        const passwordHash = await hashPassword(password);
+        print(JSON.stringify(await adminWrite(opts, { op: 'user.passwd', email: opts.email, passwordHash })));
+      }),
+    'outpost user passwd --email tech@example.com',
+  );
+  example(
+    user
+      .command('delete')
+      .description('delete a user (its sessions end); asks first')
+      .requiredOption('--email <email>', '(required) the user')
+      .option('--yes', 'do not ask (required when stdin is not a terminal)')
+      .addOption(dataDirOption())
+      .addOption(configOption())
+      .action(async (opts: ConfigFlags & { email: string; yes?: boolean }) => {
+        if (opts.yes !== true) await confirm(`delete user ${opts.email}?`);
+        print(JSON.stringify(await adminWrite(opts, { op: 'user.delete', email: opts.email })));
+      }),
+    'outpost user delete --email former@example.com --yes',
   );
 }

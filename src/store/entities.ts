@@ -611,4 +611,30 @@ export class EntityStore {
     await this.env.flushed();
     return done;
   }
+
+  /** Deletes a user and its email entry (`outpost user delete`); false when there was none. */
+  async deleteUser(id: string): Promise<boolean> {
+    const done = await this.writeTxn(() => {
+      const u = this.user(id);
+      if (!u) return false;
+      void this.env.entities.remove(id);
+      void this.env.users.remove(u.email.toLowerCase());
+      queuePurge(this.env, id);
+      return true;
+    });
+    await this.env.flushed();
+    return done;
+  }
+
+  /** Replaces a user's password hash (`outpost user passwd`); false when there is no such user. */
+  async setPasswordHash(id: string, passwordHash: string): Promise<boolean> {
+    const done = await this.writeTxn(() => {
+      const u = this.user(id);
+      if (!u) return false;
+      void this.env.entities.put(id, { ...u, passwordHash });
+      return true;
+    });
+    await this.env.flushed();
+    return done;
+  }
 }

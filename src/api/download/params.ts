@@ -14,6 +14,8 @@ export interface SeriesParams {
   readonly start: number;
   /** inclusive */
   readonly end: number;
+  /** `keys=a,b`: only these columns, in this order (absent: every key) */
+  readonly keys?: readonly string[] | undefined;
 }
 
 const LONG_MAX = 9223372036854775807n;
@@ -63,5 +65,13 @@ export function seriesParams(ctx: HttpContext): SeriesParams {
   const startText = required(ctx, 'startValue');
   const endText = required(ctx, 'endValue');
   const parse = type === 'ts' ? parseLongBound : parseDoubleBound;
-  return { deviceId, type, start: parse('startValue', startText), end: parse('endValue', endText) };
+  const keysText = ctx.query.get('keys');
+  const keys =
+    keysText === null
+      ? undefined
+      : keysText
+          .split(',')
+          .map((k) => k.trim())
+          .filter((k) => k !== '');
+  return { deviceId, type, start: parse('startValue', startText), end: parse('endValue', endText), keys };
 }
