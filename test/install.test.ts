@@ -175,7 +175,7 @@ t.test('install.sh --root: files, modes, the outpost command, upgrade, uninstall
     /AmbientCapabilities=CAP_NET_BIND_SERVICE[\s\S]*PrivateUsers=no/,
     'port 80: CAP_NET_BIND_SERVICE drop-in',
   );
-  t.match(second.stdout, /http:\/\/\S+:80 /, 'the URL follows the configured port');
+  t.match(second.stdout, /http:\/\/\S+:80\/api\/ /, 'the URL follows the configured port');
   writeFileSync(at('etc/outpost/outpost.json'), '{ "port": 8080 }\n');
   install(t, top, ['--root', root]);
   t.notOk(existsSync(at('etc/systemd/system/outpost.service.d')), 'back on 8080: drop-in removed');
