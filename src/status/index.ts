@@ -171,6 +171,14 @@ export function prometheusText(status: StatusJson, metrics: Metrics): string {
   const one = (name: string, type: 'counter' | 'gauge', help: string, v: number | null | undefined): void => {
     if (v !== null && v !== undefined) metric(name, type, help, [`${name} ${v}`]);
   };
+  /** One counter with a sample per label value (`{reason="…"}`), from a record of counts. */
+  const byLabel = (name: string, help: string, label: string, counts: Readonly<Record<string, number>>): void =>
+    metric(
+      name,
+      'counter',
+      help,
+      Object.entries(counts).map(([value, n]) => `${name}{${label}="${value}"} ${n}`),
+    );
   const hist: string[] = [];
   for (const kind of REQUEST_KINDS) {
     const h = metrics.requests[kind];
@@ -268,17 +276,17 @@ export function prometheusText(status: StatusJson, metrics: Metrics): string {
   const mq = metrics.mqtt;
   one('outpost_mqtt_connections_open', 'gauge', 'Open MQTT connections.', mq.connections);
   one('outpost_mqtt_connections_accepted_total', 'counter', 'MQTT connections accepted.', mq.accepted);
-  metric(
+  byLabel(
     'outpost_mqtt_connections_closed_total',
-    'counter',
     'MQTT connections refused or closed by the daemon, by reason.',
-    Object.entries(mq.closed).map(([reason, n]) => `outpost_mqtt_connections_closed_total{reason="${reason}"} ${n}`),
+    'reason',
+    mq.closed,
   );
-  metric(
+  byLabel(
     'outpost_failures_total',
-    'counter',
     'Failed requests by kind: wrong logins, logins refused while throttled, unknown device tokens, MQTT publishes with a bad payload or to an unknown topic.',
-    Object.entries(metrics.failures).map(([kind, n]) => `outpost_failures_total{kind="${kind}"} ${n}`),
+    'kind',
+    metrics.failures,
   );
   one('outpost_mqtt_messages_in_total', 'counter', 'MQTT PUBLISH packets received.', mq.messagesIn);
   one('outpost_mqtt_messages_out_total', 'counter', 'MQTT PUBLISH packets sent.', mq.messagesOut);
@@ -307,18 +315,8 @@ export function prometheusText(status: StatusJson, metrics: Metrics): string {
     'Retransmitted CoAP requests answered from the cache.',
     co.duplicates,
   );
-  metric(
-    'outpost_coap_answers_total',
-    'counter',
-    'CoAP answers sent, by class.',
-    Object.entries(co.answers).map(([cls, n]) => `outpost_coap_answers_total{class="${cls}"} ${n}`),
-  );
-  metric(
-    'outpost_coap_refused_total',
-    'counter',
-    'CoAP datagrams or requests refused, by reason.',
-    Object.entries(co.refused).map(([reason, n]) => `outpost_coap_refused_total{reason="${reason}"} ${n}`),
-  );
+  byLabel('outpost_coap_answers_total', 'CoAP answers sent, by class.', 'class', co.answers);
+  byLabel('outpost_coap_refused_total', 'CoAP datagrams or requests refused, by reason.', 'reason', co.refused);
   one('outpost_coap_observations', 'gauge', 'Open CoAP observations.', co.observations);
   one('outpost_coap_notifications_total', 'counter', 'CoAP notifications sent.', co.notifications);
   one('outpost_coap_retransmissions_total', 'counter', 'CoAP CON messages sent again.', co.retransmissions);
