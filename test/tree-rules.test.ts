@@ -144,7 +144,7 @@ export function classChains(classes: ReadonlyArray<{ name: string; base: string 
  * issue by number or by name, the interface contract by its file's name (examples in the last test below).
  */
 const TAGS: readonly RegExp[] = [
-  // a public standard's section (RFC 7252 §4.2) is a citation anyone can open; the contract's is not
+  // a public standard's section (RFC 7252 section 4.2) is a citation anyone can open; the contract's is not
   /(?<!\bRFC\s*\d+\s*)§\s*\d/,
   /\bpre-issue\b/i,
   /\bissues?[\s#-]*\d/i,
@@ -319,7 +319,7 @@ t.test('the checks find what they look for', async (t) => {
     '// issue(user) signs a token',
     '// tissue',
     '// the contract of this seam',
-    '// a CON asks for an answer (RFC 7252 §4.2)',
+    '// a CON asks for an answer (RFC 7252 section 4.2)',
   ])
     t.equal(tagIn(clean), undefined, clean);
   t.same(

@@ -42,7 +42,7 @@ const CONFIG = {
 };
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
-/** What the bench reads of an answer: the header and the token (RFC 7252 §3). */
+/** What the bench reads of an answer: the header and the token (RFC 7252 section 3). */
 interface Reply {
   readonly confirmable: boolean;
   readonly code: string;
@@ -152,7 +152,7 @@ const fromParsed = (p: ParsedPacket): Reply => ({
   messageId: p.messageId,
   token: p.token,
 });
-/** an empty ACK (RFC 7252 §4.2) */
+/** an empty ACK (RFC 7252 section 4.2) */
 function ackFor(messageId: number): Buffer {
   const b = Buffer.from([0x60, 0, 0, 0]);
   b.writeUInt16BE(messageId, 2);

@@ -18,7 +18,7 @@ export function decode(buf: Buffer): Message | undefined {
   }
 }
 
-/** RFC 7252 §3.2 uint: big-endian, no leading zero bytes (0 = empty). */
+/** RFC 7252 section 3.2 uint: big-endian, no leading zero bytes (0 = empty). */
 export function uintOption(n: number): Buffer {
   if (n === 0) return Buffer.alloc(0);
   const bytes: number[] = [];
@@ -50,7 +50,7 @@ export interface Block {
   readonly size: number;
 }
 
-/** RFC 7959 §2.2: NUM | M | SZX in up to 3 bytes; SZX 7 is reserved (undefined). */
+/** RFC 7959 section 2.2: NUM | M | SZX in up to 3 bytes; SZX 7 is reserved (undefined). */
 export function readBlock(b: Buffer | undefined): Block | undefined {
   if (b === undefined || b.length > 3) return undefined;
   const v = readUint(b);
@@ -101,7 +101,7 @@ export function encodeAnswer(env: Envelope, a: Answer): Buffer {
 }
 
 /**
- * A header and token only (RFC 7252 §3), e.g. the 2.01 of every telemetry post, which the exchange layer keeps
+ * A header and token only (RFC 7252 section 3), e.g. the 2.01 of every telemetry post, which the exchange layer keeps
  * for `coap.exchangeLifetimeMs` to answer duplicates. coap-packet gives each datagram an ArrayBuffer of its own
  * (Buffer.alloc); these few bytes come from node's shared pool instead, so tens of thousands of remembered answers
  * are tens of pool slabs, not tens of thousands of separately allocated and collected buffers.
@@ -136,7 +136,7 @@ export function encodeEmpty(messageId: number, kind: 'ack' | 'reset'): Buffer {
 
 /** RST for a datagram coap-packet refused: its message id is bytes 2..3 when the header is there. */
 export function rawResetFor(buf: Buffer): Buffer | undefined {
-  // version 1, type CON: only a confirmable message asks for an answer (RFC 7252 §4.2)
+  // version 1, type CON: only a confirmable message asks for an answer (RFC 7252 section 4.2)
   if (buf.length < 4 || (buf[0] as number) >> 6 !== 1 || (((buf[0] as number) >> 4) & 3) !== 0) return undefined;
   return encodeEmpty(buf.readUInt16BE(2), 'reset');
 }

@@ -1,5 +1,5 @@
 /**
- * The CoAP message layer (RFC 7252 §4) over one UDP socket: what `coap-packet` leaves to its user.
+ * The CoAP message layer (RFC 7252 section 4) over one UDP socket: what `coap-packet` leaves to its user.
  *
  * - Requests: one exchange per (peer, message id). A duplicate while it is in progress is not handed on again
  *   (a CON past its empty ACK gets that ACK again); a duplicate once answered gets the cached answer: a
@@ -8,7 +8,7 @@
  *   one more is answered 5.03 at once and not processed.
  * - Answers: a CON request answered within `piggybackMs` gets its answer in the ACK; a slower one (a commit
  *   held back by the write budget, a client-side RPC) gets an empty ACK at `piggybackMs` and its answer later
- *   as a CON of its own, retransmitted until ACKed (RFC 7252 §4.2: 2 s, doubled, 4 retransmissions). A NON
+ *   as a CON of its own, retransmitted until ACKed (RFC 7252 section 4.2: 2 s, doubled, 4 retransmissions). A NON
  *   request gets a NON answer.
  * - Sent CON/NON messages (separate answers, notifications) are matched with the peer's ACK or RST; an RST or
  *   four unanswered retransmissions of a notification end its observation (`onGone`).

@@ -54,7 +54,7 @@ export class ObservationRegistry {
         for (const r of ['attributes', 'rpc'] as const) {
           const o = this.byKey.get(`${ev.entityId}/${r}`);
           if (o === undefined) continue;
-          // a non-2.xx notification ends the observation at the client (RFC 7641 §3.2)
+          // a non-2.xx notification ends the observation at the client (RFC 7641 section 3.2)
           this.send(o, { code: '4.04' });
           this.remove(o.key);
         }

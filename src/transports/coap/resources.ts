@@ -59,7 +59,7 @@ export function errorAnswer(err: unknown): Answer {
               : e.status === 503
                 ? '5.03'
                 : '5.00';
-  // diagnostic payload (RFC 7252 §5.5.2): a short human-readable reason, no Content-Format
+  // diagnostic payload (RFC 7252 section 5.5.2): a short human-readable reason, no Content-Format
   return { code, payload: Buffer.from(e.message.slice(0, 200)) };
 }
 
@@ -158,7 +158,7 @@ export class CoapResources {
   ): Answer {
     const o = this.observations.register(device.id, resource, req.peer, req.token, req.confirmable, req.uri);
     if (o === undefined) {
-      // no room: answered as a plain GET (RFC 7641 §4.1), without Observe
+      // no room: answered as a plain GET (RFC 7641 section 4.1), without Observe
       if (resource === 'rpc') return { code: '5.03', payload: Buffer.from('too many observations') };
       return answer('2.05', this.sharedJson(device.id));
     }
