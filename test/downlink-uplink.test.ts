@@ -4,7 +4,7 @@
  */
 import t, { type Test } from 'tap';
 import { invalidMessage, messageOverhead } from '../src/upstream/session/transport.js';
-import { FakeTbMqtt } from './helpers/fake-tb-mqtt.js';
+import { type FakeTbMqtt, type FakeTbMqttOptions, startFakeTbMqtt, until } from './helpers/fake-tb-mqtt.js';
 import { mqttPorts } from './helpers/mqtt.js';
 import { type Gateway, addDevice, cli, http, startGateway, tempDir } from './helpers/server.js';
 import { syncGateway, postTelemetry as post, records, syncStatusUntil } from './helpers/sync.js';
@@ -35,20 +35,8 @@ const statusUntil = (
   ms = 20_000,
 ): Promise<Status> => syncStatusUntil<Status>(gw, jwt, pred, label, ms, 100);
 
-async function until(pred: () => boolean, label: string, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > end) throw new Error(`never: ${label}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-async function fakeTb(t: Test, opts: Partial<ConstructorParameters<typeof FakeTbMqtt>[0]> = {}): Promise<FakeTbMqtt> {
-  const tb = new FakeTbMqtt({ tokens: [GW_TOKEN], ...opts });
-  await tb.start();
-  t.teardown(() => tb.stop());
-  return tb;
-}
+const fakeTb = (t: Test, opts: Partial<FakeTbMqttOptions> = {}): Promise<FakeTbMqtt> =>
+  startFakeTbMqtt(t, GW_TOKEN, opts);
 
 t.test('validation before publish: what TB would close the session for is never sent', async (t) => {
   const u = (s: string): Uint8Array => new TextEncoder().encode(s);

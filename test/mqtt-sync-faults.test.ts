@@ -6,7 +6,7 @@ import t, { type Test } from 'tap';
 import { syncLines } from '../src/cli/sync.js';
 import { UpstreamConnection } from '../src/upstream/session/connection.js';
 import type { SyncStatusFull } from '../src/upstream/service.js';
-import { FakeTbMqtt } from './helpers/fake-tb-mqtt.js';
+import { type FakeTbMqtt, type FakeTbMqttOptions, startFakeTbMqtt, until } from './helpers/fake-tb-mqtt.js';
 import { type Gateway, addDevice, http } from './helpers/server.js';
 import { syncGateway, postTelemetry as post, records, syncStatusUntil } from './helpers/sync.js';
 import { addUser, login } from './helpers/users.js';
@@ -20,20 +20,8 @@ async function admin(gw: Gateway): Promise<string> {
   return (await login(gw, 'admin@faults.test', 'secret')).token;
 }
 
-async function until(pred: () => boolean, label: string, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > end) throw new Error(`never: ${label}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
-
-async function fakeTb(t: Test, opts: Partial<ConstructorParameters<typeof FakeTbMqtt>[0]> = {}): Promise<FakeTbMqtt> {
-  const tb = new FakeTbMqtt({ tokens: [GW_TOKEN], ...opts });
-  await tb.start();
-  t.teardown(() => tb.stop());
-  return tb;
-}
+const fakeTb = (t: Test, opts: Partial<FakeTbMqttOptions> = {}): Promise<FakeTbMqtt> =>
+  startFakeTbMqtt(t, GW_TOKEN, opts);
 
 t.test('a device the upstream refuses (PUBACK 0x87) is parked alone, named, and the others go on', async (t) => {
   const tb = await fakeTb(t);

@@ -12,6 +12,7 @@
  * - the whole session is closed on a bad message (not JSON, empty map, missing name or id) or a packet over
  *   64 KiB; PUBACKs of uplinks can be delayed (`pubackDelayMs`) to watch the client's window.
  */
+import type { Test } from 'tap';
 import { type Server, type Socket, createServer } from 'node:net';
 import mqttPacket, { type Packet } from 'mqtt-packet';
 
@@ -413,5 +414,26 @@ export class FakeTbMqtt {
     if (c.nextId > 65_000) c.nextId = 1;
     this.inflightDown.set(id, topic);
     this.write(c, { cmd: 'publish', topic, payload, qos: 1, messageId: id, retain: false, dup: false });
+  }
+}
+
+/** A fake upstream started for one test (stopped at its teardown), knowing the gateway's `token`. */
+export async function startFakeTbMqtt(
+  t: Test,
+  token: string,
+  opts: Partial<FakeTbMqttOptions> = {},
+): Promise<FakeTbMqtt> {
+  const tb = new FakeTbMqtt({ tokens: [token], ...opts });
+  await tb.start();
+  t.teardown(() => tb.stop());
+  return tb;
+}
+
+/** Waits until `pred()` holds, polling every 50 ms; throws `never: <label>` after `ms`. */
+export async function until(pred: () => boolean, label: string, ms = 20_000): Promise<void> {
+  const end = Date.now() + ms;
+  while (!pred()) {
+    if (Date.now() > end) throw new Error(`never: ${label}`);
+    await new Promise((r) => setTimeout(r, 50));
   }
 }
