@@ -18,7 +18,9 @@
  *          add`, two posts, `outpost latest`, a login and one REST read), then 300 single posts at 20 Hz (an
  *          SDK's publish worker, each sent on time whether or not the last was answered) and a device posting
  *          every 2 s for 40 s: every answer's p50 / p99 and the slowest, and the reserve left at the end
- *          (docs/write-budget.md: a fresh store answers at fsync speed from its first request).
+ *          (docs/write-budget.md: a fresh store answers at fsync speed from its first request). Beside it, over
+ *          the same window and schedule, fsync-floor.ts times the disk alone (a 4-KiB write and an fdatasync per
+ *          group of due slots, in a process of its own): the floor under the daemon's answers.
  *   catch-up: after the reference window, while its load goes on, one more device posts `--catchup` stored
  *          readings (2,000) one at a time: how long it takes, and what was written meanwhile.
  * The quiet rows run alone, one after another; the loaded rows' daemons run at once (`--serial`: one after
@@ -57,6 +59,7 @@ import { hashPassword } from '../../src/auth/password.js';
 import { DEFAULTS } from '../../src/config/index.js';
 
 const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
+const FLOOR = fileURLToPath(new URL('./fsync-floor.js', import.meta.url));
 const EMAIL = 'bench@example.com';
 const PASSWORD = 'bench-password';
 /**
@@ -256,6 +259,8 @@ interface Result {
   catchup: { posts: number; seconds: number; bytes: number; p99: number } | undefined;
   /** the slowest answer (the fresh row), ms */
   maxMs?: number;
+  /** the disk alone beside the fresh row: one 4-KiB write and fdatasync per slot of its schedule (fsync-floor.ts), ms */
+  disk?: { p50: number; p99: number; max: number };
   /** the most the daemon's event loop ran late over the last minute (the fresh row), ms */
   loopLateMs?: number;
   /** the budget's commit delay every 5 s over the window, ms, sorted */
@@ -353,7 +358,10 @@ async function runFresh(): Promise<Result> {
       }
       return Promise.all(answers);
     };
+    // the disk alone over the same window and schedule, in a process of its own (fsync-floor.ts)
+    const floor = execFileAsync(process.execPath, [FLOOR, join(dataDir, 'fsync-floor'), '300x50,20x2000']);
     const lat = [...(await paced(300, 50)), ...(await paced(20, 2000))].sort((a, b) => a - b);
+    const disk = JSON.parse((await floor).stdout) as { p50: number; p99: number; max: number };
     const windowS = (performance.now() - t0) / 1000;
     const bytes = writeBytes(pid) - b0;
     const cardBytes = (card?.written() ?? NaN) - card0;
@@ -375,6 +383,7 @@ async function runFresh(): Promise<Result> {
       p50: quantile(lat, 0.5),
       p99: quantile(lat, 0.99),
       maxMs: lat[lat.length - 1] as number,
+      disk,
       loopLateMs: st.eventLoop.maxMs,
       rssMb: rssAnonBytes(pid) / 2 ** 20,
       windowS,
@@ -681,7 +690,7 @@ function row(p: Policy, w: Workload, r: Result): string {
     w.periodMs === 0
       ? `quiet: 1 device, ${f(r.posts)} posts one at a time`
       : w.periodMs < 0
-        ? `fresh: README's flow, then 300 posts at 20 Hz and 20 every 2 s (slowest ${f(r.maxMs ?? NaN, 1)} ms; the daemon's event loop late by up to ${f(r.loopLateMs ?? NaN, 1)} ms over the last minute)`
+        ? `fresh: README's flow, then 300 posts at 20 Hz and 20 every 2 s (slowest ${f(r.maxMs ?? NaN, 1)} ms; the disk alone beside it, a 4-KiB write and fdatasync on the same schedule: p50 / p99 ${f(r.disk?.p50 ?? NaN, 1)} / ${f(r.disk?.p99 ?? NaN, 1)} ms, slowest ${f(r.disk?.max ?? NaN, 1)} ms; the daemon's event loop late by up to ${f(r.loopLateMs ?? NaN, 1)} ms over the last minute)`
         : `${w.devices}×${w.keys} / ${w.periodMs / 1000} s`;
   const state = r.delayMs === undefined ? '–' : `${f(r.delayMs)} ms, ${f(r.reserveLeftMb ?? 0, 1)} MB left`;
   const c = r.catchup;
