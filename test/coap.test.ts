@@ -192,7 +192,7 @@ t.test('Observe attributes: 0 then 1, 2 …, CON when registered CON, cancel by 
   const reg = await c.request({ path: `api/v1/${d.token}/attributes`, observe: 0, token });
   t.equal(reg.code, '2.05');
   t.equal(readUint(opt(reg, 'Observe')), 0);
-  t.same(JSON.parse(reg.payload.toString()), { shared: { a: 1 } });
+  t.same(JSON.parse(reg.payload.toString()), { a: 1 }, 'the current shared attributes, flat as a notification');
   const url = `${gw.url}/api/plugins/telemetry/DEVICE/${d.id}/attributes/SHARED_SCOPE`;
   await http('POST', url, { target: 21.5 }, admin);
   const n1 = await c.waitFor((p) => p.token.equals(token) && readUint(opt(p, 'Observe')) === 1);
