@@ -192,7 +192,7 @@ t.test('Observe attributes: 0 then 1, 2 …, CON when registered CON, cancel by 
   const reg = await c.request({ path: `api/v1/${d.token}/attributes`, observe: 0, token });
   t.equal(reg.code, '2.05');
   t.equal(readUint(opt(reg, 'Observe')), 0);
-  t.same(JSON.parse(reg.payload.toString()), { shared: { a: 1 } });
+  t.same(JSON.parse(reg.payload.toString()), { a: 1 }, 'the current shared attributes, flat as a notification');
   const url = `${gw.url}/api/plugins/telemetry/DEVICE/${d.id}/attributes/SHARED_SCOPE`;
   await http('POST', url, { target: 21.5 }, admin);
   const n1 = await c.waitFor((p) => p.token.equals(token) && readUint(opt(p, 'Observe')) === 1);
@@ -213,6 +213,25 @@ t.test('Observe attributes: 0 then 1, 2 …, CON when registered CON, cancel by 
     3,
     'nothing after the cancel',
   );
+  // a newer registration (another client) replaces the older, which is told 2.02 Deleted and gets nothing more
+  const first = await CoapTestClient.open(t, port);
+  const ft = first.nextToken();
+  await first.request({ path: `api/v1/${d.token}/attributes`, observe: 0, token: ft });
+  const second = await CoapTestClient.open(t, port);
+  const st = second.nextToken();
+  await second.request({ path: `api/v1/${d.token}/attributes`, observe: 0, token: st });
+  const gone = await first.waitFor((p) => p.token.equals(ft) && p.code === '2.02');
+  t.equal(readUint(opt(gone, 'Observe')), undefined, 'the replaced observer gets 2.02 Deleted without Observe');
+  await http('POST', url, { replaced: 1 }, admin);
+  const toSecond = await second.waitFor((p) => p.token.equals(st) && readUint(opt(p, 'Observe')) === 1);
+  t.same(JSON.parse(toSecond.payload.toString()), { replaced: 1 }, 'the newer observer gets the change');
+  await sleep(200);
+  t.equal(
+    first.received.filter((p) => p.token.equals(ft) && readUint(opt(p, 'Observe')) === 1).length,
+    0,
+    'the replaced one does not',
+  );
+  await second.request({ path: `api/v1/${d.token}/attributes`, observe: 1, token: st });
   // NON registration → NON notifications; an RST to one ends the observation
   const c2 = await CoapTestClient.open(t, port);
   c2.autoAck = false;

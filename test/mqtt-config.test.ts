@@ -1,6 +1,6 @@
 /**
- * The MQTT config keys (docs/mqtt.md): defaults, 0 = off, -1 / `ephemeral` = an OS-chosen port, and
- * `--port 0` taking any free MQTT ports unless they were set.
+ * The MQTT and CoAP port config keys (docs/mqtt.md, docs/coap.md): defaults, 0 = off, -1 / `ephemeral` = an
+ * OS-chosen port, and `--port 0` taking any free MQTT and CoAP ports unless they were set.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -36,4 +36,15 @@ t.test('bad values are refused with a clear message', async (t) => {
   t.throws(() => loadConfig({}, {}, { mqtt: { maxPayloadBytes: 0 } }), /"mqtt.maxPayloadBytes" must be > 0/);
   t.throws(() => loadConfig({}, {}, { mqtt: { port: 70_000 } }), /port must be an integer 0..65535/);
   t.throws(() => loadConfig({}, {}, { mqtt: { maxConnections: -1 } }), /"mqtt.maxConnections" must be > 0/);
+});
+
+t.test('coap.port: 5683 by default, 0 off, -1 / `ephemeral` an OS-chosen port, --port 0 takes any', async (t) => {
+  t.equal(loadConfig({}, {}).coap.port, 5683);
+  t.equal(loadConfig({ port: 0 }, {}).coap.port, -1, '--port 0: any free CoAP port too');
+  t.equal(loadConfig({ port: 8080 }, { OUTPOST_COAP_PORT: 'ephemeral' }).coap.port, -1);
+  t.equal(loadConfig({ port: 8080 }, { OUTPOST_COAP_PORT: '-1' }).coap.port, -1);
+  t.equal(loadConfig({ port: 0 }, { OUTPOST_COAP_PORT: '5999' }).coap.port, 5999, 'the environment wins');
+  t.equal(loadConfig({ port: 0 }, {}, { coap: { port: 0 } }).coap.port, 0, 'off stays off');
+  t.throws(() => loadConfig({}, { OUTPOST_COAP_PORT: 'abc' }), /OUTPOST_COAP_PORT: port must be an integer/);
+  t.throws(() => loadConfig({}, {}, { coap: { port: 70_000 } }), /port must be an integer 0..65535/);
 });

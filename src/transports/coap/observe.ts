@@ -84,7 +84,12 @@ export class ObservationRegistry {
       this.counters.refused.observations++;
       return undefined;
     }
-    if (old !== undefined) this.remove(key);
+    if (old !== undefined) {
+      // the replaced observer is told, as ThingsBoard does: a notification without Observe ends it at the client
+      // (RFC 7641 section 3.2), so it stops waiting for changes that now go to the newer registration
+      this.send(old, { code: '2.02' });
+      this.remove(key);
+    }
     // copied: a slice would keep the whole received datagram alive as long as the observation
     const o: Observation = {
       key,

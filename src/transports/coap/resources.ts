@@ -168,14 +168,18 @@ export class CoapResources {
     return { ...answer('2.05', this.sharedJson(device.id)), options: obs0 };
   }
 
-  /** Every shared attribute, in the attribute read's shape: `{"shared":{..}}`, `{}` when there is none (TB). */
+  /**
+   * Every shared attribute as one flat object, the shape of a change notification: `{"k":v,..}`, `{}` when there
+   * is none. ThingsBoard's own CoAP tests compare the Observe 0 answer to exactly this (not the read's
+   * `{"shared":{..}}`), so a client handles the first answer and every later one with the same code.
+   */
   private sharedJson(deviceId: string): string {
     const shared = this.s.attributes.get(deviceId, 'SHARED_SCOPE');
     if (shared.length === 0) return '{}';
-    return `{"shared":${attributeUpdateBody(
+    return attributeUpdateBody(
       shared.map((a) => [a.key, a.value] as const),
       [],
-    )}}`;
+    );
   }
 
   private clientRpc(device: DeviceRecord, req: CoapRequest): Promise<Answer> {
