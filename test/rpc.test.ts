@@ -78,6 +78,68 @@ t.test('broker: ids per device from 0, queued order, one per poll, open poll get
   broker.close();
 });
 
+t.test(
+  'broker: a sink that confirms receipt: delivered on confirmation, back to the queue head when refused',
+  async (t) => {
+    const clock = new FakeClock(0);
+    const broker = makeBroker(clock, new EventBus(), 3);
+    const outcomes: Array<[string, RpcOutcome]> = [];
+    const submit = (method: string, oneway: boolean, timeoutMs = 10_000): void => {
+      void broker.submit('d1', { method, paramsJson: '{}', oneway, timeoutMs }).then((o) => outcomes.push([method, o]));
+    };
+    const handed: Array<{ method: string; confirm: (ok: boolean) => void }> = [];
+    const detach = broker.attachSink('d1', {
+      deliver: (rpc) => new Promise<boolean>((confirm) => handed.push({ method: rpc.method, confirm })),
+    });
+    submit('one', true);
+    submit('two', false);
+    submit('three', true, 1_000);
+    t.same(
+      handed.map((h) => h.method),
+      ['one', 'two', 'three'],
+      'handed over at once',
+    );
+    t.equal(broker.status().queuedRpcs, 3, 'unconfirmed RPCs count as pending');
+    t.throws(
+      () => broker.submit('d1', { method: 'four', paramsJson: '{}', oneway: true, timeoutMs: 1_000 }),
+      'and fill the queue bound',
+    );
+    await flush();
+    t.same(outcomes, [], 'a one-way RPC is not delivered before the device confirms it');
+    handed[0]?.confirm(true);
+    handed[1]?.confirm(true);
+    await flush();
+    t.same(outcomes, [['one', { kind: 'delivered' }]], 'confirmed: delivered');
+    t.equal(broker.status().awaitingReplies, 1, 'the two-way one now awaits its reply');
+    t.equal(broker.reply('d1', 2, '{"ok":1}'), true);
+
+    // the device never confirms the third: its sink goes (an observation ended) and it is refused
+    detach();
+    handed[2]?.confirm(false);
+    await flush();
+    t.equal(broker.status().queuedRpcs, 1, 'refused: queued again');
+    const polled: PollOutcome[] = [];
+    broker.waitRpc('d1', 1_000, (o) => polled.push(o));
+    t.same(polled, [{ kind: 'data', body: '{"id":3,"method":"three","params":{}}' }], "the device's next poll gets it");
+    await flush();
+    t.same(outcomes.at(-1), ['three', { kind: 'delivered' }]);
+
+    // one never confirmed expires undelivered, and its late confirmation changes nothing
+    broker.attachSink('d1', {
+      deliver: (rpc) => new Promise<boolean>((confirm) => handed.push({ method: rpc.method, confirm })),
+    });
+    submit('five', true, 1_000);
+    clock.advance(1_010);
+    await flush();
+    t.same(outcomes.at(-1), ['five', { kind: 'undelivered' }], 'unconfirmed by its expiry: undelivered');
+    handed.at(-1)?.confirm(true);
+    await flush();
+    t.same(outcomes.at(-1), ['five', { kind: 'undelivered' }], 'a late confirmation changes nothing');
+    t.equal(broker.status().queuedRpcs, 0);
+    broker.close();
+  },
+);
+
 t.test('broker: two-way replies, expiry of queued and unanswered RPCs, queue bound', async (t) => {
   const clock = new FakeClock(0);
   const broker = makeBroker(clock, new EventBus(), 2);

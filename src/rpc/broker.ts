@@ -60,11 +60,14 @@ export interface RpcDelivery {
 }
 
 /**
- * Where a device listens without polling (an MQTT subscription to its RPC topic, or its gateway's session):
- * `deliver` hands the RPC over (written to the connection) or returns false when it can no longer take it.
+ * Where a device listens without polling (an MQTT subscription to its RPC topic, its gateway's session, a CoAP
+ * observation): `deliver` hands the RPC over (written to the connection) or returns false when it can no longer
+ * take it. A sink whose device confirms receipt (a CoAP CON notification, ACKed) returns a promise instead: the
+ * RPC counts as delivered only once it resolves true; false puts it back at the head of the device's queue for
+ * its next listener, and an RPC that expires meanwhile is undelivered.
  */
 export interface RpcSink {
-  deliver(rpc: RpcDelivery): boolean;
+  deliver(rpc: RpcDelivery): boolean | Promise<boolean>;
 }
 
 export interface RpcBrokerOptions {
@@ -94,7 +97,8 @@ interface PendingRpc {
   readonly body: string;
   readonly method: string;
   readonly paramsJson: string;
-  state: 'queued' | 'delivered' | 'done';
+  /** sending: handed to a sink that has not yet confirmed it (RpcSink) */
+  state: 'queued' | 'sending' | 'delivered' | 'done';
   timer: WheelEntry | undefined;
   readonly onDelivered: (() => void) | undefined;
   readonly resolve: (o: RpcOutcome) => void;
@@ -105,6 +109,8 @@ interface DeviceRpcState {
   readonly queue: PendingRpc[];
   /** delivered two-way RPCs awaiting `POST /rpc/{id}` */
   readonly awaiting: Map<number, PendingRpc>;
+  /** handed to a sink that has yet to confirm them */
+  readonly sending: Set<PendingRpc>;
 }
 
 export interface RpcStatus {
@@ -203,14 +209,14 @@ export class RpcBroker {
    */
   submit(deviceId: string, req: RpcSubmission): Promise<RpcOutcome> {
     let st = this.devices.get(deviceId);
-    if (st !== undefined && st.queue.length >= this.opts.maxPendingPerDevice) {
+    if (st !== undefined && st.queue.length + st.sending.size >= this.opts.maxPendingPerDevice) {
       throw new OutpostError(
         'TOO_MANY_REQUESTS',
         `Too many pending RPC requests for device ${deviceId} (limit ${this.opts.maxPendingPerDevice})`,
       );
     }
     if (st === undefined) {
-      st = { queue: [], awaiting: new Map() };
+      st = { queue: [], awaiting: new Map(), sending: new Set() };
       this.devices.set(deviceId, st);
     }
     const id = this.seq.get(deviceId) ?? 1;
@@ -230,8 +236,12 @@ export class RpcBroker {
         onDelivered: req.onDelivered,
       };
       p.timer = this.wheel.schedule(req.timeoutMs, () => this.expire(p));
-      if (this.polls.answerOldest(deviceId, 'rpc', body) || this.push(p)) this.delivered(p);
-      else (st as DeviceRpcState).queue.push(p);
+      if (this.polls.answerOldest(deviceId, 'rpc', body)) {
+        this.delivered(p);
+        return;
+      }
+      const sink = this.sinks.get(deviceId);
+      if (sink === undefined || !this.handTo(sink, p)) (st as DeviceRpcState).queue.push(p);
     });
   }
 
@@ -244,10 +254,11 @@ export class RpcBroker {
     this.sinks.set(deviceId, sink);
     const st = this.devices.get(deviceId);
     while (st !== undefined && st.queue.length > 0) {
-      const next = st.queue[0] as PendingRpc;
-      if (!this.deliverTo(sink, next)) break;
-      st.queue.shift();
-      this.delivered(next);
+      const next = st.queue.shift() as PendingRpc;
+      if (!this.handTo(sink, next)) {
+        st.queue.unshift(next);
+        break;
+      }
     }
     return () => {
       if (this.sinks.get(deviceId) === sink) this.sinks.delete(deviceId);
@@ -271,13 +282,45 @@ export class RpcBroker {
     };
   }
 
-  private push(p: PendingRpc): boolean {
-    const sink = this.sinks.get(p.deviceId);
-    return sink !== undefined && this.deliverTo(sink, p);
+  /**
+   * Hands a queued RPC (taken off its queue by the caller) to a sink: false when the sink cannot take it. One the
+   * sink will confirm later waits in `sending`; refused then, it goes back to the head of its device's queue.
+   */
+  private handTo(sink: RpcSink, p: PendingRpc): boolean {
+    const taken = sink.deliver({ id: p.id, method: p.method, paramsJson: p.paramsJson });
+    if (taken === true) this.delivered(p);
+    if (typeof taken === 'boolean') return taken;
+    p.state = 'sending';
+    this.deviceState(p.deviceId).sending.add(p);
+    taken.then(
+      (confirmed) => this.confirmed(p, confirmed),
+      () => this.confirmed(p, false),
+    );
+    return true;
   }
 
-  private deliverTo(sink: RpcSink, p: PendingRpc): boolean {
-    return sink.deliver({ id: p.id, method: p.method, paramsJson: p.paramsJson });
+  private confirmed(p: PendingRpc, confirmed: boolean): void {
+    if (p.state !== 'sending') return;
+    const st = this.deviceState(p.deviceId);
+    st.sending.delete(p);
+    if (confirmed) {
+      this.delivered(p);
+      return;
+    }
+    p.state = 'queued';
+    // the next listener gets it first, as a poll gets the oldest queued RPC
+    st.queue.unshift(p);
+    const sink = this.sinks.get(p.deviceId);
+    if (sink !== undefined) this.attachSink(p.deviceId, sink);
+  }
+
+  private deviceState(deviceId: string): DeviceRpcState {
+    let st = this.devices.get(deviceId);
+    if (st === undefined) {
+      st = { queue: [], awaiting: new Map(), sending: new Set() };
+      this.devices.set(deviceId, st);
+    }
+    return st;
   }
 
   /** `POST /rpc/{id}`: the device's reply to a delivered two-way RPC. Unknown or stale ids are ignored. */
@@ -350,7 +393,7 @@ export class RpcBroker {
     let queued = 0;
     let awaiting = 0;
     for (const st of this.devices.values()) {
-      queued += st.queue.length;
+      queued += st.queue.length + st.sending.size;
       awaiting += st.awaiting.size;
     }
     return {
@@ -379,12 +422,12 @@ export class RpcBroker {
       return;
     }
     p.state = 'delivered';
-    this.devices.get(p.deviceId)?.awaiting.set(p.id, p);
+    this.deviceState(p.deviceId).awaiting.set(p.id, p);
   }
 
   private expire(p: PendingRpc): void {
     if (p.state === 'done') return;
-    this.finish(p, p.state === 'queued' ? { kind: 'undelivered' } : { kind: 'unanswered' });
+    this.finish(p, p.state === 'delivered' ? { kind: 'unanswered' } : { kind: 'undelivered' });
   }
 
   private finish(p: PendingRpc, o: RpcOutcome): void {
@@ -396,7 +439,8 @@ export class RpcBroker {
         if (i >= 0) st.queue.splice(i, 1);
       }
       st.awaiting.delete(p.id);
-      if (st.queue.length === 0 && st.awaiting.size === 0) this.devices.delete(p.deviceId);
+      st.sending.delete(p);
+      if (st.queue.length === 0 && st.awaiting.size === 0 && st.sending.size === 0) this.devices.delete(p.deviceId);
     }
     p.state = 'done';
     p.timer?.cancel();
@@ -407,7 +451,7 @@ export class RpcBroker {
     this.polls.endDevice(deviceId);
     const st = this.devices.get(deviceId);
     if (st !== undefined) {
-      for (const p of [...st.queue, ...st.awaiting.values()]) this.finish(p, { kind: 'deviceDeleted' });
+      for (const p of [...st.queue, ...st.sending, ...st.awaiting.values()]) this.finish(p, { kind: 'deviceDeleted' });
     }
     this.devices.delete(deviceId);
     this.seq.delete(deviceId);
