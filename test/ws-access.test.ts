@@ -1,11 +1,11 @@
 /**
  * Websocket subscriptions end with the access that made them (docs/api.md): a device unassigned from the
  * customer, moved to another customer or deleted ends its subscriptions held by users who lost access, with the
- * error frame a new subscription would get; a logged-out session, a deleted customer and its users have their
- * sockets closed 1008. The tenant admin, who keeps access, keeps streaming.
+ * error frame a new subscription would get; a logged-out session, a deleted customer and its users, and a user
+ * whose password changed have their sockets closed 1008. The tenant admin, who keeps access, keeps streaming.
  */
 import t, { type Test } from 'tap';
-import { addDevice, cliJson, http, startGateway } from './helpers/server.js';
+import { addDevice, cli, cliJson, http, startGateway } from './helpers/server.js';
 import { addUser, adminHeaders, authHeaders, login } from './helpers/users.js';
 import { WsClient, type WsReply, wsUrl } from './helpers/ws.js';
 
@@ -117,4 +117,33 @@ t.test('deleting the customer closes its users’ sockets', async (t) => {
   const r = await http('DELETE', `${gw.url}/api/customer/${customerC}`, undefined, admin);
   t.equal(r.status, 200);
   t.same(await c.waitClosed(), { code: 1008, reason: 'Token has expired' });
+});
+
+t.test('a changed password outdates the user’s tokens and closes its sockets; the new password logs in', async (t) => {
+  await addUser(gw.dataDir, 'p@x.test', 'pw-old', 'CUSTOMER_USER', customerA);
+  const dev = await assigned('passwd-dev', customerA);
+  const pair = await login(gw, 'p@x.test', 'pw-old');
+  const c = await subscribed(t, pair.token, dev.id);
+  // the change lands in a later second than the login, as a technician's would
+  await new Promise((r) => setTimeout(r, 1_100));
+  const changed = await cli([
+    'user',
+    'passwd',
+    '--email',
+    'p@x.test',
+    '--password',
+    'pw-new',
+    '--data-dir',
+    gw.dataDir,
+  ]);
+  t.equal(changed.code, 0, changed.stderr);
+  t.same(await c.waitClosed(), { code: 1008, reason: 'Token has expired' });
+  const old = await http('GET', `${gw.url}/api/auth/user`, undefined, authHeaders(pair.token));
+  t.equal(old.status, 401, 'the old access token is outdated');
+  t.equal(old.json<{ errorCode: number }>().errorCode, 11);
+  const refreshed = await http('POST', `${gw.url}/api/auth/token`, { refreshToken: pair.refreshToken });
+  t.equal(refreshed.status, 401, 'and so is its refresh token');
+  const fresh = await login(gw, 'p@x.test', 'pw-new');
+  t.equal((await http('GET', `${gw.url}/api/auth/user`, undefined, authHeaders(fresh.token))).status, 200);
+  await subscribed(t, fresh.token, dev.id);
 });

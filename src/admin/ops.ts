@@ -211,12 +211,13 @@ function userOf(entities: EntityStore, email: string): UserRecord {
 
 /**
  * What the daemon does after it ran an op for the CLI, as after the same change over REST: a deleted device's
- * sessions, long-polls and subscriptions end; a deleted user's sessions end.
+ * sessions, long-polls and subscriptions end; a deleted user's sessions end, and so do those of a user whose
+ * password changed (their tokens are outdated: auth/index.ts).
  */
 export function adminOpDone(s: Pick<Services, 'bus' | 'auth'>, op: AdminOp, result: AdminResult): void {
   if (op.op === 'device.delete')
     s.bus.publish('entityDeleted', { entityType: 'DEVICE', entityId: String(result['id']) });
-  if (op.op === 'user.delete') {
+  if (op.op === 'user.delete' || op.op === 'user.passwd') {
     const id = String(result['id']);
     s.auth.forgetUsers([id]);
     s.bus.publish('principalsRevoked', { sessionIds: [], userIds: [id], customerIds: [] });

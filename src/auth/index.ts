@@ -131,7 +131,8 @@ export class AuthService {
     if (!r.ok) throw this.failure(r.reason);
     if (r.claims.scopes?.[0] !== 'REFRESH_TOKEN') throw new OutpostError('AUTH_FAILED', 'Invalid refresh token');
     const user = this.entities.user(r.claims.userId);
-    if (!user?.enabled || this.isRevoked(r.claims.sessionId)) throw new OutpostError('TOKEN_EXPIRED');
+    if (!user?.enabled || this.isRevoked(r.claims.sessionId) || outdated(r.claims.iat, user))
+      throw new OutpostError('TOKEN_EXPIRED');
     return this.issue(user);
   }
 
@@ -194,7 +195,7 @@ export class AuthService {
     const authority = c.scopes?.[0];
     if (authority !== 'TENANT_ADMIN' && authority !== 'CUSTOMER_USER') throw new OutpostError('AUTH_FAILED');
     const user = this.entities.user(c.userId);
-    if (!user?.enabled || this.isRevoked(c.sessionId)) throw new OutpostError('TOKEN_EXPIRED');
+    if (!user?.enabled || this.isRevoked(c.sessionId) || outdated(c.iat, user)) throw new OutpostError('TOKEN_EXPIRED');
     return {
       userId: c.userId,
       email: c.sub,
@@ -335,4 +336,12 @@ export function throttled(by: 'user' | 'address', retryAfterMs: number): Outpost
     `Too many failed logins ${by === 'user' ? 'for this user' : 'from this address'}; try again in ${s} s`,
     { retryAfterS: s },
   );
+}
+
+/**
+ * Issued before the user's last password change (in an earlier second: a token's iat has whole seconds, and one
+ * issued in the same second as the change is most likely the login that followed it).
+ */
+function outdated(iat: number | undefined, user: UserRecord): boolean {
+  return user.credentialsChangedSec !== undefined && (iat ?? 0) < user.credentialsChangedSec;
 }

@@ -626,12 +626,15 @@ export class EntityStore {
     return done;
   }
 
-  /** Replaces a user's password hash (`outpost user passwd`); false when there is no such user. */
-  async setPasswordHash(id: string, passwordHash: string): Promise<boolean> {
+  /**
+   * Replaces a user's password hash (`outpost user passwd`) and outdates the tokens issued before this second
+   * (UserRecord.credentialsChangedSec); false when there is no such user.
+   */
+  async setPasswordHash(id: string, passwordHash: string, nowMs: number = Date.now()): Promise<boolean> {
     const done = await this.writeTxn(() => {
       const u = this.user(id);
       if (!u) return false;
-      void this.env.entities.put(id, { ...u, passwordHash });
+      void this.env.entities.put(id, { ...u, passwordHash, credentialsChangedSec: Math.floor(nowMs / 1000) });
       return true;
     });
     await this.env.flushed();

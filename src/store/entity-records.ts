@@ -57,6 +57,11 @@ export interface UserRecord extends Base {
   /** scrypt$N$r$p$salt$hash (see auth/password.ts) */
   readonly passwordHash: string;
   readonly enabled: boolean;
+  /**
+   * Unix seconds of the last password change: the user's tokens issued in an earlier second stop working, as
+   * ThingsBoard outdates a user's tokens when the credentials change (absent: never changed)
+   */
+  readonly credentialsChangedSec?: number;
 }
 export type EntityRecord =
   | TenantRecord
