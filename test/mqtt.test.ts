@@ -128,6 +128,40 @@ t.test('shared attributes: changes pushed on subscription, deletions as {"delete
 });
 
 t.test(
+  'server-side RPC at QoS 1: delivered at the PUBACK; one never acknowledged goes to the next session',
+  async (t) => {
+    const d = await addDevice(gw.dataDir, 'mq-rpc-ack');
+    // a device that takes the publish but dies before its PUBACK
+    const mute = await mqttClient(t, gw, d.token);
+    const muteInbox = new Inbox(mute);
+    mute.handleMessage = (_packet, _done) => {}; // the PUBACK is sent only when done() is called
+    await mute.subscribeAsync('v1/devices/me/rpc/request/+', { qos: 1 });
+    let answered: number | undefined;
+    const call = http(
+      'POST',
+      `${gw.url}/api/plugins/rpc/oneway/${d.id}`,
+      { method: 'open', params: { v: 1 }, timeout: 10_000 },
+      admin,
+    ).then((r) => {
+      answered = Date.now();
+      return r;
+    });
+    await muteInbox.next((x) => x.topic === 'v1/devices/me/rpc/request/1');
+    await sleep(300);
+    t.equal(answered, undefined, 'no PUBACK yet: the REST caller still waits');
+    mute.end(true);
+    // the device comes back: it gets the same RPC again, acknowledges it, and only then is it delivered
+    const c = await mqttClient(t, gw, d.token);
+    const inbox = new Inbox(c);
+    await c.subscribeAsync('v1/devices/me/rpc/request/+', { qos: 1 });
+    const again = await inbox.next((x) => x.topic.startsWith('v1/devices/me/rpc/request/'));
+    t.equal(again.topic, 'v1/devices/me/rpc/request/1', 'the same RPC, the same id');
+    t.same(JSON.parse(again.text), { method: 'open', params: { v: 1 } });
+    t.equal((await call).status, 200, 'delivered once acknowledged');
+  },
+);
+
+t.test(
   'server-side RPC: ids from 1, queued RPCs on subscribe, reply over MQTT, exactly once with HTTP polls',
   async (t) => {
     const d = await addDevice(gw.dataDir, 'mq-rpc');

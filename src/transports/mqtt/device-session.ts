@@ -101,6 +101,12 @@ export class MqttSession implements PacketSink, RegisteredSession {
     return (this.heldSet ??= new Set());
   }
   private detachList: Array<() => void> | undefined;
+  /**
+   * server-side RPCs published at QoS 1 and not yet PUBACKed, by packet id: the broker counts one delivered only
+   * at its PUBACK, as ThingsBoard marks an RPC DELIVERED then; the connection's end refuses them all, so they go
+   * to the device's next listener
+   */
+  private rpcAcksMap: Map<number, (acked: boolean) => void> | undefined;
   /** ends this session's watch of the device's attribute updates (RpcBroker.watchAttributes) */
   private attributesOff: (() => void) | undefined;
   private get detach(): Array<() => void> {
@@ -165,7 +171,14 @@ export class MqttSession implements PacketSink, RegisteredSession {
       case 'disconnect':
         this.conn.close();
         break;
-      case 'puback':
+      case 'puback': {
+        const acked = this.rpcAcksMap?.get(p.messageId ?? 0);
+        if (acked !== undefined) {
+          this.rpcAcksMap?.delete(p.messageId ?? 0);
+          acked(true);
+        }
+        break;
+      }
       case 'pubrec':
       case 'pubcomp':
         break; // no retransmission state to clear (TB keeps none)
@@ -253,7 +266,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
     this.detach.push(
       this.deps.s.rpc.attachSink(deviceId, {
         deliver: (rpc) =>
-          this.publish(
+          this.publishRpc(
             rpcRequestTopic(family, rpc.id),
             `{"method":${JSON.stringify(rpc.method)},"params":${rpc.paramsJson}}`,
             kind,
@@ -293,6 +306,21 @@ export class MqttSession implements PacketSink, RegisteredSession {
     };
     if (qos > 0) packet.messageId = this.conn.packetId();
     return this.conn.send(packet);
+  }
+
+  /**
+   * A server-side RPC: at QoS 1 delivered once the device's PUBACK comes (rpcAcksMap), as ThingsBoard marks it;
+   * at QoS 0 (and 2, whose handshake the session does not track) once written.
+   */
+  private publishRpc(topic: string, body: string, kind: SubscriptionKind): boolean | Promise<boolean> {
+    if ((this.subs.get(kind) ?? 1) !== 1) return this.publish(topic, body, kind);
+    const messageId = this.conn.packetId();
+    const payload = Buffer.from(body);
+    if (!this.conn.send({ cmd: 'publish', topic, payload, qos: 1, dup: false, retain: false, messageId })) return false;
+    const acks = (this.rpcAcksMap ??= new Map());
+    // a packet id still awaited after 65,535 more publishes: the older is given up (its RPC goes back to the queue)
+    acks.get(messageId)?.(false);
+    return new Promise<boolean>((resolve) => acks.set(messageId, resolve));
   }
 
   pushAttributes(body: string): void {
@@ -518,7 +546,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
       sub.name,
       this.deps.s.rpc.attachSink(sub.id, {
         deliver: (rpc) =>
-          this.publish(
+          this.publishRpc(
             'v1/gateway/rpc',
             `{"device":${name},"data":{"id":${rpc.id},"method":${JSON.stringify(rpc.method)},"params":${rpc.paramsJson}}}`,
             'gwRpc',
@@ -605,6 +633,9 @@ export class MqttSession implements PacketSink, RegisteredSession {
       for (const d of this.gw.subDevices.values()) subIds.push(d.id);
       this.gw = undefined;
     }
+    // after the sinks' detach: the refused RPCs go back to the queue, not to this closed session
+    for (const refuse of this.rpcAcksMap?.values() ?? []) refuse(false);
+    this.rpcAcksMap = undefined;
     if (this.role !== 'none' && this.role !== 'provision') this.deps.registry.unregister(this, subIds);
   }
 }
