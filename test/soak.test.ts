@@ -16,5 +16,6 @@ t.test('one minute of seeded faults loses nothing acknowledged', { timeout: 230_
   t.ok(r.acked > 200, `readings were acknowledged (${r.acked})`);
   t.ok(r.ackedBy.coap > 20, `CoAP readings were acknowledged by 2.01 (${r.ackedBy.coap})`);
   t.ok(r.faults.kill9 >= 1 && r.faults.sigterm >= 1 && r.faults.blackhole >= 1, 'the faults ran');
+  t.ok(!r.clockStepped || r.faults.clockStep >= 1, 'the LAN clock was stepped (when libfaketime is installed)');
   t.ok(r.rpcAcked > 0, `RPCs went down and were answered (${r.rpcAcked})`);
 });

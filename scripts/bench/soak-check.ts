@@ -223,10 +223,10 @@ export async function check(i: CheckInput): Promise<SoakReport> {
    * device took a ts its own stamp could have had: the store keeps the last write per (device, key, ts).
    */
   const overwritten = new Set<number>();
-  const takenByStep = (r: Reading, points: Map<number, Stored>, from: number, to: number): boolean => {
+  const takenByStep = (r: Reading, points: Map<number, Stored>, inRequest: (ts: number) => boolean): boolean => {
     if (r.ts !== undefined || r.ackedAt === undefined) return false;
     for (const q of points.values()) {
-      if (q.device !== r.device || q.key !== 's' || q.ts < from || q.ts > to) continue;
+      if (q.device !== r.device || q.key !== 's' || !inRequest(q.ts)) continue;
       const r2 = byValue.get(q.value);
       if (r2 === undefined || r2 === r || r2.sentAt <= r.sentAt) continue;
       const by = r2.ackedAt ?? r2.sentAt + 20_000;
@@ -245,13 +245,13 @@ export async function check(i: CheckInput): Promise<SoakReport> {
     // a server stamp: the LAN's (two of them when stored twice), each between the send and its acknowledgement
     // on the LAN's clock
     const expectTs = r.ts !== undefined ? [r.ts] : [...(lanIx.tsOf.get(r.value) ?? [])];
-    const off = offsetsDuring(steps, r.sentAt, r.ackedAt);
-    const from = r.sentAt + off.min - 5;
-    const to = r.ackedAt + off.max + 5;
+    const offsets = offsetsDuring(steps, r.sentAt, r.ackedAt);
+    const { sentAt, ackedAt } = r;
+    const inRequest = (ts: number): boolean => offsets.some((o) => ts >= sentAt + o - 5 && ts <= ackedAt + o + 5);
     for (const ts of r.ts === undefined ? expectTs : [])
-      if (ts < from || ts > to)
+      if (!inRequest(ts))
         failures.push(
-          `LAN: ${r.device}/s value ${r.value} stamped ${ts}, outside its request [${r.sentAt}, ${r.ackedAt}] on the LAN's clock (offset ${off.min}..${off.max} ms)`,
+          `LAN: ${r.device}/s value ${r.value} stamped ${ts}, outside its request [${r.sentAt}, ${r.ackedAt}] on the LAN's clock (offsets ${offsets.join(', ')} ms)`,
         );
     for (const [label, ix] of [
       ['LAN', lanIx],
@@ -259,7 +259,7 @@ export async function check(i: CheckInput): Promise<SoakReport> {
       ['TB', tbIx],
     ] as const) {
       const have = ix.tsOf.get(r.value);
-      if (have === undefined && takenByStep(r, ix.byVal, from, to)) {
+      if (have === undefined && takenByStep(r, ix.byVal, inRequest)) {
         overwritten.add(r.value);
         continue;
       }

@@ -91,7 +91,8 @@ export class Daemon {
       proc.once('exit', (code, signal) => {
         this.logs.push(`[${this.name}#${run}] (exited: ${code ?? signal})`);
         clearTimeout(timer);
-        reject(new Error(`${this.name} run ${run} exited (${code ?? signal}) before listening`));
+        const own = this.logs.filter((l) => l.startsWith(`[${this.name}#${run}] `)).slice(-8);
+        reject(new Error(`${this.name} run ${run} exited (${code ?? signal}) before listening:\n${own.join('\n')}`));
       });
     });
   }
@@ -321,23 +322,17 @@ export class SteppedClock {
   }
 }
 
-/** The smallest and largest offset in effect at any time in [from, to] of `steps` (sorted by `wall`). */
+/** Every offset in effect at some time in [from, to] of `steps` (sorted by `wall`; none before the first: 0). */
 export function offsetsDuring(
   steps: ReadonlyArray<{ wall: number; offsetMs: number }>,
   from: number,
   to: number,
-): { min: number; max: number } {
+): number[] {
   let current = 0;
   for (const st of steps) if (st.wall <= from) current = st.offsetMs;
-  let min = current;
-  let max = current;
-  for (const st of steps) {
-    if (st.wall > from && st.wall <= to) {
-      min = Math.min(min, st.offsetMs);
-      max = Math.max(max, st.offsetMs);
-    }
-  }
-  return { min, max };
+  const out = new Set([current]);
+  for (const st of steps) if (st.wall > from && st.wall <= to) out.add(st.offsetMs);
+  return [...out];
 }
 
 /** Least-squares slope of `ys` over `xs` (per unit of x); 0 with fewer than 3 points. */
