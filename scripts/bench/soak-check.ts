@@ -4,20 +4,25 @@
  * to its REST caller delivered once; memory and descriptors flat; no stack trace logged.
  */
 import type { FakeTb } from '../../test/helpers/fake-tb.js';
-import type { Daemon } from './soak-rig.js';
+import { type Daemon, offsetsDuring } from './soak-rig.js';
 import type { FaultEntry, FaultKind } from './soak-run.js';
+
+export type Via = 'http' | 'mqtt' | 'gateway' | 'coap';
+const VIAS: readonly Via[] = ['http', 'mqtt', 'gateway', 'coap'];
 
 export interface Reading {
   device: string;
-  via: 'http' | 'mqtt' | 'gateway';
+  via: Via;
   /** `c`: stamped by the client (`ts` set); `s`: stamped by the server */
   key: 'c' | 's';
   /** unique in the run */
   value: number;
   ts: number | undefined;
   sentAt: number;
-  /** HTTP 200 or PUBACK */
+  /** HTTP 200, PUBACK or CoAP 2.01 */
   ackedAt?: number;
+  /** CoAP: the last retransmission (the same message id) */
+  lastSentAt?: number;
 }
 
 export interface RpcCall {
@@ -58,6 +63,8 @@ export interface CheckInput {
   devices: string[];
   samples: Sample[];
   slope: (xs: readonly number[], ys: readonly number[]) => number;
+  /** the LAN clock's offsets by true time (the first 0), undefined when libfaketime was not there */
+  clockSteps: ReadonlyArray<{ wall: number; offsetMs: number }> | undefined;
 }
 
 export interface SoakReport {
@@ -66,12 +73,21 @@ export interface SoakReport {
   transport?: string;
   minutes: number;
   acked: number;
+  ackedBy: Record<Via, number>;
   sentNotAcked: number;
   lostLocal: number;
   lostUpstream: number;
   lostTb: number;
   duplicatesTb: number;
   phantoms: number;
+  /** a value stored at two ts in the LAN or the upstream Outpost (a server-stamped reading processed twice) */
+  storedTwice: number;
+  /** ... where a CoAP retransmission went to a LAN restarted after the first copy (its duplicate memory is gone) */
+  storedTwiceAfterCrash: number;
+  /** server-stamped readings whose ts a later reading took under a stepped clock (last write wins per ts) */
+  overwrittenByStep: number;
+  /** false: libfaketime missing, the clock was not stepped */
+  clockStepped: boolean;
   rpcAcked: number;
   rpcLost: number;
   rpcDuplicated: number;
@@ -138,12 +154,13 @@ export async function check(i: CheckInput): Promise<SoakReport> {
     .filter((p) => p.token.startsWith('up-soak-') && (p.key === 'c' || p.key === 's'))
     .map((p) => ({ device: p.token.slice(3), key: p.key, ts: p.ts, value: Number(p.value) }));
 
-  const lanTs = new Map<number, number>();
-  for (const p of lanPoints) lanTs.set(p.value, p.ts);
-
   /** a store's points by value; phantoms: a value never sent, or under another device, key or ts */
-  const index = (label: string, points: Stored[]): { byVal: Map<number, Stored>; phantoms: number } => {
+  const index = (
+    label: string,
+    points: Stored[],
+  ): { byVal: Map<number, Stored>; tsOf: Map<number, Set<number>>; phantoms: number } => {
     const byVal = new Map<number, Stored>();
+    const tsOf = new Map<number, Set<number>>();
     let phantoms = 0;
     for (const p of points) {
       const r = byValue.get(p.value);
@@ -160,8 +177,9 @@ export async function check(i: CheckInput): Promise<SoakReport> {
         if (phantoms <= 5) failures.push(`${label}: ${p.device}/${p.key} ts ${p.ts} value ${p.value}: ${wrong}`);
       }
       byVal.set(p.value, p);
+      tsOf.set(p.value, (tsOf.get(p.value) ?? new Set()).add(p.ts));
     }
-    return { byVal, phantoms };
+    return { byVal, tsOf, phantoms };
   };
   const lanIx = index('LAN', lanPoints);
   const upIx = index('upstream', upPoints);
@@ -173,28 +191,83 @@ export async function check(i: CheckInput): Promise<SoakReport> {
   let duplicatesTb = 0;
   for (const n of seenTb.values()) duplicatesTb += n - 1;
 
+  const crashes = i.faults.filter((f) => f.kind === 'kill9' || f.kind === 'sigterm');
+  /** s since the run began, as the fault log counts */
+  const t0 = i.faults[0] === undefined ? 0 : i.faults[0].wall - i.faults[0].at * 1000;
+  const rel = (wall: number): string => ((wall - t0) / 1000).toFixed(1);
+  const steps = i.clockSteps ?? [];
+
+  // each value once in each Outpost: only a CoAP retransmission that reached a restarted LAN may store it twice
+  let storedTwice = 0;
+  let storedTwiceAfterCrash = 0;
+  for (const [label, { tsOf }] of [
+    ['LAN', lanIx],
+    ['upstream', upIx],
+  ] as const) {
+    for (const [value, tss] of tsOf) {
+      if (tss.size < 2) continue;
+      const r = byValue.get(value);
+      const lastTx = r?.lastSentAt ?? r?.sentAt ?? 0;
+      if (r?.via === 'coap' && crashes.some((f) => f.wall >= r.sentAt && f.wall <= lastTx)) {
+        storedTwiceAfterCrash++;
+        continue;
+      }
+      storedTwice++;
+      if (storedTwice <= 5)
+        failures.push(`${label}: ${r?.via} reading ${r?.device}/${r?.key}=${value} stored at ${[...tss].join(', ')}`);
+    }
+  }
+
+  /**
+   * A server-stamped reading missing from a store is excused when, under a stepped clock, a later reading of its
+   * device took a ts its own stamp could have had: the store keeps the last write per (device, key, ts).
+   */
+  const overwritten = new Set<number>();
+  const takenByStep = (r: Reading, points: Map<number, Stored>, inRequest: (ts: number) => boolean): boolean => {
+    if (r.ts !== undefined || r.ackedAt === undefined) return false;
+    for (const q of points.values()) {
+      if (q.device !== r.device || q.key !== 's' || !inRequest(q.ts)) continue;
+      const r2 = byValue.get(q.value);
+      if (r2 === undefined || r2 === r || r2.sentAt <= r.sentAt) continue;
+      const by = r2.ackedAt ?? r2.sentAt + 20_000;
+      if (steps.some((st, k) => k > 0 && st.wall > r.sentAt && st.wall < by)) return true;
+    }
+    return false;
+  };
+
   let acked = 0;
+  const ackedBy: Record<Via, number> = { http: 0, mqtt: 0, gateway: 0, coap: 0 };
   const lost = { LAN: 0, upstream: 0, TB: 0 };
   for (const r of readings) {
     if (r.ackedAt === undefined) continue;
     acked++;
-    // a server stamp: the LAN's, which must fall between the send and its acknowledgement
-    const expectTs = r.ts ?? lanTs.get(r.value);
-    if (r.ts === undefined && expectTs !== undefined && (expectTs < r.sentAt - 5 || expectTs > r.ackedAt + 5))
-      failures.push(
-        `LAN: ${r.device}/s value ${r.value} stamped ${expectTs}, outside its request [${r.sentAt}, ${r.ackedAt}]`,
-      );
+    ackedBy[r.via]++;
+    // a server stamp: the LAN's (two of them when stored twice), each between the send and its acknowledgement
+    // on the LAN's clock
+    const expectTs = r.ts !== undefined ? [r.ts] : [...(lanIx.tsOf.get(r.value) ?? [])];
+    const offsets = offsetsDuring(steps, r.sentAt, r.ackedAt);
+    const { sentAt, ackedAt } = r;
+    const inRequest = (ts: number): boolean => offsets.some((o) => ts >= sentAt + o - 5 && ts <= ackedAt + o + 5);
+    for (const ts of r.ts === undefined ? expectTs : [])
+      if (!inRequest(ts))
+        failures.push(
+          `LAN: ${r.device}/s value ${r.value} stamped ${ts}, outside its request [${r.sentAt}, ${r.ackedAt}] on the LAN's clock (offsets ${offsets.join(', ')} ms)`,
+        );
     for (const [label, ix] of [
       ['LAN', lanIx],
       ['upstream', upIx],
       ['TB', tbIx],
     ] as const) {
-      const p = ix.byVal.get(r.value);
-      if (p === undefined || (expectTs !== undefined && p.ts !== expectTs)) {
+      const have = ix.tsOf.get(r.value);
+      if (have === undefined && takenByStep(r, ix.byVal, inRequest)) {
+        overwritten.add(r.value);
+        continue;
+      }
+      if (have === undefined || (expectTs.length > 0 && !expectTs.some((ts) => have.has(ts)))) {
         lost[label]++;
         if (lost[label] <= 5)
           failures.push(
-            `${label}: acknowledged ${r.via} reading ${r.device}/${r.key}=${r.value} ts ${expectTs ?? '?'} (sent at ${r.sentAt}) ${p === undefined ? 'missing' : `stored with ts ${p.ts}`}`,
+            `${label}: acknowledged ${r.via} reading ${r.device}/${r.key}=${r.value} ts ${expectTs.join(' or ') || '?'} (sent at ${rel(r.sentAt)} s) ${have === undefined ? 'missing' : `stored with ts ${[...have].join(', ')}`}`,
           );
       }
     }
@@ -202,7 +275,6 @@ export async function check(i: CheckInput): Promise<SoakReport> {
   if (lost.LAN + lost.upstream + lost.TB > 15) failures.push(`lost in all: ${JSON.stringify(lost)}`);
 
   // RPC: each one answered 200 to its caller reached its device once, and the answer is the device's
-  const crashes = i.faults.filter((f) => f.kind === 'kill9' || f.kind === 'sigterm');
   let rpcAcked = 0;
   let rpcLost = 0;
   let rpcDuplicated = 0;
@@ -224,7 +296,9 @@ export async function check(i: CheckInput): Promise<SoakReport> {
       if (crashed) rpcRedelivered++;
       else {
         rpcDuplicated++;
-        failures.push(`RPC ${c.n} to ${c.device}: received ${times} times`);
+        failures.push(
+          `RPC ${c.n} to ${c.device}: received ${times} times (called at ${rel(c.sentAt)} s, answered at ${c.answeredAt === undefined ? '?' : rel(c.answeredAt)} s)`,
+        );
       }
     }
   }
@@ -269,20 +343,25 @@ export async function check(i: CheckInput): Promise<SoakReport> {
   if (stack.length > 0) failures.push(`stack traces logged:\n${stack.slice(0, 20).join('\n')}`);
   if (!i.drained) failures.push('the backlogs did not drain within the bound after the load ended');
 
-  const faults = { kill9: 0, sigterm: 0, upstreamStop: 0, blackhole: 0, diskFull: 0, mqttDrop: 0 };
+  const faults = { kill9: 0, sigterm: 0, upstreamStop: 0, blackhole: 0, diskFull: 0, mqttDrop: 0, clockStep: 0 };
   for (const f of i.faults) faults[f.kind]++;
-  const drains = i.faults.filter((f) => f.kind !== 'mqttDrop');
+  const drains = i.faults.filter((f) => f.kind !== 'mqttDrop' && f.kind !== 'clockStep');
   const measured = drains.map((f) => f.drainMs).filter((x): x is number => x !== undefined);
   const report: SoakReport = {
     seed: i.seed,
     minutes: i.minutes,
     acked,
+    ackedBy,
     sentNotAcked: readings.length - acked,
     lostLocal: lost.LAN,
     lostUpstream: lost.upstream,
     lostTb: lost.TB,
     duplicatesTb,
     phantoms: lanIx.phantoms + upIx.phantoms + tbIx.phantoms,
+    storedTwice,
+    storedTwiceAfterCrash,
+    overwrittenByStep: overwritten.size,
+    clockStepped: i.clockSteps !== undefined,
     rpcAcked,
     rpcLost,
     rpcDuplicated,
@@ -311,11 +390,14 @@ export function table(reports: readonly SoakReport[]): string {
     'seed (LAN → upstream)',
     'minutes',
     'readings acked',
+    'acked HTTP / MQTT / gateway / CoAP',
     'lost LAN / upstream / TB',
     'phantoms',
+    'stored twice (CoAP after a crash)',
+    'overwritten under a stepped clock',
     'duplicates at TB',
     'RPC acked / lost / twice (after crash)',
-    'faults: kill9 / TERM / upstream stop / blackhole / disk full / MQTT drop',
+    'faults: kill9 / TERM / upstream stop / blackhole / disk full / MQTT drop / clock step',
     'worst drain s (undrained)',
     'LAN RssAnon MiB start → end',
     'LAN fds start → end',
@@ -327,11 +409,14 @@ export function table(reports: readonly SoakReport[]): string {
     `${r.seed}${r.transport === undefined ? '' : ` (${r.transport})`}`,
     f1(r.minutes),
     `${r.acked} (+${r.sentNotAcked} unacked)`,
+    VIAS.map((v) => r.ackedBy[v]).join(' / '),
     `${r.lostLocal} / ${r.lostUpstream} / ${r.lostTb}`,
     String(r.phantoms),
+    `${r.storedTwice} (${r.storedTwiceAfterCrash})`,
+    String(r.overwrittenByStep),
     String(r.duplicatesTb),
     `${r.rpcAcked} / ${r.rpcLost} / ${r.rpcDuplicated} (${r.rpcRedeliveredAfterCrash})`,
-    `${r.faults.kill9} / ${r.faults.sigterm} / ${r.faults.upstreamStop} / ${r.faults.blackhole} / ${r.faults.diskFull} / ${r.faults.mqttDrop}`,
+    `${r.faults.kill9} / ${r.faults.sigterm} / ${r.faults.upstreamStop} / ${r.faults.blackhole} / ${r.faults.diskFull} / ${r.faults.mqttDrop} / ${r.clockStepped ? r.faults.clockStep : 'skipped (no libfaketime)'}`,
     `${r.worstDrainMs === undefined ? 'n/a' : (r.worstDrainMs / 1000).toFixed(1)} (${r.undrained})`,
     `${f1(r.rssAnonStartMiB)} → ${f1(r.rssAnonEndMiB)}`,
     `${r.fdsStart ?? 'n/a'} → ${r.fdsEnd ?? 'n/a'}`,

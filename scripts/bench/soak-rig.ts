@@ -3,7 +3,19 @@
  * proxy that can blackhole the link, a small filesystem that can be filled, and process samples. Loopback only.
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, rmdirSync, rmSync, writeSync } from 'node:fs';
+import { createSocket } from 'node:dgram';
+import {
+  closeSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  openSync,
+  readdirSync,
+  rmdirSync,
+  rmSync,
+  writeFileSync,
+  writeSync,
+} from 'node:fs';
 import { type Server, type Socket, connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -18,6 +30,8 @@ export class Daemon {
   proc: ChildProcess | undefined;
   port = 0;
   mqttPort = 0;
+  /** 0 when CoAP is off; the config should fix it, so that devices keep their target across restarts */
+  coapPort = 0;
   /** every line logged by every run, prefixed with the run's number */
   readonly logs: string[] = [];
   runs = 0;
@@ -27,6 +41,8 @@ export class Daemon {
     readonly name: string,
     readonly dataDir: string,
     readonly configFile: string,
+    /** added to the daemon's environment (libfaketime's variables for the LAN) */
+    readonly env: Record<string, string> = {},
   ) {}
 
   get url(): string {
@@ -43,7 +59,7 @@ export class Daemon {
     const proc = spawn(
       process.execPath,
       [MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', this.dataDir, '--config', this.configFile],
-      { stdio: ['ignore', 'pipe', 'pipe'] },
+      { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...this.env } },
     );
     this.proc = proc;
     await new Promise<void>((resolve, reject) => {
@@ -63,6 +79,7 @@ export class Daemon {
           if (m) {
             this.port = Number(m[1]);
             this.mqttPort = Number(m[2] ?? 0);
+            this.coapPort = Number(/coap:\/\/[^:]+:(\d+)/.exec(line)?.[1] ?? 0);
             this.startedAt = Date.now();
             clearTimeout(timer);
             resolve();
@@ -74,7 +91,8 @@ export class Daemon {
       proc.once('exit', (code, signal) => {
         this.logs.push(`[${this.name}#${run}] (exited: ${code ?? signal})`);
         clearTimeout(timer);
-        reject(new Error(`${this.name} run ${run} exited (${code ?? signal}) before listening`));
+        const own = this.logs.filter((l) => l.startsWith(`[${this.name}#${run}] `)).slice(-8);
+        reject(new Error(`${this.name} run ${run} exited (${code ?? signal}) before listening:\n${own.join('\n')}`));
       });
     });
   }
@@ -242,6 +260,79 @@ export class SmallDisk {
       }
     } else rmSync(this.dir, { recursive: true, force: true });
   }
+}
+
+/** A UDP port free now on loopback (bound and released), for a daemon's fixed `coap.port`. */
+export async function freeUdpPort(): Promise<number> {
+  const s = createSocket('udp4');
+  await new Promise<void>((r) => s.bind(0, '127.0.0.1', () => r()));
+  const port = s.address().port;
+  await new Promise<void>((r) => s.close(() => r()));
+  return port;
+}
+
+const LIBFAKETIME_PATHS = [
+  '/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1',
+  '/usr/lib/aarch64-linux-gnu/faketime/libfaketime.so.1',
+  '/usr/lib/arm-linux-gnueabihf/faketime/libfaketime.so.1',
+  '/usr/lib/faketime/libfaketime.so.1',
+];
+
+/**
+ * A wall clock the soak steps for one daemon: libfaketime (Debian's `faketime` package) preloaded, its offset
+ * read from a file on every clock call (FAKETIME_NO_CACHE), the monotonic clock left alone
+ * (FAKETIME_DONT_FAKE_MONOTONIC) so that Node's timers keep their pace. Without libfaketime `available` is false,
+ * `env` is empty and the soak leaves clock steps out.
+ */
+export class SteppedClock {
+  readonly library: string | undefined;
+  private readonly file: string;
+  /** every offset set, with the true time it took effect; the first is 0 at construction */
+  readonly steps: Array<{ wall: number; offsetMs: number }> = [];
+
+  constructor(dir: string) {
+    this.library = LIBFAKETIME_PATHS.find((p) => existsSync(p));
+    this.file = join(dir, 'faketime');
+    this.set(0);
+  }
+
+  get available(): boolean {
+    return this.library !== undefined;
+  }
+
+  get env(): Record<string, string> {
+    if (this.library === undefined) return {};
+    return {
+      LD_PRELOAD: this.library,
+      FAKETIME_TIMESTAMP_FILE: this.file,
+      FAKETIME_NO_CACHE: '1',
+      FAKETIME_DONT_FAKE_MONOTONIC: '1',
+    };
+  }
+
+  /** Steps the clock to true time plus `offsetMs` (whole seconds: libfaketime's relative offset is in seconds). */
+  set(offsetMs: number): void {
+    const s = Math.round(offsetMs / 1000);
+    writeFileSync(this.file, `${s >= 0 ? '+' : ''}${s}\n`);
+    this.steps.push({ wall: Date.now(), offsetMs: s * 1000 });
+  }
+
+  get offsetMs(): number {
+    return this.steps[this.steps.length - 1]?.offsetMs ?? 0;
+  }
+}
+
+/** Every offset in effect at some time in [from, to] of `steps` (sorted by `wall`; none before the first: 0). */
+export function offsetsDuring(
+  steps: ReadonlyArray<{ wall: number; offsetMs: number }>,
+  from: number,
+  to: number,
+): number[] {
+  let current = 0;
+  for (const st of steps) if (st.wall <= from) current = st.offsetMs;
+  const out = new Set([current]);
+  for (const st of steps) if (st.wall > from && st.wall <= to) out.add(st.offsetMs);
+  return [...out];
 }
 
 /** Least-squares slope of `ys` over `xs` (per unit of x); 0 with fewer than 3 points. */

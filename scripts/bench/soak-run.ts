@@ -1,8 +1,8 @@
 /**
  * A seeded randomized fault run, end to end (docs/design/soak.md): a LAN-side Outpost syncing over the MQTT
  * gateway session, through a proxy that can blackhole the link, into an upstream Outpost, which syncs over HTTP
- * into a stand-in ThingsBoard. Devices post over HTTP, MQTT QoS 1 and a LAN gateway's Gateway API while the
- * faults run; RPCs go down from the upstream's REST API. The checker then compares what was acknowledged with
+ * into a stand-in ThingsBoard. Devices post over HTTP, MQTT QoS 1, a LAN gateway's Gateway API and CoAP while the
+ * faults run, the LAN's wall clock among them (libfaketime); RPCs go down from the upstream's REST API. The checker then compares what was acknowledged with
  * what every store holds. Loopback only; every loop ends with the run.
  */
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
@@ -12,7 +12,8 @@ import { type MqttClient, connectAsync } from 'mqtt';
 import { FakeTb } from '../../test/helpers/fake-tb.js';
 import { rng } from '../../test/helpers/prng.js';
 import { cliJson } from '../../test/helpers/server.js';
-import { BlackholeProxy, Daemon, SmallDisk, slope } from './soak-rig.js';
+import { SoakCoapDevice } from './soak-coap.js';
+import { BlackholeProxy, Daemon, SmallDisk, SteppedClock, freeUdpPort, slope } from './soak-rig.js';
 import { check, type Ledger, type Reading, type RpcCall, type SoakReport } from './soak-check.js';
 
 export interface SoakOptions {
@@ -26,7 +27,7 @@ export interface SoakOptions {
   daemonLogs?: (lines: string[]) => void;
 }
 
-export type FaultKind = 'kill9' | 'sigterm' | 'upstreamStop' | 'blackhole' | 'diskFull' | 'mqttDrop';
+export type FaultKind = 'kill9' | 'sigterm' | 'upstreamStop' | 'blackhole' | 'diskFull' | 'mqttDrop' | 'clockStep';
 export const FAULT_KINDS: readonly FaultKind[] = [
   'kill9',
   'sigterm',
@@ -34,6 +35,7 @@ export const FAULT_KINDS: readonly FaultKind[] = [
   'blackhole',
   'diskFull',
   'mqttDrop',
+  'clockStep',
 ];
 
 export interface FaultEntry {
@@ -51,6 +53,7 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 const HTTP_DEVICES = 3;
 const MQTT_DEVICES = 3;
 const SUB_DEVICES = 3;
+const COAP_DEVICES = 2;
 
 async function req(
   method: string,
@@ -96,6 +99,8 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
   const between = (lo: number, hi: number): number => Math.round((lo + random() * (hi - lo)) * scale);
   const base = join(tmpdir(), `outpost-soak-${process.pid}-${Date.now()}`);
   const disk = new SmallDisk(96);
+  mkdirSync(base, { recursive: true });
+  const clock = new SteppedClock(base);
   const tb = await FakeTb.start();
   const cleanups: Array<() => Promise<void> | void> = [() => tb.close(), () => disk.remove()];
   const ledger: Ledger = { readings: [], rpcs: [], received: new Map() };
@@ -104,6 +109,8 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
   let stopping = false;
   /** HTTP answers other than 200 to device posts, by status: a fault that bites shows here */
   const refusals = new Map<number, number>();
+  /** CoAP posts not answered 2.01, by their answer ('timeout' when given up) */
+  const coapRefusals = new Map<string, number>();
   const t0 = Date.now();
 
   try {
@@ -133,10 +140,13 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     const lanCfgDir = join(base, 'lan');
     mkdirSync(lanCfgDir, { recursive: true });
     const lanCfg = join(lanCfgDir, 'config.json');
+    // a fixed CoAP port: a device keeps its target across the daemon's restarts, as a sensor in the field does
+    const coapPort = await freeUdpPort();
     writeFileSync(
       lanCfg,
       JSON.stringify({
         mqtt: { port: -1, tlsPort: 0 },
+        coap: { port: coapPort },
         sync: overMqtt
           ? {
               url: `mqtt://127.0.0.1:${proxy.port}`,
@@ -155,7 +165,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
             },
       }),
     );
-    const lan = new Daemon('lan', disk.sub('lan-data'), lanCfg);
+    const lan = new Daemon('lan', disk.sub('lan-data'), lanCfg, clock.env);
     cleanups.unshift(() => lan.stop('SIGKILL'));
     await lan.start();
     const lanHeaders = await adminJwt(lan, 'soak@lan.test');
@@ -174,10 +184,11 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     };
     for (let i = 0; i < HTTP_DEVICES; i++) await add(`soak-h${i}`);
     for (let i = 0; i < MQTT_DEVICES; i++) await add(`soak-m${i}`);
+    for (let i = 0; i < COAP_DEVICES; i++) await add(`soak-c${i}`);
     await add('soak-lan-gw', ['--gateway']);
     const subNames = Array.from({ length: SUB_DEVICES }, (_, i) => `soak-g${i}`);
     log(
-      `seed ${o.seed}: ${o.minutes} min over ${overMqtt ? 'MQTT' : 'HTTP'}; LAN ${lan.url} (disk ${disk.mounted ? 'tmpfs 96 MiB' : 'plain'}), upstream ${up.url}, TB ${tb.url}`,
+      `seed ${o.seed}: ${o.minutes} min over ${overMqtt ? 'MQTT' : 'HTTP'}; LAN ${lan.url} coap ${lan.coapPort} (disk ${disk.mounted ? 'tmpfs 96 MiB' : 'plain'}; clock ${clock.available ? `stepped through ${clock.library}` : 'not stepped: libfaketime not installed (Debian package faketime)'}), upstream ${up.url}, TB ${tb.url}`,
     );
 
     const loadEnd = t0 + runMs;
@@ -295,7 +306,25 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       c?.end(true);
     };
 
-    // CoAP devices: add a loop here once the CoAP transport exists (a reading acknowledged by 2.01 Created).
+    // CoAP devices: CON posts one at a time, every 150-400 ms, acknowledged only by their 2.01 (soak-coap.ts)
+    const coapLoop = async (name: string): Promise<void> => {
+      const token = tokens.get(name) as string;
+      const dev = await SoakCoapDevice.open(() => (lan.up ? lan.coapPort : coapPort), loadRandom);
+      try {
+        for (let i = 0; Date.now() < loadEnd && !stopping && i < 1_000_000; i++) {
+          const stamped = i % 2 === 0;
+          const r = record(name, 'coap', stamped ? 'c' : 's', nextValue(), stamped ? clientTs() : undefined);
+          const body = stamped ? `{"ts":${r.ts},"values":{"c":${r.value}}}` : `{"s":${r.value}}`;
+          const a = await dev.post(`api/v1/${token}/telemetry`, body);
+          r.lastSentAt = a.lastSentAt;
+          if (a.created) r.ackedAt = Date.now();
+          else coapRefusals.set(a.code, (coapRefusals.get(a.code) ?? 0) + 1);
+          await sleep(150 + Math.floor(loadRandom() * 250));
+        }
+      } finally {
+        dev.close();
+      }
+    };
 
     // the HTTP RPC target long-polls; the MQTT one answers in mqttLoop
     const rpcPollLoop = async (name: string): Promise<void> => {
@@ -396,7 +425,9 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     };
 
     // the fault schedule: every kind once in a seeded order, then a seeded pick, a kill -9 about every minute
-    const kinds = FAULT_KINDS.filter((k) => k !== 'diskFull' || disk.mounted);
+    const kinds = FAULT_KINDS.filter(
+      (k) => (k !== 'diskFull' || disk.mounted) && (k !== 'clockStep' || clock.available),
+    );
     const order = [...kinds];
     for (let k = order.length - 1; k > 0; k--) {
       const j = Math.floor(random() * (k + 1));
@@ -463,6 +494,21 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
             f.detail = `LAN disk full ${ms} ms (${(refusals.get(507) ?? 0) - before} posts answered 507)`;
             break;
           }
+          case 'clockStep': {
+            // back by tens of seconds to minutes, then ahead, then true time again (offsets are not scaled)
+            const back = -Math.round(20 + random() * 160);
+            const ahead = Math.round(20 + random() * 160);
+            const heldBack = between(5_000, 20_000);
+            const heldAhead = between(5_000, 20_000);
+            f.detail = `LAN clock ${back} s for ${heldBack} ms, then +${ahead} s for ${heldAhead} ms, then true`;
+            clock.set(back * 1000);
+            await sleep(heldBack);
+            clock.set(ahead * 1000);
+            await sleep(heldAhead);
+            clock.set(0);
+            drains = false;
+            break;
+          }
           case 'mqttDrop': {
             f.detail = `${mqttClients.size} MQTT clients' sockets destroyed`;
             for (const c of mqttClients) c.stream.destroy();
@@ -479,18 +525,21 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
     const loops = [
       ...Array.from({ length: HTTP_DEVICES }, (_, i) => httpLoop(`soak-h${i}`)),
       ...Array.from({ length: MQTT_DEVICES }, (_, i) => mqttLoop(`soak-m${i}`, i === 0)),
+      ...Array.from({ length: COAP_DEVICES }, (_, i) => coapLoop(`soak-c${i}`)),
       gatewayLoop(),
       rpcPollLoop('soak-h0'),
       rpcLoop(),
       faultLoop(),
     ];
     const sampling = sampler();
-    await Promise.all(loops.slice(0, HTTP_DEVICES + MQTT_DEVICES + 1).concat(loops.slice(-2)));
+    const devicesLoops = HTTP_DEVICES + MQTT_DEVICES + COAP_DEVICES + 1;
+    await Promise.all(loops.slice(0, devicesLoops).concat(loops.slice(-2)));
     log(`${((Date.now() - t0) / 1000).toFixed(0)} s: load ended; waiting for both backlogs to drain`);
 
     // heal everything, wait (bounded) for the LAN and the upstream to send all they hold
     proxy.blackhole(false);
     disk.empty();
+    clock.set(0);
     if (!lan.up) await lan.start();
     if (!up.up) await up.start();
     const drainEnd = Date.now() + Math.max(60_000, 120_000 * scale * 4);
@@ -511,7 +560,7 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       await sleep(500);
     }
     stopping = true;
-    await Promise.all([loops[HTTP_DEVICES + MQTT_DEVICES + 1], sampling]);
+    await Promise.all([loops[devicesLoops], sampling]);
     for (const c of mqttClients) c.end(true);
 
     o.daemonLogs?.([...lan.logs, ...up.logs]);
@@ -527,7 +576,9 @@ export async function runSoak(o: SoakOptions): Promise<SoakReport> {
       devices: [...tokens.keys()].filter((n) => n !== 'soak-lan-gw').concat(subNames),
       samples,
       slope,
+      clockSteps: clock.available ? clock.steps : undefined,
     });
+    if (coapRefusals.size > 0) log(`CoAP posts not answered 2.01: ${JSON.stringify(Object.fromEntries(coapRefusals))}`);
     return { ...report, transport: overMqtt ? 'MQTT' : 'HTTP' };
   } finally {
     stopping = true;

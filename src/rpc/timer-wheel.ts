@@ -19,8 +19,14 @@ export interface WheelClock {
   clear(handle: unknown): void;
 }
 
+/**
+ * The real clock counts on the monotonic clock, in ms from the epoch at the process's start: deadlines are
+ * durations, and a wall clock stepped back (NTP's first sync on a board without a battery-backed clock, a
+ * technician's `date -s`) would hold every RPC and long-poll deadline back by the step, one stepped ahead would
+ * fire them all at once.
+ */
 export const realClock: WheelClock = {
-  now: Date.now,
+  now: () => performance.timeOrigin + performance.now(),
   set(cb, delay) {
     const t = setTimeout(cb, delay);
     t.unref();
