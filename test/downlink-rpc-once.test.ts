@@ -2,7 +2,9 @@
  * An RPC from the upstream reaches its device once (src/upstream/downlink/rpc.ts's invariants), even when the downlink's
  * once-a-second tick runs while the RPC's first write is still being flushed: the tick re-submits pending RPCs
  * that are not in the broker, and one not yet submitted because its flush is slow (a busy card) was such an RPC.
- * The device then got the same call twice (seen under CI load as `rpcDelivered: 3` for 2 RPCs).
+ * The device then got the same call twice (seen under CI load as `rpcDelivered: 3` for 2 RPCs). And when the
+ * disk is full as the RPC is delivered and replied, its record's new state is written once the disk has room, so
+ * a restart after that does not hand it to the device again (found by bench:soak).
  */
 import t from 'tap';
 import { EventBus } from '../src/bus/index.js';
@@ -72,3 +74,65 @@ t.test("a tick during the RPC's flush does not hand it to the device a second ti
   t.equal(state.counters.rpcReceived, 1);
   t.equal(state.counters.rpcDelivered, 1, 'delivered once');
 });
+
+t.test(
+  'a full disk while the RPC is delivered and replied: after a restart the device does not get it again',
+  async (t) => {
+    const { env } = openTestEnv(t);
+    const entities = new EntityStore(env);
+    await entities.ensureTenant();
+    const device = await entities.createDevice({ name: 'valve-2' });
+    // the store as the downlink sees it, refusing writes while `full` (as a full disk does: 507 STORE_FULL)
+    let full = false;
+    const outbox = new Proxy(env.outbox, {
+      get(target, prop, receiver) {
+        if (prop === 'put' && full) return () => Promise.reject(new Error('Storage is full'));
+        const v = Reflect.get(target, prop, receiver) as unknown;
+        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+      },
+    });
+    const fullEnv: StoreEnv = { ...env, outbox };
+    const make = (): { rpc: RpcBroker; downlink: RpcDownlink } => {
+      const rpc = new RpcBroker(new EventBus(), {
+        maxPendingPerDevice: 10,
+        maxOpenPolls: 10,
+        clientSideTimeoutMs: 10_000,
+        log: () => {},
+      });
+      const downlink = new RpcDownlink({
+        env: fullEnv,
+        session: { state: 'down' } as unknown as UpstreamConnection,
+        entities,
+        rpc,
+        state: new DownlinkState(env),
+        ttlMs: 60_000,
+        log: quiet,
+        now: Date.now,
+      });
+      downlink.start();
+      t.teardown(() => {
+        downlink.stop();
+        rpc.close();
+      });
+      return { rpc, downlink };
+    };
+    const before = make();
+    await before.downlink.received(
+      Buffer.from(JSON.stringify({ device: 'valve-2', data: { id: 7, method: 'open', params: {} } })),
+    );
+    full = true;
+    const got = await poll(before.rpc, device.id, 1000);
+    t.match(got, { kind: 'data', body: /"method":"open"/ }, 'delivered while the disk is full');
+    t.equal(before.rpc.reply(device.id, 1, '{"ok":true}'), true, 'and replied');
+    await new Promise((r) => setTimeout(r, 300));
+    full = false;
+    // the disk has room again; a tick later the record's state is on disk
+    await new Promise((r) => setTimeout(r, 1300));
+    await env.flushed();
+    before.downlink.stop();
+    // a power cut now, then a start on the same store
+    const after = make();
+    const again = await poll(after.rpc, device.id, 500);
+    t.same(again, { kind: 'timeout' }, 'the device does not get the same RPC a second time');
+  },
+);

@@ -12,7 +12,9 @@
  *   again, never the device a second call. (TB's ids restart after its device actor restarts: the same id with
  *   another method or params is a new RPC.)
  * - a reply is stored before it is published, and published until a PUBACK (the link down, or a restart);
- * - an RPC not delivered within sync.rpcTtlMs expires (counted); records are forgotten a TTL after they end.
+ * - an RPC not delivered within sync.rpcTtlMs expires (counted); records are forgotten a TTL after they end;
+ * - a record's state the store refused (a full disk) is written again every tick until it is taken: the device
+ *   gets an RPC a second time only if the daemon stops before the disk has room again.
  */
 import type { Logger } from '../../context.js';
 import { isJsonObject, stringifyJson } from '../../ingest/json.js';
@@ -60,6 +62,8 @@ export class RpcDownlink {
   private readonly publishing = new Set<string>();
   /** replies on disk (loaded at start, or flushed since): published at once, no flush to wait for first */
   private readonly durable = new WeakSet<RpcRecord>();
+  /** records whose latest state the store refused (a full disk): written again on each tick until it takes it */
+  private readonly unsaved = new Map<string, RpcRecord>();
   private timer: NodeJS.Timeout | undefined;
 
   constructor(private readonly o: RpcDownlinkOptions) {}
@@ -164,6 +168,7 @@ export class RpcDownlink {
 
   private tick(): void {
     const now = this.o.now();
+    for (const [k, r] of this.unsaved) this.persist(k, r);
     for (const [k, r] of this.records) {
       if (r.state === 'pending' && !this.inBroker.has(k) && !this.storing.has(r)) {
         if (now - r.receivedAt >= this.o.ttlMs) this.end(k, r, 'expired');
@@ -180,7 +185,7 @@ export class RpcDownlink {
         this.o.log.warn(
           `sync: the reply to the RPC ${r.method} (id ${r.id}) of ${r.device} could not be sent upstream in time; dropped`,
         );
-        void this.o.env.outbox.put(rpcKey(r.deviceId, r.id), r);
+        this.persist(k, r);
       } else if (r.state === 'delivered' && !this.inBroker.has(k) && now - r.receivedAt >= this.o.ttlMs) {
         // delivered before a restart: its reply can no longer come (the device's local id is gone)
         this.end(k, r, 'unanswered');
@@ -206,7 +211,7 @@ export class RpcDownlink {
           r.state = 'delivered';
           this.o.state.counters.rpcDelivered++;
           void this.o.state.save();
-          void this.o.env.outbox.put(rpcKey(r.deviceId, r.id), r);
+          this.persist(k, r);
         },
       });
     } catch {
@@ -241,7 +246,23 @@ export class RpcDownlink {
       this.o.log.warn(`sync: the RPC ${r.method} (id ${r.id}) from upstream for ${r.device} expired undelivered`);
     }
     void this.o.state.save();
-    if (this.records.get(k) === r) void this.o.env.outbox.put(rpcKey(r.deviceId, r.id), r);
+    this.persist(k, r);
+  }
+
+  /**
+   * Writes a record's current state. One the store refuses (a full disk) is written again on every tick until
+   * it takes it: a record left `pending` on disk after its device got it would hand the device the same call
+   * again after the next restart.
+   */
+  private persist(k: string, r: RpcRecord): void {
+    if (this.records.get(k) !== r) return;
+    this.unsaved.delete(k);
+    this.o.env.outbox.put(rpcKey(r.deviceId, r.id), r).then(
+      () => undefined,
+      () => {
+        if (this.records.get(k) === r) this.unsaved.set(k, r);
+      },
+    );
   }
 
   private publishReply(k: string, r: RpcRecord): void {
@@ -263,7 +284,7 @@ export class RpcDownlink {
         this.publishing.delete(k);
         if (out.kind === 'sent' || out.kind === 'setAside') {
           r.replySent = true;
-          if (this.records.get(k) === r) void this.o.env.outbox.put(rpcKey(r.deviceId, r.id), r);
+          this.persist(k, r);
         }
       });
   }
