@@ -17,6 +17,7 @@
  */
 import type { Socket } from 'node:dgram';
 import type { CoapCounters } from '../../status/metrics.js';
+import { AnsweredCache } from './answered.js';
 import { type Answer, type Message, decode, encodeAnswer, encodeEmpty, rawResetFor } from './codec.js';
 
 export interface Peer {
@@ -68,7 +69,7 @@ const peerKey = (p: Peer, mid: number): string => `${p.address}:${p.port}#${mid}
 export class CoapEndpoint {
   private readonly pending = new Map<string, Pending>();
   /** answered exchanges: the datagram a duplicate gets (the answer, or the empty ACK of a separate answer) */
-  private readonly answered = new Map<string, { buf: Buffer; at: number }>();
+  private readonly answered: AnsweredCache;
   private readonly outgoing = new Map<string, Outgoing>();
   private nextMid = Math.floor(Math.random() * 65536);
   /** after close: answers of requests still in progress (a commit, a held RPC) are dropped, not sent */
@@ -84,6 +85,7 @@ export class CoapEndpoint {
     private readonly onGone: (observation: string) => void,
     private readonly now: () => number = Date.now,
   ) {
+    this.answered = new AnsweredCache(limits.maxExchanges);
     this.sweep = setInterval(() => this.tick(), SWEEP_MS);
     this.sweep.unref();
   }
@@ -125,7 +127,7 @@ export class CoapEndpoint {
     const done = this.answered.get(key);
     if (done !== undefined) {
       this.counters.duplicates++;
-      this.send(done.buf, peer);
+      this.send(done, peer);
       return;
     }
     const inProgress = this.pending.get(key);
@@ -206,11 +208,7 @@ export class CoapEndpoint {
   }
 
   private remember(key: string, buf: Buffer): void {
-    if (this.answered.size >= this.limits.maxExchanges) {
-      const oldest = this.answered.keys().next().value as string;
-      this.answered.delete(oldest);
-    }
-    this.answered.set(key, { buf, at: this.now() });
+    this.answered.set(key, buf, this.now());
   }
 
   private matched(key: string, reset: boolean): void {
@@ -244,10 +242,7 @@ export class CoapEndpoint {
       // once answered, a duplicate gets this ACK again (the answer itself is retransmitted as a CON)
       this.remember(ex.key, ack);
     }
-    for (const [key, e] of this.answered) {
-      if (now - e.at < this.limits.exchangeLifetimeMs) break;
-      this.answered.delete(key);
-    }
+    this.answered.expire(now - this.limits.exchangeLifetimeMs);
     for (const [key, out] of this.outgoing) {
       if (now < out.deadline) continue;
       if (out.confirmable && out.attempts < MAX_RETRANSMIT) {
