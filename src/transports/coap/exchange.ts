@@ -42,10 +42,22 @@ export interface Exchange {
   answer(a: Answer): void;
 }
 
-interface Pending extends Exchange {
-  readonly key: string;
-  emptyAcked: boolean;
-  answered: boolean;
+/** A class, not a literal with an `answer` closure: one object per request, sharing the endpoint's method. */
+class Pending implements Exchange {
+  emptyAcked = false;
+  answered = false;
+
+  constructor(
+    private readonly endpoint: CoapEndpoint,
+    readonly key: string,
+    readonly msg: Message,
+    readonly peer: Peer,
+    readonly receivedAt: number,
+  ) {}
+
+  answer(a: Answer): void {
+    this.endpoint.answer(this, a);
+  }
 }
 
 interface Outgoing {
@@ -142,15 +154,7 @@ export class CoapEndpoint {
       this.send(encodeAnswer({ messageId: msg.messageId, token: msg.token, ack: msg.confirmable }, busy), peer);
       return;
     }
-    const ex: Pending = {
-      key,
-      msg,
-      peer,
-      receivedAt: this.now(),
-      emptyAcked: false,
-      answered: false,
-      answer: (a) => this.answer(ex, a),
-    };
+    const ex = new Pending(this, key, msg, peer, this.now());
     this.pending.set(key, ex);
     this.counters.requests++;
     this.onRequest(ex);
@@ -190,7 +194,8 @@ export class CoapEndpoint {
     this.outgoing.clear();
   }
 
-  private answer(ex: Pending, a: Answer): void {
+  /** Pending.answer: once per exchange */
+  answer(ex: Pending, a: Answer): void {
     if (ex.answered) return;
     ex.answered = true;
     this.pending.delete(ex.key);
