@@ -49,6 +49,9 @@ class Pending implements Exchange {
 
   constructor(
     private readonly endpoint: CoapEndpoint,
+    /** `address:port` */
+    readonly who: string,
+    /** `address:port#mid`: the exchange among those in progress */
     readonly key: string,
     readonly msg: Message,
     readonly peer: Peer,
@@ -77,6 +80,7 @@ const NON_MATCH_MS = 10_000;
 const SWEEP_MS = 100;
 
 const peerKey = (p: Peer, mid: number): string => `${p.address}:${p.port}#${mid}`;
+const peerName = (p: Peer): string => `${p.address}:${p.port}`;
 
 export class CoapEndpoint {
   private readonly pending = new Map<string, Pending>();
@@ -135,13 +139,14 @@ export class CoapEndpoint {
       if (msg.confirmable) this.send(encodeEmpty(msg.messageId, 'reset'), peer);
       return;
     }
-    const key = peerKey(peer, msg.messageId);
-    const done = this.answered.get(key);
+    const who = peerName(peer);
+    const done = this.answered.get(who, msg.messageId);
     if (done !== undefined) {
       this.counters.duplicates++;
       this.send(done, peer);
       return;
     }
+    const key = `${who}#${msg.messageId}`;
     const inProgress = this.pending.get(key);
     if (inProgress !== undefined) {
       this.counters.duplicates++;
@@ -154,7 +159,7 @@ export class CoapEndpoint {
       this.send(encodeAnswer({ messageId: msg.messageId, token: msg.token, ack: msg.confirmable }, busy), peer);
       return;
     }
-    const ex = new Pending(this, key, msg, peer, this.now());
+    const ex = new Pending(this, who, key, msg, peer, this.now());
     this.pending.set(key, ex);
     this.counters.requests++;
     this.onRequest(ex);
@@ -203,17 +208,17 @@ export class CoapEndpoint {
     if (msg.confirmable && !ex.emptyAcked) {
       const buf = encodeAnswer({ messageId: msg.messageId, token: msg.token, ack: true }, a);
       this.send(buf, peer);
-      this.remember(ex.key, buf);
+      this.remember(ex, buf);
     } else {
       this.send1(peer, msg.token, msg.confirmable, a);
-      if (!msg.confirmable) this.remember(ex.key, encodeAnswer({ messageId: msg.messageId, token: msg.token }, a));
+      if (!msg.confirmable) this.remember(ex, encodeAnswer({ messageId: msg.messageId, token: msg.token }, a));
     }
     if (a.code === '2.01') this.counters.createdLatency.observe((this.now() - ex.receivedAt) / 1000);
     this.counters.answers[a.code[0] === '2' ? 'success' : a.code[0] === '4' ? 'clientError' : 'serverError']++;
   }
 
-  private remember(key: string, buf: Buffer): void {
-    this.answered.set(key, buf, this.now());
+  private remember(ex: Pending, buf: Buffer): void {
+    this.answered.set(ex.who, ex.msg.messageId, buf, this.now());
   }
 
   private matched(key: string, reset: boolean): void {
@@ -245,7 +250,7 @@ export class CoapEndpoint {
       const ack = encodeEmpty(ex.msg.messageId, 'ack');
       this.send(ack, ex.peer);
       // once answered, a duplicate gets this ACK again (the answer itself is retransmitted as a CON)
-      this.remember(ex.key, ack);
+      this.remember(ex, ack);
     }
     this.answered.expire(now - this.limits.exchangeLifetimeMs);
     for (const [key, out] of this.outgoing) {
