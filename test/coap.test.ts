@@ -184,6 +184,44 @@ t.test('a retransmitted CON is answered from the cache and stored once', async (
   t.ok(st.coap.duplicates >= 3);
 });
 
+t.test('coap.maxExchanges bounds the answers remembered: the oldest forgotten first', async (t) => {
+  const dir = tempDir(t);
+  writeFileSync(join(dir, 'c.json'), JSON.stringify({ coap: { maxExchanges: 3 } }));
+  const small = await startGateway(t, { args: ['--config', join(dir, 'c.json')] });
+  const smallAdmin = await adminHeaders(small);
+  const d = await addDevice(small.dataDir, 'coap-bound');
+  const c = await CoapTestClient.open(t, coapPort(small));
+  const posts = [1, 2, 3, 4].map((n) =>
+    c.build({
+      method: 'POST',
+      path: `api/v1/${d.token}/telemetry`,
+      payload: `{"ts":${1700000000000 + n},"values":{"n":${n}}}`,
+    }),
+  );
+  for (const p of posts) {
+    c.sendRaw(p.buf);
+    await c.waitFor((r) => r.token.equals(p.token) && r.code === '2.01');
+  }
+  const counts = async (): Promise<{ requests: number; duplicates: number }> =>
+    (await http('GET', `${small.url}/api/outpost/status`, undefined, smallAdmin)).json<{
+      coap: { requests: number; duplicates: number };
+    }>().coap;
+  const before = await counts();
+  const [first, last] = [posts[0], posts[3]] as [(typeof posts)[number], (typeof posts)[number]];
+  const from = c.received.length;
+  c.sendRaw(last.buf);
+  const again = await c.waitFor((r) => r.token.equals(last.token), 5000, from);
+  t.equal(again.code, '2.01');
+  const afterLast = await counts();
+  t.equal(afterLast.duplicates, before.duplicates + 1, 'the newest is answered from the cache');
+  t.equal(afterLast.requests, before.requests, 'and not handed on again');
+  c.sendRaw(first.buf);
+  await c.waitFor((r) => r.token.equals(first.token), 5000, c.received.length);
+  const afterFirst = await counts();
+  t.equal(afterFirst.requests, afterLast.requests + 1, 'the oldest of four, past a bound of three, is a new request');
+  t.equal(afterFirst.duplicates, afterLast.duplicates);
+});
+
 t.test('Observe attributes: 0 then 1, 2 …, CON when registered CON, cancel by GET Observe 1', async (t) => {
   const c = await CoapTestClient.open(t, port);
   const d = await addDevice(gw.dataDir, 'coap-obs');

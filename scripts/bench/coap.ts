@@ -10,7 +10,7 @@
  *    (REST posts, 32 at a time): p50/p99 from each post's start to its notification, and the time for all.
  *
  *   npm run bench:coap [-- --clients 100 --seconds 4 --rounds 3 --observers 10000] [--no-observers]
- *     [--coap-packet] [--only coap|http|mqtt|dgram] [--cpu-prof <dir>]
+ *     [--coap-packet] [--only coap,http,mqtt,dgram] [--cpu-prof <dir>]
  */
 import { type Socket, createSocket } from 'node:dgram';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -29,8 +29,8 @@ const ROUNDS = intArg(argv, 'rounds', 3);
 const OBSERVERS = intArg(argv, 'observers', 10_000);
 /** the transport comparison only */
 const NO_OBSERVERS = argv.includes('--no-observers');
-/** one transport only (e.g. to profile the daemon under it) */
-const ONLY = argv.includes('--only') ? argv[argv.indexOf('--only') + 1] : undefined;
+/** these transports only, comma-separated (e.g. to profile the daemon under one, or compare CoAP with HTTP) */
+const ONLY = argv.includes('--only') ? (argv[argv.indexOf('--only') + 1] ?? '').split(',') : undefined;
 const PER_SOCKET = 1_000;
 /** the daemon started with `node --cpu-prof`, its profile written into this dir at exit */
 const CPU_PROF = argv.includes('--cpu-prof') ? argv[argv.indexOf('--cpu-prof') + 1] : undefined;
@@ -341,7 +341,7 @@ async function main(): Promise<void> {
           if (rc !== 0) throw new Error(`PUBACK ${rc}`);
         }),
     };
-    for (const name of Object.keys(phases)) if (ONLY === undefined || name === ONLY) await phases[name]?.(1); // warm-up, not counted
+    for (const name of Object.keys(phases)) if (ONLY === undefined || ONLY.includes(name)) await phases[name]?.(1); // warm-up, not counted
     const results: Record<string, Figures[]> = { coap: [], http: [], mqtt: [], dgram: [] };
     const orders = [
       ['coap', 'http', 'mqtt', 'dgram'],
@@ -351,7 +351,7 @@ async function main(): Promise<void> {
     ];
     for (let r = 0; r < ROUNDS; r++) {
       for (const name of orders[r % orders.length] as string[]) {
-        if (ONLY !== undefined && name !== ONLY) continue;
+        if (ONLY !== undefined && !ONLY.includes(name)) continue;
         await sleep(300);
         results[name]?.push(await (phases[name] as (s: number) => Promise<Figures>)(SECONDS));
       }

@@ -37,10 +37,13 @@ export function option(m: Message, name: string): Buffer | undefined {
   return undefined;
 }
 
-export function options(m: Message, name: string): string[] {
-  const out: string[] = [];
-  for (const o of m.options) if (o.name === name) out.push(o.value.toString('utf8'));
-  return out;
+const NONE: readonly string[] = Object.freeze([]);
+
+/** Every value of a repeatable option (Uri-Path, Uri-Query) as text; one shared empty list when it is absent. */
+export function options(m: Message, name: string): readonly string[] {
+  let out: string[] | undefined;
+  for (const o of m.options) if (o.name === name) (out ??= []).push(o.value.toString('utf8'));
+  return out ?? NONE;
 }
 
 export interface Block {
@@ -107,17 +110,26 @@ export function encodeAnswer(env: Envelope, a: Answer): Buffer {
  * are tens of pool slabs, not tens of thousands of separately allocated and collected buffers.
  */
 function encodeBare(env: Envelope, code: string): Buffer | undefined {
-  const m = /^([0-7])\.([0-3]\d)$/.exec(code);
-  if (m === null || env.token.length > 8) return undefined;
-  const detail = Number(m[2]);
-  if (detail > 31) return undefined;
+  const codeByte = codeOctet(code);
+  if (codeByte === undefined || env.token.length > 8) return undefined;
   const type = env.ack ? 2 : env.confirmable ? 0 : 1;
   const buf = Buffer.allocUnsafe(4 + env.token.length);
   buf[0] = 0x40 | (type << 4) | env.token.length;
-  buf[1] = (Number(m[1]) << 5) | detail;
+  buf[1] = codeByte;
   buf.writeUInt16BE(env.messageId, 2);
   env.token.copy(buf, 4);
   return buf;
+}
+
+/** `c.dd` → the code octet (3-bit class, 5-bit detail, RFC 7252 section 3), read char by char, no regex per answer. */
+function codeOctet(code: string): number | undefined {
+  if (code.length !== 4 || code.charCodeAt(1) !== 0x2e) return undefined;
+  const cls = code.charCodeAt(0) - 0x30;
+  const tens = code.charCodeAt(2) - 0x30;
+  const ones = code.charCodeAt(3) - 0x30;
+  if (cls < 0 || cls > 7 || tens < 0 || tens > 3 || ones < 0 || ones > 9) return undefined;
+  const detail = tens * 10 + ones;
+  return detail > 31 ? undefined : (cls << 5) | detail;
 }
 
 /** An empty message: ACK (a separate answer follows) or RST (a ping, a CON that cannot be read). */

@@ -17,6 +17,7 @@
  */
 import type { Socket } from 'node:dgram';
 import type { CoapCounters } from '../../status/metrics.js';
+import { AnsweredCache } from './answered.js';
 import { type Answer, type Message, decode, encodeAnswer, encodeEmpty, rawResetFor } from './codec.js';
 
 export interface Peer {
@@ -41,10 +42,25 @@ export interface Exchange {
   answer(a: Answer): void;
 }
 
-interface Pending extends Exchange {
-  readonly key: string;
-  emptyAcked: boolean;
-  answered: boolean;
+/** A class, not a literal with an `answer` closure: one object per request, sharing the endpoint's method. */
+class Pending implements Exchange {
+  emptyAcked = false;
+  answered = false;
+
+  constructor(
+    private readonly endpoint: CoapEndpoint,
+    /** `address:port` */
+    readonly who: string,
+    /** `address:port#mid`: the exchange among those in progress */
+    readonly key: string,
+    readonly msg: Message,
+    readonly peer: Peer,
+    readonly receivedAt: number,
+  ) {}
+
+  answer(a: Answer): void {
+    this.endpoint.answer(this, a);
+  }
 }
 
 interface Outgoing {
@@ -64,11 +80,12 @@ const NON_MATCH_MS = 10_000;
 const SWEEP_MS = 100;
 
 const peerKey = (p: Peer, mid: number): string => `${p.address}:${p.port}#${mid}`;
+const peerName = (p: Peer): string => `${p.address}:${p.port}`;
 
 export class CoapEndpoint {
   private readonly pending = new Map<string, Pending>();
   /** answered exchanges: the datagram a duplicate gets (the answer, or the empty ACK of a separate answer) */
-  private readonly answered = new Map<string, { buf: Buffer; at: number }>();
+  private readonly answered: AnsweredCache;
   private readonly outgoing = new Map<string, Outgoing>();
   private nextMid = Math.floor(Math.random() * 65536);
   /** after close: answers of requests still in progress (a commit, a held RPC) are dropped, not sent */
@@ -84,6 +101,7 @@ export class CoapEndpoint {
     private readonly onGone: (observation: string) => void,
     private readonly now: () => number = Date.now,
   ) {
+    this.answered = new AnsweredCache(limits.maxExchanges);
     this.sweep = setInterval(() => this.tick(), SWEEP_MS);
     this.sweep.unref();
   }
@@ -121,13 +139,14 @@ export class CoapEndpoint {
       if (msg.confirmable) this.send(encodeEmpty(msg.messageId, 'reset'), peer);
       return;
     }
-    const key = peerKey(peer, msg.messageId);
-    const done = this.answered.get(key);
+    const who = peerName(peer);
+    const done = this.answered.get(who, msg.messageId);
     if (done !== undefined) {
       this.counters.duplicates++;
-      this.send(done.buf, peer);
+      this.send(done, peer);
       return;
     }
+    const key = `${who}#${msg.messageId}`;
     const inProgress = this.pending.get(key);
     if (inProgress !== undefined) {
       this.counters.duplicates++;
@@ -140,15 +159,7 @@ export class CoapEndpoint {
       this.send(encodeAnswer({ messageId: msg.messageId, token: msg.token, ack: msg.confirmable }, busy), peer);
       return;
     }
-    const ex: Pending = {
-      key,
-      msg,
-      peer,
-      receivedAt: this.now(),
-      emptyAcked: false,
-      answered: false,
-      answer: (a) => this.answer(ex, a),
-    };
+    const ex = new Pending(this, who, key, msg, peer, this.now());
     this.pending.set(key, ex);
     this.counters.requests++;
     this.onRequest(ex);
@@ -188,7 +199,8 @@ export class CoapEndpoint {
     this.outgoing.clear();
   }
 
-  private answer(ex: Pending, a: Answer): void {
+  /** Pending.answer: once per exchange */
+  answer(ex: Pending, a: Answer): void {
     if (ex.answered) return;
     ex.answered = true;
     this.pending.delete(ex.key);
@@ -196,21 +208,17 @@ export class CoapEndpoint {
     if (msg.confirmable && !ex.emptyAcked) {
       const buf = encodeAnswer({ messageId: msg.messageId, token: msg.token, ack: true }, a);
       this.send(buf, peer);
-      this.remember(ex.key, buf);
+      this.remember(ex, buf);
     } else {
       this.send1(peer, msg.token, msg.confirmable, a);
-      if (!msg.confirmable) this.remember(ex.key, encodeAnswer({ messageId: msg.messageId, token: msg.token }, a));
+      if (!msg.confirmable) this.remember(ex, encodeAnswer({ messageId: msg.messageId, token: msg.token }, a));
     }
     if (a.code === '2.01') this.counters.createdLatency.observe((this.now() - ex.receivedAt) / 1000);
     this.counters.answers[a.code[0] === '2' ? 'success' : a.code[0] === '4' ? 'clientError' : 'serverError']++;
   }
 
-  private remember(key: string, buf: Buffer): void {
-    if (this.answered.size >= this.limits.maxExchanges) {
-      const oldest = this.answered.keys().next().value as string;
-      this.answered.delete(oldest);
-    }
-    this.answered.set(key, { buf, at: this.now() });
+  private remember(ex: Pending, buf: Buffer): void {
+    this.answered.set(ex.who, ex.msg.messageId, buf, this.now());
   }
 
   private matched(key: string, reset: boolean): void {
@@ -242,12 +250,9 @@ export class CoapEndpoint {
       const ack = encodeEmpty(ex.msg.messageId, 'ack');
       this.send(ack, ex.peer);
       // once answered, a duplicate gets this ACK again (the answer itself is retransmitted as a CON)
-      this.remember(ex.key, ack);
+      this.remember(ex, ack);
     }
-    for (const [key, e] of this.answered) {
-      if (now - e.at < this.limits.exchangeLifetimeMs) break;
-      this.answered.delete(key);
-    }
+    this.answered.expire(now - this.limits.exchangeLifetimeMs);
     for (const [key, out] of this.outgoing) {
       if (now < out.deadline) continue;
       if (out.confirmable && out.attempts < MAX_RETRANSMIT) {

@@ -7,13 +7,24 @@
  * and large answers are bounded in number (`coap.maxBlockTransfers`), size (`coap.maxBodyBytes`) and age.
  */
 import { type Socket, createSocket } from 'node:dgram';
-import { isIPv6 } from 'node:net';
+import { type LookupOneOptions, lookup } from 'node:dns';
+import { isIP, isIPv6 } from 'node:net';
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
 import type { PollHandle } from '../../rpc/longpoll.js';
 import type { CoapCounters } from '../../status/metrics.js';
-import { type Answer, type Block, blockOption, option, options, readBlock, readUint, uintOption } from './codec.js';
-import { CoapEndpoint, type Exchange } from './exchange.js';
+import {
+  type Answer,
+  type Block,
+  type Message,
+  blockOption,
+  option,
+  options,
+  readBlock,
+  readUint,
+  uintOption,
+} from './codec.js';
+import { CoapEndpoint, type Exchange, type Peer } from './exchange.js';
 import { type Observation, ObservationRegistry } from './observe.js';
 import { CoapResources, type CoapRequest, precheck } from './resources.js';
 
@@ -52,6 +63,70 @@ function piece(a: Answer, body: Buffer, num: number, size: number): Answer {
   return { ...a, payload: body.subarray(start, start + size), options: opts };
 }
 
+/** Where a peer's block-wise transfer for one URI is kept: assemblies and large answers. */
+const peerUriOf = (peer: Peer, uri: string): string => `${peer.address}:${peer.port} ${uri}`;
+
+/**
+ * A request as the resources see it. Its URI (path and query joined) and the peer-and-URI key are made only when
+ * asked for (Observe, block-wise, a large answer), not for every upload.
+ */
+class IncomingRequest implements CoapRequest {
+  readonly code: string;
+  readonly path: readonly string[];
+  readonly query: readonly string[];
+  /** the datagram's payload, or the reassembled Block1 body */
+  payload: Buffer;
+  readonly observe: number | undefined;
+  readonly token: Buffer;
+  readonly confirmable: boolean;
+  /** set by `registered`, run after the answer went out */
+  after: (() => void) | undefined;
+  private joined: string | undefined;
+
+  constructor(
+    msg: Message,
+    readonly peer: Peer,
+  ) {
+    this.code = msg.code;
+    this.path = options(msg, 'Uri-Path');
+    this.query = options(msg, 'Uri-Query');
+    this.payload = msg.payload;
+    const observe = option(msg, 'Observe');
+    this.observe = observe === undefined ? undefined : readUint(observe);
+    this.token = msg.token;
+    this.confirmable = msg.confirmable;
+  }
+
+  get uri(): string {
+    this.joined ??= `${this.path.join('/')}?${this.query.join('&')}`;
+    return this.joined;
+  }
+
+  get peerUri(): string {
+    return peerUriOf(this.peer, this.uri);
+  }
+
+  registered(fn: () => void): void {
+    this.after = fn;
+  }
+}
+
+/**
+ * dgram's default lookup answers even an IP literal through dns.lookup, a process.nextTick per datagram sent;
+ * every address the listener sends to came from a received datagram, so a literal is handed straight back.
+ * A host name (the bind address in the config) still goes through dns.lookup.
+ */
+function literalLookup(
+  host: string,
+  // Node 20 passes the socket's family as a number here; dns.lookup takes either
+  how: LookupOneOptions,
+  callback: (err: NodeJS.ErrnoException | null, address: string, family: number) => void,
+): void {
+  const literal = isIP(host);
+  if (literal !== 0) callback(null, host, literal);
+  else lookup(host, how, callback);
+}
+
 function bind(socket: Socket, host: string, port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const onError = (err: Error): void =>
@@ -69,7 +144,7 @@ export async function startCoap(s: Services, counters: CoapCounters): Promise<Co
   const cfg = s.config.coap;
   if (cfg.port === 0) return { port: 0, close: async () => undefined };
   const host = cfg.host === '' ? s.config.host : cfg.host;
-  const socket = createSocket({ type: isIPv6(host) ? 'udp6' : 'udp4', reuseAddr: false });
+  const socket = createSocket({ type: isIPv6(host) ? 'udp6' : 'udp4', reuseAddr: false, lookup: literalLookup });
   const assemblies = new Map<string, Assembly>();
   const large = new Map<string, LargeAnswer>();
   const held = new Set<PollHandle>();
@@ -79,18 +154,21 @@ export async function startCoap(s: Services, counters: CoapCounters): Promise<Co
     m.set(key, v);
   };
 
-  /** An answer, cut into Block2 pieces when it is larger than the block the client asked for (or 1024). */
-  const sized = (a: Answer, peerUri: string, want: Block | undefined): Answer => {
+  /**
+   * An answer, cut into Block2 pieces when it is larger than the block the client asked for (or 1024); the
+   * whole is kept under `where.peerUri` for the follow-ups.
+   */
+  const sized = (a: Answer, where: { readonly peerUri: string }, want: Block | undefined): Answer => {
     const size = Math.min(MAX_BLOCK, want?.size ?? MAX_BLOCK);
     const body = a.payload;
     if (body === undefined || (body.length <= size && want === undefined)) return a;
-    if (body.length > size) bounded(large, peerUri, { answer: a, body, at: Date.now() });
+    if (body.length > size) bounded(large, where.peerUri, { answer: a, body, at: Date.now() });
     return piece(a, body, want?.num ?? 0, size);
   };
 
   let endpoint: CoapEndpoint | undefined;
   const observations = new ObservationRegistry(s, cfg.maxObservations, counters, (o: Observation, a: Answer) => {
-    const out = sized(a, `${o.peer.address}:${o.peer.port} ${o.uri}`, undefined);
+    const out = sized(a, { peerUri: peerUriOf(o.peer, o.uri) }, undefined);
     endpoint?.send1(o.peer, o.token, o.confirmable, out, o.key);
   });
   const hold = (h: PollHandle): (() => void) => {
@@ -100,25 +178,21 @@ export async function startCoap(s: Services, counters: CoapCounters): Promise<Co
   const resources = new CoapResources(s, observations, hold);
 
   const onRequest = (ex: Exchange): void => {
-    const { msg, peer } = ex;
-    const path = options(msg, 'Uri-Path');
-    const query = options(msg, 'Uri-Query');
-    const uri = `${path.join('/')}?${query.join('&')}`;
-    const peerUri = `${peer.address}:${peer.port} ${uri}`;
-    const observeOpt = option(msg, 'Observe');
+    const { msg } = ex;
+    const req = new IncomingRequest(msg, ex.peer);
     const b2 = readBlock(option(msg, 'Block2'));
     if (b2 !== undefined && b2.num > 0 && msg.code === '0.01') {
-      const cached = large.get(peerUri);
+      const cached = large.get(req.peerUri);
       if (cached !== undefined) {
         ex.answer(piece(cached.answer, cached.body, b2.num, Math.min(MAX_BLOCK, b2.size)));
         return;
       }
     }
-    let payload = msg.payload;
     const b1raw = option(msg, 'Block1');
     const b1 = readBlock(b1raw);
     if (b1raw !== undefined) {
-      const pre = precheck(s, { code: msg.code, path });
+      const pre = precheck(s, req);
+      const peerUri = req.peerUri;
       if ('refused' in pre) {
         assemblies.delete(peerUri);
         ex.answer(pre.refused);
@@ -137,8 +211,8 @@ export async function startCoap(s: Services, counters: CoapCounters): Promise<Co
         ex.answer({ code: '4.08', payload: Buffer.from('block out of order or assembly unknown') });
         return;
       }
-      a.parts.push(Buffer.from(payload));
-      a.bytes += payload.length;
+      a.parts.push(Buffer.from(msg.payload));
+      a.bytes += msg.payload.length;
       a.at = Date.now();
       if (a.bytes > cfg.maxBodyBytes) {
         assemblies.delete(peerUri);
@@ -151,40 +225,29 @@ export async function startCoap(s: Services, counters: CoapCounters): Promise<Co
         return;
       }
       assemblies.delete(peerUri);
-      payload = Buffer.concat(a.parts);
-    } else if (payload.length > cfg.maxBodyBytes) {
+      req.payload = Buffer.concat(a.parts);
+    } else if (msg.payload.length > cfg.maxBodyBytes) {
       ex.answer({ code: '4.13', options: [{ name: 'Size1', value: uintOption(cfg.maxBodyBytes) }] });
       return;
     }
-    const req: CoapRequest = {
-      code: msg.code,
-      path,
-      query,
-      payload,
-      observe: observeOpt === undefined ? undefined : readUint(observeOpt),
-      peer,
-      token: msg.token,
-      confirmable: msg.confirmable,
-      uri,
-    };
-    let after: (() => void) | undefined;
-    resources
-      .handle(req, (fn) => {
-        after = fn;
-      })
-      .then((a) => {
-        let out = sized(a, peerUri, b2);
+    const answered = (a: Answer): void => {
+      try {
+        let out = sized(a, req, b2);
         if (b1 !== undefined) {
           const opts = [...(out.options ?? []), { name: 'Block1', value: blockOption(b1.num, false, b1.size) }];
           out = { ...out, options: opts };
         }
         ex.answer(out);
-        after?.();
-      })
-      .catch((err: unknown) => {
-        s.log.error(`coap: request failed: ${(err as Error)?.stack ?? String(err)}`);
-        ex.answer({ code: '5.00' });
-      });
+        req.after?.();
+      } catch (err) {
+        failed(err);
+      }
+    };
+    const failed = (err: unknown): void => {
+      s.log.error(`coap: request failed: ${(err as Error)?.stack ?? String(err)}`);
+      ex.answer({ code: '5.00' });
+    };
+    resources.handle(req).then(answered, failed);
   };
 
   endpoint = new CoapEndpoint(
@@ -203,7 +266,8 @@ export async function startCoap(s: Services, counters: CoapCounters): Promise<Co
   const ep = endpoint;
   socket.on('message', (buf, rinfo) => {
     try {
-      ep.onDatagram(buf, { address: rinfo.address, port: rinfo.port });
+      // rinfo is a fresh object per datagram: it is the peer (an observation copies what it keeps)
+      ep.onDatagram(buf, rinfo);
     } catch (err) {
       // a datagram must never take the daemon down; what it did is logged
       counters.refused.malformed++;

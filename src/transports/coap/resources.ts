@@ -31,6 +31,8 @@ export interface CoapRequest {
   readonly confirmable: boolean;
   /** path and query: where Block2 follow-ups find a large answer */
   readonly uri: string;
+  /** `fn` runs once the answer has been handed to the message layer (an Observe registration's activation) */
+  registered(fn: () => void): void;
 }
 
 const GET = '0.01';
@@ -41,6 +43,8 @@ export type HoldFn = (h: PollHandle) => () => void;
 
 const answer = (code: string, body?: string): Answer =>
   body === undefined ? { code } : { code, payload: Buffer.from(body), contentFormat: CONTENT_JSON };
+/** every upload's answer: one object, never changed (answers are read-only) */
+const CREATED: Answer = Object.freeze({ code: '2.01' });
 
 /** TB's codes for an OutpostError: 4.00 bad input, 4.13 too large, 4.29 too many, else 5.00/5.03. */
 export function errorAnswer(err: unknown): Answer {
@@ -88,15 +92,15 @@ export class CoapResources {
   ) {}
 
   /**
-   * Answers one (reassembled) request. An Observe registration's answer carries Observe 0; `registered` is
-   * called once that answer has been handed to the message layer.
+   * Answers one (reassembled) request. An Observe registration's answer carries Observe 0; it is activated
+   * through `req.registered` once that answer has been handed to the message layer.
    */
-  async handle(req: CoapRequest, registered: (fn: () => void) => void): Promise<Answer> {
+  async handle(req: CoapRequest): Promise<Answer> {
     const pre = precheck(this.s, req);
     if ('refused' in pre) return pre.refused;
     try {
       if (pre.device === undefined) return await this.provision(req);
-      return await this.feature(pre.device, req, registered);
+      return await this.feature(pre.device, req);
     } catch (err) {
       return errorAnswer(err);
     }
@@ -108,21 +112,22 @@ export class CoapResources {
     return answer(out.status === 'SUCCESS' ? '2.01' : '4.00', JSON.stringify(out));
   }
 
-  private async feature(device: DeviceRecord, req: CoapRequest, registered: (fn: () => void) => void): Promise<Answer> {
+  private async feature(device: DeviceRecord, req: CoapRequest): Promise<Answer> {
     const { s } = this;
     const feature = req.path[3];
-    const rest = req.path.slice(4);
-    if (feature === 'telemetry' && rest.length === 0 && req.code === POST) {
+    /** segments after the feature's */
+    const more = req.path.length - 4;
+    if (feature === 'telemetry' && more === 0 && req.code === POST) {
       await s.ingest.save('DEVICE', device.id, parseTelemetryBody(req.payload, s.now()));
-      return answer('2.01');
+      return CREATED;
     }
-    if (feature === 'attributes' && req.code === POST && rest.length === 0) {
+    if (feature === 'attributes' && req.code === POST && more === 0) {
       await s.attributes.save('DEVICE', device.id, 'CLIENT_SCOPE', parseAttributes(parseBody(req.payload)), s.now());
-      return answer('2.01');
+      return CREATED;
     }
     if (feature === 'attributes' && req.code === GET) {
       // TB reads segment 4 (`attributes/updates`) as nothing but the observed resource
-      if (req.observe === 0) return this.observe(device, 'attributes', req, registered);
+      if (req.observe === 0) return this.observe(device, 'attributes', req);
       if (req.observe === 1) this.observations.cancel(`${device.id}/attributes`, req.peer, req.token);
       const q = queryMap(req.query);
       const body = deviceAttributesJson(
@@ -133,36 +138,32 @@ export class CoapResources {
       );
       return body === '{}' ? answer('4.04') : answer('2.05', body);
     }
-    if (feature === 'rpc' && req.code === GET && rest.length === 0) {
-      if (req.observe === 0) return this.observe(device, 'rpc', req, registered);
+    if (feature === 'rpc' && req.code === GET && more === 0) {
+      if (req.observe === 0) return this.observe(device, 'rpc', req);
       if (req.observe === 1 && this.observations.cancel(`${device.id}/rpc`, req.peer, req.token)) return answer('2.02');
       throw new OutpostError('BAD_PARAM', 'GET rpc needs Observe');
     }
     if (feature === 'rpc' && req.code === POST) {
-      const id = rest.length === 1 && /^\d{1,10}$/.test(rest[0] as string) ? Number(rest[0]) : undefined;
+      const reqId = req.path[4];
+      const id = more === 1 && /^\d{1,10}$/.test(reqId as string) ? Number(reqId) : undefined;
       if (id !== undefined && id <= 2147483647) {
         const json = parseBody(req.payload);
         s.rpc.reply(device.id, id, stringifyJson(json));
-        return answer('2.01');
+        return CREATED;
       }
       return this.clientRpc(device, req);
     }
     throw new OutpostError('BAD_PARAM', `unknown resource ${req.path.slice(3).join('/') || '(none)'}`);
   }
 
-  private observe(
-    device: DeviceRecord,
-    resource: ObservedResource,
-    req: CoapRequest,
-    registered: (fn: () => void) => void,
-  ): Answer {
+  private observe(device: DeviceRecord, resource: ObservedResource, req: CoapRequest): Answer {
     const o = this.observations.register(device.id, resource, req.peer, req.token, req.confirmable, req.uri);
     if (o === undefined) {
       // no room: answered as a plain GET (RFC 7641 section 4.1), without Observe
       if (resource === 'rpc') return { code: '5.03', payload: Buffer.from('too many observations') };
       return answer('2.05', this.sharedJson(device.id));
     }
-    registered(() => this.observations.activate(o));
+    req.registered(() => this.observations.activate(o));
     const obs0 = [{ name: 'Observe', value: uintOption(0) }];
     if (resource === 'rpc') return { code: '2.03', options: obs0 };
     return { ...answer('2.05', this.sharedJson(device.id)), options: obs0 };
