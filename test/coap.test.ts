@@ -318,6 +318,37 @@ t.test('Observe rpc: 2.03 first, pending RPCs delivered, the reply completes the
   t.equal(rpcGet.code, '4.00', 'GET rpc without Observe');
 });
 
+t.test('RPC to a CON observer: delivered at its ACK; one the device rejects goes back to the queue', async (t) => {
+  const c = await CoapTestClient.open(t, port);
+  c.autoAck = false;
+  const d = await addDevice(gw.dataDir, 'coap-rpc-ack');
+  const token = c.nextToken();
+  await c.request({ path: `api/v1/${d.token}/rpc`, observe: 0, token });
+  let answered = false;
+  const call = http('POST', `${gw.url}/api/plugins/rpc/oneway/${d.id}`, { method: 'open', params: {} }, admin).then(
+    (r) => {
+      answered = true;
+      return r;
+    },
+  );
+  const n1 = await c.waitFor((p) => p.token.equals(token) && readUint(opt(p, 'Observe')) === 1);
+  t.ok(n1.confirmable, 'a CON notification');
+  await sleep(300);
+  t.notOk(answered, 'not delivered before the device acknowledged it');
+  c.sendRaw(Buffer.from([0x60, 0, (n1.messageId >> 8) & 255, n1.messageId & 255]));
+  t.equal((await call).status, 200, 'delivered at the ACK');
+
+  // an RST ends the observation and puts the RPC back: the device's next poll gets it, the same id
+  const second = http('POST', `${gw.url}/api/plugins/rpc/oneway/${d.id}`, { method: 'close', params: {} }, admin);
+  const n2 = await c.waitFor((p) => p.token.equals(token) && readUint(opt(p, 'Observe')) === 2);
+  c.sendRaw(Buffer.from([0x70, 0, (n2.messageId >> 8) & 255, n2.messageId & 255]));
+  await sleep(200);
+  const poll = await http('GET', `${gw.url}/api/v1/${d.token}/rpc?timeout=2000`);
+  t.equal(poll.status, 200);
+  t.same(poll.json(), { id: 2, method: 'close', params: {} }, 'the rejected RPC reaches the device by its poll');
+  t.equal((await second).status, 200);
+});
+
 t.test('Block1 out of order 4.08, over coap.maxBodyBytes 4.13, unknown token before any block 4.01', async (t) => {
   const c = await CoapTestClient.open(t, port);
   const block = (num: number, more: boolean): Buffer => uint(num * 16 + (more ? 8 : 0) + 2); // 64-byte blocks

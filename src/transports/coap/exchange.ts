@@ -69,6 +69,8 @@ interface Outgoing {
   readonly confirmable: boolean;
   /** the observation this notification belongs to (told when the peer rejects it or never ACKs) */
   readonly observation: string | undefined;
+  /** told whether the peer acknowledged this CON (false: an RST, no ACK after the retransmissions, or evicted) */
+  readonly settled: ((acked: boolean) => void) | undefined;
   attempts: number;
   deadline: number;
 }
@@ -167,16 +169,25 @@ export class CoapEndpoint {
 
   /**
    * Sends a notification or a message of its own (not an answer in an ACK); returns its message id. A CON is
-   * retransmitted until ACKed; an RST to either ends `observation`.
+   * retransmitted until ACKed, and `settled` told whether it was; an RST to either ends `observation`.
    */
-  send1(peer: Peer, token: Buffer, confirmable: boolean, a: Answer, observation?: string): number {
+  send1(
+    peer: Peer,
+    token: Buffer,
+    confirmable: boolean,
+    a: Answer,
+    observation?: string,
+    settled?: (acked: boolean) => void,
+  ): number {
     const mid = this.mid();
     const buf = encodeAnswer({ messageId: mid, token, confirmable }, a);
     this.send(buf, peer);
     const key = peerKey(peer, mid);
     if (this.outgoing.size >= this.limits.maxExchanges) {
       const oldest = this.outgoing.keys().next().value as string;
+      const evicted = this.outgoing.get(oldest);
       this.outgoing.delete(oldest);
+      evicted?.settled?.(false);
     }
     if (confirmable || observation !== undefined) {
       this.outgoing.set(key, {
@@ -184,6 +195,7 @@ export class CoapEndpoint {
         peer,
         confirmable,
         observation,
+        settled: confirmable ? settled : undefined,
         attempts: 0,
         deadline: this.now() + (confirmable ? ACK_TIMEOUT_MS : NON_MATCH_MS),
       });
@@ -225,7 +237,9 @@ export class CoapEndpoint {
     const out = this.outgoing.get(key);
     if (out === undefined) return;
     this.outgoing.delete(key);
+    // the observation ends first: what its RPC sink held goes back to the queue, not to it again
     if (reset && out.observation !== undefined) this.onGone(out.observation);
+    out.settled?.(!reset);
   }
 
   private mid(): number {
@@ -264,6 +278,7 @@ export class CoapEndpoint {
       }
       this.outgoing.delete(key);
       if (out.confirmable && out.observation !== undefined) this.onGone(out.observation);
+      out.settled?.(false);
     }
   }
 }

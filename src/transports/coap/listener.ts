@@ -25,7 +25,7 @@ import {
   uintOption,
 } from './codec.js';
 import { CoapEndpoint, type Exchange, type Peer } from './exchange.js';
-import { type Observation, ObservationRegistry } from './observe.js';
+import { ObservationRegistry } from './observe.js';
 import { CoapResources, type CoapRequest, precheck } from './resources.js';
 
 export interface CoapListener {
@@ -167,9 +167,10 @@ export async function startCoap(s: Services, counters: CoapCounters): Promise<Co
   };
 
   let endpoint: CoapEndpoint | undefined;
-  const observations = new ObservationRegistry(s, cfg.maxObservations, counters, (o: Observation, a: Answer) => {
+  const observations = new ObservationRegistry(s, cfg.maxObservations, counters, (o, a, settled) => {
     const out = sized(a, { peerUri: peerUriOf(o.peer, o.uri) }, undefined);
-    endpoint?.send1(o.peer, o.token, o.confirmable, out, o.key);
+    if (endpoint === undefined) settled?.(false);
+    else endpoint.send1(o.peer, o.token, o.confirmable, out, o.key, settled);
   });
   const hold = (h: PollHandle): (() => void) => {
     held.add(h);

@@ -27,8 +27,11 @@ export interface Observation {
   detach: (() => void) | undefined;
 }
 
-/** How notifications leave: the listener sends them (block-wise when large) through the message layer. */
-export type NotifySend = (o: Observation, a: Answer) => void;
+/**
+ * How notifications leave: the listener sends them (block-wise when large) through the message layer, which
+ * tells `settled` whether the client acknowledged a CON one.
+ */
+export type NotifySend = (o: Observation, a: Answer, settled?: (acked: boolean) => void) => void;
 
 const MAX_OBSERVE = 0xffffff;
 
@@ -115,10 +118,16 @@ export class ObservationRegistry {
       return;
     }
     o.detach = this.s.rpc.attachSink(o.deviceId, {
+      // As ThingsBoard: a CON notification's RPC is delivered at the client's ACK (the broker waits for it, and
+      // one never acknowledged goes back to the device's queue); a NON one once sent.
       deliver: (rpc) => {
         if (this.byKey.get(o.key) !== o) return false;
-        this.notify(o, `{"id":${rpc.id},"method":${JSON.stringify(rpc.method)},"params":${rpc.paramsJson}}`);
-        return true;
+        const body = `{"id":${rpc.id},"method":${JSON.stringify(rpc.method)},"params":${rpc.paramsJson}}`;
+        if (!o.confirmable) {
+          this.notify(o, body);
+          return true;
+        }
+        return new Promise<boolean>((settled) => this.notify(o, body, settled));
       },
     });
   }
@@ -138,15 +147,19 @@ export class ObservationRegistry {
     for (const key of [...this.byKey.keys()]) this.remove(key);
   }
 
-  private notify(o: Observation, body: string): void {
+  private notify(o: Observation, body: string, settled?: (acked: boolean) => void): void {
     o.seq = o.seq >= MAX_OBSERVE ? 1 : o.seq + 1;
     this.counters.notifications++;
-    this.send(o, {
-      code: '2.05',
-      payload: Buffer.from(body),
-      contentFormat: CONTENT_JSON,
-      options: [{ name: 'Observe', value: uintOption(o.seq) }],
-    });
+    this.send(
+      o,
+      {
+        code: '2.05',
+        payload: Buffer.from(body),
+        contentFormat: CONTENT_JSON,
+        options: [{ name: 'Observe', value: uintOption(o.seq) }],
+      },
+      settled,
+    );
   }
 
   private remove(key: string): void {
