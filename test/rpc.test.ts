@@ -140,6 +140,29 @@ t.test(
   },
 );
 
+t.test('broker: a reply before the confirmation of receipt completes the call', async (t) => {
+  const clock = new FakeClock(0);
+  const broker = makeBroker(clock);
+  let confirm: (ok: boolean) => void = () => {};
+  broker.attachSink('d1', { deliver: () => new Promise<boolean>((c) => (confirm = c)) });
+  let delivered = 0;
+  const outcome = broker.submit('d1', {
+    method: 'ask',
+    paramsJson: '{}',
+    oneway: false,
+    timeoutMs: 10_000,
+    onDelivered: () => delivered++,
+  });
+  t.equal(broker.reply('d1', 1, '{"v":1}'), true, 'the reply is taken');
+  t.same(await outcome, { kind: 'reply', body: '{"v":1}' });
+  t.equal(delivered, 1, 'and counts the delivery');
+  confirm(true);
+  await flush();
+  t.equal(delivered, 1, 'the late confirmation changes nothing');
+  t.equal(broker.status().queuedRpcs, 0);
+  broker.close();
+});
+
 t.test('broker: two-way replies, expiry of queued and unanswered RPCs, queue bound', async (t) => {
   const clock = new FakeClock(0);
   const broker = makeBroker(clock, new EventBus(), 2);

@@ -325,7 +325,17 @@ export class RpcBroker {
 
   /** `POST /rpc/{id}`: the device's reply to a delivered two-way RPC. Unknown or stale ids are ignored. */
   reply(deviceId: string, id: number, body: string): boolean {
-    const p = this.devices.get(deviceId)?.awaiting.get(id);
+    const st = this.devices.get(deviceId);
+    let p = st?.awaiting.get(id);
+    if (p === undefined && st !== undefined) {
+      // a reply can come before the device's confirmation of receipt (an MQTT client may publish its answer
+      // ahead of its PUBACK): the reply shows it was received
+      for (const s of st.sending) if (s.id === id && !s.oneway) p = s;
+      if (p !== undefined) {
+        st.sending.delete(p);
+        p.onDelivered?.();
+      }
+    }
     if (p === undefined) return false;
     this.finish(p, { kind: 'reply', body });
     return true;
