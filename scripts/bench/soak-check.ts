@@ -192,6 +192,8 @@ export async function check(i: CheckInput): Promise<SoakReport> {
   for (const n of seenTb.values()) duplicatesTb += n - 1;
 
   const crashes = i.faults.filter((f) => f.kind === 'kill9' || f.kind === 'sigterm');
+  /** what may hand an RPC over twice: a crash, or a device's MQTT connection cut before its PUBACK (QoS 1) */
+  const redeliveries = i.faults.filter((f) => f.kind === 'kill9' || f.kind === 'sigterm' || f.kind === 'mqttDrop');
   /** s since the run began, as the fault log counts */
   const t0 = i.faults[0] === undefined ? 0 : i.faults[0].wall - i.faults[0].at * 1000;
   const rel = (wall: number): string => ((wall - t0) / 1000).toFixed(1);
@@ -290,9 +292,10 @@ export async function check(i: CheckInput): Promise<SoakReport> {
       rpcLost++;
       failures.push(`RPC ${c.n} to ${c.device}: answered 200 but its device never received it`);
     } else if (times > 1) {
-      // a crash after the RPC was handed over re-delivers it (at least once, docs/sync.md "RPC down")
+      // a crash after the RPC was handed over re-delivers it (at least once, docs/sync.md "RPC down"), and so does
+      // a connection cut between an MQTT publish and its PUBACK (QoS 1: docs/mqtt.md)
       const end = (c.answeredAt ?? c.sentAt) + 5_000;
-      const crashed = crashes.some((f) => f.wall >= c.sentAt && f.wall <= end);
+      const crashed = redeliveries.some((f) => f.wall >= c.sentAt && f.wall <= end);
       if (crashed) rpcRedelivered++;
       else {
         rpcDuplicated++;
