@@ -399,7 +399,7 @@ export function table(reports: readonly SoakReport[]): string {
     'stored twice (CoAP after a crash)',
     'overwritten under a stepped clock',
     'duplicates at TB',
-    'RPC acked / lost / twice (after crash)',
+    'RPC acked / lost / twice (after a crash or an MQTT drop)',
     'faults: kill9 / TERM / upstream stop / blackhole / disk full / MQTT drop / clock step',
     'worst drain s (undrained)',
     'LAN RssAnon MiB start → end',
