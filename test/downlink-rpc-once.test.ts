@@ -136,3 +136,39 @@ t.test(
     t.same(again, { kind: 'timeout' }, 'the device does not get the same RPC a second time');
   },
 );
+
+t.test('a wall clock stepped ahead does not make a re-sent RPC look new (ages on the monotonic clock)', async (t) => {
+  const { env } = openTestEnv(t);
+  const entities = new EntityStore(env);
+  await entities.ensureTenant();
+  const device = await entities.createDevice({ name: 'valve-3' });
+  const rpc = new RpcBroker(new EventBus(), {
+    maxPendingPerDevice: 10,
+    maxOpenPolls: 10,
+    clientSideTimeoutMs: 10_000,
+    log: () => {},
+  });
+  let step = 0;
+  const downlink = new RpcDownlink({
+    env,
+    session: { state: 'down' } as unknown as UpstreamConnection,
+    entities,
+    rpc,
+    state: new DownlinkState(env),
+    ttlMs: 60_000,
+    log: quiet,
+    now: () => Date.now() + step,
+  });
+  downlink.start();
+  t.teardown(() => {
+    downlink.stop();
+    rpc.close();
+  });
+  const call = Buffer.from(JSON.stringify({ device: 'valve-3', data: { id: 9, method: 'open', params: {} } }));
+  await downlink.received(call);
+  t.match(await poll(rpc, device.id, 1000), { kind: 'data', body: /"method":"open"/ }, 'delivered');
+  // NTP's first sync steps the clock 10 minutes ahead; the upstream re-sends the RPC (a new sub-session)
+  step = 600_000;
+  await downlink.received(call);
+  t.same(await poll(rpc, device.id, 500), { kind: 'timeout' }, 'a copy 1 s old is still a copy: not delivered again');
+});

@@ -47,7 +47,10 @@ export interface RpcDownlinkOptions {
   readonly state: DownlinkState;
   readonly ttlMs: number;
   readonly log: Logger;
+  /** the wall clock: what a record's times say on disk, across restarts */
   readonly now: () => number;
+  /** a clock that is never stepped, for ages while the process runs (default: performance.now) */
+  readonly monotonic?: () => number;
 }
 
 const TICK_MS = 1_000;
@@ -64,9 +67,41 @@ export class RpcDownlink {
   private readonly durable = new WeakSet<RpcRecord>();
   /** records whose latest state the store refused (a full disk): written again on each tick until it takes it */
   private readonly unsaved = new Map<string, RpcRecord>();
+  /**
+   * When each record was received and ended, on the monotonic clock: ages are measured on it, so a wall clock
+   * stepped back or ahead (NTP's first sync on a board without a clock battery) makes no record look younger
+   * or older than it is. A record loaded at start is placed by its wall-clock times, the only ones a restart
+   * keeps.
+   */
+  private readonly receivedMono = new WeakMap<RpcRecord, number>();
+  private readonly endedMono = new WeakMap<RpcRecord, number>();
+  private readonly mono: () => number;
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(private readonly o: RpcDownlinkOptions) {}
+  constructor(private readonly o: RpcDownlinkOptions) {
+    this.mono = o.monotonic ?? (() => performance.now());
+  }
+
+  /** ms since the record was received */
+  private age(r: RpcRecord): number {
+    let at = this.receivedMono.get(r);
+    if (at === undefined) {
+      at = this.mono() - Math.max(0, this.o.now() - r.receivedAt);
+      this.receivedMono.set(r, at);
+    }
+    return this.mono() - at;
+  }
+
+  /** ms since the record ended (since it was received, when it has no end yet) */
+  private endedAge(r: RpcRecord): number {
+    if (r.endedAt === undefined) return this.age(r);
+    let at = this.endedMono.get(r);
+    if (at === undefined) {
+      at = this.mono() - Math.max(0, this.o.now() - r.endedAt);
+      this.endedMono.set(r, at);
+    }
+    return this.mono() - at;
+  }
 
   /** Loads what a previous run left: pending RPCs go back to the broker, unsent replies out. */
   start(): void {
@@ -128,7 +163,7 @@ export class RpcDownlink {
       had !== undefined &&
       had.method === data['method'] &&
       had.paramsJson === paramsJson &&
-      now - had.receivedAt <= this.o.ttlMs
+      this.age(had) <= this.o.ttlMs
     ) {
       // TB re-sent it (a new sub-session): the device does not get it twice; a reply it gave goes again
       if (had.state === 'replied') {
@@ -146,6 +181,7 @@ export class RpcDownlink {
       receivedAt: now,
       state: 'pending',
     };
+    this.receivedMono.set(r, this.mono());
     this.records.set(k, r);
     this.inBroker.delete(k);
     this.o.state.counters.rpcReceived++;
@@ -167,26 +203,25 @@ export class RpcDownlink {
   }
 
   private tick(): void {
-    const now = this.o.now();
     for (const [k, r] of this.unsaved) this.persist(k, r);
     for (const [k, r] of this.records) {
       if (r.state === 'pending' && !this.inBroker.has(k) && !this.storing.has(r)) {
-        if (now - r.receivedAt >= this.o.ttlMs) this.end(k, r, 'expired');
+        if (this.age(r) >= this.o.ttlMs) this.end(k, r, 'expired');
         else this.submit(k, r);
       } else if (r.state !== 'pending' && r.state !== 'delivered' && (r.state !== 'replied' || r.replySent === true)) {
         // ended: kept a TTL for recognising copies, then forgotten
-        if (now - (r.endedAt ?? r.receivedAt) >= this.o.ttlMs && now - r.receivedAt >= this.o.ttlMs) {
+        if (this.endedAge(r) >= this.o.ttlMs && this.age(r) >= this.o.ttlMs) {
           this.records.delete(k);
           void this.o.env.outbox.remove(rpcKey(r.deviceId, r.id));
         }
-      } else if (r.state === 'replied' && r.replySent !== true && now - r.receivedAt >= 2 * this.o.ttlMs) {
+      } else if (r.state === 'replied' && r.replySent !== true && this.age(r) >= 2 * this.o.ttlMs) {
         // the caller upstream gave up long ago (TB's own RPC timeout is shorter): the reply is of no further use
         r.replySent = true;
         this.o.log.warn(
           `sync: the reply to the RPC ${r.method} (id ${r.id}) of ${r.device} could not be sent upstream in time; dropped`,
         );
         this.persist(k, r);
-      } else if (r.state === 'delivered' && !this.inBroker.has(k) && now - r.receivedAt >= this.o.ttlMs) {
+      } else if (r.state === 'delivered' && !this.inBroker.has(k) && this.age(r) >= this.o.ttlMs) {
         // delivered before a restart: its reply can no longer come (the device's local id is gone)
         this.end(k, r, 'unanswered');
       }
@@ -195,7 +230,7 @@ export class RpcDownlink {
   }
 
   private submit(k: string, r: RpcRecord): void {
-    const left = this.o.ttlMs - (this.o.now() - r.receivedAt);
+    const left = this.o.ttlMs - this.age(r);
     if (left <= 0) {
       this.end(k, r, 'expired');
       return;
@@ -241,6 +276,7 @@ export class RpcDownlink {
   private end(k: string, r: RpcRecord, state: 'replied' | 'expired' | 'unanswered'): void {
     r.state = state;
     r.endedAt = this.o.now();
+    this.endedMono.set(r, this.mono());
     if (state === 'expired') {
       this.o.state.counters.rpcExpired++;
       this.o.log.warn(`sync: the RPC ${r.method} (id ${r.id}) from upstream for ${r.device} expired undelivered`);
