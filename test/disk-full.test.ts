@@ -12,6 +12,7 @@ import { closeSync, mkdirSync, mkdtempSync, openSync, rmSync, rmdirSync, writeSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import t from 'tap';
+import { CoapTestClient, coapPort } from './helpers/coap.js';
 import { readEntity } from './helpers/readback.js';
 import { addDevice, http, startGateway, waitLogLines } from './helpers/server.js';
 
@@ -124,6 +125,11 @@ t.test(
       stepFailures.some((l) => /free-space reserve/.test(l)),
       'by then writes are refused before LMDB sees them',
     );
+
+    // over CoAP the same refusal is 5.03 Service Unavailable (CoAP has no 507): a device retries later
+    const coap = await CoapTestClient.open(t, coapPort(gw));
+    const refused = await coap.request({ method: 'POST', path: `api/v1/${dev.token}/telemetry`, payload: '{"c":1}' });
+    t.equal(refused.code, '5.03', 'a CoAP upload on the full disk: 5.03');
 
     rmSync(junk);
     // After the failure: the key it first brought, and `a` at a ts newer than every acknowledged point but older

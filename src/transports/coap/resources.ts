@@ -46,7 +46,11 @@ const answer = (code: string, body?: string): Answer =>
 /** every upload's answer: one object, never changed (answers are read-only) */
 const CREATED: Answer = Object.freeze({ code: '2.01' });
 
-/** TB's codes for an OutpostError: 4.00 bad input, 4.13 too large, 4.29 too many, else 5.00/5.03. */
+/**
+ * TB's codes for an OutpostError: 4.00 bad input, 4.13 too large, 4.29 too many, else 5.00/5.03. A full disk
+ * (HTTP's 507, which CoAP has no code for) answers 5.03 Service Unavailable: it passes once space is freed, and
+ * a device that retries on 5.03 loses nothing.
+ */
 export function errorAnswer(err: unknown): Answer {
   const e = asOutpostError(err);
   const code =
@@ -60,7 +64,7 @@ export function errorAnswer(err: unknown): Answer {
             ? '4.13'
             : e.status === 429
               ? '4.29'
-              : e.status === 503
+              : e.status === 503 || e.status === 507
                 ? '5.03'
                 : '5.00';
   // diagnostic payload (RFC 7252 section 5.5.2): a short human-readable reason, no Content-Format
