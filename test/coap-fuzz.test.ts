@@ -27,7 +27,9 @@ const dev = await addDevice(gw.dataDir, 'cfuzz-dev');
 const admin = await adminHeaders(gw);
 
 async function alive(c: CoapTestClient): Promise<boolean> {
-  const r = await c.request({ method: 'POST', path: `api/v1/${dev.token}/telemetry`, payload: '{"alive":1}' }, 5000);
+  // after a flood the daemon may still be committing what it took: the answer waits for that commit (on a shared
+  // CI machine, seconds), so the wait is long; a daemon that died or hung still fails it
+  const r = await c.request({ method: 'POST', path: `api/v1/${dev.token}/telemetry`, payload: '{"alive":1}' }, 15_000);
   return r.code === '2.01' && gw.proc.exitCode === null;
 }
 
