@@ -20,6 +20,36 @@ import { openTestEnv } from './helpers/store.js';
 
 const quiet: Logger = { info() {}, warn() {}, error() {}, debug() {} };
 
+/** The broker as the daemon makes it, small bounds. */
+function newBroker(): RpcBroker {
+  return new RpcBroker(new EventBus(), {
+    maxPendingPerDevice: 10,
+    maxOpenPolls: 10,
+    clientSideTimeoutMs: 10_000,
+    log: () => {},
+  });
+}
+
+/**
+ * The downlink as the daemon makes it, its link down (nothing is published upstream, which these tests do not
+ * look at). `env` is what it writes through; its counters go to the real store.
+ */
+function newDownlink(
+  o: { env: StoreEnv; real: StoreEnv; entities: EntityStore; rpc: RpcBroker },
+  now: () => number = Date.now,
+): RpcDownlink {
+  return new RpcDownlink({
+    env: o.env,
+    session: { state: 'down' } as unknown as UpstreamConnection,
+    entities: o.entities,
+    rpc: o.rpc,
+    state: new DownlinkState(o.real),
+    ttlMs: 60_000,
+    log: quiet,
+    now,
+  });
+}
+
 /** A device's long-poll for an RPC. The broker's timers do not keep a process alive: this one does meanwhile. */
 function poll(rpc: RpcBroker, deviceId: string, ms: number): Promise<PollOutcome> {
   const alive = setTimeout(() => {}, ms + 1000);
@@ -39,12 +69,7 @@ t.test("a tick during the RPC's flush does not hand it to the device a second ti
   });
   // the store as the downlink sees it, with a flush that waits until the test lets it go
   const slowEnv: StoreEnv = { ...env, flushed: () => flushHeld.then(() => env.flushed()) };
-  const rpc = new RpcBroker(new EventBus(), {
-    maxPendingPerDevice: 10,
-    maxOpenPolls: 10,
-    clientSideTimeoutMs: 10_000,
-    log: () => {},
-  });
+  const rpc = newBroker();
   t.teardown(() => rpc.close());
   const state = new DownlinkState(env);
   const downlink = new RpcDownlink({
@@ -93,22 +118,8 @@ t.test(
     });
     const fullEnv: StoreEnv = { ...env, outbox };
     const make = (): { rpc: RpcBroker; downlink: RpcDownlink } => {
-      const rpc = new RpcBroker(new EventBus(), {
-        maxPendingPerDevice: 10,
-        maxOpenPolls: 10,
-        clientSideTimeoutMs: 10_000,
-        log: () => {},
-      });
-      const downlink = new RpcDownlink({
-        env: fullEnv,
-        session: { state: 'down' } as unknown as UpstreamConnection,
-        entities,
-        rpc,
-        state: new DownlinkState(env),
-        ttlMs: 60_000,
-        log: quiet,
-        now: Date.now,
-      });
+      const rpc = newBroker();
+      const downlink = newDownlink({ env: fullEnv, real: env, entities, rpc });
       downlink.start();
       t.teardown(() => {
         downlink.stop();
@@ -142,23 +153,9 @@ t.test('a wall clock stepped ahead does not make a re-sent RPC look new (ages on
   const entities = new EntityStore(env);
   await entities.ensureTenant();
   const device = await entities.createDevice({ name: 'valve-3' });
-  const rpc = new RpcBroker(new EventBus(), {
-    maxPendingPerDevice: 10,
-    maxOpenPolls: 10,
-    clientSideTimeoutMs: 10_000,
-    log: () => {},
-  });
+  const rpc = newBroker();
   let step = 0;
-  const downlink = new RpcDownlink({
-    env,
-    session: { state: 'down' } as unknown as UpstreamConnection,
-    entities,
-    rpc,
-    state: new DownlinkState(env),
-    ttlMs: 60_000,
-    log: quiet,
-    now: () => Date.now() + step,
-  });
+  const downlink = newDownlink({ env, real: env, entities, rpc }, () => Date.now() + step);
   downlink.start();
   t.teardown(() => {
     downlink.stop();
