@@ -78,6 +78,9 @@ export interface SessionDeps {
 
 const SETTLED: Promise<void> = Promise.resolve();
 
+/** server-side RPCs one session may have published at QoS 1 without their PUBACK (rpcAcksMap) */
+const MAX_AWAITING_PUBACK = 1_000;
+
 export class MqttSession implements PacketSink, RegisteredSession {
   private role: 'none' | 'device' | 'gateway' | 'provision' = 'none';
   private device: DeviceRecord | undefined;
@@ -314,12 +317,15 @@ export class MqttSession implements PacketSink, RegisteredSession {
    */
   private publishRpc(topic: string, body: string, kind: SubscriptionKind): boolean | Promise<boolean> {
     if ((this.subs.get(kind) ?? 1) !== 1) return this.publish(topic, body, kind);
+    // a client that takes RPCs and never acknowledges them gets no more (they stay queued): the map stays bounded
+    if ((this.rpcAcksMap?.size ?? 0) >= MAX_AWAITING_PUBACK) return false;
     const messageId = this.conn.packetId();
     const payload = Buffer.from(body);
     if (!this.conn.send({ cmd: 'publish', topic, payload, qos: 1, dup: false, retain: false, messageId })) return false;
     const acks = (this.rpcAcksMap ??= new Map());
     // a packet id still awaited after 65,535 more publishes: the older is given up (its RPC goes back to the queue)
     acks.get(messageId)?.(false);
+
     return new Promise<boolean>((resolve) => acks.set(messageId, resolve));
   }
 
