@@ -208,17 +208,14 @@ export class RpcBroker {
    * Throws 429 (nothing queued) when the device already has `maxPendingPerDevice` queued RPCs.
    */
   submit(deviceId: string, req: RpcSubmission): Promise<RpcOutcome> {
-    let st = this.devices.get(deviceId);
-    if (st !== undefined && st.queue.length + st.sending.size >= this.opts.maxPendingPerDevice) {
+    const had = this.devices.get(deviceId);
+    if (had !== undefined && had.queue.length + had.sending.size >= this.opts.maxPendingPerDevice) {
       throw new OutpostError(
         'TOO_MANY_REQUESTS',
         `Too many pending RPC requests for device ${deviceId} (limit ${this.opts.maxPendingPerDevice})`,
       );
     }
-    if (st === undefined) {
-      st = { queue: [], awaiting: new Map(), sending: new Set() };
-      this.devices.set(deviceId, st);
-    }
+    const st = this.deviceState(deviceId);
     const id = this.seq.get(deviceId) ?? 1;
     this.seq.set(deviceId, id >= 2147483647 ? 1 : id + 1);
     const body = `{"id":${id},"method":${JSON.stringify(req.method)},"params":${req.paramsJson}}`;
@@ -241,7 +238,7 @@ export class RpcBroker {
         return;
       }
       const sink = this.sinks.get(deviceId);
-      if (sink === undefined || !this.handTo(sink, p)) (st as DeviceRpcState).queue.push(p);
+      if (sink === undefined || !this.handTo(sink, p)) st.queue.push(p);
     });
   }
 

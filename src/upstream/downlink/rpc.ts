@@ -84,21 +84,20 @@ export class RpcDownlink {
 
   /** ms since the record was received */
   private age(r: RpcRecord): number {
-    let at = this.receivedMono.get(r);
-    if (at === undefined) {
-      at = this.mono() - Math.max(0, this.o.now() - r.receivedAt);
-      this.receivedMono.set(r, at);
-    }
-    return this.mono() - at;
+    return this.since(this.receivedMono, r, r.receivedAt);
   }
 
   /** ms since the record ended (since it was received, when it has no end yet) */
   private endedAge(r: RpcRecord): number {
-    if (r.endedAt === undefined) return this.age(r);
-    let at = this.endedMono.get(r);
+    return r.endedAt === undefined ? this.age(r) : this.since(this.endedMono, r, r.endedAt);
+  }
+
+  /** ms since `wallAt` on the monotonic clock, placed by the wall clock the first time it is asked */
+  private since(marks: WeakMap<RpcRecord, number>, r: RpcRecord, wallAt: number): number {
+    let at = marks.get(r);
     if (at === undefined) {
-      at = this.mono() - Math.max(0, this.o.now() - r.endedAt);
-      this.endedMono.set(r, at);
+      at = this.mono() - Math.max(0, this.o.now() - wallAt);
+      marks.set(r, at);
     }
     return this.mono() - at;
   }
