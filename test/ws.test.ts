@@ -39,6 +39,21 @@ async function post(token: string, body: object | string, what = 'telemetry'): P
   if (r.status !== 200) throw new Error(`POST ${what} → ${r.status} ${r.text}`);
 }
 
+/**
+ * Waits until the daemon has stored when `dev` was last heard from. Its `lastActivityTime` (src/device/activity.ts)
+ * is written after a device's first post answers, not before: a subscription to all of a device's attributes
+ * opened in between would get it twice, once in its first reply and once as a change.
+ */
+async function heardFrom(dev: { id: string }): Promise<void> {
+  const url = `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}/values/attributes/SERVER_SCOPE?keys=lastActivityTime`;
+  for (let i = 0; i < 200; i++) {
+    const r = await http('GET', url, undefined, authHeaders(admin));
+    if (r.status === 200 && r.text.includes('lastActivityTime')) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error(`${dev.id}: lastActivityTime never stored`);
+}
+
 /** A frame, checked to be the reply to `cmdId`. */
 async function replyTo(t: Test, c: WsClient, cmdId: number): Promise<WsReply> {
   const r = await c.nextJson();
@@ -269,6 +284,7 @@ t.test('deleted latest values: [0,""], or the rewritten latest value', async (t)
 t.test('attrSubCmds: current values, changes, scope filter, deletions as [0,""]', async (t) => {
   const dev = await device();
   await post(dev.token, { fw: '1.0', mode: 2 }, 'attributes');
+  await heardFrom(dev);
   const c = await open(admin);
   t.teardown(() => c.close());
   c.send({
@@ -432,6 +448,7 @@ t.test('bad frames', async (t) => {
 t.test('/api/ws: authCmd + cmds, same replies', async (t) => {
   const dev = await device();
   await post(dev.token, { ts: 100, values: { t: 1 } });
+  await heardFrom(dev);
   const c = await WsClient.connect(wsUrl(gw, '/api/ws'));
   t.teardown(() => c.close());
   c.send({
