@@ -124,7 +124,17 @@ t.test(
     await new Promise((r) => setTimeout(r, 500));
     tb.port = port;
     await tb.start();
-    t.same(JSON.parse(await call.reply), { rebooting: true }, 'the reply went once the upstream was back');
+    let waited: NodeJS.Timeout | undefined;
+    const reply = await Promise.race([
+      call.reply,
+      new Promise<never>((_, reject) => {
+        waited = setTimeout(
+          () => reject(new Error(`no reply upstream within 15 s; the LAN daemon's log:\n${gw2.logs.join('\n')}`)),
+          15_000,
+        );
+      }),
+    ]).finally(() => clearTimeout(waited));
+    t.same(JSON.parse(reply), { rebooting: true }, 'the reply went once the upstream was back');
   },
 );
 

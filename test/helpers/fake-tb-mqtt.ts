@@ -75,6 +75,8 @@ export class FakeTbMqtt {
   port = 0;
   private server: Server | undefined;
   private conn: Conn | undefined;
+  /** every accepted socket, a session or not yet one: a stopped server ends them all, as a TB going down does */
+  private readonly sockets = new Set<Socket>();
   private unacked = 0;
   private readonly rpcs: Rpc[] = [];
   private readonly rpcSeq = new Map<string, number>();
@@ -98,7 +100,9 @@ export class FakeTbMqtt {
   }
 
   async stop(): Promise<void> {
-    this.conn?.socket.destroy();
+    // not only the session: server.close() waits for every connection, and one the gateway opened a moment
+    // ago (its CONNECT not handled yet) would hold the stop until the gateway itself went away
+    for (const s of this.sockets) s.destroy();
     this.conn = undefined;
     const s = this.server;
     this.server = undefined;
@@ -178,8 +182,10 @@ export class FakeTbMqtt {
       pending = (parser as unknown as { packet: { length: number } }).packet.length;
       if (pending > TB_MAX_PACKET) this.close(c, 'over 64 KiB');
     });
+    this.sockets.add(socket);
     socket.on('error', () => undefined);
     socket.on('close', () => {
+      this.sockets.delete(socket);
       if (this.conn === c) this.conn = undefined;
     });
     parser.on('error', () => this.close(c, 'malformed'));
