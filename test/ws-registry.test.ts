@@ -4,7 +4,7 @@
  */
 import t from 'tap';
 import { FrameError, parseFrame, splitKeys } from '../src/api/ws/protocol.js';
-import { type Subscription, SubscriptionRegistry, type WsSink } from '../src/api/ws/registry.js';
+import { type Subscription, SubscriptionRegistry, type WsSink, shownKey } from '../src/api/ws/registry.js';
 import { PARSE_ERROR_FRAME, renderData, renderError, renderPoint } from '../src/api/ws/render.js';
 import type { TelemetryEvent } from '../src/bus/index.js';
 import { TelemetryBatch } from '../src/model/batch.js';
@@ -212,6 +212,31 @@ t.test('attributes: scope filter, keys filter, deletions', async (t) => {
     '{"subscriptionId":2,"errorCode":0,"errorMsg":null,"data":{"k":[[0,""]]},"latestValues":{"k":0}}',
   );
   t.equal(reg.stats.tailsRendered, 4, 'the deletion tail was rendered once for both subscribers');
+});
+
+t.test('attributes: a write the first reply already showed is not sent again as a change', async (t) => {
+  // A write is readable once committed and announced once flushed: the first reply can show it before its
+  // event comes (the daemon's own lastActivityTime, written after a device's first post, hits this).
+  const reg = new SubscriptionRegistry();
+  const c = new Sink();
+  const shown = new Map([
+    [shownKey('SERVER_SCOPE', 'lastActivityTime'), renderPoint(50, '50').json],
+    [shownKey('CLIENT_SCOPE', 'fw'), renderPoint(40, '1.0').json],
+  ]);
+  reg.add({ kind: 'ATTR', session: c, cmdId: 1, entityId: E1, keys: undefined, scope: undefined, shown });
+  const ev = (scope: 'SERVER_SCOPE' | 'CLIENT_SCOPE', key: string, ts: number, v: KvValue) =>
+    ({ entityType: 'DEVICE', entityId: E1, scope, updated: [[key, v]], ts, deleted: [] }) as const;
+  reg.onAttributes(ev('SERVER_SCOPE', 'lastActivityTime', 50, kvLong(50)));
+  t.equal(c.frames.length, 0, 'the point shown is not sent twice');
+  reg.onAttributes(ev('SERVER_SCOPE', 'lastActivityTime', 50, kvLong(50)));
+  t.same(c.json(0).data, { lastActivityTime: [[50, '50']] }, 'only once: the same point written again is a change');
+  reg.onAttributes(ev('SERVER_SCOPE', 'fw', 40, kvString('1.0')));
+  t.same(c.json(1).data, { fw: [[40, '1.0']] }, 'the same key in another scope is not the one shown');
+  reg.onAttributes(ev('CLIENT_SCOPE', 'fw', 45, kvString('1.1')));
+  t.same(c.json(2).data, { fw: [[45, '1.1']] }, 'a change since the first reply is sent');
+  reg.onAttributes(ev('CLIENT_SCOPE', 'fw', 40, kvString('1.0')));
+  t.same(c.json(3).data, { fw: [[40, '1.0']] }, 'the key was released by its first change');
+  t.equal(shown.size, 0, 'nothing kept once every shown key changed');
 });
 
 t.test('unsubscribe, session removal, entity deletion, cmdId replacement', async (t) => {

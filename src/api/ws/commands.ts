@@ -13,7 +13,7 @@ import { type AggParam, queryHistory, queryLatest } from '../../query/history.js
 import { type AttributeStore, isAttributeScope } from '../../store/attributes.js';
 import { type EpochMs, isEntityType } from '../../types.js';
 import type { AttrSubCmd, HistoryCmd, TsSubCmd, WsCmd } from './protocol.js';
-import type { SubscriptionRegistry, WsSink } from './registry.js';
+import { type SubscriptionRegistry, type WsSink, shownKey } from './registry.js';
 import {
   MSG_FETCH_ATTRIBUTES,
   MSG_FETCH_DATA,
@@ -253,10 +253,13 @@ function attrSubscribe(deps: CommandDeps, session: WsSink, principal: Principal,
   const current = deps.attributes.get(cmd.entityId, scopeText, cmd.keys);
   // A key present in two scopes lists both values (TB adds every entry under its key).
   const byKey = new Map<string, RenderedPoint[]>();
+  const shown = new Map<string, string>();
   for (const a of current) {
     let pts = byKey.get(a.key);
     if (pts === undefined) byKey.set(a.key, (pts = []));
-    pts.push(renderPoint(a.lastUpdateTs, kvToString(a.value)));
+    const p = renderPoint(a.lastUpdateTs, kvToString(a.value));
+    pts.push(p);
+    shown.set(shownKey(a.scope, a.key), p.json);
   }
   const entries: Entries = [...byKey].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
   session.send(renderData(cmd.cmdId, entries));
@@ -267,5 +270,6 @@ function attrSubscribe(deps: CommandDeps, session: WsSink, principal: Principal,
     entityId: cmd.entityId,
     keys: cmd.keys && new Set(cmd.keys),
     scope: scopeText,
+    shown,
   });
 }

@@ -40,7 +40,16 @@ export interface AttrSubscription extends SubscriptionBase {
   readonly kind: 'ATTR';
   /** undefined = every scope */
   readonly scope: AttributeScope | undefined;
+  /**
+   * `scope key` → the point its first reply showed, until the key's first change. A write is readable once
+   * committed but announced once flushed: one committed just before the first reply would otherwise come again
+   * as a change, the same point twice. Each key's entry goes with its first change, shown or not.
+   */
+  readonly shown?: Map<string, string>;
 }
+
+/** The key of AttrSubscription.shown. */
+export const shownKey = (scope: AttributeScope, key: string): string => `${scope} ${key}`;
 
 export type Subscription = TsSubscription | AttrSubscription;
 
@@ -214,6 +223,14 @@ export class SubscriptionRegistry {
       let signature = '';
       all.forEach(([key, p], i) => {
         if (sub.keys !== undefined && !sub.keys.has(key)) return;
+        if (sub.shown !== undefined && sub.shown.size > 0) {
+          const k = shownKey(ev.scope, key);
+          const first = sub.shown.get(k);
+          if (first !== undefined) {
+            sub.shown.delete(k);
+            if (first === p.json) return;
+          }
+        }
         chosen.push([key, [p]]);
         signature += `${i};`;
       });
