@@ -42,7 +42,7 @@ async function post(token: string, body: object | string, what = 'telemetry'): P
 /**
  * Waits until the daemon has stored when `dev` was last heard from. Its `lastActivityTime` (src/device/activity.ts)
  * is written after a device's first post answers, not before: a subscription to all of a device's attributes
- * opened in between would get it twice, once in its first reply and once as a change.
+ * opened in between would get it as a change rather than in its first reply, which these tests read.
  */
 async function heardFrom(dev: { id: string }): Promise<void> {
   const url = `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}/values/attributes/SERVER_SCOPE?keys=lastActivityTime`;
