@@ -5,6 +5,9 @@
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
+import { statusLines } from '../src/cli/status.js';
+import type { CoapStatus, StatusJson } from '../src/status/index.js';
+import { CoapTestClient, coapPort } from './helpers/coap.js';
 import { http, tempDir } from './helpers/server.js';
 import { HOUR, ok, techGateway } from './helpers/tech.js';
 
@@ -87,7 +90,10 @@ t.test('query, export and status, local and remote', async (t) => {
   );
   t.same(readdirSync(out).sort(), ['e-data-dir.csv', 'e-url.csv'], 'no partial files left');
 
-  // status
+  // status, after a CoAP read and an observation it keeps open (the CoAP line counts both)
+  const coap = await CoapTestClient.open(t, coapPort(gw));
+  t.equal((await coap.request({ path: 'api/v1/PUMP1/attributes' })).code, '2.05', 'CoAP attribute read');
+  t.equal((await coap.request({ path: 'api/v1/PUMP1/attributes', observe: 0 })).code, '2.05', 'CoAP observation');
   const [slr, srr, shr, sll] = await Promise.all([
     run(['status', ...L, '--json']),
     run(['status', ...R, '--json']),
@@ -105,6 +111,17 @@ t.test('query, export and status, local and remote', async (t) => {
     longPoll: { openPolls: 0 },
   });
   t.match(ok(t, shr, 'status human'), /^outpost 0\.1\.0 {2}up .*\nclock .*\ningest .*\nstore /);
+  t.match(sr, { coap: { port: coapPort(gw), requests: 2, observations: 1, refused: 0 } });
+  t.match(
+    shr.stdout,
+    new RegExp(
+      `\\ncoap {7}port ${coapPort(gw)}: 2 requests \\(0 duplicates\\), 1 observations, 0 notifications, 0 refused\\n`,
+    ),
+    'the CoAP line: requests, observations, refusals',
+  );
+  t.match(sll.stdout, /\ncoap {7}port \d+: 2 requests /, 'the CoAP line, local status');
+  const off = statusLines({ ...(sr as unknown as StatusJson), coap: { ...(sr['coap'] as CoapStatus), port: 0 } });
+  t.ok(off.includes('coap       off'), 'the CoAP listener off: "coap off"');
   const loop = sr['eventLoop'] as { p99Ms: number; maxMs: number };
   t.ok(
     loop.p99Ms >= 0 && loop.maxMs >= loop.p99Ms,

@@ -125,7 +125,55 @@ t.test('shared attributes: changes pushed on subscription, deletions as {"delete
   await sleep(300);
   t.same(qi.all, [], 'no subscription, no push');
   t.equal(inbox.all.filter((x) => x.text.includes('srv')).length, 0, 'server scope is not pushed');
+  t.same(
+    inbox.all.filter((x) => x.topic !== 'v1/devices/me/attributes'),
+    [],
+    'a v1 subscriber hears only on the v1 topic',
+  );
 });
+
+t.test(
+  'shared attributes: a v2/a subscriber gets changes and deletions on v2/a, the last form subscribed wins',
+  async (t) => {
+    const d = await addDevice(gw.dataDir, 'mq-v2-attrs');
+    const c = await mqttClient(t, gw, d.token);
+    const inbox = new Inbox(c);
+    t.same(await granted(c, { 'v2/a': { qos: 1 } }), [1]);
+    const shared = `${gw.url}/api/plugins/telemetry/DEVICE/${d.id}/attributes/SHARED_SCOPE`;
+    t.equal((await http('POST', shared, { mode: 'eco' }, admin)).status, 200);
+    const m = await inbox.next((x) => x.text.includes('mode'));
+    t.same(m, { topic: 'v2/a', text: '{"mode":"eco"}', qos: 1 });
+    const del = `${gw.url}/api/plugins/telemetry/DEVICE/${d.id}/SHARED_SCOPE?keys=mode`;
+    t.equal((await http('DELETE', del, undefined, admin)).status, 200);
+    const gone = await inbox.next((x) => x.text.includes('deleted'));
+    t.equal(gone.topic, 'v2/a');
+    t.same(JSON.parse(gone.text), { deleted: ['mode'] });
+    // an attribute request in the v2 form is answered in the v2 form
+    await c.publishAsync('v2/a/req/5', '{"sharedKeys":"mode"}', { qos: 1 });
+    t.same(JSON.parse((await inbox.next((x) => x.topic === 'v2/a/res/5')).text), {});
+
+    // subscribed to both forms: one copy of each change, on the form subscribed last (ThingsBoard's one topic type)
+    await c.subscribeAsync('v1/devices/me/attributes', { qos: 0 });
+    await http('POST', shared, { step: 1 }, admin);
+    const s1 = await inbox.next((x) => x.text.includes('step'));
+    t.same(s1, { topic: 'v1/devices/me/attributes', text: '{"step":1}', qos: 0 });
+    await c.subscribeAsync('v2/a', { qos: 1 });
+    await http('POST', shared, { step: 2 }, admin);
+    const s2 = await inbox.next((x) => x.text.includes('"step":2'));
+    t.same(s2, { topic: 'v2/a', text: '{"step":2}', qos: 1 });
+    await sleep(200);
+    t.same(
+      inbox.all.filter((x) => x.text.includes('step')).map((x) => x.topic),
+      ['v1/devices/me/attributes', 'v2/a'],
+      'each change sent once',
+    );
+    t.same(
+      inbox.all.filter((x) => x.topic === 'v1/devices/me/attributes').map((x) => x.text),
+      ['{"step":1}'],
+      'nothing else on the v1 topic',
+    );
+  },
+);
 
 t.test(
   'server-side RPC at QoS 1: delivered at the PUBACK; one never acknowledged goes to the next session',

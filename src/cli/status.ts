@@ -54,6 +54,13 @@ export function statusLines(s: StatusJson): string[] {
         : `mqtt       ${ports}: ${m.connections} connections (${m.refusedConnections} refused), ${m.messagesIn} messages in, ${m.messagesOut} out${m.pubackMeanMs === null ? '' : `, PUBACK ${m.pubackMeanMs} ms mean`}`,
     );
   }
+  const co = s.coap;
+  if (co)
+    lines.push(
+      co.port > 0
+        ? `coap       port ${co.port}: ${co.requests} requests (${co.duplicates} duplicates), ${co.observations} observations, ${co.notifications} notifications, ${co.refused} refused${co.createdMeanMs === null ? '' : `, 2.01 ${co.createdMeanMs} ms mean`}`
+        : 'coap       off',
+    );
   if (s.process)
     lines.push(
       `memory     ${mb(s.process.rssBytes)} RSS${s.process.rssAnonBytes === null ? '' : `, ${mb(s.process.rssAnonBytes)} RssAnon`}`,

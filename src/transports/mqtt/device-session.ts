@@ -112,6 +112,12 @@ export class MqttSession implements PacketSink, RegisteredSession {
   private rpcAcksMap: Map<number, (acked: boolean) => void> | undefined;
   /** ends this session's watch of the device's attribute updates (RpcBroker.watchAttributes) */
   private attributesOff: (() => void) | undefined;
+  /**
+   * where shared-attribute changes go: the attributes filter the device subscribed last, `v1/devices/me/attributes`
+   * or `v2/a` (each filter is the exact topic of its form). One form at a time, as ThingsBoard keeps one topic
+   * type per session and sends each change once.
+   */
+  private attributesTopic: string | undefined;
   private get detach(): Array<() => void> {
     return (this.detachList ??= []);
   }
@@ -251,6 +257,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
       const qos = sub.qos === 0 ? 0 : 1;
       if (!this.subs.has(kind)) added.push(kind);
       this.subs.set(kind, qos);
+      if (kind === 'attributes') this.attributesTopic = sub.topic;
       return qos;
     });
     this.conn.send({ cmd: 'suback', messageId: p.messageId ?? 0, granted });
@@ -283,9 +290,11 @@ export class MqttSession implements PacketSink, RegisteredSession {
     const kind = subscriptionKind(filter, role);
     if (kind === undefined) return;
     this.subs.delete(kind);
+    // either form's UNSUBSCRIBE ends the updates, whichever form they went to (as ThingsBoard)
     if (kind === 'attributes') {
       this.attributesOff?.();
       this.attributesOff = undefined;
+      this.attributesTopic = undefined;
     }
     if (kind === 'rpcRequest' || kind === 'rpcRequestV2') {
       if (!this.subs.has('rpcRequest') && !this.subs.has('rpcRequestV2')) {
@@ -330,7 +339,8 @@ export class MqttSession implements PacketSink, RegisteredSession {
   }
 
   pushAttributes(body: string): void {
-    if (this.subsMap?.has('attributes') === true) this.publish('v1/devices/me/attributes', body, 'attributes');
+    if (this.subsMap?.has('attributes') === true && this.attributesTopic !== undefined)
+      this.publish(this.attributesTopic, body, 'attributes');
   }
 
   pushGatewayAttributes(subDeviceId: string, body: string): void {
