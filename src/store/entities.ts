@@ -13,6 +13,7 @@ import { checkLength, checkName, lookupable } from './names.js';
 import * as profileTx from './profile-records.js';
 
 import {
+  type AdditionalInfoPatch,
   type AssetRecord,
   type CustomerRecord,
   type DeviceRecord,
@@ -23,6 +24,7 @@ import {
   type UserRecord,
   randomAccessToken,
   typeTitle,
+  withAdditionalInfo,
 } from './entity-records.js';
 
 export * from './entity-records.js';
@@ -311,6 +313,7 @@ export class EntityStore {
       ...(d.credentials?.stored !== undefined ? { credentials: d.credentials.stored } : {}),
       ...(d.gateway === true ? { gateway: true } : {}),
       ...(d.gatewayId !== undefined ? { gatewayId: d.gatewayId } : {}),
+      ...(d.additionalInfoJson !== undefined ? { additionalInfoJson: d.additionalInfoJson } : {}),
     };
     const outcome = await this.writeTxn(() => {
       if (this.env.names.get(nameKey(t.id, 'DEVICE', d.name)) !== undefined) return 'name';
@@ -496,6 +499,8 @@ export class EntityStore {
       type?: string | undefined;
       label?: string | null | undefined;
       deviceProfileId?: string | undefined;
+      /** devices only: replaces the kept additionalInfo and sets the gateway flag from it */
+      additionalInfo?: AdditionalInfoPatch | undefined;
     },
   ): Promise<DeviceRecord | AssetRecord> {
     if (patch.name !== undefined && (typeof patch.name !== 'string' || patch.name.trim() === '')) {
@@ -517,7 +522,8 @@ export class EntityStore {
         void this.env.names.put(nameKey(r.tenantId, type, name), r.id);
       }
       const label = patch.label === undefined ? r.label : patch.label;
-      const next = { ...r, name, label, type: patch.type ?? r.type, ...retyped };
+      const renamed = { ...r, name, label, type: patch.type ?? r.type, ...retyped };
+      const next = renamed.entityType === 'DEVICE' ? withAdditionalInfo(renamed, patch.additionalInfo) : renamed;
       void this.env.entities.put(id, next);
       return next;
     });

@@ -38,6 +38,11 @@ export interface DeviceRecord extends Base {
   readonly gateway?: boolean;
   /** the gateway device that created this sub-device (MQTT Gateway API); only that gateway reaches it */
   readonly gatewayId?: EntityId;
+  /**
+   * TB's `additionalInfo` as the client gave it, serialized, without `lastConnectedGateway` (which is `gatewayId`);
+   * absent when none was given, as in records written before it was kept
+   */
+  readonly additionalInfoJson?: string;
 }
 export interface AssetRecord extends Base {
   readonly entityType: 'ASSET';
@@ -100,8 +105,29 @@ export interface NewDevice {
   readonly customerId?: CustomerId | undefined;
   readonly gateway?: boolean | undefined;
   readonly gatewayId?: EntityId | undefined;
+  /** DeviceRecord.additionalInfoJson */
+  readonly additionalInfoJson?: string | undefined;
   /** credentials other than a token (resolveCredentials); `token` is then ignored */
   readonly credentials?: ResolvedCredentials | undefined;
+}
+
+/** A client's `additionalInfo` for a device. */
+export interface AdditionalInfoPatch {
+  /** the object's JSON without `lastConnectedGateway`; null: the client cleared it */
+  readonly json: string | null;
+  /** its `gateway`: the device may speak the MQTT Gateway API */
+  readonly gateway: boolean;
+}
+
+/** The device with `info` applied: the kept object and the gateway flag both follow it; undefined changes nothing. */
+export function withAdditionalInfo(d: DeviceRecord, info: AdditionalInfoPatch | undefined): DeviceRecord {
+  if (info === undefined) return d;
+  const { gateway: _gateway, additionalInfoJson: _json, ...rest } = d;
+  return {
+    ...rest,
+    ...(info.gateway ? { gateway: true } : {}),
+    ...(info.json !== null ? { additionalInfoJson: info.json } : {}),
+  };
 }
 
 export interface NewUser {
