@@ -4,7 +4,8 @@
  *
  * Roles (): create, delete, assign and unassign are TENANT_ADMIN only (403 for customer users,
  * checked before the id is parsed, as TB's @PreAuthorize runs first); read and update reach a customer user's
- * own assigned entities. Unknown entity → 404, non-UUID id → 400.
+ * own assigned entities, but not a device's gateway flag (a gateway creates devices). Unknown entity → 404,
+ * non-UUID id → 400.
  */
 import type { Principal } from '../../auth/index.js';
 import type { Services } from '../../context.js';
