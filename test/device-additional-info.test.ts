@@ -1,7 +1,8 @@
 /**
  * A device's `additionalInfo`, black-box (docs/api.md "Entities"): the object a client gives is kept as given on
  * create, update and device-with-credentials, with Outpost's `gateway` and `lastConnectedGateway` merged in; it
- * survives a restart; a non-object or one over 16 KiB of JSON answers 400 and changes nothing.
+ * survives a restart; a non-object or one over 16 KiB of JSON answers 400 and changes nothing. An asset's is kept
+ * as given too.
  */
 import t from 'tap';
 import { mqttClient } from './helpers/mqtt.js';
@@ -169,6 +170,22 @@ t.test('a customer user may not turn the gateway flag on', async (t) => {
   t.same((await getDevice(d.id.id)).additionalInfo, { description: 'e' });
 });
 
+t.test("an asset's additionalInfo is kept as given too", async (t) => {
+  const info = { description: 'the pump house', gateway: 'not a flag on an asset', lastConnectedGateway: 'kept' };
+  const r = await api('POST', '/api/asset', { name: 'pump-house', type: 'building', additionalInfo: info });
+  t.equal(r.status, 200);
+  const a = r.json<DeviceJson>();
+  t.same(a.additionalInfo, info);
+  const changed = { ...a, additionalInfo: { ...info, description: 'the old pump house' } };
+  t.same((await api('POST', '/api/asset', changed)).json<DeviceJson>().additionalInfo, changed.additionalInfo);
+  t.same((await api('GET', `/api/asset/${a.id.id}`)).json<DeviceJson>().additionalInfo, changed.additionalInfo);
+  const bad = await api('POST', '/api/asset', { ...a, name: 'renamed', additionalInfo: 'text' });
+  t.equal(bad.status, 400);
+  t.same((await api('GET', `/api/asset/${a.id.id}`)).json<DeviceJson>(), changed, 'unchanged by the 400');
+  const plain = (await api('POST', '/api/asset', { name: 'shed' })).json<DeviceJson>();
+  t.equal(plain.additionalInfo, null, 'none given: null, as before');
+});
+
 t.test('kept across a restart', async (t) => {
   const before = (await api('GET', '/api/tenant/devices?pageSize=100&page=0')).json<{ data: DeviceJson[] }>().data;
   t.ok(before.some((d) => d.name === 'with-creds'));
@@ -177,4 +194,6 @@ t.test('kept across a restart', async (t) => {
   const after = (await api('GET', '/api/tenant/devices?pageSize=100&page=0')).json<{ data: DeviceJson[] }>().data;
   t.same(after, before, 'every device, its additionalInfo with it, as before the restart');
   t.same(after.find((d) => d.name === 'rich')?.additionalInfo, { ...RICH, description: 'moved to the south wall' });
+  const asset = await api('GET', '/api/tenant/assets?assetName=pump-house');
+  t.equal(asset.json<DeviceJson>().additionalInfo?.['description'], 'the old pump house', "an asset's too");
 });

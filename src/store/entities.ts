@@ -369,6 +369,7 @@ export class EntityStore {
     name: string;
     type?: string | undefined;
     label?: string | null | undefined;
+    additionalInfoJson?: string | undefined;
   }): Promise<AssetRecord> {
     if (typeof a.name !== 'string' || a.name.trim() === '')
       throw new OutpostError('BAD_PARAM', 'Asset name should be specified!');
@@ -385,6 +386,7 @@ export class EntityStore {
       name: a.name,
       type: a.type ?? 'default',
       label: a.label ?? null,
+      ...(a.additionalInfoJson !== undefined ? { additionalInfoJson: a.additionalInfoJson } : {}),
     };
     const ok = await this.writeTxn(() => {
       if (this.env.names.get(nameKey(t.id, 'ASSET', a.name)) !== undefined) return false;
@@ -499,7 +501,7 @@ export class EntityStore {
       type?: string | undefined;
       label?: string | null | undefined;
       deviceProfileId?: string | undefined;
-      /** devices only: replaces the kept additionalInfo and sets the gateway flag from it */
+      /** replaces the kept additionalInfo; a device's gateway flag follows it */
       additionalInfo?: AdditionalInfoPatch | undefined;
     },
   ): Promise<DeviceRecord | AssetRecord> {
@@ -522,8 +524,10 @@ export class EntityStore {
         void this.env.names.put(nameKey(r.tenantId, type, name), r.id);
       }
       const label = patch.label === undefined ? r.label : patch.label;
-      const renamed = { ...r, name, label, type: patch.type ?? r.type, ...retyped };
-      const next = renamed.entityType === 'DEVICE' ? withAdditionalInfo(renamed, patch.additionalInfo) : renamed;
+      const next = withAdditionalInfo(
+        { ...r, name, label, type: patch.type ?? r.type, ...retyped },
+        patch.additionalInfo,
+      );
       void this.env.entities.put(id, next);
       return next;
     });

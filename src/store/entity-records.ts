@@ -50,6 +50,8 @@ export interface AssetRecord extends Base {
   readonly name: string;
   readonly type: string;
   readonly label: string | null;
+  /** TB's `additionalInfo` as the client gave it, serialized; absent when none was given */
+  readonly additionalInfoJson?: string;
 }
 export interface UserRecord extends Base {
   readonly entityType: 'USER';
@@ -111,23 +113,30 @@ export interface NewDevice {
   readonly credentials?: ResolvedCredentials | undefined;
 }
 
-/** A client's `additionalInfo` for a device. */
+/** A client's `additionalInfo` for a device or an asset. */
 export interface AdditionalInfoPatch {
-  /** the object's JSON without `lastConnectedGateway`; null: the client cleared it */
+  /** the object's JSON (a device's without `lastConnectedGateway`); null: the client cleared it */
   readonly json: string | null;
-  /** its `gateway`: the device may speak the MQTT Gateway API */
+  /** a device's `gateway`: it may speak the MQTT Gateway API (false for an asset) */
   readonly gateway: boolean;
 }
 
-/** The device with `info` applied: the kept object and the gateway flag both follow it; undefined changes nothing. */
-export function withAdditionalInfo(d: DeviceRecord, info: AdditionalInfoPatch | undefined): DeviceRecord {
-  if (info === undefined) return d;
-  const { gateway: _gateway, additionalInfoJson: _json, ...rest } = d;
-  return {
-    ...rest,
-    ...(info.gateway ? { gateway: true } : {}),
-    ...(info.json !== null ? { additionalInfoJson: info.json } : {}),
-  };
+/**
+ * The entity with `info` applied: the kept object changes, and a device's gateway flag follows it; undefined
+ * changes nothing.
+ */
+export function withAdditionalInfo(
+  r: DeviceRecord | AssetRecord,
+  info: AdditionalInfoPatch | undefined,
+): DeviceRecord | AssetRecord {
+  if (info === undefined) return r;
+  const kept = info.json !== null ? { additionalInfoJson: info.json } : {};
+  if (r.entityType === 'ASSET') {
+    const { additionalInfoJson: _json, ...rest } = r;
+    return { ...rest, ...kept };
+  }
+  const { gateway: _gateway, additionalInfoJson: _json, ...rest } = r;
+  return { ...rest, ...(info.gateway ? { gateway: true } : {}), ...kept };
 }
 
 export interface NewUser {

@@ -64,7 +64,7 @@ export function registerCredentialsRoutes(router: HttpRouter, s: Services): void
     const device = objectField(body, 'device');
     const credentials = resolveCredentials(objectField(body, 'credentials'));
     const name = optionalString(device, 'name');
-    const additionalInfo = readAdditionalInfo(device);
+    const additionalInfo = readAdditionalInfo(device, 'DEVICE');
     if (name === undefined || name.trim() === '')
       throw new OutpostError('BAD_PARAM', 'Device name should be specified!');
     const created = await s.entities.createDevice({

@@ -60,7 +60,7 @@ export function registerNamedRoutes(router: HttpRouter, s: Services, type: Named
     const subtype = optionalString(body, 'type');
     const label = labelOf(body);
     const deviceProfileId = type === 'DEVICE' ? profileIdOf(body) : undefined;
-    const additionalInfo = type === 'DEVICE' ? readAdditionalInfo(body) : undefined;
+    const additionalInfo = readAdditionalInfo(body, type);
     if (id !== undefined) {
       const current = s.auth.checkAccess(p, type, id, 'write');
       // the flag lets a device create sub-devices, and creating devices is the tenant admin's
@@ -88,7 +88,8 @@ export function registerNamedRoutes(router: HttpRouter, s: Services, type: Named
         ),
       );
     }
-    return json(assetJson(await s.entities.createAsset({ name, type: subtype, label })));
+    const additionalInfoJson = additionalInfo?.json ?? undefined;
+    return json(assetJson(await s.entities.createAsset({ name, type: subtype, label, additionalInfoJson })));
   });
 
   router.route('get', `/api/${seg}/:id`, (ctx) => json(render(readable(principalOf(s, ctx), ctx.params[0]))));
