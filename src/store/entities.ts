@@ -13,6 +13,7 @@ import { checkLength, checkName, lookupable } from './names.js';
 import * as profileTx from './profile-records.js';
 
 import {
+  type AdditionalInfoPatch,
   type AssetRecord,
   type CustomerRecord,
   type DeviceRecord,
@@ -23,6 +24,7 @@ import {
   type UserRecord,
   randomAccessToken,
   typeTitle,
+  withAdditionalInfo,
 } from './entity-records.js';
 
 export * from './entity-records.js';
@@ -311,6 +313,7 @@ export class EntityStore {
       ...(d.credentials?.stored !== undefined ? { credentials: d.credentials.stored } : {}),
       ...(d.gateway === true ? { gateway: true } : {}),
       ...(d.gatewayId !== undefined ? { gatewayId: d.gatewayId } : {}),
+      ...(d.additionalInfoJson !== undefined ? { additionalInfoJson: d.additionalInfoJson } : {}),
     };
     const outcome = await this.writeTxn(() => {
       if (this.env.names.get(nameKey(t.id, 'DEVICE', d.name)) !== undefined) return 'name';
@@ -366,6 +369,7 @@ export class EntityStore {
     name: string;
     type?: string | undefined;
     label?: string | null | undefined;
+    additionalInfoJson?: string | undefined;
   }): Promise<AssetRecord> {
     if (typeof a.name !== 'string' || a.name.trim() === '')
       throw new OutpostError('BAD_PARAM', 'Asset name should be specified!');
@@ -382,6 +386,7 @@ export class EntityStore {
       name: a.name,
       type: a.type ?? 'default',
       label: a.label ?? null,
+      ...(a.additionalInfoJson !== undefined ? { additionalInfoJson: a.additionalInfoJson } : {}),
     };
     const ok = await this.writeTxn(() => {
       if (this.env.names.get(nameKey(t.id, 'ASSET', a.name)) !== undefined) return false;
@@ -496,6 +501,8 @@ export class EntityStore {
       type?: string | undefined;
       label?: string | null | undefined;
       deviceProfileId?: string | undefined;
+      /** replaces the kept additionalInfo; a device's gateway flag follows it */
+      additionalInfo?: AdditionalInfoPatch | undefined;
     },
   ): Promise<DeviceRecord | AssetRecord> {
     if (patch.name !== undefined && (typeof patch.name !== 'string' || patch.name.trim() === '')) {
@@ -517,7 +524,10 @@ export class EntityStore {
         void this.env.names.put(nameKey(r.tenantId, type, name), r.id);
       }
       const label = patch.label === undefined ? r.label : patch.label;
-      const next = { ...r, name, label, type: patch.type ?? r.type, ...retyped };
+      const next = withAdditionalInfo(
+        { ...r, name, label, type: patch.type ?? r.type, ...retyped },
+        patch.additionalInfo,
+      );
       void this.env.entities.put(id, next);
       return next;
     });

@@ -38,6 +38,11 @@ export interface DeviceRecord extends Base {
   readonly gateway?: boolean;
   /** the gateway device that created this sub-device (MQTT Gateway API); only that gateway reaches it */
   readonly gatewayId?: EntityId;
+  /**
+   * TB's `additionalInfo` as the client gave it, serialized, without `lastConnectedGateway` (which is `gatewayId`);
+   * absent when none was given, as in records written before it was kept
+   */
+  readonly additionalInfoJson?: string;
 }
 export interface AssetRecord extends Base {
   readonly entityType: 'ASSET';
@@ -45,6 +50,8 @@ export interface AssetRecord extends Base {
   readonly name: string;
   readonly type: string;
   readonly label: string | null;
+  /** TB's `additionalInfo` as the client gave it, serialized; absent when none was given */
+  readonly additionalInfoJson?: string;
 }
 export interface UserRecord extends Base {
   readonly entityType: 'USER';
@@ -100,8 +107,36 @@ export interface NewDevice {
   readonly customerId?: CustomerId | undefined;
   readonly gateway?: boolean | undefined;
   readonly gatewayId?: EntityId | undefined;
+  /** DeviceRecord.additionalInfoJson */
+  readonly additionalInfoJson?: string | undefined;
   /** credentials other than a token (resolveCredentials); `token` is then ignored */
   readonly credentials?: ResolvedCredentials | undefined;
+}
+
+/** A client's `additionalInfo` for a device or an asset. */
+export interface AdditionalInfoPatch {
+  /** the object's JSON (a device's without `lastConnectedGateway`); null: the client cleared it */
+  readonly json: string | null;
+  /** a device's `gateway`: it may speak the MQTT Gateway API (false for an asset) */
+  readonly gateway: boolean;
+}
+
+/**
+ * The entity with `info` applied: the kept object changes, and a device's gateway flag follows it; undefined
+ * changes nothing.
+ */
+export function withAdditionalInfo(
+  r: DeviceRecord | AssetRecord,
+  info: AdditionalInfoPatch | undefined,
+): DeviceRecord | AssetRecord {
+  if (info === undefined) return r;
+  const kept = info.json !== null ? { additionalInfoJson: info.json } : {};
+  if (r.entityType === 'ASSET') {
+    const { additionalInfoJson: _json, ...rest } = r;
+    return { ...rest, ...kept };
+  }
+  const { gateway: _gateway, additionalInfoJson: _json, ...rest } = r;
+  return { ...rest, ...(info.gateway ? { gateway: true } : {}), ...kept };
 }
 
 export interface NewUser {

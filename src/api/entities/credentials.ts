@@ -9,7 +9,8 @@ import { type HttpRouter, json } from '../../uws/adapter.js';
 import { credentialsRowId, resolveCredentials } from '../../store/credentials.js';
 import type { DeviceRecord } from '../../store/entities.js';
 import { principalOf } from '../principal.js';
-import { gatewayFlag, labelOf, profileIdOf } from './named.js';
+import { readAdditionalInfo } from './additional-info.js';
+import { labelOf, profileIdOf } from './named.js';
 import { jsonObjectBody, optionalString, parseUuid } from './params.js';
 import { deviceCredentialsJson, deviceJson } from './render.js';
 
@@ -63,6 +64,7 @@ export function registerCredentialsRoutes(router: HttpRouter, s: Services): void
     const device = objectField(body, 'device');
     const credentials = resolveCredentials(objectField(body, 'credentials'));
     const name = optionalString(device, 'name');
+    const additionalInfo = readAdditionalInfo(device, 'DEVICE');
     if (name === undefined || name.trim() === '')
       throw new OutpostError('BAD_PARAM', 'Device name should be specified!');
     const created = await s.entities.createDevice({
@@ -70,7 +72,8 @@ export function registerCredentialsRoutes(router: HttpRouter, s: Services): void
       type: optionalString(device, 'type'),
       deviceProfileId: profileIdOf(device),
       label: labelOf(device),
-      gateway: gatewayFlag(device),
+      gateway: additionalInfo?.gateway,
+      additionalInfoJson: additionalInfo?.json ?? undefined,
       credentials,
     });
     return json(deviceJson(created));

@@ -4,7 +4,8 @@
  *
  * Roles (): create, delete, assign and unassign are TENANT_ADMIN only (403 for customer users,
  * checked before the id is parsed, as TB's @PreAuthorize runs first); read and update reach a customer user's
- * own assigned entities. Unknown entity → 404, non-UUID id → 400.
+ * own assigned entities, but not a device's gateway flag (a gateway creates devices). Unknown entity → 404,
+ * non-UUID id → 400.
  */
 import type { Principal } from '../../auth/index.js';
 import type { Services } from '../../context.js';
@@ -14,6 +15,7 @@ import type { AssetRecord, DeviceRecord } from '../../store/entities.js';
 import { pageOf, typeTitle } from '../../store/entities.js';
 import { principalOf } from '../principal.js';
 import { bodyEntityId, jsonObjectBody, optionalString, parsePageQuery, parseUuid } from './params.js';
+import { readAdditionalInfo } from './additional-info.js';
 import { assetJson, deviceJson } from './render.js';
 
 type NamedType = 'DEVICE' | 'ASSET';
@@ -25,18 +27,6 @@ const render = (r: NamedRecord): Record<string, unknown> => (r.entityType === 'D
 export function labelOf(body: Record<string, unknown>): string | null | undefined {
   if (body['label'] === null) return null;
   return optionalString(body, 'label');
-}
-
-/** TB's `additionalInfo.gateway`: true marks a device that may use the MQTT Gateway API. */
-export function gatewayFlag(body: Record<string, unknown>): boolean {
-  const info = body['additionalInfo'];
-  if (info === undefined || info === null) return false;
-  if (typeof info !== 'object' || Array.isArray(info))
-    throw new OutpostError('BAD_PARAM', '"additionalInfo" must be a JSON object');
-  const g = (info as Record<string, unknown>)['gateway'];
-  if (g !== undefined && typeof g !== 'boolean')
-    throw new OutpostError('BAD_PARAM', '"additionalInfo.gateway" must be true or false');
-  return g === true;
 }
 
 /** A device's `deviceProfileId`: TB's `{"entityType":"DEVICE_PROFILE","id"}` object, or a bare UUID string. */
@@ -70,16 +60,20 @@ export function registerNamedRoutes(router: HttpRouter, s: Services, type: Named
     const subtype = optionalString(body, 'type');
     const label = labelOf(body);
     const deviceProfileId = type === 'DEVICE' ? profileIdOf(body) : undefined;
+    const additionalInfo = readAdditionalInfo(body, type);
     if (id !== undefined) {
-      s.auth.checkAccess(p, type, id, 'write');
-      return json(render(await s.entities.updateNamed(type, id, { name, type: subtype, label, deviceProfileId })));
+      const current = s.auth.checkAccess(p, type, id, 'write');
+      // the flag lets a device create sub-devices, and creating devices is the tenant admin's
+      const gatewayBefore = current.entityType === 'DEVICE' && current.gateway === true;
+      if (additionalInfo !== undefined && additionalInfo.gateway !== gatewayBefore) s.auth.requireTenantAdmin(p);
+      const patch = { name, type: subtype, label, deviceProfileId, additionalInfo };
+      return json(render(await s.entities.updateNamed(type, id, patch)));
     }
     s.auth.requireTenantAdmin(p);
     if (name === undefined || name.trim() === '')
       throw new OutpostError('BAD_PARAM', `${typeTitle(type)} name should be specified!`);
     if (type === 'DEVICE') {
       const accessToken = ctx.query.get('accessToken');
-      const gateway = gatewayFlag(body);
       return json(
         deviceJson(
           await s.entities.createDevice({
@@ -88,12 +82,14 @@ export function registerNamedRoutes(router: HttpRouter, s: Services, type: Named
             deviceProfileId,
             label,
             token: accessToken ?? undefined,
-            gateway,
+            gateway: additionalInfo?.gateway,
+            additionalInfoJson: additionalInfo?.json ?? undefined,
           }),
         ),
       );
     }
-    return json(assetJson(await s.entities.createAsset({ name, type: subtype, label })));
+    const additionalInfoJson = additionalInfo?.json ?? undefined;
+    return json(assetJson(await s.entities.createAsset({ name, type: subtype, label, additionalInfoJson })));
   });
 
   router.route('get', `/api/${seg}/:id`, (ctx) => json(render(readable(principalOf(s, ctx), ctx.params[0]))));

@@ -6,6 +6,7 @@ import type { AssetRecord, CustomerRecord, DeviceRecord, UserRecord } from '../.
 import { credentialsRowId, credentialsTypeAndValue } from '../../store/credentials.js';
 import type { DeviceProfileRecord } from '../../store/profile-records.js';
 import type { EntityType } from '../../types.js';
+import { additionalInfoJson, assetAdditionalInfoJson } from './additional-info.js';
 
 export interface EntityIdJson {
   readonly entityType: EntityType | 'DEVICE_PROFILE';
@@ -21,8 +22,7 @@ export function deviceJson(d: DeviceRecord): Record<string, unknown> {
   return {
     id: entityId('DEVICE', d.id),
     createdTime: d.createdTime,
-    additionalInfo:
-      d.gateway === true ? { gateway: true } : d.gatewayId !== undefined ? { lastConnectedGateway: d.gatewayId } : null,
+    additionalInfo: additionalInfoJson(d),
     tenantId: entityId('TENANT', d.tenantId),
     customerId: entityId('CUSTOMER', d.customerId),
     name: d.name,
@@ -96,7 +96,7 @@ export function assetJson(a: AssetRecord): Record<string, unknown> {
   return {
     id: entityId('ASSET', a.id),
     createdTime: a.createdTime,
-    additionalInfo: null,
+    additionalInfo: assetAdditionalInfoJson(a),
     tenantId: entityId('TENANT', a.tenantId),
     customerId: entityId('CUSTOMER', a.customerId),
     name: a.name,
