@@ -286,3 +286,12 @@ t.test('a malformed packet closes only its connection; the pool takes no broken 
   t.equal(good.packets.length, 1, "the other connection's split CONNECT is read whole");
   t.equal(pool.idle, 1, 'only the good parser came back');
 });
+
+t.test('writing packets fills no cache of packet-id Buffers (65,536 of them, ~10 MB held for good)', async (t) => {
+  const { createRequire } = await import('node:module');
+  const numbers = createRequire(import.meta.url)('mqtt-packet/numbers.js') as { cache: Record<number, Buffer> };
+  // connection.js, imported above, switched the cache off when it loaded; a PUBACK writes a packet id
+  const bytes = mqttPacket.generate({ cmd: 'puback', messageId: 513 });
+  t.same([...bytes], [0x40, 2, 2, 1]);
+  t.equal(Object.keys(numbers.cache).length, 0, 'no cache filled');
+});

@@ -48,6 +48,12 @@ interface ParserState {
   settings: { readonly protocolVersion?: number };
 }
 
+// mqtt-packet's writer, left as it ships, fills a cache of 65,536 two-byte Buffers (one per packet id) at the
+// first packet it writes: ~10 MB of RssAnon for good and a ~20-ms task, for the first MQTT client a gateway
+// ever sees. A packet id's two bytes are cheap to write as they come. (Process-wide: the upstream session's
+// MQTT.js uses the same writer and is set the same way by its writeCache option.)
+mqttPacket.writeToStream.cacheNumbers = false;
+
 const V4_SETTINGS = Object.freeze({ protocolVersion: 4 });
 const V5_SETTINGS = Object.freeze({ protocolVersion: 5 });
 
