@@ -3,12 +3,13 @@
  * one's MQTT listener with a gateway device's token of the upper one. Shared attributes and RPC issued through
  * the upper one's REST API reach devices on the lower one's LAN (an HTTP long-poll, an MQTT device, a device
  * behind a LAN gateway), and the replies come back to the REST caller; a change made while the lower one is
- * stopped arrives after it starts.
+ * stopped arrives after it starts. A device the lower one synced over HTTP before it moved to the gateway
+ * session is the same device upstream afterwards.
  */
 import t from 'tap';
-import { Inbox, mqttClient, mqttPorts } from './helpers/mqtt.js';
+import { Inbox, latest, mqttClient, mqttPorts } from './helpers/mqtt.js';
 import { type Gateway, addDevice, http, startGateway } from './helpers/server.js';
-import { syncGateway } from './helpers/sync.js';
+import { postTelemetry, syncGateway, syncStatusOf } from './helpers/sync.js';
 import { addUser, authHeaders, login } from './helpers/users.js';
 
 async function admin(gw: Gateway, email: string): Promise<string> {
@@ -37,6 +38,22 @@ async function sharedOf(gw: Gateway, token: string): Promise<Record<string, unkn
     (await http('GET', `${gw.url}/api/v1/${token}/attributes`)).json<{ shared?: Record<string, unknown> }>().shared ??
     {}
   );
+}
+
+/** The upper one's latest telemetry of a device, once its newest point is at `ts`. */
+async function latestUntil(
+  upper: Gateway,
+  jwt: string,
+  id: string,
+  ts: number,
+): Promise<Record<string, Array<{ ts: number; value: unknown }>>> {
+  const end = Date.now() + 15_000;
+  for (;;) {
+    const l = await latest(upper, authHeaders(jwt), id);
+    if (Object.values(l).some((pts) => pts[0]?.ts === ts)) return l;
+    if (Date.now() > end) throw new Error(`no point at ${ts} upstream: ${JSON.stringify(l)}`);
+    await new Promise((res) => setTimeout(res, 100));
+  }
 }
 
 const rpc = (
@@ -143,4 +160,31 @@ t.test('REST on the upper Outpost reaches devices on the lower one, and back', a
     await new Promise((r) => setTimeout(r, 200));
   }
   t.same(sh, { mode: 'boost' }, 'the change made while it was stopped arrived');
+});
+
+t.test('a device synced over HTTP first, then over the gateway session: the upper one reuses it', async (t) => {
+  const upper = await startGateway(t);
+  const upJwt = await admin(upper, 'up2@e2e.test');
+  const gwDev = await addDevice(upper.dataDir, 'site-gw', ['--gateway']);
+  const upDev = await addDevice(upper.dataDir, 'field-1');
+  const lower = await syncGateway(t, upper.url);
+  const dev = await addDevice(lower.dataDir, 'field-1', ['--upstream-token', upDev.token]);
+  await postTelemetry(lower, dev.token, { ts: 1700000000000, values: { level: 1 } });
+  await latestUntil(upper, upJwt, upDev.id, 1700000000000);
+  await lower.stop('SIGTERM');
+
+  const { port } = mqttPorts(upper);
+  const lower2 = await syncGateway(t, `mqtt://127.0.0.1:${port}`, { gatewayToken: gwDev.token }, {}, lower.dataDir);
+  await postTelemetry(lower2, dev.token, { ts: 1700000060000, values: { level: 2 } });
+  t.same(
+    (await latestUntil(upper, upJwt, upDev.id, 1700000060000))['level']?.[0],
+    { ts: 1700000060000, value: '2' },
+    'stored upstream under the device made there for the HTTP sync',
+  );
+  const up = await http('GET', `${upper.url}/api/device/${upDev.id}`, undefined, authHeaders(upJwt));
+  t.same(up.json<{ additionalInfo: unknown }>().additionalInfo, { lastConnectedGateway: gwDev.id });
+  const parked = (
+    await syncStatusOf<{ devices: Array<{ name: string; state: string }> }>(lower2, await admin(lower2, 'low@e2e.test'))
+  ).devices.find((d) => d.name === 'field-1');
+  t.equal(parked?.state, 'ok', 'not parked on the lower one');
 });

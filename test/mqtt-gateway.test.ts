@@ -2,7 +2,8 @@
  * TB's MQTT Gateway API end to end (docs/mqtt.md): a gateway device (CLI `--gateway`, REST
  * `additionalInfo.gateway`) connects sub-devices by name, publishes their telemetry, attributes and depth,
  * asks for their attributes, and receives their shared-attribute changes and RPC without subscribing; a
- * gateway reaches only its own sub-devices, and a plain device cannot use the gateway topics.
+ * gateway never acts for a gateway, and a plain device cannot use the gateway topics. A device that existed
+ * before a gateway named it: mqtt-gateway-existing.test.ts.
  */
 import t from 'tap';
 import { Inbox, adminHeaders, closed, granted, latest, mqttClient, sleep } from './helpers/mqtt.js';
@@ -210,51 +211,58 @@ t.test('shared attributes and RPC pushed to the gateway for connected sub-device
   );
 });
 
-t.test('access: a gateway reaches only its own sub-devices; a plain device cannot act as a gateway', async (t) => {
-  const other = await addDevice(gw.dataDir, 'other-gw', ['--gateway']);
-  const g1 = await mqttClient(t, gw, gateway.token, { protocolVersion: 5 });
-  await g1.publishAsync('v1/gateway/connect', '{"device":"Mine"}', { qos: 1 });
-  const g2 = await mqttClient(t, gw, other.token, { protocolVersion: 5 });
-  for (const [topic, body] of [
-    ['v1/gateway/telemetry', '{"Mine":[{"x":1}]}'],
-    ['v1/gateway/telemetry', '{"plain-dev":[{"x":1}]}'],
-    ['v1/gateway/telemetry', '{"modbus-gw":[{"x":1}]}'],
-    ['v1/gateway/attributes', '{"Mine":{"x":1}}'],
-    ['v1/gateway/attributes/request', '{"id":1,"device":"Mine","client":true,"key":"x"}'],
-    ['v1/gateway/rpc', '{"device":"plain-dev","id":1,"data":{}}'],
-  ] as const) {
-    const err = await g2.publishAsync(topic, body, { qos: 1 }).then(
+t.test(
+  'access: a gateway never acts for a gateway, its own name included; a plain device cannot act as one',
+  async (t) => {
+    const other = await addDevice(gw.dataDir, 'other-gw', ['--gateway']);
+    const g2 = await mqttClient(t, gw, other.token, { protocolVersion: 5 });
+    for (const [topic, body] of [
+      ['v1/gateway/connect', '{"device":"modbus-gw"}'],
+      ['v1/gateway/connect', '{"device":"other-gw"}'],
+      ['v1/gateway/telemetry', '{"modbus-gw":[{"x":1}]}'],
+      ['v1/gateway/telemetry', '{"other-gw":[{"x":1}]}'],
+      ['v1/gateway/attributes', '{"modbus-gw":{"x":1}}'],
+      ['v1/gateway/attributes/request', '{"id":1,"device":"modbus-gw","client":true,"key":"x"}'],
+      ['v1/gateway/rpc', '{"device":"modbus-gw","id":1,"data":{}}'],
+    ] as const) {
+      const err = await g2.publishAsync(topic, body, { qos: 1 }).then(
+        () => undefined,
+        (e: { code?: number }) => e,
+      );
+      t.equal(err?.code, 0x87, `${topic} ${body} → not authorized`);
+    }
+    t.same(await latest(gw, admin, gateway.id), {}, 'nothing reached the gateway device');
+    t.same(await latest(gw, admin, other.id), {}, 'nor the connecting gateway itself');
+    t.same((await deviceByName('modbus-gw'))?.additionalInfo, { gateway: true }, 'still a gateway, of nobody');
+    // a mixed batch is refused whole: nothing of it stored, no device created, none taken over
+    const err = await g2
+      .publishAsync('v1/gateway/telemetry', '{"Theirs":[{"y":1}],"plain-dev":[{"y":2}],"modbus-gw":[{"y":3}]}', {
+        qos: 1,
+      })
+      .then(
+        () => undefined,
+        (e: { code?: number }) => e,
+      );
+    t.equal(err?.code, 0x87);
+    t.equal(await deviceByName('Theirs'), undefined, 'no device created');
+    t.equal((await deviceByName('plain-dev'))?.additionalInfo, null, 'the plain device not taken over');
+    t.same(await latest(gw, admin, plain.id), {}, 'all-or-nothing');
+    // 3.1.1: refused by closing
+    const g3 = await mqttClient(t, gw, other.token);
+    const gone = closed(g3);
+    g3.publish('v1/gateway/telemetry', '{"modbus-gw":[{"x":1}]}', { qos: 1 });
+    await gone;
+    // a plain device: gateway topics are unknown topics, its subscriptions refused
+    const p = await mqttClient(t, gw, plain.token, { protocolVersion: 5 });
+    const e2 = await p.publishAsync('v1/gateway/telemetry', '{"Sneaky":[{"x":1}]}', { qos: 1 }).then(
       () => undefined,
       (e: { code?: number }) => e,
     );
-    t.equal(err?.code, 0x87, `${topic} ${body} → not authorized`);
-  }
-  t.same(await latest(gw, admin, plain.id), {}, 'nothing reached the plain device');
-  const mine = (await deviceByName('Mine'))?.id.id ?? '';
-  t.same(await latest(gw, admin, mine), {}, "nothing reached the other gateway's sub-device");
-  // a mixed batch is refused whole: nothing of it stored
-  const err = await g2.publishAsync('v1/gateway/telemetry', '{"Theirs":[{"y":1}],"Mine":[{"y":2}]}', { qos: 1 }).then(
-    () => undefined,
-    (e: { code?: number }) => e,
-  );
-  t.equal(err?.code, 0x87);
-  const theirs = (await deviceByName('Theirs'))?.id.id ?? '';
-  t.same(await latest(gw, admin, theirs), {}, 'all-or-nothing');
-  // 3.1.1: refused by closing
-  const g3 = await mqttClient(t, gw, other.token);
-  const gone = closed(g3);
-  g3.publish('v1/gateway/telemetry', '{"Mine":[{"x":1}]}', { qos: 1 });
-  await gone;
-  // a plain device: gateway topics are unknown topics, its subscriptions refused
-  const p = await mqttClient(t, gw, plain.token, { protocolVersion: 5 });
-  const e2 = await p.publishAsync('v1/gateway/telemetry', '{"Sneaky":[{"x":1}]}', { qos: 1 }).then(
-    () => undefined,
-    (e: { code?: number }) => e,
-  );
-  t.equal(e2?.code, 0x90, 'unknown topic for a plain device');
-  t.equal(await deviceByName('Sneaky'), undefined, 'no device created');
-  t.same(await granted(p, { 'v1/gateway/rpc': { qos: 1 } }), [128]);
-});
+    t.equal(e2?.code, 0x90, 'unknown topic for a plain device');
+    t.equal(await deviceByName('Sneaky'), undefined, 'no device created');
+    t.same(await granted(p, { 'v1/gateway/rpc': { qos: 1 } }), [128]);
+  },
+);
 
 t.test('malformed gateway payloads: nothing stored, 0x99 on MQTT 5', async (t) => {
   const c = await mqttClient(t, gw, gateway.token, { protocolVersion: 5 });

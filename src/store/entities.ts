@@ -365,6 +365,26 @@ export class EntityStore {
     return outcome;
   }
 
+  /**
+   * Makes a device the sub-device of `gatewayId` (the MQTT Gateway API reusing a device of the name it gave,
+   * docs/mqtt.md "Access"); its customer, profile and credentials stay. undefined when there is no such device
+   * or it is a gateway itself: one gateway never acts for another.
+   */
+  async setGateway(id: string, gatewayId: EntityId): Promise<DeviceRecord | undefined> {
+    const current = this.device(id);
+    if (current === undefined || current.gateway === true) return undefined;
+    if (current.gatewayId === gatewayId) return current;
+    const updated = await this.writeTxn(() => {
+      const r = this.device(id);
+      if (r === undefined || r.gateway === true) return undefined;
+      const next: DeviceRecord = { ...r, gatewayId };
+      void this.env.entities.put(id, next);
+      return next;
+    });
+    if (updated !== undefined) await this.env.flushed();
+    return updated;
+  }
+
   async createAsset(a: {
     name: string;
     type?: string | undefined;

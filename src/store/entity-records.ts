@@ -36,7 +36,7 @@ export interface DeviceRecord extends Base {
   readonly credentials?: StoredCredentials;
   /** TB's `additionalInfo.gateway`: may speak the MQTT Gateway API for sub-devices (absent = false) */
   readonly gateway?: boolean;
-  /** the gateway device that created this sub-device (MQTT Gateway API); only that gateway reaches it */
+  /** the gateway device that last created or connected it over the MQTT Gateway API (TB's lastConnectedGateway) */
   readonly gatewayId?: EntityId;
   /**
    * TB's `additionalInfo` as the client gave it, serialized, without `lastConnectedGateway` (which is `gatewayId`);

@@ -152,9 +152,9 @@ export class Devices {
       // over the gateway session the name is the device's only credential: nothing to provision, the fix is upstream
       this.park(
         dev,
-        `the upstream refused it over the gateway session (${what}): a device of that name exists upstream that this ` +
-          `gateway may not act for (made there over HTTP or by another gateway); delete it upstream (the gateway ` +
-          `makes it again, its own) or rename ${dev.name} here; tried again every ${PARKED_RETRY_MS / 60_000} min`,
+        `the upstream refused it over the gateway session (${what}): it will not let this gateway act for a device ` +
+          `of that name (an Outpost upstream refuses a name that is a gateway there); rename it upstream or rename ` +
+          `${dev.name} here; tried again every ${PARKED_RETRY_MS / 60_000} min`,
       );
       return;
     }

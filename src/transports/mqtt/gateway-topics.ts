@@ -1,9 +1,9 @@
 /**
  * TB's MQTT Gateway API (docs/mqtt.md): a gateway device publishes for its sub-devices, named in the payload.
- * A name the gateway has not used yet is connected first, and created if it does not exist (type `default`,
- * the gateway's customer); a gateway reaches only the sub-devices it created, never another device. A
- * publish is parsed whole before anything is written, so a bad entry stores nothing, and it is answered once
- * every device's part is on disk.
+ * A name the gateway has not used yet is connected first: the device of that name, whoever made it, becomes
+ * this gateway's sub-device, or it is created (type `default`, the gateway's customer), as TB does; a gateway
+ * never acts for a gateway. A publish is parsed whole before anything is written, so a bad entry stores
+ * nothing, and it is answered once every device's part is on disk.
  */
 import type { Services } from '../../context.js';
 import { parseDepthTelemetry } from '../../device/depth.js';
@@ -61,8 +61,9 @@ function deviceName(v: JsonValue | undefined): string {
 }
 
 /**
- * The gateway's sub-device of this name: one it connected already, one it created earlier, or a new one.
- * A device of that name that is not this gateway's (a plain device, another gateway's, a gateway) → 403.
+ * The gateway's sub-device of this name: one it connected already, or the device of that name (made over
+ * REST, the CLI, HTTP sync or by another gateway: TB reuses it whatever its customer, profile or credentials),
+ * or a new one. A name that is a gateway's → 403.
  */
 export async function subDevice(ctx: GatewayContext, name: string, type = 'default'): Promise<DeviceRecord> {
   const known = ctx.subDevices.get(name);
@@ -77,25 +78,29 @@ export async function subDevice(ctx: GatewayContext, name: string, type = 'defau
   return d;
 }
 
+const notForGateway = (name: string): OutpostError =>
+  new OutpostError('PERMISSION_DENIED', `device "${name}" is a gateway, not a sub-device`);
+
 async function findOrCreate(ctx: GatewayContext, name: string, type: string): Promise<DeviceRecord> {
   const { entities } = ctx.s;
-  const own = (r: unknown): DeviceRecord => {
-    const d = r as DeviceRecord;
-    if (d.entityType !== 'DEVICE' || d.gatewayId !== ctx.gateway.id) {
-      throw new OutpostError('PERMISSION_DENIED', `device "${name}" is not a sub-device of this gateway`);
+  let existing = entities.byName('DEVICE', name);
+  if (existing === undefined) {
+    try {
+      return await entities.createDevice({ name, type, customerId: ctx.gateway.customerId, gatewayId: ctx.gateway.id });
+    } catch (err) {
+      // another process (the CLI) created the name meanwhile
+      existing = entities.byName('DEVICE', name);
+      if (existing === undefined) throw err;
     }
-    return d;
-  };
-  const existing = entities.byName('DEVICE', name);
-  if (existing !== undefined) return own(existing);
-  try {
-    return await entities.createDevice({ name, type, customerId: ctx.gateway.customerId, gatewayId: ctx.gateway.id });
-  } catch (err) {
-    // another process (the CLI) created the name meanwhile
-    const again = entities.byName('DEVICE', name);
-    if (again !== undefined) return own(again);
-    throw err;
   }
+  const d = existing as DeviceRecord;
+  if (d.entityType !== 'DEVICE' || d.gateway === true) throw notForGateway(name);
+  // TB's lastConnectedGateway, written only when it changes
+  const adopted = await entities.setGateway(d.id, ctx.gateway.id);
+  if (adopted === undefined) {
+    throw new OutpostError('PERMISSION_DENIED', `device "${name}" was deleted or made a gateway meanwhile`);
+  }
+  return adopted;
 }
 
 /**
@@ -103,8 +108,13 @@ async function findOrCreate(ctx: GatewayContext, name: string, type: string): Pr
  * lookup has ended (so the answer never races a creation still under way).
  */
 async function subDevicesOf(ctx: GatewayContext, names: readonly string[]): Promise<DeviceRecord[]> {
-  // every name is checked before any is created: one bad name refuses the publish and creates nothing
-  for (const name of names) checkName('name', name);
+  // every name is checked before any is created or taken over: one bad name refuses the publish and changes nothing
+  for (const name of names) {
+    checkName('name', name);
+    if (ctx.subDevices.has(name)) continue;
+    const d = ctx.s.entities.byName('DEVICE', name);
+    if (d !== undefined && (d.entityType !== 'DEVICE' || d.gateway === true)) throw notForGateway(name);
+  }
   const all = await Promise.allSettled(names.map((name) => subDevice(ctx, name)));
   const refused = all.find((r) => r.status === 'rejected');
   if (refused !== undefined) throw (refused as PromiseRejectedResult).reason;

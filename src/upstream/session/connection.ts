@@ -57,7 +57,7 @@ const SENT: Outcome = { kind: 'sent' };
 const PAYLOAD_FORMAT_INVALID = 0x99;
 /** MQTT 5 PUBACK reason: topic name invalid (TB: a topic it does not serve, such as depth series) */
 const TOPIC_NAME_INVALID = 0x90;
-/** MQTT 5 PUBACK reason: not authorized (TB: a device this gateway may not act for, such as one made upstream over HTTP) */
+/** MQTT 5 PUBACK reason: not authorized (the upstream will not let this gateway act for the device it names) */
 const NOT_AUTHORIZED = 0x87;
 /** CONNACK codes of an upstream that does not speak MQTT 5: 3.1.1's 1, MQTT 5's 0x84 */
 const UNSUPPORTED_VERSION = new Set([1, 0x84]);
