@@ -10,7 +10,7 @@ import type { AdditionalInfoPatch, AssetRecord, DeviceRecord } from '../../store
 /** Serialized size cap: generous for descriptions and UI settings, small beside a record on an SD card. */
 export const ADDITIONAL_INFO_MAX_BYTES = 16 * 1024;
 
-/** The key Outpost sets when a gateway creates the device; a client's value would not move the device anyway. */
+/** The key Outpost sets when a gateway creates or connects the device; a client's value would not move it. */
 const LAST_CONNECTED_GATEWAY = 'lastConnectedGateway';
 
 /**
