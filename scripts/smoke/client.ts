@@ -1,14 +1,20 @@
 /**
- * The host side of scripts/arm-smoke.sh: talks HTTP to a gateway running under qemu-user and checks its answers.
- * Runs on the build machine's own Node (fast), so the emulated daemon is the only thing being measured.
+ * The host side of scripts/arm-smoke.sh: talks HTTP, MQTT and CoAP to a gateway running under qemu-user and checks
+ * its answers. Runs on the build machine's own Node (fast), so the emulated daemon is the only thing being measured.
  *
- *   node dist/scripts/smoke/client.js write  <url> <deviceToken> <deviceId> <email> <password>
- *   node dist/scripts/smoke/client.js verify <url> <deviceId> <email> <password>
- *   node dist/scripts/smoke/client.js load   <url> <deviceToken> <seconds> <connections> <pid> guest32|-
- *   node dist/scripts/smoke/client.js rss    <pid> guest32|-
- * Each prints one JSON line; `write` and `verify` exit 1 when an answer is not what was posted.
+ *   node dist/scripts/smoke/client.js write      <url> <deviceToken> <deviceId> <email> <password>
+ *   node dist/scripts/smoke/client.js transports <url> <mqttPort> <coapPort> <deviceToken> <deviceId> <email> <password>
+ *   node dist/scripts/smoke/client.js verify     <url> <deviceId> <email> <password> [transports]
+ *   node dist/scripts/smoke/client.js load       <url> <deviceToken> <seconds> <connections> <pid> guest32|-
+ *   node dist/scripts/smoke/client.js rss        <pid> guest32|-
+ * Each prints one JSON line; `write`, `transports` and `verify` exit 1 when an answer is not what was posted.
+ * `verify ... transports` also reads back the readings `transports` sent.
  */
+import { randomBytes } from 'node:crypto';
+import { createSocket } from 'node:dgram';
 import { readFileSync } from 'node:fs';
+import { type ParsedPacket, generate, parse } from 'coap-packet';
+import { connectAsync } from 'mqtt';
 
 /** One hour of 10-s points (360) of `t` = 0..359 from a fixed, hour-aligned start. */
 const T0 = 1_700_000_000_000 - (1_700_000_000_000 % 3_600_000);
@@ -18,6 +24,16 @@ const STEP = 10_000;
 function fail(msg: string): never {
   process.stderr.write(`smoke: ${msg}\n`);
   process.exit(1);
+}
+
+/** `promise`, or a failure naming `what` once `ms` have passed without its answer. */
+async function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
+  const timer = setTimeout(() => fail(`${what}: no answer within ${ms / 1000} s`), ms);
+  try {
+    return await promise;
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 async function login(url: string, email: string, password: string): Promise<string> {
@@ -71,8 +87,143 @@ async function write(url: string, token: string, deviceId: string, email: string
   console.log(JSON.stringify({ posted: N, postMs: Math.round(postMs), ...(await readBack(url, jwt, deviceId)) }));
 }
 
-async function verify(url: string, deviceId: string, email: string, password: string): Promise<void> {
-  console.log(JSON.stringify(await readBack(url, await login(url, email, password), deviceId)));
+/** One reading per transport, each under its own key at a known ts (outside the `t` hour, so readBack is unchanged). */
+const VIA_MQTT = { key: 'viaMqtt', ts: T0 - 2 * STEP, value: 21.5 };
+const VIA_COAP = { key: 'viaCoap', ts: T0 - STEP, value: 22.75 };
+
+/** The MQTT and CoAP readings back through the REST query API, one query for both keys. */
+async function readBackTransports(url: string, jwt: string, deviceId: string): Promise<Record<string, number>> {
+  const t = performance.now();
+  const params = `keys=${VIA_MQTT.key},${VIA_COAP.key}&startTs=${VIA_MQTT.ts}&endTs=${VIA_COAP.ts + 1}&limit=10`;
+  const got = await query(url, jwt, deviceId, params);
+  const ms = performance.now() - t;
+  for (const want of [VIA_MQTT, VIA_COAP]) {
+    const points = got[want.key] ?? [];
+    if (points.length !== 1 || points[0]?.ts !== want.ts || Number(points[0]?.value) !== want.value)
+      fail(`${want.key}: ${JSON.stringify(points)}, want [{"ts":${want.ts},"value":${want.value}}]`);
+  }
+  return { transportsQueryMs: Math.round(ms) };
+}
+
+async function verify(
+  url: string,
+  deviceId: string,
+  email: string,
+  password: string,
+  withTransports: boolean,
+): Promise<void> {
+  const jwt = await login(url, email, password);
+  const raw = await readBack(url, jwt, deviceId);
+  console.log(JSON.stringify(withTransports ? { ...raw, ...(await readBackTransports(url, jwt, deviceId)) } : raw));
+}
+
+/** A QoS 1 publish to the device API with the access token as user name; resolves at its PUBACK. */
+async function viaMqtt(port: number, token: string): Promise<Record<string, number>> {
+  let t = performance.now();
+  const client = await connectAsync({
+    host: '127.0.0.1',
+    port,
+    username: token,
+    protocolVersion: 4,
+    reconnectPeriod: 0,
+    connectTimeout: 60_000,
+  });
+  const connackMs = performance.now() - t;
+  t = performance.now();
+  // publishAsync resolves with the publish once its PUBACK is in; the PUBACK itself is checked from the wire.
+  const pubacks: number[] = [];
+  client.on('packetreceive', (p) => {
+    if (p.cmd === 'puback' && p.messageId !== undefined) pubacks.push(p.messageId);
+  });
+  const body = JSON.stringify({ ts: VIA_MQTT.ts, values: { [VIA_MQTT.key]: VIA_MQTT.value } });
+  const sent = await client.publishAsync('v1/devices/me/telemetry', body, { qos: 1 });
+  const pubackMs = performance.now() - t;
+  await client.endAsync();
+  if (sent?.cmd !== 'publish' || sent.messageId === undefined || !pubacks.includes(sent.messageId))
+    fail(`MQTT publish ${JSON.stringify(sent)}: no PUBACK (got ${JSON.stringify(pubacks)})`);
+  return { mqttConnackMs: Math.round(connackMs), mqttPubackMs: Math.round(pubackMs) };
+}
+
+/**
+ * A CON POST of one reading to /api/v1/{token}/telemetry; resolves at its 2.01, piggybacked or separate (after an
+ * empty ACK, as the daemon answers a commit slower than coap.piggybackMs: docs/coap.md). Retransmits as RFC 7252
+ * says (2 s, doubling, 4 times) until the request is acknowledged.
+ */
+async function viaCoap(port: number, token: string): Promise<Record<string, number | boolean>> {
+  const socket = createSocket('udp4');
+  await new Promise<void>((r) => socket.bind(0, '127.0.0.1', () => r()));
+  const messageId = Math.floor(Math.random() * 0x10000);
+  const requestToken = randomBytes(4);
+  const body = JSON.stringify({ ts: VIA_COAP.ts, values: { [VIA_COAP.key]: VIA_COAP.value } });
+  const request = generate({
+    code: 'POST',
+    messageId,
+    token: requestToken,
+    confirmable: true,
+    options: [
+      ...['api', 'v1', token, 'telemetry'].map((seg) => ({ name: 'Uri-Path' as const, value: Buffer.from(seg) })),
+      { name: 'Content-Format', value: Buffer.from([50]) },
+    ],
+    payload: Buffer.from(body),
+  });
+  const t = performance.now();
+  let acked = false;
+  let separate = false;
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const answer = await new Promise<ParsedPacket>((resolve) => {
+      socket.on('message', (buf) => {
+        let p: ParsedPacket;
+        try {
+          p = parse(buf);
+        } catch {
+          return;
+        }
+        if (p.ack && p.messageId === messageId) acked = true;
+        if (p.code === '0.00') return;
+        if (!p.token.equals(requestToken)) return;
+        if (p.confirmable) {
+          separate = true;
+          socket.send(generate({ code: '0.00', messageId: p.messageId, ack: true }), port, '127.0.0.1');
+        }
+        resolve(p);
+      });
+      let wait = 2000;
+      let sends = 0;
+      const send = (): void => {
+        if (acked) return;
+        if (sends > 4) fail('CoAP POST: no ACK after 4 retransmissions');
+        sends++;
+        socket.send(request, port, '127.0.0.1');
+        timer = setTimeout(send, wait);
+        wait *= 2;
+      };
+      send();
+    });
+    const ms = performance.now() - t;
+    if (answer.code !== '2.01') fail(`CoAP POST: ${answer.code} ${answer.payload.toString()}`);
+    return { coapCreatedMs: Math.round(ms), coapSeparate: separate };
+  } finally {
+    clearTimeout(timer);
+    socket.close();
+  }
+}
+
+/** The MQTT reading, then the CoAP one, then both read back through REST. */
+async function transports(
+  url: string,
+  mqttPort: number,
+  coapPort: number,
+  token: string,
+  deviceId: string,
+  email: string,
+  password: string,
+): Promise<void> {
+  if (!(mqttPort > 0) || !(coapPort > 0)) fail(`no MQTT (${mqttPort}) or CoAP (${coapPort}) port`);
+  const m = await within(60_000, 'MQTT CONNECT and QoS 1 PUBLISH', viaMqtt(mqttPort, token));
+  const c = await within(60_000, 'CoAP CON POST', viaCoap(coapPort, token));
+  const jwt = await login(url, email, password);
+  console.log(JSON.stringify({ ...m, ...c, ...(await readBackTransports(url, jwt, deviceId)) }));
 }
 
 /**
@@ -144,10 +295,12 @@ async function load(
 }
 
 const [cmd, ...a] = process.argv.slice(2);
-const [a0 = '', a1 = '', a2 = '', a3 = '', a4 = ''] = a;
+const [a0 = '', a1 = '', a2 = '', a3 = '', a4 = '', a5 = '', a6 = ''] = a;
 if (cmd === 'write' && a.length === 5) await write(a0, a1, a2, a3, a4);
-else if (cmd === 'verify' && a.length === 4) await verify(a0, a1, a2, a3);
+else if (cmd === 'transports' && a.length === 7) await transports(a0, Number(a1), Number(a2), a3, a4, a5, a6);
+else if (cmd === 'verify' && (a.length === 4 || (a.length === 5 && a4 === 'transports')))
+  await verify(a0, a1, a2, a3, a.length === 5);
 else if (cmd === 'rss' && a.length === 2) console.log(JSON.stringify(anonKb(Number(a[0]), a[1] === 'guest32')));
 else if (cmd === 'load' && a.length === 6)
   await load(a0, a1, Number(a[2]), Number(a[3]), Number(a[4]), a[5] === 'guest32');
-else fail('usage: client.js write|verify|load ... (see the header of scripts/smoke/client.ts)');
+else fail('usage: client.js write|transports|verify|load|rss ... (see the header of scripts/smoke/client.ts)');
