@@ -462,3 +462,57 @@ t.test('a token reaches only its device', async (t) => {
   const l = await latest(gw, admin, dev.id);
   t.notOk('mine' in l);
 });
+
+const malformedCount = async (): Promise<number> => {
+  const text = (await http('GET', `${gw.url}/metrics`)).text;
+  return Number(/outpost_coap_refused_total\{reason="malformed"\} (\d+)/.exec(text)?.[1] ?? Number.NaN);
+};
+
+t.test('message format errors: an RST for a CON, nothing for a NON, nothing stored, counted', async (t) => {
+  const c = await CoapTestClient.open(t, port);
+  const d = await addDevice(gw.dataDir, 'coap-malformed');
+  const upload = (tokenLength: number, confirmable: boolean, key: string): Buffer =>
+    c.build({
+      method: 'POST',
+      path: `api/v1/${d.token}/telemetry`,
+      payload: `{"${key}":1}`,
+      token: Buffer.alloc(tokenLength, 7),
+      confirmable,
+      messageId: 0x3000 + tokenLength + (confirmable ? 0 : 0x100),
+    }).buf;
+  const before = await malformedCount();
+  const from = c.received.length;
+  const cases: Array<[string, Buffer, number | undefined]> = [
+    // CON GET, Uri-Path option claiming 5 bytes of which 1 is there
+    ['a truncated option', Buffer.from('40011237b561', 'hex'), 0x1237],
+    ['a payload marker with no payload', Buffer.from('40021238ff', 'hex'), 0x1238],
+    ['a NON with a truncated option', Buffer.from('50011239b561', 'hex'), undefined],
+  ];
+  for (const n of [9, 10, 11, 12]) cases.push([`token length ${n}, CON`, upload(n, true, `tkl${n}`), 0x3000 + n]);
+  for (const n of [9, 12]) cases.push([`token length ${n}, NON`, upload(n, false, `ntkl${n}`), undefined]);
+  for (const [, buf] of cases) c.sendRaw(buf);
+  await sleep(500);
+  for (const [name, buf, rstFor] of cases) {
+    const mid = buf.readUInt16BE(2);
+    const back = c.received.slice(from).filter((p) => p.messageId === mid);
+    if (rstFor === undefined) t.same(back, [], `${name}: nothing`);
+    else {
+      t.equal(back.length, 1, `${name}: one answer`);
+      t.ok(back[0]?.reset && back[0].code === '0.00', `${name}: an RST with its message id`);
+    }
+  }
+  // a NON's answer would have the server's own message id: counted, not matched
+  const cons = cases.filter(([, , rstFor]) => rstFor !== undefined).length;
+  t.equal(c.received.length - from, cons, 'nothing back but the RSTs of the CONs');
+  t.equal(await malformedCount(), before + cases.length, 'each counted as malformed');
+  const stored = await latest(gw, admin, d.id);
+  t.same(Object.keys(stored), [], 'nothing stored');
+  // the same uploads, well-formed, are stored
+  const ok = await c.request({
+    method: 'POST',
+    path: `api/v1/${d.token}/telemetry`,
+    payload: '{"tkl8":1}',
+    token: Buffer.alloc(8, 7),
+  });
+  t.equal(ok.code, '2.01');
+});
