@@ -3,7 +3,8 @@
  * requests, hostile options (huge Block numbers, reserved SZX, long tokens); the daemon never crashes and keeps
  * serving. Payloads: random, truncated or mutated JSON on telemetry and attributes; an upload not answered
  * 2.01 stores nothing: every key carries its message's number, and after the run no key of a refused message
- * is found. A flood of distinct requests is bounded by coap.maxPending (5.03), not by memory.
+ * is found. Message format errors (a reserved token length, an option cut short, a payload marker with no
+ * payload) get an RST when they are CON and nothing otherwise. A flood of distinct requests is bounded by coap.maxPending (5.03), not by memory.
  */
 import { generate } from 'coap-packet';
 import t from 'tap';
@@ -74,6 +75,55 @@ t.test('wire: garbage, truncated, bit-flipped and hostile datagrams', async (t) 
   await sleep(300);
   t.ok(await alive(c), 'still serving CoAP');
   t.equal((await http('GET', `${gw.url}/api/v1/${dev.token}/attributes`)).status, 200, 'still serving HTTP');
+});
+
+t.test('message format errors: an RST for each CON, nothing else, nothing stored, each counted', async (t) => {
+  const c = await CoapTestClient.open(t, port);
+  const d = await addDevice(gw.dataDir, 'cfuzz-format');
+  const malformed = async (): Promise<number> => {
+    const text = (await http('GET', `${gw.url}/metrics`)).text;
+    return Number(/outpost_coap_refused_total\{reason="malformed"\} (\d+)/.exec(text)?.[1] ?? Number.NaN);
+  };
+  const before = await malformed();
+  const from = c.received.length;
+  const conIds = new Set<number>();
+  const N = 300;
+  for (let i = 0; i < N; i++) {
+    const confirmable = int(2) === 0;
+    const token = Buffer.from(Array.from({ length: int(9) }, () => int(256)));
+    const kind = int(3);
+    let buf: Buffer;
+    if (kind === 0) {
+      // a well-formed upload but for its token length: 9 to 15 are reserved
+      buf = Buffer.from(
+        c.build({ method: 'POST', path: `api/v1/${d.token}/telemetry`, payload: `{"fz_m${i}":1}`, token, confirmable })
+          .buf,
+      );
+      buf[0] = ((buf[0] as number) & 0xf0) | (9 + int(7));
+    } else if (kind === 1) {
+      // the last option (Uri-Query) cut short: its header claims more bytes than are left
+      const q = `clientKeys=fz_m${i}`;
+      const whole = c.build({ path: `api/v1/${d.token}/attributes`, query: [q], token, confirmable }).buf;
+      buf = whole.subarray(0, whole.length - 1 - int(q.length));
+    } else {
+      // a payload marker with no payload after it
+      const empty = c.build({ method: 'POST', path: `api/v1/${d.token}/telemetry`, token, confirmable }).buf;
+      buf = Buffer.concat([empty, Buffer.from([0xff])]);
+    }
+    if (confirmable) conIds.add(buf.readUInt16BE(2));
+    c.sendRaw(buf);
+    if (i % 50 === 0) await sleep(2);
+  }
+  await sleep(500);
+  const back = c.received.slice(from);
+  t.equal(back.length, conIds.size, `one datagram back per CON (${conIds.size}), none for a NON`);
+  t.ok(
+    back.every((p) => p.reset && p.code === '0.00' && conIds.has(p.messageId)),
+    'each an RST with the message id of a CON sent',
+  );
+  t.equal(await malformed(), before + N, 'each counted as malformed');
+  t.same(Object.keys(await latest(gw, admin, d.id)), [], 'nothing stored');
+  t.ok(await alive(c));
 });
 
 function payload(i: number): string {

@@ -462,3 +462,186 @@ t.test('a token reaches only its device', async (t) => {
   const l = await latest(gw, admin, dev.id);
   t.notOk('mine' in l);
 });
+
+/** The device's access token changed through TB's REST, as its UI does it (GET, change, POST back). */
+async function changeToken(id: string, token: string): Promise<void> {
+  const creds = (await http('GET', `${gw.url}/api/device/${id}/credentials`, undefined, admin)).json<object>();
+  const r = await http('POST', `${gw.url}/api/device/credentials`, { ...creds, credentialsId: token }, admin);
+  if (r.status !== 200) throw new Error(`credentials of ${id}: ${r.status} ${r.text}`);
+}
+
+const observeNo = (p: { options: Array<{ name: string | number; value: Buffer }> }): number | undefined =>
+  readUint(p.options.find((o) => o.name === 'Observe')?.value);
+
+t.test('a change of credentials ends the observations of the old token with 4.01', async (t) => {
+  const d = await addDevice(gw.dataDir, 'coap-cred');
+  const newToken = `${d.token}NEW`;
+  const c = await CoapTestClient.open(t, port);
+  const ta = c.nextToken();
+  const tr = c.nextToken();
+  await c.request({ path: `api/v1/${d.token}/attributes`, observe: 0, token: ta });
+  t.equal((await c.request({ path: `api/v1/${d.token}/rpc`, observe: 0, token: tr })).code, '2.03');
+  // a client-side RPC no handler answers, held until the change
+  const heldRpc = c.request({ method: 'POST', path: `api/v1/${d.token}/rpc`, payload: '{"method":"noOneAnswers"}' });
+  await sleep(200);
+  const from = c.received.length;
+  await changeToken(d.id, newToken);
+  for (const [name, tk] of [
+    ['attributes', ta],
+    ['rpc', tr],
+  ] as const) {
+    const last = await c.waitFor((p) => p.token.equals(tk) && p.code !== '2.05' && !p.ack, 5000, from);
+    t.equal(last.code, '4.01', `the ${name} observer is sent 4.01 Unauthorized`);
+    t.ok(last.confirmable, 'CON, as it registered');
+    t.equal(observeNo(last), undefined, 'without Observe: it ends the observation');
+  }
+  t.equal((await heldRpc).code, '4.01', 'a held client-side RPC of the old token gets 4.01');
+
+  const url = `${gw.url}/api/plugins/telemetry/DEVICE/${d.id}/attributes/SHARED_SCOPE`;
+  await http('POST', url, { afterChange: 1 }, admin);
+  let answered = false;
+  const oneway = http(
+    'POST',
+    `${gw.url}/api/plugins/rpc/oneway/${d.id}`,
+    { method: 'afterChange', params: {}, timeout: 15_000 },
+    admin,
+  ).then((r) => {
+    answered = true;
+    return r;
+  });
+  await sleep(500);
+  t.same(
+    c.received.slice(from).filter((p) => p.code === '2.05' && !p.ack),
+    [],
+    'no notification reaches the old observers',
+  );
+  t.notOk(answered, 'the one-way RPC is not delivered to a revoked observer');
+  t.equal((await c.request({ path: `api/v1/${d.token}/rpc`, observe: 0 })).code, '4.01', 'the old token: 4.01');
+  // the device's next legitimate session gets the RPC, and only then is it delivered
+  const nt = c.nextToken();
+  t.equal((await c.request({ path: `api/v1/${newToken}/rpc`, observe: 0, token: nt })).code, '2.03');
+  const rpc = await c.waitFor((p) => p.token.equals(nt) && observeNo(p) === 1);
+  t.same(JSON.parse(rpc.payload.toString()), { id: 1, method: 'afterChange', params: {} });
+  t.equal((await oneway).status, 200, 'delivered to the new token');
+  await c.request({ path: `api/v1/${newToken}/rpc`, observe: 1, token: nt });
+});
+
+t.test('an RPC awaiting the ACK of a revoked observer is not delivered at a late ACK', async (t) => {
+  const d = await addDevice(gw.dataDir, 'coap-cred-ack');
+  const newToken = `${d.token}NEW`;
+  const c = await CoapTestClient.open(t, port);
+  c.autoAck = false;
+  const tr = c.nextToken();
+  await c.request({ path: `api/v1/${d.token}/rpc`, observe: 0, token: tr });
+  let answered = false;
+  const oneway = http(
+    'POST',
+    `${gw.url}/api/plugins/rpc/oneway/${d.id}`,
+    { method: 'inFlight', params: {}, timeout: 15_000 },
+    admin,
+  ).then((r) => {
+    answered = true;
+    return r;
+  });
+  const n1 = await c.waitFor((p) => p.token.equals(tr) && observeNo(p) === 1);
+  t.ok(n1.confirmable);
+  await changeToken(d.id, newToken);
+  const last = await c.waitFor((p) => p.token.equals(tr) && p.code === '4.01');
+  t.ok(last.confirmable);
+  // the ACK of the RPC's notification comes after the change: too late
+  c.sendRaw(Buffer.from([0x60, 0, (n1.messageId >> 8) & 255, n1.messageId & 255]));
+  c.sendRaw(Buffer.from([0x60, 0, (last.messageId >> 8) & 255, last.messageId & 255]));
+  await sleep(500);
+  t.notOk(answered, 'not counted as delivered');
+  const poll = await http('GET', `${gw.url}/api/v1/${newToken}/rpc?timeout=3000`);
+  t.equal(poll.status, 200);
+  t.same(poll.json(), { id: 1, method: 'inFlight', params: {} }, "the device's next session gets it, the same id");
+  t.equal((await oneway).status, 200);
+});
+
+t.test('deleting the device ends its observations with 4.04', async (t) => {
+  const d = await addDevice(gw.dataDir, 'coap-del');
+  const c = await CoapTestClient.open(t, port);
+  const ta = c.nextToken();
+  const tr = c.nextToken();
+  await c.request({ path: `api/v1/${d.token}/attributes`, observe: 0, token: ta, confirmable: false });
+  await c.request({ path: `api/v1/${d.token}/rpc`, observe: 0, token: tr });
+  const from = c.received.length;
+  t.equal((await http('DELETE', `${gw.url}/api/device/${d.id}`, undefined, admin)).status, 200);
+  const a = await c.waitFor((p) => p.token.equals(ta) && p.code === '4.04', 5000, from);
+  t.ok(!a.confirmable && observeNo(a) === undefined, 'NON, as it registered, without Observe');
+  const r = await c.waitFor((p) => p.token.equals(tr) && p.code === '4.04', 5000, from);
+  t.ok(r.confirmable && observeNo(r) === undefined, 'CON, as it registered, without Observe');
+});
+
+const malformedCount = async (): Promise<number> => {
+  const text = (await http('GET', `${gw.url}/metrics`)).text;
+  return Number(/outpost_coap_refused_total\{reason="malformed"\} (\d+)/.exec(text)?.[1] ?? Number.NaN);
+};
+
+t.test('message format errors: an RST for a CON, nothing for a NON, nothing stored, counted', async (t) => {
+  const c = await CoapTestClient.open(t, port);
+  const d = await addDevice(gw.dataDir, 'coap-malformed');
+  const upload = (tokenLength: number, confirmable: boolean, key: string): Buffer =>
+    c.build({
+      method: 'POST',
+      path: `api/v1/${d.token}/telemetry`,
+      payload: `{"${key}":1}`,
+      token: Buffer.alloc(tokenLength, 7),
+      confirmable,
+      messageId: 0x3000 + tokenLength + (confirmable ? 0 : 0x100),
+    }).buf;
+  const before = await malformedCount();
+  const from = c.received.length;
+  const cases: Array<[string, Buffer, number | undefined]> = [
+    // CON GET, Uri-Path option claiming 5 bytes of which 1 is there
+    ['a truncated option', Buffer.from('40011237b561', 'hex'), 0x1237],
+    ['a payload marker with no payload', Buffer.from('40021238ff', 'hex'), 0x1238],
+    ['a NON with a truncated option', Buffer.from('50011239b561', 'hex'), undefined],
+  ];
+  for (const n of [9, 10, 11, 12]) cases.push([`token length ${n}, CON`, upload(n, true, `tkl${n}`), 0x3000 + n]);
+  for (const n of [9, 12]) cases.push([`token length ${n}, NON`, upload(n, false, `ntkl${n}`), undefined]);
+  for (const [, buf] of cases) c.sendRaw(buf);
+  await sleep(500);
+  for (const [name, buf, rstFor] of cases) {
+    const mid = buf.readUInt16BE(2);
+    const back = c.received.slice(from).filter((p) => p.messageId === mid);
+    if (rstFor === undefined) t.same(back, [], `${name}: nothing`);
+    else {
+      t.equal(back.length, 1, `${name}: one answer`);
+      t.ok(back[0]?.reset && back[0].code === '0.00', `${name}: an RST with its message id`);
+    }
+  }
+  // a NON's answer would have the server's own message id: counted, not matched
+  const cons = cases.filter(([, , rstFor]) => rstFor !== undefined).length;
+  t.equal(c.received.length - from, cons, 'nothing back but the RSTs of the CONs');
+  t.equal(await malformedCount(), before + cases.length, 'each counted as malformed');
+  const stored = await latest(gw, admin, d.id);
+  t.same(Object.keys(stored), [], 'nothing stored');
+  // the same uploads, well-formed, are stored
+  const ok = await c.request({
+    method: 'POST',
+    path: `api/v1/${d.token}/telemetry`,
+    payload: '{"tkl8":1}',
+    token: Buffer.alloc(8, 7),
+  });
+  t.equal(ok.code, '2.01');
+});
+
+t.test('a late RST to a replaced observation does not end the registration that followed it', async (t) => {
+  const d = await addDevice(gw.dataDir, 'coap-late-rst');
+  const url = `${gw.url}/api/plugins/telemetry/DEVICE/${d.id}/attributes/SHARED_SCOPE`;
+  const c = await CoapTestClient.open(t, port);
+  c.autoAck = false;
+  const t1 = c.nextToken();
+  await c.request({ path: `api/v1/${d.token}/attributes`, observe: 0, token: t1, confirmable: false });
+  await http('POST', url, { v: 1 }, admin);
+  const n1 = await c.waitFor((p) => p.token.equals(t1) && observeNo(p) === 1);
+  const t2 = c.nextToken();
+  await c.request({ path: `api/v1/${d.token}/attributes`, observe: 0, token: t2, confirmable: false });
+  c.sendRaw(Buffer.from([0x70, 0, (n1.messageId >> 8) & 255, n1.messageId & 255]));
+  await sleep(200);
+  await http('POST', url, { v: 2 }, admin);
+  const n = await c.waitFor((p) => p.token.equals(t2) && observeNo(p) === 1);
+  t.same(JSON.parse(n.payload.toString()), { v: 2 }, 'the newer registration still gets the change');
+});

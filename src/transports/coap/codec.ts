@@ -9,12 +9,50 @@ export type Message = ParsedPacket;
 /** Content-Format 50: application/json */
 export const CONTENT_JSON = 50;
 
-/** The datagram, decoded, or undefined when it is not a CoAP message. */
+/** The highest token length (TKL) of RFC 7252 section 3; 9 to 15 are reserved, a message format error. */
+const MAX_TOKEN = 8;
+
+/**
+ * The datagram, decoded, or undefined when it is not a well-formed CoAP message (RFC 7252 section 3).
+ * coap-packet is lenient where the RFC calls it a format error: it reads token lengths 9 to 14, slices a token or
+ * an option value cut short by the end of the datagram as far as it goes, and takes a payload marker with nothing
+ * after it as an empty payload. Those are checked here around it.
+ */
 export function decode(buf: Buffer): Message | undefined {
+  if (buf.length >= 1 && ((buf[0] as number) & 0x0f) > MAX_TOKEN) return undefined;
+  let msg: Message;
   try {
-    return parse(buf);
+    msg = parse(buf);
   } catch {
     return undefined;
+  }
+  if (msg.token.length !== ((buf[0] as number) & 0x0f)) return undefined;
+  // A non-empty payload means the options ended exactly at a 0xFF marker inside the datagram: nothing was cut.
+  // An empty message (code 0.00) coap-packet already requires to be the 4-byte header alone.
+  if (msg.payload.length === 0 && msg.code !== '0.00' && !endsExactly(buf)) return undefined;
+  return msg;
+}
+
+/** the datagram with `FF 00` after it: reused, so that the check below allocates nothing per datagram */
+let probe = Buffer.alloc(0);
+
+/**
+ * Whether the options of a datagram without payload end exactly where the datagram does. Parsed again with a
+ * payload marker and one byte 00 after it, such a datagram reads as the same message with payload `00`. An
+ * option whose value the datagram cut short takes the appended bytes into that value instead (and the 00, if
+ * left, is read as an option), and a marker with no payload makes `FF 00` the payload: either way the payload
+ * is not the single byte 00.
+ */
+function endsExactly(buf: Buffer): boolean {
+  if (probe.length < buf.length + 2) probe = Buffer.alloc(Math.max(2_050, buf.length + 2));
+  buf.copy(probe);
+  probe[buf.length] = 0xff;
+  probe[buf.length + 1] = 0x00;
+  try {
+    const payload = parse(probe.subarray(0, buf.length + 2)).payload;
+    return payload.length === 1 && payload[0] === 0x00;
+  } catch {
+    return false;
   }
 }
 

@@ -170,7 +170,7 @@ export async function startCoap(s: Services, counters: CoapCounters): Promise<Co
   const observations = new ObservationRegistry(s, cfg.maxObservations, counters, (o, a, settled) => {
     const out = sized(a, { peerUri: peerUriOf(o.peer, o.uri) }, undefined);
     if (endpoint === undefined) settled?.(false);
-    else endpoint.send1(o.peer, o.token, o.confirmable, out, o.key, settled);
+    else endpoint.send1(o.peer, o.token, o.confirmable, out, o.tag, settled);
   });
   const hold = (h: PollHandle): (() => void) => {
     held.add(h);
@@ -262,7 +262,7 @@ export async function startCoap(s: Services, counters: CoapCounters): Promise<Co
     },
     counters,
     onRequest,
-    (key) => observations.cancel(key),
+    (tag) => observations.gone(tag),
   );
   const ep = endpoint;
   socket.on('message', (buf, rinfo) => {

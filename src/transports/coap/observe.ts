@@ -4,6 +4,8 @@
  * from the bus; RPCs from the broker, to which an RPC observation is the device's push sink (pending RPCs are
  * delivered when it registers). Each notification takes the next Observe number (24 bits); it is CON when the
  * registration was CON. An observation holds its peer, token, numbering and two detach functions, nothing else.
+ * A device's deletion or a change of its credentials ends its observations from the server's side: each is sent
+ * a final error notification (4.04, 4.01), which ends it at the client (RFC 7641 section 4.2).
  */
 import type { Services } from '../../context.js';
 import { attributeUpdateBody } from '../../rpc/broker.js';
@@ -14,8 +16,13 @@ import type { Peer } from './exchange.js';
 export type ObservedResource = 'attributes' | 'rpc';
 
 export interface Observation {
-  /** `deviceId/resource`: how the message layer names it back (RST, no ACK) */
+  /** `deviceId/resource`: one observation per device and resource */
   readonly key: string;
+  /**
+   * `deviceId/resource#n`, this registration alone: how the message layer names it back (RST, no ACK), so that
+   * a late RST to a replaced or ended observation's notification cannot end the registration that followed it
+   */
+  readonly tag: string;
   readonly deviceId: string;
   readonly resource: ObservedResource;
   readonly peer: Peer;
@@ -25,6 +32,11 @@ export interface Observation {
   readonly uri: string;
   seq: number;
   detach: (() => void) | undefined;
+  /**
+   * the RPCs sent in CON notifications the client has yet to acknowledge: told false when the observation is
+   * ended by the server, so they go back to the device's queue rather than count as delivered at a late ACK
+   */
+  unconfirmed: Set<(acked: boolean) => void> | undefined;
 }
 
 /**
@@ -38,6 +50,7 @@ const MAX_OBSERVE = 0xffffff;
 export class ObservationRegistry {
   private readonly byKey = new Map<string, Observation>();
   private readonly off: Array<() => void> = [];
+  private serial = 0;
 
   constructor(
     private readonly s: Services,
@@ -53,15 +66,13 @@ export class ObservationRegistry {
         if (o !== undefined) this.notify(o, attributeUpdateBody(ev.updated, ev.deleted));
       }),
       s.bus.on('entityDeleted', (ev) => {
-        if (ev.entityType !== 'DEVICE') return;
-        for (const r of ['attributes', 'rpc'] as const) {
-          const o = this.byKey.get(`${ev.entityId}/${r}`);
-          if (o === undefined) continue;
-          // a non-2.xx notification ends the observation at the client (RFC 7641 section 3.2)
-          this.send(o, { code: '4.04' });
-          this.remove(o.key);
-        }
+        if (ev.entityType === 'DEVICE') this.endDevice(ev.entityId, { code: '4.04' });
       }),
+      // the token the observations were registered with no longer names the device, as for HTTP's held
+      // requests (401) and MQTT's sessions (closed)
+      s.bus.on('credentialsUpdated', (ev) =>
+        this.endDevice(ev.deviceId, { code: '4.01', payload: Buffer.from('device credentials changed') }),
+      ),
     );
   }
 
@@ -96,6 +107,7 @@ export class ObservationRegistry {
     // copied: a slice would keep the whole received datagram alive as long as the observation
     const o: Observation = {
       key,
+      tag: `${key}#${++this.serial}`,
       deviceId,
       resource,
       peer: { address: peer.address, port: peer.port },
@@ -104,6 +116,7 @@ export class ObservationRegistry {
       uri,
       seq: 0,
       detach: undefined,
+      unconfirmed: undefined,
     };
     this.byKey.set(key, o);
     this.counters.observations = this.byKey.size;
@@ -127,19 +140,31 @@ export class ObservationRegistry {
           this.notify(o, body);
           return true;
         }
-        return new Promise<boolean>((settled) => this.notify(o, body, settled));
+        return new Promise<boolean>((settled) => {
+          const awaiting = (o.unconfirmed ??= new Set());
+          const once = (acked: boolean): void => {
+            if (awaiting.delete(once)) settled(acked);
+          };
+          awaiting.add(once);
+          this.notify(o, body, once);
+        });
       },
     });
   }
 
-  /** Cancels (GET with Observe 1, an RST to a notification, no ACK): true when one matched. */
-  cancel(key: string, peer?: Peer, token?: Buffer): boolean {
+  /** Cancels by a GET with Observe 1 from the registration's peer and token: true when one matched. */
+  cancel(key: string, peer: Peer, token: Buffer): boolean {
     const o = this.byKey.get(key);
     if (o === undefined) return false;
-    if (peer !== undefined && (o.peer.address !== peer.address || o.peer.port !== peer.port)) return false;
-    if (token !== undefined && !o.token.equals(token)) return false;
+    if (o.peer.address !== peer.address || o.peer.port !== peer.port || !o.token.equals(token)) return false;
     this.remove(key);
     return true;
+  }
+
+  /** The message layer gave up on a notification of `tag` (an RST, no ACK): its observation ends. */
+  gone(tag: string): void {
+    const key = tag.slice(0, tag.lastIndexOf('#'));
+    if (this.byKey.get(key)?.tag === tag) this.remove(key);
   }
 
   close(): void {
@@ -160,6 +185,24 @@ export class ObservationRegistry {
       },
       settled,
     );
+  }
+
+  /**
+   * Ends the device's observations from the server's side: each observer is sent `final` (a non-2.xx
+   * notification, CON or NON as it registered, the same token), which ends the observation at the client (RFC 7641
+   * section 4.2). An RPC still awaiting the client's ACK is not delivered: detached first, it goes back to the
+   * head of the device's queue for its next legitimate listener, as a closed MQTT session's unacknowledged ones do.
+   */
+  private endDevice(deviceId: string, final: Answer): void {
+    for (const r of ['attributes', 'rpc'] as const) {
+      const o = this.byKey.get(`${deviceId}/${r}`);
+      if (o === undefined) continue;
+      this.send(o, final);
+      this.remove(o.key);
+      const refused = o.unconfirmed;
+      o.unconfirmed = undefined;
+      for (const settle of [...(refused ?? [])]) settle(false);
+    }
   }
 
   private remove(key: string): void {

@@ -200,7 +200,9 @@ export class CoapResources {
       let release: (() => void) | undefined;
       const handle = this.s.rpc.clientRpc({ deviceId: device.id, method, paramsJson }, (o) => {
         release?.();
-        resolve(o.kind === 'data' ? answer('2.05', o.body) : answer('4.04'));
+        // a change of the device's credentials while it was held: the token it came with no longer names it
+        const ended = o.kind === 'credentialsUpdated' ? '4.01' : '4.04';
+        resolve(o.kind === 'data' ? answer('2.05', o.body) : answer(ended));
       });
       if (handle !== undefined) release = this.hold(handle);
     });
