@@ -33,7 +33,7 @@ import { Metrics } from './status/metrics.js';
 import { registerSyncApi } from './api/sync/index.js';
 import { OutboxRecorder } from './store/outbox.js';
 import { isMqttUrl } from './upstream/session/upstream-session.js';
-import { loadMqttStreamBuilders } from './upstream/session/connection.js';
+import { loadMqtt } from './upstream/session/connection.js';
 import { SyncService } from './upstream/service.js';
 import { SyncRelay } from './upstream/relay.js';
 import { markClientAttributes } from './upstream/attribute-marks.js';
@@ -151,7 +151,7 @@ export async function startServer(
     log: (m) => log.error(m),
   });
   // before listening: what MQTT.js loads on its first connect would otherwise stall the running event loop
-  if (outbox !== undefined && isMqttUrl(config.sync.url)) await loadMqttStreamBuilders();
+  if (outbox !== undefined && isMqttUrl(config.sync.url)) await loadMqtt();
   const sync =
     outbox === undefined || relay === undefined
       ? undefined

@@ -6,7 +6,7 @@
 import { createRequire } from 'node:module';
 import { writeToStream } from 'mqtt-packet';
 import t from 'tap';
-import { UpstreamConnection, loadMqttStreamBuilders } from '../src/upstream/session/connection.js';
+import { UpstreamConnection, loadMqtt } from '../src/upstream/session/connection.js';
 import type { Outcome } from '../src/upstream/transport.js';
 import { FakeTbMqtt } from './helpers/fake-tb-mqtt.js';
 
@@ -20,7 +20,11 @@ t.test('the stream builders are loaded before any connect, and the first publish
     builders().some((p) => p.endsWith('/mqtt/build/lib/connect/ws.js')),
     'importing the session module alone loads no stream builder (an HTTP-only daemon pays nothing)',
   );
-  await loadMqttStreamBuilders();
+  t.notOk(
+    builders().some((p) => p.endsWith('/mqtt/build/index.js')),
+    'nor MQTT.js itself (~1.8 MB of heap)',
+  );
+  await loadMqtt();
   const loaded = builders();
   for (const builder of ['tcp', 'tls', 'ws'])
     t.ok(

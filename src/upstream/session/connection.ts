@@ -17,19 +17,27 @@
  * - an MQTT 5 PUBACK 0x87 (not authorized) refuses the device the message names, not the session: `refused`.
  */
 import { randomBytes } from 'node:crypto';
-import { type IClientOptions, type MqttClient, type Packet, connect } from 'mqtt';
+import type { IClientOptions, MqttClient, Packet } from 'mqtt';
 import type { Logger } from '../../context.js';
 import { backoffDelayMs } from '../link.js';
 import type { Outcome } from '../transport.js';
 
+type MqttJs = typeof import('mqtt');
+let mqttJs: Promise<MqttJs> | undefined;
+
 /**
- * MQTT.js requires its stream builders (tcp, tls, ws and the ws package) on the first connect(), in one task of
- * tens of ms. The daemon loads them before it listens when the sync goes over MQTT (server.ts), so opening the
- * session does not stall the event loop that answers devices; a gateway syncing over HTTP, or not at all, never
- * loads them (~5 MB of RSS).
+ * MQTT.js, loaded when first needed: a gateway syncing over HTTP, or not at all, never loads it (~1.8 MB of
+ * heap for the library, ~5 MB of RSS with the stream builders). It requires its stream builders (tcp, tls, ws
+ * and the ws package) on the first connect(), in one task of tens of ms, so they are loaded with it; the daemon
+ * loads both before it listens when the sync goes over MQTT (server.ts), so that opening the session does not
+ * stall the event loop that answers devices.
  */
-export async function loadMqttStreamBuilders(): Promise<void> {
-  await Promise.all([import('mqtt/lib/connect/tcp'), import('mqtt/lib/connect/tls'), import('mqtt/lib/connect/ws')]);
+export function loadMqtt(): Promise<MqttJs> {
+  mqttJs ??= import('mqtt').then(async (m) => {
+    await Promise.all([import('mqtt/lib/connect/tcp'), import('mqtt/lib/connect/tls'), import('mqtt/lib/connect/ws')]);
+    return m;
+  });
+  return mqttJs;
 }
 
 export type SessionState = 'connecting' | 'up' | 'down' | 'off';
@@ -208,20 +216,20 @@ export class UpstreamConnection {
   private open(): void {
     if (this.stopping) return;
     this.setState('connecting');
-    void this.o.token().then(
-      (token) => {
+    void Promise.all([this.o.token(), loadMqtt()]).then(
+      ([token, mqtt]) => {
         if (this.stopping) return;
         if (token === undefined) {
           this.retryLater('no gateway token upstream (sync.gatewayToken, or sync.provisionKey/Secret)');
           return;
         }
-        this.connectWith(token);
+        this.connectWith(token, mqtt.connect);
       },
       (err: unknown) => this.retryLater(`the gateway token: ${(err as Error).message}`),
     );
   }
 
-  private connectWith(token: string): void {
+  private connectWith(token: string, connect: MqttJs['connect']): void {
     const opts: IClientOptions = {
       username: token,
       clean: true,

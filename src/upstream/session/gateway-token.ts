@@ -5,11 +5,11 @@
  * would leave a name upstream that can no longer be provisioned).
  */
 import { hostname } from 'node:os';
-import { connectAsync } from 'mqtt';
 import type { Config } from '../../config/index.js';
 import type { Logger } from '../../context.js';
 import type { StoreEnv } from '../../store/env.js';
 import { readToken, writeToken } from '../../store/outbox.js';
+import { loadMqtt } from './connection.js';
 
 /** the outbox's token slot of the gateway itself (device ids are UUIDs: no clash) */
 const GATEWAY_SLOT = 'gateway';
@@ -38,6 +38,7 @@ export async function gatewayToken(o: GatewayTokenOptions): Promise<string | und
   if (stored !== undefined) return stored.token;
   if (o.config.provisionKey === '') return undefined;
   const name = gatewayName(o.config);
+  const { connectAsync } = await loadMqtt();
   const client = await connectAsync(o.config.url, {
     username: 'provision',
     clean: true,
