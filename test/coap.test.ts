@@ -18,6 +18,16 @@ const base = `coap://127.0.0.1:${port}/api/v1`;
 
 t.ok(port > 0, 'the listening line names the CoAP port');
 
+/** A one-way RPC to `deviceId` by REST, and whether its answer (the device got it) has come yet. */
+function onewayRpc(deviceId: string, body: object): { answered: () => boolean; done: ReturnType<typeof http> } {
+  let answered = false;
+  const done = http('POST', `${gw.url}/api/plugins/rpc/oneway/${deviceId}`, body, admin).then((r) => {
+    answered = true;
+    return r;
+  });
+  return { answered: () => answered, done };
+}
+
 t.test(
   'libcoap coap-client in the forms of TB docs',
   { skip: hasLibcoap() ? false : 'coap-client-notls not installed' },
@@ -324,19 +334,13 @@ t.test('RPC to a CON observer: delivered at its ACK; one the device rejects goes
   const d = await addDevice(gw.dataDir, 'coap-rpc-ack');
   const token = c.nextToken();
   await c.request({ path: `api/v1/${d.token}/rpc`, observe: 0, token });
-  let answered = false;
-  const call = http('POST', `${gw.url}/api/plugins/rpc/oneway/${d.id}`, { method: 'open', params: {} }, admin).then(
-    (r) => {
-      answered = true;
-      return r;
-    },
-  );
+  const call = onewayRpc(d.id, { method: 'open', params: {} });
   const n1 = await c.waitFor((p) => p.token.equals(token) && readUint(opt(p, 'Observe')) === 1);
   t.ok(n1.confirmable, 'a CON notification');
   await sleep(300);
-  t.notOk(answered, 'not delivered before the device acknowledged it');
+  t.notOk(call.answered(), 'not delivered before the device acknowledged it');
   c.sendRaw(Buffer.from([0x60, 0, (n1.messageId >> 8) & 255, n1.messageId & 255]));
-  t.equal((await call).status, 200, 'delivered at the ACK');
+  t.equal((await call.done).status, 200, 'delivered at the ACK');
 
   // an RST ends the observation and puts the RPC back: the device's next poll gets it, the same id
   const second = http('POST', `${gw.url}/api/plugins/rpc/oneway/${d.id}`, { method: 'close', params: {} }, admin);
@@ -499,30 +503,21 @@ t.test('a change of credentials ends the observations of the old token with 4.01
 
   const url = `${gw.url}/api/plugins/telemetry/DEVICE/${d.id}/attributes/SHARED_SCOPE`;
   await http('POST', url, { afterChange: 1 }, admin);
-  let answered = false;
-  const oneway = http(
-    'POST',
-    `${gw.url}/api/plugins/rpc/oneway/${d.id}`,
-    { method: 'afterChange', params: {}, timeout: 15_000 },
-    admin,
-  ).then((r) => {
-    answered = true;
-    return r;
-  });
+  const oneway = onewayRpc(d.id, { method: 'afterChange', params: {}, timeout: 15_000 });
   await sleep(500);
   t.same(
     c.received.slice(from).filter((p) => p.code === '2.05' && !p.ack),
     [],
     'no notification reaches the old observers',
   );
-  t.notOk(answered, 'the one-way RPC is not delivered to a revoked observer');
+  t.notOk(oneway.answered(), 'the one-way RPC is not delivered to a revoked observer');
   t.equal((await c.request({ path: `api/v1/${d.token}/rpc`, observe: 0 })).code, '4.01', 'the old token: 4.01');
   // the device's next legitimate session gets the RPC, and only then is it delivered
   const nt = c.nextToken();
   t.equal((await c.request({ path: `api/v1/${newToken}/rpc`, observe: 0, token: nt })).code, '2.03');
   const rpc = await c.waitFor((p) => p.token.equals(nt) && observeNo(p) === 1);
   t.same(JSON.parse(rpc.payload.toString()), { id: 1, method: 'afterChange', params: {} });
-  t.equal((await oneway).status, 200, 'delivered to the new token');
+  t.equal((await oneway.done).status, 200, 'delivered to the new token');
   await c.request({ path: `api/v1/${newToken}/rpc`, observe: 1, token: nt });
 });
 
@@ -533,16 +528,7 @@ t.test('an RPC awaiting the ACK of a revoked observer is not delivered at a late
   c.autoAck = false;
   const tr = c.nextToken();
   await c.request({ path: `api/v1/${d.token}/rpc`, observe: 0, token: tr });
-  let answered = false;
-  const oneway = http(
-    'POST',
-    `${gw.url}/api/plugins/rpc/oneway/${d.id}`,
-    { method: 'inFlight', params: {}, timeout: 15_000 },
-    admin,
-  ).then((r) => {
-    answered = true;
-    return r;
-  });
+  const oneway = onewayRpc(d.id, { method: 'inFlight', params: {}, timeout: 15_000 });
   const n1 = await c.waitFor((p) => p.token.equals(tr) && observeNo(p) === 1);
   t.ok(n1.confirmable);
   await changeToken(d.id, newToken);
@@ -552,11 +538,11 @@ t.test('an RPC awaiting the ACK of a revoked observer is not delivered at a late
   c.sendRaw(Buffer.from([0x60, 0, (n1.messageId >> 8) & 255, n1.messageId & 255]));
   c.sendRaw(Buffer.from([0x60, 0, (last.messageId >> 8) & 255, last.messageId & 255]));
   await sleep(500);
-  t.notOk(answered, 'not counted as delivered');
+  t.notOk(oneway.answered(), 'not counted as delivered');
   const poll = await http('GET', `${gw.url}/api/v1/${newToken}/rpc?timeout=3000`);
   t.equal(poll.status, 200);
   t.same(poll.json(), { id: 1, method: 'inFlight', params: {} }, "the device's next session gets it, the same id");
-  t.equal((await oneway).status, 200);
+  t.equal((await oneway.done).status, 200);
 });
 
 t.test('deleting the device ends its observations with 4.04', async (t) => {
