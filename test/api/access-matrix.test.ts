@@ -14,7 +14,7 @@
  *
  * The websocket (docs/api.md) has its own table: a bad `?token=` closes the socket 1011; each command on an
  * entity the caller may not read answers errorCode 1. A session without a token waits for an `authCmd`
- * (TB's /api/ws protocol), so `noToken` is not a row there: test/ws.test.ts covers it.
+ * (TB's /api/ws protocol), so `noToken` is not a row there: test/api/ws/ws.test.ts covers it.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
