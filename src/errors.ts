@@ -1,6 +1,6 @@
 /**
  * The one error catalogue. Every error the gateway answers with has a stable code here, its HTTP
- * status, ThingsBoard's errorCode (docs/api.md) and a default message. test/errors.test.ts fails when a code
+ * status, ThingsBoard's errorCode (docs/api.md) and a default message. test/api/errors.test.ts fails when a code
  * is missing from README's error table.
  */
 export const TB = {

@@ -286,7 +286,7 @@ async function syncFile(path: string): Promise<void> {
 /**
  * Opens of a store a daemon is writing, read-only (a local CLI command, a test's read-back), now and then find
  * one of its databases missing: lmdb-js then answers `undefined` for it, and the first use fails with a
- * TypeError. Seen once in thousands of opens beside compaction (test/compaction-crash.test.ts); opened again,
+ * TypeError. Seen once in thousands of opens beside compaction (test/store/compaction-crash.test.ts); opened again,
  * it is there. A store that really lacks one is not an Outpost store.
  */
 const READ_ONLY_OPEN_ATTEMPTS = 5;

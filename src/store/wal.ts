@@ -19,7 +19,7 @@
  * only once every record in it is in LMDB *and* LMDB has synced (markApplied).
  *
  * The file operations go through `WalFs` so the crash test can substitute a layer that loses whatever was not
- * synced (test/wal-crash.test.ts).
+ * synced (test/store/wal-crash.test.ts).
  */
 import * as fs from 'node:fs';
 import { join } from 'node:path';

@@ -50,7 +50,7 @@ export const MAX_DELAY_MS = 1000;
  * every device's wait rose towards MAX_DELAY_MS meanwhile (bench:wear's p99); and a measure of a few minutes
  * that ends with an apply counted it without the delay having paid for it. Every byte is debited in the long
  * run: what is taken ahead is at most the points not yet applied times their rate (docs/write-budget.md, the
- * simulations in test/write-budget.test.ts).
+ * simulations in test/store/write-budget.test.ts).
  */
 export const OTHER_RATE_WINDOW_MS = HOUR_MS;
 /** what the per-point estimate missed (or took ahead) is settled over about this long */

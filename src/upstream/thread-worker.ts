@@ -47,7 +47,7 @@ export type ThreadReply =
 /**
  * lmdb-js keeps a thread's read transaction until a timer of its own resets it, and a request can come before
  * that timer: without a fresh one, this thread would read a snapshot older than the commit that recorded the
- * entries it was asked for (test/sync-thread.test.ts). `resetReadTxn` is lmdb-js API its typings leave out.
+ * entries it was asked for (test/upstream/sync-thread.test.ts). `resetReadTxn` is lmdb-js API its typings leave out.
  */
 function freshSnapshot(env: StoreEnv): void {
   (env.root as unknown as { resetReadTxn(): void }).resetReadTxn();

@@ -1,0 +1,65 @@
+/**
+ * SliceTurns (src/upstream/turns.ts): the sync's CPU work runs one slice per event-loop iteration, so timers and
+ * I/O (a device post, the log's fdatasync completion) get the loop between any two slices; live slices first.
+ */
+import t from 'tap';
+import { performance } from 'node:perf_hooks';
+import { SliceTurns } from '../../src/upstream/turns.js';
+
+const busy = (ms: number): void => {
+  const end = performance.now() + ms;
+  while (performance.now() < end) {
+    /* a slice of CPU work */
+  }
+};
+
+t.test('the loop runs between slices: 40 slices of 5 ms never hold it for much more than one', async (t) => {
+  const turns = new SliceTurns();
+  let last = performance.now();
+  let maxGap = 0;
+  const tick = setInterval(() => {
+    const now = performance.now();
+    maxGap = Math.max(maxGap, now - last);
+    last = now;
+  }, 1);
+  // all queued at once, as jobs whose answers arrived in one poll phase would be
+  await Promise.all(
+    Array.from({ length: 40 }, async () => {
+      await turns.take(false);
+      busy(5);
+    }),
+  );
+  clearInterval(tick);
+  maxGap = Math.max(maxGap, performance.now() - last);
+  // held back to back they would block the loop for 200 ms
+  t.ok(maxGap < 100, `longest the timers waited: ${maxGap.toFixed(1)} ms`);
+});
+
+t.test('live slices go before the backlog slices waiting; each queue in order', async (t) => {
+  const turns = new SliceTurns();
+  const order: string[] = [];
+  await Promise.all([
+    turns.take(false).then(() => order.push('b1')),
+    turns.take(false).then(() => order.push('b2')),
+    turns.take(true).then(() => order.push('l1')),
+    turns.take(false).then(() => order.push('b3')),
+    turns.take(true).then(() => order.push('l2')),
+  ]);
+  t.same(order, ['l1', 'l2', 'b1', 'b2', 'b3']);
+});
+
+t.test('releaseAll lets every waiting slice go at once (stop)', async (t) => {
+  const turns = new SliceTurns();
+  let done = 0;
+  const all = Promise.all(
+    Array.from({ length: 5 }, () =>
+      turns.take(false).then(() => {
+        done++;
+      }),
+    ),
+  );
+  turns.releaseAll();
+  await Promise.resolve();
+  t.equal(done, 5, 'resolved in the same turn');
+  await all;
+});
