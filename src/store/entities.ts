@@ -37,7 +37,7 @@ const nameKey = (tenantId: string, type: string, name: string): string[] => [ten
  * meta key rewritten by every EntityStore write transaction, in any process (daemon or CLI), in the same
  * transaction as the change: a reader that sees the same value sees the same entities, tokens and users.
  */
-const ENTITIES_GEN = 'entitiesGen';
+export const ENTITIES_GEN = 'entitiesGen';
 
 /** entries per decoded-record cache (by id, by token); the oldest is dropped beyond this */
 export const ENTITY_CACHE_SIZE = 10_000;

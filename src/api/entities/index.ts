@@ -5,6 +5,7 @@ import { registerCredentialsRoutes } from './credentials.js';
 import { registerCustomerRoutes } from './customers.js';
 import { registerNamedRoutes } from './named.js';
 import { registerProfileRoutes } from './profiles.js';
+import { registerEntityQueryRoutes } from './query.js';
 import { registerRelationRoutes } from './relations.js';
 
 export function registerEntityApi(router: HttpRouter, s: Services): void {
@@ -14,4 +15,5 @@ export function registerEntityApi(router: HttpRouter, s: Services): void {
   registerProfileRoutes(router, s);
   registerCredentialsRoutes(router, s);
   registerRelationRoutes(router, s);
+  registerEntityQueryRoutes(router, s);
 }
