@@ -211,6 +211,21 @@ t.test('deleting an entity deletes its relations: REST device and asset, CLI dev
   t.same(edge.json(), [], 'every group');
 });
 
+t.test("deleting a customer deletes its relations and its users'", async (t) => {
+  const c = (await api('POST', '/api/customer', { title: 'Short-lived' })).json<{ id: IdJson }>().id;
+  const u = await addUser(gw.dataDir, 'gone@outpost.test', 'pw-gone-1', 'CUSTOMER_USER', c.id);
+  t.equal((await api('POST', '/api/relation', rel(c, th2, 'Manages'))).text, '');
+  await api('POST', '/api/relation', rel({ entityType: 'USER', id: u.id }, th2, 'Uses'));
+  const before = (await api('GET', `/api/relations?toId=${th2.id}&toType=DEVICE`)).json<RelationJson[]>();
+  t.equal(before.filter((r) => r.from.id === c.id || r.from.id === u.id).length, 2);
+  t.equal((await api('DELETE', `/api/customer/${c.id}`)).status, 200);
+  const left = (await api('GET', `/api/relations?toId=${th2.id}&toType=DEVICE`)).json<RelationJson[]>();
+  t.notOk(
+    left.some((r) => r.from.id === c.id || r.from.id === u.id),
+    'the relations from the customer and from its deleted user are gone',
+  );
+});
+
 t.test('a customer user: its own ends only', async (t) => {
   const cust = await api('POST', '/api/customer', { title: 'Cust A' });
   const customerId = cust.json<{ id: IdJson }>().id.id;
