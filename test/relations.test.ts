@@ -279,4 +279,8 @@ t.test("a gateway's sub-devices get TB's Created relation, on create and on take
     ['Created', 'COMMON', gwDev.id, 'Sub 1'],
   ]);
   t.ok(rels.some((r) => r.to.id === existing.id));
+  await c.endAsync();
+  t.equal((await api('DELETE', `/api/device/${gwDev.id}`)).status, 200, 'the gateway deleted');
+  const left = await api('GET', `/api/relations?toId=${existing.id}&toType=DEVICE`);
+  t.same(left.json(), [], 'its Created relations went with it');
 });
