@@ -8,6 +8,7 @@ import type { Config } from './config/index.js';
 import type { TelemetryIngest } from './ingest/service.js';
 import type { Dictionary } from './store/encoding/dict.js';
 import type { EntityStore } from './store/entities.js';
+import type { RelationStore } from './store/relations.js';
 import type { StoreEnv } from './store/env.js';
 import type { TimeseriesStore } from './store/series/interface.js';
 import type { DownsampleEngine } from './store/background/downsample.js';
@@ -32,6 +33,8 @@ export interface Services {
   readonly env: StoreEnv;
   readonly dict: Dictionary;
   readonly entities: EntityStore;
+  /** entity relations (docs/api.md "Relations"), kept beside the entities */
+  readonly relations: RelationStore;
   readonly timeseries: TimeseriesStore;
   /** background compaction/rollups/retention of the timeseries store; `stats()` for status endpoints */
   readonly downsample?: DownsampleEngine;

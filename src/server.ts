@@ -21,6 +21,7 @@ import { HttpRouter } from './uws/adapter.js';
 import { TelemetryIngest } from './ingest/service.js';
 import { Dictionary } from './store/encoding/dict.js';
 import { EntityStore } from './store/entities.js';
+import { RelationStore } from './store/relations.js';
 import { openStoreEnv } from './store/env.js';
 import { openTimeseries } from './store/open.js';
 import { DownsampleEngine } from './store/background/downsample.js';
@@ -174,6 +175,7 @@ export async function startServer(
     env,
     dict,
     entities,
+    relations: new RelationStore(env, entities),
     timeseries,
     bus,
     downsample,

@@ -7,6 +7,11 @@
  * fixed principal and skips the access check (the baseline). There is no auth-off switch in the product: the
  * baseline exists only in this file.
  *
+ * Entity data queries (docs/api.md): 1,000 devices of 5 types, each with 10 server attributes and 5 latest
+ * keys; `POST /api/entitiesQuery/find` by device type with 3 latest values, a key filter and a page of 20,
+ * beside the REST `/api/tenant/devices` page of 20, both with real auth; p99 and the server's RssAnon growth
+ * over each scenario's runs (targets: p99 ≤ 20 ms, ≤ 5 MB).
+ *
  * The servers run in a child process (this file with `--serve`), so autocannon's load generation does not
  * share the server's event loop. Rounds alternate auth/no-auth in ABBA order; the table reports medians over
  * rounds.
@@ -36,6 +41,11 @@ import { Dictionary } from '../../src/store/encoding/dict.js';
 import { type EntityRecord, EntityStore } from '../../src/store/entities.js';
 import { openStoreEnv } from '../../src/store/env.js';
 import { LmdbTimeseriesStore } from '../../src/store/series/store.js';
+import { registerNamedRoutes } from '../../src/api/entities/named.js';
+import { registerEntityQueryRoutes } from '../../src/api/entities/query.js';
+import { LmdbAttributeStore } from '../../src/store/attributes.js';
+import { RelationStore } from '../../src/store/relations.js';
+import { readFileSync } from 'node:fs';
 import { argValue, median } from './lib.js';
 
 const DAY_START = Date.UTC(2026, 0, 1);
@@ -51,6 +61,67 @@ interface Ready {
   checkAccessUs: number;
   /** per scenario: µs per call of the values handler itself (no HTTP), without and with auth */
   handlerUs: Array<{ off: number; on: number }>;
+  /** the entity API (queries and device lists) over 1,000 devices, with real auth */
+  entityPort: number;
+}
+
+const FLEET_DEVICES = 1000;
+const FLEET_TYPES = 5;
+
+/** The entity-query row's request: TB's device list as its widgets send it. */
+const ENTITY_QUERY = {
+  entityFilter: { type: 'deviceType', deviceTypes: ['type-2'], deviceNameFilter: '' },
+  entityFields: [
+    { type: 'ENTITY_FIELD', key: 'name' },
+    { type: 'ENTITY_FIELD', key: 'label' },
+  ],
+  latestValues: [
+    { type: 'TIME_SERIES', key: 'temperature' },
+    { type: 'TIME_SERIES', key: 'humidity' },
+    { type: 'SERVER_ATTRIBUTE', key: 'a0' },
+  ],
+  keyFilters: [
+    {
+      key: { type: 'TIME_SERIES', key: 'temperature' },
+      valueType: 'NUMERIC',
+      predicate: { type: 'NUMERIC', operation: 'GREATER', value: { defaultValue: 20, dynamicValue: null } },
+    },
+  ],
+  pageLink: { page: 0, pageSize: 20, sortOrder: { key: { type: 'ENTITY_FIELD', key: 'name' }, direction: 'ASC' } },
+};
+
+/** 1,000 devices of 5 types, 10 server attributes and 5 latest keys each; written 100 at a time */
+async function fleet(entities: EntityStore, attributes: LmdbAttributeStore, timeseries: LmdbTimeseriesStore) {
+  for (let from = 0; from < FLEET_DEVICES; from += 100) {
+    await Promise.all(
+      Array.from({ length: 100 }, async (_, j) => {
+        const i = from + j;
+        const d = await entities.createDevice({
+          name: `fleet-${String(i).padStart(4, '0')}`,
+          type: `type-${i % FLEET_TYPES}`,
+        });
+        await attributes.save(
+          'DEVICE',
+          d.id,
+          'SERVER_SCOPE',
+          Array.from({ length: 10 }, (_, k) => [`a${k}`, kvLong(i * 10 + k)] as const),
+          DAY_START,
+        );
+        await timeseries.write(d.id, [
+          {
+            ts: DAY_START,
+            values: [
+              ['temperature', kvDouble(10 + (i % 20) + 0.5)],
+              ['humidity', kvDouble(40 + (i % 30))],
+              ['pressure', kvDouble(1000 + i)],
+              ['battery', kvLong(i % 100)],
+              ['rssi', kvLong(-40 - (i % 50))],
+            ],
+          },
+        ]);
+      }),
+    );
+  }
 }
 
 interface Scenario {
@@ -222,7 +293,27 @@ async function serve(dataDir: string): Promise<void> {
     }
     return { off: median(off), on: median(on) };
   });
+  const attributes = new LmdbAttributeStore(env, dict, bus);
+  await fleet(entities, attributes, timeseries);
+  const entityServices = {
+    ...base,
+    auth: realAuth,
+    attributes,
+    relations: new RelationStore(env, entities),
+  } as unknown as Services;
+  const entityApp = uws.App();
+  const entityRouter = new HttpRouter(entityApp, { maxBodyBytes: config.http.maxBodyBytes, log: (m) => log.error(m) });
+  registerNamedRoutes(entityRouter, entityServices, 'DEVICE');
+  registerEntityQueryRoutes(entityRouter, entityServices);
+  entityRouter.fallback();
+  const entityPort = await new Promise<number>((resolve, reject) => {
+    entityApp.listen('127.0.0.1', 0, (ls) => {
+      if (ls) resolve(uws.us_socket_local_port(ls as unknown as uws.us_socket));
+      else reject(new OutpostError('CONFIG_INVALID', 'cannot listen'));
+    });
+  });
   const ready: Ready = {
+    entityPort,
     authPort: await listen(withAuth),
     openPort: await listen(withoutAuth),
     token,
@@ -258,8 +349,16 @@ async function run(
   headers: Record<string, string>,
   connections: number,
   duration: number,
+  post?: string,
 ): Promise<Sample> {
-  const r = await autocannon({ url, connections, duration, headers, pipelining: 1 });
+  const r = await autocannon({
+    url,
+    connections,
+    duration,
+    headers: post === undefined ? headers : { ...headers, 'content-type': 'application/json' },
+    pipelining: 1,
+    ...(post === undefined ? {} : { method: 'POST', body: post }),
+  });
   return { rps: r.requests.average, p50: r.latency.p50, p99: r.latency.p99, non2xx: r.non2xx + r.errors };
 }
 
@@ -319,6 +418,32 @@ async function main(): Promise<void> {
     );
     console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
     for (const r of rows) console.log(r);
+    const entityRows: string[] = [];
+    const entityScenarios: Array<{ name: string; path: string; body?: string }> = [
+      {
+        name: `entitiesQuery/find: ${FLEET_DEVICES} devices, by type, 3 latest, a key filter, page of 20`,
+        path: '/api/entitiesQuery/find',
+        body: JSON.stringify(ENTITY_QUERY),
+      },
+      { name: 'REST /api/tenant/devices, page of 20', path: '/api/tenant/devices?pageSize=20&page=0' },
+    ];
+    for (const sc of entityScenarios) {
+      const url = `http://127.0.0.1:${ready.entityPort}${sc.path}`;
+      const rssBefore = rssAnonKb(child.pid);
+      await run(url, headers, 4, 1, sc.body);
+      const samples: Sample[] = [];
+      for (let i = 0; i < rounds; i++) samples.push(await run(url, headers, 4, duration, sc.body));
+      const growthMb = (rssAnonKb(child.pid) - rssBefore) / 1024;
+      const errors = samples.reduce((n, x) => n + x.non2xx, 0);
+      if (errors > 0) throw new Error(`${sc.name}: ${errors} non-2xx answers or errors`);
+      entityRows.push(
+        `| ${sc.name} | 4 | ${median(samples.map((x) => x.rps)).toFixed(0)} | ${median(samples.map((x) => x.p50))} / ${median(samples.map((x) => x.p99))} | ${growthMb.toFixed(1)} |`,
+      );
+    }
+    console.log('');
+    console.log('| entity API (auth on) | conns | req/s | p50/p99 ms | server RssAnon growth MB |');
+    console.log('|---|---:|---:|---:|---:|');
+    for (const r of entityRows) console.log(r);
     console.log(
       `in-process, per request: authenticateHeader (cached token) ${ready.authenticateUs.toFixed(2)} µs, ` +
         `checkAccess ${ready.checkAccessUs.toFixed(2)} µs`,
@@ -326,6 +451,16 @@ async function main(): Promise<void> {
   } finally {
     child.kill('SIGTERM');
     rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+/** the child's anonymous resident memory (kB), from /proc; 0 where there is none */
+function rssAnonKb(pid: number | undefined): number {
+  try {
+    const m = /RssAnon:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m === null ? 0 : Number(m[1]);
+  } catch {
+    return 0;
   }
 }
 

@@ -11,6 +11,7 @@ import type { StoreEnv } from './env.js';
 import { queuePurge } from './background/purge.js';
 import { checkLength, checkName, lookupable } from './names.js';
 import * as profileTx from './profile-records.js';
+import { GATEWAY_CREATED, deleteEntityRelationsTx, putRelationTx } from './relations.js';
 
 import {
   type AdditionalInfoPatch,
@@ -36,7 +37,7 @@ const nameKey = (tenantId: string, type: string, name: string): string[] => [ten
  * meta key rewritten by every EntityStore write transaction, in any process (daemon or CLI), in the same
  * transaction as the change: a reader that sees the same value sees the same entities, tokens and users.
  */
-const ENTITIES_GEN = 'entitiesGen';
+export const ENTITIES_GEN = 'entitiesGen';
 
 /** entries per decoded-record cache (by id, by token); the oldest is dropped beyond this */
 export const ENTITY_CACHE_SIZE = 10_000;
@@ -324,6 +325,7 @@ export class EntityStore {
       void this.env.entities.put(rec.id, rec);
       void this.env.names.put(nameKey(t.id, 'DEVICE', d.name), rec.id);
       void this.env.tokens.put(rec.token, rec.id);
+      if (rec.gatewayId !== undefined) createdByGatewayTx(this.env, rec.gatewayId, rec.id);
       return 'ok';
     });
     if (outcome === 'name') throw new OutpostError('BAD_PARAM', 'Device with such name already exists!');
@@ -379,6 +381,7 @@ export class EntityStore {
       if (r === undefined || r.gateway === true) return undefined;
       const next: DeviceRecord = { ...r, gatewayId };
       void this.env.entities.put(id, next);
+      createdByGatewayTx(this.env, gatewayId, id);
       return next;
     });
     if (updated !== undefined) await this.env.flushed();
@@ -589,6 +592,7 @@ export class EntityStore {
       if (r?.entityType !== 'ASSET') return false;
       void this.env.entities.remove(id);
       void this.env.names.remove(nameKey(r.tenantId, 'ASSET', r.name));
+      deleteEntityRelationsTx(this.env, id);
       queuePurge(this.env, id);
       return true;
     });
@@ -614,12 +618,14 @@ export class EntityStore {
         } else if (r.entityType === 'USER' && r.customerId === id) {
           void this.env.entities.remove(r.id);
           void this.env.users.remove(r.email.toLowerCase());
+          deleteEntityRelationsTx(this.env, r.id);
           queuePurge(this.env, r.id);
           users.push(r.id);
         }
       }
       void this.env.entities.remove(id);
       void this.env.names.remove(nameKey(c.tenantId, 'CUSTOMER', c.title));
+      deleteEntityRelationsTx(this.env, id);
       queuePurge(this.env, id);
       return users;
     });
@@ -635,6 +641,7 @@ export class EntityStore {
       void this.env.entities.remove(id);
       void this.env.names.remove(nameKey(r.tenantId, 'DEVICE', r.name));
       void this.env.tokens.remove(r.token);
+      deleteEntityRelationsTx(this.env, id);
       queuePurge(this.env, id);
       return true;
     });
@@ -649,6 +656,7 @@ export class EntityStore {
       if (!u) return false;
       void this.env.entities.remove(id);
       void this.env.users.remove(u.email.toLowerCase());
+      deleteEntityRelationsTx(this.env, id);
       queuePurge(this.env, id);
       return true;
     });
@@ -670,4 +678,10 @@ export class EntityStore {
     await this.env.flushed();
     return done;
   }
+}
+
+/** TB's `Created` relation (group COMMON) from a gateway to a device it created or took over. */
+function createdByGatewayTx(env: StoreEnv, gatewayId: string, deviceId: string): void {
+  const end = (id: string) => ({ entityType: 'DEVICE' as const, id });
+  putRelationTx(env, { from: end(gatewayId), to: end(deviceId), type: GATEWAY_CREATED, typeGroup: 'COMMON' });
 }

@@ -32,6 +32,11 @@ export interface StoreEnv {
   readonly tokens: ObjectDb<string>;
   /** lower-cased email → user UUID */
   readonly users: ObjectDb<string>;
+  /**
+   * entity relations, each under two keys: ['F', fromId, group, type, toId] and ['T', toId, group, type, fromId]
+   * → the relation record (store/relations.ts)
+   */
+  readonly relations: ObjectDb<unknown>;
   /** ['k', name] ↔ ['K', idx]; ['e', uuid] ↔ ['E', idx]: interned ids for compact binary keys */
   readonly dict: ObjectDb<string | number>;
   /** [entity u32][key u32][ts i64] → value: raw points not yet compacted (the head) */
@@ -375,6 +380,10 @@ function openOnce(opts: OpenOptions, missing: string[]): StoreEnv {
   };
   const obj = <V>(name: string): ObjectDb<V> =>
     guarded(found(name, root.openDB<V, string | number | Array<string | number>>({ name, encoding: 'msgpack' })));
+  // added after the first stores shipped: a read-only open of a store no daemon of this build has opened yet
+  // finds none, which is no sign of a broken open (read-only processes never read relations)
+  const optionalObj = <V>(name: string): ObjectDb<V> =>
+    guarded(root.openDB<V, string | number | Array<string | number>>({ name, encoding: 'msgpack' }));
   const bin = (name: string): BinaryDb =>
     guarded(found(name, root.openDB<Buffer, Buffer>({ name, encoding: 'binary', keyEncoding: 'binary' })));
 
@@ -385,6 +394,7 @@ function openOnce(opts: OpenOptions, missing: string[]): StoreEnv {
     names: obj('names'),
     tokens: obj('tokens'),
     users: obj('users'),
+    relations: optionalObj('relations'),
     dict: obj('dict'),
     head: bin('head'),
     latest: bin('latest'),

@@ -210,6 +210,55 @@ const ROWS: readonly Row[] = [
     path: (fx) => `/api/customer/${fx.customerA}/asset/${fx.assetS}`,
     expect: [200, 403, 403],
   },
+  // ---- relations and entity data queries (docs/api.md)
+  {
+    name: 'POST /api/v2/relation (S Contains D)',
+    method: 'POST',
+    path: () => '/api/v2/relation',
+    body: (fx) => ({
+      from: { entityType: 'ASSET', id: fx.assetS },
+      to: { entityType: 'DEVICE', id: fx.deviceD },
+      type: 'Contains',
+    }),
+    expect: [200, 200, 403],
+  },
+  {
+    name: 'POST /api/v2/relation (unknown end)',
+    method: 'POST',
+    path: () => '/api/v2/relation',
+    body: () => ({
+      from: { entityType: 'DEVICE', id: UNKNOWN_ID },
+      to: { entityType: 'DEVICE', id: UNKNOWN_ID },
+      type: 'Contains',
+    }),
+    expect: [404, 404, 404],
+  },
+  {
+    name: 'GET /api/relations?fromId={S}',
+    method: 'GET',
+    path: (fx) => `/api/relations?fromId=${fx.assetS}&fromType=ASSET`,
+    expect: [200, 200, 403],
+  },
+  {
+    name: 'GET /api/relations/info?toId={D}',
+    method: 'GET',
+    path: (fx) => `/api/relations/info?toId=${fx.deviceD}&toType=DEVICE`,
+    expect: [200, 200, 403],
+  },
+  {
+    name: 'POST /api/entitiesQuery/find',
+    method: 'POST',
+    path: () => '/api/entitiesQuery/find',
+    body: () => ({ entityFilter: { type: 'entityType', entityType: 'DEVICE' }, pageLink: { page: 0, pageSize: 10 } }),
+    expect: [200, 200, 200],
+  },
+  {
+    name: 'POST /api/entitiesQuery/count',
+    method: 'POST',
+    path: () => '/api/entitiesQuery/count',
+    body: () => ({ entityFilter: { type: 'entityType', entityType: 'DEVICE' } }),
+    expect: [200, 200, 200],
+  },
   // ---- telemetry REST (docs/api.md)
   { name: 'GET keys/timeseries (D)', method: 'GET', path: T('DEVICE', D, 'keys/timeseries'), expect: [200, 200, 403] },
   {

@@ -5,6 +5,8 @@ import { registerCredentialsRoutes } from './credentials.js';
 import { registerCustomerRoutes } from './customers.js';
 import { registerNamedRoutes } from './named.js';
 import { registerProfileRoutes } from './profiles.js';
+import { registerEntityQueryRoutes } from './query.js';
+import { registerRelationRoutes } from './relations.js';
 
 export function registerEntityApi(router: HttpRouter, s: Services): void {
   registerNamedRoutes(router, s, 'DEVICE');
@@ -12,4 +14,6 @@ export function registerEntityApi(router: HttpRouter, s: Services): void {
   registerCustomerRoutes(router, s);
   registerProfileRoutes(router, s);
   registerCredentialsRoutes(router, s);
+  registerRelationRoutes(router, s);
+  registerEntityQueryRoutes(router, s);
 }

@@ -98,6 +98,7 @@ export function liveBytes(env: StoreEnv): number {
     env.names,
     env.tokens,
     env.users,
+    env.relations,
     env.dict,
     env.head,
     env.latest,
@@ -110,6 +111,8 @@ export function liveBytes(env: StoreEnv): number {
   let pages = 0;
   let pageSize = 4096;
   for (const db of dbs) {
+    // a read-only open of a store older than the relations database has none (store/env.ts)
+    if ((db as object | undefined) === undefined) continue;
     // lmdb-js returns MDB_stat fields for the database (typed loosely as `unknown` here).
     const s = db.getStats() as {
       pageSize: number;
