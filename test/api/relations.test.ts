@@ -5,9 +5,9 @@
  * gateway's sub-devices get the `Created` relation.
  */
 import t from 'tap';
-import { mqttClient } from './helpers/mqtt.js';
-import { type HttpResult, addDevice, cli, http, startGateway } from './helpers/server.js';
-import { addUser, adminToken, authHeaders, login } from './helpers/users.js';
+import { mqttClient } from '../helpers/mqtt.js';
+import { type HttpResult, addDevice, cli, http, startGateway } from '../helpers/server.js';
+import { addUser, adminToken, authHeaders, login } from '../helpers/users.js';
 
 interface IdJson {
   entityType: string;

@@ -5,8 +5,8 @@
  * TB's 400 for what Outpost does not answer.
  */
 import t from 'tap';
-import { type HttpResult, http, startGateway } from './helpers/server.js';
-import { addUser, adminToken, authHeaders, login } from './helpers/users.js';
+import { type HttpResult, http, startGateway } from '../helpers/server.js';
+import { addUser, adminToken, authHeaders, login } from '../helpers/users.js';
 
 interface IdJson {
   entityType: string;
