@@ -6,7 +6,8 @@
 import type { AccessOp, Principal } from '../../auth/index.js';
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
-import { type ApiKeyRecord, isExpired, notFound } from '../../store/api-keys.js';
+import { type ApiKeyRecord, notFound } from '../../store/api-keys.js';
+import { apiKeyJson } from './api-key-json.js';
 import type { UserRecord } from '../../store/entities.js';
 import type { Page } from '../../store/paging.js';
 import { checkLength } from '../../store/names.js';
@@ -18,21 +19,6 @@ import { principalOf } from '../principal.js';
 const MAX_BODY_BYTES = 16 * 1024;
 const SORT_PROPERTIES = ['createdTime', 'expirationTime', 'description', 'enabled'] as const;
 type SortProperty = (typeof SORT_PROPERTIES)[number];
-
-/** TB's ApiKeyInfo JSON; ApiKey adds `value` (only the create's answer carries one). */
-export function apiKeyJson(k: ApiKeyRecord, now: number, value?: string | null): Record<string, unknown> {
-  return {
-    id: { entityType: 'API_KEY', id: k.id },
-    createdTime: k.createdTime,
-    tenantId: { entityType: 'TENANT', id: k.tenantId },
-    userId: { entityType: 'USER', id: k.userId },
-    expirationTime: k.expirationTime,
-    description: k.description,
-    enabled: k.enabled,
-    expired: isExpired(k, now),
-    ...(value === undefined ? {} : { value }),
-  };
-}
 
 export function registerApiKeyApi(router: HttpRouter, s: Services): void {
   const opts = { maxBody: MAX_BODY_BYTES };
