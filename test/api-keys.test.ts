@@ -65,6 +65,13 @@ async function createKey(
   return r.json<KeyJson & { value: string }>();
 }
 
+/** How `/api/ws` closes a socket that authenticates with this key. */
+async function wsRefusal(value: string): Promise<{ code: number; reason: string }> {
+  const ws = await WsClient.connect(wsUrl(gw, '/api/ws'));
+  ws.send({ authCmd: { cmdId: 0, apiKey: value }, cmds: [] });
+  return ws.waitClosed();
+}
+
 function refused(t: Test, r: HttpResult, status: number, message: string, errorCode: number, what: string): void {
   t.equal(r.status, status, `${what}: ${status}`);
   const e = r.json<TbError>();
@@ -267,6 +274,17 @@ t.test('disable, enable, describe, update, delete: at once', async (t) => {
     10,
     'REST',
   );
+  refused(
+    t,
+    await api('GET', `/api/download/deviceSeriesData?deviceId=${devT.id}&type=ts&startValue=0&endValue=5000`, {
+      Authorization: `ApiKey ${k.value}`,
+    }),
+    401,
+    'User account is not active',
+    10,
+    'CSV',
+  );
+  t.same(await wsRefusal(k.value), { code: 1007, reason: 'User account is not active' }, 'a new websocket');
 
   t.equal((await api('PUT', `/api/apiKey/${k.id.id}/enabled/true`, adminH)).status, 200);
   t.equal((await api('GET', '/api/auth/user', h)).status, 200, 'enabled again');
@@ -307,6 +325,7 @@ t.test('disable, enable, describe, update, delete: at once', async (t) => {
   const del = await api('DELETE', `/api/apiKey/${k.id.id}`, adminH);
   t.same([del.status, del.text], [200, ''], 'deleted: 200, empty');
   refused(t, await api('GET', '/api/auth/user', h), 401, 'Invalid username or password', 10, 'deleted');
+  t.same(await wsRefusal(k.value), { code: 1007, reason: 'Invalid username or password' }, 'deleted: websocket');
   refused(
     t,
     await api('DELETE', `/api/apiKey/${k.id.id}`, adminH),
@@ -328,6 +347,17 @@ t.test('expired keys', async (t) => {
   const past = await createKey(adminH, admin.id, { expirationTime: Date.now() - 1000 });
   t.equal(past.expired, true);
   refused(t, await api('GET', '/api/auth/user', keyH(past.value)), 401, 'API key is expired', 10, 'already expired');
+  refused(
+    t,
+    await api('GET', `/api/download/deviceAttributesData?deviceId=${devT.id}`, {
+      Authorization: `ApiKey ${past.value}`,
+    }),
+    401,
+    'API key is expired',
+    10,
+    'CSV',
+  );
+  t.same(await wsRefusal(past.value), { code: 1007, reason: 'API key is expired' }, 'websocket');
 
   const expiresAt = Date.now() + 3000;
   const soon = await createKey(adminH, admin.id, { expirationTime: expiresAt });
