@@ -1,10 +1,12 @@
 /**
- * The admin commands' writes (`outpost customer add`, `device add`, `device upstream`, `user add`; docs/cli.md),
+ * The admin commands' writes (`outpost customer add`, `device add`, `device upstream`, `user add`, `apikey`; docs/cli.md),
  * as data: the CLI builds one, and whichever process writes the store runs it. That is the daemon when one holds
  * the data dir (the CLI hands it over, src/admin/channel.ts), else the CLI itself under the data dir's lock: one
  * writing process at a time (docs/design/storage.md, "One writer").
  */
 import { OutpostError } from '../errors.js';
+import { apiKeyJson } from '../api/auth/api-key-json.js';
+import { ApiKeyStore, notFound as apiKeyNotFound } from '../store/api-keys.js';
 import { resolveCredentials } from '../store/credentials.js';
 import type { Services } from '../context.js';
 import type { Authority, EntityStore } from '../store/entities.js';
@@ -30,6 +32,16 @@ export type AdminOp =
   | { readonly op: 'device.delete'; readonly device: string }
   | { readonly op: 'user.passwd'; readonly email: string; readonly passwordHash: string }
   | { readonly op: 'user.delete'; readonly email: string }
+  /** API keys (docs/cli.md "API keys"); `user` is an email or an id */
+  | {
+      readonly op: 'apikey.add';
+      readonly user: string;
+      readonly description: string;
+      readonly enabled: boolean;
+      readonly expirationTime: number;
+    }
+  | { readonly op: 'apikey.enable'; readonly id: string; readonly enabled: boolean }
+  | { readonly op: 'apikey.delete'; readonly id: string }
   /** reads only the daemon can answer (its counters live in its memory): `outpost status` and `sync` locally */
   | { readonly op: 'status' }
   | { readonly op: 'sync.status' }
@@ -100,6 +112,23 @@ export async function runAdminOp(entities: EntityStore, env: StoreEnv, op: Admin
       await entities.deleteUser(u.id);
       return { id: u.id, email: u.email, deleted: true };
     }
+    case 'apikey.add': {
+      const u = entities.userByEmail(op.user) ?? entities.user(op.user);
+      if (u === undefined) throw new OutpostError('ENTITY_NOT_FOUND', `no user with email or id "${op.user}"`);
+      const { record, value } = await new ApiKeyStore(env).create({
+        tenantId: u.tenantId,
+        userId: u.id,
+        description: op.description,
+        enabled: op.enabled,
+        expirationTime: op.expirationTime,
+      });
+      return apiKeyJson(record, Date.now(), value);
+    }
+    case 'apikey.enable':
+      return apiKeyJson(await new ApiKeyStore(env).update(op.id, { enabled: op.enabled }), Date.now());
+    case 'apikey.delete':
+      if (!(await new ApiKeyStore(env).delete(op.id))) throw apiKeyNotFound(op.id);
+      return { id: op.id, deleted: true };
     case 'user.add': {
       const u = await entities.createUser({
         email: op.email,
@@ -147,6 +176,21 @@ export function parseAdminOp(v: unknown): AdminOp {
       return { op: 'user.passwd', email: str('email'), passwordHash: str('passwordHash') };
     case 'user.delete':
       return { op: 'user.delete', email: str('email') };
+    case 'apikey.add': {
+      if (typeof o['enabled'] !== 'boolean' || typeof o['expirationTime'] !== 'number')
+        throw new OutpostError('BAD_PAYLOAD', 'admin request: "enabled" and "expirationTime" are required');
+      return {
+        op: 'apikey.add',
+        user: str('user'),
+        description: str('description'),
+        enabled: o['enabled'],
+        expirationTime: o['expirationTime'],
+      };
+    }
+    case 'apikey.enable':
+      return { op: 'apikey.enable', id: str('id'), enabled: o['enabled'] === true };
+    case 'apikey.delete':
+      return { op: 'apikey.delete', id: str('id') };
     case 'status':
       return { op: 'status' };
     case 'sync.status':
@@ -217,6 +261,12 @@ function userOf(entities: EntityStore, email: string): UserRecord {
 export function adminOpDone(s: Pick<Services, 'bus' | 'auth'>, op: AdminOp, result: AdminResult): void {
   if (op.op === 'device.delete')
     s.bus.publish('entityDeleted', { entityType: 'DEVICE', entityId: String(result['id']) });
+  // as REST does after the same change: the key's cached lookup goes, a refused key's websockets close
+  if (op.op === 'apikey.enable' || op.op === 'apikey.delete') {
+    s.auth.apiKeys.forget(op.id);
+    if (op.op === 'apikey.delete' || !op.enabled)
+      s.bus.publish('principalsRevoked', { sessionIds: [op.id], userIds: [], customerIds: [] });
+  }
   if (op.op === 'user.delete' || op.op === 'user.passwd') {
     const id = String(result['id']);
     s.auth.forgetUsers([id]);

@@ -8,6 +8,8 @@ import { OutpostError } from '../errors.js';
 import type { EntityStore, EntityRecord, UserRecord, Authority } from '../store/entities.js';
 import type { StoreEnv } from '../store/env.js';
 import { type EntityType, NULL_UUID } from '../types.js';
+import { ApiKeyStore } from '../store/api-keys.js';
+import { ApiKeyAuth } from './api-key.js';
 import { type AccessClaims, loadSigningKey, signJwt, verifyJwt } from './jwt.js';
 import { verifyPassword } from './password.js';
 import { LoginThrottle } from './throttle.js';
@@ -28,6 +30,8 @@ export interface Principal {
   readonly iat: number;
   /** authenticated by an access ticket (docs/cli.md): userId and sessionId are the ticket's jti */
   readonly ticket?: true;
+  /** authenticated by an API key (docs/api.md): sessionId is the key's id */
+  readonly apiKey?: true;
 }
 
 export interface TokenPair {
@@ -55,7 +59,11 @@ export class AuthService {
     this.key = loadSigningKey(config.dataDir);
     this.throttle = new LoginThrottle(now);
     this.ticketKeys = config.auth.ticketKeys.map((k) => new Uint8Array(Buffer.from(k, 'base64url')));
+    this.apiKeys = new ApiKeyAuth(new ApiKeyStore(env));
   }
+
+  /** users' API keys: their store, and the cache of their lookups (forget a key when it changes) */
+  readonly apiKeys: ApiKeyAuth;
 
   /** trusted operator keys (config auth.ticketKeys) */
   private readonly ticketKeys: readonly Uint8Array[];
@@ -158,9 +166,11 @@ export class AuthService {
    * The principal behind `X-Authorization: Bearer <jwt>` or `Authorization: Bearer <jwt>` (or a raw token
    * for the websocket `?token=`). Missing → 401 "Authentication failed"; expired, tampered or logged out →
    * 401 "Token has expired" (errorCode 11, as TB reports bad signatures); not a JWT → 401 code 10.
+   * `ApiKey <value>` in the same header (case-sensitive, as ThingsBoard's filter): the key's user.
    */
   authenticateHeader(xAuthorization: string | undefined, authorization: string | undefined): Principal {
     const header = xAuthorization && !isBlank(xAuthorization) ? xAuthorization : authorization;
+    if (header?.startsWith(API_KEY_PREFIX)) return this.authenticateApiKey(header.slice(API_KEY_PREFIX.length));
     if (!header?.startsWith('Bearer ')) throw new OutpostError('AUTH_FAILED');
     const last = header.charCodeAt(header.length - 1);
     const first = header.charCodeAt(7);
@@ -168,6 +178,30 @@ export class AuthService {
     return this.authenticateToken(
       first > 32 && first < 127 && last > 32 && last < 127 ? header.slice(7) : header.slice(7).trim(),
     );
+  }
+
+  /**
+   * An API key acts as its user, as that user is now (docs/api.md "API keys"): a deleted user's keys answer 401
+   * "Invalid username or password" (ThingsBoard deletes them with the user), a disabled user's "User account is
+   * not active".
+   */
+  authenticateApiKey(value: string): Principal {
+    const now = this.now();
+    const key = this.apiKeys.authenticate(value, now);
+    const user = this.entities.user(key.userId);
+    if (user === undefined) throw new OutpostError('BAD_CREDENTIALS');
+    if (!user.enabled) throw new OutpostError('AUTH_FAILED', 'User account is not active');
+    return {
+      userId: user.id,
+      email: user.email,
+      authority: user.authority,
+      tenantId: user.tenantId,
+      customerId: user.customerId,
+      sessionId: key.id,
+      exp: key.expirationTime === 0 ? Number.MAX_SAFE_INTEGER : Math.floor(key.expirationTime / 1000),
+      iat: Math.floor(key.createdTime / 1000),
+      apiKey: true,
+    };
   }
 
   authenticateToken(token: string): Principal {
@@ -306,6 +340,9 @@ export class AuthService {
     return reason === 'malformed' ? new OutpostError('BAD_CREDENTIALS') : new OutpostError('TOKEN_EXPIRED');
   }
 }
+
+/** ThingsBoard's API_KEY_HEADER_PREFIX: capital A, one space */
+const API_KEY_PREFIX = 'ApiKey ';
 
 /** characters of a token's end used as its cache key: all signature (HS512: 86 base64url characters) */
 const CACHE_KEY_CHARS = 32;

@@ -37,6 +37,7 @@ export const COMMAND_GROUPS: Readonly<Record<string, readonly Loader[]>> = {
   status: [() => import('./status.js').then((m) => m.registerStatus)],
   sync: [() => import('./sync.js').then((m) => m.registerSync)],
   ticket: [() => import('./ticket.js').then((m) => m.registerTicket)],
+  apikey: [() => import('./apikey.js').then((m) => m.registerApiKey)],
 };
 
 /** The program with the commands `argv` needs: the named command's modules, or every module. */

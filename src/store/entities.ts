@@ -23,6 +23,7 @@ import {
   type NewUser,
   type TenantRecord,
   type UserRecord,
+  noCustomer,
   randomAccessToken,
   typeTitle,
   withAdditionalInfo,
@@ -238,6 +239,11 @@ export class EntityStore {
     return id === undefined ? undefined : this.get(id);
   }
 
+  /** Whether a device or asset may be given this customerId: none, the null UUID (unassigned) or a customer's. */
+  private customerExists(customerId: string | undefined): boolean {
+    return customerId === undefined || customerId === NULL_UUID || this.customer(customerId) !== undefined;
+  }
+
   /** A customer by UUID or by title (CLI `--customer ID|TITLE`). */
   findCustomer(idOrTitle: string): CustomerRecord | undefined {
     const byId = this.customer(idOrTitle);
@@ -296,9 +302,7 @@ export class EntityStore {
       );
     }
     if (d.type !== '') profileTx.checkProfileName(d.type, 'Device type', 'type');
-    if (d.customerId !== undefined && d.customerId !== NULL_UUID && !this.customer(d.customerId)) {
-      throw new OutpostError('ENTITY_NOT_FOUND', `Customer with id [${d.customerId}] is not found`);
-    }
+    if (!this.customerExists(d.customerId)) throw noCustomer('DEVICE');
     const t = this.requireTenant();
     let rec: DeviceRecord = {
       entityType: 'DEVICE',
@@ -393,19 +397,21 @@ export class EntityStore {
     type?: string | undefined;
     label?: string | null | undefined;
     additionalInfoJson?: string | undefined;
+    customerId?: CustomerId | undefined;
   }): Promise<AssetRecord> {
     if (typeof a.name !== 'string' || a.name.trim() === '')
       throw new OutpostError('BAD_PARAM', 'Asset name should be specified!');
     checkName('name', a.name);
     checkLength('type', a.type);
     checkLength('label', a.label);
+    if (!this.customerExists(a.customerId)) throw noCustomer('ASSET');
     const t = this.requireTenant();
     const rec: AssetRecord = {
       entityType: 'ASSET',
       id: randomUUID() as EntityId,
       tenantId: t.id as string as TenantId,
       createdTime: Date.now(),
-      customerId: NULL_UUID,
+      customerId: a.customerId ?? NULL_UUID,
       name: a.name,
       type: a.type ?? 'default',
       label: a.label ?? null,
@@ -526,6 +532,8 @@ export class EntityStore {
       deviceProfileId?: string | undefined;
       /** replaces the kept additionalInfo; a device's gateway flag follows it */
       additionalInfo?: AdditionalInfoPatch | undefined;
+      /** NULL_UUID unassigns */
+      customerId?: CustomerId | undefined;
     },
   ): Promise<DeviceRecord | AssetRecord> {
     if (patch.name !== undefined && (typeof patch.name !== 'string' || patch.name.trim() === '')) {
@@ -540,6 +548,7 @@ export class EntityStore {
       if (!r || r.entityType !== type) return 'entity' as const;
       const name = patch.name ?? r.name;
       if (name !== r.name && this.env.names.get(nameKey(r.tenantId, type, name)) !== undefined) return 'name' as const;
+      if (!this.customerExists(patch.customerId)) return 'customer' as const;
       const retyped = r.entityType === 'DEVICE' ? profileTx.retypeDeviceTx(this.env, r.tenantId, patch) : undefined;
       if (retyped === null) return 'profile' as const;
       if (name !== r.name) {
@@ -548,7 +557,7 @@ export class EntityStore {
       }
       const label = patch.label === undefined ? r.label : patch.label;
       const next = withAdditionalInfo(
-        { ...r, name, label, type: patch.type ?? r.type, ...retyped },
+        { ...r, name, label, type: patch.type ?? r.type, customerId: patch.customerId ?? r.customerId, ...retyped },
         patch.additionalInfo,
       );
       void this.env.entities.put(id, next);
@@ -558,6 +567,7 @@ export class EntityStore {
       throw new OutpostError('ENTITY_NOT_FOUND', `${typeTitle(type)} with id [${id}] is not found`);
     if (outcome === 'name') throw new OutpostError('BAD_PARAM', `${typeTitle(type)} with such name already exists!`);
     if (outcome === 'profile') throw new OutpostError('BAD_PARAM', "Can't assign non-existent device profile!");
+    if (outcome === 'customer') throw noCustomer(type);
     await this.env.flushed();
     return outcome;
   }

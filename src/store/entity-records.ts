@@ -3,6 +3,7 @@
  * creating a device or a user takes.
  */
 import { randomBytes } from 'node:crypto';
+import { OutpostError } from '../errors.js';
 import type { AccessToken, CustomerId, EntityId, TenantId, UserId } from '../types.js';
 import type { ResolvedCredentials, StoredCredentials } from './credentials.js';
 import type { DeviceProfileRecord } from './profile-records.js';
@@ -146,4 +147,9 @@ export interface NewUser {
   readonly customerId?: CustomerId | undefined;
   readonly firstName?: string | null;
   readonly lastName?: string | null;
+}
+
+/** ThingsBoard's Device/AssetDataValidator answer to a customerId that names no customer of the tenant. */
+export function noCustomer(type: 'DEVICE' | 'ASSET'): OutpostError {
+  return new OutpostError('BAD_PARAM', `Can't assign ${type.toLowerCase()} to non-existent customer!`);
 }

@@ -165,6 +165,31 @@ const ROWS: readonly Row[] = [
     expect: [200, 403, 403],
   },
   {
+    name: 'GET /api/tenant/customers?customerTitle',
+    method: 'GET',
+    path: () => '/api/tenant/customers?customerTitle=Customer%20A',
+    expect: [200, 403, 403],
+  },
+  {
+    name: 'GET /api/tenant/customers?customerTitle={unknown}',
+    method: 'GET',
+    path: () => '/api/tenant/customers?customerTitle=nobody',
+    expect: [404, 403, 403],
+  },
+  {
+    name: 'POST /api/device (create for customer A)',
+    method: 'POST',
+    path: () => '/api/device',
+    body: (fx, role) => ({ name: `for-a-by-${role}`, customerId: { id: fx.customerA } }),
+    expect: [200, 403, 403],
+  },
+  {
+    name: 'GET /api/system/info',
+    method: 'GET',
+    path: () => '/api/system/info',
+    expect: [200, 200, 200],
+  },
+  {
     name: 'GET /api/customer/{A}/devices',
     method: 'GET',
     path: (fx) => `/api/customer/${fx.customerA}/devices?pageSize=10&page=0`,

@@ -9,6 +9,7 @@ import { entityId, userJson } from '../entities/render.js';
 import type { Principal } from '../../auth/index.js';
 import { principalOf } from '../principal.js';
 import { quoted } from '../../status/failures.js';
+import { registerApiKeyApi } from './api-keys.js';
 
 /** bytes; auth bodies are tiny, so a small cap keeps a flood of huge bodies from costing memory. */
 const AUTH_MAX_BODY_BYTES = 16 * 1024;
@@ -77,6 +78,8 @@ export function registerAuthApi(router: HttpRouter, s: Services): void {
     '/api/auth/logout',
     async (ctx) => {
       const p = principalOf(s, ctx);
+      // an API key has no session to end: it works until it is disabled, deleted or expires
+      if (p.apiKey) return {};
       await s.auth.logout(p);
       s.bus.publish('principalsRevoked', { sessionIds: [p.sessionId], userIds: [], customerIds: [] });
       return {};
@@ -93,6 +96,8 @@ export function registerAuthApi(router: HttpRouter, s: Services): void {
     if (!user) throw new OutpostError('TOKEN_EXPIRED');
     return json(userJson(user));
   });
+
+  registerApiKeyApi(router, s);
 }
 
 /** A wrong password or a throttled login, counted and logged (at most a line a minute of each: status/failures.ts). */

@@ -10,7 +10,7 @@ import { credentialsRowId, resolveCredentials } from '../../store/credentials.js
 import type { DeviceRecord } from '../../store/entities.js';
 import { principalOf } from '../principal.js';
 import { readAdditionalInfo } from './additional-info.js';
-import { labelOf, profileIdOf } from './named.js';
+import { customerIdOf, labelOf, profileIdOf } from './named.js';
 import { jsonObjectBody, optionalString, parseUuid } from './params.js';
 import { deviceCredentialsJson, deviceJson } from './render.js';
 
@@ -72,6 +72,7 @@ export function registerCredentialsRoutes(router: HttpRouter, s: Services): void
       type: optionalString(device, 'type'),
       deviceProfileId: profileIdOf(device),
       label: labelOf(device),
+      customerId: customerIdOf(device),
       gateway: additionalInfo?.gateway,
       additionalInfoJson: additionalInfo?.json ?? undefined,
       credentials,

@@ -1,6 +1,6 @@
 /**
- * Customers REST (docs/api.md). Create, update, list and delete are TENANT_ADMIN only; a customer user may
- * read its own customer ().
+ * Customers REST (docs/api.md). Create, update, list, find by title and delete are TENANT_ADMIN only; a customer
+ * user may read its own customer.
  */
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
@@ -40,6 +40,19 @@ export function registerCustomerRoutes(router: HttpRouter, s: Services): void {
       parsePageQuery(ctx.query),
     );
     return json({ ...page, data: page.data.map(customerJson) });
+  });
+
+  // TB's getTenantCustomer: an exact, case-sensitive title (titles are unique per tenant), tenant admin only
+  router.route('get', '/api/tenant/customers', (ctx) => {
+    const p = principalOf(s, ctx);
+    s.auth.requireTenantAdmin(p);
+    const title = ctx.query.get('customerTitle');
+    if (title === null)
+      throw new OutpostError('BAD_PARAM', "Required request parameter 'customerTitle' is not present");
+    const rec = s.entities.byName('CUSTOMER', title);
+    if (rec?.entityType !== 'CUSTOMER' || rec.tenantId !== p.tenantId)
+      throw new OutpostError('ENTITY_NOT_FOUND', `Customer with title [${title}] is not found`);
+    return json(customerJson(rec));
   });
 
   // TB semantics: the customer's devices and assets become unassigned, its users are deleted.

@@ -2,10 +2,10 @@
  * Devices and assets REST (docs/api.md). Both are "named" entities of the tenant that can be
  * assigned to a customer, so one set of handlers serves both, parameterised by type.
  *
- * Roles (): create, delete, assign and unassign are TENANT_ADMIN only (403 for customer users,
+ * Roles: create, delete, assign and unassign are TENANT_ADMIN only (403 for customer users,
  * checked before the id is parsed, as TB's @PreAuthorize runs first); read and update reach a customer user's
- * own assigned entities, but not a device's gateway flag (a gateway creates devices). Unknown entity → 404,
- * non-UUID id → 400.
+ * own assigned entities, but not a device's gateway flag (a gateway creates devices) nor its customer. Unknown
+ * entity → 404, non-UUID id → 400. A `customerId` in the body is kept on create and update (unknown → 400).
  */
 import type { Principal } from '../../auth/index.js';
 import type { Services } from '../../context.js';
@@ -13,6 +13,7 @@ import { OutpostError } from '../../errors.js';
 import { type HttpContext, type HttpRouter, type Reply, json } from '../../uws/adapter.js';
 import type { AssetRecord, DeviceRecord } from '../../store/entities.js';
 import { pageOf, typeTitle } from '../../store/entities.js';
+import { type CustomerId, NULL_UUID } from '../../types.js';
 import { principalOf } from '../principal.js';
 import { bodyEntityId, jsonObjectBody, optionalString, parsePageQuery, parseUuid } from './params.js';
 import { readAdditionalInfo } from './additional-info.js';
@@ -39,6 +40,20 @@ export function profileIdOf(body: Record<string, unknown>): string | undefined {
   throw new OutpostError('BAD_PAYLOAD', "Field 'deviceProfileId' must be an entity id object");
 }
 
+/**
+ * The body's `customerId` (TB reads only its `id`; a bare UUID string is taken too): absent → undefined (an
+ * update keeps the customer), null or the null UUID → unassigned.
+ */
+export function customerIdOf(body: Record<string, unknown>): CustomerId | undefined {
+  const v = body['customerId'];
+  if (v === undefined) return undefined;
+  if (v === null) return NULL_UUID;
+  if (typeof v === 'string') return parseUuid(v, 'customerId') as CustomerId;
+  if (typeof v === 'object' && !Array.isArray(v))
+    return parseUuid(String((v as Record<string, unknown>)['id'] ?? ''), 'customerId.id') as CustomerId;
+  throw new OutpostError('BAD_PAYLOAD', "Field 'customerId' must be an entity id object");
+}
+
 /** The path segment of a type: `/api/device`, `/api/asset`. */
 const segment = (type: NamedType): string => type.toLowerCase();
 
@@ -61,13 +76,18 @@ export function registerNamedRoutes(router: HttpRouter, s: Services, type: Named
     const label = labelOf(body);
     const deviceProfileId = type === 'DEVICE' ? profileIdOf(body) : undefined;
     const additionalInfo = readAdditionalInfo(body, type);
+    const customerId = customerIdOf(body);
     if (id !== undefined) {
-      const current = s.auth.checkAccess(p, type, id, 'write');
+      const current = s.auth.checkAccess(p, type, id, 'write') as NamedRecord;
       // the flag lets a device create sub-devices, and creating devices is the tenant admin's
       const gatewayBefore = current.entityType === 'DEVICE' && current.gateway === true;
       if (additionalInfo !== undefined && additionalInfo.gateway !== gatewayBefore) s.auth.requireTenantAdmin(p);
-      const patch = { name, type: subtype, label, deviceProfileId, additionalInfo };
-      return json(render(await s.entities.updateNamed(type, id, patch)));
+      // a customer user may keep its entity its customer's, not hand it to another nor to the tenant
+      if (customerId !== undefined && customerId !== current.customerId) s.auth.requireTenantAdmin(p);
+      const patch = { name, type: subtype, label, deviceProfileId, additionalInfo, customerId };
+      const updated = await s.entities.updateNamed(type, id, patch);
+      if (updated.customerId !== current.customerId) s.bus.publish('accessChanged', { entityType: type, entityId: id });
+      return json(render(updated));
     }
     s.auth.requireTenantAdmin(p);
     if (name === undefined || name.trim() === '')
@@ -82,6 +102,7 @@ export function registerNamedRoutes(router: HttpRouter, s: Services, type: Named
             deviceProfileId,
             label,
             token: accessToken ?? undefined,
+            customerId,
             gateway: additionalInfo?.gateway,
             additionalInfoJson: additionalInfo?.json ?? undefined,
           }),
@@ -89,7 +110,9 @@ export function registerNamedRoutes(router: HttpRouter, s: Services, type: Named
       );
     }
     const additionalInfoJson = additionalInfo?.json ?? undefined;
-    return json(assetJson(await s.entities.createAsset({ name, type: subtype, label, additionalInfoJson })));
+    return json(
+      assetJson(await s.entities.createAsset({ name, type: subtype, label, additionalInfoJson, customerId })),
+    );
   });
 
   router.route('get', `/api/${seg}/:id`, (ctx) => json(render(readable(principalOf(s, ctx), ctx.params[0]))));

@@ -1,6 +1,6 @@
 /**
  * The daemon's figures (docs/cli.md `outpost status`, docs/api.md): `GET /api/outpost/status` (tenant admin) as
- * JSON, `GET /metrics` in the Prometheus text format. /metrics answers loopback clients (a Prometheus agent
+ * JSON, `GET /metrics` in the Prometheus text format, and ThingsBoard's `GET /api/system/info`. /metrics answers loopback clients (a Prometheus agent
  * on the gateway itself), or any client with `Authorization: Bearer <metrics.token>` when that is set.
  */
 import { timingSafeEqual } from 'node:crypto';
@@ -28,7 +28,22 @@ function tokenMatches(given: string | undefined, token: string): boolean {
   return a.length === b.length && timingSafeEqual(a, b);
 }
 
+/**
+ * ThingsBoard CE's `GET /api/system/info`, for clients that pick features by edition and version: the
+ * ThingsBoard release whose REST this gateway follows (docs/api.md), not Outpost's own version (status has it).
+ */
+export const SYSTEM_INFO = {
+  version: '4.3.1.3',
+  artifact: 'application',
+  name: 'ThingsBoard Server Application',
+  type: 'CE',
+} as const;
+
 export function registerStatusApi(router: HttpRouter, s: Services, metrics: Metrics): void {
+  router.route('get', '/api/system/info', (ctx) => {
+    principalOf(s, ctx);
+    return json(SYSTEM_INFO);
+  });
   router.route('get', '/api/outpost/status', (ctx) => {
     s.auth.requireTenantAdmin(principalOf(s, ctx));
     return json(daemonStatus(s, metrics));

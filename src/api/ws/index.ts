@@ -2,7 +2,7 @@
  * Websocket telemetry API (docs/api.md): the only uWS websocket code.
  *
  * - `/api/ws/plugins/telemetry?token=<jwt>`: legacy frames `{"tsSubCmds","historyCmds","attrSubCmds"}`.
- * - `/api/ws[?token=<jwt>]`: `{"authCmd":{cmdId,token},"cmds":[{type,...}]}` (TB's current endpoint).
+ * - `/api/ws[?token=<jwt>]`: `{"authCmd":{cmdId,token|apiKey},"cmds":[{type,...}]}` (TB's current endpoint).
  * - any other `/api/ws/plugins/<x>`: accepted, then closed 1007 "Unknown session type" (TB).
  *
  * The token is verified during the upgrade (synchronously: `req` is dead after it returns); an invalid one is
@@ -179,10 +179,14 @@ export function registerWsApi(app: TemplatedApp, s: Services): SubscriptionRegis
         session.end(CLOSE.POLICY_VIOLATION, 'Auth cmd is missing');
         return;
       }
+      const { apiKey, token } = frame.auth;
       try {
-        session.principal = s.auth.authenticateToken(frame.auth.token);
+        session.principal =
+          apiKey !== undefined && apiKey !== '' ? s.auth.authenticateApiKey(apiKey) : s.auth.authenticateToken(token);
       } catch (err) {
-        session.end(CLOSE.BAD_DATA, authFailure(err));
+        // an API key's refusal says what REST would (its key is not a JWT)
+        const apiKeyRefused = apiKey !== undefined && apiKey !== '' && err instanceof OutpostError;
+        session.end(CLOSE.BAD_DATA, apiKeyRefused ? err.message : authFailure(err));
         return;
       }
       clearTimeout(session.authTimer);

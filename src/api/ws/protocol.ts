@@ -61,6 +61,8 @@ export type WsCmd = TsSubCmd | HistoryCmd | AttrSubCmd | UnsupportedCmd;
 export interface AuthCmd {
   readonly cmdId: number;
   readonly token: string;
+  /** an API key's value instead of a token (docs/api.md "API keys") */
+  readonly apiKey: string | undefined;
 }
 
 export interface ParsedFrame {
@@ -217,7 +219,7 @@ function authCmd(v: unknown): AuthCmd | undefined {
   if (v === undefined || v === null) return undefined;
   if (!isObj(v)) throw new FrameError('"authCmd" must be an object');
   checkProps(v, new Set(['cmdId', 'token', 'apiKey']), 'authCmd');
-  return { cmdId: num(v, 'cmdId'), token: str(v, 'token') ?? '' };
+  return { cmdId: num(v, 'cmdId'), token: str(v, 'token') ?? '', apiKey: str(v, 'apiKey') };
 }
 
 function array(o: Obj, k: string): Obj[] {

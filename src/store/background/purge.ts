@@ -1,13 +1,15 @@
 /**
  * The data of deleted entities (ThingsBoard 3.7+ does the same in its "housekeeper"): once a device, asset,
  * customer or user is deleted nothing can read its telemetry, rollups, attributes or depth series any more
- * (the entity answers 404), but they would keep their share of the SD card for good. The transaction that
+ * (the entity answers 404), but they would keep their share of the SD card for good (so would a deleted user's
+ * API keys, which no longer authenticate). The transaction that
  * deletes an entity also records it in meta (`queuePurge`); the downsampling engine then removes its keys in
  * bounded steps (`purgeStep`) and the record last, so a restart resumes where the last step ended.
  */
 import { performance } from 'node:perf_hooks';
 import { type EntityIdx, entityPrefix, prefixEnd } from '../encoding/codec.js';
 import type { BinaryDb, StoreEnv } from '../env.js';
+import { removeUserApiKeysTx } from '../api-keys.js';
 
 const PREFIX = 'purge:';
 /** the first string after every `purge:<uuid>` key */
@@ -63,6 +65,8 @@ export function purgeStep(
       }
     }
   }
+  // a deleted user's API keys (they stopped authenticating with the user already)
+  removeUserApiKeysTx(env, entityId);
   void env.meta.remove(`${PREFIX}${entityId}`);
   return { removed, done: true };
 }
