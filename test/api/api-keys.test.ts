@@ -8,9 +8,9 @@ import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import { type HttpResult, addDevice, cli, cliJson, http, startGateway } from './helpers/server.js';
-import { addUser, authHeaders, login } from './helpers/users.js';
-import { WsClient, type WsReply, wsUrl } from './helpers/ws.js';
+import { type HttpResult, addDevice, cli, cliJson, http, startGateway } from '../helpers/server.js';
+import { addUser, authHeaders, login } from '../helpers/users.js';
+import { WsClient, type WsReply, wsUrl } from '../helpers/ws.js';
 
 interface KeyJson {
   id: { entityType: string; id: string };

@@ -5,9 +5,9 @@
  * ThingsBoard's n8n node (customer by title, create with a customer) as it sends them, with an API key.
  */
 import t, { type Test } from 'tap';
-import { type HttpResult, addDevice, cliJson, http, startGateway } from './helpers/server.js';
-import { addUser, authHeaders, login } from './helpers/users.js';
-import { WsClient, type WsReply, wsUrl } from './helpers/ws.js';
+import { type HttpResult, addDevice, cliJson, http, startGateway } from '../helpers/server.js';
+import { addUser, authHeaders, login } from '../helpers/users.js';
+import { WsClient, type WsReply, wsUrl } from '../helpers/ws.js';
 
 const NULL_UUID = '13814000-1dd2-11b2-8080-808080808080';
 const UNKNOWN_ID = '0b1c2d3e-0000-4000-8000-000000000777';

@@ -5,8 +5,8 @@
  * (through the daemon) or over REST.
  */
 import t, { type Test } from 'tap';
-import { type CliResult, type HttpResult, http } from './helpers/server.js';
-import { failsOneLine, ok, techGateway } from './helpers/tech.js';
+import { type CliResult, type HttpResult, http } from '../helpers/server.js';
+import { failsOneLine, ok, techGateway } from '../helpers/tech.js';
 
 interface KeyJson {
   id: { id: string };
