@@ -214,7 +214,7 @@ export function registerRelationRoutes(router: HttpRouter, s: Services): void {
 }
 
 /** TB's RelationsSearchParameters and filters, as `POST /api/relations` and entity queries' relationsQuery send them. */
-export function relationsQueryOf(
+function relationsQueryOf(
   params: unknown,
   filtersRaw: unknown,
 ): {
@@ -233,7 +233,7 @@ export function relationsQueryOf(
 }
 
 /** direction, group, levels and filters of a relations query or a relationsQuery entity filter */
-export function walkOf(o: Record<string, unknown>, filtersRaw: unknown) {
+function walkOf(o: Record<string, unknown>, filtersRaw: unknown) {
   const direction = o['direction'] ?? 'FROM';
   if (direction !== 'FROM' && direction !== 'TO')
     throw new OutpostError('BAD_PAYLOAD', `Invalid direction: ${String(direction)} (FROM or TO)`);
