@@ -142,6 +142,8 @@ async function everyTopicRefused(t: Test, c: MqttClient, name: string): Promise<
     ['v1/gateway/rpc', `{"device":${n},"id":1,"data":{"stolen":true}}`],
   ];
   for (const [topic, body] of topics) t.equal(await refusal(c.publishAsync(topic, body, { qos: 1 })), 0x87, topic);
+  // TB's device claiming is not served: an unknown topic, acknowledged as one (0x90) and ignored
+  t.equal(await refusal(c.publishAsync('v1/gateway/claim', `{${n}:{"secretKey":"k"}}`, { qos: 1 })), 0x90, 'claim');
   // disconnect names nothing it holds: acknowledged, nothing happens (TB's answer to an unknown name)
   await c.publishAsync('v1/gateway/disconnect', `{"device":${n}}`, { qos: 1 });
   t.notOk(await deviceExists(`fresh-${name}`), 'a refused publish creates none of the devices it names');
