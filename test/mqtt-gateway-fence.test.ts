@@ -82,6 +82,14 @@ async function queuedRpcs(): Promise<number> {
   }>().longPoll.queuedRpcs;
 }
 
+/** Waits until more RPCs than `before` are queued undelivered (none of the device's listeners took them). */
+async function waitQueued(before: number): Promise<void> {
+  for (const deadline = Date.now() + 10_000; (await queuedRpcs()) <= before; ) {
+    if (Date.now() > deadline) throw new Error('the RPC was never queued: something took it');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
 await addUser(gw.dataDir, 'admin@fence.test', 'pw-admin-1', 'TENANT_ADMIN');
 const admin = await loginAs('admin@fence.test', 'pw-admin-1');
 const customers: Record<string, string> = {};
@@ -280,10 +288,7 @@ t.test('a device moved to another customer leaves the gateway that served it', a
     { method: 'm', params: {}, timeout: 5_000 },
     admin,
   );
-  for (const deadline = Date.now() + 10_000; (await queuedRpcs()) <= before; ) {
-    if (Date.now() > deadline) throw new Error('the RPC to the moved device was never queued: something took it');
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  await waitQueued(before);
   await setShared(moved.id, { k: 'moved' });
   await setShared(stays.id, { k: 'stays' });
   await gwInbox.next((m) => m.topic === 'v1/gateway/attributes');
@@ -296,6 +301,28 @@ t.test('a device moved to another customer leaves the gateway that served it', a
   t.equal((await latest(admin, moved.id))['a']?.[0]?.value, '1', 'nothing stored after the move');
   t.equal(await refusal(c.publishAsync('v1/gateway/connect', '{"device":"moved"}', { qos: 1 })), 0x87);
   t.equal((await held).status, 409, 'the RPC expired undelivered: no session of the device, the gateway let it go');
+});
+
+t.test('a gateway moved to another customer lets go of its sub-devices of the old one', async (t) => {
+  const gwM = await addDevice(gw.dataDir, 'gw-m', ['--gateway', '--customer', 'Acme']);
+  const sub = await addDevice(gw.dataDir, 'sub-m', ['--customer', 'Acme']);
+  const c = await mqttClient(t, gw, gwM.token, { protocolVersion: 5 });
+  const gwInbox = new Inbox(c);
+  await c.publishAsync('v1/gateway/connect', '{"device":"sub-m"}', { qos: 1 });
+  const moved = await http('POST', `${gw.url}/api/customer/${customers['Bolt']}/device/${gwM.id}`, undefined, admin);
+  t.equal(moved.status, 200);
+  const before = await queuedRpcs();
+  const held = http(
+    'POST',
+    `${gw.url}/api/plugins/rpc/oneway/${sub.id}`,
+    { method: 'm', params: {}, timeout: 5_000 },
+    admin,
+  );
+  await waitQueued(before);
+  t.same(gwInbox.all, [], "the RPC of its old customer's device waits; the gateway gets nothing");
+  t.equal(await refusal(c.publishAsync('v1/gateway/telemetry', '{"sub-m":[{"a":2}]}', { qos: 1 })), 0x87);
+  t.same(await latest(admin, sub.id), {}, 'nothing stored');
+  t.equal((await held).status, 409);
 });
 
 t.test(
