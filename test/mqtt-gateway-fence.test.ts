@@ -5,7 +5,7 @@
  * tenant device. Every Gateway API topic naming another owner's device is refused (MQTT 5: PUBACK 0x87; 3.1.1:
  * the session closed), stores nothing, answers nothing of it and is logged once with both names. A device's own
  * session keeps its RPCs while a gateway of its owner also serves it; a device moved to another customer leaves
- * the gateway that served it.
+ * the gateway that served it, and a gateway moved lets go of its old customer's devices.
  */
 import { readFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
