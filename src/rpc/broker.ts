@@ -1,8 +1,8 @@
 /**
  * Server ↔ device messaging for the device API (docs/api.md):
  * - server-side RPC: per-device ids from 1 (TB's Python SDK reads id 0 as "no id"), a bounded pending queue
- *   with expiry, delivery to an open or the next `GET /rpc` or to the device's push sink (its MQTT session or
- *   its gateway's), exactly once whichever way; replies through `POST /rpc/{id}` or MQTT;
+ *   with expiry, delivery to an open or the next `GET /rpc` or to the device's push sink (its own MQTT session
+ *   or CoAP observation, else its gateway's), exactly once whichever way; replies through `POST /rpc/{id}` or MQTT;
  * - shared-attribute changes (bus `attributes`, SHARED_SCOPE of a DEVICE) answer every open
  *   `GET /attributes/updates` of that device;
  * - client-side RPC (`POST /rpc`): registered handlers, built-in `getCurrentTime`, otherwise held until the
@@ -129,8 +129,13 @@ export class RpcBroker {
   /** next RPC id per device; kept while the daemon runs (TB: per device-actor lifetime) */
   private readonly seq = new Map<string, number>();
   private readonly devices = new Map<string, DeviceRpcState>();
-  /** one push sink per device: the latest to attach (a new MQTT session replaces the old one, as TB) */
+  /** the device's own push sink: the latest to attach (a new MQTT session replaces the old one, as TB) */
   private readonly sinks = new Map<string, RpcSink>();
+  /**
+   * a LAN gateway's session serving the device: used only while the device has no sink of its own, so a gateway
+   * that connects a device never takes the RPCs of the device's own live session (docs/mqtt.md)
+   */
+  private readonly gatewaySinks = new Map<string, RpcSink>();
   /** devices with an MQTT session subscribed to their shared-attribute updates: how many sessions */
   private readonly attributeWatchers = new Map<string, number>();
   private readonly clientHandlers = new Map<string, ClientRpcHandler>();
@@ -237,29 +242,44 @@ export class RpcBroker {
         this.delivered(p);
         return;
       }
-      const sink = this.sinks.get(deviceId);
+      const sink = this.sinkOf(deviceId);
       if (sink === undefined || !this.handTo(sink, p)) st.queue.push(p);
     });
   }
 
   /**
    * A device now listens by push (MQTT): every queued RPC is handed to `sink` at once, and later ones as they
-   * come (an open long-poll still goes first). Replaces the device's earlier sink. Returns the detach function,
-   * which does nothing once another sink has replaced this one.
+   * come (an open long-poll still goes first). Replaces the device's earlier sink of the same kind: `own` (its
+   * MQTT session, its CoAP observation) or `gateway` (a LAN gateway's session), the latter served only while
+   * the device has no sink of its own. Returns the detach function, which does nothing once another sink has
+   * replaced this one; detaching the device's own sink hands what is queued to its gateway's.
    */
-  attachSink(deviceId: string, sink: RpcSink): () => void {
-    this.sinks.set(deviceId, sink);
+  attachSink(deviceId: string, sink: RpcSink, via: 'own' | 'gateway' = 'own'): () => void {
+    const slot = via === 'own' ? this.sinks : this.gatewaySinks;
+    slot.set(deviceId, sink);
+    this.drain(deviceId);
+    return () => {
+      if (slot.get(deviceId) !== sink) return;
+      slot.delete(deviceId);
+      if (via === 'own') this.drain(deviceId);
+    };
+  }
+
+  private sinkOf(deviceId: string): RpcSink | undefined {
+    return this.sinks.get(deviceId) ?? this.gatewaySinks.get(deviceId);
+  }
+
+  /** Hands the device's queued RPCs to its sink, oldest first, until the sink can take no more. */
+  private drain(deviceId: string): void {
+    const sink = this.sinkOf(deviceId);
     const st = this.devices.get(deviceId);
-    while (st !== undefined && st.queue.length > 0) {
+    while (sink !== undefined && st !== undefined && st.queue.length > 0) {
       const next = st.queue.shift() as PendingRpc;
       if (!this.handTo(sink, next)) {
         st.queue.unshift(next);
         break;
       }
     }
-    return () => {
-      if (this.sinks.get(deviceId) === sink) this.sinks.delete(deviceId);
-    };
   }
 
   /**
@@ -307,8 +327,7 @@ export class RpcBroker {
     p.state = 'queued';
     // the next listener gets it first, as a poll gets the oldest queued RPC
     st.queue.unshift(p);
-    const sink = this.sinks.get(p.deviceId);
-    if (sink !== undefined) this.attachSink(p.deviceId, sink);
+    this.drain(p.deviceId);
   }
 
   private deviceState(deviceId: string): DeviceRpcState {
@@ -389,11 +408,12 @@ export class RpcBroker {
    */
   *listeningDevices(): IterableIterator<string> {
     yield* this.sinks.keys();
+    for (const id of this.gatewaySinks.keys()) if (!this.sinks.has(id)) yield id;
+    const pushed = (id: string): boolean => this.sinks.has(id) || this.gatewaySinks.has(id);
     for (const id of this.polls.devices()) {
-      if (!this.sinks.has(id) && (this.polls.countFor(id, 'rpc') > 0 || this.polls.countFor(id, 'attributes') > 0))
-        yield id;
+      if (!pushed(id) && (this.polls.countFor(id, 'rpc') > 0 || this.polls.countFor(id, 'attributes') > 0)) yield id;
     }
-    for (const id of this.attributeWatchers.keys()) if (!this.sinks.has(id)) yield id;
+    for (const id of this.attributeWatchers.keys()) if (!pushed(id)) yield id;
   }
 
   status(): RpcStatus {
@@ -463,6 +483,7 @@ export class RpcBroker {
     this.devices.delete(deviceId);
     this.seq.delete(deviceId);
     this.sinks.delete(deviceId);
+    this.gatewaySinks.delete(deviceId);
     this.attributeWatchers.delete(deviceId);
   }
 }

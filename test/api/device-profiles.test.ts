@@ -187,11 +187,59 @@ t.test('paging, infos and roles: customer users read, only the tenant admin writ
   await addUser(gw.dataDir, 'reader@profiles.test', 'pw', 'CUSTOMER_USER', 'Readers');
   const reader = authHeaders((await login(gw, 'reader@profiles.test', 'pw')).token);
   const def = await get<{ id: Id }>('/api/deviceProfileInfo/default', reader);
-  t.equal((await get<ProfileJson>(`/api/deviceProfile/${def.id.id}`, reader)).name, 'default');
   t.equal((await http('POST', `${gw.url}/api/deviceProfile`, { name: 'nope' }, reader)).status, 403);
   t.equal((await http('DELETE', `${gw.url}/api/deviceProfile/${def.id.id}`, undefined, reader)).status, 403);
   t.equal((await http('GET', `${gw.url}/api/deviceProfiles?pageSize=1&page=0`)).status, 401, 'no token');
 });
+
+t.test(
+  'only the tenant admin reads the provisioning key and secret; a customer user reads infos without them',
+  async (t) => {
+    const secretKeys = ['provisionDeviceKey', 'provisionDeviceSecret', 'profileData', 'provisionConfiguration'];
+    const saved = await post<ProfileJson>('/api/deviceProfile', {
+      name: 'fenced',
+      provisionDeviceKey: 'fenced-key',
+      profileData: {
+        provisionConfiguration: { type: 'ALLOW_CREATE_NEW_DEVICES', provisionDeviceSecret: 'fenced-sec' },
+      },
+    });
+    const full = await get<ProfileJson>(`/api/deviceProfile/${saved.id.id}`);
+    t.equal(full.provisionDeviceKey, 'fenced-key', 'the tenant admin reads the key');
+    t.equal(full.profileData.provisionConfiguration.provisionDeviceSecret, 'fenced-sec', '... and the secret');
+    const listed = await get<Page<ProfileJson>>('/api/deviceProfiles?pageSize=100&page=0');
+    t.equal(listed.data.find((p) => p.name === 'fenced')?.provisionDeviceKey, 'fenced-key');
+
+    await post('/api/customer', { title: 'Fenced' });
+    await addUser(gw.dataDir, 'fenced@profiles.test', 'pw', 'CUSTOMER_USER', 'Fenced');
+    const reader = authHeaders((await login(gw, 'fenced@profiles.test', 'pw')).token);
+    for (const path of [`/api/deviceProfile/${saved.id.id}`, '/api/deviceProfiles?pageSize=100&page=0']) {
+      const r = await http('GET', `${gw.url}${path}`, undefined, reader);
+      t.equal(r.status, 403, `${path}: a customer user is refused`);
+      t.has(r.json(), { status: 403, message: "You don't have permission to perform this operation!", errorCode: 20 });
+      t.notMatch(r.text, /fenced-key|fenced-sec/);
+    }
+    const unknownId = '00000000-0000-4000-8000-000000000001';
+    const unknown = await http('GET', `${gw.url}/api/deviceProfile/${unknownId}`, undefined, reader);
+    t.equal(unknown.status, 403, 'refused before the lookup: an unknown id tells a customer nothing more');
+    const infoPaths = [
+      `/api/deviceProfileInfo/${saved.id.id}`,
+      '/api/deviceProfileInfos?pageSize=100&page=0',
+      '/api/deviceProfileInfo/default',
+      '/api/deviceProfile/names',
+    ];
+    for (const path of infoPaths) {
+      const r = await http('GET', `${gw.url}${path}`, undefined, reader);
+      t.equal(r.status, 200, `${path}: a customer user reads it`);
+      t.notMatch(r.text, /fenced-key|fenced-sec|cfg-key|cfg-secret/, `${path}: no key, no secret`);
+      for (const k of secretKeys) t.notOk(r.text.includes(`"${k}"`), `${path}: no ${k} field`);
+    }
+    t.equal(
+      (await get<{ name: string }>(`/api/deviceProfileInfo/${saved.id.id}`, reader)).name,
+      'fenced',
+      'the info names the profile',
+    );
+  },
+);
 
 t.test('provisioning per profile, over HTTP and MQTT', async (t) => {
   const provision = (body: object): Promise<Record<string, unknown>> =>

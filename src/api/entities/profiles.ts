@@ -1,12 +1,13 @@
 /**
- * Device profiles REST (docs/api.md "Device profiles"), as TB's DeviceProfileController: the tenant admin
- * writes, every user of the tenant reads. Unknown profile → 404, non-UUID id → 400, a taken name or provision
- * key → 400, nothing changed.
+ * Device profiles REST (docs/api.md "Device profiles"), as TB's DeviceProfileController: the whole profile,
+ * which carries the provisioning key and secret, is the tenant admin's alone (read and write); every user of the
+ * tenant reads the infos and names, which carry neither. Unknown profile → 404, non-UUID id → 400, a taken name
+ * or provision key → 400, nothing changed.
  */
 import type { Principal } from '../../auth/index.js';
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
-import { type HttpRouter, json } from '../../uws/adapter.js';
+import { type HttpContext, type HttpRouter, json } from '../../uws/adapter.js';
 import { pageOf } from '../../store/entities.js';
 import type { DeviceProfileRecord } from '../../store/profile-records.js';
 import { type ProfileInput, DeviceProfileStore } from '../../store/profiles.js';
@@ -44,6 +45,13 @@ export function registerProfileRoutes(router: HttpRouter, s: Services): void {
     return rec;
   };
   const ofTenant = (p: Principal): DeviceProfileRecord[] => profiles.list().filter((r) => r.tenantId === p.tenantId);
+  // the key and secret create devices (a gateway among them): a customer user holding them could step outside
+  // its customer, so the full profile is checked for the role before anything is looked up
+  const adminOf = (ctx: HttpContext): Principal => {
+    const p = principalOf(s, ctx);
+    s.auth.requireTenantAdmin(p);
+    return p;
+  };
 
   // the static paths first: `names` and `default` are not ids
   router.route('get', '/api/deviceProfile/names', (ctx) => {
@@ -54,34 +62,31 @@ export function registerProfileRoutes(router: HttpRouter, s: Services): void {
     principalOf(s, ctx);
     return json(deviceProfileInfoJson(profiles.defaultProfile()));
   });
-  router.route('get', '/api/deviceProfile/:id', (ctx) => json(render(readable(principalOf(s, ctx), ctx.params[0]))));
+  router.route('get', '/api/deviceProfile/:id', (ctx) => json(render(readable(adminOf(ctx), ctx.params[0]))));
   router.route('get', '/api/deviceProfileInfo/:id', (ctx) =>
     json(deviceProfileInfoJson(readable(principalOf(s, ctx), ctx.params[0]))),
   );
 
   router.route('post', '/api/deviceProfile', async (ctx) => {
-    const p = principalOf(s, ctx);
-    s.auth.requireTenantAdmin(p);
+    const p = adminOf(ctx);
     const input = profileInput(await jsonObjectBody(ctx));
     if (input.id !== undefined) readable(p, input.id);
     return json(render(await profiles.save(input)));
   });
 
   router.route('del', '/api/deviceProfile/:id', async (ctx) => {
-    const p = principalOf(s, ctx);
-    s.auth.requireTenantAdmin(p);
+    const p = adminOf(ctx);
     await profiles.delete(readable(p, ctx.params[0]).id);
     return {};
   });
 
   router.route('post', '/api/deviceProfile/:id/default', async (ctx) => {
-    const p = principalOf(s, ctx);
-    s.auth.requireTenantAdmin(p);
+    const p = adminOf(ctx);
     return json(render(await profiles.setDefault(readable(p, ctx.params[0]).id)));
   });
 
   router.route('get', '/api/deviceProfiles', (ctx) => {
-    const p = principalOf(s, ctx);
+    const p = adminOf(ctx);
     const page = pageOf(ofTenant(p), parsePageQuery(ctx.query));
     return json({ ...page, data: page.data.map(render) });
   });

@@ -36,7 +36,13 @@ import {
   saveTelemetry,
   subscriptionKind,
 } from './device-topics.js';
-import { GATEWAY_TOPICS, type GatewayContext, handleGatewayPublish, isGatewayWrite } from './gateway-topics.js';
+import {
+  GATEWAY_TOPICS,
+  type GatewayContext,
+  handleGatewayPublish,
+  isGatewayWrite,
+  ownersDiffer,
+} from './gateway-topics.js';
 import { mqttLogin } from './login.js';
 import { PROVISION_USERNAME, handleProvisionPublish } from './provision.js';
 import type { RegisteredSession, SessionRegistry } from './registry.js';
@@ -121,12 +127,16 @@ export class MqttSession implements PacketSink, RegisteredSession {
   private get detach(): Array<() => void> {
     return (this.detachList ??= []);
   }
-  /** a gateway's connected sub-devices by name, their RPC detach functions, and lookups in progress */
+  /**
+   * a gateway's connected sub-devices by name, their RPC detach functions, lookups in progress, and the names
+   * refused for their owner (logged once)
+   */
   private gw:
     | {
         subDevices: Map<string, DeviceRecord>;
         subDetach: Map<string, () => void>;
         pending: Map<string, Promise<DeviceRecord>>;
+        refused: Set<string>;
       }
     | undefined;
   private get subDevices(): Map<string, DeviceRecord> {
@@ -146,7 +156,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
   ) {}
 
   private gwState(): NonNullable<MqttSession['gw']> {
-    return (this.gw ??= { subDevices: new Map(), subDetach: new Map(), pending: new Map() });
+    return (this.gw ??= { subDevices: new Map(), subDetach: new Map(), pending: new Map(), refused: new Set() });
   }
 
   get deviceId(): string {
@@ -350,6 +360,18 @@ export class MqttSession implements PacketSink, RegisteredSession {
     }
   }
 
+  /** A sub-device, or this gateway, changed owner: the sub-devices now of another owner are let go. */
+  ownerChanged(deviceId: string): void {
+    const gateway = this.device;
+    if (this.gw === undefined || gateway === undefined) return;
+    const s = this.deps.s;
+    for (const [name, d] of [...this.gw.subDevices]) {
+      if (deviceId !== this.deviceId && d.id !== deviceId) continue;
+      const now = s.entities.device(d.id);
+      if (now === undefined || ownersDiffer(s, gateway, now)) this.subDisconnected(name);
+    }
+  }
+
   takenOver(): void {
     this.conn.close('takeover');
   }
@@ -550,6 +572,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
       disconnected: (sub) => this.subDisconnected(sub.name),
       subDevices: this.subDevices,
       pending: this.pending,
+      refused: this.gwState().refused,
     };
   }
 
@@ -560,14 +583,18 @@ export class MqttSession implements PacketSink, RegisteredSession {
     const name = JSON.stringify(sub.name);
     this.subDetach.set(
       sub.name,
-      this.deps.s.rpc.attachSink(sub.id, {
-        deliver: (rpc) =>
-          this.publishRpc(
-            'v1/gateway/rpc',
-            `{"device":${name},"data":{"id":${rpc.id},"method":${JSON.stringify(rpc.method)},"params":${rpc.paramsJson}}}`,
-            'gwRpc',
-          ),
-      }),
+      this.deps.s.rpc.attachSink(
+        sub.id,
+        {
+          deliver: (rpc) =>
+            this.publishRpc(
+              'v1/gateway/rpc',
+              `{"device":${name},"data":{"id":${rpc.id},"method":${JSON.stringify(rpc.method)},"params":${rpc.paramsJson}}}`,
+              'gwRpc',
+            ),
+        },
+        'gateway',
+      ),
     );
   }
 

@@ -1,9 +1,11 @@
 /**
  * TB's MQTT Gateway API (docs/mqtt.md): a gateway device publishes for its sub-devices, named in the payload.
- * A name the gateway has not used yet is connected first: the device of that name, whoever made it, becomes
- * this gateway's sub-device, or it is created (type `default`, the gateway's customer), as TB does; a gateway
- * never acts for a gateway. A publish is parsed whole before anything is written, so a bad entry stores
- * nothing, and it is answered once every device's part is on disk.
+ * A name the gateway has not used yet is connected first: the device of that name becomes this gateway's
+ * sub-device, or it is created (type `default`, the gateway's customer), as TB does. Unlike TB, a gateway acts
+ * only for devices of its own owner (its customer, or the tenant when it has none): one LAN gateway is shared by
+ * customers, and a gateway that could name any device would write and read for another customer's. A gateway
+ * never acts for a gateway. A publish is parsed whole and its names checked before anything is written, so a
+ * bad or refused entry stores nothing, and it is answered once every device's part is on disk.
  */
 import type { Services } from '../../context.js';
 import { parseDepthTelemetry } from '../../device/depth.js';
@@ -18,6 +20,7 @@ import { kvToJson } from '../../model/kv.js';
 import type { DsRecord } from '../../store/depth.js';
 import type { DeviceRecord } from '../../store/entities.js';
 import { checkName } from '../../store/names.js';
+import { NULL_UUID } from '../../types.js';
 import { OK, type PublishOutcome, UNKNOWN_TOPIC } from './device-topics.js';
 
 /** The gateway session as the handlers see it. */
@@ -34,6 +37,8 @@ export interface GatewayContext {
   readonly subDevices: Map<string, DeviceRecord>;
   /** lookups and creations in progress, by name, so one name is created once */
   readonly pending: Map<string, Promise<DeviceRecord>>;
+  /** names refused for their owner in this session, so each is logged once */
+  readonly refused: Set<string>;
 }
 
 export const GATEWAY_TOPICS = new Set([
@@ -62,12 +67,19 @@ function deviceName(v: JsonValue | undefined): string {
 
 /**
  * The gateway's sub-device of this name: one it connected already, or the device of that name (made over
- * REST, the CLI, HTTP sync or by another gateway: TB reuses it whatever its customer, profile or credentials),
- * or a new one. A name that is a gateway's → 403.
+ * REST, the CLI, HTTP sync or by another gateway, whatever its profile or credentials) when it has the
+ * gateway's owner, or a new one. A name that is a gateway's, or another owner's → 403.
  */
 export async function subDevice(ctx: GatewayContext, name: string, type = 'default'): Promise<DeviceRecord> {
   const known = ctx.subDevices.get(name);
-  if (known !== undefined) return known;
+  if (known !== undefined) {
+    // either may have been assigned to another customer since: the stored records decide, not the session's copies
+    const now = ctx.s.entities.device(known.id);
+    if (now !== undefined && !crossesOwner(ctx, now)) return known;
+    ctx.disconnected(known);
+    if (now !== undefined) throw foreign(ctx, name);
+    // deleted meanwhile: the name is found or created afresh, as a name never used
+  }
   let p = ctx.pending.get(name);
   if (p === undefined) {
     p = findOrCreate(ctx, name, type).finally(() => ctx.pending.delete(name));
@@ -80,6 +92,31 @@ export async function subDevice(ctx: GatewayContext, name: string, type = 'defau
 
 const notForGateway = (name: string): OutpostError =>
   new OutpostError('PERMISSION_DENIED', `device "${name}" is a gateway, not a sub-device`);
+
+const ownerOf = (d: DeviceRecord): string => d.customerId ?? NULL_UUID;
+
+/**
+ * The device has another owner than the gateway (another customer; a customer's and the tenant's), by the
+ * stored gateway record: the session's copy may predate an assignment.
+ */
+export function ownersDiffer(s: Services, gateway: DeviceRecord, d: DeviceRecord): boolean {
+  return ownerOf(d) !== ownerOf(s.entities.device(gateway.id) ?? gateway);
+}
+
+const crossesOwner = (ctx: GatewayContext, d: DeviceRecord): boolean => ownersDiffer(ctx.s, ctx.gateway, d);
+
+/** The refusal of a device of another owner, logged once per name and session with both names. */
+function foreign(ctx: GatewayContext, name: string): OutpostError {
+  if (!ctx.refused.has(name) && ctx.refused.size < 1024) {
+    ctx.refused.add(name);
+    ctx.s.log.warn(
+      `mqtt: gateway ${JSON.stringify(ctx.gateway.name)} named device ${JSON.stringify(name)}, which belongs to ` +
+        'another owner (another customer, or the tenant and a customer): refused, nothing stored (docs/mqtt.md)',
+    );
+  }
+  // the same words whatever the reason, so the answer tells no more than that the gateway may not
+  return new OutpostError('PERMISSION_DENIED', `device "${name}" is not this gateway's to serve`);
+}
 
 async function findOrCreate(ctx: GatewayContext, name: string, type: string): Promise<DeviceRecord> {
   const { entities } = ctx.s;
@@ -95,6 +132,7 @@ async function findOrCreate(ctx: GatewayContext, name: string, type: string): Pr
   }
   const d = existing as DeviceRecord;
   if (d.entityType !== 'DEVICE' || d.gateway === true) throw notForGateway(name);
+  if (crossesOwner(ctx, d)) throw foreign(ctx, name);
   // TB's lastConnectedGateway, written only when it changes
   const adopted = await entities.setGateway(d.id, ctx.gateway.id);
   if (adopted === undefined) {
@@ -111,9 +149,11 @@ async function subDevicesOf(ctx: GatewayContext, names: readonly string[]): Prom
   // every name is checked before any is created or taken over: one bad name refuses the publish and changes nothing
   for (const name of names) {
     checkName('name', name);
-    if (ctx.subDevices.has(name)) continue;
-    const d = ctx.s.entities.byName('DEVICE', name);
+    const known = ctx.subDevices.get(name);
+    const d = known !== undefined ? ctx.s.entities.device(known.id) : ctx.s.entities.byName('DEVICE', name);
+    if (known !== undefined && d === undefined) continue; // deleted meanwhile: subDevice below tells
     if (d !== undefined && (d.entityType !== 'DEVICE' || d.gateway === true)) throw notForGateway(name);
+    if (d !== undefined && crossesOwner(ctx, d)) throw foreign(ctx, name);
   }
   const all = await Promise.allSettled(names.map((name) => subDevice(ctx, name)));
   const refused = all.find((r) => r.status === 'rejected');

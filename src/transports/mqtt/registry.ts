@@ -19,6 +19,8 @@ export interface RegisteredSession {
   pushGatewayAttributes(subDeviceId: string, body: string): void;
   /** the device (or a sub-device of this gateway) was deleted */
   deviceDeleted(deviceId: string): void;
+  /** the device (a sub-device of this gateway, or the gateway) was assigned or unassigned */
+  ownerChanged(deviceId: string): void;
 }
 
 export class SessionRegistry {
@@ -35,6 +37,12 @@ export class SessionRegistry {
         this.byDevice.get(ev.entityId)?.deviceDeleted(ev.entityId);
         this.gatewayOf.get(ev.entityId)?.deviceDeleted(ev.entityId);
         this.gatewayOf.delete(ev.entityId);
+      }),
+      // a gateway serves only devices of its own owner: an assignment may end that (docs/mqtt.md)
+      bus.on('accessChanged', (ev) => {
+        if (ev.entityType !== 'DEVICE') return;
+        this.gatewayOf.get(ev.entityId)?.ownerChanged(ev.entityId);
+        this.byDevice.get(ev.entityId)?.ownerChanged(ev.entityId);
       }),
     );
   }

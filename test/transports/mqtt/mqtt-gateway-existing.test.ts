@@ -1,7 +1,8 @@
 /**
  * A device that exists before a LAN gateway names it (docs/mqtt.md "Access"): made with the CLI or REST, or a
- * sub-device of another gateway, it becomes the naming gateway's sub-device as in ThingsBoard. Same id, no
- * second device; its customer, type and token stay; additionalInfo.lastConnectedGateway shows the gateway that
+ * sub-device of another gateway, it becomes the naming gateway's sub-device as in ThingsBoard (both of the same
+ * customer here: another owner's device is refused, mqtt-gateway-fence.test.ts). Same id, no second device; its
+ * customer, type and token stay; additionalInfo.lastConnectedGateway shows the gateway that
  * named it last, durably; its shared attributes and RPC go to that gateway's session. A gateway's name is
  * still refused.
  */
@@ -22,8 +23,8 @@ let gw = await startGateway(t);
 let admin = await adminHeaders(gw);
 const cust = await http('POST', `${gw.url}/api/customer`, { title: 'Pump House' }, admin);
 const customerId = cust.json<{ id: { id: string } }>().id.id;
-const siteGw = await addDevice(gw.dataDir, 'site-gw', ['--gateway']);
-const secondGw = await addDevice(gw.dataDir, 'second-gw', ['--gateway']);
+const siteGw = await addDevice(gw.dataDir, 'site-gw', ['--gateway', '--customer', 'Pump House']);
+const secondGw = await addDevice(gw.dataDir, 'second-gw', ['--gateway', '--customer', 'Pump House']);
 const pump = await addDevice(gw.dataDir, 'Pump 7', ['--type', 'pump', '--customer', 'Pump House']);
 
 async function deviceByName(name: string): Promise<DeviceJson | undefined> {
@@ -52,7 +53,7 @@ t.test('a device made with the CLI: the gateway connects it and posts for it und
   const d = await deviceByName('Pump 7');
   t.equal(d?.id.id, pump.id);
   t.same(d?.additionalInfo, { lastConnectedGateway: siteGw.id }, 'the gateway that connected it');
-  t.equal(d?.customerId.id, customerId, 'its customer kept (the gateway has none)');
+  t.equal(d?.customerId.id, customerId, 'its customer kept');
   t.equal(d?.type, 'pump', "its type kept, not the connect's");
 
   // downlinks go to the gateway's session, as for a sub-device it created
@@ -81,6 +82,7 @@ t.test('a device made over REST: any gateway message naming it connects it (impl
   const made = await http('POST', `${gw.url}/api/device`, { name: 'Tank 2', type: 'tank' }, admin);
   t.equal(made.status, 200);
   const id = made.json<DeviceJson>().id.id;
+  t.equal((await http('POST', `${gw.url}/api/customer/${customerId}/device/${id}`, undefined, admin)).status, 200);
   const c = await mqttClient(t, gw, siteGw.token, { protocolVersion: 5 });
   await c.publishAsync('v1/gateway/attributes', '{"Tank 2":{"fw":"1.2"}}', { qos: 1 });
   const attrs = await http(
