@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
 import { type IClientOptions, type MqttClient, connectAsync } from 'mqtt';
 import t, { type Test } from 'tap';
-import { Inbox, closed, mqttClient, mqttPorts } from './helpers/mqtt.js';
+import { Inbox, closed, mqttClient, mqttPorts } from '../../helpers/mqtt.js';
 import {
   type HttpResult,
   addDevice,
@@ -19,9 +19,9 @@ import {
   startGateway,
   tempDir,
   waitLogLines,
-} from './helpers/server.js';
-import { hasOpenssl, selfSignedCert } from './helpers/tls.js';
-import { addUser, authHeaders } from './helpers/users.js';
+} from '../../helpers/server.js';
+import { hasOpenssl, selfSignedCert } from '../../helpers/tls.js';
+import { addUser, authHeaders } from '../../helpers/users.js';
 
 interface DeviceJson {
   id: { id: string };
