@@ -1,8 +1,9 @@
 /**
  * The MQTT listeners (docs/mqtt.md): plain on `mqtt.port`, TLS with the daemon's certificate on
  * `mqtt.tlsPort`, in the daemon's process and event loop, sharing its store, bus, RPC broker and auth.
- * Ports are exclusive (a taken port stops the start, as HTTP's). Connections beyond `mqtt.maxConnections`
- * are closed on accept; one sweep a second closes connections silent for 1.5 × their keep-alive and those
+ * Ports are exclusive (a taken port stops the start, as HTTP's). Connections beyond `mqtt.maxConnections`, or
+ * beyond `mqtt.maxConnectionsPerAddress` from one address, are closed on accept (a connection counts from its
+ * accept, before CONNECT, so one address holding silent sockets cannot keep other devices out); one sweep a second closes connections silent for 1.5 × their keep-alive and those
  * that sent no CONNECT in time. Refusals are logged once per burst, not per connection.
  */
 import { readFileSync } from 'node:fs';
@@ -11,7 +12,7 @@ import { createServer as createTlsServer } from 'node:tls';
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
 import type { MqttCounters } from '../../status/metrics.js';
-import { MqttConnection, ParserPool } from './connection.js';
+import { MqttConnection, ParserPool, peerAddress } from './connection.js';
 import { SessionRegistry } from './registry.js';
 import { MqttSession } from './device-session.js';
 
@@ -62,10 +63,18 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
   const cfg = s.config.mqtt;
   const host = cfg.host === '' ? s.config.host : cfg.host;
   const registry = new SessionRegistry(s.bus);
-  const connections = new Set<MqttConnection>();
+  /** open connections and the address each counts against */
+  const connections = new Map<MqttConnection, string>();
+  /** open connections per remote address (only addresses holding some) */
+  const perAddress = new Map<string, number>();
   const refused = refusalLog((m) => s.log.warn(m));
   const closed = (conn: MqttConnection): void => {
+    const address = connections.get(conn);
+    if (address === undefined) return;
     connections.delete(conn);
+    const n = (perAddress.get(address) ?? 1) - 1;
+    if (n <= 0) perAddress.delete(address);
+    else perAddress.set(address, n);
     counters.connections = connections.size;
   };
   const deps = { s, registry, counters, maxInflight: cfg.maxInflight, refused, closed };
@@ -88,9 +97,18 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
       socket.destroy();
       return;
     }
+    const address = peerAddress(socket);
+    const fromAddress = perAddress.get(address) ?? 0;
+    if (cfg.maxConnectionsPerAddress > 0 && fromAddress >= cfg.maxConnectionsPerAddress) {
+      counters.closed.addressLimit++;
+      refused(`mqtt.maxConnectionsPerAddress ${cfg.maxConnectionsPerAddress} reached by ${address}`);
+      socket.destroy();
+      return;
+    }
     const conn = new MqttConnection(socket, limits, counters, parsers, Date.now());
     conn.attach(new MqttSession(conn, deps));
-    connections.add(conn);
+    connections.set(conn, address);
+    perAddress.set(address, fromAddress + 1);
     counters.accepted++;
     counters.connections = connections.size;
   };
@@ -131,7 +149,7 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
 
   const sweep = setInterval(() => {
     const now = Date.now();
-    for (const c of connections) {
+    for (const c of connections.keys()) {
       if (!c.connected) {
         if (now - c.openedAt > cfg.connectTimeoutMs) c.close('connectTimeout');
       } else if (c.keepAliveMs > 0 && now - c.lastSeen > c.keepAliveMs) {
@@ -147,7 +165,7 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
     async close() {
       clearInterval(sweep);
       const closed = servers.map((srv) => new Promise<void>((r) => srv.close(() => r())));
-      for (const c of connections) c.close();
+      for (const c of connections.keys()) c.close();
       registry.close();
       await Promise.all(closed);
     },
