@@ -9,6 +9,7 @@
 import { readFileSync } from 'node:fs';
 import { type Server, type Socket, createServer } from 'node:net';
 import { createServer as createTlsServer } from 'node:tls';
+import { LoginThrottle } from '../../auth/throttle.js';
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
 import type { MqttCounters } from '../../status/metrics.js';
@@ -77,7 +78,9 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
     else perAddress.set(address, n);
     counters.connections = connections.size;
   };
-  const deps = { s, registry, counters, maxInflight: cfg.maxInflight, refused, closed };
+  // MQTT's own counts: a device's user name is not a user's email, and guesses here do not lock REST logins out
+  const throttle = new LoginThrottle();
+  const deps = { s, registry, counters, maxInflight: cfg.maxInflight, refused, closed, throttle };
   const parsers = new ParserPool();
   const limits = { maxPayloadBytes: cfg.maxPayloadBytes, maxOutboundBytes: cfg.maxOutboundBytes };
   // TB's client-side RPC `getSessionLimits`: TB's Python SDK and IoT Gateway ask it after connecting and size
