@@ -7,10 +7,12 @@
 import { writeFileSync } from 'node:fs';
 import { type Socket, connect as netConnect } from 'node:net';
 import { join } from 'node:path';
+import { connect as tlsConnect } from 'node:tls';
 import mqttPacket from 'mqtt-packet';
 import t from 'tap';
 import { adminHeaders, hasBinary, latest, mqttPorts, run } from './helpers/mqtt.js';
 import { addDevice, http, startGateway, tempDir } from './helpers/server.js';
+import { hasOpenssl, selfSignedCert } from './helpers/tls.js';
 
 const HELD = 40;
 const dir = tempDir(t);
@@ -26,10 +28,10 @@ interface Held extends Socket {
   received: Buffer[];
 }
 
-/** A TCP connection to the MQTT port from `localAddress`, destroyed at teardown. */
-function socketFrom(localAddress: string): Promise<Held> {
+/** A TCP connection to the MQTT port (or `to`) from `localAddress`, destroyed at teardown. */
+function socketFrom(localAddress: string, to = port): Promise<Held> {
   return new Promise((resolve, reject) => {
-    const s = netConnect({ port, host: '127.0.0.1', localAddress }) as Held;
+    const s = netConnect({ port: to, host: '127.0.0.1', localAddress }) as Held;
     s.gone = false;
     s.received = [];
     s.on('data', (b: Buffer) => s.received.push(b));
@@ -111,3 +113,47 @@ t.test('mosquitto_pub bound to another address publishes while one address is at
   t.equal((await latest(gw, admin, dev.id, 'bound'))['bound']?.[0]?.value, '1', 'stored');
   for (const s of held) s.destroy();
 });
+
+const noOpenssl = hasOpenssl ? false : 'openssl not installed';
+
+t.test(
+  'over TLS a socket counts from its TCP accept: silent handshakes keep no one out',
+  { skip: noOpenssl },
+  async (t) => {
+    const certs = selfSignedCert(tempDir(t));
+    const tlsGw = await startGateway(t, {
+      args: ['--config', cfg, '--tls-cert', certs.cert, '--tls-key', certs.key],
+    });
+    const { tlsPort } = mqttPorts(tlsGw);
+    const tlsDev = await addDevice(tlsGw.dataDir, 'tls-other-address');
+    // TCP only: no ClientHello, the handshake never starts
+    const held = await Promise.all(Array.from({ length: HELD }, () => socketFrom('127.0.0.1', tlsPort)));
+    await until('the sockets over the cap to close', () => held.filter((s) => s.gone).length >= HELD - 32);
+    t.equal(held.filter((s) => !s.gone).length, 32, '32 silent TCP sockets stay open');
+    const code = await new Promise<number | undefined>((resolve, reject) => {
+      const tcp = netConnect({ port: tlsPort, host: '127.0.0.1', localAddress: '127.0.0.2' });
+      const s = tlsConnect({ socket: tcp, rejectUnauthorized: false });
+      t.teardown(() => {
+        s.destroy();
+      });
+      const parser = mqttPacket.parser({ protocolVersion: 4 });
+      parser.on('packet', (p) => resolve(p.cmd === 'connack' ? p.returnCode : undefined));
+      s.on('data', (b: Buffer) => parser.parse(b));
+      s.once('error', reject);
+      s.once('close', () => resolve(undefined));
+      s.once('secureConnect', () =>
+        s.write(
+          mqttPacket.generate({
+            cmd: 'connect',
+            clientId: 'tls-dev',
+            username: tlsDev.token,
+            keepalive: 0,
+            protocolVersion: 4,
+          }),
+        ),
+      );
+    });
+    t.equal(code, 0, 'a device from 127.0.0.2 connects over TLS');
+    for (const s of held) s.destroy();
+  },
+);

@@ -3,7 +3,8 @@
  * `mqtt.tlsPort`, in the daemon's process and event loop, sharing its store, bus, RPC broker and auth.
  * Ports are exclusive (a taken port stops the start, as HTTP's). Connections beyond `mqtt.maxConnections`, or
  * beyond `mqtt.maxConnectionsPerAddress` from one address, are closed on accept (a connection counts from its
- * accept, before CONNECT, so one address holding silent sockets cannot keep other devices out); one sweep a second closes connections silent for 1.5 × their keep-alive and those
+ * accept, before CONNECT and before a TLS handshake, so one address holding silent sockets cannot keep other
+ * devices out); one sweep a second closes connections silent for 1.5 × their keep-alive and those
  * that sent no CONNECT in time. Refusals are logged once per burst, not per connection.
  */
 import { readFileSync } from 'node:fs';
@@ -64,18 +65,34 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
   const cfg = s.config.mqtt;
   const host = cfg.host === '' ? s.config.host : cfg.host;
   const registry = new SessionRegistry(s.bus);
-  /** open connections and the address each counts against */
-  const connections = new Map<MqttConnection, string>();
+  /** open connections and the address each counts against (undefined: counted by its TLS socket's TCP socket) */
+  const connections = new Map<MqttConnection, string | undefined>();
   /** open connections per remote address (only addresses holding some) */
   const perAddress = new Map<string, number>();
   const refused = refusalLog((m) => s.log.warn(m));
-  const closed = (conn: MqttConnection): void => {
-    const address = connections.get(conn);
-    if (address === undefined) return;
-    connections.delete(conn);
+  /** Counts `socket` against its address: the address, or undefined (the socket destroyed) at the cap. */
+  const admitAddress = (socket: Socket): string | undefined => {
+    const address = peerAddress(socket);
+    const n = perAddress.get(address) ?? 0;
+    if (cfg.maxConnectionsPerAddress > 0 && n >= cfg.maxConnectionsPerAddress) {
+      counters.closed.addressLimit++;
+      refused(`mqtt.maxConnectionsPerAddress ${cfg.maxConnectionsPerAddress} reached by ${address}`);
+      socket.destroy();
+      return undefined;
+    }
+    perAddress.set(address, n + 1);
+    return address;
+  };
+  const releaseAddress = (address: string): void => {
     const n = (perAddress.get(address) ?? 1) - 1;
     if (n <= 0) perAddress.delete(address);
     else perAddress.set(address, n);
+  };
+  const closed = (conn: MqttConnection): void => {
+    if (!connections.has(conn)) return;
+    const address = connections.get(conn);
+    connections.delete(conn);
+    if (address !== undefined) releaseAddress(address);
     counters.connections = connections.size;
   };
   // MQTT's own counts: a device's user name is not a user's email, and guesses here do not lock REST logins out
@@ -93,25 +110,22 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
   });
   s.rpc.registerClientRpc('getSessionLimits', () => sessionLimits);
 
-  const accept = (socket: Socket): void => {
+  /** `tls`: its TCP socket already counts against the address (from before the handshake) */
+  const accept = (socket: Socket, tls: boolean): void => {
     if (connections.size >= cfg.maxConnections) {
       counters.closed.limit++;
       refused(`mqtt.maxConnections ${cfg.maxConnections} reached`);
       socket.destroy();
       return;
     }
-    const address = peerAddress(socket);
-    const fromAddress = perAddress.get(address) ?? 0;
-    if (cfg.maxConnectionsPerAddress > 0 && fromAddress >= cfg.maxConnectionsPerAddress) {
-      counters.closed.addressLimit++;
-      refused(`mqtt.maxConnectionsPerAddress ${cfg.maxConnectionsPerAddress} reached by ${address}`);
-      socket.destroy();
-      return;
+    let address: string | undefined;
+    if (!tls) {
+      address = admitAddress(socket);
+      if (address === undefined) return;
     }
     const conn = new MqttConnection(socket, limits, counters, parsers, Date.now());
     conn.attach(new MqttSession(conn, deps));
     connections.set(conn, address);
-    perAddress.set(address, fromAddress + 1);
     counters.accepted++;
     counters.connections = connections.size;
   };
@@ -121,7 +135,7 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
   let tlsPort = 0;
   try {
     if (cfg.port !== 0) {
-      const server = createServer({ noDelay: true }, accept);
+      const server = createServer({ noDelay: true }, (socket) => accept(socket, false));
       servers.push(server);
       port = await listen(server, host, cfg.port, 'MQTT', (m) => s.log.error(m));
     }
@@ -134,9 +148,16 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
           key: readFileSync(s.config.tls.key),
           requestCert: true,
           rejectUnauthorized: false,
+          // a handshake is bounded as a CONNECT is (Node's default: 120 s)
+          handshakeTimeout: cfg.connectTimeoutMs,
         },
-        accept,
+        (socket) => accept(socket, true),
       );
+      // counted from the TCP accept, before the handshake: a socket that never completes one holds a place too
+      server.on('connection', (socket: Socket) => {
+        const address = admitAddress(socket);
+        if (address !== undefined) socket.once('close', () => releaseAddress(address));
+      });
       // a failed TLS handshake is the client's problem, not the daemon's
       server.on('tlsClientError', () => undefined);
       servers.push(server);
