@@ -18,7 +18,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { type ParsedPacket, generate, parse } from 'coap-packet';
-import { RawHttpConnection, cpuMs, encodeRequest, intArg, median, rssAnonBytes, stopDaemon } from './lib.js';
+import {
+  RawHttpConnection,
+  clientAddress,
+  cpuMs,
+  encodeRequest,
+  intArg,
+  median,
+  rssAnonBytes,
+  stopDaemon,
+} from './lib.js';
 import { percentile, spawnUntil } from './mqtt-procs.js';
 import { RawMqtt } from './raw-mqtt.js';
 
@@ -300,7 +309,7 @@ async function main(): Promise<void> {
     );
     const coap = await Promise.all(Array.from({ length: CLIENTS }, () => RawCoap.open(coapPort)));
     const mqtt = await Promise.all(
-      Array.from({ length: CLIENTS }, (_, i) => RawMqtt.open(mqttPort, `bench-token-${i}`)),
+      Array.from({ length: CLIENTS }, (_, i) => RawMqtt.open(mqttPort, `bench-token-${i}`, clientAddress(i))),
     );
     const echo = await spawnUntil(process.execPath, ['-e', ECHO_SERVER], /echo on (\d+)/);
     const echoPort = Number(echo.m[1]);

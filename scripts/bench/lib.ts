@@ -106,6 +106,15 @@ export async function stopDaemon(d: { proc: ChildProcess }): Promise<void> {
   await exited;
 }
 
+/**
+ * A loopback source address of its own for bench client `i` (Linux's loopback answers from any 127/8 address):
+ * on a LAN each device has its own, and the daemon caps MQTT connections per address
+ * (`mqtt.maxConnectionsPerAddress`), so clients all from 127.0.0.1 would measure that cap, not the transport.
+ */
+export function clientAddress(i: number): string {
+  return `127.1.${Math.floor(i / 250) % 256}.${1 + (i % 250)}`;
+}
+
 /** `--name <positive integer>` from argv, `def` when absent; anything else is an error (no silent fallback). */
 export function intArg(argv: readonly string[], name: string, def: number): number {
   const i = argv.indexOf(`--${name}`);

@@ -25,7 +25,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { X509Certificate } from 'node:crypto';
-import { type SecureContext, createSecureContext, connect as tlsConnect } from 'node:tls';
+import { type ConnectionOptions, type SecureContext, createSecureContext, connect as tlsConnect } from 'node:tls';
 import { request as httpsRequest } from 'node:https';
 import { fileURLToPath } from 'node:url';
 import mqttPacket, { type Packet } from 'mqtt-packet';
@@ -33,7 +33,7 @@ import { mqttLogin } from '../../src/transports/mqtt/login.js';
 import { resolveCredentials } from '../../src/store/credentials.js';
 import { EntityStore } from '../../src/store/entities.js';
 import { openStoreEnv } from '../../src/store/env.js';
-import { cpuMs, intArg, median, stopDaemon } from './lib.js';
+import { clientAddress, cpuMs, intArg, median, stopDaemon } from './lib.js';
 import { spawnUntil } from './mqtt-procs.js';
 
 const argv = process.argv.slice(2);
@@ -114,16 +114,22 @@ function serve(
   });
 }
 
+/** tls.connect passes `localAddress` on to its TCP connect; its options type does not name it. */
+function tlsOptions(port: number, secureContext: SecureContext, localAddress: string): ConnectionOptions {
+  const o = { port, host: '127.0.0.1', secureContext, servername: 'localhost', localAddress };
+  return o;
+}
+
 /** One CONNECT → CONNACK → DISCONNECT → close; the CONNACK's latency in ms (throws on a refusal). */
-function connectOnce(port: number, c: Client): Promise<number> {
+function connectOnce(port: number, c: Client, localAddress: string): Promise<number> {
   return new Promise((resolve, reject) => {
     const t0 = performance.now();
     let latency = -1;
     const parser = mqttPacket.parser();
     const socket: Socket =
       c.tls !== undefined
-        ? tlsConnect({ port, host: '127.0.0.1', secureContext: c.tls, servername: 'localhost' })
-        : netConnect(port, '127.0.0.1');
+        ? tlsConnect(tlsOptions(port, c.tls, localAddress))
+        : netConnect({ port, host: '127.0.0.1', localAddress });
     const send = (): void => {
       socket.setNoDelay(true);
       socket.write(
@@ -186,8 +192,8 @@ async function runKind(port: number, clients: readonly Client[], pid: number): P
   const start = performance.now();
   const end = start + SECONDS * 1000;
   await Promise.all(
-    clients.map(async (c) => {
-      while (performance.now() < end) latencies.push(await connectOnce(port, c));
+    clients.map(async (c, i) => {
+      while (performance.now() < end) latencies.push(await connectOnce(port, c, clientAddress(i)));
     }),
   );
   const seconds = (performance.now() - start) / 1000;

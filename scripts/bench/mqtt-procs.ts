@@ -2,6 +2,7 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { type Socket, connect } from 'node:net';
+import { clientAddress } from './lib.js';
 
 /** Spawns a process and resolves with the regex groups of the first output line matching `re`. */
 export function spawnUntil(
@@ -50,7 +51,7 @@ export async function openIdle(
           { length: Math.min(200, n - i) },
           (_, k) =>
             new Promise<Socket>((resolve, reject) => {
-              const s = connect(port, '127.0.0.1');
+              const s = connect({ port, host: '127.0.0.1', localAddress: clientAddress(i + k) });
               s.on('error', () => undefined);
               s.once('connect', () => {
                 void hello(s, i + k);

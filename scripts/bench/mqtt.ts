@@ -30,7 +30,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import mqttPacket from 'mqtt-packet';
-import { RawHttpConnection, encodeRequest, intArg, median, rssAnonBytes, stopDaemon } from './lib.js';
+import { RawHttpConnection, clientAddress, encodeRequest, intArg, median, rssAnonBytes, stopDaemon } from './lib.js';
 import { cpuUs, openIdle, percentile, spawnBare, spawnUntil } from './mqtt-procs.js';
 import { RawMqtt } from './raw-mqtt.js';
 
@@ -173,7 +173,7 @@ interface Clients {
 
 async function connectClients(daemon: Daemon): Promise<Clients> {
   const mqtt = await Promise.all(
-    Array.from({ length: CONNECTIONS }, (_, i) => RawMqtt.open(daemon.mqttPort, `bench-token-${i}`)),
+    Array.from({ length: CONNECTIONS }, (_, i) => RawMqtt.open(daemon.mqttPort, `bench-token-${i}`, clientAddress(i))),
   );
   const gw = await RawMqtt.open(daemon.mqttPort, 'bench-gw-token');
   for (let s = 0; s < SUB_DEVICES; s++) await gw.publish('v1/gateway/connect', Buffer.from(`{"device":"sub-${s}"}`));
@@ -365,7 +365,9 @@ async function main(): Promise<void> {
     const mosq =
       mosquittoPort === 0
         ? []
-        : await Promise.all(Array.from({ length: CONNECTIONS }, (_, i) => RawMqtt.open(mosquittoPort, `m-${i}`)));
+        : await Promise.all(
+            Array.from({ length: CONNECTIONS }, (_, i) => RawMqtt.open(mosquittoPort, `m-${i}`, clientAddress(i))),
+          );
     // a warm-up second of each phase, not counted: the first round would otherwise pay for compiling the
     // MQTT path (HTTP's shares most of its code with the setup's requests)
     await loadRound(clients, mosq, mosqPid, 0, 1);

@@ -30,9 +30,10 @@ export class RawMqtt {
     socket.setNoDelay(true);
   }
 
-  static open(port: number, username: string): Promise<RawMqtt> {
+  /** `localAddress`: the client's source address (bench/lib.ts clientAddress) */
+  static open(port: number, username: string, localAddress = '127.0.0.1'): Promise<RawMqtt> {
     return new Promise((resolve, reject) => {
-      const socket = connect(port, '127.0.0.1');
+      const socket = connect({ port, host: '127.0.0.1', localAddress });
       socket.once('error', reject);
       socket.once('connect', () => {
         const c = new RawMqtt(socket);

@@ -229,6 +229,12 @@ export const DEFAULTS = {
     maxPayloadBytes: 65_536,
     /** open MQTT connections (before CONNECT included); one more is closed at once */
     maxConnections: 10_000,
+    /**
+     * open MQTT connections from one remote address (before CONNECT included); one more from it is closed at
+     * once; 0 = no cap. 32: room for a NATed site's devices, while even every address of a /24 (254 × 32 = 8,128)
+     * cannot fill maxConnections.
+     */
+    maxConnectionsPerAddress: 32,
     /** ms; a connection must send CONNECT within this */
     connectTimeoutMs: 10_000,
     /** bytes queued for a client that does not read; beyond this its connection is closed */
@@ -411,6 +417,12 @@ function validate(c: Config): void {
       `config: "sync.url" must start with http://, https://, mqtt:// or mqtts://, got ${JSON.stringify(c.sync.url)}`,
     );
   }
+  const perAddress = c.mqtt.maxConnectionsPerAddress;
+  if (!Number.isInteger(perAddress) || perAddress < 0)
+    throw new OutpostError(
+      'CONFIG_INVALID',
+      `config: "mqtt.maxConnectionsPerAddress" must be an integer >= 0 (0 = no cap), got ${perAddress}`,
+    );
   if (!(c.sync.maxPointsPerSec >= 0))
     throw new OutpostError('CONFIG_INVALID', `config: "sync.maxPointsPerSec" must be >= 0`);
   if (!Number.isInteger(c.sync.concurrency))

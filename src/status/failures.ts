@@ -1,6 +1,7 @@
 /**
  * Failed requests leave a trace (docs/api.md "Failures in the log"): wrong logins, logins refused while
- * throttled, device posts with an unknown access token, MQTT publishes with a payload that is not what the topic
+ * throttled, device posts with an unknown access token, refused MQTT CONNECTs (and those refused while
+ * throttled), MQTT publishes with a payload that is not what the topic
  * takes, and publishes to topics that are not the API's. Each kind is counted (`/metrics`:
  * `outpost_failures_total{kind}`) and logged with its source (address, device, topic, a token's first
  * characters, never a whole token), at most one line per kind a minute: the first failure at once, then one line
@@ -11,11 +12,20 @@
  */
 
 /** What failed, one counter and one log stream each. */
-export type FailureKind = 'login' | 'loginThrottled' | 'deviceToken' | 'mqttPayload' | 'mqttTopic';
+export type FailureKind =
+  | 'login'
+  | 'loginThrottled'
+  | 'deviceToken'
+  | 'mqttLogin'
+  | 'mqttLoginThrottled'
+  | 'mqttPayload'
+  | 'mqttTopic';
 export const FAILURE_KINDS: readonly FailureKind[] = [
   'login',
   'loginThrottled',
   'deviceToken',
+  'mqttLogin',
+  'mqttLoginThrottled',
   'mqttPayload',
   'mqttTopic',
 ];
@@ -25,6 +35,8 @@ const SUMMARY: Record<FailureKind, string> = {
   login: 'failed logins',
   loginThrottled: 'logins refused while throttled',
   deviceToken: 'requests with an unknown device access token',
+  mqttLogin: 'refused MQTT CONNECTs',
+  mqttLoginThrottled: 'MQTT CONNECTs refused while throttled',
   mqttPayload: 'MQTT publishes with a bad payload',
   mqttTopic: 'MQTT publishes to unknown topics',
 };
@@ -45,7 +57,15 @@ interface KindState {
 export type FailureCounts = Record<FailureKind, number>;
 
 export function emptyFailureCounts(): FailureCounts {
-  return { login: 0, loginThrottled: 0, deviceToken: 0, mqttPayload: 0, mqttTopic: 0 };
+  return {
+    login: 0,
+    loginThrottled: 0,
+    deviceToken: 0,
+    mqttLogin: 0,
+    mqttLoginThrottled: 0,
+    mqttPayload: 0,
+    mqttTopic: 0,
+  };
 }
 
 export class FailureLog {

@@ -91,6 +91,7 @@ export function kindOf(method: string, pattern: string): RequestKind {
 export type MqttCloseReason =
   | 'auth'
   | 'limit'
+  | 'addressLimit'
   | 'malformed'
   | 'oversize'
   | 'keepalive'
@@ -116,6 +117,7 @@ export class MqttCounters {
   readonly closed: Record<MqttCloseReason, number> = {
     auth: 0,
     limit: 0,
+    addressLimit: 0,
     malformed: 0,
     oversize: 0,
     keepalive: 0,

@@ -36,6 +36,11 @@ t.test('bad values are refused with a clear message', async (t) => {
   t.throws(() => loadConfig({}, {}, { mqtt: { maxPayloadBytes: 0 } }), /"mqtt.maxPayloadBytes" must be > 0/);
   t.throws(() => loadConfig({}, {}, { mqtt: { port: 70_000 } }), /port must be an integer 0..65535/);
   t.throws(() => loadConfig({}, {}, { mqtt: { maxConnections: -1 } }), /"mqtt.maxConnections" must be > 0/);
+  t.throws(
+    () => loadConfig({}, {}, { mqtt: { maxConnectionsPerAddress: -1 } }),
+    /"mqtt.maxConnectionsPerAddress" must be an integer >= 0/,
+  );
+  t.equal(loadConfig({}, {}, { mqtt: { maxConnectionsPerAddress: 0 } }).mqtt.maxConnectionsPerAddress, 0, '0: no cap');
 });
 
 t.test('coap.port: 5683 by default, 0 off, -1 / `ephemeral` an OS-chosen port, --port 0 takes any', async (t) => {

@@ -5,6 +5,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { type Socket, connect as netConnect } from 'node:net';
 import { type IClientOptions, type MqttClient, connectAsync } from 'mqtt';
+import mqttPacket from 'mqtt-packet';
 import { type Gateway, http } from './server.js';
 import { addUser, authHeaders, login } from './users.js';
 
@@ -112,6 +113,49 @@ export function rawSocket(t: Teardown, port: number): Promise<Socket & { receive
     t.teardown(() => {
       s.destroy();
     });
+  });
+}
+
+/**
+ * One CONNECT over a fresh socket from `localAddress` (Linux's loopback answers from any 127/8 address): the
+ * CONNACK's code (3.1.1 return code, MQTT 5 reason code), or undefined when the socket closed without one.
+ */
+export function connackFrom(
+  port: number,
+  localAddress: string,
+  connect: { clientId?: string; username?: string; password?: string; protocolVersion?: 4 | 5 },
+): Promise<number | undefined> {
+  const protocolVersion = connect.protocolVersion ?? 4;
+  return new Promise((resolve, reject) => {
+    const s = netConnect({ port, host: '127.0.0.1', localAddress });
+    const parser = mqttPacket.parser({ protocolVersion });
+    const timer = setTimeout(() => {
+      s.destroy();
+      reject(new Error(`no CONNACK from ${localAddress} within 5 s`));
+    }, 5_000);
+    const done = (code: number | undefined): void => {
+      clearTimeout(timer);
+      s.destroy();
+      resolve(code);
+    };
+    parser.on('packet', (p) => {
+      if (p.cmd === 'connack') done(protocolVersion === 5 ? (p.reasonCode ?? 0) : p.returnCode);
+    });
+    s.on('data', (b: Buffer) => parser.parse(b));
+    s.on('error', () => undefined);
+    s.once('close', () => done(undefined));
+    s.once('connect', () =>
+      s.write(
+        mqttPacket.generate({
+          cmd: 'connect',
+          keepalive: 0,
+          clientId: connect.clientId ?? '',
+          protocolVersion,
+          ...(connect.username === undefined ? {} : { username: connect.username }),
+          ...(connect.password === undefined ? {} : { password: Buffer.from(connect.password) }),
+        }),
+      ),
+    );
   });
 }
 

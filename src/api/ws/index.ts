@@ -9,6 +9,11 @@
  * accepted and then closed 1011 with the reason, as TB does. Without a token the session waits up to
  * config.ws.authTimeoutMs for a frame with `authCmd` (else 1008).
  *
+ * A socket lives no longer than its token: at the token's `exp` its subscriptions end and it is closed 1011
+ * "Token has expired" (what an expired `?token=` gets at the upgrade), and a frame arriving after `exp` is not
+ * run. ThingsBoard's UI answers such a close by refreshing its token, reconnecting and subscribing again. A later
+ * `authCmd` with a valid token of the same user renews the socket: the new token's `exp` applies.
+ *
  * Limits: inbound frames ≤ config.ws.maxPayloadLength (uWS closes bigger ones); outbound buffer
  * ≤ config.ws.maxBackpressure: a send that would exceed it is dropped and the socket force-closed at once, so
  * a consumer that stops reading costs at most that much memory; idle sockets are pinged and closed after
@@ -25,6 +30,7 @@ import type {
 import type { Principal } from '../../auth/index.js';
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
+import { TimerWheel, type WheelEntry, realClock } from '../../rpc/timer-wheel.js';
 import { runCommand, type CommandDeps } from './commands.js';
 import { FrameError, type ParsedFrame, type WsFormat, parseFrame } from './protocol.js';
 import { type Subscription, SubscriptionRegistry, type WsSink } from './registry.js';
@@ -35,6 +41,9 @@ const CLOSE = { BAD_DATA: 1007, POLICY_VIOLATION: 1008, SERVER_ERROR: 1011 } as 
 
 /** Close reason for a socket whose session was logged out or whose user or customer was deleted: what REST answers. */
 const REVOKED_REASON = 'Token has expired';
+
+/** ms; the expiry wheel's tick: tokens expire on whole seconds, so a socket outlives its token by at most this */
+const EXPIRY_TICK_MS = 1_000;
 
 /** uWS `send` results */
 const SEND_DROPPED = 2;
@@ -52,6 +61,8 @@ class Session implements WsSink {
   open = true;
   principal: Principal | undefined;
   authTimer: NodeJS.Timeout | undefined;
+  /** closes the socket at its token's expiry */
+  expiry: WheelEntry | undefined;
   /** counted in its user's open sockets (undone once, on close) */
   counted = false;
 
@@ -112,6 +123,28 @@ export function registerWsApi(app: TemplatedApp, s: Services): SubscriptionRegis
   const authenticated = new Set<Session>();
   /** open authenticated sockets per user id (only users holding some) */
   const socketsByUser = new Map<string, number>();
+  /** every socket's token expiry on one runtime timer, however many sockets are open */
+  const expiries = new TimerWheel(EXPIRY_TICK_MS, realClock, (m) => s.log.error(`ws: ${m}`));
+
+  /** The token is past its `exp`: what REST answers now, the socket gets too. */
+  const expired = (session: Session): boolean => (session.principal?.exp ?? 0) * 1000 <= Date.now();
+
+  const expire = (session: Session): void => {
+    registry.removeSession(session);
+    session.end(CLOSE.SERVER_ERROR, REVOKED_REASON);
+  };
+
+  /** (Re)arms the close at the session's token expiry. The wheel counts a duration: `exp` is wall-clock seconds. */
+  const armExpiry = (session: Session): void => {
+    session.expiry?.cancel();
+    const exp = (session.principal as Principal).exp * 1000;
+    session.expiry = expiries.schedule(exp - Date.now(), () => {
+      session.expiry = undefined;
+      // a wall clock stepped back since arming: not expired yet, armed again for what is left
+      if (expired(session)) expire(session);
+      else if (session.open) armExpiry(session);
+    });
+  };
 
   /** The session has its principal: counted against its user's sockets, or closed 1008 over the limit. */
   const admit = (session: Session): boolean => {
@@ -124,6 +157,7 @@ export function registerWsApi(app: TemplatedApp, s: Services): SubscriptionRegis
     socketsByUser.set(userId, n + 1);
     session.counted = true;
     authenticated.add(session);
+    armExpiry(session);
     return true;
   };
 
@@ -164,6 +198,28 @@ export function registerWsApi(app: TemplatedApp, s: Services): SubscriptionRegis
     }
   });
 
+  /**
+   * A later `authCmd`: a valid token of the same user replaces the session's (its `exp` and session apply from
+   * now on); an invalid one closes the socket as a first `authCmd` would be, and another user's 1008, since the
+   * socket's subscriptions were checked for its user.
+   */
+  const renew = (session: Session, token: string): boolean => {
+    let principal: Principal;
+    try {
+      principal = s.auth.authenticateToken(token);
+    } catch (err) {
+      session.end(CLOSE.BAD_DATA, authFailure(err));
+      return false;
+    }
+    if (principal.userId !== (session.principal as Principal).userId) {
+      session.end(CLOSE.POLICY_VIOLATION, 'Auth cmd is for another user');
+      return false;
+    }
+    session.principal = principal;
+    armExpiry(session);
+    return true;
+  };
+
   const handleFrame = (session: Session, text: string): void => {
     let frame: ParsedFrame;
     try {
@@ -192,6 +248,12 @@ export function registerWsApi(app: TemplatedApp, s: Services): SubscriptionRegis
       clearTimeout(session.authTimer);
       session.authTimer = undefined;
       if (!admit(session)) return;
+    } else if (expired(session)) {
+      // the wheel fires up to a tick late: a command arriving meanwhile is not run
+      expire(session);
+      return;
+    } else if (frame.auth !== undefined && !renew(session, frame.auth.token)) {
+      return;
     }
     for (const cmd of frame.cmds) {
       if (!session.open) return;
@@ -259,6 +321,7 @@ export function registerWsApi(app: TemplatedApp, s: Services): SubscriptionRegis
       if (s.metrics) s.metrics.websockets--;
       session.open = false;
       clearTimeout(session.authTimer);
+      session.expiry?.cancel();
       authenticated.delete(session);
       registry.removeSession(session);
       if (session.counted && session.principal !== undefined) {

@@ -23,7 +23,7 @@ import type { PollHandle } from '../../rpc/longpoll.js';
 import { quoted } from '../../status/failures.js';
 import type { MqttCloseReason, MqttCounters } from '../../status/metrics.js';
 import type { DeviceRecord } from '../../store/entities.js';
-import { type MqttConnection, PUBREC_FLAG, type PacketSink } from './connection.js';
+import { type MqttConnection, PUBREC_FLAG, type PacketSink, peerAddress } from './connection.js';
 import {
   type DeviceContext,
   type PublishOutcome,
@@ -43,7 +43,7 @@ import {
   isGatewayWrite,
   ownersDiffer,
 } from './gateway-topics.js';
-import { mqttLogin } from './login.js';
+import { type LoginGuard, guardedLogin } from './login.js';
 import { PROVISION_USERNAME, handleProvisionPublish } from './provision.js';
 import type { RegisteredSession, SessionRegistry } from './registry.js';
 
@@ -76,8 +76,10 @@ export interface SessionDeps {
   readonly registry: SessionRegistry;
   readonly counters: MqttCounters;
   readonly maxInflight: number;
-  /** called once per refused CONNECT (the listener logs bursts) */
+  /** called once per refused connection (the listener logs bursts) */
   readonly refused: (why: string) => void;
+  /** failed CONNECTs per credential and per address (login.ts) */
+  readonly throttle: LoginGuard['throttle'];
   /** the connection is gone (the listener forgets it) */
   readonly closed?: (conn: MqttConnection) => void;
 }
@@ -215,14 +217,20 @@ export class MqttSession implements PacketSink, RegisteredSession {
     if (p.username === PROVISION_USERNAME || p.clientId === PROVISION_USERNAME) {
       this.role = 'provision';
     } else {
-      const d = mqttLogin(this.deps.s.entities, {
-        clientId: p.clientId ?? '',
-        username: p.username,
-        password: p.password,
-        certificate: peerCertificate(c.socket),
-      });
+      const failures = this.deps.s.failures;
+      const d = guardedLogin(
+        this.deps.s.entities,
+        { throttle: this.deps.throttle, failures },
+        {
+          clientId: p.clientId ?? '',
+          username: p.username,
+          password: p.password,
+          certificate: peerCertificate(c.socket),
+        },
+        peerAddress(c.socket),
+      );
       if (!('entityType' in d)) {
-        this.deps.refused(d.why);
+        if (failures === undefined) this.deps.refused(d.why);
         c.send(
           v5
             ? { cmd: 'connack', sessionPresent: false, reasonCode: d.reasonCode }

@@ -1,17 +1,20 @@
 /**
  * The MQTT listeners (docs/mqtt.md): plain on `mqtt.port`, TLS with the daemon's certificate on
  * `mqtt.tlsPort`, in the daemon's process and event loop, sharing its store, bus, RPC broker and auth.
- * Ports are exclusive (a taken port stops the start, as HTTP's). Connections beyond `mqtt.maxConnections`
- * are closed on accept; one sweep a second closes connections silent for 1.5 × their keep-alive and those
+ * Ports are exclusive (a taken port stops the start, as HTTP's). Connections beyond `mqtt.maxConnections`, or
+ * beyond `mqtt.maxConnectionsPerAddress` from one address, are closed on accept (a connection counts from its
+ * accept, before CONNECT and before a TLS handshake, so one address holding silent sockets cannot keep other
+ * devices out); one sweep a second closes connections silent for 1.5 × their keep-alive and those
  * that sent no CONNECT in time. Refusals are logged once per burst, not per connection.
  */
 import { readFileSync } from 'node:fs';
 import { type Server, type Socket, createServer } from 'node:net';
 import { createServer as createTlsServer } from 'node:tls';
+import { LoginThrottle } from '../../auth/throttle.js';
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
 import type { MqttCounters } from '../../status/metrics.js';
-import { MqttConnection, ParserPool } from './connection.js';
+import { MqttConnection, ParserPool, peerAddress } from './connection.js';
 import { SessionRegistry } from './registry.js';
 import { MqttSession } from './device-session.js';
 
@@ -62,13 +65,39 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
   const cfg = s.config.mqtt;
   const host = cfg.host === '' ? s.config.host : cfg.host;
   const registry = new SessionRegistry(s.bus);
-  const connections = new Set<MqttConnection>();
+  /** open connections and the address each counts against (undefined: counted by its TLS socket's TCP socket) */
+  const connections = new Map<MqttConnection, string | undefined>();
+  /** open connections per remote address (only addresses holding some) */
+  const perAddress = new Map<string, number>();
   const refused = refusalLog((m) => s.log.warn(m));
+  /** Counts `socket` against its address: the address, or undefined (the socket destroyed) at the cap. */
+  const admitAddress = (socket: Socket): string | undefined => {
+    const address = peerAddress(socket);
+    const n = perAddress.get(address) ?? 0;
+    if (cfg.maxConnectionsPerAddress > 0 && n >= cfg.maxConnectionsPerAddress) {
+      counters.closed.addressLimit++;
+      refused(`mqtt.maxConnectionsPerAddress ${cfg.maxConnectionsPerAddress} reached by ${address}`);
+      socket.destroy();
+      return undefined;
+    }
+    perAddress.set(address, n + 1);
+    return address;
+  };
+  const releaseAddress = (address: string): void => {
+    const n = (perAddress.get(address) ?? 1) - 1;
+    if (n <= 0) perAddress.delete(address);
+    else perAddress.set(address, n);
+  };
   const closed = (conn: MqttConnection): void => {
+    if (!connections.has(conn)) return;
+    const address = connections.get(conn);
     connections.delete(conn);
+    if (address !== undefined) releaseAddress(address);
     counters.connections = connections.size;
   };
-  const deps = { s, registry, counters, maxInflight: cfg.maxInflight, refused, closed };
+  // MQTT's own counts: a device's user name is not a user's email, and guesses here do not lock REST logins out
+  const throttle = new LoginThrottle();
+  const deps = { s, registry, counters, maxInflight: cfg.maxInflight, refused, closed, throttle };
   const parsers = new ParserPool();
   const limits = { maxPayloadBytes: cfg.maxPayloadBytes, maxOutboundBytes: cfg.maxOutboundBytes };
   // TB's client-side RPC `getSessionLimits`: TB's Python SDK and IoT Gateway ask it after connecting and size
@@ -81,16 +110,22 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
   });
   s.rpc.registerClientRpc('getSessionLimits', () => sessionLimits);
 
-  const accept = (socket: Socket): void => {
+  /** `tls`: its TCP socket already counts against the address (from before the handshake) */
+  const accept = (socket: Socket, tls: boolean): void => {
     if (connections.size >= cfg.maxConnections) {
       counters.closed.limit++;
       refused(`mqtt.maxConnections ${cfg.maxConnections} reached`);
       socket.destroy();
       return;
     }
+    let address: string | undefined;
+    if (!tls) {
+      address = admitAddress(socket);
+      if (address === undefined) return;
+    }
     const conn = new MqttConnection(socket, limits, counters, parsers, Date.now());
     conn.attach(new MqttSession(conn, deps));
-    connections.add(conn);
+    connections.set(conn, address);
     counters.accepted++;
     counters.connections = connections.size;
   };
@@ -100,7 +135,7 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
   let tlsPort = 0;
   try {
     if (cfg.port !== 0) {
-      const server = createServer({ noDelay: true }, accept);
+      const server = createServer({ noDelay: true }, (socket) => accept(socket, false));
       servers.push(server);
       port = await listen(server, host, cfg.port, 'MQTT', (m) => s.log.error(m));
     }
@@ -113,9 +148,16 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
           key: readFileSync(s.config.tls.key),
           requestCert: true,
           rejectUnauthorized: false,
+          // a handshake is bounded as a CONNECT is (Node's default: 120 s)
+          handshakeTimeout: cfg.connectTimeoutMs,
         },
-        accept,
+        (socket) => accept(socket, true),
       );
+      // counted from the TCP accept, before the handshake: a socket that never completes one holds a place too
+      server.on('connection', (socket: Socket) => {
+        const address = admitAddress(socket);
+        if (address !== undefined) socket.once('close', () => releaseAddress(address));
+      });
       // a failed TLS handshake is the client's problem, not the daemon's
       server.on('tlsClientError', () => undefined);
       servers.push(server);
@@ -131,7 +173,7 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
 
   const sweep = setInterval(() => {
     const now = Date.now();
-    for (const c of connections) {
+    for (const c of connections.keys()) {
       if (!c.connected) {
         if (now - c.openedAt > cfg.connectTimeoutMs) c.close('connectTimeout');
       } else if (c.keepAliveMs > 0 && now - c.lastSeen > c.keepAliveMs) {
@@ -147,7 +189,7 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
     async close() {
       clearInterval(sweep);
       const closed = servers.map((srv) => new Promise<void>((r) => srv.close(() => r())));
-      for (const c of connections) c.close();
+      for (const c of connections.keys()) c.close();
       registry.close();
       await Promise.all(closed);
     },
