@@ -7,9 +7,9 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t, { type Test } from 'tap';
-import { addDevice, http, startGateway, tempDir } from './helpers/server.js';
-import { addUser, authHeaders, login } from './helpers/users.js';
-import { WsClient, wsUrl } from './helpers/ws.js';
+import { addDevice, http, startGateway, tempDir } from '../../helpers/server.js';
+import { addUser, authHeaders, login } from '../../helpers/users.js';
+import { WsClient, wsUrl } from '../../helpers/ws.js';
 
 const TTL_SEC = 3;
 const dir = tempDir(t);

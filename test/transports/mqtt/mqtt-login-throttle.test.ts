@@ -7,8 +7,8 @@
  * outpost_failures_total. Linux's loopback answers from any 127/8 address: each case has addresses of its own.
  */
 import t from 'tap';
-import { connackFrom, mqttPorts } from './helpers/mqtt.js';
-import { type Gateway, addDevice, http, startGateway } from './helpers/server.js';
+import { connackFrom, mqttPorts } from '../../helpers/mqtt.js';
+import { type Gateway, addDevice, http, startGateway } from '../../helpers/server.js';
 
 function metric(text: string, kind: string): number {
   const m = new RegExp(`^outpost_failures_total\\{kind="${kind}"\\} (\\d+)$`, 'm').exec(text);

@@ -10,9 +10,9 @@ import { join } from 'node:path';
 import { connect as tlsConnect } from 'node:tls';
 import mqttPacket from 'mqtt-packet';
 import t from 'tap';
-import { adminHeaders, hasBinary, latest, mqttPorts, run } from './helpers/mqtt.js';
-import { addDevice, http, startGateway, tempDir } from './helpers/server.js';
-import { hasOpenssl, selfSignedCert } from './helpers/tls.js';
+import { adminHeaders, hasBinary, latest, mqttPorts, run } from '../../helpers/mqtt.js';
+import { addDevice, http, startGateway, tempDir } from '../../helpers/server.js';
+import { hasOpenssl, selfSignedCert } from '../../helpers/tls.js';
 
 const HELD = 40;
 const dir = tempDir(t);
