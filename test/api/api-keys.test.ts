@@ -387,4 +387,17 @@ t.test("a deleted user's keys stop at once", async (t) => {
     10,
     'gone',
   );
+  // then removed with the user's other data, in the background (a bounded wait on the data dir's list)
+  const listed = (): Promise<Array<{ id: { id: string } }>> =>
+    cliJson<Array<{ id: { id: string } }>>(['apikey', 'list', '--data-dir', gw.dataDir, '--json']);
+  const deadline = Date.now() + 60_000;
+  let left = await listed();
+  while (left.some((x) => x.id.id === k.id.id) && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    left = await listed();
+  }
+  t.notOk(
+    left.some((x) => x.id.id === k.id.id),
+    "the deleted user's key is removed from the store",
+  );
 });
