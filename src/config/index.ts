@@ -263,6 +263,12 @@ export const DEFAULTS = {
     /** TB device provisioning on this Outpost (`POST /api/v1/provision`, docs/api.md); empty = refused. */
     key: '',
     secret: '',
+    /** provisioning requests from one address a minute; more are refused for a minute (0 = no cap) */
+    maxPerAddressPerMinute: 300,
+    /** provisioning requests naming one key a minute; more are refused for a minute (0 = no cap) */
+    maxPerKeyPerMinute: 600,
+    /** devices one key creates in an hour; more are refused for an hour (0 = no cap) */
+    maxDevicesPerKeyPerHour: 1_000,
   },
   /** 'info' logs one line per lifecycle event; 'debug' adds per-request detail. */
   logLevel: 'info' as 'info' | 'debug' | 'silent',
@@ -410,6 +416,15 @@ function validate(c: Config): void {
       'CONFIG_INVALID',
       `config: "sync.url" must start with http://, https://, mqtt:// or mqtts://, got ${JSON.stringify(c.sync.url)}`,
     );
+  }
+  const caps: Array<[string, number]> = [
+    ['provision.maxPerAddressPerMinute', c.provision.maxPerAddressPerMinute],
+    ['provision.maxPerKeyPerMinute', c.provision.maxPerKeyPerMinute],
+    ['provision.maxDevicesPerKeyPerHour', c.provision.maxDevicesPerKeyPerHour],
+  ];
+  for (const [name, v] of caps) {
+    if (!Number.isInteger(v) || v < 0)
+      throw new OutpostError('CONFIG_INVALID', `config: "${name}" must be an integer >= 0 (0 = no cap), got ${v}`);
   }
   if (!(c.sync.maxPointsPerSec >= 0))
     throw new OutpostError('CONFIG_INVALID', `config: "sync.maxPointsPerSec" must be >= 0`);

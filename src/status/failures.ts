@@ -11,13 +11,14 @@
  */
 
 /** What failed, one counter and one log stream each. */
-export type FailureKind = 'login' | 'loginThrottled' | 'deviceToken' | 'mqttPayload' | 'mqttTopic';
+export type FailureKind = 'login' | 'loginThrottled' | 'deviceToken' | 'mqttPayload' | 'mqttTopic' | 'provision';
 export const FAILURE_KINDS: readonly FailureKind[] = [
   'login',
   'loginThrottled',
   'deviceToken',
   'mqttPayload',
   'mqttTopic',
+  'provision',
 ];
 
 /** what a kind's summary line says came again */
@@ -27,6 +28,7 @@ const SUMMARY: Record<FailureKind, string> = {
   deviceToken: 'requests with an unknown device access token',
   mqttPayload: 'MQTT publishes with a bad payload',
   mqttTopic: 'MQTT publishes to unknown topics',
+  provision: 'provisioning requests refused by the rate limits',
 };
 
 /** the least time between two log lines of one kind */
@@ -45,7 +47,7 @@ interface KindState {
 export type FailureCounts = Record<FailureKind, number>;
 
 export function emptyFailureCounts(): FailureCounts {
-  return { login: 0, loginThrottled: 0, deviceToken: 0, mqttPayload: 0, mqttTopic: 0 };
+  return { login: 0, loginThrottled: 0, deviceToken: 0, mqttPayload: 0, mqttTopic: 0, provision: 0 };
 }
 
 export class FailureLog {
