@@ -246,6 +246,13 @@ export const DEFAULTS = {
     host: '',
     /** observations (a device's shared attributes or RPCs) open at once; one more is answered as a plain GET */
     maxObservations: 20_000,
+    /** observations registered from one address; one more is answered as a plain GET (0 = no cap) */
+    maxObservationsPerAddress: 1_000,
+    /**
+     * ms; an observer not asked to acknowledge a notification for this long gets a CON one (RFC 7641 section 4.5:
+     * at least every 24 h); one that answers RST or nothing is dropped
+     */
+    observeCheckMs: 86_400_000,
     /** answered exchanges remembered for duplicate detection (the oldest forgotten first) */
     maxExchanges: 20_000,
     /** requests in progress (waiting for a commit or an RPC answer); one more is answered 5.03 */
@@ -391,6 +398,7 @@ function validate(c: Config): void {
     ['coap.maxBodyBytes', c.coap.maxBodyBytes],
     ['coap.piggybackMs', c.coap.piggybackMs],
     ['coap.exchangeLifetimeMs', c.coap.exchangeLifetimeMs],
+    ['coap.observeCheckMs', c.coap.observeCheckMs],
   ];
   for (const [name, v] of positive) {
     if (!Number.isFinite(v) || v <= 0)
@@ -418,6 +426,7 @@ function validate(c: Config): void {
     );
   }
   const caps: Array<[string, number]> = [
+    ['coap.maxObservationsPerAddress', c.coap.maxObservationsPerAddress],
     ['provision.maxPerAddressPerMinute', c.provision.maxPerAddressPerMinute],
     ['provision.maxPerKeyPerMinute', c.provision.maxPerKeyPerMinute],
     ['provision.maxDevicesPerKeyPerHour', c.provision.maxDevicesPerKeyPerHour],

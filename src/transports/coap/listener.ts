@@ -167,10 +167,15 @@ export async function startCoap(s: Services, counters: CoapCounters): Promise<Co
   };
 
   let endpoint: CoapEndpoint | undefined;
-  const observations = new ObservationRegistry(s, cfg.maxObservations, counters, (o, a, settled) => {
+  const limits = {
+    max: cfg.maxObservations,
+    maxPerAddress: cfg.maxObservationsPerAddress,
+    checkMs: cfg.observeCheckMs,
+  };
+  const observations = new ObservationRegistry(s, limits, counters, (o, a, settled, confirmable = o.confirmable) => {
     const out = sized(a, { peerUri: peerUriOf(o.peer, o.uri) }, undefined);
     if (endpoint === undefined) settled?.(false);
-    else endpoint.send1(o.peer, o.token, o.confirmable, out, o.tag, settled);
+    else endpoint.send1(o.peer, o.token, confirmable, out, o.tag, settled);
   });
   const hold = (h: PollHandle): (() => void) => {
     held.add(h);

@@ -11,7 +11,6 @@ import { OutpostError, asOutpostError } from '../../errors.js';
 import { parseTelemetryBody } from '../../ingest/fastpath.js';
 import { isJsonObject, stringifyJson } from '../../ingest/json.js';
 import { parseAttributes, parseBody } from '../../ingest/payload.js';
-import { attributeUpdateBody } from '../../rpc/broker.js';
 import type { PollHandle } from '../../rpc/longpoll.js';
 import type { DeviceRecord } from '../../store/entities.js';
 import { type Answer, CONTENT_JSON, uintOption } from './codec.js';
@@ -180,26 +179,12 @@ export class CoapResources {
     if (o === undefined) {
       // no room: answered as a plain GET (RFC 7641 section 4.1), without Observe
       if (resource === 'rpc') return { code: '5.03', payload: Buffer.from('too many observations') };
-      return answer('2.05', this.sharedJson(device.id));
+      return answer('2.05', this.observations.sharedJson(device.id));
     }
     req.registered(() => this.observations.activate(o));
     const obs0 = [{ name: 'Observe', value: uintOption(0) }];
     if (resource === 'rpc') return { code: '2.03', options: obs0 };
-    return { ...answer('2.05', this.sharedJson(device.id)), options: obs0 };
-  }
-
-  /**
-   * Every shared attribute as one flat object, the shape of a change notification: `{"k":v,..}`, `{}` when there
-   * is none. ThingsBoard's own CoAP tests compare the Observe 0 answer to exactly this (not the read's
-   * `{"shared":{..}}`), so a client handles the first answer and every later one with the same code.
-   */
-  private sharedJson(deviceId: string): string {
-    const shared = this.s.attributes.get(deviceId, 'SHARED_SCOPE');
-    if (shared.length === 0) return '{}';
-    return attributeUpdateBody(
-      shared.map((a) => [a.key, a.value] as const),
-      [],
-    );
+    return { ...answer('2.05', this.observations.sharedJson(device.id)), options: obs0 };
   }
 
   private clientRpc(device: DeviceRecord, req: CoapRequest): Promise<Answer> {
