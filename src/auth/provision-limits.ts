@@ -25,7 +25,8 @@ export class ProvisionGuard {
 
   /** false: `address` is refused now; else the request is counted */
   address(address: string, t: number): boolean {
-    return admit(this.byAddress, address, t);
+    // an IPv4 client of a dual-stack socket shows as ::ffff:a.b.c.d on some transports: one address for all
+    return admit(this.byAddress, address.startsWith('::ffff:') ? address.slice(7) : address, t);
   }
 
   /** false: the key (by the id of what owns it) is refused now; else the request is counted */
