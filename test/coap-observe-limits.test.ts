@@ -61,8 +61,14 @@ t.test('a NON observer gets a CON notification once per coap.observeCheckMs; an 
   t.equal(probe.code, '2.05');
   t.same(JSON.parse(probe.payload.toString()), {}, 'the current state, the shape of the first answer');
   t.ok((readUint(opt(probe, 'Observe')) ?? 0) > 0, 'with the next Observe number');
+  const seq = readUint(opt(probe, 'Observe')) ?? 0;
+  const next = await c.waitFor(
+    (p) => p.confirmable && p.token.equals(reg.token) && (readUint(opt(p, 'Observe')) ?? 0) > seq,
+    10_000,
+    from,
+  );
+  t.equal(next.code, '2.05', 'acknowledged: still registered, probed again a period later');
   await observations(gw, admin, (n) => n === 1);
-  t.pass('acknowledged: still registered');
   forgetful(c);
   await observations(gw, admin, (n) => n === 0);
   t.pass('an RST to the next probe ends the observation');
