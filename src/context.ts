@@ -3,6 +3,7 @@
  * need from here; nothing reaches into another module's internals.
  */
 import type { AuthService } from './auth/index.js';
+import type { ProvisionGuard } from './auth/provision-limits.js';
 import type { EventBus } from './bus/index.js';
 import type { Config } from './config/index.js';
 import type { TelemetryIngest } from './ingest/service.js';
@@ -55,6 +56,8 @@ export interface Services {
   readonly writeBudget?: WriteBudget;
   /** failed logins, unknown tokens, bad publishes: counted and logged a line a minute (status/failures.ts); absent in unit tests */
   readonly failures?: FailureLog;
+  /** provisioning's rate limits per address and key (auth/provision-limits.ts); absent in unit tests */
+  readonly provisionGuard?: ProvisionGuard;
   /** the clock; tests substitute a fake one */
   readonly now: () => number;
 }

@@ -30,6 +30,7 @@ import { RpcBroker } from './rpc/broker.js';
 import { LmdbDepthStore } from './store/depth.js';
 import { registerMetricsHead, registerStatusApi } from './api/status/index.js';
 import { FailureLog } from './status/failures.js';
+import { ProvisionGuard } from './auth/provision-limits.js';
 import { Metrics } from './status/metrics.js';
 import { registerSyncApi } from './api/sync/index.js';
 import { OutboxRecorder } from './store/outbox.js';
@@ -188,6 +189,7 @@ export async function startServer(
     ...(sync === undefined ? {} : { sync }),
     rpc,
     failures,
+    provisionGuard: new ProvisionGuard(config.provision),
     now: Date.now,
   };
 

@@ -6,6 +6,8 @@
  * Logins refused while locked are not counted (they would keep the lock going for as long as a flood lasts), and
  * a successful login clears its username's and address's failures.
  *
+ * The counting itself (WindowLimit) is shared with provisioning's rate limits (device/provision.ts).
+ *
  * Bounded memory: at most MAX_TRACKED usernames and as many addresses are tracked; past that the entry seen
  * least recently goes (a flood of made-up usernames or addresses cannot grow the maps).
  */
@@ -30,67 +32,104 @@ export interface LoginLock {
 }
 
 export class LoginThrottle {
-  private readonly users = new Map<string, Failures>();
-  private readonly addresses = new Map<string, Failures>();
+  private readonly users: WindowLimit;
+  private readonly addresses: WindowLimit;
 
   constructor(
     private readonly now: () => number = Date.now,
-    private readonly limits = {
+    limits = {
       maxFailures: MAX_FAILURES,
       windowMs: FAILURE_WINDOW_MS,
       lockMs: LOCK_MS,
       maxTracked: MAX_TRACKED,
     },
-  ) {}
+  ) {
+    const window = { max: limits.maxFailures, windowMs: limits.windowMs, lockMs: limits.lockMs };
+    this.users = new WindowLimit(window, limits.maxTracked);
+    this.addresses = new WindowLimit(window, limits.maxTracked);
+  }
 
   /** The lock that refuses a login of `username` from `address` now, if any. */
   locked(username: string, address: string): LoginLock | undefined {
     const t = this.now();
-    const u = this.users.get(userKey(username));
-    if (u !== undefined && u.lockedUntil > t) return { by: 'user', retryAfterMs: u.lockedUntil - t };
-    const a = this.addresses.get(address);
-    if (a !== undefined && a.lockedUntil > t) return { by: 'address', retryAfterMs: a.lockedUntil - t };
+    const byUser = this.users.lockedFor(userKey(username), t);
+    if (byUser > 0) return { by: 'user', retryAfterMs: byUser };
+    const byAddress = this.addresses.lockedFor(address, t);
+    if (byAddress > 0) return { by: 'address', retryAfterMs: byAddress };
     return undefined;
   }
 
   /** A wrong password (or unknown user): counted for both; returns the lock it starts, if it starts one. */
   failed(username: string, address: string): LoginLock | undefined {
     const t = this.now();
-    const byUser = this.count(this.users, userKey(username), t);
-    const byAddress = this.count(this.addresses, address, t);
-    if (byUser) return { by: 'user', retryAfterMs: this.limits.lockMs };
-    if (byAddress) return { by: 'address', retryAfterMs: this.limits.lockMs };
+    const byUser = this.users.count(userKey(username), t);
+    const byAddress = this.addresses.count(address, t);
+    if (byUser) return { by: 'user', retryAfterMs: this.users.lockMs };
+    if (byAddress) return { by: 'address', retryAfterMs: this.addresses.lockMs };
     return undefined;
   }
 
   succeeded(username: string, address: string): void {
-    this.users.delete(userKey(username));
-    this.addresses.delete(address);
+    this.users.clear(userKey(username));
+    this.addresses.clear(address);
   }
 
   /** entries tracked, usernames and addresses (for tests of the bound) */
   get tracked(): number {
     return this.users.size + this.addresses.size;
   }
+}
 
-  /** Counts one failure under `key`; true when it starts a lock. */
-  private count(map: Map<string, Failures>, key: string, t: number): boolean {
+/**
+ * Events counted per key (a username, an address, a provisioning key) in fixed windows: the `max`th within
+ * `windowMs` locks the key for `lockMs`, and the next window starts when the lock ends. Events while locked are
+ * the caller's to refuse, not to count. At most `maxTracked` keys, the one seen least recently dropped first.
+ */
+export class WindowLimit {
+  private readonly map = new Map<string, Failures>();
+
+  constructor(
+    private readonly limits: { readonly max: number; readonly windowMs: number; readonly lockMs: number },
+    private readonly maxTracked: number = MAX_TRACKED,
+  ) {}
+
+  get lockMs(): number {
+    return this.limits.lockMs;
+  }
+
+  get size(): number {
+    return this.map.size;
+  }
+
+  /** ms `key` stays locked from `t` on; 0: not locked */
+  lockedFor(key: string, t: number): number {
+    const f = this.map.get(key);
+    return f !== undefined && f.lockedUntil > t ? f.lockedUntil - t : 0;
+  }
+
+  /** Counts one event under `key`; true when it starts a lock. */
+  count(key: string, t: number): boolean {
+    const map = this.map;
     let f = map.get(key);
     if (f !== undefined) map.delete(key);
     if (f === undefined || (t - f.windowStart >= this.limits.windowMs && f.lockedUntil <= t))
       f = { count: 0, windowStart: t, lockedUntil: 0 };
     // re-inserted: the Map's order is the order entries were last seen, the oldest first
     map.set(key, f);
-    while (map.size > this.limits.maxTracked) map.delete(map.keys().next().value as string);
+    while (map.size > this.maxTracked) map.delete(map.keys().next().value as string);
     f.count++;
-    if (f.count >= this.limits.maxFailures && f.lockedUntil <= t) {
+    if (f.count >= this.limits.max && f.lockedUntil <= t) {
       f.lockedUntil = t + this.limits.lockMs;
-      // the next window starts when the lock ends: its failures start counting afresh
+      // the next window starts when the lock ends: its events start counting afresh
       f.windowStart = f.lockedUntil;
       f.count = 0;
       return true;
     }
     return false;
+  }
+
+  clear(key: string): void {
+    this.map.delete(key);
   }
 }
 

@@ -252,6 +252,13 @@ export const DEFAULTS = {
     host: '',
     /** observations (a device's shared attributes or RPCs) open at once; one more is answered as a plain GET */
     maxObservations: 20_000,
+    /** observations registered from one address; one more is answered as a plain GET (0 = no cap) */
+    maxObservationsPerAddress: 1_000,
+    /**
+     * ms; an observer not asked to acknowledge a notification for this long gets a CON one (RFC 7641 section 4.5:
+     * at least every 24 h); one that answers RST or nothing is dropped
+     */
+    observeCheckMs: 86_400_000,
     /** answered exchanges remembered for duplicate detection (the oldest forgotten first) */
     maxExchanges: 20_000,
     /** requests in progress (waiting for a commit or an RPC answer); one more is answered 5.03 */
@@ -269,6 +276,12 @@ export const DEFAULTS = {
     /** TB device provisioning on this Outpost (`POST /api/v1/provision`, docs/api.md); empty = refused. */
     key: '',
     secret: '',
+    /** provisioning requests from one address a minute; more are refused for a minute (0 = no cap) */
+    maxPerAddressPerMinute: 300,
+    /** provisioning requests naming one key a minute; more are refused for a minute (0 = no cap) */
+    maxPerKeyPerMinute: 600,
+    /** devices one key creates in an hour; more are refused for an hour (0 = no cap) */
+    maxDevicesPerKeyPerHour: 1_000,
   },
   /** 'info' logs one line per lifecycle event; 'debug' adds per-request detail. */
   logLevel: 'info' as 'info' | 'debug' | 'silent',
@@ -391,6 +404,7 @@ function validate(c: Config): void {
     ['coap.maxBodyBytes', c.coap.maxBodyBytes],
     ['coap.piggybackMs', c.coap.piggybackMs],
     ['coap.exchangeLifetimeMs', c.coap.exchangeLifetimeMs],
+    ['coap.observeCheckMs', c.coap.observeCheckMs],
   ];
   for (const [name, v] of positive) {
     if (!Number.isFinite(v) || v <= 0)
@@ -417,12 +431,17 @@ function validate(c: Config): void {
       `config: "sync.url" must start with http://, https://, mqtt:// or mqtts://, got ${JSON.stringify(c.sync.url)}`,
     );
   }
-  const perAddress = c.mqtt.maxConnectionsPerAddress;
-  if (!Number.isInteger(perAddress) || perAddress < 0)
-    throw new OutpostError(
-      'CONFIG_INVALID',
-      `config: "mqtt.maxConnectionsPerAddress" must be an integer >= 0 (0 = no cap), got ${perAddress}`,
-    );
+  const caps: Array<[string, number]> = [
+    ['mqtt.maxConnectionsPerAddress', c.mqtt.maxConnectionsPerAddress],
+    ['coap.maxObservationsPerAddress', c.coap.maxObservationsPerAddress],
+    ['provision.maxPerAddressPerMinute', c.provision.maxPerAddressPerMinute],
+    ['provision.maxPerKeyPerMinute', c.provision.maxPerKeyPerMinute],
+    ['provision.maxDevicesPerKeyPerHour', c.provision.maxDevicesPerKeyPerHour],
+  ];
+  for (const [name, v] of caps) {
+    if (!Number.isInteger(v) || v < 0)
+      throw new OutpostError('CONFIG_INVALID', `config: "${name}" must be an integer >= 0 (0 = no cap), got ${v}`);
+  }
   if (!(c.sync.maxPointsPerSec >= 0))
     throw new OutpostError('CONFIG_INVALID', `config: "sync.maxPointsPerSec" must be >= 0`);
   if (!Number.isInteger(c.sync.concurrency))

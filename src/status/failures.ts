@@ -19,7 +19,8 @@ export type FailureKind =
   | 'mqttLogin'
   | 'mqttLoginThrottled'
   | 'mqttPayload'
-  | 'mqttTopic';
+  | 'mqttTopic'
+  | 'provision';
 export const FAILURE_KINDS: readonly FailureKind[] = [
   'login',
   'loginThrottled',
@@ -28,6 +29,7 @@ export const FAILURE_KINDS: readonly FailureKind[] = [
   'mqttLoginThrottled',
   'mqttPayload',
   'mqttTopic',
+  'provision',
 ];
 
 /** what a kind's summary line says came again */
@@ -39,6 +41,7 @@ const SUMMARY: Record<FailureKind, string> = {
   mqttLoginThrottled: 'MQTT CONNECTs refused while throttled',
   mqttPayload: 'MQTT publishes with a bad payload',
   mqttTopic: 'MQTT publishes to unknown topics',
+  provision: 'provisioning requests refused by the rate limits',
 };
 
 /** the least time between two log lines of one kind */
@@ -65,6 +68,7 @@ export function emptyFailureCounts(): FailureCounts {
     mqttLoginThrottled: 0,
     mqttPayload: 0,
     mqttTopic: 0,
+    provision: 0,
   };
 }
 

@@ -91,9 +91,10 @@ export class CoapTestClient {
     });
   }
 
-  static async open(t: { teardown(fn: () => void): void }, port: number): Promise<CoapTestClient> {
+  /** `from`: the loopback address to send from (all of 127.0.0.0/8 is loopback on Linux) */
+  static async open(t: { teardown(fn: () => void): void }, port: number, from = '127.0.0.1'): Promise<CoapTestClient> {
     const s = createSocket('udp4');
-    await new Promise<void>((r) => s.bind(0, '127.0.0.1', () => r()));
+    await new Promise<void>((r) => s.bind(0, from, () => r()));
     const c = new CoapTestClient(s, port);
     t.teardown(() => s.close());
     return c;

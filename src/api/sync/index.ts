@@ -7,12 +7,14 @@ import type { Services } from '../../context.js';
 import type { HttpContext, HttpRouter, Reply } from '../../uws/adapter.js';
 import { json } from '../../uws/adapter.js';
 import { provisionDevice } from '../../device/provision.js';
-import { parseBody } from '../../ingest/payload.js';
 import { SYNC_OFF } from '../../upstream/status.js';
 import { principalOf } from '../principal.js';
 
 function provision(s: Services) {
-  return async (ctx: HttpContext): Promise<Reply> => json(await provisionDevice(s, parseBody(await ctx.body())));
+  return async (ctx: HttpContext): Promise<Reply> => {
+    const address = ctx.remoteAddress();
+    return json(await provisionDevice(s, await ctx.body(), address));
+  };
 }
 
 export function registerSyncApi(router: HttpRouter, s: Services): void {

@@ -112,6 +112,11 @@ export interface Answer {
   readonly contentFormat?: number | undefined;
   /** extra options (Observe, Block1, Block2, Size1, Max-Age), in any order: coap-packet sorts them */
   readonly options?: Array<{ name: string; value: Buffer }>;
+  /**
+   * the answer to a request that proved nothing (no known device token, no provisioning secret): it goes out
+   * with no more bytes than the request carried (`within`), so a spoofed source gains nothing by reflection
+   */
+  readonly unproven?: boolean;
 }
 
 export interface Envelope {
@@ -119,6 +124,23 @@ export interface Envelope {
   readonly token: Buffer;
   readonly confirmable?: boolean;
   readonly ack?: boolean;
+}
+
+/**
+ * `a` cut to at most `limit` bytes with a token of `tokenLength` (the request's size: an answer to a datagram
+ * that proved nothing is never larger than it). A diagnostic text is cut short; a JSON body, which cut would no
+ * longer parse, is left out, and the options too when even they do not fit. The bare code always fits: the
+ * request had the same header and token.
+ */
+export function within(a: Answer, tokenLength: number, limit: number): Answer {
+  const env: Envelope = { messageId: 0, token: Buffer.alloc(tokenLength) };
+  if (encodeAnswer(env, a).length <= limit) return a;
+  const headers: Answer = a.options === undefined ? { code: a.code } : { code: a.code, options: a.options };
+  const size = encodeAnswer(env, headers).length;
+  if (size > limit) return { code: a.code };
+  const room = limit - size - 1;
+  if (a.contentFormat !== undefined || a.payload === undefined || room <= 0) return headers;
+  return { ...headers, payload: a.payload.subarray(0, room) };
 }
 
 /** One datagram: a response (piggybacked in an ACK, or a CON/NON of its own). */

@@ -13,12 +13,13 @@
  * - Sent CON/NON messages (separate answers, notifications) are matched with the peer's ACK or RST; an RST or
  *   four unanswered retransmissions of a notification end its observation (`onGone`).
  * - Empty CON (a ping) → RST; a CON that cannot be decoded → RST; anything else undecodable → nothing.
+ * - An answer marked `unproven` (and 5.03 busy) is never larger than the request datagram: no reflection gain.
  * All timing is one sweep every SWEEP_MS, not a timer per message.
  */
 import type { Socket } from 'node:dgram';
 import type { CoapCounters } from '../../status/metrics.js';
 import { AnsweredCache } from './answered.js';
-import { type Answer, type Message, decode, encodeAnswer, encodeEmpty, rawResetFor } from './codec.js';
+import { type Answer, type Message, decode, encodeAnswer, encodeEmpty, rawResetFor, within } from './codec.js';
 
 export interface Peer {
   readonly address: string;
@@ -56,6 +57,8 @@ class Pending implements Exchange {
     readonly msg: Message,
     readonly peer: Peer,
     readonly receivedAt: number,
+    /** the request datagram's bytes: the most an unproven answer may take */
+    readonly size: number,
   ) {}
 
   answer(a: Answer): void {
@@ -80,6 +83,8 @@ const MAX_RETRANSMIT = 4;
 /** ms a NON notification's id stays matched to its observation, for an RST that cancels it */
 const NON_MATCH_MS = 10_000;
 const SWEEP_MS = 100;
+
+const BUSY: Answer = Object.freeze({ code: '5.03', options: [{ name: 'Max-Age', value: Buffer.from([1]) }] });
 
 const peerKey = (p: Peer, mid: number): string => `${p.address}:${p.port}#${mid}`;
 const peerName = (p: Peer): string => `${p.address}:${p.port}`;
@@ -157,11 +162,12 @@ export class CoapEndpoint {
     }
     if (this.pending.size >= this.limits.maxPending) {
       this.counters.refused.busy++;
-      const busy: Answer = { code: '5.03', options: [{ name: 'Max-Age', value: Buffer.from([1]) }] };
+      // decided before the request is read, so before it proved anything
+      const busy = within(BUSY, msg.token.length, buf.length);
       this.send(encodeAnswer({ messageId: msg.messageId, token: msg.token, ack: msg.confirmable }, busy), peer);
       return;
     }
-    const ex = new Pending(this, who, key, msg, peer, this.now());
+    const ex = new Pending(this, who, key, msg, peer, this.now(), buf.length);
     this.pending.set(key, ex);
     this.counters.requests++;
     this.onRequest(ex);
@@ -212,11 +218,12 @@ export class CoapEndpoint {
   }
 
   /** Pending.answer: once per exchange */
-  answer(ex: Pending, a: Answer): void {
+  answer(ex: Pending, given: Answer): void {
     if (ex.answered) return;
     ex.answered = true;
     this.pending.delete(ex.key);
     const { msg, peer } = ex;
+    const a = given.unproven === true ? within(given, msg.token.length, ex.size) : given;
     if (msg.confirmable && !ex.emptyAcked) {
       const buf = encodeAnswer({ messageId: msg.messageId, token: msg.token, ack: true }, a);
       this.send(buf, peer);

@@ -167,10 +167,15 @@ export async function startCoap(s: Services, counters: CoapCounters): Promise<Co
   };
 
   let endpoint: CoapEndpoint | undefined;
-  const observations = new ObservationRegistry(s, cfg.maxObservations, counters, (o, a, settled) => {
+  const limits = {
+    max: cfg.maxObservations,
+    maxPerAddress: cfg.maxObservationsPerAddress,
+    checkMs: cfg.observeCheckMs,
+  };
+  const observations = new ObservationRegistry(s, limits, counters, (o, a, settled, confirmable = o.confirmable) => {
     const out = sized(a, { peerUri: peerUriOf(o.peer, o.uri) }, undefined);
     if (endpoint === undefined) settled?.(false);
-    else endpoint.send1(o.peer, o.token, o.confirmable, out, o.tag, settled);
+    else endpoint.send1(o.peer, o.token, confirmable, out, o.tag, settled);
   });
   const hold = (h: PollHandle): (() => void) => {
     held.add(h);
@@ -199,8 +204,10 @@ export async function startCoap(s: Services, counters: CoapCounters): Promise<Co
         ex.answer(pre.refused);
         return;
       }
+      // a provisioning upload has proved nothing yet: what it is told is cut to its size
+      const unproven = pre.device === undefined;
       if (b1 === undefined || b1.size > MAX_BLOCK) {
-        ex.answer({ code: '4.02', payload: Buffer.from('bad Block1 option') });
+        ex.answer({ code: '4.02', payload: Buffer.from('bad Block1 option'), unproven });
         return;
       }
       let a = assemblies.get(peerUri);
@@ -209,7 +216,7 @@ export async function startCoap(s: Services, counters: CoapCounters): Promise<Co
         bounded(assemblies, peerUri, a);
       } else if (a === undefined || a.bytes !== b1.num * b1.size) {
         counters.refused.blocks++;
-        ex.answer({ code: '4.08', payload: Buffer.from('block out of order or assembly unknown') });
+        ex.answer({ code: '4.08', payload: Buffer.from('block out of order or assembly unknown'), unproven });
         return;
       }
       a.parts.push(Buffer.from(msg.payload));
@@ -218,11 +225,15 @@ export async function startCoap(s: Services, counters: CoapCounters): Promise<Co
       if (a.bytes > cfg.maxBodyBytes) {
         assemblies.delete(peerUri);
         counters.refused.blocks++;
-        ex.answer({ code: '4.13', options: [{ name: 'Size1', value: uintOption(cfg.maxBodyBytes) }] });
+        ex.answer({ code: '4.13', options: [{ name: 'Size1', value: uintOption(cfg.maxBodyBytes) }], unproven });
         return;
       }
       if (b1.more) {
-        ex.answer({ code: '2.31', options: [{ name: 'Block1', value: blockOption(b1.num, true, b1.size) }] });
+        ex.answer({
+          code: '2.31',
+          options: [{ name: 'Block1', value: blockOption(b1.num, true, b1.size) }],
+          unproven,
+        });
         return;
       }
       assemblies.delete(peerUri);

@@ -1,11 +1,19 @@
 /**
  * Observations (RFC 7641) of a device's shared attributes and server-side RPCs: one per device and resource (a
- * newer registration replaces the older), at most `coap.maxObservations` in all. Shared-attribute changes come
+ * newer registration replaces the older), at most `coap.maxObservations` in all and
+ * `coap.maxObservationsPerAddress` from one address. Shared-attribute changes come
  * from the bus; RPCs from the broker, to which an RPC observation is the device's push sink (pending RPCs are
  * delivered when it registers). Each notification takes the next Observe number (24 bits); it is CON when the
  * registration was CON. An observation holds its peer, token, numbering and two detach functions, nothing else.
  * A device's deletion or a change of its credentials ends its observations from the server's side: each is sent
  * a final error notification (4.04, 4.01), which ends it at the client (RFC 7641 section 4.2).
+ *
+ * Liveness (RFC 7641 section 4.5): a NON observer never acknowledges anything, so one that went away would hold
+ * its place for good. Every observation not checked for `coap.observeCheckMs` (24 h) is sent its current state
+ * in a CON notification (a probe); one answered by an RST, or not acknowledged after the retransmissions, is
+ * dropped. Under pressure (the table 90% full) the least recently checked are probed at once, a batch a second,
+ * so that observers that are gone make room for devices that are there. The table is kept in the order
+ * observations were registered or last probed, the least recently checked first: a sweep reads only its head.
  */
 import type { Services } from '../../context.js';
 import { attributeUpdateBody } from '../../rpc/broker.js';
@@ -31,6 +39,10 @@ export interface Observation {
   /** the request's path and query, for Block2 follow-ups of a large notification */
   readonly uri: string;
   seq: number;
+  /** when it was registered or last probed (ms) */
+  checkedAt: number;
+  /** a probe awaits its ACK */
+  probing: boolean;
   detach: (() => void) | undefined;
   /**
    * the RPCs sent in CON notifications the client has yet to acknowledge: told false when the observation is
@@ -43,21 +55,45 @@ export interface Observation {
  * How notifications leave: the listener sends them (block-wise when large) through the message layer, which
  * tells `settled` whether the client acknowledged a CON one.
  */
-export type NotifySend = (o: Observation, a: Answer, settled?: (acked: boolean) => void) => void;
+export type NotifySend = (o: Observation, a: Answer, settled?: (acked: boolean) => void, confirmable?: boolean) => void;
 
 const MAX_OBSERVE = 0xffffff;
+/** the share of `coap.maxObservations` from which the least recently checked observers are probed */
+const PRESSURE = 0.9;
+/** probes sent at most per PRESSURE_MS under pressure */
+const PROBE_BATCH = 64;
+const PRESSURE_MS = 1_000;
+
+export interface ObservationLimits {
+  /** coap.maxObservations */
+  readonly max: number;
+  /** coap.maxObservationsPerAddress; 0 = no cap */
+  readonly maxPerAddress: number;
+  /** coap.observeCheckMs */
+  readonly checkMs: number;
+}
 
 export class ObservationRegistry {
+  /** the order is the order of registration or last probe: the least recently checked first */
   private readonly byKey = new Map<string, Observation>();
+  /** observations per peer address */
+  private readonly perAddress = new Map<string, number>();
   private readonly off: Array<() => void> = [];
   private serial = 0;
+  private relievedAt = Number.NEGATIVE_INFINITY;
+  /** a registration came while the table was under pressure: the next sweep probes if the last could not */
+  private wanted = false;
+  private readonly sweep: NodeJS.Timeout;
 
   constructor(
     private readonly s: Services,
-    private readonly max: number,
+    private readonly limits: ObservationLimits,
     private readonly counters: CoapCounters,
     private readonly send: NotifySend,
+    private readonly now: () => number = Date.now,
   ) {
+    this.sweep = setInterval(() => this.check(), Math.min(PRESSURE_MS, Math.max(100, limits.checkMs / 4)));
+    this.sweep.unref();
     this.off.push(
       s.bus.on('attributes', (ev) => {
         if (ev.entityType !== 'DEVICE' || ev.scope !== 'SHARED_SCOPE') return;
@@ -82,7 +118,8 @@ export class ObservationRegistry {
 
   /**
    * Registers (or replaces) the device's observation of `resource`; returns it with Observe 0 taken, or
-   * undefined when `coap.maxObservations` are open (the caller answers as to a plain GET).
+   * undefined when `coap.maxObservations` are open, or `coap.maxObservationsPerAddress` from the peer's address
+   * (the caller answers as to a plain GET).
    */
   register(
     deviceId: string,
@@ -94,7 +131,14 @@ export class ObservationRegistry {
   ): Observation | undefined {
     const key = `${deviceId}/${resource}`;
     const old = this.byKey.get(key);
-    if (old === undefined && this.byKey.size >= this.max) {
+    const { max, maxPerAddress } = this.limits;
+    if (this.byKey.size >= max * PRESSURE) this.relieve();
+    const fromAddress = this.perAddress.get(peer.address) ?? 0;
+    const sameAddress = old !== undefined && old.peer.address === peer.address;
+    if (
+      (old === undefined && this.byKey.size >= max) ||
+      (maxPerAddress > 0 && !sameAddress && fromAddress >= maxPerAddress)
+    ) {
       this.counters.refused.observations++;
       return undefined;
     }
@@ -115,10 +159,13 @@ export class ObservationRegistry {
       confirmable,
       uri,
       seq: 0,
+      checkedAt: this.now(),
+      probing: false,
       detach: undefined,
       unconfirmed: undefined,
     };
     this.byKey.set(key, o);
+    this.perAddress.set(o.peer.address, (this.perAddress.get(o.peer.address) ?? 0) + 1);
     this.counters.observations = this.byKey.size;
     return o;
   }
@@ -168,8 +215,81 @@ export class ObservationRegistry {
   }
 
   close(): void {
+    clearInterval(this.sweep);
     for (const off of this.off) off();
     for (const key of [...this.byKey.keys()]) this.remove(key);
+  }
+
+  /**
+   * The sweep, every second: observations unchecked for `coap.observeCheckMs` are probed (only the head of the
+   * table is read); under pressure, with registrations waiting, the oldest too.
+   */
+  private check(): void {
+    const before = this.now() - this.limits.checkMs;
+    for (const o of this.byKey.values()) {
+      if (o.checkedAt > before) break;
+      this.probe(o);
+    }
+    if (this.wanted && this.byKey.size >= this.limits.max * PRESSURE) this.relieve();
+  }
+
+  /**
+   * Probes a batch of the least recently checked observations, at most a batch per PRESSURE_MS, and only while
+   * registrations come (a full table of live observers is not probed for nothing).
+   */
+  private relieve(): void {
+    const t = this.now();
+    this.wanted = true;
+    if (t - this.relievedAt < PRESSURE_MS) return;
+    this.relievedAt = t;
+    this.wanted = false;
+    const batch: Observation[] = [];
+    for (const o of this.byKey.values()) {
+      if (!o.probing) batch.push(o);
+      if (batch.length >= PROBE_BATCH) break;
+    }
+    for (const o of batch) this.probe(o);
+  }
+
+  /**
+   * Sends the observation's current state as a CON notification: the shape of its registration's answer (the
+   * shared attributes, or 2.03 for rpc), which a client takes as it took that answer. An RST or no ACK ends the
+   * observation (the message layer calls `gone`); an ACK keeps it. It goes to the end of the table.
+   */
+  private probe(o: Observation): void {
+    this.byKey.delete(o.key);
+    this.byKey.set(o.key, o);
+    o.checkedAt = this.now();
+    o.probing = true;
+    o.seq = o.seq >= MAX_OBSERVE ? 1 : o.seq + 1;
+    this.counters.notifications++;
+    const options = [{ name: 'Observe', value: uintOption(o.seq) }];
+    const state: Answer =
+      o.resource === 'rpc'
+        ? { code: '2.03', options }
+        : { code: '2.05', payload: Buffer.from(this.sharedJson(o.deviceId)), contentFormat: CONTENT_JSON, options };
+    this.send(
+      o,
+      state,
+      (acked) => {
+        if (acked) o.probing = false;
+      },
+      true,
+    );
+  }
+
+  /**
+   * Every shared attribute as one flat object, the shape of a change notification: `{"k":v,..}`, `{}` when there
+   * is none. ThingsBoard's own CoAP tests compare the Observe 0 answer to exactly this (not the read's
+   * `{"shared":{..}}`), so a client handles the first answer and every later one with the same code.
+   */
+  sharedJson(deviceId: string): string {
+    const shared = this.s.attributes.get(deviceId, 'SHARED_SCOPE');
+    if (shared.length === 0) return '{}';
+    return attributeUpdateBody(
+      shared.map((a) => [a.key, a.value] as const),
+      [],
+    );
   }
 
   private notify(o: Observation, body: string, settled?: (acked: boolean) => void): void {
@@ -209,6 +329,9 @@ export class ObservationRegistry {
     const o = this.byKey.get(key);
     if (o === undefined) return;
     this.byKey.delete(key);
+    const n = (this.perAddress.get(o.peer.address) ?? 1) - 1;
+    if (n > 0) this.perAddress.set(o.peer.address, n);
+    else this.perAddress.delete(o.peer.address);
     o.detach?.();
     this.counters.observations = this.byKey.size;
   }

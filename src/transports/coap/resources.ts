@@ -6,12 +6,11 @@
  */
 import type { Services } from '../../context.js';
 import { deviceAttributesJson, keyList } from '../../device/attributes.js';
-import { provisionDevice } from '../../device/provision.js';
+import { provisionDevice, unproven } from '../../device/provision.js';
 import { OutpostError, asOutpostError } from '../../errors.js';
 import { parseTelemetryBody } from '../../ingest/fastpath.js';
 import { isJsonObject, stringifyJson } from '../../ingest/json.js';
 import { parseAttributes, parseBody } from '../../ingest/payload.js';
-import { attributeUpdateBody } from '../../rpc/broker.js';
 import type { PollHandle } from '../../rpc/longpoll.js';
 import type { DeviceRecord } from '../../store/entities.js';
 import { type Answer, CONTENT_JSON, uintOption } from './codec.js';
@@ -43,6 +42,11 @@ export type HoldFn = (h: PollHandle) => () => void;
 
 const answer = (code: string, body?: string): Answer =>
   body === undefined ? { code } : { code, payload: Buffer.from(body), contentFormat: CONTENT_JSON };
+/** refusals decided from the path alone, before any token was found: never larger than the request */
+const refusal = (code: string): Answer => Object.freeze({ code, unproven: true });
+const NO_PATH = refusal('4.04');
+const NO_METHOD = refusal('4.05');
+const NO_DEVICE = refusal('4.01');
 /** every upload's answer: one object, never changed (answers are read-only) */
 const CREATED: Answer = Object.freeze({ code: '2.01' });
 
@@ -79,12 +83,12 @@ export type Precheck = { readonly device: DeviceRecord | undefined } | { readonl
  */
 export function precheck(s: Services, req: Pick<CoapRequest, 'code' | 'path'>): Precheck {
   const p = req.path;
-  if (p[0] !== 'api' || p[1] !== 'v1') return { refused: answer('4.04') };
-  if (req.code !== GET && req.code !== POST) return { refused: answer('4.05') };
+  if (p[0] !== 'api' || p[1] !== 'v1') return { refused: NO_PATH };
+  if (req.code !== GET && req.code !== POST) return { refused: NO_METHOD };
   if (p.length === 3 && p[2] === 'provision') return { device: undefined };
   const token = p[2];
   const device = token === undefined || token === '' ? undefined : s.entities.deviceByToken(token);
-  if (device === undefined) return { refused: answer('4.01') };
+  if (device === undefined) return { refused: NO_DEVICE };
   return { device };
 }
 
@@ -102,18 +106,28 @@ export class CoapResources {
   async handle(req: CoapRequest): Promise<Answer> {
     const pre = precheck(this.s, req);
     if ('refused' in pre) return pre.refused;
+    if (pre.device === undefined) return this.provision(req);
     try {
-      if (pre.device === undefined) return await this.provision(req);
       return await this.feature(pre.device, req);
     } catch (err) {
       return errorAnswer(err);
     }
   }
 
+  /**
+   * Whatever is answered before the key and secret were found good (bad JSON, a wrong secret, a rate limit) is
+   * marked unproven: cut to the request's size, as a spoofed source's provisioning request must not be an
+   * amplifier.
+   */
   private async provision(req: CoapRequest): Promise<Answer> {
-    if (req.code !== POST) return answer('4.05');
-    const out = await provisionDevice(this.s, parseBody(req.payload));
-    return answer(out.status === 'SUCCESS' ? '2.01' : '4.00', JSON.stringify(out));
+    if (req.code !== POST) return NO_METHOD;
+    try {
+      const out = await provisionDevice(this.s, req.payload, req.peer.address);
+      const a = answer(out.status === 'SUCCESS' ? '2.01' : '4.00', JSON.stringify(out));
+      return unproven(out) ? { ...a, unproven: true } : a;
+    } catch (err) {
+      return { ...errorAnswer(err), unproven: true };
+    }
   }
 
   private async feature(device: DeviceRecord, req: CoapRequest): Promise<Answer> {
@@ -165,26 +179,12 @@ export class CoapResources {
     if (o === undefined) {
       // no room: answered as a plain GET (RFC 7641 section 4.1), without Observe
       if (resource === 'rpc') return { code: '5.03', payload: Buffer.from('too many observations') };
-      return answer('2.05', this.sharedJson(device.id));
+      return answer('2.05', this.observations.sharedJson(device.id));
     }
     req.registered(() => this.observations.activate(o));
     const obs0 = [{ name: 'Observe', value: uintOption(0) }];
     if (resource === 'rpc') return { code: '2.03', options: obs0 };
-    return { ...answer('2.05', this.sharedJson(device.id)), options: obs0 };
-  }
-
-  /**
-   * Every shared attribute as one flat object, the shape of a change notification: `{"k":v,..}`, `{}` when there
-   * is none. ThingsBoard's own CoAP tests compare the Observe 0 answer to exactly this (not the read's
-   * `{"shared":{..}}`), so a client handles the first answer and every later one with the same code.
-   */
-  private sharedJson(deviceId: string): string {
-    const shared = this.s.attributes.get(deviceId, 'SHARED_SCOPE');
-    if (shared.length === 0) return '{}';
-    return attributeUpdateBody(
-      shared.map((a) => [a.key, a.value] as const),
-      [],
-    );
+    return { ...answer('2.05', this.observations.sharedJson(device.id)), options: obs0 };
   }
 
   private clientRpc(device: DeviceRecord, req: CoapRequest): Promise<Answer> {

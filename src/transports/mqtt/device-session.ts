@@ -528,7 +528,9 @@ export class MqttSession implements PacketSink, RegisteredSession {
     const s = this.deps.s;
     if (this.role === 'provision') {
       return {
-        promise: handleProvisionPublish(s, topic, payload, (t, b) => this.publish(t, b, 'provisionResponse')),
+        promise: handleProvisionPublish(s, topic, payload, this.conn.socket.remoteAddress ?? '?', (t, b) =>
+          this.publish(t, b, 'provisionResponse'),
+        ),
         write: false,
       };
     }

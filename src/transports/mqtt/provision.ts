@@ -4,19 +4,19 @@
  */
 import type { Services } from '../../context.js';
 import { provisionDevice } from '../../device/provision.js';
-import { parseBody } from '../../ingest/payload.js';
 import { OK, type PublishOutcome, UNKNOWN_TOPIC } from './device-topics.js';
 
 export const PROVISION_USERNAME = 'provision';
 
 export async function handleProvisionPublish(
-  s: Pick<Services, 'config' | 'entities' | 'env' | 'attributes' | 'now'>,
+  s: Services,
   topic: string,
   payload: Buffer,
+  address: string,
   publish: (topic: string, body: string) => void,
 ): Promise<PublishOutcome> {
   if (topic !== '/provision/request') return UNKNOWN_TOPIC;
-  const answer = await provisionDevice(s, parseBody(payload));
+  const answer = await provisionDevice(s, payload, address);
   publish('/provision/response', JSON.stringify(answer));
   return OK;
 }
