@@ -9,9 +9,9 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { generate } from 'coap-packet';
 import t from 'tap';
-import { CoapTestClient, coapPort, opt, readUint } from './helpers/coap.js';
-import { adminHeaders } from './helpers/mqtt.js';
-import { type Gateway, type Teardown, addDevice, startGateway, tempDir, waitStatus } from './helpers/server.js';
+import { CoapTestClient, coapPort, opt, readUint } from '../../helpers/coap.js';
+import { adminHeaders } from '../../helpers/mqtt.js';
+import { type Gateway, type Teardown, addDevice, startGateway, tempDir, waitStatus } from '../../helpers/server.js';
 
 async function gateway(t: Teardown, coap: object): Promise<Gateway> {
   const dir = tempDir(t);

@@ -10,8 +10,8 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { type ParsedPacket, parse } from 'coap-packet';
 import t from 'tap';
-import { CoapTestClient, type ReqOpts, coapPort } from './helpers/coap.js';
-import { addDevice, startGateway, tempDir } from './helpers/server.js';
+import { CoapTestClient, type ReqOpts, coapPort } from '../../helpers/coap.js';
+import { addDevice, startGateway, tempDir } from '../../helpers/server.js';
 
 const dir = tempDir(t);
 writeFileSync(join(dir, 'c.json'), JSON.stringify({ provision: { key: 'pk', secret: 'ps' } }));

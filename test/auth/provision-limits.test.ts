@@ -9,9 +9,9 @@ import { request } from 'node:http';
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { CoapTestClient, coapPort } from './helpers/coap.js';
-import { Inbox, adminHeaders, granted, mqttClient } from './helpers/mqtt.js';
-import { type Gateway, type Teardown, http, startGateway, tempDir, waitLogLines } from './helpers/server.js';
+import { CoapTestClient, coapPort } from '../helpers/coap.js';
+import { Inbox, adminHeaders, granted, mqttClient } from '../helpers/mqtt.js';
+import { type Gateway, type Teardown, http, startGateway, tempDir, waitLogLines } from '../helpers/server.js';
 
 interface Answer {
   status: string;
