@@ -50,7 +50,10 @@ import { type MqttListener, startMqtt } from './transports/mqtt/listener.js';
 import { type CoapListener, startCoap } from './transports/coap/listener.js';
 
 export interface RunningServer {
+  /** the plain HTTP port (the HTTPS one when plain HTTP is off) */
   readonly port: number;
+  /** the HTTPS port, 0 = off */
+  readonly tlsPort: number;
   readonly services: Services;
   close(): Promise<void>;
 }
@@ -64,7 +67,13 @@ export async function startServer(
     if (!existsSync(f)) throw new OutpostError('CONFIG_INVALID', `TLS file not found: ${f}`);
   }
   // One daemon per port and per data dir, checked before the store is opened: a refused daemon changes nothing.
-  await checkPortFree(config.host, config.port);
+  // Plain HTTP and HTTPS side by side, as ThingsBoard serves them: a certificate adds HTTPS on its own port and
+  // leaves the plain port to the devices that speak plain HTTP (docs/configuration.md).
+  const tls = config.tls.cert !== '';
+  const plainOn = !tls || config.http.plain;
+  const tlsOn = tls && config.http.tlsPort !== 0;
+  if (plainOn) await checkPortFree(config.host, config.port);
+  if (tlsOn) await checkPortFree(config.host, Math.max(0, config.http.tlsPort));
   const mqttHost = config.mqtt.host === '' ? config.host : config.mqtt.host;
   await checkTcpPortFree(mqttHost, config.mqtt.port, 'MQTT');
   if (config.tls.cert !== '') await checkTcpPortFree(mqttHost, config.mqtt.tlsPort, 'MQTT over TLS');
@@ -189,13 +198,10 @@ export async function startServer(
     now: Date.now,
   };
 
-  let app: uws.TemplatedApp;
-  if (config.tls.cert) {
-    app = uws.SSLApp({ cert_file_name: config.tls.cert, key_file_name: config.tls.key });
-  } else {
-    app = uws.App();
-  }
-  const router = new HttpRouter(app, {
+  const plainApp = plainOn ? uws.App() : undefined;
+  const tlsApp = tlsOn ? uws.SSLApp({ cert_file_name: config.tls.cert, key_file_name: config.tls.key }) : undefined;
+  const apps = [plainApp, tlsApp].filter((a): a is uws.TemplatedApp => a !== undefined);
+  const router = new HttpRouter(apps, {
     maxBodyBytes: config.http.maxBodyBytes,
     log: (m) => log.error(m),
     observe: (method, pattern, ms, failed) => metrics.observe(method, pattern, ms, failed),
@@ -215,56 +221,76 @@ export async function startServer(
         : undefined;
   afterAdminOp = (op, result) => adminOpDone(services, op, result);
   registerSyncApi(router, services);
-  registerWsApi(app, services);
-  registerMetricsHead(app, services, metrics, (m) => log.error(m));
+  registerWsApi(apps, services);
+  registerMetricsHead(apps, services, metrics, (m) => log.error(m));
   router.fallback();
 
-  const listenSocket = await listenExclusive(app, config.host, config.port);
-  const port = uws.us_socket_local_port(listenSocket as unknown as uws.us_socket);
+  const listenSockets: uws.us_listen_socket[] = [];
+  const closeHttp = (): void => {
+    for (const ls of listenSockets) uws.us_listen_socket_close(ls);
+    for (const a of apps) a.close();
+  };
+  const listenOn = async (app: uws.TemplatedApp | undefined, p: number): Promise<number> => {
+    if (app === undefined) return 0;
+    const ls = await listenExclusive(app, config.host, Math.max(0, p));
+    listenSockets.push(ls);
+    return uws.us_socket_local_port(ls as unknown as uws.us_socket);
+  };
+  let plainPort: number;
+  let tlsPort: number;
+  try {
+    plainPort = await listenOn(plainApp, config.port);
+    tlsPort = await listenOn(tlsApp, config.http.tlsPort);
+  } catch (err) {
+    closeHttp();
+    throw err;
+  }
+  metrics.http.port = plainPort;
+  metrics.http.tlsPort = tlsPort;
   let mqtt: MqttListener;
   let coap: CoapListener;
   try {
     mqtt = await startMqtt(services, metrics.mqtt);
   } catch (err) {
-    uws.us_listen_socket_close(listenSocket);
-    app.close();
+    closeHttp();
     throw err;
   }
   try {
     coap = await startCoap(services, metrics.coap);
   } catch (err) {
     await mqtt.close();
-    uws.us_listen_socket_close(listenSocket);
-    app.close();
+    closeHttp();
     throw err;
   }
-  const scheme = config.tls.cert ? 'https' : 'http';
-  const mqttUrls = [
+  // with a certificate the HTTPS URL comes first: a script that reads the first URL of this line, as it did when
+  // the certificate turned the one HTTP port into HTTPS, finds HTTPS there
+  const urls = [
+    ...(tlsPort > 0 ? [`https://${config.host}:${tlsPort}`] : []),
+    ...(plainPort > 0 ? [`http://${config.host}:${plainPort}`] : []),
     ...(mqtt.port > 0 ? [`mqtt://${mqttHost}:${mqtt.port}`] : []),
     ...(mqtt.tlsPort > 0 ? [`mqtts://${mqttHost}:${mqtt.tlsPort}`] : []),
     ...(coap.port > 0 ? [`coap://${coapHost}:${coap.port}`] : []),
   ];
-  log.info(
-    `outpost listening on ${scheme}://${config.host}:${port}${mqttUrls.map((u) => `, ${u}`).join('')} (data dir ${config.dataDir})`,
-  );
+  log.info(`outpost listening on ${urls.join(', ')} (data dir ${config.dataDir})`);
   downsample.start();
   sync?.start();
 
   let closing: Promise<void> | undefined;
   return {
-    port,
+    port: plainPort > 0 ? plainPort : tlsPort,
+    tlsPort,
     services,
     close() {
       closing ??= (async () => {
         stopAdmin();
         stopActivity();
-        uws.us_listen_socket_close(listenSocket);
+        for (const ls of listenSockets) uws.us_listen_socket_close(ls);
         await mqtt.close();
         await coap.close();
         metrics.loopDelay.close();
         failures.close();
         services.rpc.close();
-        app.close();
+        for (const a of apps) a.close();
         await downsample.stop();
         await sync?.stop();
         // a batch held back by store.commitDelayMs is written now, and the log's points go into LMDB

@@ -22,7 +22,7 @@ export function registerServe(program: Command): void {
           const config = loadConfig(opts);
           const source = opts.config ?? process.env['OUTPOST_CONFIG'];
           console.log(
-            `config OK${source ? ` (${source})` : ' (defaults and environment)'}: data dir ${config.dataDir}, HTTP ${config.host}:${config.port}, MQTT port ${config.mqtt.port}${config.sync.url === '' ? '' : `, sync to ${config.sync.url}`}`,
+            `config OK${source ? ` (${source})` : ' (defaults and environment)'}: data dir ${config.dataDir}, HTTP ${config.host}:${config.port}${config.tls.cert === '' ? '' : `, HTTPS port ${config.http.tlsPort}`}, MQTT port ${config.mqtt.port}${config.sync.url === '' ? '' : `, sync to ${config.sync.url}`}`,
           );
           return;
         }

@@ -42,6 +42,12 @@ export function statusLines(s: StatusJson): string[] {
     if (extra.length > 0) lines.push(`           ${extra.join('; ')}`);
     for (const l of linkLines(x, s.now)) lines.push(l);
   }
+  if (s.http) {
+    const ports = [s.http.port > 0 ? `port ${s.http.port}` : '', s.http.tlsPort > 0 ? `TLS ${s.http.tlsPort}` : '']
+      .filter((x) => x !== '')
+      .join(', ');
+    lines.push(`http       ${ports}`);
+  }
   if (s.longPoll) lines.push(`clients    ${s.longPoll.openPolls} long-polls, ${s.websockets ?? 0} websockets`);
   const m = s.mqtt;
   if (m) {

@@ -30,11 +30,19 @@ export const DEFAULTS = {
   /** Data directory holding the LMDB environment and the JWT signing key. */
   dataDir: './data',
   tls: {
-    /** PEM certificate file; with `key`, serves HTTPS/WSS on the same port. */
+    /** PEM certificate file; with `key`, serves HTTPS and WSS on `http.tlsPort` (and MQTT over TLS on `mqtt.tlsPort`). */
     cert: '',
     key: '',
   },
   http: {
+    /**
+     * HTTPS and WSS with the daemon's certificate (`tls.cert`/`tls.key`), beside plain HTTP on `port`; 0 = off,
+     * -1 = OS-chosen. 8443, not 443: binding a port below 1024 needs root or CAP_NET_BIND_SERVICE, which the
+     * installed service does not have. Env OUTPOST_HTTP_TLS_PORT.
+     */
+    tlsPort: 8443,
+    /** false: with a certificate, no plain HTTP on `port` (HTTPS on `http.tlsPort` only). */
+    plain: true,
     /** bytes; request bodies above this answer 413 (docs/api.md). */
     maxBodyBytes: 4 * 1024 * 1024,
     /** bytes; cap for `/api/v1/<token>/rpc/**` bodies. */
@@ -442,6 +450,15 @@ function validate(c: Config): void {
   if (Boolean(c.tls.cert) !== Boolean(c.tls.key)) {
     throw new OutpostError('CONFIG_INVALID', 'config: TLS needs both a certificate and a key');
   }
+  mqttPort(c.http.tlsPort, 'config: "http.tlsPort"');
+  if (typeof c.http.plain !== 'boolean')
+    throw new OutpostError('CONFIG_INVALID', `config: "http.plain" must be true or false, got ${String(c.http.plain)}`);
+  if (!c.http.plain && (c.tls.cert === '' || c.http.tlsPort === 0)) {
+    throw new OutpostError(
+      'CONFIG_INVALID',
+      'config: "http.plain": false leaves no HTTP listener: it needs --tls-cert/--tls-key and a "http.tlsPort" other than 0',
+    );
+  }
   for (const k of c.auth.ticketKeys as unknown[]) {
     if (typeof k !== 'string' || !/^[A-Za-z0-9_-]{43}$/.test(k) || Buffer.from(k, 'base64url').length !== 32) {
       throw new OutpostError(
@@ -511,9 +528,12 @@ export function loadConfig(
     env['OUTPOST_TLS_KEY'],
   );
   layer('flag', flags.host, flags.port, flags.dataDir, flags.tlsCert, flags.tlsKey);
-  // `port: 0` (any free port, as tests and benchmarks run) takes any free MQTT ports too, unless they were set:
-  // two such daemons must never fight over 1883.
+  // `port: 0` (any free port, as tests and benchmarks run) takes any free HTTPS and MQTT ports too, unless they
+  // were set: two such daemons must never fight over 1883 or 8443.
   if (config.port === 0) {
+    const httpsGiven = (src: unknown): boolean =>
+      isPlainObject(src) && isPlainObject(src['http']) && Object.hasOwn(src['http'], 'tlsPort');
+    if (!httpsGiven(fileJson) && !httpsGiven(overrides) && config.http.tlsPort !== 0) config.http.tlsPort = -1;
     const given = (src: unknown, k: 'port' | 'tlsPort'): boolean =>
       isPlainObject(src) && isPlainObject(src['mqtt']) && Object.hasOwn(src['mqtt'], k);
     for (const k of ['port', 'tlsPort'] as const) {
@@ -523,6 +543,8 @@ export function loadConfig(
       isPlainObject(src) && isPlainObject(src['coap']) && Object.hasOwn(src['coap'], 'port');
     if (!coapGiven(fileJson) && !coapGiven(overrides) && config.coap.port !== 0) config.coap.port = -1;
   }
+  const envHttps = env['OUTPOST_HTTP_TLS_PORT'];
+  if (envHttps !== undefined && envHttps !== '') config.http.tlsPort = mqttPort(envHttps, 'OUTPOST_HTTP_TLS_PORT');
   const envMqtt = env['OUTPOST_MQTT_PORT'];
   if (envMqtt !== undefined && envMqtt !== '') config.mqtt.port = mqttPort(envMqtt, 'OUTPOST_MQTT_PORT');
   const envMqtts = env['OUTPOST_MQTT_TLS_PORT'];
