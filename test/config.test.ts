@@ -27,6 +27,12 @@ t.test('defaults with an empty environment', async (t) => {
   t.equal(c.http.maxBodyBytes, 4 * 1024 * 1024);
   t.equal(c.http.maxRpcBodyBytes, 64 * 1024);
   t.equal(c.tls.cert, '');
+  t.equal(c.http.tlsPort, 8443, 'HTTPS beside plain HTTP, on a port the service user may bind');
+  t.equal(c.http.plain, true);
+  t.equal(c.sync.backfill, true);
+  t.equal(loadConfig({ port: 0 }, {}).http.tlsPort, -1, '--port 0: any free HTTPS port too');
+  t.equal(loadConfig({}, { OUTPOST_HTTP_TLS_PORT: '9443' }).http.tlsPort, 9443);
+  t.equal(loadConfig({}, { OUTPOST_HTTP_TLS_PORT: '0' }).http.tlsPort, 0, 'off');
   t.equal(c.query.maxIntervals, DEFAULTS.query.maxIntervals);
 });
 
@@ -124,6 +130,13 @@ t.test('invalid configuration is rejected with CONFIG_INVALID', async (t) => {
     ['flag port fractional', () => loadConfig({ port: '80.5' }, {})],
     ['env port with junk', () => loadConfig({}, { OUTPOST_PORT: '8080x' })],
     ['TLS cert without key', () => loadConfig({ tlsCert: '/x.pem' }, {})],
+    [
+      'HTTPS on the plain HTTP port',
+      () => loadConfig({ tlsCert: '/x.pem', tlsKey: '/k.pem', port: 8443 }, { OUTPOST_HTTP_TLS_PORT: '8443' }),
+    ],
+    ['http.plain false without TLS', () => loadConfig({ config: write('q.json', '{"http":{"plain":false}}') }, {})],
+    ['http.tlsPort out of range', () => loadConfig({}, { OUTPOST_HTTP_TLS_PORT: '70000' })],
+    ['sync.backfill not a boolean', () => loadConfig({ config: write('r.json', '{"sync":{"backfill":1}}') }, {})],
     ['__proto__ key', () => loadConfig({ config: write('k.json', '{"__proto__":{}}') }, {})],
     ['inherited key name', () => loadConfig({ config: write('m.json', '{"toString":"x"}') }, {})],
     [

@@ -192,6 +192,12 @@ export const DEFAULTS = {
     /** TB device provisioning key and secret; empty = devices without an upstream token are parked. */
     provisionKey: '',
     provisionSecret: '',
+    /**
+     * when sync.url names an upstream this data dir never synced to (sync set for the first time, or another
+     * url), the telemetry the store already holds goes up too, oldest first behind live data; false: only what
+     * is written from then on (docs/sync.md).
+     */
+    backfill: true,
     /** points/s for the backlog drain (live points are never held back); 0 = unpaced. */
     maxPointsPerSec: 0,
     /** bytes; the largest telemetry array one request carries. */
@@ -404,6 +410,12 @@ function validate(c: Config): void {
       `config: "sync.encoderThread" must be true or false, got ${String(c.sync.encoderThread)}`,
     );
   }
+  if (typeof c.sync.backfill !== 'boolean') {
+    throw new OutpostError(
+      'CONFIG_INVALID',
+      `config: "sync.backfill" must be true or false, got ${String(c.sync.backfill)}`,
+    );
+  }
   if (typeof c.store.wal !== 'boolean')
     throw new OutpostError('CONFIG_INVALID', `config: "store.wal" must be true or false, got ${String(c.store.wal)}`);
   const delay = c.store.commitDelayMs;
@@ -453,6 +465,12 @@ function validate(c: Config): void {
   mqttPort(c.http.tlsPort, 'config: "http.tlsPort"');
   if (typeof c.http.plain !== 'boolean')
     throw new OutpostError('CONFIG_INVALID', `config: "http.plain" must be true or false, got ${String(c.http.plain)}`);
+  if (c.http.plain && c.tls.cert !== '' && c.port > 0 && c.http.tlsPort === c.port) {
+    throw new OutpostError(
+      'CONFIG_INVALID',
+      `config: "http.tlsPort" is "port" (${c.port}): plain HTTP and HTTPS need a port each; "http.plain": false serves HTTPS alone there`,
+    );
+  }
   if (!c.http.plain && (c.tls.cert === '' || c.http.tlsPort === 0)) {
     throw new OutpostError(
       'CONFIG_INVALID',
