@@ -105,4 +105,12 @@ t.test('sync.backfill false: only what is written from then on', async (t) => {
   const s = await waitSync(gw, jwt, (x) => x.sentPoints === 1, 'the live point counted');
   t.equal(s.backlogPoints, 0, 'nothing behind');
   t.equal(tb.points.length, 1, 'no history went up');
+  t.equal(await gw.stop(), 0);
+
+  // the upstream counts as synced to: switching backfill on later sends it no history
+  const again = await syncGateway(t, tb.url, { backfill: true }, {}, store.dataDir);
+  await postTelemetry(again, store.b, '{"live":2}');
+  await tb.waitFor(() => tb.points.some((p) => p.key === 'live' && p.value === '2'), 'the second live point');
+  t.equal(tb.points.length, 2, 'still no history');
+  t.notOk(again.logs.some((l) => /a new upstream/.test(l)));
 });

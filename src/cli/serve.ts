@@ -12,7 +12,7 @@ export function registerServe(program: Command): void {
       .option('--port <port>', 'listen port, 0 for any free one (env OUTPOST_PORT, default 8080)')
       .addOption(dataDirOption())
       .addOption(configOption())
-      .option('--tls-cert <file>', 'PEM certificate: serve HTTPS/WSS')
+      .option('--tls-cert <file>', 'PEM certificate: serve HTTPS/WSS on http.tlsPort (8443) beside plain HTTP')
       .option('--tls-key <file>', 'PEM private key for --tls-cert')
       .option('--check-config', 'check the configuration (file, environment, options) and exit: starts nothing')
       .action(async (opts: ConfigFlags & { checkConfig?: boolean }) => {

@@ -10,8 +10,8 @@
  * SPAN_POINTS points unless one window holds more), one ref per key over the whole windows. Its seq names no head
  * fragment, so the points are read back through the chunk path (chunk and fragments merged, outbox.ts readRef).
  * Counts come from the blocks' headers (no decoding); a point a fragment rewrote on its chunk's ts counts twice.
- * What the SD card pays: one key and four numbers per key per span (BENCHMARKS-free arithmetic: ~200 KB per
- * device-year of 5 keys every 10 s), written once.
+ * What the SD card pays, once: one key and four numbers per key per span (docs/sync.md has a measured figure:
+ * about 1 KiB of outbox per device-day of 5 keys every 10 s). Memory: one entity's windows at a time.
  */
 import type { EntityIdx, KeyIdx } from '../store/encoding/codec.js';
 import { readOrderedI64 } from '../store/encoding/codec.js';

@@ -359,22 +359,30 @@ export class SyncService implements SyncStatusSource {
    * before that queues it again whole: the same entries).
    */
   private async historyForNewUpstream(): Promise<void> {
-    if (!this.counts.newUpstream || !this.cfg.backfill) return;
-    // the log's points replayed at open are in LMDB before the store is read
-    await this.env.flushed();
-    const r = await backfill(
-      this.env,
-      this.timeseries.windowMs,
-      this.lanes.boundary,
-      (e) => this.devices.ofEntity(e) !== undefined,
-      () => this.jobs.stopped(),
-    );
-    if (this.jobs.stopped()) return;
-    await this.env.outbox.put(COUNTERS_KEY, this.counts.persisted());
-    if (r.points > 0)
-      this.log.info(
-        `sync: a new upstream: the ${r.points} points the store holds go up behind live data, oldest first`,
-      );
+    if (!this.counts.newUpstream) return;
+    try {
+      if (this.cfg.backfill) {
+        // the log's points replayed at open are in LMDB before the store is read
+        await this.env.flushed();
+        const r = await backfill(
+          this.env,
+          this.timeseries.windowMs,
+          this.lanes.boundary,
+          (e) => this.devices.ofEntity(e) !== undefined,
+          () => this.jobs.stopped(),
+        );
+        if (this.jobs.stopped()) return;
+        if (r.points > 0)
+          this.log.info(
+            `sync: a new upstream: the ${r.points} points the store holds go up behind live data, oldest first`,
+          );
+      }
+      // with sync.backfill false too: the upstream is this data dir's from now on, whatever the switch says later
+      await this.env.outbox.put(COUNTERS_KEY, this.counts.persisted());
+    } catch (err) {
+      // the sync goes on with what was queued; the next start queues the history again
+      this.log.error(`sync: queueing the stored history for ${this.cfg.url} failed: ${(err as Error).message}`);
+    }
   }
 
   /** Counts what the outbox holds (in bounded steps, yielding), once at start. */
