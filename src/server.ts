@@ -14,7 +14,7 @@ import { registerTelemetryApi } from './api/telemetry/index.js';
 import { registerWsApi } from './api/ws/index.js';
 import { AuthService } from './auth/index.js';
 import { EventBus } from './bus/index.js';
-import type { Config } from './config/index.js';
+import { type Config, checkServeConfig } from './config/index.js';
 import { type Logger, type Services, makeLogger } from './context.js';
 import { OutpostError, describeError } from './errors.js';
 import { HttpRouter } from './uws/adapter.js';
@@ -50,10 +50,10 @@ import { type MqttListener, startMqtt } from './transports/mqtt/listener.js';
 import { type CoapListener, startCoap } from './transports/coap/listener.js';
 
 export interface RunningServer {
-  /** the plain HTTP port (the HTTPS one when plain HTTP is off) */
+  /** the serve port: HTTPS with a certificate, else plain HTTP */
   readonly port: number;
-  /** the HTTPS port, 0 = off */
-  readonly tlsPort: number;
+  /** plain HTTP beside HTTPS (`http.plainPort`), 0 = off */
+  readonly plainPort: number;
   readonly services: Services;
   close(): Promise<void>;
 }
@@ -63,17 +63,17 @@ export async function startServer(
   log: Logger = makeLogger(config.logLevel),
 ): Promise<RunningServer> {
   // Configuration errors are reported before the store is created or touched.
+  checkServeConfig(config);
   for (const f of config.tls.cert ? [config.tls.cert, config.tls.key] : []) {
     if (!existsSync(f)) throw new OutpostError('CONFIG_INVALID', `TLS file not found: ${f}`);
   }
   // One daemon per port and per data dir, checked before the store is opened: a refused daemon changes nothing.
-  // Plain HTTP and HTTPS side by side, as ThingsBoard serves them: a certificate adds HTTPS on its own port and
-  // leaves the plain port to the devices that speak plain HTTP (docs/configuration.md).
+  // A certificate makes `port` HTTPS, as it always did (scripts give --port with it and expect HTTPS there);
+  // plain HTTP beside it, for devices that cannot speak TLS, only on a port of its own (docs/configuration.md).
   const tls = config.tls.cert !== '';
-  const plainOn = !tls || config.http.plain;
-  const tlsOn = tls && config.http.tlsPort !== 0;
-  if (plainOn) await checkPortFree(config.host, config.port);
-  if (tlsOn) await checkPortFree(config.host, Math.max(0, config.http.tlsPort));
+  const besideOn = tls && config.http.plainPort !== 0;
+  await checkPortFree(config.host, config.port);
+  if (besideOn) await checkPortFree(config.host, Math.max(0, config.http.plainPort));
   const mqttHost = config.mqtt.host === '' ? config.host : config.mqtt.host;
   await checkTcpPortFree(mqttHost, config.mqtt.port, 'MQTT');
   if (config.tls.cert !== '') await checkTcpPortFree(mqttHost, config.mqtt.tlsPort, 'MQTT over TLS');
@@ -198,9 +198,9 @@ export async function startServer(
     now: Date.now,
   };
 
-  const plainApp = plainOn ? uws.App() : undefined;
-  const tlsApp = tlsOn ? uws.SSLApp({ cert_file_name: config.tls.cert, key_file_name: config.tls.key }) : undefined;
-  const apps = [plainApp, tlsApp].filter((a): a is uws.TemplatedApp => a !== undefined);
+  const mainApp = tls ? uws.SSLApp({ cert_file_name: config.tls.cert, key_file_name: config.tls.key }) : uws.App();
+  const besideApp = besideOn ? uws.App() : undefined;
+  const apps = [mainApp, besideApp].filter((a): a is uws.TemplatedApp => a !== undefined);
   const router = new HttpRouter(apps, {
     maxBodyBytes: config.http.maxBodyBytes,
     log: (m) => log.error(m),
@@ -236,17 +236,18 @@ export async function startServer(
     listenSockets.push(ls);
     return uws.us_socket_local_port(ls as unknown as uws.us_socket);
   };
+  let port: number;
   let plainPort: number;
-  let tlsPort: number;
   try {
-    plainPort = await listenOn(plainApp, config.port);
-    tlsPort = await listenOn(tlsApp, config.http.tlsPort);
+    port = await listenOn(mainApp, config.port);
+    plainPort = await listenOn(besideApp, config.http.plainPort);
   } catch (err) {
     closeHttp();
     throw err;
   }
-  metrics.http.port = plainPort;
-  metrics.http.tlsPort = tlsPort;
+  metrics.http.port = port;
+  metrics.http.tls = tls;
+  metrics.http.plainPort = plainPort;
   let mqtt: MqttListener;
   let coap: CoapListener;
   try {
@@ -262,10 +263,9 @@ export async function startServer(
     closeHttp();
     throw err;
   }
-  // with a certificate the HTTPS URL comes first: a script that reads the first URL of this line, as it did when
-  // the certificate turned the one HTTP port into HTTPS, finds HTTPS there
+  // the serve port comes first (HTTPS with a certificate): scripts read the first URL of this line
   const urls = [
-    ...(tlsPort > 0 ? [`https://${config.host}:${tlsPort}`] : []),
+    `${tls ? 'https' : 'http'}://${config.host}:${port}`,
     ...(plainPort > 0 ? [`http://${config.host}:${plainPort}`] : []),
     ...(mqtt.port > 0 ? [`mqtt://${mqttHost}:${mqtt.port}`] : []),
     ...(mqtt.tlsPort > 0 ? [`mqtts://${mqttHost}:${mqtt.tlsPort}`] : []),
@@ -277,8 +277,8 @@ export async function startServer(
 
   let closing: Promise<void> | undefined;
   return {
-    port: plainPort > 0 ? plainPort : tlsPort,
-    tlsPort,
+    port,
+    plainPort,
     services,
     close() {
       closing ??= (async () => {

@@ -5,7 +5,7 @@
 import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import t from 'tap';
-import { DEFAULTS, loadConfig } from '../src/config/index.js';
+import { DEFAULTS, checkServeConfig, loadConfig } from '../src/config/index.js';
 import { OutpostError } from '../src/errors.js';
 import { tempDir } from './helpers/server.js';
 
@@ -27,12 +27,23 @@ t.test('defaults with an empty environment', async (t) => {
   t.equal(c.http.maxBodyBytes, 4 * 1024 * 1024);
   t.equal(c.http.maxRpcBodyBytes, 64 * 1024);
   t.equal(c.tls.cert, '');
-  t.equal(c.http.tlsPort, 8443, 'HTTPS beside plain HTTP, on a port the service user may bind');
-  t.equal(c.http.plain, true);
+  t.equal(c.http.plainPort, 0, 'no plain HTTP beside HTTPS unless asked: a certificate makes port HTTPS only');
   t.equal(c.sync.backfill, true);
-  t.equal(loadConfig({ port: 0 }, {}).http.tlsPort, -1, '--port 0: any free HTTPS port too');
-  t.equal(loadConfig({}, { OUTPOST_HTTP_TLS_PORT: '9443' }).http.tlsPort, 9443);
-  t.equal(loadConfig({}, { OUTPOST_HTTP_TLS_PORT: '0' }).http.tlsPort, 0, 'off');
+  t.equal(loadConfig({ port: 0 }, {}).http.plainPort, 0, '--port 0 does not turn it on');
+  const tls = { tlsCert: '/x.pem', tlsKey: '/k.pem' };
+  t.equal(loadConfig(tls, { OUTPOST_HTTP_PLAIN_PORT: '8081' }).http.plainPort, 8081);
+  t.equal(loadConfig(tls, { OUTPOST_HTTP_PLAIN_PORT: 'ephemeral' }).http.plainPort, -1, 'OS-chosen, as MQTT ports');
+  const admin = loadConfig({}, { OUTPOST_HTTP_PLAIN_PORT: '8081' });
+  t.equal(admin.http.plainPort, 8081, 'the admin CLI loads it without the certificate (a flag or the unit env)');
+  t.equal(
+    codeOf(() => checkServeConfig(admin)),
+    'CONFIG_INVALID',
+    'serve refuses it without a certificate',
+  );
+  t.equal(
+    codeOf(() => checkServeConfig(loadConfig(tls, { OUTPOST_HTTP_PLAIN_PORT: '8081' }))),
+    'no error',
+  );
   t.equal(c.query.maxIntervals, DEFAULTS.query.maxIntervals);
 });
 
@@ -131,11 +142,11 @@ t.test('invalid configuration is rejected with CONFIG_INVALID', async (t) => {
     ['env port with junk', () => loadConfig({}, { OUTPOST_PORT: '8080x' })],
     ['TLS cert without key', () => loadConfig({ tlsCert: '/x.pem' }, {})],
     [
-      'HTTPS on the plain HTTP port',
-      () => loadConfig({ tlsCert: '/x.pem', tlsKey: '/k.pem', port: 8443 }, { OUTPOST_HTTP_TLS_PORT: '8443' }),
+      'plain HTTP on the HTTPS port',
+      () => loadConfig({ tlsCert: '/x.pem', tlsKey: '/k.pem', port: 8443 }, { OUTPOST_HTTP_PLAIN_PORT: '8443' }),
     ],
-    ['http.plain false without TLS', () => loadConfig({ config: write('q.json', '{"http":{"plain":false}}') }, {})],
-    ['http.tlsPort out of range', () => loadConfig({}, { OUTPOST_HTTP_TLS_PORT: '70000' })],
+    ['http.plainPort out of range', () => loadConfig({}, { OUTPOST_HTTP_PLAIN_PORT: '70000' })],
+    ['http.plainPort in the file', () => loadConfig({ config: write('q.json', '{"http":{"plainPort":-2}}') }, {})],
     ['sync.backfill not a boolean', () => loadConfig({ config: write('r.json', '{"sync":{"backfill":1}}') }, {})],
     ['__proto__ key', () => loadConfig({ config: write('k.json', '{"__proto__":{}}') }, {})],
     ['inherited key name', () => loadConfig({ config: write('m.json', '{"toString":"x"}') }, {})],

@@ -1,6 +1,6 @@
 /**
- * Websocket over TLS (docs/cli.md, docs/api.md, docs/configuration.md "TLS"): wss on the HTTPS port, certificate
- * verified by the client; plain ws beside it on the plain HTTP port, both fed by the same subscriptions.
+ * Websocket over TLS (docs/cli.md, docs/api.md, docs/configuration.md "TLS"): wss on the serve port, certificate
+ * verified by the client; plain ws beside it on `http.plainPort`, both fed by the same subscriptions.
  */
 import { readFileSync } from 'node:fs';
 import { request as httpsRequest } from 'node:https';
@@ -28,7 +28,11 @@ t.test('wss: subscribe and receive an update', { skip: hasOpenssl ? false : 'ope
   const dir = tempDir(t);
   const { cert, key } = selfSignedCert(dir);
   const ca = readFileSync(cert);
-  const gw = await startGateway(t, { args: ['--tls-cert', cert, '--tls-key', key] });
+  const gw = await startGateway(t, {
+    args: ['--tls-cert', cert, '--tls-key', key],
+    env: { OUTPOST_HTTP_PLAIN_PORT: 'ephemeral' },
+  });
+  t.equal(gw.url, gw.httpsUrl, 'HTTPS on the serve port');
   const dev = await addDevice(gw.dataDir, 'tls-ws-dev');
   await addUser(gw.dataDir, 'admin@example.com', 'secret-1', 'TENANT_ADMIN');
   const login = await post(
@@ -46,7 +50,7 @@ t.test('wss: subscribe and receive an update', { skip: hasOpenssl ? false : 'ope
   const plain = await WsClient.connect(`${gw.httpUrl.replace('http', 'ws')}/api/ws/plugins/telemetry?token=${token}`);
   t.teardown(() => plain.close());
   plain.send({ tsSubCmds: [{ entityType: 'DEVICE', entityId: dev.id, keys: 'secure', cmdId: 1 }] });
-  t.equal((await plain.nextJson()).errorCode, 0, 'plain ws on the plain HTTP port');
+  t.equal((await plain.nextJson()).errorCode, 0, 'plain ws on http.plainPort');
   t.equal((await post(`${gw.url}/api/v1/${dev.token}/telemetry`, ca, '{"ts":7,"values":{"secure":true}}')).status, 200);
   const update =
     '{"subscriptionId":1,"errorCode":0,"errorMsg":null,"data":{"secure":[[7,"true"]]},"latestValues":{"secure":7}}';

@@ -43,10 +43,8 @@ export function statusLines(s: StatusJson): string[] {
     for (const l of linkLines(x, s.now)) lines.push(l);
   }
   if (s.http) {
-    const ports = [s.http.port > 0 ? `port ${s.http.port}` : '', s.http.tlsPort > 0 ? `TLS ${s.http.tlsPort}` : '']
-      .filter((x) => x !== '')
-      .join(', ');
-    lines.push(`http       ${ports}`);
+    const beside = s.http.plainPort > 0 ? `, plain HTTP ${s.http.plainPort}` : '';
+    lines.push(`http       port ${s.http.port}${s.http.tls ? ' (HTTPS)' : ''}${beside}`);
   }
   if (s.longPoll) lines.push(`clients    ${s.longPoll.openPolls} long-polls, ${s.websockets ?? 0} websockets`);
   const m = s.mqtt;

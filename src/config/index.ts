@@ -30,19 +30,17 @@ export const DEFAULTS = {
   /** Data directory holding the LMDB environment and the JWT signing key. */
   dataDir: './data',
   tls: {
-    /** PEM certificate file; with `key`, serves HTTPS and WSS on `http.tlsPort` (and MQTT over TLS on `mqtt.tlsPort`). */
+    /** PEM certificate file; with `key`, serves HTTPS and WSS on `port` (and MQTT over TLS on `mqtt.tlsPort`). */
     cert: '',
     key: '',
   },
   http: {
     /**
-     * HTTPS and WSS with the daemon's certificate (`tls.cert`/`tls.key`), beside plain HTTP on `port`; 0 = off,
-     * -1 = OS-chosen. 8443, not 443: binding a port below 1024 needs root or CAP_NET_BIND_SERVICE, which the
-     * installed service does not have. Env OUTPOST_HTTP_TLS_PORT.
+     * With a certificate `port` serves HTTPS and WSS only, as it always did; this adds plain HTTP and ws beside it
+     * for the devices that cannot speak TLS (docs/configuration.md "TLS"). 0 = off, -1 = OS-chosen; refused
+     * without a certificate (then `port` is plain already). Env OUTPOST_HTTP_PLAIN_PORT.
      */
-    tlsPort: 8443,
-    /** false: with a certificate, no plain HTTP on `port` (HTTPS on `http.tlsPort` only). */
-    plain: true,
+    plainPort: 0,
     /** bytes; request bodies above this answer 413 (docs/api.md). */
     maxBodyBytes: 4 * 1024 * 1024,
     /** bytes; cap for `/api/v1/<token>/rpc/**` bodies. */
@@ -462,19 +460,11 @@ function validate(c: Config): void {
   if (Boolean(c.tls.cert) !== Boolean(c.tls.key)) {
     throw new OutpostError('CONFIG_INVALID', 'config: TLS needs both a certificate and a key');
   }
-  mqttPort(c.http.tlsPort, 'config: "http.tlsPort"');
-  if (typeof c.http.plain !== 'boolean')
-    throw new OutpostError('CONFIG_INVALID', `config: "http.plain" must be true or false, got ${String(c.http.plain)}`);
-  if (c.http.plain && c.tls.cert !== '' && c.port > 0 && c.http.tlsPort === c.port) {
+  mqttPort(c.http.plainPort, 'config: "http.plainPort"');
+  if (c.http.plainPort > 0 && c.http.plainPort === c.port) {
     throw new OutpostError(
       'CONFIG_INVALID',
-      `config: "http.tlsPort" is "port" (${c.port}): plain HTTP and HTTPS need a port each; "http.plain": false serves HTTPS alone there`,
-    );
-  }
-  if (!c.http.plain && (c.tls.cert === '' || c.http.tlsPort === 0)) {
-    throw new OutpostError(
-      'CONFIG_INVALID',
-      'config: "http.plain": false leaves no HTTP listener: it needs --tls-cert/--tls-key and a "http.tlsPort" other than 0',
+      `config: "http.plainPort" is "port" (${c.port}): with a certificate "port" serves HTTPS, plain HTTP needs a port of its own`,
     );
   }
   for (const k of c.auth.ticketKeys as unknown[]) {
@@ -487,6 +477,19 @@ function validate(c: Config): void {
   }
   if (!['info', 'debug', 'silent'].includes(c.logLevel)) {
     throw new OutpostError('CONFIG_INVALID', `config: "logLevel" must be info, debug or silent`);
+  }
+}
+
+/**
+ * What only `serve` refuses: the admin CLI loads the same file without the daemon's certificate when that comes
+ * from a flag or the unit's environment, and must not fail over a listener it does not open.
+ */
+export function checkServeConfig(c: Readonly<Config>): void {
+  if (c.http.plainPort !== 0 && c.tls.cert === '') {
+    throw new OutpostError(
+      'CONFIG_INVALID',
+      `config: "http.plainPort" (${c.http.plainPort}) needs --tls-cert/--tls-key: without a certificate "port" serves plain HTTP`,
+    );
   }
 }
 
@@ -546,12 +549,9 @@ export function loadConfig(
     env['OUTPOST_TLS_KEY'],
   );
   layer('flag', flags.host, flags.port, flags.dataDir, flags.tlsCert, flags.tlsKey);
-  // `port: 0` (any free port, as tests and benchmarks run) takes any free HTTPS and MQTT ports too, unless they
-  // were set: two such daemons must never fight over 1883 or 8443.
+  // `port: 0` (any free port, as tests and benchmarks run) takes any free MQTT ports too, unless they were set:
+  // two such daemons must never fight over 1883.
   if (config.port === 0) {
-    const httpsGiven = (src: unknown): boolean =>
-      isPlainObject(src) && isPlainObject(src['http']) && Object.hasOwn(src['http'], 'tlsPort');
-    if (!httpsGiven(fileJson) && !httpsGiven(overrides) && config.http.tlsPort !== 0) config.http.tlsPort = -1;
     const given = (src: unknown, k: 'port' | 'tlsPort'): boolean =>
       isPlainObject(src) && isPlainObject(src['mqtt']) && Object.hasOwn(src['mqtt'], k);
     for (const k of ['port', 'tlsPort'] as const) {
@@ -561,8 +561,8 @@ export function loadConfig(
       isPlainObject(src) && isPlainObject(src['coap']) && Object.hasOwn(src['coap'], 'port');
     if (!coapGiven(fileJson) && !coapGiven(overrides) && config.coap.port !== 0) config.coap.port = -1;
   }
-  const envHttps = env['OUTPOST_HTTP_TLS_PORT'];
-  if (envHttps !== undefined && envHttps !== '') config.http.tlsPort = mqttPort(envHttps, 'OUTPOST_HTTP_TLS_PORT');
+  const envPlain = env['OUTPOST_HTTP_PLAIN_PORT'];
+  if (envPlain !== undefined && envPlain !== '') config.http.plainPort = mqttPort(envPlain, 'OUTPOST_HTTP_PLAIN_PORT');
   const envMqtt = env['OUTPOST_MQTT_PORT'];
   if (envMqtt !== undefined && envMqtt !== '') config.mqtt.port = mqttPort(envMqtt, 'OUTPOST_MQTT_PORT');
   const envMqtts = env['OUTPOST_MQTT_TLS_PORT'];

@@ -38,8 +38,8 @@ export interface StatusJson {
   readonly sync: SyncStatus;
   readonly longPoll: RpcStatus | null;
   readonly websockets: number | null;
-  /** the HTTP listening ports, plain and TLS, 0 = off (absent: read from the data dir alone) */
-  readonly http?: { readonly port: number; readonly tlsPort: number };
+  /** the serve port (HTTPS when `tls`) and plain HTTP beside it, 0 = off (absent: read from the data dir alone) */
+  readonly http?: { readonly port: number; readonly tls: boolean; readonly plainPort: number };
   /** the MQTT transport (null: read from the data dir alone) */
   readonly mqtt: MqttStatus | null;
   /** the CoAP transport (null: read from the data dir alone) */

@@ -49,10 +49,13 @@ export async function cliJson<T = Record<string, string>>(args: string[]): Promi
 }
 
 export interface Gateway {
-  /** the HTTPS URL when the gateway has a certificate (--tls-cert), else the plain HTTP one */
+  /** the serve port's URL (the first of the listening line): HTTPS with --tls-cert, else plain HTTP */
   readonly url: string;
   readonly port: number;
-  /** the plain HTTP URL and the HTTPS one named in the listening line ('' = not listening) */
+  /**
+   * the plain HTTP URL (the serve port without a certificate, `http.plainPort` beside HTTPS with one) and the
+   * HTTPS one, as the listening line names them ('' = not listening)
+   */
   readonly httpUrl: string;
   readonly httpsUrl: string;
   readonly dataDir: string;
@@ -100,9 +103,10 @@ export async function startGateway(t: Teardown, opts: StartOptions = {}): Promis
   });
   const portOf = (scheme: string): number => Number(new RegExp(`${scheme}://[^:]+:(\\d+)`).exec(listening)?.[1] ?? 0);
   const [httpPort, httpsPort] = [portOf('http'), portOf('https')];
-  const port = (opts.args ?? []).includes('--tls-cert') && httpsPort > 0 ? httpsPort : httpPort || httpsPort;
+  const first = /listening on (https?):\/\/[^:]+:(\d+)/.exec(listening);
+  const port = Number(first?.[2]);
   const gw: Gateway = {
-    url: `${port === httpsPort ? 'https' : 'http'}://127.0.0.1:${port}`,
+    url: `${first?.[1]}://127.0.0.1:${port}`,
     port,
     httpUrl: httpPort > 0 ? `http://127.0.0.1:${httpPort}` : '',
     httpsUrl: httpsPort > 0 ? `https://127.0.0.1:${httpsPort}` : '',
