@@ -464,7 +464,7 @@ function validate(c: Config): void {
   if (c.http.plainPort > 0 && c.http.plainPort === c.port) {
     throw new OutpostError(
       'CONFIG_INVALID',
-      `config: "http.plainPort" is "port" (${c.port}): with a certificate "port" serves HTTPS, plain HTTP needs a port of its own`,
+      `config: "http.plainPort" is "port" (${c.port}): plain HTTP beside HTTPS needs a port of its own`,
     );
   }
   for (const k of c.auth.ticketKeys as unknown[]) {
