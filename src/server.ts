@@ -14,7 +14,7 @@ import { registerTelemetryApi } from './api/telemetry/index.js';
 import { registerWsApi } from './api/ws/index.js';
 import { AuthService } from './auth/index.js';
 import { EventBus } from './bus/index.js';
-import type { Config } from './config/index.js';
+import { type Config, checkServeConfig } from './config/index.js';
 import { type Logger, type Services, makeLogger } from './context.js';
 import { OutpostError, describeError } from './errors.js';
 import { HttpRouter } from './uws/adapter.js';
@@ -52,7 +52,10 @@ import { type MqttListener, startMqtt } from './transports/mqtt/listener.js';
 import { type CoapListener, startCoap } from './transports/coap/listener.js';
 
 export interface RunningServer {
+  /** the serve port: HTTPS with a certificate, else plain HTTP */
   readonly port: number;
+  /** plain HTTP beside HTTPS (`http.plainPort`), 0 = off */
+  readonly plainPort: number;
   readonly services: Services;
   close(): Promise<void>;
 }
@@ -62,11 +65,17 @@ export async function startServer(
   log: Logger = makeLogger(config.logLevel),
 ): Promise<RunningServer> {
   // Configuration errors are reported before the store is created or touched.
+  checkServeConfig(config);
   for (const f of config.tls.cert ? [config.tls.cert, config.tls.key] : []) {
     if (!existsSync(f)) throw new OutpostError('CONFIG_INVALID', `TLS file not found: ${f}`);
   }
   // One daemon per port and per data dir, checked before the store is opened: a refused daemon changes nothing.
+  // A certificate makes `port` HTTPS, as it always did (scripts give --port with it and expect HTTPS there);
+  // plain HTTP beside it, for devices that cannot speak TLS, only on a port of its own (docs/configuration.md).
+  const tls = config.tls.cert !== '';
+  const besideOn = tls && config.http.plainPort !== 0;
   await checkPortFree(config.host, config.port);
+  if (besideOn) await checkPortFree(config.host, Math.max(0, config.http.plainPort));
   const mqttHost = config.mqtt.host === '' ? config.host : config.mqtt.host;
   await checkTcpPortFree(mqttHost, config.mqtt.port, 'MQTT');
   if (config.tls.cert !== '') await checkTcpPortFree(mqttHost, config.mqtt.tlsPort, 'MQTT over TLS');
@@ -193,13 +202,10 @@ export async function startServer(
     now: Date.now,
   };
 
-  let app: uws.TemplatedApp;
-  if (config.tls.cert) {
-    app = uws.SSLApp({ cert_file_name: config.tls.cert, key_file_name: config.tls.key });
-  } else {
-    app = uws.App();
-  }
-  const router = new HttpRouter(app, {
+  const mainApp = tls ? uws.SSLApp({ cert_file_name: config.tls.cert, key_file_name: config.tls.key }) : uws.App();
+  const besideApp = besideOn ? uws.App() : undefined;
+  const apps = [mainApp, besideApp].filter((a): a is uws.TemplatedApp => a !== undefined);
+  const router = new HttpRouter(apps, {
     maxBodyBytes: config.http.maxBodyBytes,
     log: (m) => log.error(m),
     observe: (method, pattern, ms, failed) => metrics.observe(method, pattern, ms, failed),
@@ -219,56 +225,76 @@ export async function startServer(
         : undefined;
   afterAdminOp = (op, result) => adminOpDone(services, op, result);
   registerSyncApi(router, services);
-  registerWsApi(app, services);
-  registerMetricsHead(app, services, metrics, (m) => log.error(m));
+  registerWsApi(apps, services);
+  registerMetricsHead(apps, services, metrics, (m) => log.error(m));
   router.fallback();
 
-  const listenSocket = await listenExclusive(app, config.host, config.port);
-  const port = uws.us_socket_local_port(listenSocket as unknown as uws.us_socket);
+  const listenSockets: uws.us_listen_socket[] = [];
+  const closeHttp = (): void => {
+    for (const ls of listenSockets) uws.us_listen_socket_close(ls);
+    for (const a of apps) a.close();
+  };
+  const listenOn = async (app: uws.TemplatedApp | undefined, p: number): Promise<number> => {
+    if (app === undefined) return 0;
+    const ls = await listenExclusive(app, config.host, Math.max(0, p));
+    listenSockets.push(ls);
+    return uws.us_socket_local_port(ls as unknown as uws.us_socket);
+  };
+  let port: number;
+  let plainPort: number;
+  try {
+    port = await listenOn(mainApp, config.port);
+    plainPort = await listenOn(besideApp, config.http.plainPort);
+  } catch (err) {
+    closeHttp();
+    throw err;
+  }
+  metrics.http.port = port;
+  metrics.http.tls = tls;
+  metrics.http.plainPort = plainPort;
   let mqtt: MqttListener;
   let coap: CoapListener;
   try {
     mqtt = await startMqtt(services, metrics.mqtt);
   } catch (err) {
-    uws.us_listen_socket_close(listenSocket);
-    app.close();
+    closeHttp();
     throw err;
   }
   try {
     coap = await startCoap(services, metrics.coap);
   } catch (err) {
     await mqtt.close();
-    uws.us_listen_socket_close(listenSocket);
-    app.close();
+    closeHttp();
     throw err;
   }
-  const scheme = config.tls.cert ? 'https' : 'http';
-  const mqttUrls = [
+  // the serve port comes first (HTTPS with a certificate): scripts read the first URL of this line
+  const urls = [
+    `${tls ? 'https' : 'http'}://${config.host}:${port}`,
+    ...(plainPort > 0 ? [`http://${config.host}:${plainPort}`] : []),
     ...(mqtt.port > 0 ? [`mqtt://${mqttHost}:${mqtt.port}`] : []),
     ...(mqtt.tlsPort > 0 ? [`mqtts://${mqttHost}:${mqtt.tlsPort}`] : []),
     ...(coap.port > 0 ? [`coap://${coapHost}:${coap.port}`] : []),
   ];
-  log.info(
-    `outpost listening on ${scheme}://${config.host}:${port}${mqttUrls.map((u) => `, ${u}`).join('')} (data dir ${config.dataDir})`,
-  );
+  log.info(`outpost listening on ${urls.join(', ')} (data dir ${config.dataDir})`);
   downsample.start();
   sync?.start();
 
   let closing: Promise<void> | undefined;
   return {
     port,
+    plainPort,
     services,
     close() {
       closing ??= (async () => {
         stopAdmin();
         stopActivity();
-        uws.us_listen_socket_close(listenSocket);
+        for (const ls of listenSockets) uws.us_listen_socket_close(ls);
         await mqtt.close();
         await coap.close();
         metrics.loopDelay.close();
         failures.close();
         services.rpc.close();
-        app.close();
+        for (const a of apps) a.close();
         await downsample.stop();
         await sync?.stop();
         // a batch held back by store.commitDelayMs is written now, and the log's points go into LMDB

@@ -105,8 +105,9 @@ function serve(
     let buf = '';
     const onData = (c: Buffer): void => {
       buf += c.toString();
-      const m = /listening on https?:\/\/[^:]+:(\d+), mqtt:\/\/[^:]+:(\d+), mqtts:\/\/[^:]+:(\d+)/.exec(buf);
-      if (m) resolve({ proc, port: Number(m[1]), mqtt: Number(m[2]), mqtts: Number(m[3]) });
+      const line = /listening on .*\n/.exec(buf)?.[0] ?? '';
+      const port = (scheme: string): number => Number(new RegExp(`${scheme}://[^:]+:(\\d+)`).exec(line)?.[1] ?? 0);
+      if (line !== '') resolve({ proc, port: port('http') || port('https'), mqtt: port('mqtt'), mqtts: port('mqtts') });
     };
     proc.stderr?.on('data', onData);
     proc.stdout?.on('data', onData);

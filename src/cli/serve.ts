@@ -12,17 +12,18 @@ export function registerServe(program: Command): void {
       .option('--port <port>', 'listen port, 0 for any free one (env OUTPOST_PORT, default 8080)')
       .addOption(dataDirOption())
       .addOption(configOption())
-      .option('--tls-cert <file>', 'PEM certificate: serve HTTPS/WSS')
+      .option('--tls-cert <file>', 'PEM certificate: serve HTTPS/WSS on --port')
       .option('--tls-key <file>', 'PEM private key for --tls-cert')
       .option('--check-config', 'check the configuration (file, environment, options) and exit: starts nothing')
       .action(async (opts: ConfigFlags & { checkConfig?: boolean }) => {
         if (opts.checkConfig === true) {
           // the same loading and checks as a start; a bad value fails in one line naming it
-          const { loadConfig } = await import('../config/index.js');
+          const { loadConfig, checkServeConfig } = await import('../config/index.js');
           const config = loadConfig(opts);
+          checkServeConfig(config);
           const source = opts.config ?? process.env['OUTPOST_CONFIG'];
           console.log(
-            `config OK${source ? ` (${source})` : ' (defaults and environment)'}: data dir ${config.dataDir}, HTTP ${config.host}:${config.port}, MQTT port ${config.mqtt.port}${config.sync.url === '' ? '' : `, sync to ${config.sync.url}`}`,
+            `config OK${source ? ` (${source})` : ' (defaults and environment)'}: data dir ${config.dataDir}, ${config.tls.cert === '' ? 'HTTP' : 'HTTPS'} ${config.host}:${config.port}${config.http.plainPort === 0 ? '' : `, plain HTTP port ${config.http.plainPort}`}, MQTT port ${config.mqtt.port}${config.sync.url === '' ? '' : `, sync to ${config.sync.url}`}`,
           );
           return;
         }

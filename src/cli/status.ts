@@ -42,6 +42,10 @@ export function statusLines(s: StatusJson): string[] {
     if (extra.length > 0) lines.push(`           ${extra.join('; ')}`);
     for (const l of linkLines(x, s.now)) lines.push(l);
   }
+  if (s.http) {
+    const beside = s.http.plainPort > 0 ? `, plain HTTP ${s.http.plainPort}` : '';
+    lines.push(`http       port ${s.http.port}${s.http.tls ? ' (HTTPS)' : ''}${beside}`);
+  }
   if (s.longPoll) lines.push(`clients    ${s.longPoll.openPolls} long-polls, ${s.websockets ?? 0} websockets`);
   const m = s.mqtt;
   if (m) {

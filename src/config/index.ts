@@ -30,11 +30,17 @@ export const DEFAULTS = {
   /** Data directory holding the LMDB environment and the JWT signing key. */
   dataDir: './data',
   tls: {
-    /** PEM certificate file; with `key`, serves HTTPS/WSS on the same port. */
+    /** PEM certificate file; with `key`, serves HTTPS and WSS on `port` (and MQTT over TLS on `mqtt.tlsPort`). */
     cert: '',
     key: '',
   },
   http: {
+    /**
+     * With a certificate `port` serves HTTPS and WSS only, as it always did; this adds plain HTTP and ws beside it
+     * for the devices that cannot speak TLS (docs/configuration.md "TLS"). 0 = off, -1 = OS-chosen; refused
+     * without a certificate (then `port` is plain already). Env OUTPOST_HTTP_PLAIN_PORT.
+     */
+    plainPort: 0,
     /** bytes; request bodies above this answer 413 (docs/api.md). */
     maxBodyBytes: 4 * 1024 * 1024,
     /** bytes; cap for `/api/v1/<token>/rpc/**` bodies. */
@@ -184,6 +190,12 @@ export const DEFAULTS = {
     /** TB device provisioning key and secret; empty = devices without an upstream token are parked. */
     provisionKey: '',
     provisionSecret: '',
+    /**
+     * when sync.url names an upstream this data dir never synced to (sync set for the first time, or another
+     * url), the telemetry the store already holds goes up too, oldest first behind live data; false: only what
+     * is written from then on (docs/sync.md).
+     */
+    backfill: true,
     /** points/s for the backlog drain (live points are never held back); 0 = unpaced. */
     maxPointsPerSec: 0,
     /** bytes; the largest telemetry array one request carries. */
@@ -416,6 +428,12 @@ function validate(c: Config): void {
       `config: "sync.encoderThread" must be true or false, got ${String(c.sync.encoderThread)}`,
     );
   }
+  if (typeof c.sync.backfill !== 'boolean') {
+    throw new OutpostError(
+      'CONFIG_INVALID',
+      `config: "sync.backfill" must be true or false, got ${String(c.sync.backfill)}`,
+    );
+  }
   if (typeof c.store.wal !== 'boolean')
     throw new OutpostError('CONFIG_INVALID', `config: "store.wal" must be true or false, got ${String(c.store.wal)}`);
   const delay = c.store.commitDelayMs;
@@ -473,6 +491,13 @@ function validate(c: Config): void {
   if (Boolean(c.tls.cert) !== Boolean(c.tls.key)) {
     throw new OutpostError('CONFIG_INVALID', 'config: TLS needs both a certificate and a key');
   }
+  mqttPort(c.http.plainPort, 'config: "http.plainPort"');
+  if (c.http.plainPort > 0 && c.http.plainPort === c.port) {
+    throw new OutpostError(
+      'CONFIG_INVALID',
+      `config: "http.plainPort" is "port" (${c.port}): plain HTTP beside HTTPS needs a port of its own`,
+    );
+  }
   for (const k of c.auth.ticketKeys as unknown[]) {
     if (typeof k !== 'string' || !/^[A-Za-z0-9_-]{43}$/.test(k) || Buffer.from(k, 'base64url').length !== 32) {
       throw new OutpostError(
@@ -483,6 +508,19 @@ function validate(c: Config): void {
   }
   if (!['info', 'debug', 'silent'].includes(c.logLevel)) {
     throw new OutpostError('CONFIG_INVALID', `config: "logLevel" must be info, debug or silent`);
+  }
+}
+
+/**
+ * What only `serve` refuses: the admin CLI loads the same file without the daemon's certificate when that comes
+ * from a flag or the unit's environment, and must not fail over a listener it does not open.
+ */
+export function checkServeConfig(c: Readonly<Config>): void {
+  if (c.http.plainPort !== 0 && c.tls.cert === '') {
+    throw new OutpostError(
+      'CONFIG_INVALID',
+      `config: "http.plainPort" (${c.http.plainPort}) needs --tls-cert/--tls-key: without a certificate "port" serves plain HTTP`,
+    );
   }
 }
 
@@ -554,6 +592,8 @@ export function loadConfig(
       isPlainObject(src) && isPlainObject(src['coap']) && Object.hasOwn(src['coap'], 'port');
     if (!coapGiven(fileJson) && !coapGiven(overrides) && config.coap.port !== 0) config.coap.port = -1;
   }
+  const envPlain = env['OUTPOST_HTTP_PLAIN_PORT'];
+  if (envPlain !== undefined && envPlain !== '') config.http.plainPort = mqttPort(envPlain, 'OUTPOST_HTTP_PLAIN_PORT');
   const envMqtt = env['OUTPOST_MQTT_PORT'];
   if (envMqtt !== undefined && envMqtt !== '') config.mqtt.port = mqttPort(envMqtt, 'OUTPOST_MQTT_PORT');
   const envMqtts = env['OUTPOST_MQTT_TLS_PORT'];

@@ -38,6 +38,8 @@ export interface StatusJson {
   readonly sync: SyncStatus;
   readonly longPoll: RpcStatus | null;
   readonly websockets: number | null;
+  /** the serve port (HTTPS when `tls`) and plain HTTP beside it, 0 = off (absent: read from the data dir alone) */
+  readonly http?: { readonly port: number; readonly tls: boolean; readonly plainPort: number };
   /** the MQTT transport (null: read from the data dir alone) */
   readonly mqtt: MqttStatus | null;
   /** the CoAP transport (null: read from the data dir alone) */
@@ -154,6 +156,7 @@ export function daemonStatus(s: Services, metrics: Metrics): StatusJson {
     sync: s.sync?.status() ?? SYNC_OFF,
     longPoll: s.rpc.status(),
     websockets: metrics.websockets,
+    http: { ...metrics.http },
     mqtt: mqttStatus(metrics),
     coap: coapStatus(metrics),
     process: { rssBytes: process.memoryUsage.rss(), rssAnonBytes: rssAnonBytes() },

@@ -166,6 +166,8 @@ export class Metrics {
   readonly errors: Record<RequestKind, number> = { ingest: 0, query: 0, other: 0 };
   ingestedPoints = 0;
   websockets = 0;
+  /** the serve port (HTTPS when `tls`) and plain HTTP beside it, 0 = off; set once listening */
+  readonly http = { port: 0, tls: false, plainPort: 0 };
   readonly mqtt = new MqttCounters();
   /** failed logins, unknown device tokens, bad MQTT publishes, by kind (status/failures.ts counts them) */
   readonly failures: FailureCounts = emptyFailureCounts();

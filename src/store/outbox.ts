@@ -8,6 +8,7 @@
  *
  * Keys of `env.outbox` (ordered-binary arrays):
  *   ['q', seq, e]       → number[] flat (k, firstTs, lastTs, n)*: pending telemetry of entity e from batch seq
+ *                         (seq < 0: history for a new upstream, whole windows, src/upstream/backfill.ts)
  *   ['h', e, seq]       → { refs, above }: refs holding points stamped too far ahead (held: the clock rule of docs/sync.md)
  *   ['x', seq, e]       → { refs, status, error }: a batch the upstream refused with 400 (set aside, shown)
  *   ['a', uuid]         → n: the device's client attributes changed (n bumps on every change)
@@ -49,6 +50,13 @@ export const queueKey = (seq: number, e: EntityIdx): QueueKey => ['q', seq, e];
 /** the first queue key at or after `seq` (entity `e` and up when given) */
 export const queueFrom = (seq: number, e?: EntityIdx): QueuePos => (e === undefined ? ['q', seq] : ['q', seq, e]);
 export const QUEUE_END: ['q', number] = ['q', Number.MAX_SAFE_INTEGER];
+/** the first queue position: history entries for a new upstream sit below every batch's seq (negative) */
+export const QUEUE_START: ['q', number] = ['q', Number.MIN_SAFE_INTEGER];
+/**
+ * The seq of a history entry (src/upstream/backfill.ts) whose first window starts at `ts`: below 0, ordered by
+ * window, so the backlog drains history oldest first across devices. It names no head fragment.
+ */
+export const backfillSeq = (ts: number, windowMs: number): number => Math.floor(ts / windowMs) - 2 ** 52;
 
 export type HeldKey = ['h', number, number];
 export const heldKey = (e: EntityIdx, seq: number): HeldKey => ['h', e, seq];

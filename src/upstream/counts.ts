@@ -37,6 +37,12 @@ export class SyncCounts {
   heldTotal = 0;
   private lastDropLog = -Infinity;
   private droppedSinceLog = 0;
+  /**
+   * sync.url names an upstream these counters never spoke to (no counters yet: sync was never on; or another
+   * url): what the store holds has not gone there (src/upstream/backfill.ts). Counters saved without a url (an
+   * older version) are taken as this upstream's.
+   */
+  readonly newUpstream: boolean;
 
   /**
    * `unappliedSent`: points sent from the write-ahead log whose records are not in LMDB yet (OutboxRecorder
@@ -67,6 +73,7 @@ export class SyncCounts {
     this.counters.sent += unappliedSent();
     // an error of the upstream sync.url named before says nothing of this one
     if (saved?.url !== url) this.counters.lastError = null;
+    this.newUpstream = saved === undefined || (saved.url !== undefined && saved.url !== url);
   }
 
   /** The counters as they are written: `sent` without the points whose records are not in LMDB yet. */

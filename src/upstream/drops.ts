@@ -6,6 +6,7 @@
 import {
   COUNTERS_KEY,
   QUEUE_END,
+  QUEUE_START,
   type QueueKey,
   type QueuePos,
   decodeQueueEntry,
@@ -55,7 +56,7 @@ export class DropSweep {
     const { counts, devices, acks } = accounting;
     let settled = true;
     const windowMs = store.timeseries.windowMs;
-    let start: QueuePos = queueFrom(0);
+    let start: QueuePos = QUEUE_START;
     for (;;) {
       const rewrites: Array<{ key: QueueKey; keep: number[] | null }> = [];
       let last: QueueKey | undefined;

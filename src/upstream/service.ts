@@ -30,6 +30,7 @@
  */
 import type { Config } from '../config/index.js';
 import type { Logger } from '../context.js';
+import { backfill } from './backfill.js';
 import type { Dictionary } from '../store/encoding/dict.js';
 import type { EntityStore } from '../store/entities.js';
 import type { StoreEnv } from '../store/env.js';
@@ -39,6 +40,7 @@ import {
   type OutboxListener,
   type OutboxRecorder,
   type QueueKey,
+  QUEUE_START,
   queueEntryTotals,
   queueFrom,
 } from '../store/outbox.js';
@@ -310,7 +312,7 @@ export class SyncService implements SyncStatusSource {
     this.log.info(
       `sync to ${this.transport.url}: ${this.cfg.maxPointsPerSec > 0 ? `backlog paced at ${this.cfg.maxPointsPerSec} points/s` : 'unpaced'}, ${this.cfg.concurrency} devices at once`,
     );
-    this.ready = this.loadBacklog();
+    this.ready = this.historyForNewUpstream().then(() => this.loadBacklog());
     this.depthSync
       .load()
       .catch((err: unknown) => this.log.error(`sync: counting the depth backlog failed: ${(err as Error).message}`));
@@ -351,13 +353,45 @@ export class SyncService implements SyncStatusSource {
 
   // ---- bookkeeping -------------------------------------------------------------------------------------
 
+  /**
+   * A new upstream gets what the store holds, behind live data (backfill.ts, docs/sync.md "History from before
+   * sync"); once queued, the counters are written with its url, so a restart does not queue it again (a stop
+   * before that queues it again whole: the same entries).
+   */
+  private async historyForNewUpstream(): Promise<void> {
+    if (!this.counts.newUpstream) return;
+    try {
+      if (this.cfg.backfill) {
+        // the log's points replayed at open are in LMDB before the store is read
+        await this.env.flushed();
+        const r = await backfill(
+          this.env,
+          this.timeseries.windowMs,
+          this.lanes.boundary,
+          (e) => this.devices.ofEntity(e) !== undefined,
+          () => this.jobs.stopped(),
+        );
+        if (this.jobs.stopped()) return;
+        if (r.points > 0)
+          this.log.info(
+            `sync: a new upstream: the ${r.points} points the store holds go up behind live data, oldest first`,
+          );
+      }
+      // with sync.backfill false too: the upstream is this data dir's from now on, whatever the switch says later
+      await this.env.outbox.put(COUNTERS_KEY, this.counts.persisted());
+    } catch (err) {
+      // the sync goes on with what was queued; the next start queues the history again
+      this.log.error(`sync: queueing the stored history for ${this.cfg.url} failed: ${(err as Error).message}`);
+    }
+  }
+
   /** Counts what the outbox holds (in bounded steps, yielding), once at start. */
   private async loadBacklog(): Promise<void> {
     let n = 0;
     // summed straight from the flat arrays: no ref objects for a backlog of millions (RssAnon, BENCHMARKS.md)
     const perEntity = new Map<number, number>();
     for (const { key, value } of this.env.outbox.getRange({
-      start: queueFrom(0),
+      start: QUEUE_START,
       end: queueFrom(this.lanes.boundary),
     })) {
       const e = (key as QueueKey)[2];

@@ -342,15 +342,20 @@ export class HttpRouter {
   /** requests whose reply is still pending (for graceful shutdown and metrics) */
   inFlight = 0;
 
+  /** every route goes on each app: plain HTTP and HTTPS serve the same API (docs/configuration.md) */
+  private readonly apps: readonly TemplatedApp[];
+
   constructor(
-    private readonly app: TemplatedApp,
+    app: TemplatedApp | readonly TemplatedApp[],
     private readonly opts: HttpRouterOptions,
-  ) {}
+  ) {
+    this.apps = Array.isArray(app) ? app : [app as TemplatedApp];
+  }
 
   route(method: Method, pattern: string, handler: Handler, options: RouteOptions = {}): this {
     const paramCount = (pattern.match(/\/:/g) ?? []).length;
     const maxBody = options.maxBody ?? this.opts.maxBodyBytes;
-    this.app[method](pattern, (res, req) => {
+    const serve = (res: HttpResponse, req: HttpRequest): void => {
       const params: string[] = [];
       for (let i = 0; i < paramCount; i++) {
         const raw = req.getParameter(i) ?? '';
@@ -364,16 +369,19 @@ export class HttpRouter {
       }
       const t0 = performance.now();
       this.run(ex, handler, (failed) => observe(method, pattern, performance.now() - t0, failed));
-    });
+    };
+    for (const app of this.apps) app[method](pattern, serve);
     return this;
   }
 
   /** Unknown path or method → 404 JSON (docs/api.md). Register last. */
   fallback(): void {
-    this.app.any('/*', (res, req) => {
-      const ex = new Exchange(res, req, req.getMethod(), req.getUrl(), [], this.opts.maxBodyBytes, this.opts.log);
-      ex.sendError(new OutpostError('NOT_FOUND', `No endpoint ${req.getMethod().toUpperCase()} ${req.getUrl()}`));
-    });
+    for (const app of this.apps) {
+      app.any('/*', (res, req) => {
+        const ex = new Exchange(res, req, req.getMethod(), req.getUrl(), [], this.opts.maxBodyBytes, this.opts.log);
+        ex.sendError(new OutpostError('NOT_FOUND', `No endpoint ${req.getMethod().toUpperCase()} ${req.getUrl()}`));
+      });
+    }
   }
 
   private run(ex: Exchange, handler: Handler, done?: (failed: boolean) => void): void {

@@ -5,7 +5,7 @@
 import { writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import t from 'tap';
-import { DEFAULTS, loadConfig } from '../../src/config/index.js';
+import { DEFAULTS, checkServeConfig, loadConfig } from '../../src/config/index.js';
 import { OutpostError } from '../../src/errors.js';
 import { tempDir } from '../helpers/server.js';
 
@@ -27,6 +27,23 @@ t.test('defaults with an empty environment', async (t) => {
   t.equal(c.http.maxBodyBytes, 4 * 1024 * 1024);
   t.equal(c.http.maxRpcBodyBytes, 64 * 1024);
   t.equal(c.tls.cert, '');
+  t.equal(c.http.plainPort, 0, 'no plain HTTP beside HTTPS unless asked: a certificate makes port HTTPS only');
+  t.equal(c.sync.backfill, true);
+  t.equal(loadConfig({ port: 0 }, {}).http.plainPort, 0, '--port 0 does not turn it on');
+  const tls = { tlsCert: '/x.pem', tlsKey: '/k.pem' };
+  t.equal(loadConfig(tls, { OUTPOST_HTTP_PLAIN_PORT: '8081' }).http.plainPort, 8081);
+  t.equal(loadConfig(tls, { OUTPOST_HTTP_PLAIN_PORT: 'ephemeral' }).http.plainPort, -1, 'OS-chosen, as MQTT ports');
+  const admin = loadConfig({}, { OUTPOST_HTTP_PLAIN_PORT: '8081' });
+  t.equal(admin.http.plainPort, 8081, 'the admin CLI loads it without the certificate (a flag or the unit env)');
+  t.equal(
+    codeOf(() => checkServeConfig(admin)),
+    'CONFIG_INVALID',
+    'serve refuses it without a certificate',
+  );
+  t.equal(
+    codeOf(() => checkServeConfig(loadConfig(tls, { OUTPOST_HTTP_PLAIN_PORT: '8081' }))),
+    'no error',
+  );
   t.equal(c.query.maxIntervals, DEFAULTS.query.maxIntervals);
 });
 
@@ -124,6 +141,13 @@ t.test('invalid configuration is rejected with CONFIG_INVALID', async (t) => {
     ['flag port fractional', () => loadConfig({ port: '80.5' }, {})],
     ['env port with junk', () => loadConfig({}, { OUTPOST_PORT: '8080x' })],
     ['TLS cert without key', () => loadConfig({ tlsCert: '/x.pem' }, {})],
+    [
+      'plain HTTP on the HTTPS port',
+      () => loadConfig({ tlsCert: '/x.pem', tlsKey: '/k.pem', port: 8443 }, { OUTPOST_HTTP_PLAIN_PORT: '8443' }),
+    ],
+    ['http.plainPort out of range', () => loadConfig({}, { OUTPOST_HTTP_PLAIN_PORT: '70000' })],
+    ['http.plainPort in the file', () => loadConfig({ config: write('q.json', '{"http":{"plainPort":-2}}') }, {})],
+    ['sync.backfill not a boolean', () => loadConfig({ config: write('r.json', '{"sync":{"backfill":1}}') }, {})],
     ['__proto__ key', () => loadConfig({ config: write('k.json', '{"__proto__":{}}') }, {})],
     ['inherited key name', () => loadConfig({ config: write('m.json', '{"toString":"x"}') }, {})],
     [

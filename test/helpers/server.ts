@@ -49,8 +49,15 @@ export async function cliJson<T = Record<string, string>>(args: string[]): Promi
 }
 
 export interface Gateway {
+  /** the serve port's URL (the first of the listening line): HTTPS with --tls-cert, else plain HTTP */
   readonly url: string;
   readonly port: number;
+  /**
+   * the plain HTTP URL (the serve port without a certificate, `http.plainPort` beside HTTPS with one) and the
+   * HTTPS one, as the listening line names them ('' = not listening)
+   */
+  readonly httpUrl: string;
+  readonly httpsUrl: string;
   readonly dataDir: string;
   readonly proc: ChildProcess;
   /** log lines so far */
@@ -76,7 +83,7 @@ export async function startGateway(t: Teardown, opts: StartOptions = {}): Promis
   );
   const logs: string[] = [];
   let exited: Promise<number | null> = new Promise((resolve) => proc.once('exit', (code) => resolve(code)));
-  const port = await new Promise<number>((resolve, reject) => {
+  const listening = await new Promise<string>((resolve, reject) => {
     let buf = '';
     const onData = (chunk: Buffer): void => {
       buf += chunk.toString();
@@ -85,8 +92,7 @@ export async function startGateway(t: Teardown, opts: StartOptions = {}): Promis
         const line = buf.slice(0, nl);
         buf = buf.slice(nl + 1);
         logs.push(line);
-        const m = /listening on https?:\/\/[^:]+:(\d+)/.exec(line);
-        if (m) resolve(Number(m[1]));
+        if (/listening on https?:\/\//.test(line)) resolve(line);
       }
     };
     proc.stderr?.on('data', onData);
@@ -95,10 +101,15 @@ export async function startGateway(t: Teardown, opts: StartOptions = {}): Promis
       reject(new Error(`gateway exited with ${code} before listening:\n${logs.join('\n')}${buf}`)),
     );
   });
-  const scheme = (opts.args ?? []).includes('--tls-cert') ? 'https' : 'http';
+  const portOf = (scheme: string): number => Number(new RegExp(`${scheme}://[^:]+:(\\d+)`).exec(listening)?.[1] ?? 0);
+  const [httpPort, httpsPort] = [portOf('http'), portOf('https')];
+  const first = /listening on (https?):\/\/[^:]+:(\d+)/.exec(listening);
+  const port = Number(first?.[2]);
   const gw: Gateway = {
-    url: `${scheme}://127.0.0.1:${port}`,
+    url: `${first?.[1]}://127.0.0.1:${port}`,
     port,
+    httpUrl: httpPort > 0 ? `http://127.0.0.1:${httpPort}` : '',
+    httpsUrl: httpsPort > 0 ? `https://127.0.0.1:${httpsPort}` : '',
     dataDir,
     proc,
     logs,

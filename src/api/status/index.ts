@@ -74,12 +74,12 @@ function metricsAllowed(s: Services, remoteAddress: string, authorization: strin
  * the router serves GET/POST/PUT/DELETE only. It answers before returning, so the abort handler is a formality.
  */
 export function registerMetricsHead(
-  app: uws.TemplatedApp,
+  apps: readonly uws.TemplatedApp[],
   s: Services,
   metrics: Metrics,
   log: (m: string) => void,
 ): void {
-  app.head('/metrics', (res, req) => {
+  const head = (res: uws.HttpResponse, req: uws.HttpRequest): void => {
     res.onAborted(() => undefined);
     const allowed = metricsAllowed(
       s,
@@ -99,5 +99,6 @@ export function registerMetricsHead(
       return;
     }
     res.writeHeader('content-type', 'text/plain; version=0.0.4; charset=utf-8').endWithoutBody(length);
-  });
+  };
+  for (const app of apps) app.head('/metrics', head);
 }

@@ -115,7 +115,8 @@ function authFailure(err: unknown): string {
   return 'Invalid JWT token';
 }
 
-export function registerWsApi(app: TemplatedApp, s: Services): SubscriptionRegistry {
+/** On each app (plain and TLS): one registry and one count of sockets per user over them all. */
+export function registerWsApi(apps: readonly TemplatedApp[], s: Services): SubscriptionRegistry {
   const registry = new SubscriptionRegistry();
   const deps: CommandDeps = { s, registry, attributes: s.attributes };
 
@@ -333,8 +334,10 @@ export function registerWsApi(app: TemplatedApp, s: Services): SubscriptionRegis
     },
   });
 
-  app.ws<SessionData>('/api/ws/plugins/telemetry', behavior('LEGACY'));
-  app.ws<SessionData>('/api/ws', behavior('GENERAL'));
-  app.ws<SessionData>('/api/ws/plugins/*', behavior('UNKNOWN'));
+  for (const app of apps) {
+    app.ws<SessionData>('/api/ws/plugins/telemetry', behavior('LEGACY'));
+    app.ws<SessionData>('/api/ws', behavior('GENERAL'));
+    app.ws<SessionData>('/api/ws/plugins/*', behavior('UNKNOWN'));
+  }
   return registry;
 }

@@ -14,6 +14,7 @@ import {
   type OutboxRecorder,
   type QueueKey,
   type QueuePos,
+  QUEUE_START,
   decodeQueueEntry,
   encodeQueueEntry,
   encodeRefs,
@@ -76,7 +77,14 @@ export class OutboxLanes {
         front: queueFrom(boundary),
         blocked: new Set(),
       },
-      { index: 1, lo: 0, hi: boundary, paced: h.cfg.maxPointsPerSec > 0, front: queueFrom(0), blocked: new Set() },
+      {
+        index: 1,
+        lo: QUEUE_START[1],
+        hi: boundary,
+        paced: h.cfg.maxPointsPerSec > 0,
+        front: QUEUE_START,
+        blocked: new Set(),
+      },
     ];
   }
 
