@@ -9,9 +9,9 @@ import { type AddressInfo, createServer } from 'node:net';
 import { join } from 'node:path';
 import { connectAsync } from 'mqtt';
 import t from 'tap';
-import { adminHeaders, mqttPorts } from './helpers/mqtt.js';
-import { addDevice, cli, cliJson, http, startGateway, tempDir } from './helpers/server.js';
-import { hasOpenssl, selfSignedCert } from './helpers/tls.js';
+import { adminHeaders, mqttPorts } from '../helpers/mqtt.js';
+import { addDevice, cli, cliJson, http, startGateway, tempDir } from '../helpers/server.js';
+import { hasOpenssl, selfSignedCert } from '../helpers/tls.js';
 
 function postHttps(url: string, ca: Buffer, body: string): Promise<number> {
   return new Promise((resolve, reject) => {

@@ -5,10 +5,10 @@
  * `sync.backfill: false` keeps the old behaviour (only what is written from then on).
  */
 import t, { type Test } from 'tap';
-import { FakeTb } from './helpers/fake-tb.js';
-import { type Gateway, addDevice, cli, startGateway } from './helpers/server.js';
-import { postTelemetry, records, syncGateway, syncStatusOf, syncStatusUntil } from './helpers/sync.js';
-import { adminToken } from './helpers/users.js';
+import { FakeTb } from '../helpers/fake-tb.js';
+import { type Gateway, addDevice, cli, startGateway } from '../helpers/server.js';
+import { postTelemetry, records, syncGateway, syncStatusOf, syncStatusUntil } from '../helpers/sync.js';
+import { adminToken } from '../helpers/users.js';
 
 interface Status {
   state: string;
