@@ -41,7 +41,7 @@ import { outpostCommand } from './daemon/invocation.js';
 import { lockDataDir } from './daemon/lock.js';
 import { markRunning, markStopped } from './daemon/running-marker.js';
 import { serveAdminRequests } from './admin/channel.js';
-import { type AdminOp, type AdminResult, adminOpDone, runAdminOp } from './admin/ops.js';
+import { type AdminOp, type AdminResult, type AttributeWriter, adminOpDone, runAdminOp } from './admin/ops.js';
 import { trackActivity } from './device/activity.js';
 import { daemonStatus } from './status/index.js';
 import { SYNC_OFF } from './upstream/status.js';
@@ -84,10 +84,12 @@ export async function startServer(
   // the reads only the daemon can answer (`outpost status` / `sync` beside it) are bound once its services exist
   let daemonRead: ((op: AdminOp) => AdminResult | undefined) | undefined;
   let afterAdminOp: ((op: AdminOp, result: AdminResult) => void) | undefined;
+  // the daemon's own attribute store once it exists: its bus events reach every subscriber, as REST's writes do
+  let adminAttributes: (() => AttributeWriter) | undefined;
   const stopAdmin = serveAdminRequests(lock, async (op) => {
     const read = daemonRead?.(op);
     if (read !== undefined) return read;
-    const result = await runAdminOp(entities, env, op);
+    const result = await runAdminOp(entities, env, op, adminAttributes);
     afterAdminOp?.(op, result);
     return result;
   });
@@ -140,6 +142,7 @@ export async function startServer(
     Date.now,
     relay === undefined ? undefined : (id) => markClientAttributes(env, id),
   );
+  adminAttributes = () => attributes;
   const stopActivity = trackActivity(bus, attributes, Date.now, (m) => log.error(m));
   const depth = new LmdbDepthStore(env, dict, relay);
   const rpc = new RpcBroker(bus, {

@@ -9,9 +9,11 @@ import type { Command } from 'commander';
 import type { CredentialsInput } from '../admin/ops.js';
 import type { ConfigFlags } from '../config/index.js';
 import { resolveDevice } from './backend.js';
-import { adminWrite, commandGroup, configOption, dataDirOption, example } from './common.js';
+import { commandGroup, configOption, dataDirOption, example } from './common.js';
 import { CliError } from './errors.js';
 import { type TechOptions, print, techOptions, withBackend } from './options.js';
+import { targetOf } from './target.js';
+import { printWrite, writeLocal } from './write.js';
 
 /** `clientId:userName:password`, any part empty (= none); the password is the rest, so it may hold ':'. */
 export function mqttBasicOption(spec: string): CredentialsInput {
@@ -87,7 +89,8 @@ export function registerDevice(program: Command): void {
             gateway: opts.gateway === true,
             upstreamToken: opts.upstreamToken,
           } as const;
-          console.log(JSON.stringify(await adminWrite(opts, op)));
+          const t = await targetOf(opts, { command: 'device add', remote: false, creates: true });
+          if (t.mode === 'local') printWrite(t, await writeLocal(t, opts, op), false);
         },
       ),
     'outpost device add --name pump-1 --type pump --customer "Acme Water"',

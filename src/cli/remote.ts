@@ -282,6 +282,27 @@ export class RemoteBackend implements Backend {
     });
   }
 
+  /** renames a device: TB's update, `POST /api/device` with its id (docs/api.md); the name it now has */
+  async renameDevice(deviceId: string, name: string): Promise<string> {
+    const body = JSON.stringify({ id: { entityType: 'DEVICE', id: deviceId }, name });
+    return (JSON.parse((await this.s.request('POST', '/api/device', { body })).text) as { name: string }).name;
+  }
+
+  /** `DELETE /api/device/{id}`: the device, its data and its sessions go */
+  async deleteDevice(deviceId: string): Promise<void> {
+    await this.s.request('DELETE', `/api/device/${deviceId}`);
+  }
+
+  /** `POST .../attributes/{scope}` with `body` as given (the gateway checks it, as for any REST client) */
+  async saveAttributes(deviceId: string, scope: string, body: string): Promise<void> {
+    await this.s.request('POST', `/api/plugins/telemetry/DEVICE/${deviceId}/attributes/${scope}`, { body });
+  }
+
+  /** `DELETE .../{scope}?keys=` */
+  async deleteAttributes(deviceId: string, scope: string, keys: readonly string[]): Promise<void> {
+    await this.s.request('DELETE', `/api/plugins/telemetry/DEVICE/${deviceId}/${scope}?keys=${keysParam(keys)}`);
+  }
+
   async status(): Promise<StatusJson> {
     return this.json<StatusJson>('/api/outpost/status');
   }
