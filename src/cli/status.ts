@@ -6,7 +6,7 @@ import type { SyncStatusFull } from '../upstream/service.js';
 import { example } from './common.js';
 import { duration, localTime } from './format.js';
 import { type TechOptions, print, techOptions, withBackend } from './options.js';
-import { linkLines } from './sync.js';
+import { errorAge, linkLines } from './sync.js';
 
 const mb = (b: number): string => `${(b / 2 ** 20).toFixed(1)} MiB`;
 
@@ -27,7 +27,7 @@ export function statusLines(s: StatusJson): string[] {
   );
   const y = s.sync;
   lines.push(
-    `sync       ${y.enabled ? `${y.state} to ${y.url ?? '?'}: ${y.backlogPoints} points behind, ${y.sentPoints} sent, ${y.droppedPoints} dropped${y.lastError ? `; last error: ${y.lastError}` : ''}` : 'off'}`,
+    `sync       ${y.enabled ? `${y.state} to ${y.url ?? '?'}: ${y.backlogPoints} points behind, ${y.sentPoints} sent, ${y.droppedPoints} dropped${y.lastError ? `; last error ${errorAge(y.lastErrorTs, s.now)}: ${y.lastError}` : ''}` : 'off'}`,
   );
   if (y.enabled) {
     // what the sync adds to its status fields (set aside, depth, the MQTT session and its downlink), when the daemon says
