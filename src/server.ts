@@ -66,10 +66,11 @@ export async function startServer(
   // One daemon per port and per data dir, checked before the store is opened: a refused daemon changes nothing.
   await checkPortFree(config.host, config.port);
   const mqttHost = config.mqtt.host === '' ? config.host : config.mqtt.host;
-  await checkTcpPortFree(mqttHost, config.mqtt.port, 'MQTT');
-  if (config.tls.cert !== '') await checkTcpPortFree(mqttHost, config.mqtt.tlsPort, 'MQTT over TLS');
+  await checkTcpPortFree(mqttHost, config.mqtt.port, 'MQTT', 'OUTPOST_MQTT_PORT or mqtt.port');
+  if (config.tls.cert !== '')
+    await checkTcpPortFree(mqttHost, config.mqtt.tlsPort, 'MQTT over TLS', 'OUTPOST_MQTT_TLS_PORT or mqtt.tlsPort');
   const coapHost = config.coap.host === '' ? config.host : config.coap.host;
-  await checkUdpPortFree(coapHost, config.coap.port, 'CoAP');
+  await checkUdpPortFree(coapHost, config.coap.port, 'CoAP', 'OUTPOST_COAP_PORT or coap.port');
   const lock = await lockDataDir(config.dataDir);
   warnIfShared(config.dataDir, log);
   const uncleanStop = markRunning(config.dataDir);
