@@ -81,3 +81,16 @@ t.test("the last error has its time; after a restart the previous run's error is
   t.notMatch(after, /^last error/m, 'no "last error" line');
   t.match(after, /\nearlier {4}before this start, \d+m \d+s ago \(/, 'the old one said to be from before this start');
 });
+
+t.test('the downlink line counts in words: 1 shared attribute, 2 shared attributes', async (t) => {
+  const { linkLines } = await import('../src/cli/sync.js');
+  const { DOWNLINK_OFF } = await import('../src/upstream/session/upstream-session.js');
+  const line = (n: number): string =>
+    linkLines(
+      { transport: 'mqtt', session: null, downlink: { ...DOWNLINK_OFF, enabled: true, attributesApplied: n } },
+      0,
+    ).find((l) => l.startsWith('downlink')) ?? '';
+  t.match(line(1), /^downlink {3}1 shared attribute applied, /);
+  t.match(line(2), /^downlink {3}2 shared attributes applied, /);
+  t.match(line(0), /^downlink {3}0 shared attributes applied, /);
+});

@@ -108,7 +108,7 @@ export function linkLines(
   const d = s.downlink;
   if (d?.enabled) {
     lines.push(
-      `downlink   ${n(d.attributesApplied)} shared attributes applied, last reconciled ${d.lastReconcileTs === null ? 'never' : `${localTime(d.lastReconcileTs)} (${ago(d.lastReconcileTs, now)})`}`,
+      `downlink   ${n(d.attributesApplied)} shared attribute${d.attributesApplied === 1 ? '' : 's'} applied, last reconciled ${d.lastReconcileTs === null ? 'never' : `${localTime(d.lastReconcileTs)} (${ago(d.lastReconcileTs, now)})`}`,
     );
     lines.push(
       `rpc down   ${n(d.rpcReceived)} received, ${n(d.rpcDelivered)} delivered, ${n(d.rpcReplied)} replied, ${n(d.rpcExpired)} expired, ${n(d.rpcPending)} pending`,
