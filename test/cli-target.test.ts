@@ -87,8 +87,7 @@ t.test("logged in to B from a folder holding A's ./data: every command acts on B
 
   // a command that acts on a data dir only refuses while the rule points at B, and changes nothing
   for (const args of [
-    ['device', 'add', '--name', 'new-one'],
-    ['customer', 'add', '--title', 'Acme'],
+    ['user', 'add', '--email', 'x@a.test', '--password', 'x', '--authority', 'TENANT_ADMIN'],
     ['user', 'passwd', '--email', 'admin@a.test', '--password', 'x'],
     ['device', 'upstream', 'keep', '--token', 'UP'],
     ['user', 'list'],
@@ -103,6 +102,35 @@ t.test("logged in to B from a folder holding A's ./data: every command acts on B
     );
   }
   t.same(await deviceNames(a.url, HA), ['keep', 'victim'], 'nothing added to A');
+  // the adds go to B over REST, their lines as locally
+  const customer = await run('customer', 'add', '--title', 'Acme');
+  t.same(Object.keys(JSON.parse(ok(t, customer, 'customer add on B'))), ['id', 'title']);
+  t.match(customer.stderr, onB, 'customer add names B');
+  const added = await run('device', 'add', '--name', 'new-one', '--token', 'NEW1', '--customer', 'acme');
+  t.same(JSON.parse(ok(t, added, 'device add on B')), {
+    id: (JSON.parse(added.stdout) as { id: string }).id,
+    name: 'new-one',
+    token: 'NEW1',
+  });
+  t.match(added.stderr, onB, 'device add names B');
+  t.same(await deviceNames(b.url, HB), ['new-one'], 'added to B');
+  t.equal((await http('POST', `${b.url}/api/v1/NEW1/telemetry`, { v: 1 })).status, 200, 'its token works on B');
+  const assigned = await http(
+    'GET',
+    `${b.url}/api/customer/${JSON.parse(customer.stdout).id}/devices?pageSize=10&page=0`,
+    undefined,
+    HB,
+  );
+  t.match(assigned.text, /"name":"new-one"/, 'assigned to the customer found by title');
+  failsOneLine(
+    t,
+    await run('device', 'add', '--name', 'plc', '--mqtt-basic', 'plc::pw'),
+    new RegExp(
+      `--mqtt-basic, --cert and --upstream-token act on a local data dir only, and commands go to gateway ${esc(b.url)}`,
+    ),
+    'credentials other than a token: local only',
+  );
+  t.same(await deviceNames(a.url, HA), ['keep', 'victim'], 'A untouched by the adds');
   t.equal((await login(a, 'admin@a.test', 'pw-a')).token.length > 0, true, "A's password unchanged");
 
   // the same commands with --data-dir act on A, and name its data dir
@@ -115,13 +143,13 @@ t.test("logged in to B from a folder holding A's ./data: every command acts on B
     new RegExp(`in data dir ${esc(join(cwd, 'data'))}\\? Give --yes`),
     'local delete asks, naming the data dir',
   );
-  const added = await run('device', 'add', '--name', 'added', '--data-dir', 'data');
+  const addedA = await run('device', 'add', '--name', 'added', '--data-dir', 'data');
   t.same(
-    Object.keys(JSON.parse(ok(t, added, 'device add --data-dir'))),
+    Object.keys(JSON.parse(ok(t, addedA, 'device add --data-dir'))),
     ['id', 'name', 'token'],
     'add: its line as before',
   );
-  t.match(added.stderr, /^data dir .*\/data\n$/, 'add names the data dir on stderr');
+  t.match(addedA.stderr, /^data dir .*\/data\n$/, 'add names the data dir on stderr');
   t.same(await deviceNames(a.url, HA), ['added', 'keep', 'victim-a'], 'A changed by --data-dir only');
 });
 
