@@ -43,7 +43,7 @@ import { outpostCommand } from './daemon/invocation.js';
 import { lockDataDir } from './daemon/lock.js';
 import { markRunning, markStopped } from './daemon/running-marker.js';
 import { serveAdminRequests } from './admin/channel.js';
-import { type AdminOp, type AdminResult, adminOpDone, runAdminOp } from './admin/ops.js';
+import { type AdminOp, type AdminResult, type AttributeWriter, adminOpDone, runAdminOp } from './admin/ops.js';
 import { trackActivity } from './device/activity.js';
 import { daemonStatus } from './status/index.js';
 import { SYNC_OFF } from './upstream/status.js';
@@ -77,10 +77,11 @@ export async function startServer(
   await checkPortFree(config.host, config.port);
   if (besideOn) await checkPortFree(config.host, Math.max(0, config.http.plainPort));
   const mqttHost = config.mqtt.host === '' ? config.host : config.mqtt.host;
-  await checkTcpPortFree(mqttHost, config.mqtt.port, 'MQTT');
-  if (config.tls.cert !== '') await checkTcpPortFree(mqttHost, config.mqtt.tlsPort, 'MQTT over TLS');
+  await checkTcpPortFree(mqttHost, config.mqtt.port, 'MQTT', 'OUTPOST_MQTT_PORT or mqtt.port');
+  if (config.tls.cert !== '')
+    await checkTcpPortFree(mqttHost, config.mqtt.tlsPort, 'MQTT over TLS', 'OUTPOST_MQTT_TLS_PORT or mqtt.tlsPort');
   const coapHost = config.coap.host === '' ? config.host : config.coap.host;
-  await checkUdpPortFree(coapHost, config.coap.port, 'CoAP');
+  await checkUdpPortFree(coapHost, config.coap.port, 'CoAP', 'OUTPOST_COAP_PORT or coap.port');
   const lock = await lockDataDir(config.dataDir);
   warnIfShared(config.dataDir, log);
   const uncleanStop = markRunning(config.dataDir);
@@ -95,10 +96,12 @@ export async function startServer(
   // the reads only the daemon can answer (`outpost status` / `sync` beside it) are bound once its services exist
   let daemonRead: ((op: AdminOp) => AdminResult | undefined) | undefined;
   let afterAdminOp: ((op: AdminOp, result: AdminResult) => void) | undefined;
+  // the daemon's own attribute store once it exists: its bus events reach every subscriber, as REST's writes do
+  let adminAttributes: (() => AttributeWriter) | undefined;
   const stopAdmin = serveAdminRequests(lock, async (op) => {
     const read = daemonRead?.(op);
     if (read !== undefined) return read;
-    const result = await runAdminOp(entities, env, op);
+    const result = await runAdminOp(entities, env, op, adminAttributes);
     afterAdminOp?.(op, result);
     return result;
   });
@@ -151,6 +154,7 @@ export async function startServer(
     Date.now,
     relay === undefined ? undefined : (id) => markClientAttributes(env, id),
   );
+  adminAttributes = () => attributes;
   const stopActivity = trackActivity(bus, attributes, Date.now, (m) => log.error(m));
   const depth = new LmdbDepthStore(env, dict, relay);
   const rpc = new RpcBroker(bus, {

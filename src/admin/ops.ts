@@ -9,6 +9,8 @@ import { apiKeyJson } from '../api/auth/api-key-json.js';
 import { ApiKeyStore, notFound as apiKeyNotFound } from '../store/api-keys.js';
 import { resolveCredentials } from '../store/credentials.js';
 import type { Services } from '../context.js';
+import { parseAttributes, parseBody } from '../ingest/payload.js';
+import { type AttributeScope, type AttributeStore, isAttributeScope } from '../store/attributes.js';
 import type { Authority, EntityStore } from '../store/entities.js';
 import type { DeviceRecord, UserRecord } from '../store/entity-records.js';
 import type { StoreEnv } from '../store/env.js';
@@ -31,6 +33,9 @@ export type AdminOp =
   | { readonly op: 'device.rename'; readonly device: string; readonly name: string }
   | { readonly op: 'device.delete'; readonly device: string }
   | { readonly op: 'user.passwd'; readonly email: string; readonly passwordHash: string }
+  /** REST's attribute writes (docs/api.md): `body` is the JSON text as a REST client would post it */
+  | { readonly op: 'attributes.save'; readonly device: string; readonly scope: string; readonly body: string }
+  | { readonly op: 'attributes.delete'; readonly device: string; readonly scope: string; readonly keys: string[] }
   | { readonly op: 'user.delete'; readonly email: string }
   /** API keys (docs/cli.md "API keys"); `user` is an email or an id */
   | {
@@ -62,8 +67,19 @@ export interface CredentialsInput {
 /** What the command prints: one JSON object. */
 export type AdminResult = Record<string, unknown>;
 
+/**
+ * The attribute store the op writes through: the daemon's own, whose bus events reach long-polls, MQTT and CoAP
+ * subscribers and websockets as a REST write does; without a daemon, one over the store this process holds.
+ */
+export type AttributeWriter = Pick<AttributeStore, 'save' | 'delete'>;
+
 /** Runs `op` against the store; resolves once its writes are on disk. */
-export async function runAdminOp(entities: EntityStore, env: StoreEnv, op: AdminOp): Promise<AdminResult> {
+export async function runAdminOp(
+  entities: EntityStore,
+  env: StoreEnv,
+  op: AdminOp,
+  attributes?: () => AttributeWriter,
+): Promise<AdminResult> {
   switch (op.op) {
     case 'status':
     case 'sync.status':
@@ -101,6 +117,24 @@ export async function runAdminOp(entities: EntityStore, env: StoreEnv, op: Admin
       if (!(await entities.deleteDevice(d.id)))
         throw new OutpostError('ENTITY_NOT_FOUND', `no device with id or name "${op.device}"`);
       return { id: d.id, name: d.name, deleted: true };
+    }
+    case 'attributes.save':
+    case 'attributes.delete': {
+      const d = deviceOf(entities, op.device);
+      if (attributes === undefined) throw new OutpostError('STORE_FAILED', 'the daemon is starting: try again');
+      if (op.op === 'attributes.delete') {
+        // as REST's DELETE: any scope, a device's client attributes included
+        const scope = scopeOf(op.scope);
+        if (op.keys.length === 0) throw new OutpostError('BAD_PARAM', 'Empty keys: []');
+        await attributes().delete('DEVICE', d.id, scope, op.keys);
+        return { id: d.id, name: d.name, scope, keys: op.keys };
+      }
+      const scope = scopeOf(op.scope);
+      if (scope === 'CLIENT_SCOPE') throw new OutpostError('BAD_PARAM', 'Invalid scope: CLIENT_SCOPE');
+      const entries = parseAttributes(parseBody(op.body), true);
+      if (entries.length === 0) throw new OutpostError('BAD_PAYLOAD', 'No attributes data found in request body!');
+      await attributes().save('DEVICE', d.id, scope, entries, Date.now());
+      return { id: d.id, name: d.name, scope, saved: entries.map(([k]) => k) };
     }
     case 'user.passwd': {
       const u = userOf(entities, op.email);
@@ -174,6 +208,14 @@ export function parseAdminOp(v: unknown): AdminOp {
       return { op: 'device.delete', device: str('device') };
     case 'user.passwd':
       return { op: 'user.passwd', email: str('email'), passwordHash: str('passwordHash') };
+    case 'attributes.save':
+      return { op: 'attributes.save', device: str('device'), scope: str('scope'), body: str('body') };
+    case 'attributes.delete': {
+      const keys = o['keys'];
+      if (!Array.isArray(keys) || !keys.every((k): k is string => typeof k === 'string'))
+        throw new OutpostError('BAD_PAYLOAD', 'admin request: "keys" must be an array of strings');
+      return { op: 'attributes.delete', device: str('device'), scope: str('scope'), keys };
+    }
     case 'user.delete':
       return { op: 'user.delete', email: str('email') };
     case 'apikey.add': {
@@ -245,6 +287,11 @@ function deviceOf(entities: EntityStore, ref: string): DeviceRecord {
   const d = entities.list('DEVICE').find((x) => x.name.toLowerCase() === folded);
   if (d === undefined) throw new OutpostError('ENTITY_NOT_FOUND', `no device with id or name "${ref}"`);
   return d;
+}
+
+function scopeOf(raw: string): AttributeScope {
+  if (!isAttributeScope(raw)) throw new OutpostError('BAD_PARAM', `Invalid attribute scope: ${raw}`);
+  return raw;
 }
 
 function userOf(entities: EntityStore, email: string): UserRecord {

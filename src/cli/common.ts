@@ -7,7 +7,7 @@
 import { type Command, Option } from 'commander';
 import type { AdminOp, AdminResult } from '../admin/ops.js';
 import type { ConfigFlags } from '../config/index.js';
-import { CliError } from './errors.js';
+import { CliError, noStore } from './errors.js';
 
 export const dataDirOption = (): Option =>
   new Option('--data-dir <dir>', 'data directory (env OUTPOST_DATA_DIR, default ./data)');
@@ -37,16 +37,26 @@ export async function adminWrite(flags: ConfigFlags, op: AdminOp): Promise<Admin
   const [{ loadConfig }, channel] = await Promise.all([import('../config/index.js'), import('../admin/channel.js')]);
   const config = loadConfig(flags);
   return channel.adminWrite(config.dataDir, op, async () => {
-    const [{ openStoreEnv }, { EntityStore }, { runAdminOp }] = await Promise.all([
-      import('../store/env.js'),
-      import('../store/entities.js'),
-      import('../admin/ops.js'),
-    ]);
+    const [{ openStoreEnv }, { EntityStore }, { runAdminOp }, { LmdbAttributeStore }, { Dictionary }, { EventBus }] =
+      await Promise.all([
+        import('../store/env.js'),
+        import('../store/entities.js'),
+        import('../admin/ops.js'),
+        import('../store/attributes.js'),
+        import('../store/encoding/dict.js'),
+        import('../bus/index.js'),
+      ]);
     const env = openStoreEnv({ dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes });
     try {
       const entities = new EntityStore(env);
       await entities.ensureTenant();
-      return await runAdminOp(entities, env, op);
+      // no daemon, so no subscriber to tell: a device reads the attributes when it next connects
+      return await runAdminOp(
+        entities,
+        env,
+        op,
+        () => new LmdbAttributeStore(env, new Dictionary(env), new EventBus()),
+      );
     } finally {
       await env.close();
     }
@@ -82,8 +92,7 @@ export async function withEntities<T>(
     import('node:path'),
   ]);
   const config = loadConfig(flags);
-  if (!existsSync(join(config.dataDir, 'outpost.mdb')))
-    throw new CliError(`no store in ${config.dataDir}: give --data-dir (or OUTPOST_DATA_DIR) or --config`);
+  if (!existsSync(join(config.dataDir, 'outpost.mdb'))) throw new CliError(noStore(config.dataDir));
   const env = openStoreEnv({ dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes, readOnly: true });
   try {
     return fn(new EntityStore(env));

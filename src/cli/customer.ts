@@ -1,8 +1,10 @@
 /** `outpost customer add` (docs/cli.md): prints `{"id","title"}`; `customer list` lists them. */
-import type { Command } from 'commander';
+import { type Command, Option } from 'commander';
 import type { ConfigFlags } from '../config/index.js';
-import { adminWrite, commandGroup, configOption, dataDirOption, example, withEntities } from './common.js';
-import { print } from './options.js';
+import { commandGroup, configOption, dataDirOption, example, withEntities } from './common.js';
+import { print, withRemote } from './options.js';
+import { targetOf } from './target.js';
+import { printWrite, writeLocal } from './write.js';
 
 export function registerCustomer(program: Command): void {
   const customer = commandGroup(program, 'customer', 'manage customers');
@@ -11,10 +13,14 @@ export function registerCustomer(program: Command): void {
       .command('add')
       .description('create a customer')
       .requiredOption('--title <title>', '(required)')
+      .addOption(new Option('--url <url>', 'a remote gateway (env OUTPOST_URL), after outpost login'))
       .addOption(dataDirOption())
       .addOption(configOption())
-      .action(async (opts: ConfigFlags & { title: string }) => {
-        console.log(JSON.stringify(await adminWrite(opts, { op: 'customer.add', title: opts.title })));
+      .action(async (opts: ConfigFlags & { title: string; url?: string }) => {
+        const t = await targetOf(opts, { command: 'customer add', remote: true, creates: true });
+        if (t.mode === 'local')
+          return printWrite(t, await writeLocal(t, opts, { op: 'customer.add', title: opts.title }), false);
+        await withRemote(t.url, async (b) => printWrite(t, await b.addCustomer(opts.title), false, b));
       }),
     'outpost customer add --title "Acme Water"',
   );
@@ -26,6 +32,7 @@ export function registerCustomer(program: Command): void {
       .addOption(dataDirOption())
       .addOption(configOption())
       .action(async (opts: ConfigFlags & { json?: boolean }) => {
+        await targetOf(opts, { command: 'customer list', remote: false });
         const rows = await withEntities(opts, (entities) => {
           const devices = entities.list('DEVICE');
           const users = entities.list('USER');

@@ -1,15 +1,16 @@
 /**
- * Managing the devices one created (docs/cli.md): `device list` and `device show` read, locally or remotely as
- * the technician's commands do; `device rename` and `device delete` write where the store is written (the
- * daemon, or this process under the data dir's lock: common.ts `adminWrite`).
+ * Managing the devices one created (docs/cli.md): `device list` and `device show` read, and `device rename` and
+ * `device delete` write, where every command acts (target.ts): a gateway over REST, or a data dir, written where
+ * its store is written (the daemon, or this process under the data dir's lock: common.ts `adminWrite`).
  */
 import type { Command } from 'commander';
-import type { ConfigFlags } from '../config/index.js';
 import { resolveDevice } from './backend.js';
-import type { DeviceRow } from './backend-types.js';
-import { adminWrite, commandGroup, configOption, confirm, dataDirOption, example } from './common.js';
+import type { DeviceRow, ModeOptions } from './backend-types.js';
+import { commandGroup, confirm, example } from './common.js';
 import { localTime, safeText, style, table, terminalColumns } from './format.js';
-import { type TechOptions, print, techOptions, withBackend } from './options.js';
+import { type TechOptions, print, techOptions, withBackend, withRemote, writeOptions } from './options.js';
+import { targetOf } from './target.js';
+import { printWrite, writeLocal } from './write.js';
 
 function lastActivity(ts: number | null): string {
   return ts === null ? 'never' : localTime(ts);
@@ -71,31 +72,49 @@ export function registerDeviceManage(program: Command): void {
     'outpost device show pump-1',
   );
   example(
-    device
-      .command('rename')
-      .argument('<device>', 'device name or id')
-      .argument('<new-name>', 'its new name')
-      .description('rename a device (its id, credentials and data stay)')
-      .addOption(dataDirOption())
-      .addOption(configOption())
-      .action(async (ref: string, name: string, opts: ConfigFlags) => {
-        print(JSON.stringify(await adminWrite(opts, { op: 'device.rename', device: ref, name })));
-      }),
+    writeOptions(
+      device
+        .command('rename')
+        .argument('<device>', 'device name or id')
+        .argument('<new-name>', 'its new name')
+        .description('rename a device (its id, credentials and data stay)'),
+    ).action(async (ref: string, name: string, o: ModeOptions) => {
+      const t = await targetOf(o, { command: 'device rename', remote: true });
+      if (t.mode === 'local') return printWrite(t, await writeLocal(t, o, { op: 'device.rename', device: ref, name }));
+      await withRemote(t.url, async (b) => {
+        const dev = await resolveDevice(b, ref);
+        printWrite(t, { id: dev.id, oldName: dev.name, name: await b.renameDevice(dev.id, name) }, true, b);
+      });
+    }),
     'outpost device rename pump-1 pump-01',
   );
   example(
-    device
-      .command('delete')
-      .argument('<device>', 'device name or id')
-      .description('delete a device and all its data (it leaves queries and the upstream sync); asks first')
-      .option('--yes', 'do not ask (required when stdin is not a terminal)')
-      .addOption(dataDirOption())
-      .addOption(configOption())
-      .action(async (ref: string, opts: ConfigFlags & { yes?: boolean }) => {
-        if (opts.yes !== true) await confirm(`delete device "${safeText(ref)}" and all its data?`);
-        print(JSON.stringify(await adminWrite(opts, { op: 'device.delete', device: ref })));
-      }),
+    writeOptions(
+      device
+        .command('delete')
+        .argument('<device>', 'device name or id')
+        .description('delete a device and all its data (it leaves queries and the upstream sync); asks first')
+        .option('--yes', 'do not ask (required when stdin is not a terminal)'),
+    ).action(async (ref: string, o: ModeOptions & { yes?: boolean }) => {
+      const t = await targetOf(o, { command: 'device delete', remote: true });
+      const ask = (name: string): Promise<void> =>
+        o.yes === true
+          ? Promise.resolve()
+          : confirm(
+              `delete device "${safeText(name)}" and all its data ${t.mode === 'local' ? 'in' : 'on'} ${t.where}?`,
+            );
+      if (t.mode === 'local') {
+        await ask(ref);
+        return printWrite(t, await writeLocal(t, o, { op: 'device.delete', device: ref }));
+      }
+      await withRemote(t.url, async (b) => {
+        const dev = await resolveDevice(b, ref);
+        await ask(dev.name);
+        await b.deleteDevice(dev.id);
+        printWrite(t, { id: dev.id, name: dev.name, deleted: true }, true, b);
+      });
+    }),
     'outpost device delete pump-9',
-    'outpost device delete pump-9 --yes',
+    'outpost device delete pump-9 --yes --url http://gw-12.local:8080',
   );
 }

@@ -5,13 +5,15 @@
  * `outpost device credentials <device>` shows a device's credentials as ThingsBoard's REST does.
  */
 import { readFileSync } from 'node:fs';
-import type { Command } from 'commander';
+import { type Command, Option } from 'commander';
 import type { CredentialsInput } from '../admin/ops.js';
 import type { ConfigFlags } from '../config/index.js';
 import { resolveDevice } from './backend.js';
-import { adminWrite, commandGroup, configOption, dataDirOption, example } from './common.js';
+import { commandGroup, configOption, dataDirOption, example } from './common.js';
 import { CliError } from './errors.js';
-import { type TechOptions, print, techOptions, withBackend } from './options.js';
+import { type TechOptions, print, techOptions, withBackend, withRemote } from './options.js';
+import { targetOf } from './target.js';
+import { printWrite, writeLocal } from './write.js';
 
 /** `clientId:userName:password`, any part empty (= none); the password is the rest, so it may hold ':'. */
 export function mqttBasicOption(spec: string): CredentialsInput {
@@ -54,11 +56,13 @@ export function registerDevice(program: Command): void {
       .option('--customer <idOrTitle>', 'assign to this customer')
       .option('--upstream-token <token>', 'its access token on the upstream ThingsBoard (sync.url, docs/sync.md)')
       .option('--gateway', 'a gateway: may publish for sub-devices over the MQTT Gateway API (v1/gateway/*)')
+      .addOption(new Option('--url <url>', 'a remote gateway (env OUTPOST_URL), after outpost login'))
       .addOption(dataDirOption())
       .addOption(configOption())
       .action(
         async (
           opts: ConfigFlags & {
+            url?: string;
             name: string;
             type: string;
             token?: string;
@@ -87,7 +91,14 @@ export function registerDevice(program: Command): void {
             gateway: opts.gateway === true,
             upstreamToken: opts.upstreamToken,
           } as const;
-          console.log(JSON.stringify(await adminWrite(opts, op)));
+          const t = await targetOf(opts, { command: 'device add', remote: true, creates: true });
+          if (t.mode === 'local') return printWrite(t, await writeLocal(t, opts, op), false);
+          // what REST's device create takes; credentials and the upstream token are set on the gateway itself
+          if (credentials !== undefined || opts.upstreamToken !== undefined)
+            throw new CliError(
+              `--mqtt-basic, --cert and --upstream-token act on a local data dir only, and commands go to ${t.where}: give --data-dir DIR or --config FILE; nothing was changed`,
+            );
+          await withRemote(t.url, async (b) => printWrite(t, await b.addDevice(op), false, b));
         },
       ),
     'outpost device add --name pump-1 --type pump --customer "Acme Water"',

@@ -108,18 +108,25 @@ export function table(
   st: Style = PLAIN,
   /** columns never cut (times): the others give way */
   whole: ReadonlySet<number> = new Set(),
+  /** widths a column keeps while the others can still give way (a sparkline), then it gives way too */
+  minWidths: ReadonlyArray<number> = [],
 ): string {
   const n = headers.length;
   headers = headers.map(safeText);
   rows = rows.map((r) => r.map(safeText));
   const widths = headers.map((h, i) => Math.max(displayWidth(h), ...rows.map((r) => displayWidth(r[i] ?? ''))));
   const total = (): number => widths.reduce((a, b) => a + b, 0) + 2 * (n - 1);
-  while (total() > width) {
-    const cuttable = widths.map((w, i) => (whole.has(i) ? 0 : w));
-    const widest = cuttable.indexOf(Math.max(...cuttable));
-    if ((widths[widest] as number) <= 4) break;
-    widths[widest] = (widths[widest] as number) - 1;
-  }
+  // the widest column above its floor loses a character, until the table fits or none can
+  const narrow = (floor: (i: number) => number): void => {
+    while (total() > width) {
+      const room = widths.map((w, i) => (whole.has(i) || w <= floor(i) ? 0 : w));
+      const widest = room.indexOf(Math.max(...room));
+      if ((room[widest] as number) === 0) return;
+      widths[widest] = (widths[widest] as number) - 1;
+    }
+  };
+  narrow((i) => Math.max(4, minWidths[i] ?? 0));
+  narrow(() => 4);
   const line = (cells: readonly string[]): string =>
     cells
       .map((c, i) => {

@@ -30,7 +30,10 @@ export const COMMAND_GROUPS: Readonly<Record<string, readonly Loader[]>> = {
   devices: [() => import('./read.js').then((m) => m.registerRead)],
   latest: [() => import('./read.js').then((m) => m.registerRead)],
   query: [() => import('./read.js').then((m) => m.registerRead)],
-  attributes: [() => import('./read.js').then((m) => m.registerRead)],
+  attributes: [
+    () => import('./read.js').then((m) => m.registerRead),
+    () => import('./attributes-write.js').then((m) => m.registerAttributeWrites),
+  ],
   tail: [() => import('./tail.js').then((m) => m.registerTail)],
   export: [() => import('./export.js').then((m) => m.registerExport)],
   rpc: [() => import('./rpc.js').then((m) => m.registerRpc)],
@@ -45,6 +48,8 @@ export async function buildCli(argv: readonly string[] = []): Promise<Command> {
   const program = new Command('outpost')
     .description('Outpost IoT edge gateway')
     .version(packageVersion(), '-V, --version', 'print the version')
+    // a command's options stop at its subcommand's name (`attributes <device>` and `attributes set`)
+    .enablePositionalOptions()
     // failures print one line (docs/cli.md) (commander's own "error: ..." line; `--help` shows usage)
     .exitOverride();
   const named = argv[2] === undefined ? undefined : COMMAND_GROUPS[argv[2]];

@@ -30,7 +30,7 @@ import {
   SCOPE_PARAM,
   type TailPoint,
 } from './backend-types.js';
-import { CliError } from './errors.js';
+import { CliError, noStore } from './errors.js';
 
 /** the fastest a local `tail` reads the store: a few reads a second at most, and none while nothing is written */
 const TAIL_MIN_GAP_MS = 250;
@@ -70,10 +70,7 @@ export class LocalBackend implements Backend {
     } catch {
       statOk = false;
     }
-    if (!statOk)
-      throw new CliError(
-        `no store in ${config.dataDir}: give --data-dir (or OUTPOST_DATA_DIR), or --url for a remote gateway`,
-      );
+    if (!statOk) throw new CliError(noStore(config.dataDir));
     const env = openStoreEnv({ dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes, readOnly: true });
     // a running daemon keeps recent points in its write-ahead log: it puts them into LMDB for this process
     if (config.store.wal) await awaitLogApplied(env);

@@ -18,6 +18,19 @@ export function techOptions(cmd: Command, noJson = false): Command {
   return cmd;
 }
 
+/** --url, --data-dir, --config for a write that can act on a gateway or a data dir (target.ts) */
+export function writeOptions(cmd: Command): Command {
+  return cmd
+    .addOption(new Option('--url <url>', 'a remote gateway (env OUTPOST_URL), after outpost login'))
+    .addOption(dataDirOption())
+    .addOption(configOption());
+}
+
+/** withBackend for the gateway `url`: its answers and failures name it */
+export function withRemote<T>(url: string, fn: (b: import('./remote.js').RemoteBackend) => Promise<T>): Promise<T> {
+  return withBackend({ url }, (b) => fn(b as import('./remote.js').RemoteBackend));
+}
+
 /**
  * Runs `fn` with the backend of the options' mode, closing it afterwards. A failure's line says which gateway
  * (or data dir) it came from: after a login, a plain command may not go where the technician thinks.

@@ -253,7 +253,13 @@ export function registerRead(program: Command): void {
   );
 
   example(
-    techOptions(program.command('attributes').argument('<device>', 'device name or id'))
+    techOptions(
+      program
+        .command('attributes')
+        .argument('<device>', 'device name or id')
+        // its options stop at `set`/`delete` (attributes-write.ts), whose --url, --scope ... are theirs
+        .enablePositionalOptions(),
+    )
       .description("a device's attributes (all scopes, or one)")
       .addOption(new Option('--scope <scope>').choices(['client', 'shared', 'server']))
       .action(async (ref: string, o: TechOptions & { scope?: AttributeScopeArg }) =>

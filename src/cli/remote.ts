@@ -282,6 +282,73 @@ export class RemoteBackend implements Backend {
     });
   }
 
+  /** `POST /api/customer`: `{"id","title"}` as `customer add` prints locally */
+  async addCustomer(title: string): Promise<{ id: string; title: string }> {
+    const c = JSON.parse((await this.s.request('POST', '/api/customer', { body: JSON.stringify({ title }) })).text) as {
+      id: { id: string };
+      title: string;
+    };
+    return { id: c.id.id, title: c.title };
+  }
+
+  /**
+   * `POST /api/device[?accessToken=]`, then `POST /api/customer/{c}/device/{id}` for a customer (by id or title,
+   * exact then in any case, as locally; checked before the device is made): `{"id","name","token"}`.
+   */
+  async addDevice(o: {
+    name: string;
+    type: string;
+    token?: string | undefined;
+    customer?: string | undefined;
+    gateway: boolean;
+  }): Promise<{ id: string; name: string; token: string }> {
+    const customerId = o.customer === undefined ? undefined : await this.customerIdOf(o.customer);
+    const body = JSON.stringify({
+      name: o.name,
+      type: o.type,
+      ...(o.gateway ? { additionalInfo: { gateway: true } } : {}),
+    });
+    const q = o.token === undefined ? '' : `?accessToken=${encodeURIComponent(o.token)}`;
+    const d = JSON.parse((await this.s.request('POST', `/api/device${q}`, { body })).text) as {
+      id: { id: string };
+      name: string;
+    };
+    if (customerId !== undefined) await this.s.request('POST', `/api/customer/${customerId}/device/${d.id.id}`);
+    const creds = JSON.parse(await this.credentials(d.id.id)) as { credentialsId: string };
+    return { id: d.id.id, name: d.name, token: creds.credentialsId };
+  }
+
+  private async customerIdOf(ref: string): Promise<string> {
+    const all = await this.json<Page<{ id: { id: string }; title: string }>>('/api/customers?pageSize=1000&page=0');
+    const folded = ref.toLowerCase();
+    const c =
+      all.data.find((x) => x.id.id === ref || x.title === ref) ??
+      all.data.find((x) => x.title.toLowerCase() === folded);
+    if (c === undefined) throw new CliError(`no customer with id or title "${ref}"`);
+    return c.id.id;
+  }
+
+  /** renames a device: TB's update, `POST /api/device` with its id (docs/api.md); the name it now has */
+  async renameDevice(deviceId: string, name: string): Promise<string> {
+    const body = JSON.stringify({ id: { entityType: 'DEVICE', id: deviceId }, name });
+    return (JSON.parse((await this.s.request('POST', '/api/device', { body })).text) as { name: string }).name;
+  }
+
+  /** `DELETE /api/device/{id}`: the device, its data and its sessions go */
+  async deleteDevice(deviceId: string): Promise<void> {
+    await this.s.request('DELETE', `/api/device/${deviceId}`);
+  }
+
+  /** `POST .../attributes/{scope}` with `body` as given (the gateway checks it, as for any REST client) */
+  async saveAttributes(deviceId: string, scope: string, body: string): Promise<void> {
+    await this.s.request('POST', `/api/plugins/telemetry/DEVICE/${deviceId}/attributes/${scope}`, { body });
+  }
+
+  /** `DELETE .../{scope}?keys=` */
+  async deleteAttributes(deviceId: string, scope: string, keys: readonly string[]): Promise<void> {
+    await this.s.request('DELETE', `/api/plugins/telemetry/DEVICE/${deviceId}/${scope}?keys=${keysParam(keys)}`);
+  }
+
   async status(): Promise<StatusJson> {
     return this.json<StatusJson>('/api/outpost/status');
   }

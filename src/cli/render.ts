@@ -3,7 +3,7 @@
  * the JSON text both modes return, so a human view is the same whichever mode produced it.
  */
 import { type NumPoint, type RangeTruth, lineChart, numericValue, sparkline } from './chart.js';
-import { localTime, safeText, style, table, terminalColumns } from './format.js';
+import { displayWidth, localTime, safeText, style, table, terminalColumns } from './format.js';
 import type { DeviceRow } from './backend.js';
 import { HOUR_MS } from './time.js';
 
@@ -49,20 +49,48 @@ export function latestTable(latest: SeriesJson, sparks: ReadonlyMap<string, stri
   );
 }
 
+/** a name is how a technician tells devices apart: cut only past this many characters */
+const NAME_KEPT = 32;
+/** characters of a sparkline's key kept beside it (the key says what the line is) */
+const KEY_KEPT = 8;
+/** the narrowest a TYPE or CUSTOMER column is worth showing */
+const SHOWN_MIN = 8;
+
+/**
+ * `outpost devices`: names, last activity and the sparkline keep their width on a narrow terminal (80 columns);
+ * CUSTOMER, then TYPE, give way first, left out when even at SHOWN_MIN the rest would not fit (`device list`
+ * shows them).
+ */
 export function devicesTable(rows: readonly DeviceRow[], sparks: ReadonlyMap<string, string>): string {
+  const headers = ['NAME', 'TYPE', 'CUSTOMER', 'LAST ACTIVITY', 'LAST HOUR'];
+  const cells = rows.map((d) => [
+    d.name,
+    d.type,
+    d.customer ?? '-',
+    d.lastActivityTs === null ? 'never' : localTime(d.lastActivityTs),
+    sparks.get(d.id) ?? '',
+  ]);
+  const width = terminalColumns();
+  const natural = headers.map((h, i) =>
+    Math.max(displayWidth(h), ...cells.map((r) => displayWidth(safeText(r[i] ?? '')))),
+  );
+  const w = (i: number): number => natural[i] as number;
+  // the sparkline and the start of its key
+  const sparkFloor = Math.min(w(4), SPARK_WIDTH + 1 + KEY_KEPT);
+  const floors = [Math.min(w(0), NAME_KEPT), SHOWN_MIN, SHOWN_MIN, w(3), sparkFloor];
+  const fits = (cols: readonly number[]): boolean =>
+    cols.reduce((sum, i) => sum + Math.min(w(i), floors[i] as number), 0) + 2 * (cols.length - 1) <= width;
+  const all = [0, 1, 2, 3, 4];
+  const cols =
+    natural.reduce((a, b) => a + b, 0) + 8 <= width || fits(all) ? all : fits([0, 1, 3, 4]) ? [0, 1, 3, 4] : [0, 3, 4];
   return table(
-    ['NAME', 'TYPE', 'CUSTOMER', 'LAST ACTIVITY', 'LAST HOUR'],
-    rows.map((d) => [
-      d.name,
-      d.type,
-      d.customer ?? '-',
-      d.lastActivityTs === null ? '-' : localTime(d.lastActivityTs),
-      sparks.get(d.id) ?? '',
-    ]),
-    terminalColumns(),
+    cols.map((i) => headers[i] as string),
+    cells.map((r) => cols.map((i) => r[i] as string)),
+    width,
     [],
     style(),
-    new Set([3]),
+    new Set([cols.indexOf(3)]),
+    cols.map((i) => floors[i] as number),
   );
 }
 

@@ -6,7 +6,7 @@ import type { SyncStatusFull } from '../upstream/service.js';
 import { example } from './common.js';
 import { duration, localTime } from './format.js';
 import { type TechOptions, print, techOptions, withBackend } from './options.js';
-import { linkLines } from './sync.js';
+import { errorAge, linkLines } from './sync.js';
 
 const mb = (b: number): string => `${(b / 2 ** 20).toFixed(1)} MiB`;
 
@@ -27,7 +27,7 @@ export function statusLines(s: StatusJson): string[] {
   );
   const y = s.sync;
   lines.push(
-    `sync       ${y.enabled ? `${y.state} to ${y.url ?? '?'}: ${y.backlogPoints} points behind, ${y.sentPoints} sent, ${y.droppedPoints} dropped${y.lastError ? `; last error: ${y.lastError}` : ''}` : 'off'}`,
+    `sync       ${y.enabled ? `${y.state} to ${y.url ?? '?'}: ${y.backlogPoints} points behind, ${y.sentPoints} sent, ${y.droppedPoints} dropped${y.lastError ? `; last error ${errorAge(y.lastErrorTs, s.now)}: ${y.lastError}` : ''}` : 'off'}`,
   );
   if (y.enabled) {
     // what the sync adds to its status fields (set aside, depth, the MQTT session and its downlink), when the daemon says
@@ -79,7 +79,10 @@ const gb = (b: number): string => `${(b / 1e9).toFixed(2)} GB`;
 
 /** What the store wrote against its daily budget, and a warning a technician cannot miss when it wears the card faster. */
 function writeLines(w: WriteFigures): string[] {
-  const life = w.cardLifeYears === null ? '' : `, ${gb(w.bytesPerDay)}/day so far: card life ${w.cardLifeYears} years`;
+  const life =
+    w.cardLifeYears === null
+      ? ', card life at this rate: too early to tell (under an hour)'
+      : `, ${gb(w.bytesPerDay)}/day so far: card life ${w.cardLifeYears} years`;
   const lines = [
     `writes     ${gb(w.todayBytes)} today, ${mb(w.lastHourBytes)} last hour; budget ${gb(w.budgetBytesPerDay)}/day (card of ${(w.cardEnduranceBytes / 1e12).toFixed(0)} TB written: ${w.cardLifeYearsAtBudget} years)${life}`,
     `           commits ${w.paced ? (w.commitDelayMs === 0 ? 'at once' : `grouped, ${w.commitDelayMs} ms`) : `fixed delay ${w.commitDelayMs} ms (store.commitDelayMs)`}; reserve ${mb(w.reserveLeftBytes)} of ${mb(w.reserveBytes)} left${w.journalSinceStartBytes === null || w.journalSinceStartBytes === undefined ? '' : `; the filesystem's journal ${mb(w.journalSinceStartBytes)} of the ${mb(w.sinceStartBytes)} since start`}${w.source === 'log' ? '; counting the log only (no /proc/self/io)' : ''}`,

@@ -23,6 +23,11 @@ const points = (x: number): string => `${n(x)} point${x === 1 ? '' : 's'}`;
 
 const ago = (ts: number, now: number): string => `${duration(Math.max(0, Math.round((now - ts) / 1000)))} ago`;
 
+/** when an error happened, as `3m 10s ago (2026-12-06 10:02:11)`; an error kept before times were: its age unknown */
+export function errorAge(ts: number | null | undefined, now: number): string {
+  return ts === null || ts === undefined ? 'at an unknown time' : `${ago(ts, now)} (${localTime(ts)})`;
+}
+
 export function syncLines(s: SyncStatusFull, now: number): string[] {
   if (!s.enabled) return ['sync       off (no sync.url in the config)'];
   const clock =
@@ -57,7 +62,10 @@ export function syncLines(s: SyncStatusFull, now: number): string[] {
       `depth      endpoint ${s.depthEndpoint}: ${n(s.depthBacklogPoints)} behind, ${n(s.depthSentPoints)} sent${s.depthSetAsidePoints > 0 ? `, ${n(s.depthSetAsidePoints)} set aside` : ''}${s.depthNotSyncedPoints > 0 ? `, ${n(s.depthNotSyncedPoints)} not synced` : ''}`,
     );
   }
-  if (s.lastError !== null) lines.push(`last error ${s.lastError}`);
+  if (s.lastError !== null) lines.push(`last error ${errorAge(s.lastErrorTs, now)}: ${safeText(s.lastError)}`);
+  const before = s.previousRunError;
+  if (before !== undefined && before !== null)
+    lines.push(`earlier    before this start, ${errorAge(before.ts, now)}: ${safeText(before.message)}`);
   lines.push(...linkLines(s, now));
   const parked = s.devices.filter((d) => d.state === 'parked');
   const behind = s.devices
@@ -100,7 +108,7 @@ export function linkLines(
   const d = s.downlink;
   if (d?.enabled) {
     lines.push(
-      `downlink   ${n(d.attributesApplied)} shared attributes applied, last reconciled ${d.lastReconcileTs === null ? 'never' : `${localTime(d.lastReconcileTs)} (${ago(d.lastReconcileTs, now)})`}`,
+      `downlink   ${n(d.attributesApplied)} shared attribute${d.attributesApplied === 1 ? '' : 's'} applied, last reconciled ${d.lastReconcileTs === null ? 'never' : `${localTime(d.lastReconcileTs)} (${ago(d.lastReconcileTs, now)})`}`,
     );
     lines.push(
       `rpc down   ${n(d.rpcReceived)} received, ${n(d.rpcDelivered)} delivered, ${n(d.rpcReplied)} replied, ${n(d.rpcExpired)} expired, ${n(d.rpcPending)} pending`,

@@ -6,7 +6,9 @@
  */
 import type { Command } from 'commander';
 import type { ConfigFlags } from '../config/index.js';
-import { adminWrite, commandGroup, configOption, dataDirOption, example } from './common.js';
+import { commandGroup, configOption, dataDirOption, example } from './common.js';
+import { targetOf } from './target.js';
+import { printWrite, writeLocal } from './write.js';
 
 export function registerUpstream(program: Command): void {
   const device = commandGroup(program, 'device', 'manage devices');
@@ -18,7 +20,9 @@ export function registerUpstream(program: Command): void {
       .addOption(dataDirOption())
       .addOption(configOption())
       .action(async (ref: string, opts: ConfigFlags & { token: string }) => {
-        console.log(JSON.stringify(await adminWrite(opts, { op: 'device.upstream', device: ref, token: opts.token })));
+        const t = await targetOf(opts, { command: 'device upstream', remote: false });
+        if (t.mode === 'local')
+          printWrite(t, await writeLocal(t, opts, { op: 'device.upstream', device: ref, token: opts.token }));
       }),
     'outpost device upstream pump-1 --token UPSTREAM_TOKEN_OF_PUMP_1',
   );

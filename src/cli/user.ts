@@ -6,9 +6,25 @@ import { type Command, Option } from 'commander';
 import type { ConfigFlags } from '../config/index.js';
 import { OutpostError } from '../errors.js';
 import type { Authority } from '../store/entities.js';
-import { adminWrite, commandGroup, configOption, confirm, dataDirOption, example, withEntities } from './common.js';
+import { commandGroup, configOption, confirm, dataDirOption, example, withEntities } from './common.js';
 import { CliError } from './errors.js';
+import { safeText } from './format.js';
 import { print } from './options.js';
+import { targetOf } from './target.js';
+import { printWrite, writeLocal } from './write.js';
+
+/**
+ * The new password, typed twice on a terminal (a typo would lock the user out); from stdin without one (a
+ * script gives --password).
+ */
+async function newPassword(): Promise<string> {
+  const { promptPassword } = await import('./login.js');
+  const first = await promptPassword('New password: ');
+  if (process.stdin.isTTY !== true || first === '') return first;
+  if ((await promptPassword('Retype the new password: ')) !== first)
+    throw new CliError('the two passwords differ; nothing was changed');
+  return first;
+}
 
 export function registerUser(program: Command): void {
   const user = commandGroup(program, 'user', 'manage users');
@@ -38,7 +54,8 @@ export function registerUser(program: Command): void {
             authority: opts.authority,
             customer: opts.customer,
           } as const;
-          console.log(JSON.stringify(await adminWrite(opts, op)));
+          const t = await targetOf(opts, { command: 'user add', remote: false, creates: true });
+          if (t.mode === 'local') printWrite(t, await writeLocal(t, opts, op), false);
         },
       ),
     'outpost user add --email admin@example.com --password secret --authority TENANT_ADMIN',
@@ -51,6 +68,7 @@ export function registerUser(program: Command): void {
       .addOption(dataDirOption())
       .addOption(configOption())
       .action(async (opts: ConfigFlags & { json?: boolean }) => {
+        await targetOf(opts, { command: 'user list', remote: false });
         const rows = await withEntities(opts, (entities) =>
           entities.list('USER').map((u) => ({
             id: u.id as string,
@@ -79,15 +97,17 @@ export function registerUser(program: Command): void {
       .command('passwd')
       .description("set a user's password")
       .requiredOption('--email <email>', '(required) the user')
-      .option('--password <password>', 'the new password (prompted for when missing)')
+      .option('--password <password>', 'the new password (prompted for twice when missing)')
       .addOption(dataDirOption())
       .addOption(configOption())
       .action(async (opts: ConfigFlags & { email: string; password?: string }) => {
-        const password = opts.password ?? (await (await import('./login.js')).promptPassword('New password: '));
-        if (password.length === 0) throw new CliError('the password must not be empty');
+        const t = await targetOf(opts, { command: 'user passwd', remote: false });
+        const password = opts.password ?? (await newPassword());
+        if (password.length === 0) throw new CliError('the password must not be empty; nothing was changed');
         const { hashPassword } = await import('../auth/password.js');
         const passwordHash = await hashPassword(password);
-        print(JSON.stringify(await adminWrite(opts, { op: 'user.passwd', email: opts.email, passwordHash })));
+        if (t.mode === 'local')
+          printWrite(t, await writeLocal(t, opts, { op: 'user.passwd', email: opts.email, passwordHash }));
       }),
     'outpost user passwd --email tech@example.com',
   );
@@ -100,8 +120,10 @@ export function registerUser(program: Command): void {
       .addOption(dataDirOption())
       .addOption(configOption())
       .action(async (opts: ConfigFlags & { email: string; yes?: boolean }) => {
-        if (opts.yes !== true) await confirm(`delete user ${opts.email}?`);
-        print(JSON.stringify(await adminWrite(opts, { op: 'user.delete', email: opts.email })));
+        const t = await targetOf(opts, { command: 'user delete', remote: false });
+        if (t.mode !== 'local') return;
+        if (opts.yes !== true) await confirm(`delete user ${safeText(opts.email)} in ${t.where}?`);
+        printWrite(t, await writeLocal(t, opts, { op: 'user.delete', email: opts.email }));
       }),
     'outpost user delete --email former@example.com --yes',
   );

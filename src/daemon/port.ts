@@ -47,14 +47,14 @@ export async function checkPortFree(host: string, port: number): Promise<void> {
  * The same check for a port a node:net server will take (the MQTT listener): a daemon refused for its MQTT port
  * must not have created its store either. Port 0 and -1 (an OS-chosen port) are always free.
  */
-export function checkTcpPortFree(host: string, port: number, what: string): Promise<void> {
+export function checkTcpPortFree(host: string, port: number, what: string, setting?: string): Promise<void> {
   if (port <= 0) return Promise.resolve();
   return new Promise((resolve, reject) => {
     const probe = createServer();
     probe.once('error', (err: NodeJS.ErrnoException) => {
       reject(
         err.code === 'EADDRINUSE'
-          ? portInUse(host, port, what)
+          ? portInUse(host, port, what, 'tcp', setting)
           : new OutpostError('CONFIG_INVALID', `cannot listen for ${what} on ${host}:${port}: ${err.message}`),
       );
     });
@@ -63,7 +63,7 @@ export function checkTcpPortFree(host: string, port: number, what: string): Prom
 }
 
 /** The same check for the CoAP listener's UDP port (bound without address reuse, as the listener binds it). */
-export function checkUdpPortFree(host: string, port: number, what: string): Promise<void> {
+export function checkUdpPortFree(host: string, port: number, what: string, setting?: string): Promise<void> {
   if (port <= 0) return Promise.resolve();
   return new Promise((resolve, reject) => {
     const probe = createSocket({ type: isIPv6(host) ? 'udp6' : 'udp4', reuseAddr: false });
@@ -71,7 +71,7 @@ export function checkUdpPortFree(host: string, port: number, what: string): Prom
       probe.close();
       reject(
         err.code === 'EADDRINUSE'
-          ? portInUse(host, port, what, 'udp')
+          ? portInUse(host, port, what, 'udp', setting)
           : new OutpostError('CONFIG_INVALID', `cannot listen for ${what} on ${host}:${port}: ${err.message}`),
       );
     });
@@ -79,13 +79,15 @@ export function checkUdpPortFree(host: string, port: number, what: string): Prom
   });
 }
 
-function portInUse(host: string, port: number, what = '', proto: 'tcp' | 'udp' = 'tcp'): OutpostError {
+/** `setting`: how to choose another port (`OUTPOST_MQTT_PORT or mqtt.port`), said after the refusal */
+function portInUse(host: string, port: number, what = '', proto: 'tcp' | 'udp' = 'tcp', setting = ''): OutpostError {
   const holder = listenerPid(port, proto);
   const who = holder === undefined ? '' : ` by pid ${holder.pid}${holder.command === '' ? '' : ` (${holder.command})`}`;
   const forWhat = what === '' ? '' : ` for ${what}`;
+  const how = setting === '' ? '' : `: give ${what} another port with ${setting} (0 turns it off)`;
   return new OutpostError(
     'CONFIG_INVALID',
-    `cannot listen${forWhat} on ${host}:${port}: the port is in use${who}; nothing was changed`,
+    `cannot listen${forWhat} on ${host}:${port}: the port is in use${who}; nothing was changed${how}`,
   );
 }
 

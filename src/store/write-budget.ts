@@ -281,7 +281,8 @@ export class WriteBudget {
       bytesPerDay: Math.round(perDay),
       cardEnduranceBytes: this.opts.cardEnduranceBytes,
       cardLifeYearsAtBudget: round1(years(this.opts.bytesPerDay)),
-      cardLifeYears: span < MINUTE_MS || perDay <= 0 ? null : round1(years(perDay)),
+      // minutes of a young daemon (its start's writes, a first burst) say nothing of a day: an hour at least
+      cardLifeYears: span < HOUR_MS || perDay <= 0 ? null : round1(years(perDay)),
       commitDelayMs: Math.round(this.delay),
       paced: this.opts.fixedDelayMs === undefined,
       overBudget: lastHour > (this.opts.bytesPerDay / DAY_MS) * HOUR_MS + this.reserve,

@@ -63,7 +63,7 @@ export class AttributeSender {
                 if (env.outbox.get(mark) === value) void env.outbox.remove(mark);
               });
             } else if (o.kind === 'setAside') {
-              counts.counters.lastError = `400 from upstream for the attributes of ${dev.name}`;
+              counts.error(`400 from upstream for the attributes of ${dev.name}`);
               await env.outbox.remove(mark);
             } else {
               sender.failed(dev, token, o);

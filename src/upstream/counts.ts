@@ -23,6 +23,8 @@ export interface Counters {
   notSynced: number;
   lastSuccessTs: number | null;
   lastError: string | null;
+  /** when lastError happened (absent in counters written before it was kept) */
+  lastErrorTs?: number | null;
   /** the upstream these counters last spoke to: an error of another one is not shown */
   url?: string;
 }
@@ -35,6 +37,11 @@ export class SyncCounts {
   private readonly oldest = new Map<number, { n: number; min: number }>();
   /** points held for their timestamp (outbox ['h', ..] records) */
   heldTotal = 0;
+  /**
+   * The last error of the daemon's previous run, kept apart: after a restart a healthy sync would otherwise show
+   * it as its current error (docs/sync.md "Status"). Not persisted again: it is shown for this run only.
+   */
+  readonly previousRunError: { readonly message: string; readonly ts: number | null } | null;
   private lastDropLog = -Infinity;
   private droppedSinceLog = 0;
   /**
@@ -72,8 +79,17 @@ export class SyncCounts {
     };
     this.counters.sent += unappliedSent();
     // an error of the upstream sync.url named before says nothing of this one
-    if (saved?.url !== url) this.counters.lastError = null;
+    const previous = saved?.url === url ? this.counters.lastError : null;
+    this.previousRunError = previous === null ? null : { message: previous, ts: this.counters.lastErrorTs ?? null };
+    this.counters.lastError = null;
+    this.counters.lastErrorTs = null;
     this.newUpstream = saved === undefined || (saved.url !== undefined && saved.url !== url);
+  }
+
+  /** A failure to show as the sync's last error, with its time. */
+  error(message: string): void {
+    this.counters.lastError = message;
+    this.counters.lastErrorTs = this.now();
   }
 
   /** The counters as they are written: `sent` without the points whose records are not in LMDB yet. */

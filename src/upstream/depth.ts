@@ -88,7 +88,7 @@ export function depthHost(ports: SyncPorts): DepthSyncHost {
     },
     wake: () => jobs.wake(),
     error: (message) => {
-      accounting.counts.counters.lastError = message;
+      accounting.counts.error(message);
     },
   };
 }

@@ -172,7 +172,7 @@ export class Devices {
     dev.parked = reason;
     dev.parkedAt = this.o.now();
     dev.refusedToken = refusedToken;
-    this.o.counts.counters.lastError = `device ${dev.name} parked: ${reason}`;
+    this.o.counts.error(`device ${dev.name} parked: ${reason}`);
     if (dev.lastParkReason !== reason) this.o.log.warn(`sync: device ${dev.name} parked: ${reason}`);
     dev.lastParkReason = reason;
   }

@@ -55,7 +55,7 @@ export class Sender {
       this.d.refused(dev, token, o.what);
       return;
     }
-    this.d.counts.counters.lastError = `${o.what} from ${this.d.transport.url}`;
+    this.d.counts.error(`${o.what} from ${this.d.transport.url}`);
     this.d.link.failed(o.what, o.kind === 'retry' ? o.afterMs : undefined);
   }
 }

@@ -98,6 +98,8 @@ export interface SyncStatusFull extends SyncStatus, DepthSyncStatus {
   readonly session: SessionStatus | null;
   /** what comes down the MQTT gateway session (disabled over HTTP) */
   readonly downlink: DownlinkStatus;
+  /** the last error of the daemon's previous run (before this start): not this run's, shown apart */
+  readonly previousRunError: { readonly message: string; readonly ts: EpochMs | null } | null;
 }
 
 const CHECK_PARKED_MS = 2_000;
@@ -175,7 +177,7 @@ export class SyncService implements SyncStatusSource {
             this.jobs.wake();
           },
           down: (why) => {
-            this.counts.counters.lastError = `${why} (${this.cfg.url})`;
+            this.counts.error(`${why} (${this.cfg.url})`);
           },
           accepted: (id) => {
             const dev = this.devices.byId(id);
@@ -487,6 +489,8 @@ export class SyncService implements SyncStatusSource {
       droppedPoints: c.dropped,
       lastSuccessTs: c.lastSuccessTs,
       lastError: c.lastError,
+      lastErrorTs: c.lastError === null ? null : (c.lastErrorTs ?? null),
+      previousRunError: this.counts.previousRunError,
       devices,
       clockSynchronized: clockSynchronized(),
       heldPoints: this.counts.heldTotal,

@@ -26,6 +26,8 @@ export interface SyncStatus {
   readonly droppedPoints: number;
   readonly lastSuccessTs: EpochMs | null;
   readonly lastError: string | null;
+  /** when lastError happened; null with it */
+  readonly lastErrorTs: EpochMs | null;
   readonly devices: readonly DeviceSyncStatus[];
 }
 
@@ -47,6 +49,7 @@ export const SYNC_OFF: SyncStatus = Object.freeze({
   droppedPoints: 0,
   lastSuccessTs: null,
   lastError: null,
+  lastErrorTs: null,
   devices: [],
 });
 

@@ -71,7 +71,7 @@ t.test('outpost sync shows the backlog, its age, a parked device and who is behi
     /^backlog +4 points behind, the oldest stamped .* \(3h 0m ago\); 0 sent since the data dir was made$/m,
     'how far behind, and since when',
   );
-  t.match(shown.stdout, /^last error +HTTP 503 from /m, 'why');
+  t.match(shown.stdout, /^last error \d+m \d+s ago \([^)]*\): HTTP 503 from /m, 'why, and when');
   t.match(
     shown.stdout,
     /^parked +1 device \(their points wait; the others go on\):\n {2}meter-7: no upstream token .*; 1 point behind$/m,

@@ -91,9 +91,9 @@ t.test(
     t.match(
       sameMqtt.stderr,
       new RegExp(
-        `^outpost: cannot listen for MQTT on 127\\.0\\.0\\.1:${mqttPort}: the port is in use by pid ${gw.proc.pid} \\([^\\n]*\\); nothing was changed\\n$`,
+        `^outpost: cannot listen for MQTT on 127\\.0\\.0\\.1:${mqttPort}: the port is in use by pid ${gw.proc.pid} \\([^\\n]*\\); nothing was changed: give MQTT another port with OUTPOST_MQTT_PORT or mqtt\\.port \\(0 turns it off\\)\\n$`,
       ),
-      'same MQTT port: one line naming the port and the pid',
+      'same MQTT port: one line naming the port, the pid and how to choose another',
     );
     t.notOk(existsSync(otherDir), 'same MQTT port: the refused daemon did not create its data dir');
 

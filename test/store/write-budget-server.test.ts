@@ -168,6 +168,9 @@ t.test('outpost status says when the card is worn faster than planned', async (t
     /writes\s+3\.10 GB today, 143\.1 MiB last hour; budget 1\.50 GB\/day \(card of 16 TB written: 29\.2 years\), 3\.60 GB\/day so far: card life 12\.2 years/,
   );
   t.match(text, /fixed delay 0 ms \(store\.commitDelayMs\)/);
+  const young = statusLines({ ...status, writes: { ...writes, cardLifeYears: null } }).join('\n');
+  t.match(young, /29\.2 years\), card life at this rate: too early to tell \(under an hour\)\n/, 'a young daemon');
+  t.notMatch(young, /so far/, 'no figure extrapolated from minutes');
   t.match(text, /the filesystem's journal 286\.1 MiB of the 2956\.4 MiB since start/);
   t.notMatch(
     statusLines({ ...status, writes: { ...writes, journalSinceStartBytes: null } }).join('\n'),

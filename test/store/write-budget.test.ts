@@ -387,6 +387,20 @@ t.test('figures: today from local midnight, the last hour, the card life at the 
   t.equal(budget.figures().lastHourBytes, 0, 'an hour later the last hour is empty');
 });
 
+t.test('figures: no card life from a daemon younger than an hour', async (t) => {
+  const { clock, c, budget } = setup({ start: Date.UTC(2026, 10, 26, 12) });
+  for (let m = 0; m < 59; m++) {
+    clock.advance(60_000);
+    c.log += 1_000_000;
+    budget.commitDelayMs();
+  }
+  t.equal(budget.figures().cardLifeYears, null, '59 minutes: too early to tell');
+  clock.advance(60_000);
+  c.log += 1_000_000;
+  budget.commitDelayMs();
+  t.equal(budget.figures().cardLifeYears, 30.4, 'an hour: the rate so far');
+});
+
 t.test(
   'a fixed delay (explicit store.commitDelayMs) is kept, counted, and warns when the card wears faster than planned',
   async (t) => {

@@ -248,7 +248,9 @@ export class LogLane {
     }
     const counters = this.h.accounting.counts.counters;
     counters.setAside += n;
-    counters.lastError = `HTTP 400 from ${this.h.sender.transport.url} for a batch of ${dev.name}: ${error.slice(0, 200)}`;
+    this.h.accounting.counts.error(
+      `HTTP 400 from ${this.h.sender.transport.url} for a batch of ${dev.name}: ${error.slice(0, 200)}`,
+    );
     this.h.log.warn(
       `sync: the upstream refused a batch of ${dev.name} (${n} points) with 400; set aside: ${error.slice(0, 200)}`,
     );

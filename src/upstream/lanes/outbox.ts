@@ -267,7 +267,7 @@ export class OutboxLanes {
       const error = `unreadable: ${(err as Error).message}`;
       const n = entries.reduce((s, x) => s + x.points, 0);
       h.accounting.counts.counters.setAside += n;
-      h.accounting.counts.counters.lastError = `sync: a batch of ${dev.name} could not be read back (${error})`;
+      h.accounting.counts.error(`sync: a batch of ${dev.name} could not be read back (${error})`);
       h.log.error(`sync: a batch of ${dev.name} (${n} points) could not be read back; set aside: ${error}`);
       for (const entry of entries) h.accounting.noteQueued(e, entry.refs, -1);
       h.accounting.acks.queue({
@@ -333,7 +333,9 @@ export class OutboxLanes {
         // the whole group is set aside: kept in the store and recorded, never retried on its own
         const { error } = o;
         h.accounting.counts.counters.setAside += group.points - sent;
-        h.accounting.counts.counters.lastError = `HTTP 400 from ${h.sender.transport.url} for a batch of ${dev.name}: ${error.slice(0, 200)}`;
+        h.accounting.counts.error(
+          `HTTP 400 from ${h.sender.transport.url} for a batch of ${dev.name}: ${error.slice(0, 200)}`,
+        );
         h.log.warn(
           `sync: the upstream refused a batch of ${dev.name} (${group.points - sent} points) with 400; set aside: ${error.slice(0, 200)}`,
         );

@@ -81,4 +81,8 @@ t.test('coap.port taken by another process: the daemon exits 1 with one line', a
   });
   t.equal(r.code, 1);
   t.match(r.stderr, new RegExp(`CoAP on 127\\.0\\.0\\.1:${taken}: the port is in use`));
+  t.match(
+    r.stderr,
+    /nothing was changed: give CoAP another port with OUTPOST_COAP_PORT or coap\.port \(0 turns it off\)\n$/,
+  );
 });
