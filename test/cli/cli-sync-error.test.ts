@@ -6,11 +6,11 @@
  */
 import { execFile } from 'node:child_process';
 import t from 'tap';
-import { FakeTb } from './helpers/fake-tb.js';
-import { type CliResult, MAIN, addDevice, tempDir } from './helpers/server.js';
-import { postTelemetry, syncGateway, syncStatusUntil } from './helpers/sync.js';
-import { ok } from './helpers/tech.js';
-import { addUser, login } from './helpers/users.js';
+import { FakeTb } from '../helpers/fake-tb.js';
+import { type CliResult, MAIN, addDevice, tempDir } from '../helpers/server.js';
+import { postTelemetry, syncGateway, syncStatusUntil } from '../helpers/sync.js';
+import { ok } from '../helpers/tech.js';
+import { addUser, login } from '../helpers/users.js';
 
 interface Status {
   backlogPoints: number;
@@ -83,8 +83,8 @@ t.test("the last error has its time; after a restart the previous run's error is
 });
 
 t.test('the downlink line counts in words: 1 shared attribute, 2 shared attributes', async (t) => {
-  const { linkLines } = await import('../src/cli/sync.js');
-  const { DOWNLINK_OFF } = await import('../src/upstream/session/upstream-session.js');
+  const { linkLines } = await import('../../src/cli/sync.js');
+  const { DOWNLINK_OFF } = await import('../../src/upstream/session/upstream-session.js');
   const line = (n: number): string =>
     linkLines(
       { transport: 'mqtt', session: null, downlink: { ...DOWNLINK_OFF, enabled: true, attributesApplied: n } },

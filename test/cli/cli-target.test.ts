@@ -9,10 +9,10 @@ import { execFile } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { Inbox, mqttClient } from './helpers/mqtt.js';
-import { type CliResult, MAIN, addDevice, http, startGateway, tempDir, waitLongPoll } from './helpers/server.js';
-import { failsOneLine, ok } from './helpers/tech.js';
-import { addUser, authHeaders, login } from './helpers/users.js';
+import { Inbox, mqttClient } from '../helpers/mqtt.js';
+import { type CliResult, MAIN, addDevice, http, startGateway, tempDir, waitLongPoll } from '../helpers/server.js';
+import { failsOneLine, ok } from '../helpers/tech.js';
+import { addUser, authHeaders, login } from '../helpers/users.js';
 
 /** `outpost ARGS` run in `cwd` with `home` as HOME and no OUTPOST_* of the runner's environment */
 function runIn(cwd: string, home: string, args: string[], stdin?: string): Promise<CliResult> {

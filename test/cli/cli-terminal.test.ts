@@ -5,9 +5,9 @@
  */
 import { execFileSync, spawnSync } from 'node:child_process';
 import t, { type Test } from 'tap';
-import { MAIN, addDevice, cli, http, startGateway, tempDir } from './helpers/server.js';
-import { hasTmux } from './helpers/tech.js';
-import { addUser, login } from './helpers/users.js';
+import { MAIN, addDevice, cli, http, startGateway, tempDir } from '../helpers/server.js';
+import { hasTmux } from '../helpers/tech.js';
+import { addUser, login } from '../helpers/users.js';
 
 const skip = hasTmux ? false : 'tmux is not installed (apt-get install -y tmux)';
 
