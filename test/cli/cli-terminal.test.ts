@@ -105,7 +105,10 @@ t.test('user passwd asks twice; two different answers change nothing', { skip },
   t.match(refused, /outpost: the two passwords differ; nothing was changed\nexit=1/, 'refused in one line');
   t.ok((await login(gw, 'tech@example.com', 'old-pw')).token, 'the old password still logs in');
 
-  term.tm('send-keys', `clear; ${cmd}; echo "exit=$?"`, 'Enter');
+  // the first run's prompts must be gone from the screen before the second run's are awaited
+  term.tm('send-keys', 'clear', 'Enter');
+  await term.until(/^(?![\s\S]*exit=)/);
+  term.tm('send-keys', `${cmd}; echo "exit=$?"`, 'Enter');
   await term.until(/New password:\s*$/m);
   term.type('new-pw-7');
   await term.until(/Retype the new password:\s*$/m);
