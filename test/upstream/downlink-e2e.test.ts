@@ -8,7 +8,7 @@
  */
 import t from 'tap';
 import { Inbox, latest, mqttClient, mqttPorts } from '../helpers/mqtt.js';
-import { type Gateway, addDevice, http, startGateway } from '../helpers/server.js';
+import { type Gateway, addDevice, http, startGateway, waitLongPoll } from '../helpers/server.js';
 import { postTelemetry, syncGateway, syncStatusOf } from '../helpers/sync.js';
 import { addUser, authHeaders, login } from '../helpers/users.js';
 
@@ -91,8 +91,10 @@ t.test('REST on the upper Outpost reaches devices on the lower one, and back', a
   t.same(JSON.parse(answer.text), { pin: 3, on: true }, 'the reply came back to the REST caller');
 
   // a shared attribute set on the upper one reaches the long-poll on the lower one
+  const lowHeaders = authHeaders(await admin(lower, 'low@e2e.test'));
+  const polls = await waitLongPoll(lower, lowHeaders, () => true);
   const attrPoll = http('GET', `${lower.url}/api/v1/${hd.token}/attributes/updates?timeout=20000`);
-  await new Promise((r) => setTimeout(r, 300));
+  await waitLongPoll(lower, lowHeaders, (s) => s.attributePolls > polls.attributePolls);
   const set = await http(
     'POST',
     `${upper.url}/api/plugins/telemetry/DEVICE/${hdUp}/attributes/SHARED_SCOPE`,
