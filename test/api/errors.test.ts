@@ -3,6 +3,7 @@
  * the same HTTP status and TB errorCode, the table lists no code that does not exist, and the error JSON
  * has TB's shape (docs/api.md).
  */
+import '../helpers/sandbox.js';
 import { existsSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';

@@ -3,8 +3,10 @@
  * username and per address, ending by itself after LOCK_MS; refusals during a lock do not extend it; a success
  * clears; the maps stay bounded. And the failure log's rate limit (src/status/failures.ts).
  */
+import '../helpers/sandbox.js';
 import t from 'tap';
 import { FakeClock } from '../helpers/fake-clock.js';
+import { waitFor } from '../helpers/wait.js';
 import { FAILURE_WINDOW_MS, LOCK_MS, LoginThrottle, MAX_FAILURES, MAX_TRACKED } from '../../src/auth/throttle.js';
 import { FailureLog, tokenPrefix } from '../../src/status/failures.js';
 
@@ -50,7 +52,7 @@ t.test('the failure log: the first at once, then one line with how many more cam
   for (let i = 0; i < 50; i++) log.note('deviceToken', `unknown token ${i}`, `10.0.0.${i}`);
   log.note('login', 'failed login', '10.0.0.1');
   t.same(lines, ['unknown token 0', 'failed login'], 'one line per kind at first');
-  await new Promise((r) => setTimeout(r, 700));
+  await waitFor(() => lines.length >= 3, { message: 'the summary line' });
   t.equal(lines.length, 3);
   t.match(
     lines[2],

@@ -9,6 +9,7 @@ import t, { type Test } from 'tap';
 import { safeText, table } from '../../src/cli/format.js';
 import { MAIN, http, tempDir } from '../helpers/server.js';
 import { hasTmux, ok, techGateway } from '../helpers/tech.js';
+import { waitFor } from '../helpers/wait.js';
 
 const EVIL = 'evil\x1b]0;PWNED\x07\x1b[31mRED\x1b[0m\rFAKE';
 const EVIL_KEY = 'k\x1b[2J\x9b8m';
@@ -66,10 +67,14 @@ async function tailShowsEscaped(t: Test, env: NodeJS.ProcessEnv, flags: string[]
     out += b.toString('utf8');
   });
   try {
-    for (let i = 0; i < 200 && !out.includes('PWNED'); i++) {
-      await http('POST', `${url}/api/v1/EVIL1/telemetry`, { [EVIL_KEY]: EVIL });
-      await new Promise((r) => setTimeout(r, 50));
-    }
+    await waitFor(
+      async () => {
+        if (out.includes('PWNED')) return true;
+        await http('POST', `${url}/api/v1/EVIL1/telemetry`, { [EVIL_KEY]: EVIL });
+        return false;
+      },
+      { interval: 50, message: 'the tail showing the point' },
+    ).catch(() => undefined);
   } finally {
     proc.kill('SIGINT');
   }

@@ -10,8 +10,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { MAIN, cli, http, tempDir } from '../helpers/server.js';
 import { failsOneLine, ok, techGateway } from '../helpers/tech.js';
-
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+import { waitFor } from '../helpers/wait.js';
 
 t.test('export: a missing directory, --keys', async (t) => {
   const tg = await techGateway(t);
@@ -74,22 +73,25 @@ t.test('remote tail reconnects when the connection to the daemon drops', async (
   t.teardown(() => {
     proc.kill('SIGKILL');
   });
-  await sleep(1500);
-  // the daemon goes away: connections cut, new ones refused for a while
+  // a point shown: the tail is connected and subscribed
+  const shows = (n: number) => async (): Promise<boolean> => {
+    if (out.includes(String(n))) return true;
+    await http('POST', `${tg.gw.url}/api/v1/PUMP1/telemetry`, { n });
+    return false;
+  };
+  await waitFor(shows(4241), { interval: 100, message: () => `the tail showing a point; stderr: ${err}` });
+  // the daemon goes away: connections cut, new ones refused until the tail has been refused once
   await new Promise<void>((r) => {
     relay.close(() => r());
     for (const s of sockets) s.destroy();
   });
-  await sleep(1500);
+  await waitFor(() => /reconnecting in 2 s\n/.test(err), { message: () => `a refused retry; stderr: ${err}` });
   await new Promise<void>((r) => relay.listen(relayPort, '127.0.0.1', r));
-  for (let i = 0; i < 100 && !err.includes('reconnected'); i++) await sleep(100);
+  await waitFor(() => err.includes('reconnected'), { message: () => `the reconnection; stderr: ${err}` });
   t.match(err, /tail: lost the connection \(.*\); reconnecting in 1 s\n/, 'says it lost the connection');
   t.match(err, /reconnecting in 2 s\n/, 'backs off while refused');
   t.match(err, `tail: reconnected to ${url}`, 'says it is back');
-  for (let i = 0; i < 100 && !out.includes('4242'); i++) {
-    await http('POST', `${tg.gw.url}/api/v1/PUMP1/telemetry`, { n: 4242 });
-    await sleep(100);
-  }
+  await waitFor(shows(4242), { interval: 100, message: () => `a point after the reconnection; stdout: ${out}` });
   t.match(out, /4242/, 'points after the reconnection are shown');
   t.equal(proc.exitCode, null, 'still running');
 });

@@ -11,6 +11,7 @@ import t from 'tap';
 import { outpostCommand } from '../../src/daemon/invocation.js';
 import { MAIN, http, startGateway, tempDir } from '../helpers/server.js';
 import { HOUR, failsOneLine, ok, techGateway, hasTmux } from '../helpers/tech.js';
+import { waitFor } from '../helpers/wait.js';
 
 const VERSION = (
   JSON.parse(readFileSync(new URL('../../../package.json', import.meta.url), 'utf8')) as { version: string }
@@ -114,7 +115,6 @@ t.test('query: all keys by default, the newest raw points, the chart over the wh
 
 t.test('rpc failures in words, --version, usage errors, export -o, HEAD /metrics', async (t) => {
   const { gw, run, R, L } = await techGateway(t);
-  const started = Date.now();
   failsOneLine(
     t,
     await run(['rpc', 'valve-7', 'reboot', '--timeout', '1s', ...R]),
@@ -131,7 +131,6 @@ t.test('rpc failures in words, --version, usage errors, export -o, HEAD /metrics
     /^outpost: rpc reboot delivered, but the device sent no reply before the timeout/,
     'rpc without a reply',
   );
-  t.ok(Date.now() - started < 60_000, 'bounded');
 
   for (const flag of ['--version', '-V']) {
     const v = await run([flag]);
@@ -220,18 +219,20 @@ t.test(
       spawnSync('tmux', ['-S', sock, 'kill-server']);
     });
     const node = process.execPath;
-    const waitFor = async (re: RegExp): Promise<string> => {
+    const screenShows = (re: RegExp): Promise<string> => {
       let shown = '';
-      for (let i = 0; i < 200 && !re.test(shown); i++) {
-        await new Promise((r) => setTimeout(r, 50));
-        shown = tm('capture-pane', '-p');
-      }
-      return shown;
+      return waitFor(
+        () => {
+          shown = tm('capture-pane', '-p');
+          return re.test(shown) && shown;
+        },
+        { interval: 50, message: () => `${re} on the screen:\n${shown}` },
+      );
     };
 
     for (const mode of [L, R]) {
       tm('send-keys', `clear; ${node} ${MAIN} tail valve-7 ${mode.join(' ')}`, 'Enter');
-      const waiting = await waitFor(/waiting for new points/);
+      const waiting = await screenShows(/waiting for new points/);
       t.match(
         waiting,
         /waiting for new points from valve-7 on the (data dir|gateway) \S+; Ctrl-C to stop/,
@@ -239,12 +240,12 @@ t.test(
       );
       // the line comes once tail is watching (remote: subscribed): one point posted after it shows
       await http('POST', `${gw.url}/api/v1/VALVE7/telemetry`, { v: 42 });
-      t.match(await waitFor(/v {2}42/), /v {2}42/, `tail ${mode[0]}: the point posted after the line follows`);
+      t.match(await screenShows(/v {2}42/), /v {2}42/, `tail ${mode[0]}: the point posted after the line follows`);
       tm('send-keys', 'C-c', '');
     }
 
     tm('send-keys', `clear; ${node} ${MAIN} query pump-1 --keys n --from -3h --limit 3 ${L.join(' ')}`, 'Enter');
-    const screen = await waitFor(/left out.*\)/);
+    const screen = await screenShows(/left out.*\)/);
     t.match(screen, /^TIME +n\n.*\s117\n.*\s118\n.*\s119\n/m, 'the newest three rows on screen');
     t.match(
       screen,

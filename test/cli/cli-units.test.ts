@@ -1,4 +1,5 @@
 /** Table-driven units of the CLI and the status endpoints: friendly times, durations, "did you mean", loopback. */
+import '../helpers/sandbox.js';
 import t from 'tap';
 import { isLoopback } from '../../src/api/status/index.js';
 import { editDistance, nearest, unknownDevice } from '../../src/cli/suggest.js';

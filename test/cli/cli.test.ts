@@ -13,7 +13,8 @@ import { DEFAULTS } from '../../src/config/index.js';
 import { EntityStore } from '../../src/store/entities.js';
 import { openStoreEnv } from '../../src/store/env.js';
 import { NULL_UUID } from '../../src/types.js';
-import { type CliResult, addDevice, cli, cliJson, http, startGateway, tempDir } from '../helpers/server.js';
+import { outpostCommand } from '../../src/daemon/invocation.js';
+import { type CliResult, MAIN, addDevice, cli, cliJson, http, startGateway, tempDir } from '../helpers/server.js';
 
 interface DeviceLine {
   id: string;
@@ -194,9 +195,11 @@ t.test('admin commands without a daemon', async (t) => {
 t.test('admin commands while the daemon runs; the daemon sees them at once', async (t) => {
   const gw = await startGateway(t);
   t.equal(gw.logs.filter((l) => /listening on/.test(l)).length, 1, 'one log line when listening');
+  // the command as this install runs it from the daemon's cwd (`npx outpost` only in a clone's folder)
+  const command = `${outpostCommand(MAIN, process.cwd())} user add`;
   t.ok(
-    gw.logs.some((l) => /outpost user add/.test(l)),
-    'first start says how to create the first user',
+    gw.logs.some((l) => l.includes(command)),
+    `first start says how to create the first user (${command})`,
   );
 
   const user = await cliJson<UserLine>([

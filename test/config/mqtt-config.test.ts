@@ -2,6 +2,7 @@
  * The MQTT and CoAP port config keys (docs/mqtt.md, docs/coap.md): defaults, 0 = off, -1 / `ephemeral` = an
  * OS-chosen port, and `--port 0` taking any free MQTT and CoAP ports unless they were set.
  */
+import '../helpers/sandbox.js';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';

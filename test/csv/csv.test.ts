@@ -1,3 +1,4 @@
+import '../helpers/sandbox.js';
 import t from 'tap';
 import { CsvBuffer, EOL, csvField, csvRecord } from '../../src/csv/rfc4180.js';
 import { CHUNK_BYTES, csvAttachment } from '../../src/api/download/stream.js';

@@ -7,6 +7,7 @@ import { spawn, spawnSync } from 'node:child_process';
 import { type Socket, createSocket } from 'node:dgram';
 import { type ParsedPacket, generate, parse } from 'coap-packet';
 import type { Gateway } from './server.js';
+import { waitFor } from './wait.js';
 
 export function coapPort(gw: Gateway): number {
   const line = gw.logs.find((l) => l.includes('listening on')) ?? '';
@@ -69,6 +70,7 @@ export const opt = (p: ParsedPacket, name: string): Buffer | undefined => p.opti
 export class CoapTestClient {
   readonly received: ParsedPacket[] = [];
   private waiters: Array<() => void> = [];
+  private pings = 0;
   private mid = Math.floor(Math.random() * 60000);
   private tok = Math.floor(Math.random() * 1e6);
   /** answer CON notifications with an ACK (node-coap and libcoap do) */
@@ -87,7 +89,7 @@ export class CoapTestClient {
       }
       this.received.push(p);
       if (this.autoAck && p.confirmable) this.sendRaw(generate({ code: '0.00', messageId: p.messageId, ack: true }));
-      for (const w of this.waiters.splice(0)) w();
+      for (const w of [...this.waiters]) w();
     });
   }
 
@@ -140,20 +142,29 @@ export class CoapTestClient {
 
   /** Waits for a datagram matching `pred` (among those received since index `from`). */
   async waitFor(pred: (p: ParsedPacket) => boolean, timeoutMs = 10_000, from = 0): Promise<ParsedPacket> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const hit = this.received.slice(from).find(pred);
-      if (hit !== undefined) return hit;
-      const left = deadline - Date.now();
-      if (left <= 0) throw new Error('no matching CoAP datagram in time');
-      await new Promise<void>((r) => {
-        const timer = setTimeout(r, left);
-        this.waiters.push(() => {
-          clearTimeout(timer);
-          r();
-        });
-      });
-    }
+    return waitFor(() => this.received.slice(from).find(pred), {
+      timeout: timeoutMs,
+      interval: 1_000,
+      message: 'a matching CoAP datagram',
+      wake: (check) => {
+        this.waiters.push(check);
+        return () => {
+          const i = this.waiters.indexOf(check);
+          if (i >= 0) this.waiters.splice(i, 1);
+        };
+      },
+    });
+  }
+
+  /**
+   * A CoAP ping (an empty CON), resolved by its RST: the listener handles one client's datagrams in order, so
+   * whatever this client sent before (an RST that ends an observation, a request) has been handled by then.
+   */
+  async ping(): Promise<void> {
+    const messageId = 0xf000 + (this.pings++ % 0x1000);
+    const from = this.received.length;
+    this.sendRaw(Buffer.from([0x40, 0, messageId >> 8, messageId & 255]));
+    await this.waitFor((p) => p.reset && p.messageId === messageId, 10_000, from);
   }
 
   /** Sends a request and resolves with its answer (piggybacked, or separate after an empty ACK). */

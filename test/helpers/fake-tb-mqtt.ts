@@ -15,6 +15,7 @@
 import type { Test } from 'tap';
 import { type Server, type Socket, createServer } from 'node:net';
 import mqttPacket, { type Packet } from 'mqtt-packet';
+import { waitFor } from './wait.js';
 
 export const TB_MAX_PACKET = 65_536;
 
@@ -435,11 +436,7 @@ export async function startFakeTbMqtt(
   return tb;
 }
 
-/** Waits until `pred()` holds, polling every 50 ms; throws `never: <label>` after `ms`. */
-export async function until(pred: () => boolean, label: string, ms = 20_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > end) throw new Error(`never: ${label}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+/** waitFor a predicate, checked every 50 ms, that `label` names. */
+export async function until(pred: () => boolean | Promise<boolean>, label: string, ms = 20_000): Promise<void> {
+  await waitFor(pred, { timeout: ms, interval: 50, message: label });
 }

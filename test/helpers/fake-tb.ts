@@ -11,6 +11,7 @@ import { EventEmitter } from 'node:events';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { NumLit, parseJson, type JsonValue } from '../../src/ingest/json.js';
+import { waitFor } from './wait.js';
 
 export interface Received {
   readonly token: string;
@@ -190,20 +191,15 @@ export class FakeTb extends EventEmitter {
   }
 
   /** Resolves once `pred` holds, checked after every request (no polling). */
-  waitFor(pred: () => boolean, label = 'condition', timeoutMs = 30_000): Promise<void> {
-    if (pred()) return Promise.resolve();
-    return new Promise((resolve, reject) => {
-      const timer = setTimeout(() => {
-        this.off('request', check);
-        reject(new Error(`fake TB: timed out waiting for ${label}`));
-      }, timeoutMs);
-      const check = (): void => {
-        if (!pred()) return;
-        clearTimeout(timer);
-        this.off('request', check);
-        resolve();
-      };
-      this.on('request', check);
+  async waitFor(pred: () => boolean, label = 'condition', timeoutMs = 30_000): Promise<void> {
+    await waitFor(pred, {
+      timeout: timeoutMs,
+      interval: 1_000,
+      message: `fake TB: ${label}`,
+      wake: (check) => {
+        this.on('request', check);
+        return () => this.off('request', check);
+      },
     });
   }
 

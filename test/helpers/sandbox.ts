@@ -1,10 +1,12 @@
 /**
- * Loaded before every test file (tap's `node-arg` in package.json), ahead of the test's own imports: the test
- * process, and every daemon, CLI, tmux or client it starts, runs in a temp directory of its own with a temp HOME and
- * XDG dirs, and without the OUTPOST_* variables of the shell that ran `npm test`. So no test reads the clone's
- * `./data` (which README's "Try it" leaves there, maybe beside a running daemon) nor the user's saved logins
- * (`$XDG_CONFIG_HOME/outpost/credentials.json`), and a test that forgets `--data-dir` writes into the sandbox, not
- * the repository. Removed when the process exits.
+ * Imported first by test/helpers/server.ts, so by every test that starts a daemon or the CLI (and by the others
+ * directly: test/repo/tree-rules.test.ts sees to it), before the test's body runs: the test process, and every daemon,
+ * CLI, tmux or client it starts, runs in a temp directory of its own with a temp HOME and XDG dirs, and without the
+ * OUTPOST_* variables of the shell that ran `npm test`. So no test reads the clone's `./data` (which README's "Try
+ * it" leaves there, maybe beside a running daemon) nor the user's saved logins (`$XDG_CONFIG_HOME/outpost/
+ * credentials.json`), and a test that forgets `--data-dir` writes into the sandbox, not the repository. Removed when
+ * the process exits. (Not tap's node-arg: a worker thread takes the process's execArgv and would look for this file
+ * relative to the sandbox.)
  */
 import { mkdirSync, mkdtempSync, realpathSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -2,12 +2,14 @@
  * Black-box test harness: runs the real compiled `outpost serve` on port 0 with a temp data dir,
  * waits for its "listening" log line, and talks HTTP to it. The CLI is run the same way.
  */
+import './sandbox.js';
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { RpcStatus } from '../../src/rpc/broker.js';
+import { waitFor } from './wait.js';
 
 /** dist/src/main.js, found relative to this compiled file (dist/test/helpers/server.js). */
 export const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
@@ -161,7 +163,7 @@ export async function addDevice(
 /**
  * Polls `GET /api/outpost/status` (every `intervalMs`) until `pred` holds for its body, and resolves with that
  * body: the daemon does things after it answers a request (registers a poll, expires a queue, backs off), so a
- * test waits for the state, not for a fixed time. Throws after `timeoutMs`.
+ * test waits for the state, not for a fixed time (waitFor). Throws after `timeoutMs`.
  */
 export async function waitStatus<S = Record<string, unknown>>(
   gw: Pick<Gateway, 'url'>,
@@ -170,15 +172,17 @@ export async function waitStatus<S = Record<string, unknown>>(
   timeoutMs = 20_000,
   intervalMs = 20,
 ): Promise<S> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const r = await http('GET', `${gw.url}/api/outpost/status`, undefined, headers);
-    if (r.status !== 200) throw new Error(`status answered ${r.status}: ${r.text}`);
-    const status = r.json<S>();
-    if (pred(status)) return status;
-    if (Date.now() > deadline) throw new Error(`status never matched: ${r.text}`);
-    await new Promise((resolve) => setTimeout(resolve, intervalMs));
-  }
+  let last = '';
+  return waitFor(
+    async () => {
+      const r = await http('GET', `${gw.url}/api/outpost/status`, undefined, headers);
+      if (r.status !== 200) throw new Error(`status answered ${r.status}: ${r.text}`);
+      last = r.text;
+      const status = r.json<S>();
+      return pred(status) ? status : undefined;
+    },
+    { timeout: timeoutMs, interval: intervalMs, message: () => `a status that matches; the last: ${last}` },
+  );
 }
 
 /** waitStatus on the status body's `longPoll` section (the long-poll and RPC counters). */
@@ -200,12 +204,15 @@ export async function waitLogLines(
   count = 1,
   opts: { from?: number; timeoutMs?: number } = {},
 ): Promise<string[]> {
-  const deadline = Date.now() + (opts.timeoutMs ?? 20_000);
-  for (;;) {
-    const found = gw.logs.slice(opts.from ?? 0).filter((l) => pattern.test(l));
-    if (found.length >= count) return found.slice(0, count);
-    if (Date.now() > deadline)
-      throw new Error(`only ${found.length} of ${count} log lines matched ${pattern}:\n${gw.logs.join('\n')}`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
+  const matching = (): string[] => gw.logs.slice(opts.from ?? 0).filter((l) => pattern.test(l));
+  return waitFor(
+    () => {
+      const found = matching();
+      return found.length >= count && found.slice(0, count);
+    },
+    {
+      timeout: opts.timeoutMs ?? 20_000,
+      message: () => `${count} log lines matching ${pattern} (${matching().length} did):\n${gw.logs.join('\n')}`,
+    },
+  );
 }

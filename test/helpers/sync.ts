@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { Test } from 'tap';
 import { type Gateway, http, startGateway, tempDir } from './server.js';
 import { authHeaders } from './users.js';
+import { waitFor } from './wait.js';
 
 /** A gateway whose config file sets `sync` (fast retries, 4-KiB batches unless overridden) and `extra`. */
 export async function syncGateway(
@@ -40,13 +41,14 @@ export async function syncStatusUntil<S>(
   timeoutMs: number,
   pollMs: number,
 ): Promise<S> {
-  const end = Date.now() + timeoutMs;
-  for (;;) {
-    const s = await syncStatusOf<S>(gw, jwt);
-    if (pred(s)) return s;
-    if (Date.now() > end) throw new Error(`status never reached: ${label}: ${JSON.stringify(s)}`);
-    await new Promise((r) => setTimeout(r, pollMs));
-  }
+  let last: S | undefined;
+  return waitFor(
+    async () => {
+      last = await syncStatusOf<S>(gw, jwt);
+      return pred(last) ? last : undefined;
+    },
+    { timeout: timeoutMs, interval: pollMs, message: () => `sync status: ${label}; the last: ${JSON.stringify(last)}` },
+  );
 }
 
 export async function postTelemetry(gw: Gateway, token: string, body: unknown): Promise<void> {

@@ -3,6 +3,7 @@
  * number literals, rejects what JSON.parse rejects, bounds nesting, and never lets `__proto__` change a
  * prototype.
  */
+import '../helpers/sandbox.js';
 import t from 'tap';
 import {
   JsonSyntaxError,

@@ -4,6 +4,7 @@
  * not take whole it leaves to the general path (undefined). The one-device shortcut (telemetryParts in
  * src/transports/mqtt/gateway-topics.ts) answers what the split does, for one device and for several.
  */
+import '../helpers/sandbox.js';
 import t from 'tap';
 import { parseTelemetryBody } from '../../src/ingest/fastpath.js';
 import { splitDeviceArrays } from '../../src/ingest/split.js';

@@ -4,6 +4,7 @@
  * (key order, point order, value types, -0, bigints); when the general path refuses a body, the fast path must not answer. Table-driven for
  * the rarities, then seeded random bodies and mutations of them.
  */
+import '../helpers/sandbox.js';
 import t, { type Test } from 'tap';
 import type { KvValue } from '../../src/model/kv.js';
 import { parseTelemetryFast } from '../../src/ingest/fastpath.js';

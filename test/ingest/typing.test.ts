@@ -2,6 +2,7 @@
  * ThingsBoard value typing (docs/api.md) and Java double rendering (docs/api.md), table-driven with TB's
  * own fixtures (JsonConverterTest) plus the edge cases around 64-bit overflow and scale.
  */
+import '../helpers/sandbox.js';
 import t from 'tap';
 import { OutpostError } from '../../src/errors.js';
 import { parseJson } from '../../src/ingest/json.js';

@@ -2,6 +2,7 @@
  * Unit tests of the aggregation state, the docs/api.md type rules, bucket planning and the query planner.
  * TB worked examples are the fixtures; a seeded test checks mergeAgg == adding every point.
  */
+import '../helpers/sandbox.js';
 import t from 'tap';
 import { type KvValue, kvBool, kvDouble, kvJson, kvLong, kvString } from '../../src/model/kv.js';
 import {

@@ -3,6 +3,7 @@
  * docs/configuration.md that shows its default, and every link to docs/ in README.md (and between docs pages)
  * names a file that exists. Reads files only: no server, no store.
  */
+import '../helpers/sandbox.js';
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';

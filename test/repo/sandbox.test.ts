@@ -1,5 +1,5 @@
 /**
- * Every test process runs in a sandbox (test/helpers/sandbox.ts, loaded by tap's `node-arg`): after README's
+ * Every test process runs in a sandbox (test/helpers/sandbox.ts, imported through test/helpers/server.ts): after README's
  * "Try it" left `./data` and maybe a running daemon in the clone, and with a technician's saved login in the home
  * directory, the suite must still pass, so no test may see the clone's cwd, the user's home or their OUTPOST_*
  * variables; nor may the CLI and daemons the tests start.
@@ -15,7 +15,7 @@ const inside = (dir: string, parent: string): boolean => !relative(parent, dir).
 
 t.test('the test process has a temp cwd, HOME and XDG dirs, and no OUTPOST_* variable', async (t) => {
   const sandbox = process.env['TEST_SANDBOX'];
-  if (sandbox === undefined) return t.fail('no sandbox: run the tests with tap (package.json sets its node-arg)');
+  if (sandbox === undefined) return t.fail('no sandbox: test/helpers/server.ts imports test/helpers/sandbox.js first');
   t.ok(inside(process.cwd(), sandbox), `cwd ${process.cwd()} is in the sandbox`);
   t.notOk(inside(process.cwd(), REPO), 'and not in the repository');
   t.same(readdirSync(process.cwd()), [], 'an empty cwd: no ./data, no config file');

@@ -4,6 +4,7 @@
  * src/ deeper than 2, one folder per role, every test file in a folder of test/ named after a folder of src/, and no
  * issue tags or section numbers in comments (src/, test/, scripts/). Reads files only.
  */
+import '../helpers/sandbox.js';
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -291,6 +292,56 @@ t.test('every test file lives in a folder named after a folder of src/', async (
     'a flat test and a test among the helpers are found',
   );
 });
+
+/** The files of `graph` from which `target` cannot be reached by imports. */
+export function notReaching(
+  graph: ReadonlyMap<string, readonly string[]>,
+  from: readonly string[],
+  target: string,
+): string[] {
+  const reaches = new Map<string, boolean>();
+  const visit = (f: string, path: Set<string>): boolean => {
+    const known = reaches.get(f);
+    if (known !== undefined) return known;
+    if (f === target) return true;
+    if (path.has(f)) return false;
+    path.add(f);
+    const found = (graph.get(f) ?? []).some((g) => visit(g, path));
+    path.delete(f);
+    reaches.set(f, found);
+    return found;
+  };
+  return from.filter((f) => !visit(f, new Set()));
+}
+
+t.test(
+  'every test file runs in the sandbox (test/helpers/sandbox.ts): no cwd, home or OUTPOST_* of the user',
+  async (t) => {
+    const files = [...tsFiles(join(ROOT, 'test')), ...tsFiles(join(ROOT, 'scripts')), ...SRC];
+    const set = new Set(files);
+    const graph = new Map(files.map((f) => [f, relativeImports(f, readFileSync(f, 'utf8'), set)]));
+    const tests = files.filter((f) => f.endsWith('.test.ts'));
+    t.same(
+      notReaching(graph, tests, join(ROOT, 'test/helpers/sandbox.ts')).map(rel),
+      [],
+      "test files importing neither it nor a helper that does (import '../helpers/sandbox.js' first)",
+    );
+    t.same(
+      notReaching(
+        new Map([
+          ['a', ['b']],
+          ['b', ['s']],
+          ['c', ['d']],
+          ['d', ['c']],
+        ]),
+        ['a', 'c'],
+        's',
+      ),
+      ['c'],
+      'found through a helper; a cycle reaches nothing',
+    );
+  },
+);
 
 t.test('no issue tags or section numbers in comments of src/, test/ and scripts/', async (t) => {
   const files = [...SRC, ...tsFiles(join(ROOT, 'test')), ...tsFiles(join(ROOT, 'scripts'))];

@@ -4,6 +4,7 @@
  * durations, so they must fire after their delay whatever the wall clock does: not 120 s late after a step back,
  * not at once after a step ahead. Skipped without libfaketime (Debian package faketime).
  */
+import '../helpers/sandbox.js';
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -1,3 +1,4 @@
+import '../helpers/sandbox.js';
 import t from 'tap';
 import { TimerWheel } from '../../src/rpc/timer-wheel.js';
 import { FakeClock } from '../helpers/fake-clock.js';

@@ -2,6 +2,7 @@
  * Binary codecs (src/store/encoding/codec.ts): keys sort as bytes exactly as (entity, key, ts) sort as numbers,
  * negative timestamps and epoch 0 included; every value type round-trips.
  */
+import '../helpers/sandbox.js';
 import t from 'tap';
 import {
   decodePointKey,

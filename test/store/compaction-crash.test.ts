@@ -16,6 +16,7 @@ import { rng } from '../helpers/prng.js';
 import { readEntity, storeEntries } from '../helpers/readback.js';
 import { addDevice, http, startGateway, tempDir } from '../helpers/server.js';
 import { addUser, authHeaders, login } from '../helpers/users.js';
+import { waitFor } from '../helpers/wait.js';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
@@ -124,13 +125,13 @@ t.test('kill -9 during compaction loses nothing and leaves rollups consistent wi
   // Kill on the event: compaction has folded about half of the head (so chunks, rollups and fragments all
   // hold part of the data), and not all of it.
   const posted = await storeEntries(gw.dataDir);
-  let atKill = posted;
-  // bounded by time, not by polls: on a loaded machine compaction's small steps go slower than the polls
-  const giveUpAt = Date.now() + 90_000;
-  for (;;) {
-    atKill = await storeEntries(gw.dataDir);
-    if (atKill.head <= posted.head / 2 || Date.now() > giveUpAt) break;
-  }
+  const atKill = await waitFor(
+    async () => {
+      const now = await storeEntries(gw.dataDir);
+      return now.head <= posted.head / 2 && now;
+    },
+    { timeout: 120_000, interval: 0, message: 'compaction past half of the head' },
+  );
   gw.proc.kill('SIGKILL');
   t.equal(await gw.stop('SIGKILL'), null, 'the daemon died by the signal');
   t.ok(
@@ -189,10 +190,11 @@ t.test('kill -9 during compaction loses nothing and leaves rollups consistent wi
   };
   await checkAggregates('right after the restart (half compacted)');
 
-  for (let i = 0; (await storeEntries(gw2.dataDir)).head > 0; i++) {
-    if (i > 600) throw new Error('the restarted daemon never finished compacting');
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await waitFor(async () => (await storeEntries(gw2.dataDir)).head === 0, {
+    timeout: 120_000,
+    interval: 50,
+    message: 'the restarted daemon done compacting',
+  });
   await checkAggregates('once compaction has finished');
   t.equal(await gw2.stop('SIGTERM'), 0, 'SIGTERM stops the restarted daemon cleanly');
   await checkRaw('after the restart and compaction');

@@ -15,6 +15,7 @@ import t from 'tap';
 import { CoapTestClient, coapPort } from '../helpers/coap.js';
 import { readEntity } from '../helpers/readback.js';
 import { addDevice, http, startGateway, waitLogLines } from '../helpers/server.js';
+import { waitFor } from '../helpers/wait.js';
 
 const mnt = mkdtempSync(join(tmpdir(), 'outpost-full-'));
 let mounted = false;
@@ -140,11 +141,11 @@ t.test(
     t.ok(LATER < failedNewest, 'the refused write held newer points of `a`');
     // free space is read once a second: the same request is retried until then
     let status = 0;
-    for (let i = 0; i < 30 && status !== 200; i++) {
-      if (i > 0) await new Promise((r) => setTimeout(r, 100));
-      status = await post(['a', failedKey as string], LATER, 100);
-    }
-    t.equal(status, 200, 'writes succeed again within a second or so of space being freed');
+    await waitFor(async () => (status = await post(['a', failedKey as string], LATER, 100)) === 200, {
+      interval: 100,
+      message: 'a write taken again',
+    }).catch(() => undefined);
+    t.equal(status, 200, 'writes succeed again once space is freed (the free space is read once a second)');
     t.equal(await gw.stop('SIGTERM'), 0, 'a clean shutdown');
 
     const dump = await readEntity(dataDir, dev.id);

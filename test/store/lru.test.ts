@@ -1,4 +1,5 @@
 /** The store's read-cache container: least recently used first, within a byte budget. */
+import '../helpers/sandbox.js';
 import t from 'tap';
 import { ByteLru } from '../../src/store/lru.js';
 

@@ -17,6 +17,7 @@ import { DownsampleEngine } from '../../src/store/background/downsample.js';
 import { addDevice, http, startGateway } from '../helpers/server.js';
 import { compactAll, openSeriesStore, withDaemonEnv } from '../helpers/store.js';
 import { adminToken, authHeaders } from '../helpers/users.js';
+import { waitFor } from '../helpers/wait.js';
 
 const MIN = 60_000;
 const HOUR = 60 * MIN;
@@ -138,11 +139,12 @@ t.test("DELETE /api/device/{id}: the daemon removes the device's data, other dev
   t.ok(total(await read(gone.id)) > 0, 'the device has data');
   t.equal((await http('DELETE', `${gw.url}/api/device/${gone.id}`, undefined, authHeaders(token))).status, 200);
   // Wait for the event: every entry of the device is gone.
-  for (let i = 0; total(await read(gone.id)) > 0; i++) {
-    if (i > 200)
-      throw new Error(`the daemon never removed the deleted device's data: ${JSON.stringify(await read(gone.id))}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  let left: Record<string, number> = {};
+  await waitFor(async () => total((left = await read(gone.id))) === 0, {
+    timeout: 60_000,
+    interval: 50,
+    message: () => `the deleted device's data removed; left: ${JSON.stringify(left)}`,
+  });
   t.pass('every entry of the deleted device is gone');
   const q = await http(
     'GET',

@@ -11,6 +11,7 @@ import { type KvValue, kvDouble, kvLong, kvToString } from '../../src/model/kv.j
 import { storeEntries } from '../helpers/readback.js';
 import { addDevice, http, startGateway } from '../helpers/server.js';
 import { adminToken, authHeaders } from '../helpers/users.js';
+import { waitFor } from '../helpers/wait.js';
 
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
@@ -74,10 +75,11 @@ t.test('the daemon compacts, and aggregated answers stay equal to the raw comput
   await check(gw.url, 'as posted');
 
   // Wait for the event: the engine has folded every head fragment (all windows are older than the head window).
-  for (let i = 0; (await storeEntries(gw.dataDir)).head > 0; i++) {
-    if (i > 300) throw new Error('the daemon never compacted');
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await waitFor(async () => (await storeEntries(gw.dataDir)).head === 0, {
+    timeout: 60_000,
+    interval: 50,
+    message: 'the daemon done compacting',
+  });
   const after = await storeEntries(gw.dataDir);
   t.ok(
     after.chunks >= 144 && after.rollups > 0,

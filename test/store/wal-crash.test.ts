@@ -7,6 +7,7 @@
  * each byte for byte: never a torn record, never a gap, never a stale one from a recycled segment. Each seed
  * crashes and recovers several times over, so recovery's own choices (new segment, removals) are crashed too.
  */
+import '../helpers/sandbox.js';
 import t from 'tap';
 import { type LoggedRecord, Wal, type WalFile, type WalFs } from '../../src/store/wal.js';
 import { rng as mulberry } from '../helpers/prng.js';

@@ -4,6 +4,7 @@
  * segments are, its journal's commits counted. The loop device needs root and mkfs.ext4/losetup; without them
  * that part is skipped and says so.
  */
+import '../helpers/sandbox.js';
 import { execFileSync } from 'node:child_process';
 import { closeSync, fdatasyncSync, mkdirSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';

@@ -7,7 +7,7 @@
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { type Gateway, addDevice, http, startGateway, tempDir } from '../helpers/server.js';
+import { type Gateway, addDevice, http, startGateway, tempDir, waitStatus } from '../helpers/server.js';
 import { addUser, authHeaders, login } from '../helpers/users.js';
 import { statusLines } from '../../src/cli/status.js';
 import type { StatusJson } from '../../src/status/index.js';
@@ -51,9 +51,8 @@ t.test('a quiet daemon answers a device posting one at a time within one fsync, 
   const dev = await addDevice(gw.dataDir, 'seq', ['--token', 'SEQ']);
   const H = await admin(gw);
   const base = Date.now() - 3_600_000;
-  const lat = await sequential(gw, 'SEQ', 60, base);
-  // the fixed 250-ms delay answered each such post after 250 ms at least; an fsync on a shared disk takes a few ms
-  t.ok(median(lat) < 60, `median answer ${median(lat).toFixed(1)} ms (one commit each, no delay)`);
+  // how fast an answer comes is bench:wear's figure; here: no delay imposed, and a commit for each post
+  await sequential(gw, 'SEQ', 60, base);
   t.equal(await storedCount(gw, H, dev.id, base), 120, 'every point stored');
   const st = (await http('GET', `${gw.url}/api/outpost/status`, undefined, H)).json<StatusJson>();
   const w = st.writes as WriteFigures;
@@ -91,9 +90,10 @@ t.test(
     );
     const base = Date.now() - 3_600_000;
     // the budget reads the byte counters at most once a second: the first post (which creates the log's first
-    // segment, a megabyte of zeros) is seen from the next second on
+    // segment, a megabyte of zeros) is seen from the next second on, and commits wait from then
     await sequential(gw, 'T0', 1, base - 1000);
-    await new Promise((r) => setTimeout(r, 1100));
+    const H0 = await admin(gw);
+    await waitStatus<StatusJson>(gw, H0, (s) => (s.writes as WriteFigures).commitDelayMs > 0);
     const t0 = performance.now();
     const lats = await Promise.all(devices.map((_, i) => sequential(gw, `T${i}`, 5, base)));
     const elapsed = performance.now() - t0;
@@ -106,7 +106,7 @@ t.test(
     );
     await gw.stop('SIGKILL');
     const again = await startGateway(t, { dataDir, args: ['--config', config] });
-    const H = await admin(again);
+    const H = authHeaders((await login(again, 'admin@example.com', 'pw')).token);
     for (const d of devices)
       t.equal(await storedCount(again, H, d.id, base), 10, `${d.name}: every acknowledged point after kill -9`);
   },
@@ -119,8 +119,7 @@ t.test('an explicit store.commitDelayMs is a fixed delay, whatever the budget', 
   const gw = await startGateway(t, { dataDir, args: ['--config', config] });
   await addDevice(dataDir, 'fixed', ['--token', 'FIXED']);
   const H = await admin(gw);
-  const lat = await sequential(gw, 'FIXED', 20, Date.now() - 60_000);
-  t.ok(median(lat) < 60, `a tiny budget, but commitDelayMs 0: median ${median(lat).toFixed(1)} ms`);
+  await sequential(gw, 'FIXED', 20, Date.now() - 60_000);
   const w = (await http('GET', `${gw.url}/api/outpost/status`, undefined, H)).json<StatusJson>().writes as WriteFigures;
   t.equal(w.paced, false);
   t.equal(w.commitDelayMs, 0);

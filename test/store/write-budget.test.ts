@@ -3,6 +3,7 @@
  * delay, a burst is spent at once up to the reserve, sustained load settles at the budget's rate, and the
  * figures (today, last hour, card life, over budget) add up.
  */
+import '../helpers/sandbox.js';
 import t from 'tap';
 import { FakeClock } from '../helpers/fake-clock.js';
 import {

@@ -4,21 +4,13 @@
  * timeout never drops them (the fake drops a sub-device silent for `inactivityMs`).
  */
 import t from 'tap';
-import { FakeTbMqtt } from '../helpers/fake-tb-mqtt.js';
+import { FakeTbMqtt, until } from '../helpers/fake-tb-mqtt.js';
 import { Inbox, mqttClient } from '../helpers/mqtt.js';
 import { addDevice, http } from '../helpers/server.js';
 import { syncGateway, postTelemetry as post, records } from '../helpers/sync.js';
 
 const GW_TOKEN = 'GATEWAY-TOKEN';
 const BASE = Date.UTC(2026, 0, 1);
-
-async function until(pred: () => boolean, label: string, ms = 15_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > end) throw new Error(`never: ${label}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
-}
 
 const connectsOf = (tb: FakeTbMqtt, name: string): number =>
   tb.received.filter(
@@ -47,7 +39,9 @@ t.test(
     const first = tb.received.find((m) => m.topic === 'v1/gateway/connect' && m.text.includes('listens'));
     t.same(JSON.parse(first?.text ?? '{}'), { device: 'listens', type: 'valve' }, 'announced with its type');
     await until(() => tb.pointCount('posts') === 3, "the poster's points (an implicit connect too)");
-    await new Promise((r) => setTimeout(r, 4_000));
+    // the time is the subject here: 2.5 × the fake's inactivity timeout, and as many announces as that takes
+    const since = performance.now();
+    await until(() => performance.now() - since >= 4_000 && connectsOf(tb, 'listens') >= 3, 'three announces and 4 s');
     t.ok(tb.isConnected('listens'), 'still connected upstream after 2.5 × the inactivity timeout');
     t.ok(
       connectsOf(tb, 'listens') >= 3,

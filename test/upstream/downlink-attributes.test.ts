@@ -4,7 +4,7 @@
  * reconciled after a restart exactly despite TB's attribute-request quirks.
  */
 import t, { type Test } from 'tap';
-import { FakeTbMqtt } from '../helpers/fake-tb-mqtt.js';
+import { FakeTbMqtt, until } from '../helpers/fake-tb-mqtt.js';
 import { Inbox, mqttClient } from '../helpers/mqtt.js';
 import { type Gateway, addDevice, http } from '../helpers/server.js';
 import { syncGateway, postTelemetry as post, records, syncStatusOf } from '../helpers/sync.js';
@@ -15,14 +15,6 @@ const BASE = Date.UTC(2026, 0, 1);
 
 interface Status {
   downlink: { enabled: boolean; attributesApplied: number; lastReconcileTs: number | null };
-}
-
-async function until(pred: () => boolean | Promise<boolean>, label: string, ms = 15_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!(await pred())) {
-    if (Date.now() > end) throw new Error(`never: ${label}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 async function sharedOf(gw: Gateway, token: string): Promise<Record<string, unknown>> {

@@ -8,9 +8,10 @@
  */
 import t from 'tap';
 import { Inbox, latest, mqttClient, mqttPorts } from '../helpers/mqtt.js';
-import { type Gateway, addDevice, http, startGateway } from '../helpers/server.js';
+import { type Gateway, addDevice, http, startGateway, waitLongPoll } from '../helpers/server.js';
 import { postTelemetry, syncGateway, syncStatusOf } from '../helpers/sync.js';
 import { addUser, authHeaders, login } from '../helpers/users.js';
+import { waitFor } from '../helpers/wait.js';
 
 async function admin(gw: Gateway, email: string): Promise<string> {
   await addUser(gw.dataDir, email, 'secret', 'TENANT_ADMIN');
@@ -19,18 +20,20 @@ async function admin(gw: Gateway, email: string): Promise<string> {
 
 /** The upper one's id of a device the lower one announced (created by its gateway session). */
 async function upperId(upper: Gateway, jwt: string, name: string): Promise<string> {
-  const end = Date.now() + 15_000;
-  for (;;) {
-    const r = await http(
-      'GET',
-      `${upper.url}/api/tenant/devices?deviceName=${encodeURIComponent(name)}`,
-      undefined,
-      authHeaders(jwt),
-    );
-    if (r.status === 200) return r.json<{ id: { id: string } }>().id.id;
-    if (Date.now() > end) throw new Error(`${name} never appeared upstream: ${r.status} ${r.text}`);
-    await new Promise((res) => setTimeout(res, 100));
-  }
+  let last = '';
+  return waitFor(
+    async () => {
+      const r = await http(
+        'GET',
+        `${upper.url}/api/tenant/devices?deviceName=${encodeURIComponent(name)}`,
+        undefined,
+        authHeaders(jwt),
+      );
+      last = `${r.status} ${r.text}`;
+      return r.status === 200 && r.json<{ id: { id: string } }>().id.id;
+    },
+    { interval: 100, message: () => `${name} upstream; the last answer: ${last}` },
+  );
 }
 
 async function sharedOf(gw: Gateway, token: string): Promise<Record<string, unknown>> {
@@ -47,13 +50,14 @@ async function latestUntil(
   id: string,
   ts: number,
 ): Promise<Record<string, Array<{ ts: number; value: unknown }>>> {
-  const end = Date.now() + 15_000;
-  for (;;) {
-    const l = await latest(upper, authHeaders(jwt), id);
-    if (Object.values(l).some((pts) => pts[0]?.ts === ts)) return l;
-    if (Date.now() > end) throw new Error(`no point at ${ts} upstream: ${JSON.stringify(l)}`);
-    await new Promise((res) => setTimeout(res, 100));
-  }
+  let l: Record<string, Array<{ ts: number; value: unknown }>> = {};
+  return waitFor(
+    async () => {
+      l = await latest(upper, authHeaders(jwt), id);
+      return Object.values(l).some((pts) => pts[0]?.ts === ts) && l;
+    },
+    { interval: 100, message: () => `a point at ${ts} upstream: ${JSON.stringify(l)}` },
+  );
 }
 
 const rpc = (
@@ -91,8 +95,10 @@ t.test('REST on the upper Outpost reaches devices on the lower one, and back', a
   t.same(JSON.parse(answer.text), { pin: 3, on: true }, 'the reply came back to the REST caller');
 
   // a shared attribute set on the upper one reaches the long-poll on the lower one
+  const lowHeaders = authHeaders(await admin(lower, 'low@e2e.test'));
+  const polls = await waitLongPoll(lower, lowHeaders, () => true);
   const attrPoll = http('GET', `${lower.url}/api/v1/${hd.token}/attributes/updates?timeout=20000`);
-  await new Promise((r) => setTimeout(r, 300));
+  await waitLongPoll(lower, lowHeaders, (s) => s.attributePolls > polls.attributePolls);
   const set = await http(
     'POST',
     `${upper.url}/api/plugins/telemetry/DEVICE/${hdUp}/attributes/SHARED_SCOPE`,
@@ -152,13 +158,11 @@ t.test('REST on the upper Outpost reaches devices on the lower one, and back', a
   );
   // the device listens again: announced, reconciled
   void http('GET', `${lower2.url}/api/v1/${hd.token}/rpc?timeout=10000`).catch(() => undefined);
-  const end = Date.now() + 15_000;
   let sh: Record<string, unknown> = {};
-  while (Date.now() < end) {
-    sh = await sharedOf(lower2, hd.token);
-    if (sh['mode'] === 'boost') break;
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  await waitFor(async () => (sh = await sharedOf(lower2, hd.token))['mode'] === 'boost', {
+    interval: 200,
+    message: 'the change made while it was stopped',
+  }).catch(() => undefined);
   t.same(sh, { mode: 'boost' }, 'the change made while it was stopped arrived');
 });
 

@@ -4,7 +4,7 @@
  * kill -9; a reply made while the upstream is away arrives when it returns; expiry.
  */
 import t, { type Test } from 'tap';
-import { FakeTbMqtt } from '../helpers/fake-tb-mqtt.js';
+import { FakeTbMqtt, until } from '../helpers/fake-tb-mqtt.js';
 import { Inbox, mqttClient } from '../helpers/mqtt.js';
 import { type Gateway, addDevice, http } from '../helpers/server.js';
 import { syncGateway, syncStatusUntil } from '../helpers/sync.js';
@@ -14,14 +14,6 @@ const GW_TOKEN = 'GATEWAY-TOKEN';
 
 interface Status {
   downlink: { rpcReceived: number; rpcDelivered: number; rpcReplied: number; rpcExpired: number; rpcPending: number };
-}
-
-async function until(pred: () => boolean, label: string, ms = 15_000): Promise<void> {
-  const end = Date.now() + ms;
-  while (!pred()) {
-    if (Date.now() > end) throw new Error(`never: ${label}`);
-    await new Promise((r) => setTimeout(r, 50));
-  }
 }
 
 async function admin(gw: Gateway): Promise<string> {

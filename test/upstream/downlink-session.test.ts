@@ -3,6 +3,7 @@
  * "Downlink"): MQTT.js's stream builders are loaded ahead (the daemon does it before it listens), not on the
  * first connect, and its cache of 65,536 packet-id Buffers is never filled.
  */
+import '../helpers/sandbox.js';
 import { createRequire } from 'node:module';
 import { writeToStream } from 'mqtt-packet';
 import t from 'tap';

@@ -9,6 +9,7 @@ import { mqttPorts } from '../helpers/mqtt.js';
 import { type Gateway, addDevice, cli, http, startGateway, tempDir } from '../helpers/server.js';
 import { syncGateway, postTelemetry as post, records, syncStatusUntil } from '../helpers/sync.js';
 import { addUser, authHeaders, login } from '../helpers/users.js';
+import { waitFor } from '../helpers/wait.js';
 
 interface Status {
   state: string;
@@ -152,17 +153,17 @@ t.test('Outpost into Outpost over MQTT: points appear on the upper one under the
   const d = await addDevice(lower.dataDir, 'lan-sensor');
   await post(lower, d.token, records(BASE, 30, 2));
   let n = 0;
-  const end = Date.now() + 20_000;
   let id: string | undefined;
-  while (Date.now() < end) {
-    const list = await http(
-      'GET',
-      `${upper.url}/api/tenant/devices?deviceName=lan-sensor`,
-      undefined,
-      authHeaders(upJwt),
-    );
-    if (list.status === 200) id = list.json<{ id: { id: string } }>().id.id;
-    if (id !== undefined) {
+  await waitFor(
+    async () => {
+      const list = await http(
+        'GET',
+        `${upper.url}/api/tenant/devices?deviceName=lan-sensor`,
+        undefined,
+        authHeaders(upJwt),
+      );
+      if (list.status === 200) id = list.json<{ id: { id: string } }>().id.id;
+      if (id === undefined) return false;
       const r = await http(
         'GET',
         `${upper.url}/api/plugins/telemetry/DEVICE/${id}/values/timeseries?keys=k0,k1&startTs=${BASE}&endTs=${BASE + 60_000}&limit=1000`,
@@ -171,10 +172,10 @@ t.test('Outpost into Outpost over MQTT: points appear on the upper one under the
       );
       const body = r.json<Record<string, unknown[]>>();
       n = (body['k0']?.length ?? 0) + (body['k1']?.length ?? 0);
-      if (n === 60) break;
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
+      return n === 60;
+    },
+    { interval: 200, message: 'every point on the upper Outpost' },
+  ).catch(() => undefined);
   t.equal(n, 60, 'every point on the upper Outpost');
 });
 
@@ -241,18 +242,20 @@ t.test(
     );
     const row = await gwRow();
     t.equal(row?.additionalInfo?.gateway, true, 'provisioned as a gateway upstream');
-    const deadline = Date.now() + 15_000;
     let seen = 0;
-    while (Date.now() < deadline && seen === 0) {
-      const r = await http(
-        'GET',
-        `${upper.url}/api/tenant/devices?deviceName=prov-sensor`,
-        undefined,
-        authHeaders(upJwt),
-      );
-      if (r.status === 200) seen = 1;
-      else await new Promise((res) => setTimeout(res, 200));
-    }
+    await waitFor(
+      async () => {
+        const r = await http(
+          'GET',
+          `${upper.url}/api/tenant/devices?deviceName=prov-sensor`,
+          undefined,
+          authHeaders(upJwt),
+        );
+        if (r.status === 200) seen = 1;
+        return seen === 1;
+      },
+      { interval: 200, message: 'prov-sensor on the upper one' },
+    ).catch(() => undefined);
     t.equal(seen, 1, 'its devices reach the upper one through the provisioned session');
     await lower.stop('SIGTERM');
     const again = await syncGateway(

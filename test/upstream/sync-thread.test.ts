@@ -24,6 +24,7 @@ import { FakeTb } from '../helpers/fake-tb.js';
 import { type Teardown, addDevice, http, tempDir } from '../helpers/server.js';
 import { syncGateway, syncStatusUntil } from '../helpers/sync.js';
 import { addUser, login } from '../helpers/users.js';
+import { waitFor } from '../helpers/wait.js';
 
 const MAP = 64 * 1024 * 1024;
 const DEVICE = '11111111-2222-3333-4444-555555555555';
@@ -414,10 +415,7 @@ t.test('a gateway sets a batch that cannot be read back aside, shows it and send
       ? []
       : [...env.head.getKeys({})].map((k) => k as Buffer).filter((k) => k.readUInt32BE(0) === e);
   };
-  for (let tries = 0; fragmentsOfBad().length === 0; tries++) {
-    if (tries > 200) throw new Error("the bad device's points never reached the head");
-    await new Promise((r) => setTimeout(r, 50));
-  }
+  await waitFor(() => fragmentsOfBad().length > 0, { interval: 50, message: "the bad device's points in the head" });
   for (const key of fragmentsOfBad()) await env.head.put(key, Buffer.from([0xff, 0xff, 0xff]));
   await env.close();
   await tb.up();

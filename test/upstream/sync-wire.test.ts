@@ -3,6 +3,7 @@
  * makes a double) and Outpost as an upstream (src/ingest/typing.ts) read back as the same double; bodies are
  * cut between timestamps, within the byte cap, and say up to which ts they reach.
  */
+import '../helpers/sandbox.js';
 import t from 'tap';
 import { typeNumberLiteral } from '../../src/ingest/typing.js';
 import { kvDouble, kvJson, kvLong, kvString, kvBool } from '../../src/model/kv.js';

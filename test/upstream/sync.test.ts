@@ -18,6 +18,7 @@ import {
   syncStatusUntil,
 } from '../helpers/sync.js';
 import { addUser, authHeaders, login } from '../helpers/users.js';
+import { waitFor } from '../helpers/wait.js';
 
 interface Status {
   enabled: boolean;
@@ -486,11 +487,11 @@ t.test('end to end: an Outpost syncs into another Outpost, provisioning its devi
   const ujwt = (await login(up, 'up@sync.test', 'secret')).token;
   // the upstream's device appears once provisioned; its points once sent
   let upId = '';
-  const end = Date.now() + 15_000;
   let values: Record<string, Array<{ ts: number; value: unknown }>> = {};
-  while (Date.now() < end) {
-    const d = await http('GET', `${up.url}/api/tenant/devices?deviceName=edge-1`, undefined, authHeaders(ujwt));
-    if (d.status === 200) {
+  await waitFor(
+    async () => {
+      const d = await http('GET', `${up.url}/api/tenant/devices?deviceName=edge-1`, undefined, authHeaders(ujwt));
+      if (d.status !== 200) return false;
       upId = d.json<{ id: { id: string } }>().id.id;
       const r = await http(
         'GET',
@@ -499,10 +500,10 @@ t.test('end to end: an Outpost syncs into another Outpost, provisioning its devi
         authHeaders(ujwt),
       );
       values = r.json();
-      if (Object.values(values).reduce((s, v) => s + v.length, 0) === 7) break;
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
+      return Object.values(values).reduce((s, v) => s + v.length, 0) === 7;
+    },
+    { interval: 100, message: 'every point upstream' },
+  ).catch(() => undefined);
   t.equal(
     Object.values(values).reduce((n, v) => n + v.length, 0),
     7,
@@ -526,13 +527,12 @@ t.test('end to end: an Outpost syncs into another Outpost, provisioning its devi
   t.equal(a.status, 200);
   const devToken = await http('GET', `${up.url}/api/device/${upId}/credentials`, undefined, authHeaders(ujwt));
   const upToken = devToken.json<{ credentialsId: string }>().credentialsId;
-  const aEnd = Date.now() + 10_000;
   let attrs = '';
-  while (Date.now() < aEnd) {
-    attrs = (await http('GET', `${up.url}/api/v1/${upToken}/attributes?clientKeys=fw,n`)).text;
-    if (attrs.includes('fw')) break;
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  await waitFor(
+    async () =>
+      (attrs = (await http('GET', `${up.url}/api/v1/${upToken}/attributes?clientKeys=fw,n`)).text).includes('fw'),
+    { interval: 100, message: 'the client attributes upstream' },
+  ).catch(() => undefined);
   t.equal(attrs, '{"client":{"fw":"v1.2","n":3.0}}', 'client attributes arrive with their types');
 });
 

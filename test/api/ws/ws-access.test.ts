@@ -7,6 +7,7 @@
 import t, { type Test } from 'tap';
 import { addDevice, cli, cliJson, http, startGateway } from '../../helpers/server.js';
 import { addUser, adminHeaders, authHeaders, login } from '../../helpers/users.js';
+import { waitFor } from '../../helpers/wait.js';
 import { WsClient, type WsReply, wsUrl } from '../../helpers/ws.js';
 
 const gw = await startGateway(t);
@@ -124,8 +125,9 @@ t.test('a changed password outdates the user’s tokens and closes its sockets; 
   const dev = await assigned('passwd-dev', customerA);
   const pair = await login(gw, 'p@x.test', 'pw-old');
   const c = await subscribed(t, pair.token, dev.id);
-  // the change lands in a later second than the login, as a technician's would
-  await new Promise((r) => setTimeout(r, 1_100));
+  // the change lands in a later second than the login (its token's iat), as a technician's would
+  const { iat } = JSON.parse(Buffer.from(pair.token.split('.')[1] ?? '', 'base64url').toString()) as { iat: number };
+  await waitFor(() => Date.now() >= (iat + 1) * 1000, { message: 'the second after the login' });
   const changed = await cli([
     'user',
     'passwd',

@@ -2,6 +2,7 @@
  * Unit tests of the websocket protocol parser, reply rendering and the subscription fan-out (no sockets:
  * a session is anything with `send`).
  */
+import '../../helpers/sandbox.js';
 import t from 'tap';
 import { FrameError, parseFrame, splitKeys } from '../../../src/api/ws/protocol.js';
 import { type Subscription, SubscriptionRegistry, type WsSink, shownKey } from '../../../src/api/ws/registry.js';

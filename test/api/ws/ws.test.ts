@@ -8,6 +8,7 @@ import t, { type Test } from 'tap';
 import { addDevice, cliJson, http, startGateway } from '../../helpers/server.js';
 import { addUser, authHeaders, login } from '../../helpers/users.js';
 import { WsClient, type WsReply, wsUrl } from '../../helpers/ws.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const PARSE_ERROR =
   '{"subscriptionId":1,"errorCode":2,"errorMsg":"Failed to parse the payload","data":null,"latestValues":{}}';
@@ -46,12 +47,13 @@ async function post(token: string, body: object | string, what = 'telemetry'): P
  */
 async function heardFrom(dev: { id: string }): Promise<void> {
   const url = `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}/values/attributes/SERVER_SCOPE?keys=lastActivityTime`;
-  for (let i = 0; i < 200; i++) {
-    const r = await http('GET', url, undefined, authHeaders(admin));
-    if (r.status === 200 && r.text.includes('lastActivityTime')) return;
-    await new Promise((resolve) => setTimeout(resolve, 10));
-  }
-  throw new Error(`${dev.id}: lastActivityTime never stored`);
+  await waitFor(
+    async () => {
+      const r = await http('GET', url, undefined, authHeaders(admin));
+      return r.status === 200 && r.text.includes('lastActivityTime');
+    },
+    { interval: 10, message: `${dev.id}: lastActivityTime stored` },
+  );
 }
 
 /** A frame, checked to be the reply to `cmdId`. */

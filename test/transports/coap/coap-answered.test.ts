@@ -1,4 +1,5 @@
 /** The CoAP answered-exchange cache duplicates are answered from: bounded, oldest forgotten first, aged out. */
+import '../../helpers/sandbox.js';
 import t from 'tap';
 import { AnsweredCache } from '../../../src/transports/coap/answered.js';
 

@@ -7,7 +7,8 @@ import { join } from 'node:path';
 import t from 'tap';
 import { CoapTestClient, coapPort, hasLibcoap, libcoap, opt, readUint, sleep, uint } from '../../helpers/coap.js';
 import { adminHeaders, latest } from '../../helpers/mqtt.js';
-import { addDevice, http, startGateway, tempDir } from '../../helpers/server.js';
+import { addDevice, http, startGateway, tempDir, waitLongPoll, waitStatus } from '../../helpers/server.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const gw = await startGateway(t);
 const port = coapPort(gw);
@@ -128,12 +129,7 @@ t.test(
 );
 
 async function waitObservations(n: number): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    const r = await http('GET', `${gw.url}/api/outpost/status`, undefined, admin);
-    if ((r.json<{ coap: { observations: number } }>().coap.observations ?? 0) >= n) return;
-    await sleep(25);
-  }
-  throw new Error('observation not registered');
+  await waitStatus<{ coap: { observations: number } }>(gw, admin, (s) => s.coap.observations >= n);
 }
 
 t.test('message types: piggybacked ACK for CON, NON for NON, ping → RST, garbage → RST', async (t) => {
@@ -176,8 +172,9 @@ t.test('a retransmitted CON is answered from the cache and stored once', async (
   c.sendRaw(buf);
   c.sendRaw(buf);
   await c.waitFor((p) => p.token.equals(token) && p.code === '2.01');
+  const resentAt = c.received.length;
   c.sendRaw(buf);
-  await sleep(300);
+  await c.waitFor((p) => p.token.equals(token), 10_000, resentAt);
   const answers = c.received.filter((p) => p.token.equals(token));
   t.ok(answers.length >= 2, 'the duplicate after the answer gets it again');
   t.ok(answers.every((p) => p.code === '2.01'));
@@ -289,7 +286,7 @@ t.test('Observe attributes: 0 then 1, 2 …, CON when registered CON, cancel by 
   const nn = await c2.waitFor((p) => p.token.equals(tk) && readUint(opt(p, 'Observe')) === 1);
   t.ok(!nn.confirmable, 'NON notification for a NON registration');
   c2.sendRaw(Buffer.from([0x70, 0, (nn.messageId >> 8) & 255, nn.messageId & 255]));
-  await sleep(200);
+  await c2.ping();
   await http('POST', url, { b: 3 }, admin);
   await sleep(300);
   t.equal(
@@ -302,13 +299,14 @@ t.test('Observe attributes: 0 then 1, 2 …, CON when registered CON, cancel by 
 t.test('Observe rpc: 2.03 first, pending RPCs delivered, the reply completes the REST call', async (t) => {
   const c = await CoapTestClient.open(t, port);
   const d = await addDevice(gw.dataDir, 'coap-rpc');
+  const lp0 = await waitLongPoll(gw, admin, () => true);
   const first = http(
     'POST',
     `${gw.url}/api/plugins/rpc/twoway/${d.id}`,
     { method: 'getTemp', params: { u: 'C' }, timeout: 10_000 },
     admin,
   );
-  await sleep(200);
+  await waitLongPoll(gw, admin, (s) => s.queuedRpcs > lp0.queuedRpcs);
   const token = c.nextToken();
   const reg = await c.request({ path: `api/v1/${d.token}/rpc`, observe: 0, token });
   t.equal(reg.code, '2.03');
@@ -346,7 +344,7 @@ t.test('RPC to a CON observer: delivered at its ACK; one the device rejects goes
   const second = http('POST', `${gw.url}/api/plugins/rpc/oneway/${d.id}`, { method: 'close', params: {} }, admin);
   const n2 = await c.waitFor((p) => p.token.equals(token) && readUint(opt(p, 'Observe')) === 2);
   c.sendRaw(Buffer.from([0x70, 0, (n2.messageId >> 8) & 255, n2.messageId & 255]));
-  await sleep(200);
+  await c.ping();
   const poll = await http('GET', `${gw.url}/api/v1/${d.token}/rpc?timeout=2000`);
   t.equal(poll.status, 200);
   t.same(poll.json(), { id: 2, method: 'close', params: {} }, 'the rejected RPC reaches the device by its poll');
@@ -486,8 +484,9 @@ t.test('a change of credentials ends the observations of the old token with 4.01
   await c.request({ path: `api/v1/${d.token}/attributes`, observe: 0, token: ta });
   t.equal((await c.request({ path: `api/v1/${d.token}/rpc`, observe: 0, token: tr })).code, '2.03');
   // a client-side RPC no handler answers, held until the change
+  const lp0 = await waitLongPoll(gw, admin, () => true);
   const heldRpc = c.request({ method: 'POST', path: `api/v1/${d.token}/rpc`, payload: '{"method":"noOneAnswers"}' });
-  await sleep(200);
+  await waitLongPoll(gw, admin, (s) => s.clientRpcs > lp0.clientRpcs);
   const from = c.received.length;
   await changeToken(d.id, newToken);
   for (const [name, tk] of [
@@ -588,7 +587,9 @@ t.test('message format errors: an RST for a CON, nothing for a NON, nothing stor
   for (const n of [9, 10, 11, 12]) cases.push([`token length ${n}, CON`, upload(n, true, `tkl${n}`), 0x3000 + n]);
   for (const n of [9, 12]) cases.push([`token length ${n}, NON`, upload(n, false, `ntkl${n}`), undefined]);
   for (const [, buf] of cases) c.sendRaw(buf);
-  await sleep(500);
+  const cons = cases.filter(([, , rstFor]) => rstFor !== undefined).length;
+  await waitFor(async () => (await malformedCount()) === before + cases.length, { message: 'every case counted' });
+  await c.ping();
   for (const [name, buf, rstFor] of cases) {
     const mid = buf.readUInt16BE(2);
     const back = c.received.slice(from).filter((p) => p.messageId === mid);
@@ -598,9 +599,8 @@ t.test('message format errors: an RST for a CON, nothing for a NON, nothing stor
       t.ok(back[0]?.reset && back[0].code === '0.00', `${name}: an RST with its message id`);
     }
   }
-  // a NON's answer would have the server's own message id: counted, not matched
-  const cons = cases.filter(([, , rstFor]) => rstFor !== undefined).length;
-  t.equal(c.received.length - from, cons, 'nothing back but the RSTs of the CONs');
+  // a NON's answer would have the server's own message id: counted, not matched (the ping's RST aside)
+  t.equal(c.received.length - from - 1, cons, 'nothing back but the RSTs of the CONs');
   t.equal(await malformedCount(), before + cases.length, 'each counted as malformed');
   const stored = await latest(gw, admin, d.id);
   t.same(Object.keys(stored), [], 'nothing stored');
@@ -626,7 +626,7 @@ t.test('a late RST to a replaced observation does not end the registration that 
   const t2 = c.nextToken();
   await c.request({ path: `api/v1/${d.token}/attributes`, observe: 0, token: t2, confirmable: false });
   c.sendRaw(Buffer.from([0x70, 0, (n1.messageId >> 8) & 255, n1.messageId & 255]));
-  await sleep(200);
+  await c.ping();
   await http('POST', url, { v: 2 }, admin);
   const n = await c.waitFor((p) => p.token.equals(t2) && observeNo(p) === 1);
   t.same(JSON.parse(n.payload.toString()), { v: 2 }, 'the newer registration still gets the change');

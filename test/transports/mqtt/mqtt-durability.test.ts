@@ -12,7 +12,8 @@ import t from 'tap';
 import { hasOpenssl, selfSignedCert } from '../../helpers/tls.js';
 import { adminHeaders, mqttClient, mqttPorts, rawSocket } from '../../helpers/mqtt.js';
 import { readEntity } from '../../helpers/readback.js';
-import { addDevice, cli, http, startGateway, tempDir } from '../../helpers/server.js';
+import { addDevice, cli, http, startGateway, tempDir, waitLogLines } from '../../helpers/server.js';
+import { waitFor } from '../../helpers/wait.js';
 
 t.test('kill -9 after 200 PUBACKs: all 200 there after the restart', async (t) => {
   const gw = await startGateway(t);
@@ -138,7 +139,7 @@ t.test('mqtt.maxConnections bounds a connection flood; one log line per burst; M
   await Promise.all(refused.map((s) => s.ended));
   t.pass('connections beyond the limit are closed at once');
   for (const s of held) t.equal(s.destroyed, false, 'the first three stay');
-  await new Promise((r) => setTimeout(r, 200));
+  await waitLogLines(gw, /mqtt: refused a connection/);
   t.equal(gw.logs.filter((l) => /mqtt: refused a connection/.test(l)).length, 1, 'one log line for the burst');
   for (const s of held) s.destroy();
   await new Promise((r) => setTimeout(r, 200));
@@ -180,7 +181,8 @@ t.test('a client that does not read is closed once mqtt.maxOutboundBytes wait fo
       subscriptions: [{ topic: 'v1/devices/me/attributes', qos: 1 }],
     }),
   );
-  await new Promise((r) => setTimeout(r, 300));
+  // the SUBACK (first byte 0x90; the CONNACK before it holds no such byte)
+  await waitFor(() => Buffer.concat(s.received).includes(0x90), { message: 'the SUBACK' });
   s.pause(); // reads nothing from now on: the kernel's buffers fill, then the daemon's
   const big = 'x'.repeat(60_000);
   let closedAt = -1;

@@ -4,6 +4,7 @@
  * server has read the last), so every split point of every packet is crossed, interleaved across an MQTT 5
  * and an MQTT 3.1.1 connection sharing one pool.
  */
+import '../../helpers/sandbox.js';
 import { type Server, type Socket, connect, createServer } from 'node:net';
 import mqttPacket, { type Packet } from 'mqtt-packet';
 import t, { type Test } from 'tap';

@@ -17,7 +17,8 @@ import {
   rawSocket,
   sleep,
 } from '../../helpers/mqtt.js';
-import { addDevice, http, startGateway } from '../../helpers/server.js';
+import { addDevice, http, startGateway, waitLongPoll } from '../../helpers/server.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const gw = await startGateway(t);
 const dev = await addDevice(gw.dataDir, 'mq-dev');
@@ -214,13 +215,14 @@ t.test(
   async (t) => {
     const d = await addDevice(gw.dataDir, 'mq-rpc');
     // queued before anyone listens
+    const lp0 = await waitLongPoll(gw, admin, () => true);
     const first = http(
       'POST',
       `${gw.url}/api/plugins/rpc/twoway/${d.id}`,
       { method: 'getTemp', params: { unit: 'C' }, timeout: 10_000 },
       admin,
     );
-    await sleep(200);
+    await waitLongPoll(gw, admin, (s) => s.queuedRpcs > lp0.queuedRpcs);
     const c = await mqttClient(t, gw, d.token);
     const inbox = new Inbox(c);
     await c.subscribeAsync('v1/devices/me/rpc/request/+', { qos: 1 });
@@ -233,8 +235,9 @@ t.test(
     t.same(r.json(), { t: 20.5 }, 'the REST caller gets the MQTT reply');
 
     // an HTTP long-poll open at the same time: the RPC goes one way only
+    const lp1 = await waitLongPoll(gw, admin, () => true);
     const poll = http('GET', `${gw.url}/api/v1/${d.token}/rpc?timeout=1500`);
-    await sleep(200);
+    await waitLongPoll(gw, admin, (s) => s.rpcPolls > lp1.rpcPolls);
     const oneway = await http(
       'POST',
       `${gw.url}/api/plugins/rpc/oneway/${d.id}`,
@@ -480,12 +483,14 @@ t.test('QoS 2: PUBREC once stored, PUBCOMP on PUBREL, a resent message stored on
       retain: false,
       payload: Buffer.from(`{"ts":${1700000000000 + v},"values":{"dupk":${v}}}`),
     } as IPublishPacket);
+  const PUBREC = Buffer.from([0x50, 0x02, 0x00, 0x09]);
+  const PUBCOMP = Buffer.from([0x70, 0x02, 0x00, 0x09]);
   s.write(pub(false, 1));
-  await sleep(500);
+  await waitFor(() => Buffer.concat(s.received).includes(PUBREC), { message: 'the PUBREC of the first' });
   s.write(pub(true, 2));
-  await sleep(500);
   s.write(mqttPacket.generate({ cmd: 'pubrel', messageId: 9 }));
-  await sleep(300);
+  // one connection's packets are handled in order: the PUBCOMP comes after the resent message was
+  await waitFor(() => Buffer.concat(s.received).includes(PUBCOMP), { message: 'the PUBCOMP' });
   const got = Buffer.concat(s.received);
   const pubrecs = [...got].filter((b, i) => b === 0x50 && got[i + 1] === 2).length;
   t.ok(pubrecs >= 1, 'PUBREC sent');
@@ -528,8 +533,9 @@ t.test('HTTP and MQTT clients of one device, mixed', async (t) => {
   );
   t.equal(r.json<{ mix: unknown[] }>().mix.length, 40, "both transports' points");
   // the HTTP attribute long-poll and the MQTT subscription both hear a shared change
+  const lp0 = await waitLongPoll(gw, admin, () => true);
   const poll = http('GET', `${gw.url}/api/v1/${d.token}/attributes/updates?timeout=3000`);
-  await sleep(200);
+  await waitLongPoll(gw, admin, (s) => s.attributePolls > lp0.attributePolls);
   await http('POST', `${gw.url}/api/plugins/telemetry/DEVICE/${d.id}/attributes/SHARED_SCOPE`, { both: 1 }, admin);
   t.same((await poll).json(), { both: 1 });
   t.same(JSON.parse((await inbox.next()).text), { both: 1 });
