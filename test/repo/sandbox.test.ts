@@ -32,8 +32,8 @@ t.test('the CLI a test runs looks in the sandbox, not in the clone', async (t) =
   const r = await cli(['device', 'list']);
   t.not(r.code, 0, 'nothing to list');
   t.equal(
-    r.stderr.trim(),
-    `outpost: no store in ${join(process.cwd(), 'data')}: give --data-dir (or OUTPOST_DATA_DIR), or --url for a remote gateway`,
+    r.stderr.trim().split(': give ')[0],
+    `outpost: no store in ${join(process.cwd(), 'data')}`,
     "its ./data is the sandbox's",
   );
 });
