@@ -143,6 +143,9 @@ t.test('outpost status says when the card is worn faster than planned', async (t
     commitDelayMs: 0,
     paced: false,
     overBudget: true,
+    heavyWriters: 0,
+    pacedCommits: 0,
+    lightCommits: 0,
   };
   const status = {
     version: '0',
