@@ -83,7 +83,7 @@ export function displayWidth(s: string): number {
 const ESCAPED_OR_CHAR = /\\x[0-9a-f]{2}|[\s\S]/gu;
 
 /** `s` (already safeText) shortened to `width` columns with `…`, never cutting inside an escape. */
-function cut(s: string, width: number): string {
+export function cut(s: string, width: number): string {
   if (displayWidth(s) <= width) return s;
   let out = '';
   let used = 0;
@@ -115,18 +115,7 @@ export function table(
   headers = headers.map(safeText);
   rows = rows.map((r) => r.map(safeText));
   const widths = headers.map((h, i) => Math.max(displayWidth(h), ...rows.map((r) => displayWidth(r[i] ?? ''))));
-  const total = (): number => widths.reduce((a, b) => a + b, 0) + 2 * (n - 1);
-  // the widest column above its floor loses a character, until the table fits or none can
-  const narrow = (floor: (i: number) => number): void => {
-    while (total() > width) {
-      const room = widths.map((w, i) => (whole.has(i) || w <= floor(i) ? 0 : w));
-      const widest = room.indexOf(Math.max(...room));
-      if ((room[widest] as number) === 0) return;
-      widths[widest] = (widths[widest] as number) - 1;
-    }
-  };
-  narrow((i) => Math.max(4, minWidths[i] ?? 0));
-  narrow(() => 4);
+  narrowWidths(widths, width, whole, minWidths);
   const line = (cells: readonly string[]): string =>
     cells
       .map((c, i) => {
@@ -138,4 +127,87 @@ export function table(
       .join('  ')
       .trimEnd();
   return [st.bold(line(headers)), ...rows.map(line)].join('\n');
+}
+
+/**
+ * Column widths (two spaces apart) shrunk in place until they fit `width`: the widest column above its floor
+ * loses a character at a time, first down to `minWidths`, then down to 4; `whole` columns never shrink.
+ */
+function narrowWidths(
+  widths: number[],
+  width: number,
+  whole: ReadonlySet<number>,
+  minWidths: ReadonlyArray<number>,
+): void {
+  const total = (): number => widths.reduce((a, b) => a + b, 0) + 2 * (widths.length - 1);
+  const narrow = (floor: (i: number) => number): void => {
+    while (total() > width) {
+      const room = widths.map((w, i) => (whole.has(i) || w <= floor(i) ? 0 : w));
+      const widest = room.indexOf(Math.max(...room));
+      if ((room[widest] as number) === 0) return;
+      widths[widest] = (widths[widest] as number) - 1;
+    }
+  };
+  narrow((i) => Math.max(4, minWidths[i] ?? 0));
+  narrow(() => 4);
+}
+
+/**
+ * One row of cells (already safeText) for a line of their own, two spaces apart, shortened as `table` shortens
+ * its columns so that the line fits `width`: the widest cut with `…` first, `whole` ones never.
+ */
+export function fitCells(cells: readonly string[], width: number, whole: ReadonlySet<number> = new Set()): string[] {
+  const widths = cells.map(displayWidth);
+  narrowWidths(widths, width, whole, []);
+  return cells.map((c, i) => cut(c, widths[i] as number));
+}
+
+/** A line of free text (an error message): cut with `…` to the width rather than broken. */
+export interface CutLine {
+  cut: string;
+}
+
+/**
+ * Labelled lines (`label      figures`, already safeText) no wider than `width`, never wrapped by the
+ * terminal: a wider line breaks at its field boundaries (`, `, `; ` and `: ` outside parentheses) into lines
+ * indented under its text; a field still too wide, and a `CutLine`, is cut with `…` (`--json` has it whole).
+ */
+export function fitLines(lines: ReadonlyArray<string | CutLine>, width: number): string[] {
+  const out: string[] = [];
+  for (const l of lines) {
+    if (typeof l !== 'string') out.push(cut(l.cut, width));
+    else if (displayWidth(l) <= width) out.push(l);
+    else out.push(...breakLine(l, width));
+  }
+  return out;
+}
+
+function breakLine(line: string, width: number): string[] {
+  // under the text after the label (`sync       `, `outpost 0.1.0  `), or under a continuation's own indent
+  const lead = /^ +/.exec(line)?.[0].length ?? /^\S+(?: \S+)*? {2,}/.exec(line)?.[0].length ?? 2;
+  const indent = ' '.repeat(lead <= width / 3 ? lead : 2);
+  const fields: string[] = [];
+  let depth = 0;
+  let start = 0;
+  for (let i = 0; i < line.length; i++) {
+    const c = line[i];
+    if (c === '(') depth++;
+    else if (c === ')') depth = Math.max(0, depth - 1);
+    else if (depth === 0 && (c === ',' || c === ';' || c === ':') && line[i + 1] === ' ') {
+      fields.push(line.slice(start, i + 1));
+      start = i + 2;
+    }
+  }
+  fields.push(line.slice(start));
+  const out: string[] = [];
+  let cur = fields[0] as string;
+  for (const f of fields.slice(1)) {
+    if (displayWidth(cur) + 1 + displayWidth(f) <= width) cur += ` ${f}`;
+    else {
+      out.push(cut(cur, width));
+      cur = indent + f;
+    }
+  }
+  out.push(cut(cur, width));
+  return out;
 }

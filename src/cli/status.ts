@@ -4,14 +4,19 @@ import type { StatusJson } from '../status/index.js';
 import type { WriteFigures } from '../store/write-budget.js';
 import type { SyncStatusFull } from '../upstream/service.js';
 import { example } from './common.js';
-import { duration, localTime } from './format.js';
+import { type CutLine, duration, fitLines, localTime, safeText, terminalColumns } from './format.js';
 import { type TechOptions, print, techOptions, withBackend } from './options.js';
 import { errorAge, linkLines } from './sync.js';
 
 const mb = (b: number): string => `${(b / 2 ** 20).toFixed(1)} MiB`;
 
+/** The status as lines of any length (a wide one is broken or cut when printed: `fitLines`). */
 export function statusLines(s: StatusJson): string[] {
-  const lines = [
+  return statusRows(s).map((l) => (typeof l === 'string' ? l : l.cut));
+}
+
+function statusRows(s: StatusJson): Array<string | CutLine> {
+  const lines: Array<string | CutLine> = [
     `outpost ${s.version}  ${s.daemon ? `up ${duration(s.uptimeSec ?? 0)} (since ${localTime(s.startedTs ?? 0)})` : 'no daemon is running on this data dir: what the data dir alone tells'}`,
     `clock      ${localTime(s.now)}  ${s.clock.synchronized === null ? 'synchronization unknown' : s.clock.synchronized ? 'synchronized' : 'NOT synchronized'}`,
   ];
@@ -27,8 +32,11 @@ export function statusLines(s: StatusJson): string[] {
   );
   const y = s.sync;
   lines.push(
-    `sync       ${y.enabled ? `${y.state} to ${y.url ?? '?'}: ${y.backlogPoints} points behind, ${y.sentPoints} sent, ${y.droppedPoints} dropped${y.lastError ? `; last error ${errorAge(y.lastErrorTs, s.now)}: ${y.lastError}` : ''}` : 'off'}`,
+    `sync       ${y.enabled ? `${y.state} to ${safeText(y.url ?? '?')}: ${y.backlogPoints} points behind, ${y.sentPoints} sent, ${y.droppedPoints} dropped` : 'off'}`,
   );
+  // the upstream's words, on a line of their own cut to the width: `outpost sync` and `--json` have them whole
+  if (y.enabled && y.lastError)
+    lines.push({ cut: `last error ${errorAge(y.lastErrorTs, s.now)}: ${safeText(y.lastError)}` });
   if (y.enabled) {
     // what the sync adds to its status fields (set aside, depth, the MQTT session and its downlink), when the daemon says
     const x = y as Partial<SyncStatusFull>;
@@ -103,7 +111,7 @@ export function registerStatus(program: Command): void {
           const s = await b.status();
           // which gateway answered, in the JSON too (the REST answer is Outpost's own object)
           const named = b.mode === 'remote' ? { ...s, gateway: b.where.slice('gateway '.length) } : s;
-          print(o.json ? JSON.stringify(named) : statusLines(s).join('\n'));
+          print(o.json ? JSON.stringify(named) : fitLines(statusRows(s), terminalColumns()).join('\n'));
         }),
       ),
     'outpost status',

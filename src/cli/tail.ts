@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import { resolveDevice } from './backend.js';
 import { example } from './common.js';
-import { localTime, safeText, style } from './format.js';
+import { cut, displayWidth, fitCells, localTime, safeText, style, terminalColumns } from './format.js';
 import { type TechOptions, flushHeader, keysOption, techOptions, withBackend } from './options.js';
 
 export function registerTail(program: Command): void {
@@ -22,9 +22,8 @@ export function registerTail(program: Command): void {
             process.stdout.isTTY === true && o.json !== true
               ? () => {
                   flushHeader();
-                  process.stderr.write(
-                    `${st.dim(`waiting for new points from ${safeText(dev.name)}${o.keys ? ` (${safeText(o.keys)})` : ''} on the ${b.where}; Ctrl-C to stop`)}\n`,
-                  );
+                  const lines = waitingLines(dev.name, o.keys, b.where, process.stderr.columns ?? terminalColumns());
+                  process.stderr.write(lines.map((l) => `${st.dim(l)}\n`).join(''));
                 }
               : undefined;
           await b.tail(
@@ -32,11 +31,17 @@ export function registerTail(program: Command): void {
             keysOption(o.keys),
             (p) => {
               flushHeader();
-              process.stdout.write(
-                o.json
-                  ? `${JSON.stringify({ ts: p.ts, key: p.key, value: p.value })}\n`
-                  : `${st.dim(localTime(p.ts))}  ${st.accent(safeText(p.key))}  ${safeText(p.value)}\n`,
+              if (o.json) {
+                process.stdout.write(`${JSON.stringify({ ts: p.ts, key: p.key, value: p.value })}\n`);
+                return;
+              }
+              // never wider than the terminal, as wide as it is now: a wrapped line reads as two points
+              const [time, key, value] = fitCells(
+                [localTime(p.ts), safeText(p.key), safeText(p.value)],
+                terminalColumns(),
+                new Set([0]),
               );
+              process.stdout.write(`${st.dim(time ?? '')}  ${st.accent(key ?? '')}  ${value ?? ''}\n`);
             },
             stop.signal,
             onReady,
@@ -46,4 +51,12 @@ export function registerTail(program: Command): void {
     'outpost tail pump-1 --keys temperature',
     'outpost tail pump-1 --json | jq .value',
   );
+}
+
+/** What the tail waits for, on one line when it fits; else the device (its name cut) and where, on two. */
+function waitingLines(name: string, keys: string | undefined, where: string, width: number): string[] {
+  const what = `${safeText(name)}${keys ? ` (${safeText(keys)})` : ''}`;
+  const one = `waiting for new points from ${what} on the ${where}; Ctrl-C to stop`;
+  if (displayWidth(one) <= width) return [one];
+  return [cut(`waiting for new points from ${what}`, width), cut(`  on the ${where}; Ctrl-C to stop`, width)];
 }

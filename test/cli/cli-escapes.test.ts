@@ -6,7 +6,9 @@
  */
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import t, { type Test } from 'tap';
-import { safeText, table } from '../../src/cli/format.js';
+import { fitLines, safeText, table } from '../../src/cli/format.js';
+import { statusLines } from '../../src/cli/status.js';
+import type { StatusJson } from '../../src/status/index.js';
 import { MAIN, http, tempDir } from '../helpers/server.js';
 import { hasTmux, ok, techGateway } from '../helpers/tech.js';
 import { waitFor } from '../helpers/wait.js';
@@ -26,6 +28,40 @@ t.test('safeText and table cuts', async (t) => {
     t.notMatch(out, RAW_CONTROL, `width ${width}: no raw control`);
     const cell = (out.split('\n')[1] as string).split('  ')[0] as string;
     t.notMatch(cell, /\\(x[0-9a-f]?)?…/, `width ${width}: no escape cut in half (${cell})`);
+  }
+});
+
+t.test("status: the sync's error (it names devices) escaped; fitted lines never cut an escape", async (t) => {
+  const status = {
+    version: '0.1.0',
+    daemon: true,
+    uptimeSec: 5,
+    startedTs: 0,
+    now: 60_000,
+    clock: { synchronized: null },
+    store: { liveBytes: 0, fileBytes: 0, maxDiskBytes: 0 },
+    compaction: { backlogFragments: 0, compactedWindows: null },
+    sync: {
+      enabled: true,
+      state: 'backoff',
+      url: 'http://upstream.test',
+      backlogPoints: 1,
+      sentPoints: 0,
+      droppedPoints: 0,
+      lastError: `device ${EVIL} parked: the upstream refused it`,
+      lastErrorTs: 1000,
+    },
+  } as unknown as StatusJson;
+  const lines = statusLines(status);
+  t.notMatch(lines.join('\n'), RAW_CONTROL, 'no raw control');
+  t.match(lines.join('\n'), '\nlast error 0m 59s ago (', 'the error, on its own line');
+  for (let width = 8; width <= 60; width++) {
+    const out = fitLines([...lines, { cut: safeText(EVIL) }], width);
+    t.ok(
+      out.every((l) => [...l].length <= width),
+      `width ${width}: every line fits`,
+    );
+    t.notMatch(out.join('\n'), /\\(x[0-9a-f]?)?…/, `width ${width}: no escape cut in half`);
   }
 });
 

@@ -1,13 +1,16 @@
 /**
  * What a technician's 80-column terminal shows (tmux): `outpost devices` keeps each sparkline whole while names
  * give way, and says `never` for a device never heard from, as `device list` does; `user passwd` asks for the
- * new password twice and changes nothing when the two differ. The runs have their own cwd and HOME.
+ * new password twice and changes nothing when the two differ; `outpost status` and `outpost tail` never wrap a
+ * line, however long the sync's URL and error, a device's name or a value. The runs have their own cwd and HOME.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import t, { type Test } from 'tap';
 import { MAIN, addDevice, cli, http, startGateway, tempDir } from '../helpers/server.js';
+import { syncGateway } from '../helpers/sync.js';
 import { hasTmux } from '../helpers/tech.js';
 import { addUser, login } from '../helpers/users.js';
+import { waitFor } from '../helpers/wait.js';
 
 const skip = hasTmux ? false : 'tmux is not installed (apt-get install -y tmux)';
 
@@ -51,8 +54,19 @@ function terminal(t: Test, cols: number, cwd: string, home: string) {
     tm('wait-for', 'done');
     return screen();
   };
-  return { tm, type, until, run };
+  /** the screen's lines that the terminal wrapped: a joined capture (-J) differs from the plain one there */
+  const wrapped = (): string[] => {
+    const rows = screen()
+      .split('\n')
+      .map((l) => l.trimEnd());
+    const joined = tm('capture-pane', '-p', '-J').split('\n');
+    return joined.filter((l) => !rows.includes(l.trimEnd()));
+  };
+  return { tm, type, until, run, wrapped };
 }
+
+/** lines wider than 80 columns */
+const over80 = (text: string): string[] => text.split('\n').filter((l) => [...l].length > 80);
 
 t.test(
   'outpost devices at 80 columns: whole sparklines, and never for a device never heard from',
@@ -118,4 +132,81 @@ t.test('user passwd asks twice; two different answers change nothing', { skip },
   t.match(done.replace(/\n/g, ''), /"passwordChanged":true.*exit=0/, 'changed');
   t.notMatch(done, /new-pw-7/, 'the password is not echoed');
   t.ok((await login(gw, 'tech@example.com', 'new-pw-7')).token, 'the new password logs in');
+});
+
+t.test('outpost status at 80 columns: a long sync URL and error break or are cut, never wrap', { skip }, async (t) => {
+  // nothing listens on port 1: every request of the sync fails, and its error names the long URL
+  const upstream = 'http://127.0.0.1:1/upstream/north-region/pumping-station-12/thingsboard-gateway-api-v1';
+  const gw = await syncGateway(t, upstream);
+  const dev = await addDevice(gw.dataDir, 'pump-station-north-01', ['--upstream-token', 'UP1']);
+  t.equal((await http('POST', `${gw.url}/api/v1/${dev.token}/telemetry`, { flow: 1 })).status, 200);
+  const full = await waitFor(
+    async () => {
+      const r = await cli(['status', '--data-dir', gw.dataDir, '--json']);
+      const s = JSON.parse(r.stdout) as { sync: { lastError: string | null; url: string } };
+      return s.sync.lastError === null ? undefined : s.sync;
+    },
+    { interval: 100, message: 'a sync error in the status' },
+  );
+  t.match(full.lastError, upstream, '--json: the whole error, naming the URL');
+  t.equal(full.url, upstream, '--json: the whole URL');
+
+  const piped = await cli(['status', '--data-dir', gw.dataDir], { COLUMNS: '80', TZ: 'UTC' });
+  t.equal(piped.code, 0, piped.stderr);
+  t.same(over80(piped.stdout), [], `no line over 80 columns:\n${piped.stdout}`);
+  t.match(piped.stdout, /\nsync {7}\S+ to http:\/\/127\.0\.0\.1:1\/upstream\/\S*…\n {11}\d+ points behind, \d+ sent/);
+  t.match(piped.stdout, /\nlast error \d+m \d+s ago \([^)]+\): .*…\n/, 'the error on a line of its own, cut');
+  t.match(piped.stdout, /\ncoap {7}port \d+: /, 'the other lines are there');
+
+  const term = terminal(t, 80, tempDir(t), tempDir(t));
+  const shown = term.run(`${process.execPath} ${MAIN} status --data-dir ${gw.dataDir}`);
+  t.match(shown, /\nlast error /, `status on the screen:\n${shown}`);
+  t.same(term.wrapped(), [], 'no screen line is a wrapped one');
+});
+
+t.test('outpost tail at 80 columns: a long name and value are cut, escaped, never wrapped', { skip }, async (t) => {
+  const gw = await startGateway(t);
+  const name = 'pump-station-north-region-district-7-building-12-basement-east-wing-sensor-04';
+  const dev = await addDevice(gw.dataDir, name, ['--token', 'LONG1']);
+  const value = `\x1b]0;PWNED\x07 ${'check valve V-12 reports intermittent backflow on the discharge side; '.repeat(3)}`;
+  const term = terminal(t, 80, tempDir(t), tempDir(t));
+  term.tm('send-keys', `clear; ${process.execPath} ${MAIN} tail ${name} --data-dir ${gw.dataDir}`, 'Enter');
+  await term.until(/waiting for new points/);
+  // the same tail piped, with COLUMNS=80, and its --json
+  const follow = (extra: string[]): (() => string) => {
+    let out = '';
+    const proc = spawn(process.execPath, [MAIN, 'tail', name, '--data-dir', gw.dataDir, ...extra], {
+      env: { ...process.env, COLUMNS: '80', TZ: 'UTC' },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    proc.stdout.on('data', (b: Buffer) => {
+      out += b.toString();
+    });
+    t.teardown(() => {
+      proc.kill('SIGKILL');
+    });
+    return () => out;
+  };
+  const piped = follow([]);
+  const json = follow(['--json']);
+  // the piped tails say nothing when they are ready: post until each has shown a point
+  const screen = await waitFor(
+    async () => {
+      const s = term.tm('capture-pane', '-p');
+      if (s.includes('PWNED') && piped().includes('PWNED') && json().includes('PWNED')) return s;
+      await http('POST', `${gw.url}/api/v1/${dev.token}/telemetry`, { valve_note: value });
+      return undefined;
+    },
+    { interval: 200, message: () => `the point on the screen and in both pipes: ${piped()} ${json()}` },
+  );
+  t.match(
+    screen,
+    /\n\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\S* {2}valve_note {2}\\x1b\]0;PWNED\\x07 check valve .*…\n/,
+    'escaped, cut',
+  );
+  t.same(term.wrapped(), [], `no screen line is a wrapped one:\n${screen}`);
+  const line = piped().split('\n')[0] ?? '';
+  t.same(over80(piped()), [], `piped with COLUMNS=80, no line over 80: ${line}`);
+  t.match(line, /^\S+ \S+ {2}valve_note {2}\\x1b\]0;PWNED\\x07 check valve .*…$/, 'piped: escaped, cut');
+  t.equal((JSON.parse(json().split('\n')[0] ?? '') as { value: string }).value, value, '--json: the whole value');
 });
