@@ -8,6 +8,13 @@ import { duration, localTime } from './format.js';
 import { type TechOptions, print, techOptions, withBackend } from './options.js';
 import { linkLines } from './sync.js';
 
+/** `alarms     3 active: 1 CRITICAL, 2 MAJOR`, highest severity first (the record's order) */
+function alarmLine(active: Readonly<Record<string, number>>): string {
+  const parts = Object.entries(active).filter(([, n]) => n > 0);
+  const total = parts.reduce((sum, [, n]) => sum + n, 0);
+  return `alarms     ${total === 0 ? 'none active' : `${total} active: ${parts.map(([sev, n]) => `${n} ${sev}`).join(', ')}`}`;
+}
+
 const mb = (b: number): string => `${(b / 2 ** 20).toFixed(1)} MiB`;
 
 export function statusLines(s: StatusJson): string[] {
@@ -42,6 +49,7 @@ export function statusLines(s: StatusJson): string[] {
     if (extra.length > 0) lines.push(`           ${extra.join('; ')}`);
     for (const l of linkLines(x, s.now)) lines.push(l);
   }
+  if (s.alarms) lines.push(alarmLine(s.alarms.active));
   if (s.longPoll) lines.push(`clients    ${s.longPoll.openPolls} long-polls, ${s.websockets ?? 0} websockets`);
   const m = s.mqtt;
   if (m) {
