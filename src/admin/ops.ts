@@ -114,6 +114,8 @@ export async function runAdminOp(entities: EntityStore, env: StoreEnv, op: Admin
     case 'user.delete': {
       const u = userOf(entities, op.email);
       await entities.deleteUser(u.id);
+      // TB unassigns the alarms of a deleted user
+      await new AlarmStore(env, (id) => entities.get(id)).unassignUser(u.id, Date.now());
       return { id: u.id, email: u.email, deleted: true };
     }
     case 'apikey.add': {

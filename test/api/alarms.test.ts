@@ -432,10 +432,34 @@ t.test("a customer user: its customer's alarms only", async (t) => {
     31,
     /customer/,
   );
+  const cuUser = (await ok<{ id: IdJson }>('GET', '/api/auth/user', undefined, cu)).id;
+  await fails(
+    t,
+    api(
+      'POST',
+      `/api/alarm/${a.id.id}/assign/${(await ok<{ id: IdJson }>('GET', '/api/auth/user')).id.id}`,
+      undefined,
+      cu,
+    ),
+    403,
+    20,
+    /permission/,
+  );
+  t.same(
+    (await ok<AlarmJson>('POST', `/api/alarm/${a.id.id}/assign/${cuUser.id}`, undefined, cu)).assigneeId,
+    cuUser,
+    'a customer user assigns to itself',
+  );
   // the alarm keeps its customer when the device moves on
   await ok('DELETE', `/api/customer/device/${mine.id}`);
   t.same((await ok<AlarmJson>('GET', `/api/alarm/${a.id.id}`)).customerId, ca.id);
   t.equal((await api('GET', `/api/alarm/${a.id.id}`, undefined, cu)).status, 200);
+  t.equal((await api('DELETE', `/api/customer/${ca.id.id}`)).status, 200);
+  t.match(
+    await ok<AlarmJson>('GET', `/api/alarm/info/${a.id.id}`),
+    { assigneeId: null, assignee: null },
+    "a deleted user's alarms are unassigned",
+  );
 });
 
 t.test('the cap per device: oldest cleared purged, refused when all are uncleared', async (t) => {
