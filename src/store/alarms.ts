@@ -203,7 +203,8 @@ export class AlarmStore {
           ...old,
           severity: sev,
           startTs,
-          endTs: Math.max(ts, startTs),
+          // a rule's readings may come out of order: its endTs never goes back; REST sets it as given
+          endTs: o.always === true ? Math.max(ts, startTs) : Math.max(old.endTs, ts),
           ...this.detailsOf(detailsJson),
           ...this.propagationOf(o, old),
         };
@@ -211,7 +212,12 @@ export class AlarmStore {
         return { alarm: a, created: false };
       }
       const rec = this.entity(originator.id);
-      const customerId = rec === undefined ? null : customerOf(rec);
+      if (rec === undefined || rec.entityType !== originator.entityType)
+        throw new OutpostError(
+          'ENTITY_NOT_FOUND',
+          `${originator.entityType} with id [${originator.id}] is not found (an alarm needs its originator)`,
+        );
+      const customerId = customerOf(rec);
       if (o.customerId !== undefined && o.customerId !== null && o.customerId !== customerId)
         throw new OutpostError('BAD_PARAM', "Alarm's customer must be the customer of its originator!");
       this.makeRoomTx(originator);
@@ -220,7 +226,7 @@ export class AlarmStore {
       const a: AlarmRecord = {
         id: randomUUID(),
         createdTime: now,
-        tenantId: rec?.tenantId ?? NULL_UUID,
+        tenantId: rec.tenantId,
         customerId,
         type,
         originator: { entityType: originator.entityType, id: originator.id },

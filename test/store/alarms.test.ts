@@ -44,6 +44,20 @@ t.test('createOrUpdateActive: same id, severity raised never lowered, rows writt
   t.match(higher, { created: false, written: true });
   t.match(row(first.alarm.id), { severity: 'CRITICAL', startTs: 1_000, endTs: 4_000, detailsJson: '{"t":40}' });
 
+  const late = await alarms.createOrUpdateActive(o, 'High Temperature', 'CRITICAL', undefined, 3_500);
+  t.match(late, { written: false, alarm: { endTs: 4_000 } }, 'an older reading never moves endTs back');
+  await t.rejects(
+    alarms.createOrUpdateActive(
+      { entityType: 'DEVICE', id: '0b1c2d3e-0000-4000-8000-0000000000ff' },
+      'X',
+      'MINOR',
+      null,
+      1,
+    ),
+    /is not found/,
+    'no alarm without its originator',
+  );
+
   const rest = await alarms.createOrUpdateActive(o, 'High Temperature', 'MAJOR', undefined, 5_000, {
     raiseOnly: false,
   });
