@@ -142,7 +142,9 @@ export class AlarmStore {
 
   get(id: string): AlarmRecord | undefined {
     if (this.env.alarms === undefined) return undefined;
-    return this.withUnwritten(this.env.alarms.get(rowKey(id)) as AlarmRecord | undefined);
+    const a = this.env.alarms.get(rowKey(id)) as AlarmRecord | undefined;
+    if (a === undefined) this.unwritten.delete(id); // deleted, with its device perhaps
+    return this.withUnwritten(a);
   }
 
   /** An originator's alarms, oldest first. */
@@ -383,10 +385,15 @@ export class AlarmStore {
     };
   }
 
+  /** the row with what a re-raise left in memory; forgotten once the alarm is cleared (by any process) */
   private withUnwritten(a: AlarmRecord | undefined): AlarmRecord | undefined {
     if (a === undefined) return undefined;
     const u = this.unwritten.get(a.id);
     if (u === undefined) return a;
+    if (a.cleared) {
+      this.unwritten.delete(a.id);
+      return a;
+    }
     return { ...a, endTs: Math.max(a.endTs, u.endTs), ...this.detailsOf(u.detailsJson) };
   }
 
