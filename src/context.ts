@@ -10,6 +10,7 @@ import type { TelemetryIngest } from './ingest/service.js';
 import type { Dictionary } from './store/encoding/dict.js';
 import type { EntityStore } from './store/entities.js';
 import type { RelationStore } from './store/relations.js';
+import type { AlarmStore } from './store/alarms.js';
 import type { StoreEnv } from './store/env.js';
 import type { TimeseriesStore } from './store/series/interface.js';
 import type { DownsampleEngine } from './store/background/downsample.js';
@@ -36,6 +37,8 @@ export interface Services {
   readonly entities: EntityStore;
   /** entity relations (docs/api.md "Relations"), kept beside the entities */
   readonly relations: RelationStore;
+  /** alarms (docs/api.md "Alarms"), kept beside the entities */
+  readonly alarms: AlarmStore;
   readonly timeseries: TimeseriesStore;
   /** background compaction/rollups/retention of the timeseries store; `stats()` for status endpoints */
   readonly downsample?: DownsampleEngine;

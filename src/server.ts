@@ -22,6 +22,7 @@ import { TelemetryIngest } from './ingest/service.js';
 import { Dictionary } from './store/encoding/dict.js';
 import { EntityStore } from './store/entities.js';
 import { RelationStore } from './store/relations.js';
+import { AlarmStore } from './store/alarms.js';
 import { openStoreEnv } from './store/env.js';
 import { openTimeseries } from './store/open.js';
 import { DownsampleEngine } from './store/background/downsample.js';
@@ -190,6 +191,7 @@ export async function startServer(
     dict,
     entities,
     relations: new RelationStore(env, entities),
+    alarms: new AlarmStore(env, (id) => entities.get(id), { maxPerOriginator: config.alarms.maxPerDevice }),
     timeseries,
     bus,
     downsample,

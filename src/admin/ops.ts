@@ -6,6 +6,8 @@
  */
 import { OutpostError } from '../errors.js';
 import { apiKeyJson } from '../api/auth/api-key-json.js';
+import { alarmInfoJson } from '../api/entities/alarm-json.js';
+import { AlarmStore } from '../store/alarms.js';
 import { ApiKeyStore, notFound as apiKeyNotFound } from '../store/api-keys.js';
 import { resolveCredentials } from '../store/credentials.js';
 import type { Services } from '../context.js';
@@ -47,6 +49,8 @@ export type AdminOp =
     }
   | { readonly op: 'apikey.enable'; readonly id: string; readonly enabled: boolean }
   | { readonly op: 'apikey.delete'; readonly id: string }
+  /** `outpost alarms ack|clear` (docs/cli.md "Alarms"): the alarm's AlarmInfo after the change */
+  | { readonly op: 'alarm.ack' | 'alarm.clear'; readonly id: string }
   /** reads only the daemon can answer (its counters live in its memory): `outpost status` and `sync` locally */
   | { readonly op: 'status' }
   | { readonly op: 'sync.status' }
@@ -144,6 +148,8 @@ export async function runAdminOp(
     case 'user.delete': {
       const u = userOf(entities, op.email);
       await entities.deleteUser(u.id);
+      // TB unassigns the alarms of a deleted user
+      await new AlarmStore(env, (id) => entities.get(id)).unassignUser(u.id, Date.now());
       return { id: u.id, email: u.email, deleted: true };
     }
     case 'apikey.add': {
@@ -163,6 +169,19 @@ export async function runAdminOp(
     case 'apikey.delete':
       if (!(await new ApiKeyStore(env).delete(op.id))) throw apiKeyNotFound(op.id);
       return { id: op.id, deleted: true };
+    case 'alarm.ack':
+    case 'alarm.clear': {
+      const entity = (id: string) => entities.get(id);
+      const alarms = new AlarmStore(env, entity);
+      const now = Date.now();
+      const done = op.op === 'alarm.ack' ? await alarms.ack(op.id, now) : await alarms.clear(op.id, now);
+      if (done === undefined)
+        throw new OutpostError(
+          'BAD_PARAM',
+          op.op === 'alarm.ack' ? 'Alarm was already acknowledged!' : 'Alarm was already cleared!',
+        );
+      return alarmInfoJson(done, entity);
+    }
     case 'user.add': {
       const u = await entities.createUser({
         email: op.email,
@@ -233,6 +252,9 @@ export function parseAdminOp(v: unknown): AdminOp {
       return { op: 'apikey.enable', id: str('id'), enabled: o['enabled'] === true };
     case 'apikey.delete':
       return { op: 'apikey.delete', id: str('id') };
+    case 'alarm.ack':
+    case 'alarm.clear':
+      return { op: o.op, id: str('id') };
     case 'status':
       return { op: 'status' };
     case 'sync.status':

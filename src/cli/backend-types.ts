@@ -85,6 +85,11 @@ export interface Backend {
     onReady?: () => void,
   ): Promise<void>;
   status(): Promise<StatusJson>;
+  /**
+   * REST `GET /api/alarm/DEVICE/{id}?query` (or `/api/alarms?query` without a device): a PageData of AlarmInfo
+   * as text; `query` is the REST query string (docs/api.md "Alarms")
+   */
+  alarms(deviceId: string | undefined, query: string): Promise<string>;
   close(): Promise<void>;
 }
 

@@ -41,6 +41,7 @@ export const COMMAND_GROUPS: Readonly<Record<string, readonly Loader[]>> = {
   sync: [() => import('./sync.js').then((m) => m.registerSync)],
   ticket: [() => import('./ticket.js').then((m) => m.registerTicket)],
   apikey: [() => import('./apikey.js').then((m) => m.registerApiKey)],
+  alarms: [() => import('./alarms.js').then((m) => m.registerAlarms)],
 };
 
 /** The program with the commands `argv` needs: the named command's modules, or every module. */

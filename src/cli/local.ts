@@ -219,12 +219,14 @@ export class LocalBackend implements Backend {
     const { askDaemon } = await import('../admin/channel.js');
     const fromDaemon = await askDaemon(this.config.dataDir, { op: 'status' });
     if (fromDaemon !== undefined) return fromDaemon as unknown as StatusJson;
-    const [{ diskBudget }, { liveBytes }, { SYNC_OFF }, { clockSynchronized, outpostVersion }] = await Promise.all([
-      import('../server.js'),
-      import('../store/background/downsample.js'),
-      import('../upstream/status.js'),
-      import('../status/index.js'),
-    ]);
+    const [{ diskBudget }, { liveBytes }, { SYNC_OFF }, { clockSynchronized, outpostVersion }, { AlarmStore }] =
+      await Promise.all([
+        import('../server.js'),
+        import('../store/background/downsample.js'),
+        import('../upstream/status.js'),
+        import('../status/index.js'),
+        import('../store/alarms.js'),
+      ]);
     const stats = (db: { getStats(): unknown }): number => (db.getStats() as { entryCount: number }).entryCount;
     let fileBytes = 0;
     try {
@@ -256,7 +258,28 @@ export class LocalBackend implements Backend {
       mqtt: null,
       process: null,
       eventLoop: null,
+      alarms: { active: new AlarmStore(this.env, () => undefined).activeBySeverity() },
     };
+  }
+
+  /** the REST handlers' filter, paging and JSON over the data dir's alarms: the same bytes as remotely */
+  async alarms(deviceId: string | undefined, query: string): Promise<string> {
+    const [{ AlarmStore }, { alarmInfoJson }, aq] = await Promise.all([
+      import('../store/alarms.js'),
+      import('../api/entities/alarm-json.js'),
+      import('../api/entities/alarm-query.js'),
+    ]);
+    const q = new URLSearchParams(query);
+    const f = aq.v1Filter(q);
+    const entity = (id: string) => this.entities.get(id);
+    const store = new AlarmStore(this.env, entity);
+    const all =
+      deviceId !== undefined ? store.byOriginator(deviceId) : f.cleared === false ? store.active() : store.all();
+    const page = aq.alarmPage(
+      all.filter((a) => aq.matches(a, f)),
+      aq.alarmPageQuery(q),
+    );
+    return JSON.stringify({ ...page, data: page.data.map((a) => alarmInfoJson(a, entity)) });
   }
 
   close(): Promise<void> {

@@ -349,6 +349,11 @@ export class RemoteBackend implements Backend {
     await this.s.request('DELETE', `/api/plugins/telemetry/DEVICE/${deviceId}/${scope}?keys=${keysParam(keys)}`);
   }
 
+  async alarms(deviceId: string | undefined, query: string): Promise<string> {
+    const path = deviceId === undefined ? '/api/alarms' : `/api/alarm/DEVICE/${deviceId}`;
+    return (await this.s.request('GET', `${path}?${query}`)).text;
+  }
+
   async status(): Promise<StatusJson> {
     return this.json<StatusJson>('/api/outpost/status');
   }

@@ -8,6 +8,13 @@ import { type CutLine, duration, fitLines, localTime, safeText, terminalColumns 
 import { type TechOptions, print, techOptions, withBackend } from './options.js';
 import { errorAge, linkLines } from './sync.js';
 
+/** `alarms     3 active: 1 CRITICAL, 2 MAJOR`, highest severity first (the record's order) */
+function alarmLine(active: Readonly<Record<string, number>>): string {
+  const parts = Object.entries(active).filter(([, n]) => n > 0);
+  const total = parts.reduce((sum, [, n]) => sum + n, 0);
+  return `alarms     ${total === 0 ? 'none active' : `${total} active: ${parts.map(([sev, n]) => `${n} ${sev}`).join(', ')}`}`;
+}
+
 const mb = (b: number): string => `${(b / 2 ** 20).toFixed(1)} MiB`;
 
 /** The status as lines of any length (a wide one is broken or cut when printed: `fitLines`). */
@@ -54,6 +61,7 @@ function statusRows(s: StatusJson): Array<string | CutLine> {
     const beside = s.http.plainPort > 0 ? `, plain HTTP ${s.http.plainPort}` : '';
     lines.push(`http       port ${s.http.port}${s.http.tls ? ' (HTTPS)' : ''}${beside}`);
   }
+  if (s.alarms) lines.push(alarmLine(s.alarms.active));
   if (s.longPoll) lines.push(`clients    ${s.longPoll.openPolls} long-polls, ${s.websockets ?? 0} websockets`);
   const m = s.mqtt;
   if (m) {

@@ -295,6 +295,10 @@ export const DEFAULTS = {
     /** devices one key creates in an hour; more are refused for an hour (0 = no cap) */
     maxDevicesPerKeyPerHour: 1_000,
   },
+  alarms: {
+    /** alarms kept per device (any originator); at the cap its oldest cleared ones go, and a new one is refused when all are uncleared (0 = no cap) */
+    maxPerDevice: 100,
+  },
   /** 'info' logs one line per lifecycle event; 'debug' adds per-request detail. */
   logLevel: 'info' as 'info' | 'debug' | 'silent',
 };
@@ -455,6 +459,7 @@ function validate(c: Config): void {
     ['provision.maxPerAddressPerMinute', c.provision.maxPerAddressPerMinute],
     ['provision.maxPerKeyPerMinute', c.provision.maxPerKeyPerMinute],
     ['provision.maxDevicesPerKeyPerHour', c.provision.maxDevicesPerKeyPerHour],
+    ['alarms.maxPerDevice', c.alarms.maxPerDevice],
   ];
   for (const [name, v] of caps) {
     if (!Number.isInteger(v) || v < 0)

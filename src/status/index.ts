@@ -2,6 +2,7 @@
  * The daemon's figures (docs/cli.md `outpost status`, docs/api.md "Status and metrics"): one JSON shape for `GET /api/outpost/status`
  * and `outpost status --json`, and the same figures in the Prometheus text format for `GET /metrics`.
  */
+import type { AlarmSeverity } from '../store/alarms.js';
 import { readFileSync } from 'node:fs';
 import type { Services } from '../context.js';
 import { clockSynchronized } from '../upstream/clock.js';
@@ -49,6 +50,8 @@ export interface StatusJson {
   readonly eventLoop: LoopDelayFigures | null;
   /** bytes written against the daily write budget and the card life they imply (absent: read from the data dir alone) */
   readonly writes?: WriteFigures;
+  /** uncleared alarms by severity (docs/api.md "Alarms"); absent from a daemon of an older build */
+  readonly alarms?: { readonly active: Readonly<Record<AlarmSeverity, number>> };
 }
 
 export interface MqttStatus {
@@ -162,6 +165,7 @@ export function daemonStatus(s: Services, metrics: Metrics): StatusJson {
     process: { rssBytes: process.memoryUsage.rss(), rssAnonBytes: rssAnonBytes() },
     eventLoop: metrics.loopDelay.figures(),
     ...(s.writeBudget === undefined ? {} : { writes: s.writeBudget.figures() }),
+    alarms: { active: s.alarms.activeBySeverity() },
   };
 }
 
@@ -276,6 +280,13 @@ export function prometheusText(status: StatusJson, metrics: Metrics): string {
   );
   one('outpost_longpolls_open', 'gauge', 'Device long-polls held open.', status.longPoll?.openPolls);
   one('outpost_websockets_open', 'gauge', 'Open websockets.', status.websockets);
+  if (status.alarms !== undefined)
+    metric(
+      'outpost_alarms_active',
+      'gauge',
+      'Uncleared alarms, by severity.',
+      Object.entries(status.alarms.active).map(([sev, n]) => `outpost_alarms_active{severity="${sev}"} ${n}`),
+    );
   const mq = metrics.mqtt;
   one('outpost_mqtt_connections_open', 'gauge', 'Open MQTT connections.', mq.connections);
   one('outpost_mqtt_connections_accepted_total', 'counter', 'MQTT connections accepted.', mq.accepted);

@@ -11,7 +11,8 @@ import type { StoreEnv } from './env.js';
 import { queuePurge } from './background/purge.js';
 import { checkLength, checkName, lookupable } from './names.js';
 import * as profileTx from './profile-records.js';
-import { GATEWAY_CREATED, deleteEntityRelationsTx, putRelationTx } from './relations.js';
+import { GATEWAY_CREATED, putRelationTx } from './relations.js';
+import { deleteOwnedTx } from './owned.js';
 
 import {
   type AdditionalInfoPatch,
@@ -602,7 +603,7 @@ export class EntityStore {
       if (r?.entityType !== 'ASSET') return false;
       void this.env.entities.remove(id);
       void this.env.names.remove(nameKey(r.tenantId, 'ASSET', r.name));
-      deleteEntityRelationsTx(this.env, id);
+      deleteOwnedTx(this.env, id);
       queuePurge(this.env, id);
       return true;
     });
@@ -628,14 +629,14 @@ export class EntityStore {
         } else if (r.entityType === 'USER' && r.customerId === id) {
           void this.env.entities.remove(r.id);
           void this.env.users.remove(r.email.toLowerCase());
-          deleteEntityRelationsTx(this.env, r.id);
+          deleteOwnedTx(this.env, r.id);
           queuePurge(this.env, r.id);
           users.push(r.id);
         }
       }
       void this.env.entities.remove(id);
       void this.env.names.remove(nameKey(c.tenantId, 'CUSTOMER', c.title));
-      deleteEntityRelationsTx(this.env, id);
+      deleteOwnedTx(this.env, id);
       queuePurge(this.env, id);
       return users;
     });
@@ -651,7 +652,7 @@ export class EntityStore {
       void this.env.entities.remove(id);
       void this.env.names.remove(nameKey(r.tenantId, 'DEVICE', r.name));
       void this.env.tokens.remove(r.token);
-      deleteEntityRelationsTx(this.env, id);
+      deleteOwnedTx(this.env, id);
       queuePurge(this.env, id);
       return true;
     });
@@ -666,7 +667,7 @@ export class EntityStore {
       if (!u) return false;
       void this.env.entities.remove(id);
       void this.env.users.remove(u.email.toLowerCase());
-      deleteEntityRelationsTx(this.env, id);
+      deleteOwnedTx(this.env, id);
       queuePurge(this.env, id);
       return true;
     });

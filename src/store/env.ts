@@ -37,6 +37,11 @@ export interface StoreEnv {
    * → the relation record (store/relations.ts)
    */
   readonly relations: ObjectDb<unknown>;
+  /**
+   * alarms (store/alarms.ts): ['A', id] → the alarm; ['O', originatorId, createdTime, id] → 0 (an originator's
+   * alarms, oldest first); ['U', originatorId, type] → id (its uncleared alarm of that type)
+   */
+  readonly alarms: ObjectDb<unknown>;
   /** ['k', name] ↔ ['K', idx]; ['e', uuid] ↔ ['E', idx]: interned ids for compact binary keys */
   readonly dict: ObjectDb<string | number>;
   /** [entity u32][key u32][ts i64] → value: raw points not yet compacted (the head) */
@@ -395,6 +400,7 @@ function openOnce(opts: OpenOptions, missing: string[]): StoreEnv {
     tokens: obj('tokens'),
     users: obj('users'),
     relations: optionalObj('relations'),
+    alarms: optionalObj('alarms'),
     dict: obj('dict'),
     head: bin('head'),
     latest: bin('latest'),

@@ -65,6 +65,20 @@ const D = (fx: Fixture): string => fx.deviceD;
 const S = (fx: Fixture): string => fx.assetS;
 const U = (): string => UNKNOWN_ID;
 
+let alarmSeq = 0;
+/** An uncleared alarm on device D (customer A's), created as the tenant admin for one run of a row. */
+async function freshAlarm(fx: Fixture, role: Role | 'probe'): Promise<string> {
+  const headers = { 'X-Authorization': `Bearer ${fx.tokens.tenantAdmin ?? ''}` };
+  const body = {
+    type: `matrix-${role}-${++alarmSeq}`,
+    severity: 'MAJOR',
+    originator: { entityType: 'DEVICE', id: fx.deviceD },
+  };
+  const r = await http('POST', `${fx.gw.url}/api/alarm`, body, headers);
+  if (r.status !== 200) throw new Error(`creating an alarm failed: ${r.text}`);
+  return r.json<{ id: { id: string } }>().id.id;
+}
+
 /** A device assigned to customer A, created (through REST, as the tenant admin) for one run of a destructive row. */
 async function freshDeviceOfA(fx: Fixture, role: Role | 'probe', tag: string): Promise<string> {
   const headers = { 'X-Authorization': `Bearer ${fx.tokens.tenantAdmin ?? ''}` };
@@ -269,6 +283,87 @@ const ROWS: readonly Row[] = [
     method: 'GET',
     path: (fx) => `/api/relations/info?toId=${fx.deviceD}&toType=DEVICE`,
     expect: [200, 200, 403],
+  },
+  // ---- alarms (docs/api.md "Alarms"): an alarm on D belongs to customer A
+  {
+    name: 'POST /api/alarm (on D)',
+    method: 'POST',
+    path: () => '/api/alarm',
+    body: (_fx, role) => ({
+      type: `posted-by-${role}`,
+      severity: 'MINOR',
+      originator: { entityType: 'DEVICE', id: _fx.deviceD },
+    }),
+    expect: [200, 200, 403],
+  },
+  {
+    name: 'POST /api/alarm (unknown originator)',
+    method: 'POST',
+    path: () => '/api/alarm',
+    body: () => ({ type: 'x', severity: 'MINOR', originator: { entityType: 'DEVICE', id: UNKNOWN_ID } }),
+    expect: [404, 404, 404],
+  },
+  {
+    name: 'GET /api/alarm/{id}',
+    method: 'GET',
+    path: async (fx, r) => `/api/alarm/${await freshAlarm(fx, r)}`,
+    expect: [200, 200, 403],
+  },
+  { name: 'GET /api/alarm/{unknown}', method: 'GET', path: () => `/api/alarm/${UNKNOWN_ID}`, expect: [404, 404, 404] },
+  {
+    name: 'GET /api/alarm/info/{id}',
+    method: 'GET',
+    path: async (fx, r) => `/api/alarm/info/${await freshAlarm(fx, r)}`,
+    expect: [200, 200, 403],
+  },
+  {
+    name: 'POST /api/alarm/{id}/ack',
+    method: 'POST',
+    path: async (fx, r) => `/api/alarm/${await freshAlarm(fx, r)}/ack`,
+    expect: [200, 200, 403],
+  },
+  {
+    name: 'POST /api/alarm/{id}/clear',
+    method: 'POST',
+    path: async (fx, r) => `/api/alarm/${await freshAlarm(fx, r)}/clear`,
+    expect: [200, 200, 403],
+  },
+  {
+    name: 'DELETE /api/alarm/{id}',
+    method: 'DELETE',
+    path: async (fx, r) => `/api/alarm/${await freshAlarm(fx, r)}`,
+    expect: [200, 200, 403],
+  },
+  {
+    name: 'GET /api/alarm/DEVICE/{D}',
+    method: 'GET',
+    path: (fx) => `/api/alarm/DEVICE/${fx.deviceD}?pageSize=10&page=0`,
+    expect: [200, 200, 403],
+  },
+  {
+    name: 'GET /api/v2/alarm/DEVICE/{D}',
+    method: 'GET',
+    path: (fx) => `/api/v2/alarm/DEVICE/${fx.deviceD}?pageSize=10&page=0`,
+    expect: [200, 200, 403],
+  },
+  {
+    name: 'GET /api/alarm/highestSeverity/DEVICE/{D}',
+    method: 'GET',
+    path: (fx) => `/api/alarm/highestSeverity/DEVICE/${fx.deviceD}`,
+    expect: [200, 200, 403],
+  },
+  { name: 'GET /api/alarms', method: 'GET', path: () => '/api/alarms?pageSize=10&page=0', expect: [200, 200, 200] },
+  {
+    name: 'GET /api/v2/alarms',
+    method: 'GET',
+    path: () => '/api/v2/alarms?pageSize=10&page=0',
+    expect: [200, 200, 200],
+  },
+  {
+    name: 'GET /api/alarm/types',
+    method: 'GET',
+    path: () => '/api/alarm/types?pageSize=10&page=0',
+    expect: [200, 200, 200],
   },
   {
     name: 'POST /api/entitiesQuery/find',

@@ -64,6 +64,8 @@ export function registerCustomerRoutes(router: HttpRouter, s: Services): void {
     if (deletedUsers === undefined)
       throw new OutpostError('ENTITY_NOT_FOUND', `Customer with id [${rec.id}] is not found`);
     s.auth.forgetUsers(deletedUsers);
+    // TB unassigns the alarms of a deleted user
+    for (const u of deletedUsers) await s.alarms.unassignUser(u, Date.now());
     s.bus.publish('entityDeleted', { entityType: 'CUSTOMER', entityId: rec.id });
     s.bus.publish('principalsRevoked', { sessionIds: [], userIds: deletedUsers, customerIds: [rec.id] });
     return {};

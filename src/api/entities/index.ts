@@ -1,6 +1,7 @@
-/** Devices, device profiles, customers and assets REST (docs/api.md). */
+/** Devices, device profiles, customers, assets, relations and alarms REST (docs/api.md). */
 import type { Services } from '../../context.js';
 import type { HttpRouter } from '../../uws/adapter.js';
+import { registerAlarmRoutes } from './alarms.js';
 import { registerCredentialsRoutes } from './credentials.js';
 import { registerCustomerRoutes } from './customers.js';
 import { registerNamedRoutes } from './named.js';
@@ -15,5 +16,6 @@ export function registerEntityApi(router: HttpRouter, s: Services): void {
   registerProfileRoutes(router, s);
   registerCredentialsRoutes(router, s);
   registerRelationRoutes(router, s);
+  registerAlarmRoutes(router, s);
   registerEntityQueryRoutes(router, s);
 }
