@@ -44,7 +44,7 @@ import { lockDataDir } from './daemon/lock.js';
 import { markRunning, markStopped } from './daemon/running-marker.js';
 import { serveAdminRequests } from './admin/channel.js';
 import { type AdminOp, type AdminResult, adminOpDone, runAdminOp } from './admin/ops.js';
-import { trackActivity } from './device/activity.js';
+import { DeviceStateService, StateAttributes } from './device/state.js';
 import { daemonStatus } from './status/index.js';
 import { SYNC_OFF } from './upstream/status.js';
 import { checkPortFree, checkTcpPortFree, checkUdpPortFree, listenExclusive } from './daemon/port.js';
@@ -142,7 +142,13 @@ export async function startServer(
     Date.now,
     relay === undefined ? undefined : (id) => markClientAttributes(env, id),
   );
-  const stopActivity = trackActivity(bus, attributes, Date.now, (m) => log.error(m));
+  // the one owner of device connectivity (docs/api.md "Device state"); readers see its in-memory times
+  const state = new DeviceStateService(entities, attributes, bus, {
+    inactivityTimeoutMs: config.state.inactivityTimeoutMs,
+    checkIntervalMs: config.state.checkIntervalMs,
+    now: Date.now,
+    log: (m) => log.error(m),
+  });
   const depth = new LmdbDepthStore(env, dict, relay);
   const rpc = new RpcBroker(bus, {
     maxPendingPerDevice: config.rpc.maxPendingPerDevice,
@@ -185,7 +191,8 @@ export async function startServer(
     ingest: new TelemetryIngest(timeseries, bus),
     depth,
     auth: new AuthService(config, env, entities),
-    attributes,
+    attributes: new StateAttributes(attributes, state),
+    state,
     ...(sync === undefined ? {} : { sync }),
     rpc,
     failures,
@@ -252,6 +259,7 @@ export async function startServer(
     `outpost listening on ${scheme}://${config.host}:${port}${mqttUrls.map((u) => `, ${u}`).join('')} (data dir ${config.dataDir})`,
   );
   downsample.start();
+  state.start();
   sync?.start();
 
   let closing: Promise<void> | undefined;
@@ -261,10 +269,11 @@ export async function startServer(
     close() {
       closing ??= (async () => {
         stopAdmin();
-        stopActivity();
         uws.us_listen_socket_close(listenSocket);
         await mqtt.close();
         await coap.close();
+        // after the transports: their sessions' ends are recorded, then what memory holds is written
+        await state.stop();
         metrics.loopDelay.close();
         failures.close();
         services.rpc.close();

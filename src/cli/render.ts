@@ -3,9 +3,10 @@
  * the JSON text both modes return, so a human view is the same whichever mode produced it.
  */
 import { type NumPoint, type RangeTruth, lineChart, numericValue, sparkline } from './chart.js';
-import { localTime, safeText, style, table, terminalColumns } from './format.js';
+import { duration, localTime, safeText, style, table, terminalColumns } from './format.js';
 import type { DeviceRow } from './backend.js';
 import { HOUR_MS } from './time.js';
+import type { EpochMs } from '../types.js';
 
 export type SeriesJson = Record<string, Array<{ ts: number; value: string | null }>>;
 
@@ -49,21 +50,35 @@ export function latestTable(latest: SeriesJson, sparks: ReadonlyMap<string, stri
   );
 }
 
-export function devicesTable(rows: readonly DeviceRow[], sparks: ReadonlyMap<string, string>): string {
+export function devicesTable(
+  rows: readonly DeviceRow[],
+  sparks: ReadonlyMap<string, string>,
+  now: EpochMs = Date.now(),
+): string {
   return table(
-    ['NAME', 'TYPE', 'CUSTOMER', 'LAST ACTIVITY', 'LAST HOUR'],
+    ['NAME', 'TYPE', 'CUSTOMER', 'STATE', 'LAST ACTIVITY', 'LAST HOUR'],
     rows.map((d) => [
       d.name,
       d.type,
       d.customer ?? '-',
+      stateCell(d, now),
       d.lastActivityTs === null ? '-' : localTime(d.lastActivityTs),
       sparks.get(d.id) ?? '',
     ]),
     terminalColumns(),
     [],
     style(),
-    new Set([3]),
+    new Set([4]),
   );
+}
+
+/** `active 3h 5m` / `inactive 2d 1h`: for how long (docs/cli.md); `-` when not recorded */
+function stateCell(d: DeviceRow, now: EpochMs): string {
+  if (d.active === null) return '-';
+  const word = d.active ? 'active' : 'inactive';
+  return d.activeSinceTs === null
+    ? word
+    : `${word} ${duration(Math.max(0, Math.floor((now - d.activeSinceTs) / 1000)))}`;
 }
 
 /** One row per distinct ts (ascending), one column per key. */

@@ -43,6 +43,7 @@ export function statusLines(s: StatusJson): string[] {
     for (const l of linkLines(x, s.now)) lines.push(l);
   }
   if (s.longPoll) lines.push(`clients    ${s.longPoll.openPolls} long-polls, ${s.websockets ?? 0} websockets`);
+  if (s.devices) lines.push(`devices    ${s.devices.active} active of ${s.devices.total}`);
   const m = s.mqtt;
   if (m) {
     const ports = [m.port > 0 ? `port ${m.port}` : '', m.tlsPort > 0 ? `TLS ${m.tlsPort}` : '']

@@ -47,6 +47,8 @@ export interface StatusJson {
   readonly eventLoop: LoopDelayFigures | null;
   /** bytes written against the daily write budget and the card life they imply (absent: read from the data dir alone) */
   readonly writes?: WriteFigures;
+  /** devices and how many are active (docs/api.md "Device state"; absent: read from the data dir alone) */
+  readonly devices?: { readonly total: number; readonly active: number };
 }
 
 export interface MqttStatus {
@@ -159,7 +161,13 @@ export function daemonStatus(s: Services, metrics: Metrics): StatusJson {
     process: { rssBytes: process.memoryUsage.rss(), rssAnonBytes: rssAnonBytes() },
     eventLoop: metrics.loopDelay.figures(),
     ...(s.writeBudget === undefined ? {} : { writes: s.writeBudget.figures() }),
+    ...(s.state === undefined ? {} : { devices: deviceCounts(s.state) }),
   };
+}
+
+function deviceCounts(state: NonNullable<Services['state']>): { total: number; active: number } {
+  const c = state.counts();
+  return { total: c.devices, active: c.active };
 }
 
 /** The Prometheus text exposition format (version 0.0.4) of the status and the request histograms. */
@@ -273,6 +281,7 @@ export function prometheusText(status: StatusJson, metrics: Metrics): string {
   );
   one('outpost_longpolls_open', 'gauge', 'Device long-polls held open.', status.longPoll?.openPolls);
   one('outpost_websockets_open', 'gauge', 'Open websockets.', status.websockets);
+  one('outpost_devices_active', 'gauge', 'Devices whose `active` attribute is true.', status.devices?.active);
   const mq = metrics.mqtt;
   one('outpost_mqtt_connections_open', 'gauge', 'Open MQTT connections.', mq.connections);
   one('outpost_mqtt_connections_accepted_total', 'counter', 'MQTT connections accepted.', mq.accepted);

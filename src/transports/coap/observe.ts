@@ -165,6 +165,8 @@ export class ObservationRegistry {
       unconfirmed: undefined,
     };
     this.byKey.set(key, o);
+    // an observation is a session: the device's first connects it, its last ending disconnects it (as TB)
+    this.s.state?.connected(deviceId);
     this.perAddress.set(o.peer.address, (this.perAddress.get(o.peer.address) ?? 0) + 1);
     this.counters.observations = this.byKey.size;
     return o;
@@ -334,5 +336,6 @@ export class ObservationRegistry {
     else this.perAddress.delete(o.peer.address);
     o.detach?.();
     this.counters.observations = this.byKey.size;
+    this.s.state?.disconnected(o.deviceId);
   }
 }
