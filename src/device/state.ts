@@ -48,6 +48,8 @@ interface DeviceState {
   inactivityAlarmTime: EpochMs;
   /** ms; 0 = the configured default */
   inactivityTimeout: number;
+  /** `active` is on disk (a new device's is written at its first check or activity, whichever comes first) */
+  recorded: boolean;
   readonly createdTime: EpochMs;
   /** open sessions (MQTT connections, CoAP observations, gateway sub-sessions) */
   sessions: number;
@@ -205,19 +207,22 @@ export class DeviceStateService {
 
   private checkOne(id: string, r: DeviceState, t: EpochMs): void {
     const timeout = this.timeoutOf(r);
-    if (t < r.lastActivityTime + timeout) return;
+    const expired = t >= r.lastActivityTime + timeout;
     const report =
-      (r.inactivityAlarmTime === 0 || r.inactivityAlarmTime <= r.lastActivityTime) && r.createdTime + timeout <= t;
-    if (!report && !r.active) return;
-    const wasActive = r.active;
-    r.active = false;
+      expired &&
+      (r.inactivityAlarmTime === 0 || r.inactivityAlarmTime <= r.lastActivityTime) &&
+      r.createdTime + timeout <= t;
     const entries: Array<[string, KvValue]> = [];
-    if (report) {
-      r.inactivityAlarmTime = t;
-      entries.push([INACTIVITY_ALARM_KEY, long(t)]);
-    }
-    if (wasActive) entries.push([ACTIVE_KEY, { type: 'BOOLEAN', v: false }]);
-    this.write(id, entries, t);
+    if (expired && (report || r.active)) {
+      if (report) {
+        r.inactivityAlarmTime = t;
+        entries.push([INACTIVITY_ALARM_KEY, long(t)]);
+      }
+      if (r.active || !r.recorded) entries.push([ACTIVE_KEY, { type: 'BOOLEAN', v: false }]);
+      r.active = false;
+    } else if (!r.recorded) entries.push([ACTIVE_KEY, { type: 'BOOLEAN', v: r.active }]);
+    r.recorded = true;
+    if (entries.length > 0) this.write(id, entries, t);
     if (report) this.event(id, 'INACTIVITY', t, false);
   }
 
@@ -247,6 +252,7 @@ export class DeviceStateService {
       inactivityAlarmTime: asMs(stored.get(INACTIVITY_ALARM_KEY)),
       inactivityTimeout: parseTimeout(stored.get(INACTIVITY_TIMEOUT_KEY)),
       createdTime: d.createdTime,
+      recorded: true,
       sessions: 0,
       dirty: 0,
       writing: 0,
@@ -256,16 +262,16 @@ export class DeviceStateService {
     const active = stored.get(ACTIVE_KEY);
     if (active?.type === 'BOOLEAN') r.active = active.v;
     else {
-      // never written (a new device, or one from before this was kept): as the clock says, and written once
-      const t = this.o.now();
-      r.active = t < r.lastActivityTime + this.timeoutOf(r);
-      this.write(id, [[ACTIVE_KEY, { type: 'BOOLEAN', v: r.active }]], t);
+      // never written (a new device, or one from before this was kept): as the clock says
+      r.active = this.o.now() < r.lastActivityTime + this.timeoutOf(r);
+      r.recorded = false;
     }
     return r;
   }
 
   private becomeActive(id: string, r: DeviceState, t: EpochMs): void {
     r.active = true;
+    r.recorded = true;
     // the time goes with it: one write
     r.dirty &= ~BIT.lastActivityTime;
     this.write(
