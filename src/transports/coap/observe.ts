@@ -142,6 +142,9 @@ export class ObservationRegistry {
       this.counters.refused.observations++;
       return undefined;
     }
+    // an observation is a session: the device's first connects it, its last ending disconnects it (as TB); counted
+    // before a replaced one ends, so a re-registration is no disconnect
+    this.s.state?.connected(deviceId);
     if (old !== undefined) {
       // the replaced observer is told, as ThingsBoard does: a notification without Observe ends it at the client
       // (RFC 7641 section 3.2), so it stops waiting for changes that now go to the newer registration
@@ -165,8 +168,6 @@ export class ObservationRegistry {
       unconfirmed: undefined,
     };
     this.byKey.set(key, o);
-    // an observation is a session: the device's first connects it, its last ending disconnects it (as TB)
-    this.s.state?.connected(deviceId);
     this.perAddress.set(o.peer.address, (this.perAddress.get(o.peer.address) ?? 0) + 1);
     this.counters.observations = this.byKey.size;
     return o;
