@@ -50,6 +50,9 @@ interface DeviceState {
   inactivityTimeout: number;
   /** `active` is on disk (a new device's is written at its first check or activity, whichever comes first) */
   recorded: boolean;
+  /** writes of `active`/`inactivityAlarmTime` not yet committed, and the time of the last */
+  stateWrites: number;
+  stateTs: EpochMs;
   readonly createdTime: EpochMs;
   /** open sessions (MQTT connections, CoAP observations, gateway sub-sessions) */
   sessions: number;
@@ -170,13 +173,33 @@ export class DeviceStateService {
     return { devices: this.records.size, active };
   }
 
-  /** The lazily kept times of a device not yet on disk, for reads (StateAttributes). */
-  unsavedTimes(deviceId: string): Array<[LazyKey, number]> {
+  /**
+   * What memory holds of a device's state and the disk does not yet, for reads (StateAttributes): the lazily kept
+   * times, and `active`/`inactivityAlarmTime` while their write is being committed.
+   */
+  unwritten(deviceId: string): AttributeKv[] {
     const r = this.records.get(deviceId);
     if (r === undefined) return [];
+    const out: AttributeKv[] = [];
+    if (r.stateWrites > 0) {
+      out.push({
+        scope: 'SERVER_SCOPE',
+        key: ACTIVE_KEY,
+        lastUpdateTs: r.stateTs,
+        value: { type: 'BOOLEAN', v: r.active },
+      });
+      if (r.inactivityAlarmTime > 0)
+        out.push({
+          scope: 'SERVER_SCOPE',
+          key: INACTIVITY_ALARM_KEY,
+          lastUpdateTs: r.inactivityAlarmTime,
+          value: long(r.inactivityAlarmTime),
+        });
+    }
     const bits = r.dirty | r.writing;
-    if (bits === 0) return [];
-    return LAZY.filter((k) => (bits & BIT[k]) !== 0).map((k) => [k, r[k]]);
+    for (const k of LAZY)
+      if ((bits & BIT[k]) !== 0) out.push({ scope: 'SERVER_SCOPE', key: k, lastUpdateTs: r[k], value: long(r[k]) });
+    return out;
   }
 
   /** Stops the timers and writes what memory holds; resolves once on disk. */
@@ -222,7 +245,7 @@ export class DeviceStateService {
       r.active = false;
     } else if (!r.recorded) entries.push([ACTIVE_KEY, { type: 'BOOLEAN', v: r.active }]);
     r.recorded = true;
-    if (entries.length > 0) this.write(id, entries, t);
+    if (entries.length > 0) this.write(id, r, entries, t);
     if (report) this.event(id, 'INACTIVITY', t, false);
   }
 
@@ -253,6 +276,8 @@ export class DeviceStateService {
       inactivityTimeout: parseTimeout(stored.get(INACTIVITY_TIMEOUT_KEY)),
       createdTime: d.createdTime,
       recorded: true,
+      stateWrites: 0,
+      stateTs: 0,
       sessions: 0,
       dirty: 0,
       writing: 0,
@@ -276,6 +301,7 @@ export class DeviceStateService {
     r.dirty &= ~BIT.lastActivityTime;
     this.write(
       id,
+      r,
       [
         [ACTIVE_KEY, { type: 'BOOLEAN', v: true }],
         [LAST_ACTIVITY_KEY, long(r.lastActivityTime)],
@@ -307,11 +333,17 @@ export class DeviceStateService {
 
   // ---- writes --------------------------------------------------------------------------------
 
-  private write(id: string, entries: Array<[string, KvValue]>, t: EpochMs): void {
+  /** Writes `active` and what goes with it; reads take them from memory until committed. */
+  private write(id: string, r: DeviceState, entries: Array<[string, KvValue]>, t: EpochMs): void {
+    r.stateWrites++;
+    r.stateTs = t;
     const w = this.store
       .save('DEVICE', id, 'SERVER_SCOPE', entries, t)
       .catch((err: unknown) => this.o.log(`recording the state of device ${id}: ${(err as Error).message}`))
-      .finally(() => this.writes.delete(w));
+      .finally(() => {
+        r.stateWrites--;
+        this.writes.delete(w);
+      });
     this.writes.add(w);
   }
 
@@ -377,7 +409,7 @@ export class DeviceStateService {
 export class StateAttributes implements AttributeStore {
   constructor(
     private readonly inner: AttributeStore,
-    private readonly state: Pick<DeviceStateService, 'unsavedTimes'>,
+    private readonly state: Pick<DeviceStateService, 'unwritten'>,
   ) {}
 
   save(...args: Parameters<AttributeStore['save']>): Promise<void> {
@@ -391,18 +423,16 @@ export class StateAttributes implements AttributeStore {
   get(entityId: string, scope?: AttributeScope, keys?: readonly string[]): AttributeKv[] {
     const out = this.inner.get(entityId, scope, keys);
     if (scope !== undefined && scope !== 'SERVER_SCOPE') return out;
-    const times = this.state.unsavedTimes(entityId);
-    for (const [key, v] of times) {
-      if (keys !== undefined && !keys.includes(key)) continue;
-      const kv: AttributeKv = { scope: 'SERVER_SCOPE', key, lastUpdateTs: v, value: long(v) };
-      const at = out.findIndex((a) => a.scope === 'SERVER_SCOPE' && a.key === key);
+    for (const kv of this.state.unwritten(entityId)) {
+      if (keys !== undefined && !keys.includes(kv.key)) continue;
+      const at = out.findIndex((a) => a.scope === 'SERVER_SCOPE' && a.key === kv.key);
       if (at >= 0) {
         out[at] = kv;
         continue;
       }
       // sorted by key within the scope, scopes in CLIENT, SERVER, SHARED order
       let i = out.findIndex(
-        (a) => a.scope === 'SHARED_SCOPE' || (a.scope === 'SERVER_SCOPE' && byteOrder(a.key, key) > 0),
+        (a) => a.scope === 'SHARED_SCOPE' || (a.scope === 'SERVER_SCOPE' && byteOrder(a.key, kv.key) > 0),
       );
       if (i < 0) i = out.length;
       out.splice(i, 0, kv);
@@ -413,10 +443,10 @@ export class StateAttributes implements AttributeStore {
   keys(entityId: string, scope?: AttributeScope): string[] {
     const out = this.inner.keys(entityId, scope);
     if (scope !== undefined && scope !== 'SERVER_SCOPE') return out;
-    const times = this.state.unsavedTimes(entityId);
-    if (times.length === 0) return out;
+    const mem = this.state.unwritten(entityId);
+    if (mem.length === 0) return out;
     const server = new Set(scope === undefined ? this.inner.keys(entityId, 'SERVER_SCOPE') : out);
-    for (const [key] of times) if (!server.has(key)) out.push(key);
+    for (const { key } of mem) if (!server.has(key)) out.push(key);
     return out;
   }
 }

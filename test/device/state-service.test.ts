@@ -62,10 +62,11 @@ t.test('memory first, disk at the stop; inactivity reported once, on the bus too
   const shown = reads.get(dev.id, 'SERVER_SCOPE');
   t.same(
     shown.map((a) => a.key),
-    ['a', 'lastActivityTime', 'lastConnectTime', 'zz'],
-    'the times from memory, in key order among the stored ones (active is still being written)',
+    ['a', 'active', 'lastActivityTime', 'lastConnectTime', 'zz'],
+    'the times from memory, in key order among the stored ones',
   );
   t.equal(Number(shown.find((a) => a.key === 'lastActivityTime')?.value.v), now(), 'the latest activity');
+  t.equal(shown.find((a) => a.key === 'active')?.value.v, true, 'active, written or being written');
   t.notOk(store.get(dev.id, 'SERVER_SCOPE', ['lastConnectTime']).length, 'the connect time is not on disk yet');
   t.same(reads.keys(dev.id, 'SERVER_SCOPE').includes('lastConnectTime'), true, 'keys list it');
   t.same(

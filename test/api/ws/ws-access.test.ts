@@ -48,6 +48,13 @@ async function assigned(name: string, customerId: string): Promise<{ id: string;
   return dev;
 }
 
+/** The next frame of the time-series subscription, past the device's state changes a post makes (docs/api.md "Device state"). */
+async function telemetryFrame(c: WsClient): Promise<WsReply> {
+  let f = await c.nextJson();
+  while (f.subscriptionId === 2) f = await c.nextJson();
+  return f;
+}
+
 /** The two end frames (attribute then time-series subscription, in either order), sorted by subscription. */
 async function endFrames(c: WsClient): Promise<WsReply[]> {
   const frames = [await c.nextJson(), await c.nextJson()];
@@ -89,10 +96,7 @@ t.test('a device moved to another customer stops streaming to the old one', asyn
   t.same(await endFrames(a), END_FRAMES);
   const b = await subscribed(t, (await login(gw, 'b@x.test', 'pw-b')).token, dev.id);
   await post(dev.token, 2000);
-  let f = await b.nextJson();
-  // past the device's state change its post made (docs/api.md "Device state")
-  while (f.subscriptionId === 2) f = await b.nextJson();
-  t.equal(f.subscriptionId, 1, 'the new customer receives');
+  t.equal((await telemetryFrame(b)).subscriptionId, 1, 'the new customer receives');
   t.equal(a.pending(), 0, 'the old one does not');
 });
 
@@ -114,7 +118,7 @@ t.test('logout closes the session’s sockets, not the same user’s other sessi
   t.equal(r.status, 200);
   t.same(await c.waitClosed(), { code: 1008, reason: 'Token has expired' });
   await post(dev.token, 3000);
-  t.equal((await other.nextJson()).subscriptionId, 1, 'the other session keeps streaming');
+  t.equal((await telemetryFrame(other)).subscriptionId, 1, 'the other session keeps streaming');
 });
 
 t.test('deleting the customer closes its users’ sockets', async (t) => {
