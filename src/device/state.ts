@@ -317,14 +317,17 @@ export class DeviceStateService {
     this.unsaved.add(id);
     this.unreported.add(id);
     if (this.stopped) return;
-    if (this.persistTimer === undefined) {
-      this.persistTimer = setTimeout(() => this.persist(), PERSIST_MS);
-      this.persistTimer.unref();
-    }
+    this.schedulePersist();
     if (this.reportTimer === undefined) {
       this.reportTimer = setTimeout(() => this.report(), REPORT_MS);
       this.reportTimer.unref();
     }
+  }
+
+  private schedulePersist(): void {
+    if (this.stopped || this.persistTimer !== undefined) return;
+    this.persistTimer = setTimeout(() => this.persist(), PERSIST_MS);
+    this.persistTimer.unref();
   }
 
   private event(deviceId: string, kind: DeviceStateKind, ts: EpochMs, active: boolean): void {
@@ -354,6 +357,8 @@ export class DeviceStateService {
   private persist(): void {
     this.persistTimer = undefined;
     const t = this.o.now();
+    // a full disk fails every device's write: one line per batch, and the batch is tried again later
+    let failed = 0;
     for (const id of this.unsaved) {
       const r = this.records.get(id);
       if (r === undefined || r.dirty === 0) continue;
@@ -370,7 +375,8 @@ export class DeviceStateService {
           r.writing &= ~bits;
           r.dirty |= bits;
           this.unsaved.add(id);
-          this.o.log(`recording the activity of device ${id}: ${(err as Error).message}`);
+          this.schedulePersist();
+          if (failed++ === 0) this.o.log(`recording the devices' activity times: ${(err as Error).message}`);
         },
       );
       const tracked = w.finally(() => this.writes.delete(tracked));
