@@ -21,6 +21,7 @@ import type { SyncStatusSource } from './upstream/status.js';
 import type { FailureLog } from './status/failures.js';
 import type { Metrics } from './status/metrics.js';
 import type { WriteBudget } from './store/write-budget.js';
+import type { DeviceStateService } from './device/state.js';
 
 export interface Logger {
   info(msg: string): void;
@@ -61,6 +62,8 @@ export interface Services {
   readonly failures?: FailureLog;
   /** provisioning's rate limits per address and key (auth/provision-limits.ts); absent in unit tests */
   readonly provisionGuard?: ProvisionGuard;
+  /** device connectivity (docs/api.md "Device state"): the transports report activity and sessions here; absent in unit tests */
+  readonly state?: DeviceStateService;
   /** the clock; tests substitute a fake one */
   readonly now: () => number;
 }

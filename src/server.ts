@@ -45,7 +45,7 @@ import { lockDataDir } from './daemon/lock.js';
 import { markRunning, markStopped } from './daemon/running-marker.js';
 import { serveAdminRequests } from './admin/channel.js';
 import { type AdminOp, type AdminResult, type AttributeWriter, adminOpDone, runAdminOp } from './admin/ops.js';
-import { trackActivity } from './device/activity.js';
+import { DeviceStateService, StateAttributes } from './device/state.js';
 import { daemonStatus } from './status/index.js';
 import { SYNC_OFF } from './upstream/status.js';
 import { checkPortFree, checkTcpPortFree, checkUdpPortFree, listenExclusive } from './daemon/port.js';
@@ -156,7 +156,13 @@ export async function startServer(
     relay === undefined ? undefined : (id) => markClientAttributes(env, id),
   );
   adminAttributes = () => attributes;
-  const stopActivity = trackActivity(bus, attributes, Date.now, (m) => log.error(m));
+  // the one owner of device connectivity (docs/api.md "Device state"); readers see its in-memory times
+  const state = new DeviceStateService(entities, attributes, bus, {
+    inactivityTimeoutMs: config.state.inactivityTimeoutMs,
+    checkIntervalMs: config.state.checkIntervalMs,
+    now: Date.now,
+    log: (m) => log.error(m),
+  });
   const depth = new LmdbDepthStore(env, dict, relay);
   const rpc = new RpcBroker(bus, {
     maxPendingPerDevice: config.rpc.maxPendingPerDevice,
@@ -200,7 +206,8 @@ export async function startServer(
     ingest: new TelemetryIngest(timeseries, bus),
     depth,
     auth: new AuthService(config, env, entities),
-    attributes,
+    attributes: new StateAttributes(attributes, state),
+    state,
     ...(sync === undefined ? {} : { sync }),
     rpc,
     failures,
@@ -283,6 +290,7 @@ export async function startServer(
   ];
   log.info(`outpost listening on ${urls.join(', ')} (data dir ${config.dataDir})`);
   downsample.start();
+  state.start();
   sync?.start();
 
   let closing: Promise<void> | undefined;
@@ -293,10 +301,12 @@ export async function startServer(
     close() {
       closing ??= (async () => {
         stopAdmin();
-        stopActivity();
+        stopAdmin();
         for (const ls of listenSockets) uws.us_listen_socket_close(ls);
         await mqtt.close();
         await coap.close();
+        // after the transports: their sessions' ends are recorded, then what memory holds is written
+        await state.stop();
         metrics.loopDelay.close();
         failures.close();
         services.rpc.close();

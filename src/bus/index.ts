@@ -1,5 +1,6 @@
 /**
- * The in-process event bus. A committed write publishes one event; long-polls, websocket
+ * The in-process event bus. A committed write publishes one event (the one exception: the device state service
+ * reports the connectivity times it keeps in memory, src/device/state.ts); long-polls, websocket
  * subscriptions and the sync outbox listen. Publishers never know their listeners, and a listener that
  * throws is logged and skipped, never breaking the write that published.
  */
@@ -49,6 +50,23 @@ export interface BusEvents {
   principalsRevoked: PrincipalsRevokedEvent;
   /** a device's credentials changed: its sessions logged in with the old ones close */
   credentialsUpdated: { readonly deviceId: string };
+  /**
+   * a device connected, disconnected, became active or inactive (src/device/state.ts), published when it
+   * happens, before its attributes are on disk: what follows connectivity (alarm rules) listens here
+   */
+  deviceState: DeviceStateEvent;
+}
+
+/** ThingsBoard's CONNECT_EVENT, DISCONNECT_EVENT, ACTIVITY_EVENT (here: inactive → active only), INACTIVITY_EVENT */
+export type DeviceStateKind = 'CONNECT' | 'DISCONNECT' | 'ACTIVITY' | 'INACTIVITY';
+
+export interface DeviceStateEvent {
+  readonly deviceId: string;
+  readonly kind: DeviceStateKind;
+  /** ms; when it happened */
+  readonly ts: number;
+  /** the device's `active` after it */
+  readonly active: boolean;
 }
 
 export interface PrincipalsRevokedEvent {
@@ -68,6 +86,7 @@ export class EventBus {
     accessChanged: new Set(),
     principalsRevoked: new Set(),
     credentialsUpdated: new Set(),
+    deviceState: new Set(),
   };
 
   constructor(private readonly log: (msg: string) => void = () => undefined) {}

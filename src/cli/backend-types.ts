@@ -15,8 +15,12 @@ export interface DeviceRow {
   /** its device profile's name */
   readonly profile: string;
   readonly customer: string | null;
-  /** when the device was last heard from (its SERVER_SCOPE `lastActivityTime`, src/device/activity.ts) */
+  /** when the device was last heard from (its SERVER_SCOPE `lastActivityTime`, src/device/state.ts) */
   readonly lastActivityTs: EpochMs | null;
+  /** its SERVER_SCOPE `active` (null: not recorded yet) */
+  readonly active: boolean | null;
+  /** since when it is active or inactive: when `active` was last written */
+  readonly activeSinceTs: EpochMs | null;
 }
 
 export interface DeviceRef {

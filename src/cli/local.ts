@@ -11,7 +11,7 @@ import { type Config, loadConfig } from '../config/index.js';
 import { renderHistoryChunks, renderLatest, renderValue } from '../query/render.js';
 import { queryHistory, queryLatest } from '../query/history.js';
 import type { AttributeScope } from '../store/attributes.js';
-import { LAST_ACTIVITY_KEY } from '../device/activity.js';
+import { ACTIVE_KEY, LAST_ACTIVITY_KEY } from '../device/state.js';
 import { Dictionary } from '../store/encoding/dict.js';
 import { EntityStore } from '../store/entities.js';
 import { type StoreEnv, openStoreEnv } from '../store/env.js';
@@ -94,11 +94,22 @@ export class LocalBackend implements Backend {
     ]);
     const attrs = new LmdbAttributeStore(this.env, this.dict, new EventBus());
     const rows = this.entities.list('DEVICE').map((d): DeviceRow => {
-      const activity = attrs.get(d.id, 'SERVER_SCOPE', [LAST_ACTIVITY_KEY])[0]?.value;
+      const state = attrs.get(d.id, 'SERVER_SCOPE', [ACTIVE_KEY, LAST_ACTIVITY_KEY]);
+      const activity = state.find((a) => a.key === LAST_ACTIVITY_KEY)?.value;
       const last = activity?.type === 'LONG' ? Number(activity.v) : null;
+      const active = state.find((a) => a.key === ACTIVE_KEY);
       const customer = d.customerId === NULL_UUID ? null : (this.entities.customer(d.customerId)?.title ?? null);
       const profile = readProfile(this.env, d.deviceProfileId)?.name ?? d.type;
-      return { id: d.id, name: d.name, type: d.type, profile, customer, lastActivityTs: last };
+      return {
+        id: d.id,
+        name: d.name,
+        type: d.type,
+        profile,
+        customer,
+        lastActivityTs: last,
+        active: active?.value.type === 'BOOLEAN' ? active.value.v : null,
+        activeSinceTs: active?.lastUpdateTs ?? null,
+      };
     });
     return rows.sort(byName);
   }

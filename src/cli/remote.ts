@@ -13,7 +13,7 @@ import {
   SCOPE_PARAM,
   type TailPoint,
 } from './backend-types.js';
-import { LAST_ACTIVITY_KEY } from '../device/activity.js';
+import { ACTIVE_KEY, LAST_ACTIVITY_KEY } from '../device/state.js';
 import { CliError } from './errors.js';
 import { RemoteSession } from './session.js';
 
@@ -93,11 +93,12 @@ export class RemoteBackend implements Backend {
         (
           await this.s.request(
             'GET',
-            `/api/plugins/telemetry/DEVICE/${d.id.id}/values/attributes/SERVER_SCOPE?keys=${LAST_ACTIVITY_KEY}`,
+            `/api/plugins/telemetry/DEVICE/${d.id.id}/values/attributes/SERVER_SCOPE?keys=${LAST_ACTIVITY_KEY},${ACTIVE_KEY}`,
           )
         ).text,
-      ) as Array<{ key: string; value: unknown }>;
+      ) as Array<{ key: string; value: unknown; lastUpdateTs: number }>;
       const activity = attrs.find((a) => a.key === LAST_ACTIVITY_KEY)?.value;
+      const active = attrs.find((a) => a.key === ACTIVE_KEY);
       return {
         id: d.id.id,
         name: d.name,
@@ -105,6 +106,8 @@ export class RemoteBackend implements Backend {
         profile: profiles.get(d.deviceProfileId?.id ?? '') ?? d.type,
         customer: titles.get(d.customerId.id) ?? null,
         lastActivityTs: typeof activity === 'number' ? activity : null,
+        active: typeof active?.value === 'boolean' ? active.value : null,
+        activeSinceTs: typeof active?.value === 'boolean' ? active.lastUpdateTs : null,
       };
     });
     return rows.sort(byName);

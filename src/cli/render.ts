@@ -3,9 +3,10 @@
  * the JSON text both modes return, so a human view is the same whichever mode produced it.
  */
 import { type NumPoint, type RangeTruth, lineChart, numericValue, sparkline } from './chart.js';
-import { displayWidth, localTime, safeText, style, table, terminalColumns } from './format.js';
+import { displayWidth, duration, localTime, safeText, style, table, terminalColumns } from './format.js';
 import type { DeviceRow } from './backend.js';
 import { HOUR_MS } from './time.js';
+import type { EpochMs } from '../types.js';
 
 export type SeriesJson = Record<string, Array<{ ts: number; value: string | null }>>;
 
@@ -57,16 +58,21 @@ const KEY_KEPT = 8;
 const SHOWN_MIN = 8;
 
 /**
- * `outpost devices`: names, last activity and the sparkline keep their width on a narrow terminal (80 columns);
- * CUSTOMER, then TYPE, give way first, left out when even at SHOWN_MIN the rest would not fit (`device list`
- * shows them).
+ * `outpost devices`: names, state, last activity and the sparkline keep their width on a narrow terminal (80
+ * columns); CUSTOMER, then TYPE, give way first, left out when even at SHOWN_MIN the rest would not fit (`device
+ * list` shows them).
  */
-export function devicesTable(rows: readonly DeviceRow[], sparks: ReadonlyMap<string, string>): string {
-  const headers = ['NAME', 'TYPE', 'CUSTOMER', 'LAST ACTIVITY', 'LAST HOUR'];
+export function devicesTable(
+  rows: readonly DeviceRow[],
+  sparks: ReadonlyMap<string, string>,
+  now: EpochMs = Date.now(),
+): string {
+  const headers = ['NAME', 'TYPE', 'CUSTOMER', 'STATE', 'LAST ACTIVITY', 'LAST HOUR'];
   const cells = rows.map((d) => [
     d.name,
     d.type,
     d.customer ?? '-',
+    stateCell(d, now),
     d.lastActivityTs === null ? 'never' : localTime(d.lastActivityTs),
     sparks.get(d.id) ?? '',
   ]);
@@ -76,22 +82,35 @@ export function devicesTable(rows: readonly DeviceRow[], sparks: ReadonlyMap<str
   );
   const w = (i: number): number => natural[i] as number;
   // the sparkline and the start of its key
-  const sparkFloor = Math.min(w(4), SPARK_WIDTH + 1 + KEY_KEPT);
-  const floors = [Math.min(w(0), NAME_KEPT), SHOWN_MIN, SHOWN_MIN, w(3), sparkFloor];
+  const sparkFloor = Math.min(w(5), SPARK_WIDTH + 1 + KEY_KEPT);
+  const floors = [Math.min(w(0), NAME_KEPT), SHOWN_MIN, SHOWN_MIN, w(3), w(4), sparkFloor];
   const fits = (cols: readonly number[]): boolean =>
     cols.reduce((sum, i) => sum + Math.min(w(i), floors[i] as number), 0) + 2 * (cols.length - 1) <= width;
-  const all = [0, 1, 2, 3, 4];
+  const all = [0, 1, 2, 3, 4, 5];
   const cols =
-    natural.reduce((a, b) => a + b, 0) + 8 <= width || fits(all) ? all : fits([0, 1, 3, 4]) ? [0, 1, 3, 4] : [0, 3, 4];
+    natural.reduce((a, b) => a + b, 0) + 10 <= width || fits(all)
+      ? all
+      : fits([0, 1, 3, 4, 5])
+        ? [0, 1, 3, 4, 5]
+        : [0, 3, 4, 5];
   return table(
     cols.map((i) => headers[i] as string),
     cells.map((r) => cols.map((i) => r[i] as string)),
     width,
     [],
     style(),
-    new Set([cols.indexOf(3)]),
+    new Set([cols.indexOf(4)]),
     cols.map((i) => floors[i] as number),
   );
+}
+
+/** `active 3h 5m` / `inactive 2d 1h`: for how long (docs/cli.md); `-` when not recorded */
+function stateCell(d: DeviceRow, now: EpochMs): string {
+  if (d.active === null) return '-';
+  const word = d.active ? 'active' : 'inactive';
+  return d.activeSinceTs === null
+    ? word
+    : `${word} ${duration(Math.max(0, Math.floor((now - d.activeSinceTs) / 1000)))}`;
 }
 
 /** One row per distinct ts (ascending), one column per key. */

@@ -63,6 +63,7 @@ function statusRows(s: StatusJson): Array<string | CutLine> {
   }
   if (s.alarms) lines.push(alarmLine(s.alarms.active));
   if (s.longPoll) lines.push(`clients    ${s.longPoll.openPolls} long-polls, ${s.websockets ?? 0} websockets`);
+  if (s.devices) lines.push(`devices    ${s.devices.active} active of ${s.devices.total}`);
   const m = s.mqtt;
   if (m) {
     const ports = [m.port > 0 ? `port ${m.port}` : '', m.tlsPort > 0 ? `TLS ${m.tlsPort}` : '']

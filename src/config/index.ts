@@ -284,6 +284,12 @@ export const DEFAULTS = {
     /** ms; how long an answered exchange is remembered (RFC 7252 EXCHANGE_LIFETIME 247 s) */
     exchangeLifetimeMs: 247_000,
   },
+  state: {
+    /** ms; a device with no activity for this long is inactive, unless its SERVER_SCOPE `inactivityTimeout` says otherwise (TB: 600 s) */
+    inactivityTimeoutMs: 600_000,
+    /** ms; how often devices are checked for inactivity (TB: 60 s) */
+    checkIntervalMs: 60_000,
+  },
   provision: {
     /** TB device provisioning on this Outpost (`POST /api/v1/provision`, docs/api.md); empty = refused. */
     key: '',
@@ -421,6 +427,8 @@ function validate(c: Config): void {
     ['coap.piggybackMs', c.coap.piggybackMs],
     ['coap.exchangeLifetimeMs', c.coap.exchangeLifetimeMs],
     ['coap.observeCheckMs', c.coap.observeCheckMs],
+    ['state.inactivityTimeoutMs', c.state.inactivityTimeoutMs],
+    ['state.checkIntervalMs', c.state.checkIntervalMs],
   ];
   for (const [name, v] of positive) {
     if (!Number.isFinite(v) || v <= 0)

@@ -52,6 +52,8 @@ export interface StatusJson {
   readonly writes?: WriteFigures;
   /** uncleared alarms by severity (docs/api.md "Alarms"); absent from a daemon of an older build */
   readonly alarms?: { readonly active: Readonly<Record<AlarmSeverity, number>> };
+  /** devices and how many are active (docs/api.md "Device state"; absent: read from the data dir alone) */
+  readonly devices?: { readonly total: number; readonly active: number };
 }
 
 export interface MqttStatus {
@@ -166,7 +168,13 @@ export function daemonStatus(s: Services, metrics: Metrics): StatusJson {
     eventLoop: metrics.loopDelay.figures(),
     ...(s.writeBudget === undefined ? {} : { writes: s.writeBudget.figures() }),
     alarms: { active: s.alarms.activeBySeverity() },
+    ...(s.state === undefined ? {} : { devices: deviceCounts(s.state) }),
   };
+}
+
+function deviceCounts(state: NonNullable<Services['state']>): { total: number; active: number } {
+  const c = state.counts();
+  return { total: c.devices, active: c.active };
 }
 
 /** The Prometheus text exposition format (version 0.0.4) of the status and the request histograms. */
@@ -287,6 +295,7 @@ export function prometheusText(status: StatusJson, metrics: Metrics): string {
       'Uncleared alarms, by severity.',
       Object.entries(status.alarms.active).map(([sev, n]) => `outpost_alarms_active{severity="${sev}"} ${n}`),
     );
+  one('outpost_devices_active', 'gauge', 'Devices whose `active` attribute is true.', status.devices?.active);
   const mq = metrics.mqtt;
   one('outpost_mqtt_connections_open', 'gauge', 'Open MQTT connections.', mq.connections);
   one('outpost_mqtt_connections_accepted_total', 'counter', 'MQTT connections accepted.', mq.accepted);

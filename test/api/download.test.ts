@@ -164,8 +164,8 @@ t.test('CSV downloads: layout, quoting, bounds, errors, access', async (t) => {
   const empty = await http('GET', `${dl}/deviceAttributesData?deviceId=${f.dev.id}`, undefined, bearer(f.admin));
   t.equal(empty.status, 200);
   t.equal(empty.headers.get('content-disposition'), 'attachment; filename="device_attributes_data.csv"');
-  // the one attribute before any is posted: when the device was last heard from (src/device/activity.ts)
-  t.match(empty.text, /^last_update_ts,lastActivityTime\n\d+,\d+\n$/);
+  // before any attribute is posted: the device's connectivity state (src/device/state.ts), active at its post
+  t.match(empty.text, /^last_update_ts,active,lastActivityTime\n(\d+,(true)?,\d*\n)+$/);
   t.equal(
     (await http('POST', `${f.gw.url}/api/v1/${f.dev.token}/attributes`, { fw: '1.2, beta', serial: 77 })).status,
     200,

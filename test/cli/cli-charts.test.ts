@@ -92,15 +92,15 @@ t.test(
 
     const devices = screen(`${node} ${MAIN} devices --data-dir ${gw.dataDir}`);
     fixture('tmux-devices.txt', `${devices}\n`);
-    t.match(devices, /^NAME\s+TYPE\s+CUSTOMER\s+LAST ACTIVITY\s+LAST HOUR\n/);
+    t.match(devices, /^NAME\s+TYPE\s+CUSTOMER\s+STATE\s+LAST ACTIVITY\s+LAST HOUR\n/);
     t.match(
       devices,
-      /\npump-1\s+pump\s+-\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\S*\s+[▁▂▃▄▅▆▇█ ]{10,}\s+flow/,
+      /\npump-1\s+pump\s+-\s+active \d+[dhm] \d+[hms]\s+\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\S*\s+[▁▂▃▄▅▆▇█ ]{10,}\s+flow/,
       'a sparkline of the last hour',
     );
     t.match(
       devices,
-      /\nboiler-2 +boiler +- +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\S*\n/,
+      /\nboiler-2 +boiler +- +active \d+[dhm] \d+[hms] +\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\S*\n/,
       'heard from now (its readings are old): no sparkline without data in the last hour',
     );
 

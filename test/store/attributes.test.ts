@@ -189,8 +189,8 @@ t.test('device and REST attribute APIs, bad input, access, durability', async (t
     const arr = values.json<Array<{ lastUpdateTs: number; key: string; value: unknown }>>();
     t.same(
       arr.map((a) => a.key),
-      // lastActivityTime: the daemon's record of when the device was last heard from (src/device/activity.ts)
-      ['a', 'b', 'd', 'e', 'f', 'lastActivityTime', 'legacy', 'srv', 's1', 's2'],
+      // active, lastActivityTime: the device's connectivity state, kept by the daemon (src/device/state.ts)
+      ['a', 'b', 'd', 'e', 'f', 'active', 'lastActivityTime', 'legacy', 'srv', 's1', 's2'],
       'CLIENT, SERVER, SHARED',
     );
     t.ok(
@@ -216,6 +216,7 @@ t.test('device and REST attribute APIs, bad input, access, durability', async (t
       'd',
       'e',
       'f',
+      'active',
       'lastActivityTime',
       'legacy',
       'srv',
@@ -223,6 +224,7 @@ t.test('device and REST attribute APIs, bad input, access, durability', async (t
       's2',
     ]);
     t.same((await http('GET', `${rest}/keys/attributes/SERVER_SCOPE`, undefined, admin)).json(), [
+      'active',
       'lastActivityTime',
       'legacy',
       'srv',

@@ -142,6 +142,9 @@ export class ObservationRegistry {
       this.counters.refused.observations++;
       return undefined;
     }
+    // an observation is a session: the device's first connects it, its last ending disconnects it (as TB); counted
+    // before a replaced one ends, so a re-registration is no disconnect
+    this.s.state?.connected(deviceId);
     if (old !== undefined) {
       // the replaced observer is told, as ThingsBoard does: a notification without Observe ends it at the client
       // (RFC 7641 section 3.2), so it stops waiting for changes that now go to the newer registration
@@ -334,5 +337,6 @@ export class ObservationRegistry {
     else this.perAddress.delete(o.peer.address);
     o.detach?.();
     this.counters.observations = this.byKey.size;
+    this.s.state?.disconnected(o.deviceId);
   }
 }

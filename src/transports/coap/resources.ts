@@ -107,6 +107,7 @@ export class CoapResources {
     const pre = precheck(this.s, req);
     if ('refused' in pre) return pre.refused;
     if (pre.device === undefined) return this.provision(req);
+    this.s.state?.activity(pre.device.id);
     try {
       return await this.feature(pre.device, req);
     } catch (err) {

@@ -6,9 +6,13 @@ import type { DeviceRecord } from '../../store/entities.js';
 
 /**
  * docs/api.md: the access token in the path is checked before the body is parsed; unknown → 401, counted and
- * logged with its first characters and the client's address (status/failures.ts). Call before the first await.
+ * logged with its first characters and the client's address (status/failures.ts); a known one is the device's
+ * activity (src/device/state.ts). Call before the first await.
  */
-export function authenticateDevice(s: Pick<Services, 'entities' | 'failures'>, ctx: HttpContext): DeviceRecord {
+export function authenticateDevice(
+  s: Pick<Services, 'entities' | 'failures' | 'state'>,
+  ctx: HttpContext,
+): DeviceRecord {
   const token = ctx.params[0] ?? '';
   const device = token === '' ? undefined : s.entities.deviceByToken(token);
   if (!device) {
@@ -22,5 +26,7 @@ export function authenticateDevice(s: Pick<Services, 'entities' | 'failures'>, c
     }
     throw new OutpostError('DEVICE_TOKEN_INVALID');
   }
+  // every request of the device API is activity (HTTP has no session: no connect or disconnect, as TB)
+  s.state?.activity(device.id);
   return device;
 }

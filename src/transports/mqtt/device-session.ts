@@ -171,6 +171,8 @@ export class MqttSession implements PacketSink, RegisteredSession {
       else this.conn.close('protocol');
       return;
     }
+    // every packet of a device or gateway is its activity, PINGREQ included (as TB)
+    if (this.device !== undefined) this.deps.s.state?.activity(this.device.id);
     switch (p.cmd) {
       case 'publish':
         this.onPublish(p);

@@ -75,7 +75,10 @@ export async function subDevice(ctx: GatewayContext, name: string, type = 'defau
   if (known !== undefined) {
     // either may have been assigned to another customer since: the stored records decide, not the session's copies
     const now = ctx.s.entities.device(known.id);
-    if (now !== undefined && !crossesOwner(ctx, now)) return known;
+    if (now !== undefined && !crossesOwner(ctx, now)) {
+      ctx.s.state?.activity(known.id);
+      return known;
+    }
     ctx.disconnected(known);
     if (now !== undefined) throw foreign(ctx, name);
     // deleted meanwhile: the name is found or created afresh, as a name never used
@@ -87,6 +90,8 @@ export async function subDevice(ctx: GatewayContext, name: string, type = 'defau
   }
   const d = await p;
   if (!ctx.subDevices.has(name)) ctx.connected(d);
+  // whatever the gateway sends for a sub-device is the sub-device's activity (TB's sub-session)
+  ctx.s.state?.activity(d.id);
   return d;
 }
 

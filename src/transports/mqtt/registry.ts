@@ -1,9 +1,12 @@
 /**
  * The live MQTT sessions: one per device token (a new connection replaces the old one, as TB), and for each
  * sub-device the gateway session that last connected it. Shared-attribute changes come from the event bus and
- * go to whichever session listens for that device: its own subscription, or its gateway's session.
+ * go to whichever session listens for that device: its own subscription, or its gateway's session. Each
+ * connection and each gateway sub-session is one session of its device for the state service (connect and
+ * disconnect times, src/device/state.ts).
  */
 import type { AttributesEvent, EventBus } from '../../bus/index.js';
+import type { DeviceStateService } from '../../device/state.js';
 import { attributeUpdateBody } from '../../rpc/broker.js';
 
 /** What the registry needs of a session (session.ts implements it). */
@@ -28,7 +31,10 @@ export class SessionRegistry {
   private readonly gatewayOf = new Map<string, RegisteredSession>();
   private readonly off: Array<() => void> = [];
 
-  constructor(bus: EventBus) {
+  constructor(
+    bus: EventBus,
+    private readonly state?: Pick<DeviceStateService, 'connected' | 'disconnected'>,
+  ) {
     this.off.push(
       bus.on('attributes', (ev) => this.onAttributes(ev)),
       bus.on('credentialsUpdated', (ev) => this.byDevice.get(ev.deviceId)?.credentialsUpdated()),
@@ -55,22 +61,27 @@ export class SessionRegistry {
   register(s: RegisteredSession): void {
     const old = this.byDevice.get(s.deviceId);
     this.byDevice.set(s.deviceId, s);
+    this.state?.connected(s.deviceId);
     if (old !== undefined && old !== s) old.takenOver();
   }
 
   /** Removes a session (and the sub-devices it served) unless another has replaced it. */
   unregister(s: RegisteredSession, subDeviceIds: Iterable<string>): void {
     if (this.byDevice.get(s.deviceId) === s) this.byDevice.delete(s.deviceId);
+    // the gateway's connection ending ends each of its sub-sessions
     for (const id of subDeviceIds) this.releaseSubDevice(s, id);
+    this.state?.disconnected(s.deviceId);
   }
 
   /** A gateway session now serves this sub-device (the last one to connect it wins). */
   claimSubDevice(gateway: RegisteredSession, subDeviceId: string): void {
     this.gatewayOf.set(subDeviceId, gateway);
+    this.state?.connected(subDeviceId);
   }
 
   releaseSubDevice(gateway: RegisteredSession, subDeviceId: string): void {
     if (this.gatewayOf.get(subDeviceId) === gateway) this.gatewayOf.delete(subDeviceId);
+    this.state?.disconnected(subDeviceId);
   }
 
   close(): void {

@@ -41,9 +41,8 @@ async function post(token: string, body: object | string, what = 'telemetry'): P
 }
 
 /**
- * Waits until the daemon has stored when `dev` was last heard from. Its `lastActivityTime` (src/device/activity.ts)
- * is written after a device's first post answers, not before: a subscription to all of a device's attributes
- * opened in between would get it as a change rather than in its first reply, which these tests read.
+ * Waits until the daemon shows when `dev` was last heard from: its `lastActivityTime` (src/device/state.ts) is
+ * in a subscription's first reply, which these tests read.
  */
 async function heardFrom(dev: { id: string }): Promise<void> {
   const url = `${gw.url}/api/plugins/telemetry/DEVICE/${dev.id}/values/attributes/SERVER_SCOPE?keys=lastActivityTime`;
@@ -56,9 +55,21 @@ async function heardFrom(dev: { id: string }): Promise<void> {
   );
 }
 
+/** the times the daemon reports up to a second after a device's activity (src/device/state.ts) */
+const ACTIVITY_TIMES = new Set(['lastActivityTime', 'lastConnectTime', 'lastDisconnectTime']);
+
+/** The next frame, past those that only report a device's activity times. */
+async function nextFrame(c: WsClient): Promise<WsReply> {
+  for (;;) {
+    const r = await c.nextJson();
+    const keys = Object.keys(r.data ?? {});
+    if (keys.length === 0 || !keys.every((k) => ACTIVITY_TIMES.has(k))) return r;
+  }
+}
+
 /** A frame, checked to be the reply to `cmdId`. */
 async function replyTo(t: Test, c: WsClient, cmdId: number): Promise<WsReply> {
-  const r = await c.nextJson();
+  const r = await nextFrame(c);
   t.equal(r.subscriptionId, cmdId, `frame is for cmd ${cmdId}`);
   return r;
 }
@@ -296,8 +307,8 @@ t.test('attrSubCmds: current values, changes, scope filter, deletions as [0,""]'
     ],
   });
   const all = await replyTo(t, c, 1);
-  // lastActivityTime: the daemon's record of when the device was last heard from (src/device/activity.ts)
-  t.same(Object.keys(all.data ?? {}), ['fw', 'lastActivityTime', 'mode']);
+  // active, lastActivityTime: the device's connectivity state, kept by the daemon (src/device/state.ts)
+  t.same(Object.keys(all.data ?? {}), ['active', 'fw', 'lastActivityTime', 'mode']);
   t.equal(all.data?.['fw']?.[0]?.[1], '1.0');
   t.equal(all.data?.['mode']?.[0]?.[1], '2');
   t.same((await replyTo(t, c, 2)).data, {}, 'no shared attribute yet');
@@ -315,14 +326,14 @@ t.test('attrSubCmds: current values, changes, scope filter, deletions as [0,""]'
     authHeaders(admin),
   );
   t.equal(shared.status, 200, shared.text);
-  const frames = [await c.nextJson(), await c.nextJson()].sort((a, b) => a.subscriptionId - b.subscriptionId);
+  const frames = [await nextFrame(c), await nextFrame(c)].sort((a, b) => a.subscriptionId - b.subscriptionId);
   t.same(Object.keys(frames[0]?.data ?? {}), ['target', 'unrelated'], 'all-scope subscription sees shared changes');
   t.same(Object.keys(frames[1]?.data ?? {}), ['target'], 'keys filter');
   t.equal(frames[1]?.data?.['target']?.[0]?.[1], '21.5');
 
   const del = await http('DELETE', `${base}/SHARED_SCOPE?keys=target`, undefined, authHeaders(admin));
   t.equal(del.status, 200, del.text);
-  const dels = [await c.nextJson(), await c.nextJson()].sort((a, b) => a.subscriptionId - b.subscriptionId);
+  const dels = [await nextFrame(c), await nextFrame(c)].sort((a, b) => a.subscriptionId - b.subscriptionId);
   for (const d of dels) {
     t.same(d.data, { target: [[0, '']] }, 'deletion as [0,""]');
     t.same(d.latestValues, { target: 0 });
@@ -475,7 +486,7 @@ t.test('/api/ws: authCmd + cmds, same replies', async (t) => {
     '{"subscriptionId":1,"errorCode":0,"errorMsg":null,"data":{"t":[[100,"1"]]},"latestValues":{"t":100}}',
   );
   t.same((await replyTo(t, c, 2)).data, { t: [[100, '1']] });
-  t.same(Object.keys((await replyTo(t, c, 3)).data ?? {}), ['lastActivityTime'], 'only when it was last heard from');
+  t.same(Object.keys((await replyTo(t, c, 3)).data ?? {}), ['active', 'lastActivityTime'], 'only its state');
   t.equal((await replyTo(t, c, 4)).errorCode, 2, 'a TB command type Outpost does not serve');
   await post(dev.token, { ts: 200, values: { t: 2 } });
   t.equal(
