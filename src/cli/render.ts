@@ -68,31 +68,43 @@ export function devicesTable(
   now: EpochMs = Date.now(),
 ): string {
   const headers = ['NAME', 'TYPE', 'CUSTOMER', 'STATE', 'LAST ACTIVITY', 'LAST HOUR'];
-  const cells = rows.map((d) => [
-    d.name,
-    d.type,
-    d.customer ?? '-',
-    stateCell(d, now),
-    d.lastActivityTs === null ? 'never' : localTime(d.lastActivityTs),
-    sparks.get(d.id) ?? '',
-  ]);
+  const cellsOf = (withSince: boolean): string[][] =>
+    rows.map((d) => [
+      d.name,
+      d.type,
+      d.customer ?? '-',
+      stateCell(d, now, withSince),
+      d.lastActivityTs === null ? 'never' : localTime(d.lastActivityTs),
+      sparks.get(d.id) ?? '',
+    ]);
   const width = terminalColumns();
-  const natural = headers.map((h, i) =>
-    Math.max(displayWidth(h), ...cells.map((r) => displayWidth(safeText(r[i] ?? '')))),
-  );
-  const w = (i: number): number => natural[i] as number;
-  // the sparkline and the start of its key
-  const sparkFloor = Math.min(w(5), SPARK_WIDTH + 1 + KEY_KEPT);
-  const floors = [Math.min(w(0), NAME_KEPT), SHOWN_MIN, SHOWN_MIN, w(3), w(4), sparkFloor];
-  const fits = (cols: readonly number[]): boolean =>
-    cols.reduce((sum, i) => sum + Math.min(w(i), floors[i] as number), 0) + 2 * (cols.length - 1) <= width;
-  const all = [0, 1, 2, 3, 4, 5];
-  const cols =
-    natural.reduce((a, b) => a + b, 0) + 10 <= width || fits(all)
-      ? all
-      : fits([0, 1, 3, 4, 5])
-        ? [0, 1, 3, 4, 5]
-        : [0, 3, 4, 5];
+  const layout = (cells: readonly string[][]): { cols: number[]; floors: number[]; fits: boolean } => {
+    const natural = headers.map((h, i) =>
+      Math.max(displayWidth(h), ...cells.map((r) => displayWidth(safeText(r[i] ?? '')))),
+    );
+    const w = (i: number): number => natural[i] as number;
+    // the sparkline and the start of its key
+    const sparkFloor = Math.min(w(5), SPARK_WIDTH + 1 + KEY_KEPT);
+    const floors = [Math.min(w(0), NAME_KEPT), SHOWN_MIN, SHOWN_MIN, w(3), w(4), sparkFloor];
+    const fits = (cols: readonly number[]): boolean =>
+      cols.reduce((sum, i) => sum + Math.min(w(i), floors[i] as number), 0) + 2 * (cols.length - 1) <= width;
+    for (const cols of [
+      [0, 1, 2, 3, 4, 5],
+      [0, 1, 3, 4, 5],
+      [0, 3, 4, 5],
+    ]) {
+      if (fits(cols)) return { cols, floors, fits: true };
+    }
+    return { cols: [0, 3, 4, 5], floors, fits: false };
+  };
+  // on a narrow terminal STATE says active or inactive alone: LAST ACTIVITY beside it says since when
+  let cells = cellsOf(true);
+  let shape = layout(cells);
+  if (!shape.fits) {
+    cells = cellsOf(false);
+    shape = layout(cells);
+  }
+  const { cols, floors } = shape;
   return table(
     cols.map((i) => headers[i] as string),
     cells.map((r) => cols.map((i) => r[i] as string)),
@@ -104,11 +116,11 @@ export function devicesTable(
   );
 }
 
-/** `active 3h 5m` / `inactive 2d 1h`: for how long (docs/cli.md); `-` when not recorded */
-function stateCell(d: DeviceRow, now: EpochMs): string {
+/** `active 3h 5m` / `inactive 2d 1h`: for how long (docs/cli.md), or the word alone; `-` when not recorded */
+function stateCell(d: DeviceRow, now: EpochMs, withSince: boolean): string {
   if (d.active === null) return '-';
   const word = d.active ? 'active' : 'inactive';
-  return d.activeSinceTs === null
+  return d.activeSinceTs === null || !withSince
     ? word
     : `${word} ${duration(Math.max(0, Math.floor((now - d.activeSinceTs) / 1000)))}`;
 }

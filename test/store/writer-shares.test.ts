@@ -3,6 +3,7 @@
  * whose bytes drained the reserve are the paced ones, the light writers' bytes stay within their share of the
  * refill, the memory is bounded, and with every device paced alike the daily total holds as before.
  */
+import '../helpers/sandbox.js';
 import t from 'tap';
 import { FakeClock } from '../helpers/fake-clock.js';
 import { AIM_SHARE, WriteBudget } from '../../src/store/write-budget.js';
