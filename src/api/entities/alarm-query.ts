@@ -13,7 +13,7 @@ import {
   severityRank,
 } from '../../store/alarms.js';
 import type { Page } from '../../store/paging.js';
-import { parseUuid } from './params.js';
+import { parseUuid, requiredInt } from './params.js';
 
 const SEARCH_STATUSES = ['ANY', 'ACTIVE', 'CLEARED', 'ACK', 'UNACK'] as const;
 type SearchStatus = (typeof SEARCH_STATUSES)[number];
@@ -111,17 +111,6 @@ export function v2Filter(q: URLSearchParams): AlarmFilter {
     types: types.length === 0 ? undefined : new Set(types),
     ...common(q),
   };
-}
-
-function requiredInt(q: URLSearchParams, name: string, min: number): number {
-  const raw = q.get(name);
-  if (raw === null || raw === '')
-    throw new OutpostError('BAD_PARAM', `Required request parameter '${name}' is not present`);
-  if (!/^-?\d{1,9}$/.test(raw))
-    throw new OutpostError('BAD_PARAM', `Parameter '${name}' must be an integer, got '${raw}'`);
-  const n = Number(raw);
-  if (n < min) throw new OutpostError('BAD_PARAM', `Parameter '${name}' must be at least ${min}, got ${n}`);
-  return n;
 }
 
 /** TB's PageLink for alarms; without `sortProperty`, newest first (what TB's UI asks for). */

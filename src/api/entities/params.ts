@@ -16,7 +16,8 @@ export function parseUuid(raw: string | null | undefined, what = 'id'): string {
   return raw.toLowerCase();
 }
 
-function requiredInt(q: URLSearchParams, name: string, min: number): number {
+/** A required integer query parameter of at least `min`, with TB's messages. */
+export function requiredInt(q: URLSearchParams, name: string, min: number): number {
   const raw = q.get(name);
   if (raw === null || raw === '')
     throw new OutpostError('BAD_PARAM', `Required request parameter '${name}' is not present`);
