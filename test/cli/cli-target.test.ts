@@ -13,6 +13,21 @@ import { Inbox, mqttClient } from '../helpers/mqtt.js';
 import { type CliResult, MAIN, addDevice, http, startGateway, tempDir, waitLongPoll } from '../helpers/server.js';
 import { failsOneLine, ok } from '../helpers/tech.js';
 import { addUser, authHeaders, login } from '../helpers/users.js';
+import {
+  ACTIVE_KEY,
+  INACTIVITY_ALARM_KEY,
+  LAST_ACTIVITY_KEY,
+  LAST_CONNECT_KEY,
+  LAST_DISCONNECT_KEY,
+} from '../../src/device/state.js';
+
+const STATE_KEYS = new Set([
+  ACTIVE_KEY,
+  LAST_CONNECT_KEY,
+  LAST_DISCONNECT_KEY,
+  LAST_ACTIVITY_KEY,
+  INACTIVITY_ALARM_KEY,
+]);
 
 /** `outpost ARGS` run in `cwd` with `home` as HOME and no OUTPOST_* of the runner's environment */
 function runIn(cwd: string, home: string, args: string[], stdin?: string): Promise<CliResult> {
@@ -196,7 +211,13 @@ t.test('attributes set and delete, local and remote, reach the device as REST wr
       undefined,
       H,
     );
-    return Object.fromEntries(r.json<Array<{ key: string; value: unknown }>>().map((x) => [x.key, x.value]));
+    // what the CLI wrote, without the connectivity state the daemon keeps in SERVER_SCOPE itself
+    return Object.fromEntries(
+      r
+        .json<Array<{ key: string; value: unknown }>>()
+        .filter((x) => !STATE_KEYS.has(x.key))
+        .map((x) => [x.key, x.value]),
+    );
   };
   const mqtt = await mqttClient(t, gw, 'THERMO');
   await mqtt.subscribeAsync('v1/devices/me/attributes', { qos: 1 });
