@@ -7,7 +7,7 @@ import type { HttpContext, Reply } from '../../uws/adapter.js';
 import { jsonText } from '../../uws/adapter.js';
 import { parseAttributes, parseBody } from '../../ingest/payload.js';
 import { deviceAttributesJson, keyList } from '../../device/attributes.js';
-import { authenticateDevice } from './auth.js';
+import { accepted, authenticateDevice } from './auth.js';
 import { holdRequest, pollReply, pollTimeout } from './rpc.js';
 
 /** POST /api/v1/{token}/attributes: a flat object → CLIENT_SCOPE; nulls skipped; 200 empty once on disk. */
@@ -15,6 +15,7 @@ export function postAttributes(s: Services) {
   return async (ctx: HttpContext): Promise<void> => {
     const device = authenticateDevice(s, ctx);
     const entries = parseAttributes(parseBody(await ctx.body()));
+    accepted(s, device);
     await s.attributes.save('DEVICE', device.id, 'CLIENT_SCOPE', entries, s.now());
   };
 }
@@ -26,6 +27,7 @@ export function postAttributes(s: Services) {
 export function getAttributes(s: Services) {
   return (ctx: HttpContext): Reply => {
     const device = authenticateDevice(s, ctx);
+    accepted(s, device);
     return jsonText(
       deviceAttributesJson(
         s.attributes,
@@ -44,8 +46,10 @@ export function getAttributes(s: Services) {
 export function getAttributeUpdates(s: Services) {
   return async (ctx: HttpContext): Promise<Reply> => {
     // Only the id is kept while the poll is held, not the whole device record.
-    const deviceId = authenticateDevice(s, ctx).id;
+    const device = authenticateDevice(s, ctx);
+    const deviceId = device.id;
     const timeout = pollTimeout(ctx, s.config);
+    accepted(s, device);
     const origin = ctx.remoteAddress();
     return pollReply(await holdRequest(ctx, (settle) => s.rpc.waitAttributes(deviceId, timeout, settle, origin)));
   };

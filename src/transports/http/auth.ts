@@ -6,8 +6,8 @@ import type { DeviceRecord } from '../../store/entities.js';
 
 /**
  * docs/api.md: the access token in the path is checked before the body is parsed; unknown → 401, counted and
- * logged with its first characters and the client's address (status/failures.ts); a known one is the device's
- * activity (src/device/state.ts). Call before the first await.
+ * logged with its first characters and the client's address (status/failures.ts). Call before the first await;
+ * the request is the device's activity once it is accepted (`accepted`): bad input changes nothing, its state too.
  */
 export function authenticateDevice(
   s: Pick<Services, 'entities' | 'failures' | 'state'>,
@@ -26,7 +26,13 @@ export function authenticateDevice(
     }
     throw new OutpostError('DEVICE_TOKEN_INVALID');
   }
-  // every request of the device API is activity (HTTP has no session: no connect or disconnect, as TB)
-  s.state?.activity(device.id);
   return device;
+}
+
+/**
+ * A request of the device API that passed its checks is the device's activity (src/device/state.ts; HTTP has no
+ * session: no connect or disconnect, as ThingsBoard). As TB, a body that does not parse is none.
+ */
+export function accepted(s: Pick<Services, 'state'>, device: Pick<DeviceRecord, 'id'>): void {
+  s.state?.activity(device.id);
 }

@@ -10,7 +10,7 @@ import { isJsonObject, stringifyJson } from '../../ingest/json.js';
 import { parseBody } from '../../ingest/payload.js';
 import type { PollHandle, PollOutcome } from '../../rpc/longpoll.js';
 import type { DurationMs } from '../../types.js';
-import { authenticateDevice } from './auth.js';
+import { accepted, authenticateDevice } from './auth.js';
 
 /**
  * docs/api.md: `timeout` in ms; absent or 0 → longPoll.defaultTimeoutMs (60000); capped at maxTimeoutMs
@@ -65,8 +65,10 @@ export function pollReply(o: PollOutcome): Reply {
 export function getRpc(s: Services) {
   return async (ctx: HttpContext): Promise<Reply> => {
     // Only the id is kept while the poll is held, not the whole device record.
-    const deviceId = authenticateDevice(s, ctx).id;
+    const device = authenticateDevice(s, ctx);
+    const deviceId = device.id;
     const timeout = pollTimeout(ctx, s.config);
+    accepted(s, device);
     const origin = ctx.remoteAddress();
     return pollReply(await holdRequest(ctx, (settle) => s.rpc.waitRpc(deviceId, timeout, settle, origin)));
   };
@@ -82,6 +84,7 @@ export function postRpcReply(s: Services) {
       throw new OutpostError('BAD_PARAM', `RPC request id must be an integer, got "${raw}"`);
     }
     const body = await ctx.body();
+    accepted(s, device);
     s.rpc.reply(device.id, Number(raw), body.toString('utf8'));
   };
 }
@@ -92,7 +95,8 @@ export function postRpcReply(s: Services) {
  */
 export function postClientRpc(s: Services) {
   return async (ctx: HttpContext): Promise<Reply> => {
-    const deviceId = authenticateDevice(s, ctx).id;
+    const device = authenticateDevice(s, ctx);
+    const deviceId = device.id;
     const origin = ctx.remoteAddress();
     const json = parseBody(await ctx.body());
     if (!isJsonObject(json))
@@ -100,6 +104,7 @@ export function postClientRpc(s: Services) {
     const method = json['method'];
     if (typeof method !== 'string' || method === '')
       throw new OutpostError('BAD_PAYLOAD', 'RPC request must have a "method" string');
+    accepted(s, device);
     const params = json['params'];
     const paramsJson = params === undefined ? 'null' : stringifyJson(params);
     return pollReply(
