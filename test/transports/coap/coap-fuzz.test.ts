@@ -31,7 +31,7 @@ const admin = await adminHeaders(gw);
 async function alive(c: CoapTestClient): Promise<boolean> {
   // after a flood the daemon may still be committing what it took: the answer waits for that commit (on a shared
   // CI machine, seconds), so the wait is long; a daemon that died or hung still fails it
-  const r = await c.request({ method: 'POST', path: `api/v1/${dev.token}/telemetry`, payload: '{"alive":1}' }, 15_000);
+  const r = await c.request({ method: 'POST', path: `api/v1/${dev.token}/telemetry`, payload: '{"alive":1}' }, 30_000);
   return r.code === '2.01' && gw.proc.exitCode === null;
 }
 
