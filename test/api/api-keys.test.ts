@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import t, { type Test } from 'tap';
 import { type HttpResult, addDevice, cli, cliJson, http, startGateway } from '../helpers/server.js';
 import { addUser, authHeaders, login } from '../helpers/users.js';
+import { waitFor } from '../helpers/wait.js';
 import { WsClient, type WsReply, wsUrl } from '../helpers/ws.js';
 
 interface KeyJson {
@@ -390,14 +391,10 @@ t.test("a deleted user's keys stop at once", async (t) => {
   // then removed with the user's other data, in the background (a bounded wait on the data dir's list)
   const listed = (): Promise<Array<{ id: { id: string } }>> =>
     cliJson<Array<{ id: { id: string } }>>(['apikey', 'list', '--data-dir', gw.dataDir, '--json']);
-  const deadline = Date.now() + 60_000;
-  let left = await listed();
-  while (left.some((x) => x.id.id === k.id.id) && Date.now() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, 200));
-    left = await listed();
-  }
-  t.notOk(
-    left.some((x) => x.id.id === k.id.id),
-    "the deleted user's key is removed from the store",
-  );
+  await waitFor(async () => !(await listed()).some((x) => x.id.id === k.id.id), {
+    timeout: 60_000,
+    interval: 200,
+    message: "the deleted user's key removed from the store",
+  });
+  t.pass("the deleted user's key is removed from the store");
 });

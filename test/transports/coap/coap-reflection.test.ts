@@ -12,6 +12,7 @@ import { type ParsedPacket, parse } from 'coap-packet';
 import t from 'tap';
 import { CoapTestClient, type ReqOpts, coapPort } from '../../helpers/coap.js';
 import { addDevice, startGateway, tempDir } from '../../helpers/server.js';
+import { waitFor } from '../../helpers/wait.js';
 
 const dir = tempDir(t);
 writeFileSync(join(dir, 'c.json'), JSON.stringify({ provision: { key: 'pk', secret: 'ps' } }));
@@ -36,23 +37,26 @@ async function exchange(o: ReqOpts): Promise<{ sent: number; got: number; answer
   const { buf, token } = builder.build(o);
   const from = inbox.length;
   sock.send(buf, port, '127.0.0.1');
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const mine = inbox.slice(from).filter((b) => {
-      const p = parse(b);
-      return p.token.equals(token) || (p.code === '0.00' && p.messageId === parse(buf).messageId);
-    });
-    const answer = mine.map((b) => parse(b)).find((p) => p.code !== '0.00');
-    if (answer !== undefined) return { sent: buf.length, got: mine.reduce((n, b) => n + b.length, 0), answer };
-    if (Date.now() > deadline) throw new Error('no answer');
-    await new Promise<void>((r) => {
-      const timer = setTimeout(r, 200);
-      wake = () => {
-        clearTimeout(timer);
-        r();
-      };
-    });
-  }
+  return waitFor(
+    () => {
+      const mine = inbox.slice(from).filter((b) => {
+        const p = parse(b);
+        return p.token.equals(token) || (p.code === '0.00' && p.messageId === parse(buf).messageId);
+      });
+      const answer = mine.map((b) => parse(b)).find((p) => p.code !== '0.00');
+      return answer !== undefined && { sent: buf.length, got: mine.reduce((n, b) => n + b.length, 0), answer };
+    },
+    {
+      timeout: 10_000,
+      message: "an answer carrying the request's token",
+      wake: (check) => {
+        wake = check;
+        return () => {
+          wake = undefined;
+        };
+      },
+    },
+  );
 }
 
 const provision = (payload: string, extra?: ReqOpts['extra']): ReqOpts => ({
