@@ -21,7 +21,7 @@ import {
 } from '../store/entity-index.js';
 import { NULL_UUID } from '../types.js';
 import type { TimeseriesStore } from '../store/series/interface.js';
-import { type RelationFilter, type RelationStore, type RelationTypeGroup, queryRelations } from '../store/relations.js';
+import { type RelationStore, type RelationsQuery, queryRelations } from '../store/relations.js';
 
 export const KEY_TYPES = [
   'ENTITY_FIELD',
@@ -74,15 +74,7 @@ export type EntityFilter =
       readonly subtypes: string[];
       readonly name: string;
     }
-  | {
-      readonly type: 'relationsQuery';
-      readonly rootId: string;
-      readonly direction: 'FROM' | 'TO';
-      readonly group: RelationTypeGroup;
-      readonly maxLevel: number;
-      readonly fetchLastLevelOnly: boolean;
-      readonly filters: readonly RelationFilter[];
-    };
+  | ({ readonly type: 'relationsQuery' } & RelationsQuery);
 
 export interface EntityQuery {
   readonly filter: EntityFilter;
