@@ -6,6 +6,7 @@ import type { AuthService } from './auth/index.js';
 import type { ProvisionGuard } from './auth/provision-limits.js';
 import type { EventBus } from './bus/index.js';
 import type { Config } from './config/index.js';
+import type { Logger } from './log.js';
 import type { TelemetryIngest } from './ingest/service.js';
 import type { Dictionary } from './store/encoding/dict.js';
 import type { EntityStore } from './store/entities.js';
@@ -22,13 +23,6 @@ import type { FailureLog } from './status/failures.js';
 import type { Metrics } from './status/metrics.js';
 import type { WriteBudget } from './store/write-budget.js';
 import type { DeviceStateService } from './device/state.js';
-
-export interface Logger {
-  info(msg: string): void;
-  warn(msg: string): void;
-  error(msg: string): void;
-  debug(msg: string): void;
-}
 
 export interface Services {
   readonly config: Readonly<Config>;
@@ -66,22 +60,4 @@ export interface Services {
   readonly state?: DeviceStateService;
   /** the clock; tests substitute a fake one */
   readonly now: () => number;
-}
-
-export function makeLogger(level: Config['logLevel']): Logger {
-  const line = (lvl: string, msg: string): void => {
-    process.stderr.write(`${new Date().toISOString()} ${lvl} ${msg}\n`);
-  };
-  return {
-    info: (m) => {
-      if (level !== 'silent') line('info', m);
-    },
-    warn: (m) => {
-      if (level !== 'silent') line('warn', m);
-    },
-    error: (m) => line('error', m),
-    debug: (m) => {
-      if (level === 'debug') line('debug', m);
-    },
-  };
 }

@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { generate, parse } from 'coap-packet';
 import { loadConfig } from '../../src/config/index.js';
-import { makeLogger } from '../../src/context.js';
+import { makeLogger } from '../../src/log.js';
 import { startServer } from '../../src/server.js';
 import { NULL_UUID } from '../../src/types.js';
 import { intArg, median } from './lib.js';

@@ -28,7 +28,7 @@ import { fileURLToPath } from 'node:url';
 import * as uws from 'uWebSockets.js';
 import { hashPassword } from '../../src/auth/password.js';
 import { loadConfig } from '../../src/config/index.js';
-import { makeLogger } from '../../src/context.js';
+import { makeLogger } from '../../src/log.js';
 import { startServer } from '../../src/server.js';
 import type { DownsampleStats } from '../../src/store/background/downsample.js';
 import { rng } from '../../test/helpers/prng.js';

@@ -31,7 +31,7 @@ import { hashPassword } from '../../src/auth/password.js';
 import { EventBus } from '../../src/bus/index.js';
 import { loadConfig } from '../../src/config/index.js';
 import type { Services } from '../../src/context.js';
-import { makeLogger } from '../../src/context.js';
+import { makeLogger } from '../../src/log.js';
 import { OutpostError } from '../../src/errors.js';
 import { type HttpContext, HttpRouter } from '../../src/uws/adapter.js';
 import { TelemetryIngest } from '../../src/ingest/service.js';

@@ -6,7 +6,7 @@
  */
 import { join } from 'node:path';
 import type { Config } from '../config/index.js';
-import type { Logger } from '../context.js';
+import type { Logger } from '../log.js';
 import type { Dictionary } from './encoding/dict.js';
 import type { StoreEnv } from './env.js';
 import type { OutboxRecorder } from './outbox.js';

@@ -6,7 +6,7 @@
  * only (an entry recorded: +, removed, sent, set aside, dropped or discarded: -), so the oldest pending point
  * is always one that is still counted. A device's own backlog (devices.ts `Dev.backlog`) moves with them.
  */
-import type { Logger } from '../context.js';
+import type { Logger } from '../log.js';
 import type { StoreEnv } from '../store/env.js';
 import { COUNTERS_KEY, type FragmentRef, refsMinTs, refsPoints } from '../store/outbox.js';
 

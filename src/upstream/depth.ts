@@ -24,7 +24,7 @@
  * key order a body's worth at a time.
  */
 import type { SyncPorts } from './ports.js';
-import type { Logger } from '../context.js';
+import type { Logger } from '../log.js';
 import type { EntityIdx } from '../store/encoding/codec.js';
 import { decodeValue } from '../store/encoding/codec.js';
 import { type DepthSyncRecorder, depthKey } from '../store/depth.js';

@@ -13,7 +13,7 @@
  *   sent from the log).
  */
 import type { Config } from '../config/index.js';
-import type { Logger } from '../context.js';
+import type { Logger } from '../log.js';
 import type { Dictionary } from '../store/encoding/dict.js';
 import type { EntityStore } from '../store/entities.js';
 import type { StoreEnv } from '../store/env.js';

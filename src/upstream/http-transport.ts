@@ -3,7 +3,7 @@
  * `POST /api/v1/provision`) over keep-alive connections (client.ts). Telemetry goes through the sync thread
  * (thread.ts) while it runs, which also reads the backlog back and encodes it; the rest from the main thread.
  */
-import type { Logger } from '../context.js';
+import type { Logger } from '../log.js';
 import type { StoreEnv } from '../store/env.js';
 import { UpstreamClient } from './client.js';
 import type { EncodeRequest } from './encode.js';

@@ -8,7 +8,7 @@
  * Any 2xx ends the back-off and the count of failures.
  */
 import type { Config } from '../config/index.js';
-import type { Logger } from '../context.js';
+import type { Logger } from '../log.js';
 
 export interface LinkOptions {
   readonly config: Readonly<Pick<Config['sync'], 'retryBaseMs' | 'retryMaxMs' | 'maxPointsPerSec'>>;

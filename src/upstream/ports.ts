@@ -4,7 +4,7 @@
  * books (accounting.ts). No part sees the service itself.
  */
 import type { Config } from '../config/index.js';
-import type { Logger } from '../context.js';
+import type { Logger } from '../log.js';
 import type { Dictionary } from '../store/encoding/dict.js';
 import type { StoreEnv } from '../store/env.js';
 import type { LmdbTimeseriesStore } from '../store/series/store.js';

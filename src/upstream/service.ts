@@ -29,7 +29,7 @@
  * two take turns). A device has at most one request in flight per lane.
  */
 import type { Config } from '../config/index.js';
-import type { Logger } from '../context.js';
+import type { Logger } from '../log.js';
 import { backfill } from './backfill.js';
 import type { Dictionary } from '../store/encoding/dict.js';
 import type { EntityStore } from '../store/entities.js';

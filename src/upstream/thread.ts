@@ -17,7 +17,7 @@
  * row everything is done here, and the log says so.
  */
 import { Worker } from 'node:worker_threads';
-import type { Logger } from '../context.js';
+import type { Logger } from '../log.js';
 import type { StoreEnv } from '../store/env.js';
 import type { UpstreamAnswer, UpstreamClient } from './client.js';
 import { type EncodeRequest, type EncodedGroup, encodeGroup } from './encode.js';

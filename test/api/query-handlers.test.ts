@@ -8,7 +8,8 @@ import { deleteTimeseries, getTimeseriesValues, postTimeseries } from '../../src
 import { AuthService } from '../../src/auth/index.js';
 import { type BusEvents, EventBus } from '../../src/bus/index.js';
 import { loadConfig } from '../../src/config/index.js';
-import { type Services, makeLogger } from '../../src/context.js';
+import type { Services } from '../../src/context.js';
+import { makeLogger } from '../../src/log.js';
 import type { HttpContext, Reply } from '../../src/uws/adapter.js';
 import { TelemetryIngest } from '../../src/ingest/service.js';
 import { EntityStore } from '../../src/store/entities.js';

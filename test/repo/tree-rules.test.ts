@@ -355,6 +355,45 @@ t.test('no issue tags or section numbers in comments of src/, test/ and scripts/
   t.same(found, [], 'comments citing issues or sections (docs/development.md)');
 });
 
+/** The imports of `graph` from a file under one of `from` (folders or files of src/) to one of `to`, as `a → b`. */
+export function importsBetween(
+  graph: ReadonlyMap<string, readonly string[]>,
+  from: readonly string[],
+  to: readonly string[],
+): string[] {
+  const under = (f: string, prefixes: readonly string[]): boolean =>
+    prefixes.some((p) => f === p || f.startsWith(`${p}/`));
+  const out: string[] = [];
+  for (const [f, targets] of graph) {
+    if (!under(f, from)) continue;
+    for (const g of targets) if (under(g, to)) out.push(`${f} → ${g}`);
+  }
+  return out.sort();
+}
+
+t.test('the floors of the store and the upstream (docs/development.md, docs/sync.md)', async (t) => {
+  const files = new Set(SRC);
+  const graph = new Map(SRC.map((f) => [rel(f), relativeImports(f, sources.get(f) as string, files).map(rel)]));
+  t.same(
+    importsBetween(graph, ['src/store', 'src/upstream'], ['src/context.ts']),
+    [],
+    'the store and the upstream take the log from src/log.ts, not the services (context.ts)',
+  );
+  t.same(importsBetween(graph, ['src/log.ts'], ['src']), [], 'src/log.ts imports nothing of src/');
+  t.same(
+    importsBetween(
+      new Map([
+        ['src/store/a.ts', ['src/context.ts', 'src/log.ts']],
+        ['src/storex/b.ts', ['src/context.ts']],
+      ]),
+      ['src/store'],
+      ['src/context.ts'],
+    ),
+    ['src/store/a.ts → src/context.ts'],
+    'an import is found by folder, a folder by its whole name',
+  );
+});
+
 t.test('the checks find what they look for', async (t) => {
   const a = '/r/a.ts';
   const b = '/r/b.ts';

@@ -8,7 +8,7 @@
  */
 import t from 'tap';
 import { EventBus } from '../../src/bus/index.js';
-import type { Logger } from '../../src/context.js';
+import type { Logger } from '../../src/log.js';
 import { RpcBroker } from '../../src/rpc/broker.js';
 import type { PollOutcome } from '../../src/rpc/longpoll.js';
 import { EntityStore } from '../../src/store/entities.js';

@@ -9,7 +9,7 @@ import t from 'tap';
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { Logger } from '../../src/context.js';
+import type { Logger } from '../../src/log.js';
 import { kvDouble, kvLong, kvString } from '../../src/model/kv.js';
 import { Dictionary } from '../../src/store/encoding/dict.js';
 import { type StoreEnv, openStoreEnv } from '../../src/store/env.js';

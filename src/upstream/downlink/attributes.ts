@@ -15,7 +15,7 @@
  * One case TB's answers cannot name: a device whose only attribute upstream (client and shared together) is a
  * shared key this gateway never saw. It is logged and arrives with its next change.
  */
-import type { Logger } from '../../context.js';
+import type { Logger } from '../../log.js';
 import { isJsonObject, type JsonValue } from '../../ingest/json.js';
 import { parseAttributes, parseBody } from '../../ingest/payload.js';
 import { type KvValue, kvEquals } from '../../model/kv.js';

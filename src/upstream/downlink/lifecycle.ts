@@ -5,7 +5,7 @@
  * re-sent until it expires. Each is answered, logged once, and shown in the status; nothing local changes (the
  * upstream does not delete a gateway's data; a renamed device is renamed here by the operator, if at all).
  */
-import type { Logger } from '../../context.js';
+import type { Logger } from '../../log.js';
 import { isJsonObject } from '../../ingest/json.js';
 import { parseBody } from '../../ingest/payload.js';
 import type { StoreEnv } from '../../store/env.js';

@@ -16,7 +16,7 @@
  * - a record's state the store refused (a full disk) is written again every tick until it is taken: the device
  *   gets an RPC a second time only if the daemon stops before the disk has room again.
  */
-import type { Logger } from '../../context.js';
+import type { Logger } from '../../log.js';
 import { isJsonObject, stringifyJson } from '../../ingest/json.js';
 import { parseBody } from '../../ingest/payload.js';
 import type { RpcBroker, RpcOutcome } from '../../rpc/broker.js';

@@ -18,7 +18,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import type { IClientOptions, MqttClient, Packet } from 'mqtt';
-import type { Logger } from '../../context.js';
+import type { Logger } from '../../log.js';
 import { backoffDelayMs } from '../link.js';
 import type { Outcome } from '../transport.js';
 

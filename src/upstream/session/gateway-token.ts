@@ -6,7 +6,7 @@
  */
 import { hostname } from 'node:os';
 import type { Config } from '../../config/index.js';
-import type { Logger } from '../../context.js';
+import type { Logger } from '../../log.js';
 import type { StoreEnv } from '../../store/env.js';
 import { readToken, writeToken } from '../../store/outbox.js';
 import { loadMqtt } from './connection.js';

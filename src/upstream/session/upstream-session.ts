@@ -5,7 +5,7 @@
  * owns the session and the downlink.
  */
 import type { Config } from '../../config/index.js';
-import type { Logger } from '../../context.js';
+import type { Logger } from '../../log.js';
 import type { RpcBroker } from '../../rpc/broker.js';
 import type { AttributeStore } from '../../store/attributes.js';
 import type { EntityStore } from '../../store/entities.js';
