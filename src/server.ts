@@ -36,11 +36,11 @@ import { ProvisionGuard } from './auth/provision-limits.js';
 import { Metrics } from './status/metrics.js';
 import { registerSyncApi } from './api/sync/index.js';
 import { OutboxRecorder } from './store/outbox.js';
+import { LmdbDownlinkStore, LmdbOutbox } from './store/outbox-lmdb.js';
 import { isMqttUrl } from './upstream/session/upstream-session.js';
 import { loadMqtt } from './upstream/session/connection.js';
 import { SyncService } from './upstream/service.js';
 import { SyncRelay } from './upstream/relay.js';
-import { markClientAttributes } from './upstream/attribute-marks.js';
 import { outpostCommand } from './daemon/invocation.js';
 import { lockDataDir } from './daemon/lock.js';
 import { markRunning, markStopped } from './daemon/running-marker.js';
@@ -116,9 +116,11 @@ export async function startServer(
   const dict = new Dictionary(env);
   // upstream sync's bookkeeping goes into the store before its log is replayed, which records it too
   const relay = config.sync.url === '' ? undefined : new SyncRelay();
-  const outbox = relay === undefined ? undefined : new OutboxRecorder(env, relay);
+  const recorder = relay === undefined ? undefined : new OutboxRecorder(env, relay);
+  // what the sync reads and writes of the outbox (the recorder writes each batch's entries itself)
+  const outbox = relay === undefined ? undefined : new LmdbOutbox(env);
   const openedAt = performance.now();
-  const { timeseries, writeBudget } = openTimeseries(config, env, dict, outbox, log);
+  const { timeseries, writeBudget } = openTimeseries(config, env, dict, recorder, log);
   if (uncleanStop) {
     const { records, points } = timeseries.replayed;
     log.warn(
@@ -154,7 +156,7 @@ export async function startServer(
     dict,
     bus,
     Date.now,
-    relay === undefined ? undefined : (id) => markClientAttributes(env, id),
+    outbox === undefined ? undefined : (id) => outbox.mark(id),
   );
   adminAttributes = () => attributes;
   // the one owner of device connectivity (docs/api.md "Device state"); readers see its in-memory times
@@ -174,17 +176,18 @@ export async function startServer(
     log: (m) => log.error(m),
   });
   // before listening: what MQTT.js loads on its first connect would otherwise stall the running event loop
-  if (outbox !== undefined && isMqttUrl(config.sync.url)) await loadMqtt();
+  if (recorder !== undefined && isMqttUrl(config.sync.url)) await loadMqtt();
   const sync =
-    outbox === undefined || relay === undefined
+    outbox === undefined || recorder === undefined || relay === undefined
       ? undefined
       : new SyncService({
-          env,
           dict,
           entities,
           timeseries,
           attributes,
           outbox,
+          downlinkStore: new LmdbDownlinkStore(env),
+          recorder,
           relay,
           rpc,
           config: config.sync,

@@ -24,13 +24,18 @@
  *   ['S', uuid]         → string[]: the device's shared-attribute keys the upstream sent (it owns them)
  *   ['D']               → persisted downlink counters
  *   ['L']               → the last device lifecycle events from the upstream (deleted, renamed)
+ *
+ * The sync sees none of this database: it reads and writes through the `Outbox` port below (and the downlink
+ * through `DownlinkStore`), implemented over LMDB in outbox-lmdb.ts; test/helpers/outbox-port.ts is the suite any
+ * implementation must pass.
  */
 import type { TsKv } from '../model/kv.js';
 import type { EntityIdx, KeyIdx } from './encoding/codec.js';
-import { fragKey, windowStart } from './series/chunks.js';
+import { fragKey, rawHorizonOf, seriesPoints, windowStart } from './series/chunks.js';
 import type { StoreEnv } from './env.js';
 import { decodePoints } from './encoding/gorilla.js';
 import type { SeriesColumn } from '../model/batch.js';
+import type { KvValue } from '../model/kv.js';
 
 /** One fragment a batch wrote: its series key, first and last ts and point count. */
 export interface FragmentRef {
@@ -66,8 +71,9 @@ export const HELD_RANGE: { readonly start: ['h']; readonly end: ['h', number] } 
   end: ['h', Number.MAX_SAFE_INTEGER],
 };
 
+export type SetAsideKey = ['x', number, number];
 /** where the queue entry `key` goes once set aside (refused with 400, or unreadable) */
-export const setAsideKey = (key: QueueKey): ['x', number, number] => ['x', key[1], key[2]];
+export const setAsideKey = (key: QueueKey): SetAsideKey => ['x', key[1], key[2]];
 export const SET_ASIDE_RANGE: { readonly start: ['x']; readonly end: ['x', number] } = {
   start: ['x'],
   end: ['x', Number.MAX_SAFE_INTEGER],
@@ -87,12 +93,7 @@ export interface TokenRecord {
   readonly token: string;
   readonly provisioned: boolean;
 }
-const tokenKey = (deviceId: string): ['t', string] => ['t', deviceId];
-export const readToken = (env: StoreEnv, deviceId: string): TokenRecord | undefined =>
-  env.outbox.get(tokenKey(deviceId)) as TokenRecord | undefined;
-export const writeToken = (env: StoreEnv, deviceId: string, rec: TokenRecord): Promise<boolean> =>
-  env.outbox.put(tokenKey(deviceId), rec);
-export const removeToken = (env: StoreEnv, deviceId: string): Promise<boolean> => env.outbox.remove(tokenKey(deviceId));
+export const tokenKey = (deviceId: string): ['t', string] => ['t', deviceId];
 
 export function encodeRefs(refs: readonly FragmentRef[]): number[] {
   const out: number[] = [];
@@ -164,7 +165,15 @@ export const refsMinTs = (refs: readonly FragmentRef[]): number =>
 
 export type DepthQueueKey = ['d', number, number];
 export const depthQueueKey = (e: EntityIdx, seq: number): DepthQueueKey => ['d', e, seq];
-export const depthSetAsideKey = (e: EntityIdx, seq: number): ['y', number, number] => ['y', e, seq];
+/** every depth entry of entity e (every entity's without one) */
+export const depthQueueRange = (
+  e?: EntityIdx,
+): { readonly start: ['d', number, number?]; readonly end: ['d', number, number?] } =>
+  e === undefined
+    ? { start: ['d', 0], end: ['d', Number.MAX_SAFE_INTEGER] }
+    : { start: ['d', e, 0], end: ['d', e, Number.MAX_SAFE_INTEGER] };
+export type DepthSetAsideKey = ['y', number, number];
+export const depthSetAsideKey = (e: EntityIdx, seq: number): DepthSetAsideKey => ['y', e, seq];
 export const DEPTH_SET_ASIDE_RANGE: { readonly start: ['y']; readonly end: ['y', number] } = {
   start: ['y'],
   end: ['y', Number.MAX_SAFE_INTEGER],
@@ -363,21 +372,183 @@ export class OutboxRecorder {
 /** Where a ref's points were found. */
 export type RefRead = { readonly kind: 'fragment' | 'chunk'; readonly points: TsKv[] } | { readonly kind: 'dropped' };
 
+/** What encoding a group of entries reads back (upstream/encode.ts), all in one snapshot. */
+export interface RefSource {
+  /** the raw horizon of the snapshot the refs are read in (a window below it is gone) */
+  rawHorizonTs(): number;
+  /**
+   * The points of one ref of batch `seq` for entity e: the fragment if still in the head, else the chunk range
+   * [firstTs, lastTs] when its window is still kept, else dropped (retention or the disk budget took it).
+   */
+  read(e: EntityIdx, seq: number, r: FragmentRef, windowMs: number, rawHorizonTs: number): RefRead;
+}
+
+/** The refs of `env` as the encoder reads them (the main thread's environment, or the sync thread's own). */
+export function refSourceOf(env: StoreEnv): RefSource {
+  return {
+    rawHorizonTs: () => rawHorizonOf(env),
+    read(e, seq, r, windowMs, rawHorizonTs) {
+      const frag = env.head.getBinary(fragKey(e, r.k, r.firstTs, seq));
+      if (frag !== undefined) return { kind: 'fragment', points: decodePoints(frag) };
+      if (windowStart(r.lastTs, windowMs) < rawHorizonTs) return { kind: 'dropped' };
+      return { kind: 'chunk', points: [...seriesPoints(env, e, r.k, r.firstTs, r.lastTs + 1, windowMs, false)] };
+    },
+  };
+}
+
+// ---- the ports: what the sync sees of this database -----------------------------------------------------
+
+/** An outbox entry's record of points held for their timestamp: `['h', e, seq]` (docs/sync.md, the clock). */
+export interface HeldRecord {
+  refs: number[];
+  /** future-held points have ts >= this (the clock + 1 day when held) */
+  above: number;
+  /** the smallest future-held ts; null: only points before 2000 are held */
+  futureMin: number | null;
+  /** held points in all (future and before 2000) */
+  held: number;
+  /** of them, before 2000 */
+  pre2000: number;
+}
+
+/** A batch set aside as stored (`['x', seq, e]`): its refs flat, and the upstream's answer. */
+export interface SetAsideRecord {
+  refs: number[];
+  status: number;
+  error: string;
+}
+
+/** A depth batch set aside as stored (`['y', e, seq]`): its points as a depth entry's flat list. */
+export interface DepthSetAsideRecord {
+  points: number[];
+  status: number;
+  error: string | null;
+}
+
+/** The sync's persisted counters (`['c']`), written with every acknowledgement (upstream/counts.ts). */
+export interface SyncCounters {
+  sent: number;
+  dropped: number;
+  droppedFrom: number | null;
+  droppedTo: number | null;
+  setAside: number;
+  notSynced: number;
+  lastSuccessTs: number | null;
+  lastError: string | null;
+  /** when lastError happened (absent in counters written before it was kept) */
+  lastErrorTs?: number | null;
+  /** the upstream these counters last spoke to: an error of another one is not shown */
+  url?: string;
+  /** depth points counted as not synced before depth series were sent (read once, by the depth sender) */
+  depthNotSynced?: number;
+}
+
+/** The depth sender's persisted counters (`['dc']`, upstream/depth.ts). */
+export interface DepthCounters {
+  sent: number;
+  setAside: number;
+  dropped: number;
+  notSynced: number;
+}
+
+/** A range of one table's keys, end excluded; a range reaching past the table ends with the table. */
+export interface OutboxRange {
+  readonly start: readonly (string | number | undefined)[];
+  readonly end: readonly (string | number | undefined)[];
+  readonly limit?: number;
+  readonly reverse?: boolean;
+}
+
+/** One table of the outbox, read: its records in key order. */
+export interface OutboxTable<K, V> {
+  get(key: K): V | undefined;
+  /** keys only: no value is decoded (a scan that skips most of what it reads) */
+  keys(range: OutboxRange): Iterable<K>;
+  entries(range: OutboxRange): Iterable<{ readonly key: K; readonly value: V }>;
+}
+
+/** A put, or (value null) a removal. */
+export interface Change<K, V> {
+  readonly key: K;
+  readonly value: V | null;
+}
+
+/** What one write changes, table by table, each in the order given. */
+export interface OutboxChanges {
+  readonly queue?: ReadonlyArray<Change<QueueKey, number[]>>;
+  readonly held?: ReadonlyArray<Change<HeldKey, HeldRecord>>;
+  readonly setAside?: ReadonlyArray<Change<SetAsideKey, SetAsideRecord>>;
+  readonly depth?: ReadonlyArray<Change<DepthQueueKey, number[]>>;
+  readonly depthSetAside?: ReadonlyArray<Change<DepthSetAsideKey, DepthSetAsideRecord>>;
+  readonly counters?: SyncCounters;
+  readonly depthCounters?: DepthCounters;
+}
+
 /**
- * The points of one ref of batch `seq` for entity e: the fragment if still in the head, else the chunk range
- * [firstTs, lastTs] when its window is still kept, else dropped (retention or the disk budget took it).
+ * The outbox as the uplink sees it: what is left to send (the queue, per batch and device, and depth entries),
+ * what is held or set aside, client-attribute marks, upstream tokens, the counters; and what the sync reads of the
+ * store beside it (fragments still in the head, the windows a new upstream gets, depth values, the refs' points).
+ * Every write of several records is one atomic `write` or `commit`: the uplink opens no transaction.
  */
-export function readRef(
-  env: StoreEnv,
-  e: EntityIdx,
-  seq: number,
-  r: FragmentRef,
-  windowMs: number,
-  rawHorizonTs: number,
-  range: (e: EntityIdx, k: KeyIdx, from: number, to: number) => Iterable<TsKv>,
-): RefRead {
-  const frag = env.head.getBinary(fragKey(e, r.k, r.firstTs, seq));
-  if (frag !== undefined) return { kind: 'fragment', points: decodePoints(frag) };
-  if (windowStart(r.lastTs, windowMs) < rawHorizonTs) return { kind: 'dropped' };
-  return { kind: 'chunk', points: [...range(e, r.k, r.firstTs, r.lastTs + 1)] };
+export interface Outbox {
+  readonly queue: OutboxTable<QueueKey, number[]>;
+  readonly held: OutboxTable<HeldKey, HeldRecord>;
+  readonly setAside: OutboxTable<SetAsideKey, SetAsideRecord>;
+  readonly depth: OutboxTable<DepthQueueKey, number[]>;
+  readonly depthSetAside: OutboxTable<DepthSetAsideKey, DepthSetAsideRecord>;
+  /** a device's client attributes changed: the value is rewritten on every change */
+  readonly marks: OutboxTable<AttributeMarkKey, number>;
+  counters(): Partial<SyncCounters> | undefined;
+  depthCounters(): Partial<DepthCounters> | undefined;
+  /**
+   * Writes `changes` in this event-loop turn: they share the transaction open in it (an ingest batch's, when
+   * called while it commits) or go with the next commit. Resolves once committed.
+   */
+  write(changes: OutboxChanges): Promise<void>;
+  /**
+   * Writes `changes` in one transaction of their own; given as a function, it is called in the transaction (what
+   * it reads, the counters, is as of the commit). Resolves once committed.
+   */
+  commit(changes: OutboxChanges | (() => OutboxChanges)): Promise<void>;
+  /** Marks a device's client attributes as changed (in the turn of the attribute write: its transaction). */
+  mark(deviceId: string): Promise<boolean>;
+  /** Removes a device's mark; with `ifValue`, only when no change rewrote it since (checked in the transaction). */
+  unmark(deviceId: string, ifValue?: number): Promise<void>;
+  token(deviceId: string): TokenRecord | undefined;
+  /** Stores a device's upstream token, on disk when it resolves (a token is stored before it is used). */
+  setToken(deviceId: string, rec: TokenRecord): Promise<void>;
+  removeToken(deviceId: string): Promise<void>;
+  /** Resolves once every write issued before is on disk. */
+  flushed(): Promise<void>;
+  /** The seq the store's next batch takes: every entry recorded so far is below it. */
+  nextSeq(): number;
+  /** Whether the head fragment a ref of batch `seq` of entity e points at is still there (not compacted nor dropped). */
+  hasFragment(e: EntityIdx, seq: number, r: FragmentRef): boolean;
+  /** The least entity index at or after `e` holding telemetry (chunks or head fragments), or undefined. */
+  nextStoredEntity(e: EntityIdx): EntityIdx | undefined;
+  /**
+   * Per chunk window of entity e: its keys and their point counts (chunk + fragments), ascending by window, read
+   * in one snapshot. Fragments of seq `boundary` and up are left out (their own entries carry them).
+   */
+  storedWindows(e: EntityIdx, windowMs: number, boundary: number): Map<number, Map<KeyIdx, number>>;
+  /** The stored value of a depth point, or undefined when it is gone. */
+  depthValue(e: EntityIdx, k: KeyIdx, ds: number): KvValue | undefined;
+  /** The refs' points, read in the main thread (the sync thread opens its own: openRefSource). */
+  readonly refs: RefSource;
+}
+
+/** A key of the downlink's: its first element is uppercase (upstream/downlink/state.ts builds them all). */
+export type DownlinkKey = readonly [string, ...(string | number)[]];
+
+/**
+ * The downlink's persisted state over the same database (upstream/downlink/): its records, under keys of its own,
+ * written one at a time (no write of the downlink spans several records).
+ */
+export interface DownlinkStore {
+  get(key: DownlinkKey): unknown;
+  /** with the next commit: `flushed()` when it must be on disk */
+  put(key: DownlinkKey, value: unknown): Promise<boolean>;
+  remove(key: DownlinkKey): Promise<boolean>;
+  entries(range: OutboxRange): Iterable<{ readonly key: DownlinkKey; readonly value: unknown }>;
+  flushed(): Promise<void>;
 }

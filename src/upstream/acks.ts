@@ -11,10 +11,15 @@
  * that last interval: with the requests in flight, the only duplicates (at-least-once, docs/sync.md).
  */
 import type { Logger } from '../log.js';
-import type { StoreEnv } from '../store/env.js';
-import { COUNTERS_KEY, type QueueKey, heldKey, setAsideKey } from '../store/outbox.js';
+import {
+  type HeldRecord,
+  type Outbox,
+  type QueueKey,
+  type SetAsideRecord,
+  heldKey,
+  setAsideKey,
+} from '../store/outbox.js';
 import type { SyncCounts } from './counts.js';
-import type { HeldRecord } from './encode.js';
 
 /** ms an acknowledgement waits to share its transaction */
 const ACK_DELAY_MS = 250;
@@ -25,7 +30,7 @@ export interface AckOps {
   puts: Array<{ key: QueueKey; value: number[] }>;
   remove: Array<QueueKey>;
   held: Array<{ e: number; seq: number; value: HeldRecord }>;
-  setAside: Array<{ key: QueueKey; value: unknown }>;
+  setAside: Array<{ key: QueueKey; value: SetAsideRecord }>;
 }
 
 export const noOps = (): AckOps => ({ puts: [], remove: [], held: [], setAside: [] });
@@ -46,7 +51,7 @@ export class Acks {
   private ackChain: Promise<void> = Promise.resolve();
 
   constructor(
-    private readonly env: StoreEnv,
+    private readonly outbox: Outbox,
     private readonly counts: SyncCounts,
     private readonly log: Logger,
   ) {}
@@ -84,13 +89,13 @@ export class Acks {
     this.ackTimer = undefined;
     const o = this.pendingOps;
     this.pendingOps = noOps();
-    const ob = this.env.outbox;
-    // one synchronous turn: one transaction
-    for (const p of o.puts) void ob.put(p.key, p.value);
-    for (const k of o.remove) void ob.remove(k);
-    for (const h of o.held) void ob.put(heldKey(h.e, h.seq), h.value);
-    for (const x of o.setAside) void ob.put(setAsideKey(x.key), x.value);
-    const last = ob.put(COUNTERS_KEY, this.counts.persisted());
+    // one synchronous turn: one transaction (the ingest batch's, when it commits now)
+    const last = this.outbox.write({
+      queue: [...o.puts, ...o.remove.map((key) => ({ key, value: null }))],
+      held: o.held.map((h) => ({ key: heldKey(h.e, h.seq), value: h.value })),
+      setAside: o.setAside.map((x) => ({ key: setAsideKey(x.key), value: x.value })),
+      counters: this.counts.persisted(),
+    });
     const done = last
       .then(
         () => undefined,

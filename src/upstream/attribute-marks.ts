@@ -6,18 +6,13 @@
  */
 import type { LmdbAttributeStore } from '../store/attributes.js';
 import type { EntityStore } from '../store/entities.js';
-import type { StoreEnv } from '../store/env.js';
-import { ATTRIBUTE_MARKS, type AttributeMarkKey, attributeMarkKey } from '../store/outbox.js';
+import { ATTRIBUTE_MARKS, type Outbox } from '../store/outbox.js';
 import type { SyncPorts } from './ports.js';
 import { wireValue } from './wire.js';
 
-/** Marks a device's client attributes as changed (LmdbAttributeStore's sync listener, in the write's turn). */
-export const markClientAttributes = (env: StoreEnv, deviceId: string): Promise<boolean> =>
-  env.outbox.put(attributeMarkKey(deviceId), Math.random());
-
 /** The devices whose client attributes wait to go up (at most `limit`). */
-export function* markedDevices(env: StoreEnv, limit: number): IterableIterator<string> {
-  for (const { key } of env.outbox.getRange({ ...ATTRIBUTE_MARKS, limit })) yield (key as AttributeMarkKey)[1];
+export function* markedDevices(outbox: Outbox, limit: number): IterableIterator<string> {
+  for (const key of outbox.marks.keys({ ...ATTRIBUTE_MARKS, limit })) yield key[1];
 }
 
 export class AttributeSender {
@@ -33,16 +28,15 @@ export class AttributeSender {
   send(): number {
     if (this.busy) return 0;
     const { store, jobs, sender, accounting } = this.ports;
-    const { env, dict } = store;
+    const { outbox, dict } = store;
     const { devices, counts } = accounting;
-    for (const { key, value } of env.outbox.getRange({ ...ATTRIBUTE_MARKS, limit: 64 })) {
-      const mark = key as AttributeMarkKey;
-      const id = mark[1];
+    for (const { key, value } of outbox.marks.entries({ ...ATTRIBUTE_MARKS, limit: 64 })) {
+      const id = key[1];
       const rec = this.entities.device(id);
       const e = dict.entityIdx(id);
       const dev = e === undefined ? undefined : devices.ofEntity(e);
       if (rec === undefined || dev === undefined) {
-        void env.outbox.remove(mark);
+        void outbox.unmark(id);
         continue;
       }
       if (dev.parked !== null) continue;
@@ -59,12 +53,10 @@ export class AttributeSender {
             if (o.kind === 'sent') {
               sender.succeeded();
               // removed only if no change came meanwhile (the marker is rewritten by every change)
-              await env.root.transaction(() => {
-                if (env.outbox.get(mark) === value) void env.outbox.remove(mark);
-              });
+              await outbox.unmark(id, value);
             } else if (o.kind === 'setAside') {
               counts.error(`400 from upstream for the attributes of ${dev.name}`);
-              await env.outbox.remove(mark);
+              await outbox.unmark(id);
             } else {
               sender.failed(dev, token, o);
             }

@@ -8,17 +8,21 @@
  *
  * An entry is pointers, as any outbox entry: per device, a span of chunk windows (at most a day, and about
  * SPAN_POINTS points unless one window holds more), one ref per key over the whole windows. Its seq names no head
- * fragment, so the points are read back through the chunk path (chunk and fragments merged, outbox.ts readRef).
+ * fragment, so the points are read back through the chunk path (chunk and fragments merged, outbox.ts `RefSource`).
  * Counts come from the blocks' headers (no decoding); a point a fragment rewrote on its chunk's ts counts twice.
  * What the SD card pays, once: one key and four numbers per key per span (docs/sync.md has a measured figure:
  * about 1 KiB of outbox per device-day of 5 keys every 10 s). Memory: one entity's windows at a time.
  */
 import type { EntityIdx, KeyIdx } from '../store/encoding/codec.js';
-import { readOrderedI64 } from '../store/encoding/codec.js';
-import { blockCount } from '../store/encoding/gorilla.js';
-import type { StoreEnv } from '../store/env.js';
-import { HELD_RANGE, QUEUE_START, backfillSeq, encodeQueueEntry, queueFrom } from '../store/outbox.js';
-import { windowStart } from '../store/series/chunks.js';
+import {
+  HELD_RANGE,
+  type Outbox,
+  QUEUE_START,
+  backfillSeq,
+  encodeQueueEntry,
+  queueFrom,
+  queueKey,
+} from '../store/outbox.js';
 
 /** points an entry holds about at most: what one job reads back and encodes at once (a few MB) */
 const SPAN_POINTS = 10_000;
@@ -32,63 +36,13 @@ export interface BackfillResult {
   readonly replaced: number;
 }
 
-const entityPrefix = (e: number): Buffer => {
-  const b = Buffer.allocUnsafe(4);
-  b.writeUInt32BE(e, 0);
-  return b;
-};
-
-/** The least entity index at or after `e` holding chunks or head fragments, or undefined. */
-function nextEntity(env: StoreEnv, e: number): number | undefined {
-  let best: number | undefined;
-  for (const db of [env.chunks, env.head]) {
-    for (const key of db.getKeys({ start: entityPrefix(e), limit: 1 })) {
-      const found = (key as Buffer).readUInt32BE(0);
-      if (best === undefined || found < best) best = found;
-    }
-  }
-  return best;
-}
-
-/**
- * Per chunk window of entity e: its keys and their point counts (chunk + fragments), ascending by window. Read
- * in one synchronous turn: one snapshot, so a window compaction folds meanwhile is counted once. Fragments of
- * seq `boundary` and up were written since the sync started: their own entries carry them.
- */
-function entityWindows(
-  env: StoreEnv,
-  e: EntityIdx,
-  windowMs: number,
-  boundary: number,
-): Map<number, Map<KeyIdx, number>> {
-  const windows = new Map<number, Map<KeyIdx, number>>();
-  const add = (k: KeyIdx, ts: number, n: number): void => {
-    const w = windowStart(ts, windowMs);
-    let keys = windows.get(w);
-    if (keys === undefined) windows.set(w, (keys = new Map()));
-    keys.set(k, (keys.get(k) ?? 0) + n);
-  };
-  const range = { start: entityPrefix(e), end: entityPrefix(e + 1) };
-  for (const { key, value } of env.chunks.getRange(range)) {
-    const kb = key as Buffer;
-    add(kb.readUInt32BE(4), readOrderedI64(kb, 8), blockCount(value as Buffer));
-  }
-  for (const { key, value } of env.head.getRange(range)) {
-    const kb = key as Buffer;
-    if (kb.length >= 24 && readOrderedI64(kb, 16) >= boundary) continue;
-    // a 16-byte key is a legacy fragment of one value
-    add(kb.readUInt32BE(4), readOrderedI64(kb, 8), kb.length === 16 ? 1 : blockCount(value as Buffer));
-  }
-  return new Map([...windows].sort((a, b) => a[0] - b[0]));
-}
-
 /**
  * Replaces the queue below `boundary` (and the held records) with entries covering the store's telemetry of
  * every entity `isDevice` accepts. Idempotent: the entries' keys follow from the data, so a run cut short by a
  * stop is redone whole at the next start (the caller records that it ran, with the upstream's url, after).
  */
 export async function backfill(
-  env: StoreEnv,
+  outbox: Outbox,
   windowMs: number,
   boundary: number,
   isDevice: (e: EntityIdx) => boolean,
@@ -96,31 +50,46 @@ export async function backfill(
 ): Promise<BackfillResult> {
   const turn = (): Promise<void> => new Promise((r) => setImmediate(r));
   let replaced = 0;
-  for (const range of [{ start: QUEUE_START, end: queueFrom(boundary) }, HELD_RANGE]) {
-    let last: Promise<boolean> | undefined;
-    for (const key of env.outbox.getKeys(range)) {
-      last = env.outbox.remove(key);
-      if (++replaced % 5000 === 0) await turn();
+  // in turns of 5000 removals, each written with the next commit
+  const removeAll = async <K>(keys: Iterable<K>, write: (batch: K[]) => Promise<void>): Promise<void> => {
+    let batch: K[] = [];
+    let last: Promise<void> | undefined;
+    for (const key of keys) {
+      batch.push(key);
+      if (++replaced % 5000 === 0) {
+        last = write(batch);
+        batch = [];
+        await turn();
+      }
     }
+    if (batch.length > 0) last = write(batch);
     await last;
-  }
+  };
+  await removeAll(outbox.queue.keys({ start: QUEUE_START, end: queueFrom(boundary) }), (b) =>
+    outbox.write({ queue: b.map((key) => ({ key, value: null })) }),
+  );
+  await removeAll(outbox.held.keys(HELD_RANGE), (b) => outbox.write({ held: b.map((key) => ({ key, value: null })) }));
   let entries = 0;
   let points = 0;
-  for (let e = nextEntity(env, 0); e !== undefined && !stopped(); e = nextEntity(env, e + 1)) {
+  for (let e = outbox.nextStoredEntity(0); e !== undefined && !stopped(); e = outbox.nextStoredEntity(e + 1)) {
     if (!isDevice(e)) continue;
-    const windows = entityWindows(env, e, windowMs, boundary);
+    const windows = outbox.storedWindows(e, windowMs, boundary);
     let span = new Map<KeyIdx, { first: number; last: number; n: number }>();
     let spanStart = 0;
     let spanPoints = 0;
-    let last: Promise<boolean> | undefined;
+    let last: Promise<void> | undefined;
     const emit = (): void => {
       if (span.size === 0) return;
       const flat: number[] = [];
       for (const [k, r] of span) flat.push(k, r.first, r.last, r.n);
-      last = env.outbox.put(
-        ['q', backfillSeq(spanStart, windowMs), e],
-        encodeQueueEntry(Number.MIN_SAFE_INTEGER, flat),
-      );
+      last = outbox.write({
+        queue: [
+          {
+            key: queueKey(backfillSeq(spanStart, windowMs), e),
+            value: encodeQueueEntry(Number.MIN_SAFE_INTEGER, flat),
+          },
+        ],
+      });
       entries++;
       points += spanPoints;
       span = new Map();

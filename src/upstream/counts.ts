@@ -7,30 +7,14 @@
  * is always one that is still counted. A device's own backlog (devices.ts `Dev.backlog`) moves with them.
  */
 import type { Logger } from '../log.js';
-import type { StoreEnv } from '../store/env.js';
-import { COUNTERS_KEY, type FragmentRef, refsMinTs, refsPoints } from '../store/outbox.js';
+import { type FragmentRef, type Outbox, type SyncCounters, refsMinTs, refsPoints } from '../store/outbox.js';
 
 const HOUR = 3_600_000;
 const DROP_LOG_MS = 60_000;
 
-/** persisted under COUNTERS_KEY with every acknowledgement (see `persisted`) */
-export interface Counters {
-  sent: number;
-  dropped: number;
-  droppedFrom: number | null;
-  droppedTo: number | null;
-  setAside: number;
-  notSynced: number;
-  lastSuccessTs: number | null;
-  lastError: string | null;
-  /** when lastError happened (absent in counters written before it was kept) */
-  lastErrorTs?: number | null;
-  /** the upstream these counters last spoke to: an error of another one is not shown */
-  url?: string;
-}
-
 export class SyncCounts {
-  readonly counters: Counters;
+  /** persisted with every acknowledgement (see `persisted`) */
+  readonly counters: SyncCounters;
   /** points pending in the outbox (not the log's: lanes/log.ts counts those) */
   private backlogTotal = 0;
   /** hour bucket → pending points whose batch's first ts falls in it, and the smallest such ts */
@@ -58,13 +42,13 @@ export class SyncCounts {
    * marks bring them back, or the points are sent (and counted) again.
    */
   constructor(
-    env: StoreEnv,
+    outbox: Outbox,
     private readonly log: Logger,
     private readonly now: () => number,
     url: string,
     private readonly unappliedSent: () => number,
   ) {
-    const saved = env.outbox.get(COUNTERS_KEY) as Partial<Counters> | undefined;
+    const saved = outbox.counters();
     this.counters = {
       sent: 0,
       dropped: 0,
@@ -93,7 +77,7 @@ export class SyncCounts {
   }
 
   /** The counters as they are written: `sent` without the points whose records are not in LMDB yet. */
-  persisted(): Counters {
+  persisted(): SyncCounters {
     return { ...this.counters, sent: this.counters.sent - this.unappliedSent() };
   }
 

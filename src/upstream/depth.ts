@@ -3,8 +3,8 @@
  * `[{"ds":..,"values":{..}},..]`, where the upstream answers that path (another Outpost, Tempus).
  *
  * The backlog is the store, as for telemetry: each depth write records in its own transaction which points it
- * stored (`['d', e, seq]` in env.outbox, see src/store/outbox.ts, through the DepthSyncRecorder LmdbDepthStore
- * is made with); the values are read back from env.depth when sent, so a point overwritten before it went sends
+ * stored (`['d', e, seq]` in the outbox, see src/store/outbox.ts, through the DepthSyncRecorder LmdbDepthStore
+ * is made with); the values are read back from the depth series (`Outbox.depthValue`) when sent, so a point overwritten before it went sends
  * its newest value, and a point gone (its device deleted) is counted as dropped. An entry leaves the outbox only
  * after a 2xx, in one transaction with the counters; a kill -9 re-sends at most the body in flight.
  *
@@ -26,18 +26,18 @@
 import type { SyncPorts } from './ports.js';
 import type { Logger } from '../log.js';
 import type { EntityIdx } from '../store/encoding/codec.js';
-import { decodeValue } from '../store/encoding/codec.js';
-import { type DepthSyncRecorder, depthKey } from '../store/depth.js';
+import type { DepthSyncRecorder } from '../store/depth.js';
 import type { Dictionary } from '../store/encoding/dict.js';
 import type { EntityStore } from '../store/entities.js';
-import type { StoreEnv } from '../store/env.js';
 import {
-  COUNTERS_KEY,
-  DEPTH_COUNTERS_KEY,
+  type DepthCounters,
   type DepthQueueKey,
+  type DepthSetAsideKey,
+  type Outbox,
   depthEntryPoints,
   DEPTH_SET_ASIDE_RANGE,
   depthQueueKey,
+  depthQueueRange,
   depthSetAsideKey,
 } from '../store/outbox.js';
 import type { Outcome, Transport } from './transport.js';
@@ -94,7 +94,7 @@ export function depthHost(ports: SyncPorts): DepthSyncHost {
 }
 
 export interface DepthSyncDeps {
-  readonly env: StoreEnv;
+  readonly outbox: Outbox;
   readonly dict: Dictionary;
   readonly entities: EntityStore;
   readonly transport: Transport;
@@ -121,13 +121,6 @@ export interface DepthSyncStatus {
   /** depth points not kept for upstream: written while the upstream had no depth endpoint */
   readonly depthNotSyncedPoints: number;
   readonly depthEndpoint: DepthEndpoint;
-}
-
-interface DepthCounters {
-  sent: number;
-  setAside: number;
-  dropped: number;
-  notSynced: number;
 }
 
 /** The part of one outbox entry a body carries. */
@@ -157,13 +150,6 @@ const BODY_ENTRIES = 4096;
 /** entries removed per transaction when counting what cannot go (no endpoint upstream, a deleted device) */
 const SWEEP_PAGE = 1000;
 
-/** A depth batch set aside as stored (`['y', e, seq]`): its points as a depth entry's flat list. */
-interface StoredDepthAside {
-  points: number[];
-  status: number;
-  error: string | null;
-}
-
 /** A depth batch set aside, for the list (set-aside.ts). */
 export interface DepthSetAside {
   readonly e: EntityIdx;
@@ -176,7 +162,7 @@ export interface DepthSetAside {
 }
 
 export class DepthSync implements DepthSyncRecorder {
-  private readonly env: StoreEnv;
+  private readonly outbox: Outbox;
   private readonly host: DepthSyncHost;
   private readonly counters: DepthCounters;
   /** per entity: points in its pending entries */
@@ -194,14 +180,11 @@ export class DepthSync implements DepthSyncRecorder {
   private recordedWhileLoading: Set<string> | undefined = new Set();
 
   constructor(private readonly deps: DepthSyncDeps) {
-    this.env = deps.env;
+    this.outbox = deps.outbox;
     this.host = deps.host;
-    const saved = this.env.outbox.get(DEPTH_COUNTERS_KEY) as Partial<DepthCounters> | undefined;
+    const saved = this.outbox.depthCounters();
     // before depth was sent, its points were counted as not synced in the service's counters
-    const legacy =
-      saved === undefined
-        ? ((this.env.outbox.get(COUNTERS_KEY) as { depthNotSynced?: number } | undefined)?.depthNotSynced ?? 0)
-        : 0;
+    const legacy = saved === undefined ? (this.outbox.counters()?.depthNotSynced ?? 0) : 0;
     this.counters = { sent: 0, setAside: 0, dropped: 0, notSynced: legacy, ...saved };
   }
 
@@ -210,13 +193,13 @@ export class DepthSync implements DepthSyncRecorder {
   record(e: EntityIdx, points: number[], count: number): (committed: boolean) => void {
     if (this.endpoint === 'absent' && this.deps.now() < this.absentUntil) {
       this.counters.notSynced += count;
-      void this.env.outbox.put(DEPTH_COUNTERS_KEY, { ...this.counters }).catch(() => undefined);
+      void this.outbox.write({ depthCounters: { ...this.counters } }).catch(() => undefined);
       return (committed) => {
         if (!committed) this.counters.notSynced -= count;
       };
     }
     const seq = this.nextSeq(e);
-    void this.env.outbox.put(depthQueueKey(e, seq), points).catch(() => undefined);
+    void this.outbox.write({ depth: [{ key: depthQueueKey(e, seq), value: points }] }).catch(() => undefined);
     this.recordedWhileLoading?.add(`${e}:${seq}`);
     return (committed) => {
       if (!committed) return;
@@ -230,15 +213,12 @@ export class DepthSync implements DepthSyncRecorder {
     if (seq === undefined) {
       seq = 0;
       // entries set aside keep their seq: a new entry must not take it either
-      for (const kind of ['d', 'y']) {
-        for (const key of this.env.outbox.getKeys({
-          start: [kind, e, SEQ_MAX],
-          end: [kind, e],
-          reverse: true,
-          limit: 1,
-        })) {
-          seq = Math.max(seq, (key as DepthQueueKey)[2]);
-        }
+      for (const [kind, table] of [
+        ['d', this.outbox.depth],
+        ['y', this.outbox.depthSetAside],
+      ] as const) {
+        for (const key of table.keys({ start: [kind, e, SEQ_MAX], end: [kind, e], reverse: true, limit: 1 }))
+          seq = Math.max(seq, key[2]);
       }
     }
     seq++;
@@ -257,9 +237,9 @@ export class DepthSync implements DepthSyncRecorder {
   /** Counts the pending entries (in bounded steps, yielding), once at start. */
   async load(): Promise<void> {
     let n = 0;
-    for (const { key, value } of this.env.outbox.getRange({ start: ['d', 0], end: ['d', SEQ_MAX] })) {
-      const [, e, seq] = key as DepthQueueKey;
-      if (!this.recordedWhileLoading?.has(`${e}:${seq}`)) this.addPending(e, depthEntryPoints(value as number[]));
+    for (const { key, value } of this.outbox.depth.entries(depthQueueRange())) {
+      const [, e, seq] = key;
+      if (!this.recordedWhileLoading?.has(`${e}:${seq}`)) this.addPending(e, depthEntryPoints(value));
       if (++n % 5000 === 0) await new Promise<void>((r) => setImmediate(r));
       if (this.host.stopped()) return;
     }
@@ -378,7 +358,7 @@ export class DepthSync implements DepthSyncRecorder {
    * one cut between points if need be (a point bigger than that goes alone). Undefined when none is pending.
    */
   private nextBody(e: EntityIdx): Body | undefined {
-    const { dict, env } = this.deps;
+    const { dict, outbox } = this.deps;
     const maxBytes = this.deps.maxBatchBytes;
     const byDepth = new Map<number, string[]>();
     const seen = new Set<string>();
@@ -387,12 +367,7 @@ export class DepthSync implements DepthSyncRecorder {
     let points = 0;
     let dropped = 0;
     let full = false;
-    for (const { key, value } of env.outbox.getRange({
-      start: ['d', e, 0],
-      end: ['d', e, SEQ_MAX],
-      limit: BODY_ENTRIES,
-    })) {
-      const flat = value as number[];
+    for (const { key, value: flat } of outbox.depth.entries({ ...depthQueueRange(e), limit: BODY_ENTRIES })) {
       const covered: number[] = [];
       let count = 0;
       let rest: number[] | null = null;
@@ -403,10 +378,10 @@ export class DepthSync implements DepthSyncRecorder {
         for (let j = 0; j < n; j++) {
           const k = flat[i + 2 + j] as number;
           const name = dict.keyName(k);
-          const stored = name === undefined ? undefined : env.depth.get(depthKey(e, k, ds));
+          const stored = name === undefined ? undefined : outbox.depthValue(e, k, ds);
           let piece = '';
           if (name !== undefined && stored !== undefined && !seen.has(`${k}:${ds}`)) {
-            piece = `${JSON.stringify(name)}:${wireValue(decodeValue(stored))}`;
+            piece = `${JSON.stringify(name)}:${wireValue(stored)}`;
             const els = byDepth.get(ds);
             const add = Buffer.byteLength(piece) + 1 + (els === undefined ? 17 + plainDouble(ds).length : 0);
             if (points > 0 && bytes + add > maxBytes) {
@@ -430,7 +405,7 @@ export class DepthSync implements DepthSyncRecorder {
           for (const k of keys) covered.push(k);
         }
       }
-      if (count > 0) parts.push({ key: key as DepthQueueKey, covered, rest, count });
+      if (count > 0) parts.push({ key, covered, rest, count });
       if (full) break;
     }
     if (parts.length === 0) return undefined;
@@ -443,26 +418,22 @@ export class DepthSync implements DepthSyncRecorder {
 
   /** Removes (or cuts) the entries a body covered, in one transaction with the counters. */
   private async acknowledge(e: EntityIdx, body: Body, as: 'sent' | 'setAside', error: string | null): Promise<void> {
-    const ob = this.env.outbox;
-    for (const p of body.parts) {
-      if (p.rest === null) void ob.remove(p.key);
-      else void ob.put(p.key, p.rest);
-      if (as === 'setAside') {
-        const aside = depthSetAsideKey(e, p.key[2]);
-        const prev = ob.get(aside) as { points: number[] } | undefined;
-        void ob.put(aside, {
-          points: prev === undefined ? p.covered : [...prev.points, ...p.covered],
-          status: 400,
-          error,
-        });
-      }
-    }
+    const aside =
+      as === 'setAside'
+        ? body.parts.map((p) => {
+            const key = depthSetAsideKey(e, p.key[2]);
+            const prev = this.outbox.depthSetAside.get(key);
+            const points = prev === undefined ? p.covered : [...prev.points, ...p.covered];
+            return { key, value: { points, status: 400, error } };
+          })
+        : [];
+    const depth = body.parts.map((p) => ({ key: p.key, value: p.rest }));
     if (as === 'sent') this.counters.sent += body.points;
     else this.counters.setAside += body.points;
     this.counters.dropped += body.dropped;
     // counted with the counters, so the status never shows a point both sent and pending
     this.addPending(e, -body.parts.reduce((s, p) => s + p.count, 0));
-    await ob.put(DEPTH_COUNTERS_KEY, { ...this.counters });
+    await this.outbox.write({ depth, depthSetAside: aside, depthCounters: { ...this.counters } });
   }
 
   /** The upstream answered 404 on the depth path: no such endpoint there, or the token refused (an empty telemetry post tells). */
@@ -496,9 +467,7 @@ export class DepthSync implements DepthSyncRecorder {
    * entity's as not synced (no endpoint upstream), or entity e's as dropped (its device was deleted).
    */
   private async sweep(e: EntityIdx | undefined): Promise<void> {
-    const ob = this.env.outbox;
-    const start: DepthQueueKey | ['d', number] = e === undefined ? ['d', 0] : ['d', e, 0];
-    const end: DepthQueueKey | ['d', number] = e === undefined ? ['d', SEQ_MAX] : ['d', e, SEQ_MAX];
+    const range = depthQueueRange(e);
     let swept = 0;
     // what is recorded once the endpoint is to be asked again is no longer this sweep's
     while (
@@ -506,19 +475,17 @@ export class DepthSync implements DepthSyncRecorder {
       (e !== undefined || (this.endpoint === 'absent' && this.deps.now() < this.absentUntil))
     ) {
       const page: Array<{ key: DepthQueueKey; n: number }> = [];
-      for (const { key, value } of ob.getRange({ start, end, limit: SWEEP_PAGE })) {
-        page.push({ key: key as DepthQueueKey, n: depthEntryPoints(value as number[]) });
-      }
+      for (const { key, value } of this.outbox.depth.entries({ ...range, limit: SWEEP_PAGE }))
+        page.push({ key, n: depthEntryPoints(value) });
       if (page.length === 0) break;
-      let n = 0;
-      for (const p of page) {
-        void ob.remove(p.key);
-        n += p.n;
-      }
+      const n = page.reduce((sum, p) => sum + p.n, 0);
       if (e === undefined) this.counters.notSynced += n;
       else this.counters.dropped += n;
       for (const p of page) this.addPending(p.key[1], -p.n);
-      await ob.put(DEPTH_COUNTERS_KEY, { ...this.counters });
+      await this.outbox.write({
+        depth: page.map((p) => ({ key: p.key, value: null })),
+        depthCounters: { ...this.counters },
+      });
       swept += n;
       await new Promise<void>((r) => setImmediate(r));
     }
@@ -533,9 +500,8 @@ export class DepthSync implements DepthSyncRecorder {
 
   /** The depth batches set aside (a 400 upstream): per entity and seq of the entry they came from. */
   *setAsideBatches(): IterableIterator<DepthSetAside> {
-    for (const { key, value } of this.env.outbox.getRange(DEPTH_SET_ASIDE_RANGE)) {
-      const [, e, seq] = key as ['y', number, number];
-      const v = value as StoredDepthAside;
+    for (const { key, value: v } of this.outbox.depthSetAside.entries(DEPTH_SET_ASIDE_RANGE)) {
+      const [, e, seq] = key;
       let minDs = Number.POSITIVE_INFINITY;
       let maxDs = Number.NEGATIVE_INFINITY;
       for (let i = 0; i + 1 < v.points.length; i += 2 + (v.points[i + 1] as number)) {
@@ -551,24 +517,22 @@ export class DepthSync implements DepthSyncRecorder {
    * entity: the entry it was cut from may still be pending, and in a job's hands.
    */
   async retrySetAside(): Promise<number> {
-    const moved: Array<{ key: ['y', number, number]; e: EntityIdx; seq: number; points: number[]; n: number }> = [];
-    for (const { key, value } of this.env.outbox.getRange(DEPTH_SET_ASIDE_RANGE)) {
-      const k = key as ['y', number, number];
-      const points = (value as StoredDepthAside).points;
-      moved.push({ key: k, e: k[1], seq: this.nextSeq(k[1]), points, n: depthEntryPoints(points) });
+    const moved: Array<{ key: DepthSetAsideKey; e: EntityIdx; seq: number; points: number[]; n: number }> = [];
+    for (const { key, value } of this.outbox.depthSetAside.entries(DEPTH_SET_ASIDE_RANGE)) {
+      const points = value.points;
+      moved.push({ key, e: key[1], seq: this.nextSeq(key[1]), points, n: depthEntryPoints(points) });
     }
     if (moved.length === 0) return 0;
     const n = moved.reduce((sum, m) => sum + m.n, 0);
     this.counters.setAside = Math.max(0, this.counters.setAside - n);
-    const ob = this.env.outbox;
-    await this.env.root.transaction(() => {
-      for (const m of moved) {
-        void ob.remove(m.key);
-        void ob.put(depthQueueKey(m.e, m.seq), m.points);
-        // the start-up count has not reached it yet: it is counted here, not there
-        this.recordedWhileLoading?.add(`${m.e}:${m.seq}`);
-      }
-      void ob.put(DEPTH_COUNTERS_KEY, { ...this.counters });
+    await this.outbox.commit(() => {
+      // the start-up count has not reached them yet: they are counted here, not there
+      for (const m of moved) this.recordedWhileLoading?.add(`${m.e}:${m.seq}`);
+      return {
+        depthSetAside: moved.map((m) => ({ key: m.key, value: null })),
+        depth: moved.map((m) => ({ key: depthQueueKey(m.e, m.seq), value: m.points })),
+        depthCounters: { ...this.counters },
+      };
     });
     for (const m of moved) this.addPending(m.e, m.n);
     this.host.wake();
@@ -577,19 +541,18 @@ export class DepthSync implements DepthSyncRecorder {
 
   /** Forgets every depth batch set aside (its points stay in the store); the points cleared. */
   async clearSetAside(): Promise<number> {
-    const keys: Array<['y', number, number]> = [];
+    const keys: DepthSetAsideKey[] = [];
     let n = 0;
-    for (const { key, value } of this.env.outbox.getRange(DEPTH_SET_ASIDE_RANGE)) {
-      keys.push(key as ['y', number, number]);
-      n += depthEntryPoints((value as StoredDepthAside).points);
+    for (const { key, value } of this.outbox.depthSetAside.entries(DEPTH_SET_ASIDE_RANGE)) {
+      keys.push(key);
+      n += depthEntryPoints(value.points);
     }
     if (keys.length === 0) return 0;
     this.counters.setAside = Math.max(0, this.counters.setAside - n);
-    const ob = this.env.outbox;
-    await this.env.root.transaction(() => {
-      for (const k of keys) void ob.remove(k);
-      void ob.put(DEPTH_COUNTERS_KEY, { ...this.counters });
-    });
+    await this.outbox.commit(() => ({
+      depthSetAside: keys.map((key) => ({ key, value: null })),
+      depthCounters: { ...this.counters },
+    }));
     return n;
   }
 

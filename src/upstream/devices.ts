@@ -3,7 +3,7 @@
  * each device's in-flight flags and pending counts.
  *
  * Invariants:
- * - a token is stored durably (outbox `readToken`/`writeToken`) before it is used, and one provisioning per
+ * - a token is stored durably (`Outbox.setToken`) before it is used, and one provisioning per
  *   device runs at a time (a second request for the same name is refused upstream, which would park it);
  * - a parked device sends nothing until its token changes (the CLI set one) or, with a provision key, its
  *   refused token was removed: `recheckParked` resumes it then. Over the MQTT gateway session a device has no
@@ -16,8 +16,7 @@ import type { Config } from '../config/index.js';
 import type { Logger } from '../log.js';
 import type { Dictionary } from '../store/encoding/dict.js';
 import type { EntityStore } from '../store/entities.js';
-import type { StoreEnv } from '../store/env.js';
-import { readToken, removeToken, writeToken } from '../store/outbox.js';
+import type { Outbox } from '../store/outbox.js';
 import type { SyncCounts } from './counts.js';
 import type { Transport } from './transport.js';
 
@@ -51,7 +50,7 @@ export interface Dev {
 export const PARKED_RETRY_MS = 5 * 60_000;
 
 export interface DevicesOptions {
-  readonly env: StoreEnv;
+  readonly outbox: Outbox;
   readonly dict: Dictionary;
   readonly entities: EntityStore;
   readonly transport: Transport;
@@ -112,7 +111,7 @@ export class Devices {
   async tokenFor(dev: Dev): Promise<string | undefined> {
     // one gateway session carries every device by its name (session/transport.ts): no token of its own
     if (this.o.transport.addressing === 'name') return dev.name;
-    const rec = readToken(this.o.env, dev.id);
+    const rec = this.o.outbox.token(dev.id);
     if (rec !== undefined) return rec.token;
     if (this.o.config.provisionKey === '') {
       this.park(dev, 'no upstream token (outpost device upstream <device> --token T, or sync.provisionKey)');
@@ -139,8 +138,7 @@ export class Devices {
       return undefined;
     }
     this.o.succeeded();
-    await writeToken(this.o.env, dev.id, { token: r.token, provisioned: true });
-    await this.o.env.flushed();
+    await this.o.outbox.setToken(dev.id, { token: r.token, provisioned: true });
     dev.freshlyProvisioned = true;
     this.o.log.info(`sync: provisioned ${dev.name} upstream`);
     return r.token;
@@ -160,7 +158,7 @@ export class Devices {
     }
     if (this.o.config.provisionKey !== '' && !dev.freshlyProvisioned) {
       // the stored token is no longer valid upstream: provision again (once) before parking
-      if (readToken(this.o.env, dev.id)?.token === token) await removeToken(this.o.env, dev.id);
+      if (this.o.outbox.token(dev.id)?.token === token) await this.o.outbox.removeToken(dev.id);
       this.o.log.info(`sync: upstream refused the token of ${dev.name} (${what}); provisioning it again`);
       return;
     }
@@ -186,7 +184,7 @@ export class Devices {
         if (now - dev.parkedAt >= PARKED_RETRY_MS) this.unpark(dev, false);
         continue;
       }
-      const rec = readToken(this.o.env, dev.id);
+      const rec = this.o.outbox.token(dev.id);
       if (rec !== undefined && rec.token !== dev.refusedToken) this.unpark(dev);
       else if (rec === undefined && dev.refusedToken !== undefined && this.o.config.provisionKey !== '')
         this.unpark(dev);

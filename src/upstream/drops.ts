@@ -4,7 +4,6 @@
  * entry stays queued.
  */
 import {
-  COUNTERS_KEY,
   QUEUE_END,
   QUEUE_START,
   type QueueKey,
@@ -12,7 +11,6 @@ import {
   decodeQueueEntry,
   decodeRefs,
   encodeQueueEntry,
-  hasFragment,
   queueFrom,
   refsMinTs,
 } from '../store/outbox.js';
@@ -52,7 +50,7 @@ export class DropSweep {
   /** Resolves true when every entry below the horizon was settled (dropped or kept), false to look again later. */
   private async sweep(horizon: number): Promise<boolean> {
     const { store, accounting } = this.ports;
-    const { env } = store;
+    const { outbox } = store;
     const { counts, devices, acks } = accounting;
     let settled = true;
     const windowMs = store.timeseries.windowMs;
@@ -61,8 +59,7 @@ export class DropSweep {
       const rewrites: Array<{ key: QueueKey; keep: number[] | null }> = [];
       let last: QueueKey | undefined;
       let n = 0;
-      for (const { key, value } of env.outbox.getRange({ start, end: QUEUE_END, limit: 1000 })) {
-        const qk = key as QueueKey;
+      for (const { key: qk, value } of outbox.queue.entries({ start, end: QUEUE_END, limit: 1000 })) {
         last = qk;
         n++;
         const entry = decodeQueueEntry(value);
@@ -80,7 +77,7 @@ export class DropSweep {
         let to = -Infinity;
         for (const r of entry.refs) {
           const below = Math.floor(r.lastTs / windowMs) * windowMs < horizon;
-          const gone = below && !hasFragment(env, qk[2], qk[1], r);
+          const gone = below && !outbox.hasFragment(qk[2], qk[1], r);
           if (below && !gone) settled = false;
           if (gone) {
             dropped += r.n;
@@ -95,13 +92,9 @@ export class DropSweep {
         rewrites.push({ key: qk, keep: keep.length > 0 ? encodeQueueEntry(entry.fromTs, keep) : null });
       }
       if (rewrites.length > 0) {
-        const counters = counts.persisted();
-        await env.root.transaction(() => {
-          for (const r of rewrites) {
-            if (r.keep === null) void env.outbox.remove(r.key);
-            else void env.outbox.put(r.key, r.keep);
-          }
-          void env.outbox.put(COUNTERS_KEY, counters);
+        await outbox.commit({
+          queue: rewrites.map((r) => ({ key: r.key, value: r.keep })),
+          counters: counts.persisted(),
         });
       }
       if (last === undefined || n < 1000 || this.ports.jobs.stopped()) break;

@@ -1,28 +1,12 @@
 /**
  * A group of outbox entries of one device, read back from the store and encoded as telemetry bodies: the CPU
- * part of sending the backlog. It needs only the LMDB environment and plain data, so the same function runs in
- * the sync thread (thread-worker.ts) and, as a fallback, in the main thread (thread.ts).
+ * part of sending the backlog. It needs only the refs' points (`RefSource`: the store's) and plain data, so the same
+ * function runs in the sync thread (thread-worker.ts) and, as a fallback, in the main thread (thread.ts).
  */
-import { rawHorizonOf, seriesPoints } from '../store/series/chunks.js';
 import type { EntityIdx, KeyIdx } from '../store/encoding/codec.js';
-import type { StoreEnv } from '../store/env.js';
-import type { TsKv } from '../model/kv.js';
-import { type FragmentRef, readRef } from '../store/outbox.js';
+import type { FragmentRef, HeldRecord, RefSource } from '../store/outbox.js';
 import { MIN_SENDABLE_TS } from './clock.js';
 import { type WirePoint, wireBodies, wirePoints } from './wire.js';
-
-/** An outbox entry's record of points held for their timestamp: `['h', e, seq]` (docs/sync.md, the clock). */
-export interface HeldRecord {
-  refs: number[];
-  /** future-held points have ts >= this (the clock + 1 day when held) */
-  above: number;
-  /** the smallest future-held ts; null: only points before 2000 are held */
-  futureMin: number | null;
-  /** held points in all (future and before 2000) */
-  held: number;
-  /** of them, before 2000 */
-  pre2000: number;
-}
 
 export interface GroupEntry {
   readonly seq: number;
@@ -64,14 +48,12 @@ export interface EncodedGroup {
 
 const utf8 = new TextEncoder();
 
-export function encodeGroup(env: StoreEnv, req: EncodeRequest): EncodedGroup {
+export function encodeGroup(refs: RefSource, req: EncodeRequest): EncodedGroup {
   // read in the snapshot the fragments and chunks are read in (not passed from the main thread, whose value
   // may be older than this snapshot: a chunk retention removed meanwhile would read as empty, not dropped)
-  const horizonTs = rawHorizonOf(env);
+  const horizonTs = refs.rawHorizonTs();
   const points: WirePoint[] = [];
   const held: Array<{ seq: number; value: HeldRecord }> = [];
-  const range = (e: EntityIdx, k: KeyIdx, from: number, to: number): Iterable<TsKv> =>
-    seriesPoints(env, e, k, from, to, req.windowMs, false);
   let dropped = 0;
   let droppedFrom = Infinity;
   let droppedTo = -Infinity;
@@ -82,7 +64,7 @@ export function encodeGroup(env: StoreEnv, req: EncodeRequest): EncodedGroup {
     let futureMin = Infinity;
     for (const r of entry.refs) {
       const keyName = req.keyNames.get(r.k);
-      const got = keyName === undefined ? undefined : readRef(env, req.e, entry.seq, r, req.windowMs, horizonTs, range);
+      const got = keyName === undefined ? undefined : refs.read(req.e, entry.seq, r, req.windowMs, horizonTs);
       if (got === undefined || got.kind === 'dropped') {
         dropped += r.n;
         droppedFrom = Math.min(droppedFrom, r.firstTs);

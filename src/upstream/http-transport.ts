@@ -4,7 +4,7 @@
  * (thread.ts) while it runs, which also reads the backlog back and encodes it; the rest from the main thread.
  */
 import type { Logger } from '../log.js';
-import type { StoreEnv } from '../store/env.js';
+import type { RefSource } from '../store/outbox.js';
 import { UpstreamClient } from './client.js';
 import type { EncodeRequest } from './encode.js';
 import { type ReadyGroup, SyncThread } from './thread.js';
@@ -12,7 +12,8 @@ import type { ThreadSetup } from './thread-worker.js';
 import { type Outcome, type ProvisionResult, type Transport, classify } from './transport.js';
 
 export interface HttpTransportOptions {
-  readonly env: StoreEnv;
+  /** the refs' points as the main thread reads them (the sync thread's fallback) */
+  readonly refs: RefSource;
   readonly url: string;
   readonly concurrency: number;
   readonly requestTimeoutMs: number;
@@ -37,7 +38,7 @@ export class HttpTransport implements Transport {
     this.maxBatchBytes = o.maxBatchBytes;
     this.client = new UpstreamClient(o.url, o.concurrency, o.requestTimeoutMs);
     this.thread = new SyncThread({
-      env: o.env,
+      refs: o.refs,
       client: this.client,
       log: o.log,
       thread: o.encoderThread,

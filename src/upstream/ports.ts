@@ -6,7 +6,7 @@
 import type { Config } from '../config/index.js';
 import type { Logger } from '../log.js';
 import type { Dictionary } from '../store/encoding/dict.js';
-import type { StoreEnv } from '../store/env.js';
+import type { Outbox } from '../store/outbox.js';
 import type { LmdbTimeseriesStore } from '../store/series/store.js';
 import type { Accounting } from './accounting.js';
 import type { Jobs } from './jobs.js';
@@ -14,7 +14,7 @@ import type { Sender } from './sender.js';
 
 /** The store as the sync reads and writes it. */
 export interface StorePort {
-  readonly env: StoreEnv;
+  readonly outbox: Outbox;
   readonly dict: Dictionary;
   readonly timeseries: LmdbTimeseriesStore;
 }

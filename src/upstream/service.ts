@@ -33,10 +33,10 @@ import type { Logger } from '../log.js';
 import { backfill } from './backfill.js';
 import type { Dictionary } from '../store/encoding/dict.js';
 import type { EntityStore } from '../store/entities.js';
-import type { StoreEnv } from '../store/env.js';
 import {
-  COUNTERS_KEY,
+  type DownlinkStore,
   type FragmentRef,
+  type Outbox,
   type OutboxListener,
   type OutboxRecorder,
   type QueueKey,
@@ -106,7 +106,9 @@ const CHECK_PARKED_MS = 2_000;
 const HELD_RECHECK_MS = 30_000;
 
 export interface SyncDeps {
-  readonly env: StoreEnv;
+  /** the outbox the sync reads and writes (store/outbox.ts), and the downlink's state beside it */
+  readonly outbox: Outbox;
+  readonly downlinkStore: DownlinkStore;
   readonly dict: Dictionary;
   readonly entities: EntityStore;
   readonly timeseries: LmdbTimeseriesStore;
@@ -114,18 +116,18 @@ export interface SyncDeps {
   /** local devices' listeners and RPC (the MQTT gateway session announces the devices listening, delivers RPC) */
   readonly rpc: RpcBroker;
   /** the recorder the timeseries store was opened with (so the log's replay at start is recorded too) */
-  readonly outbox: OutboxRecorder;
+  readonly recorder: OutboxRecorder;
   /** what the recorder and the depth store were given at construction: the service attaches to it */
   readonly relay: SyncRelay;
   readonly config: Readonly<Config['sync']>;
-  /** what the sync thread opens: `env`'s data dir and map size (thread.ts) */
+  /** what the sync thread opens: the store's data dir and map size (thread.ts) */
   readonly threadSetup: Pick<ThreadSetup, 'dataDir' | 'mapSizeBytes'>;
   readonly log: Logger;
   readonly now?: () => number;
 }
 
 export class SyncService implements SyncStatusSource {
-  readonly env: StoreEnv;
+  readonly outbox: Outbox;
   readonly cfg: Readonly<Config['sync']>;
   readonly log: Logger;
   readonly now: () => number;
@@ -155,15 +157,16 @@ export class SyncService implements SyncStatusSource {
   private ready: Promise<void> | undefined;
 
   constructor(deps: SyncDeps) {
-    this.env = deps.env;
+    this.outbox = deps.outbox;
     this.cfg = deps.config;
     this.log = deps.log;
     this.now = deps.now ?? Date.now;
     this.timeseries = deps.timeseries;
-    this.recorder = deps.outbox;
+    this.recorder = deps.recorder;
     this.gateway = isMqttUrl(this.cfg.url)
       ? new UpstreamSession({
-          env: this.env,
+          outbox: this.outbox,
+          downlinkStore: deps.downlinkStore,
           config: this.cfg,
           log: this.log,
           now: this.now,
@@ -188,7 +191,7 @@ export class SyncService implements SyncStatusSource {
     this.transport =
       this.gateway?.transport ??
       new HttpTransport({
-        env: this.env,
+        refs: this.outbox.refs,
         url: this.cfg.url,
         concurrency: this.cfg.concurrency,
         requestTimeoutMs: this.cfg.requestTimeoutMs,
@@ -197,8 +200,14 @@ export class SyncService implements SyncStatusSource {
         log: this.log,
         maxBatchBytes: this.cfg.maxBatchBytes,
       });
-    this.counts = new SyncCounts(this.env, this.log, this.now, this.cfg.url, () => this.recorder.sentPointsUnapplied);
-    this.acks = new Acks(this.env, this.counts, this.log);
+    this.counts = new SyncCounts(
+      this.outbox,
+      this.log,
+      this.now,
+      this.cfg.url,
+      () => this.recorder.sentPointsUnapplied,
+    );
+    this.acks = new Acks(this.outbox, this.counts, this.log);
     this.link = new Link({
       config: this.cfg,
       url: this.transport.url,
@@ -221,7 +230,7 @@ export class SyncService implements SyncStatusSource {
       refused: (dev, token, what) => void this.devices.refused(dev, token, what),
     });
     this.devices = new Devices({
-      env: this.env,
+      outbox: this.outbox,
       dict: deps.dict,
       entities: deps.entities,
       transport: this.transport,
@@ -242,12 +251,12 @@ export class SyncService implements SyncStatusSource {
     this.accounting = new Accounting(this.counts, this.devices, this.acks);
     // Batches already recorded are the backlog; everything written from now on is live (headSeq is reserved
     // past every seq used so far, see LmdbTimeseriesStore.nextSeq).
-    const boundary = (this.env.meta.get('headSeq') as number | undefined) ?? 1;
+    const boundary = this.outbox.nextSeq();
     const ports: SyncPorts = {
       cfg: this.cfg,
       log: this.log,
       now: this.now,
-      store: { env: this.env, dict: deps.dict, timeseries: this.timeseries },
+      store: { outbox: this.outbox, dict: deps.dict, timeseries: this.timeseries },
       jobs: this.jobs,
       sender: this.sender,
       accounting: this.accounting,
@@ -255,7 +264,7 @@ export class SyncService implements SyncStatusSource {
     this.lanes = new OutboxLanes(ports, this.recorder, boundary, (key, value) => this.discardNotDevice(key, value));
     this.logLane = new LogLane(ports, this.recorder);
     this.depthSync = new DepthSync({
-      env: this.env,
+      outbox: this.outbox,
       dict: deps.dict,
       entities: deps.entities,
       transport: this.transport,
@@ -267,7 +276,7 @@ export class SyncService implements SyncStatusSource {
     });
     deps.relay.attach(this.outboxListener(), this.depthSync);
     this.setAside = new SetAside({
-      env: this.env,
+      outbox: this.outbox,
       dict: deps.dict,
       entities: deps.entities,
       counts: this.counts,
@@ -303,7 +312,7 @@ export class SyncService implements SyncStatusSource {
       // points sent from the log are counted on disk by the apply that puts their records into LMDB, in its
       // transaction
       sentApplied: () => {
-        void this.env.outbox.put(COUNTERS_KEY, this.counts.persisted());
+        void this.outbox.write({ counters: this.counts.persisted() });
         return true;
       },
     };
@@ -350,7 +359,7 @@ export class SyncService implements SyncStatusSource {
   /** Devices with points or attributes waiting to go up. */
   private *pendingDevices(): IterableIterator<string> {
     for (const d of this.devices.all()) if (d.backlog > 0 || d.logged > 0) yield d.id;
-    yield* markedDevices(this.env, 1000);
+    yield* markedDevices(this.outbox, 1000);
   }
 
   // ---- bookkeeping -------------------------------------------------------------------------------------
@@ -365,9 +374,9 @@ export class SyncService implements SyncStatusSource {
     try {
       if (this.cfg.backfill) {
         // the log's points replayed at open are in LMDB before the store is read
-        await this.env.flushed();
+        await this.outbox.flushed();
         const r = await backfill(
-          this.env,
+          this.outbox,
           this.timeseries.windowMs,
           this.lanes.boundary,
           (e) => this.devices.ofEntity(e) !== undefined,
@@ -380,7 +389,7 @@ export class SyncService implements SyncStatusSource {
           );
       }
       // with sync.backfill false too: the upstream is this data dir's from now on, whatever the switch says later
-      await this.env.outbox.put(COUNTERS_KEY, this.counts.persisted());
+      await this.outbox.write({ counters: this.counts.persisted() });
     } catch (err) {
       // the sync goes on with what was queued; the next start queues the history again
       this.log.error(`sync: queueing the stored history for ${this.cfg.url} failed: ${(err as Error).message}`);
@@ -392,11 +401,11 @@ export class SyncService implements SyncStatusSource {
     let n = 0;
     // summed straight from the flat arrays: no ref objects for a backlog of millions (RssAnon, BENCHMARKS.md)
     const perEntity = new Map<number, number>();
-    for (const { key, value } of this.env.outbox.getRange({
+    for (const { key, value } of this.outbox.queue.entries({
       start: QUEUE_START,
       end: queueFrom(this.lanes.boundary),
     })) {
-      const e = (key as QueueKey)[2];
+      const e = key[2];
       const { points, minTs } = queueEntryTotals(value);
       perEntity.set(e, (perEntity.get(e) ?? 0) + points);
       this.counts.queuedFlat(points, minTs, 1);

@@ -6,11 +6,11 @@
  */
 import type { Dictionary } from '../store/encoding/dict.js';
 import type { EntityStore } from '../store/entities.js';
-import type { StoreEnv } from '../store/env.js';
 import {
-  COUNTERS_KEY,
   type FragmentRef,
+  type Outbox,
   SET_ASIDE_RANGE as RANGE,
+  type SetAsideKey,
   decodeRefs,
   queueKey,
   refsMinTs,
@@ -22,14 +22,8 @@ import type { SetAsideAdmin, SetAsideBatch } from './status.js';
 
 export type { SetAsideAdmin, SetAsideBatch } from './status.js';
 
-interface Stored {
-  refs: number[];
-  status: number;
-  error: string;
-}
-
 export interface SetAsideHost {
-  readonly env: StoreEnv;
+  readonly outbox: Outbox;
   readonly dict: Dictionary;
   readonly entities: EntityStore;
   readonly counts: SyncCounts;
@@ -44,11 +38,10 @@ export class SetAside implements SetAsideAdmin {
   list(limit: number): { batches: SetAsideBatch[]; total: number } {
     const batches: SetAsideBatch[] = [];
     let total = 0;
-    for (const { key, value } of this.h.env.outbox.getRange(RANGE)) {
+    for (const { key, value: v } of this.h.outbox.setAside.entries(RANGE)) {
       total++;
       if (batches.length >= limit) continue;
-      const [, seq, e] = key as ['x', number, number];
-      const v = value as Stored;
+      const [, seq, e] = key;
       const refs = decodeRefs(v.refs);
       batches.push({
         kind: 'telemetry',
@@ -89,43 +82,39 @@ export class SetAside implements SetAsideAdmin {
   }
 
   async retry(): Promise<number> {
-    const moved: Array<{ key: ['x', number, number]; e: number; seq: number; v: Stored; refs: FragmentRef[] }> = [];
-    for (const { key, value } of this.h.env.outbox.getRange(RANGE)) {
-      const k = key as ['x', number, number];
-      const v = value as Stored;
-      moved.push({ key: k, seq: k[1], e: k[2], v, refs: decodeRefs(v.refs) });
+    const moved: Array<{ key: SetAsideKey; e: number; seq: number; flat: number[]; refs: FragmentRef[] }> = [];
+    for (const { key, value: v } of this.h.outbox.setAside.entries(RANGE)) {
+      moved.push({ key, seq: key[1], e: key[2], flat: v.refs, refs: decodeRefs(v.refs) });
     }
     const depth = await this.h.depth.retrySetAside();
     if (moved.length === 0) return depth;
     const points = moved.reduce((s, m) => s + refsPoints(m.refs), 0);
     const c = this.h.counts.counters;
     c.setAside = Math.max(0, c.setAside - points);
-    await this.h.env.root.transaction(() => {
-      for (const m of moved) {
-        void this.h.env.outbox.remove(m.key);
-        void this.h.env.outbox.put(queueKey(m.seq, m.e), m.v.refs);
-      }
-      void this.h.env.outbox.put(COUNTERS_KEY, this.h.counts.persisted());
-    });
+    await this.h.outbox.commit(() => ({
+      setAside: moved.map((m) => ({ key: m.key, value: null })),
+      queue: moved.map((m) => ({ key: queueKey(m.seq, m.e), value: m.flat })),
+      counters: this.h.counts.persisted(),
+    }));
     this.h.requeued(moved.map((m) => ({ e: m.e, refs: m.refs })));
     return points + depth;
   }
 
   async clear(): Promise<number> {
-    const keys: Array<['x', number, number]> = [];
+    const keys: SetAsideKey[] = [];
     let points = 0;
-    for (const { key, value } of this.h.env.outbox.getRange(RANGE)) {
-      keys.push(key as ['x', number, number]);
-      points += refsPoints(decodeRefs((value as Stored).refs));
+    for (const { key, value } of this.h.outbox.setAside.entries(RANGE)) {
+      keys.push(key);
+      points += refsPoints(decodeRefs(value.refs));
     }
     const depth = await this.h.depth.clearSetAside();
     if (keys.length === 0) return depth;
     const c = this.h.counts.counters;
     c.setAside = Math.max(0, c.setAside - points);
-    await this.h.env.root.transaction(() => {
-      for (const k of keys) void this.h.env.outbox.remove(k);
-      void this.h.env.outbox.put(COUNTERS_KEY, this.h.counts.persisted());
-    });
+    await this.h.outbox.commit(() => ({
+      setAside: keys.map((key) => ({ key, value: null })),
+      counters: this.h.counts.persisted(),
+    }));
     return points + depth;
   }
 }

@@ -7,7 +7,7 @@
 import { readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
-import { type StoreEnv, openStoreEnv } from '../store/env.js';
+import { openRefSource } from '../store/outbox-lmdb.js';
 import { type UpstreamAnswer, UpstreamClient } from './client.js';
 import { type EncodeRequest, type EncodedGroup, encodeGroup } from './encode.js';
 
@@ -45,15 +45,6 @@ export type ThreadReply =
   | { readonly id: number; readonly answer: UpstreamAnswer };
 
 /**
- * lmdb-js keeps a thread's read transaction until a timer of its own resets it, and a request can come before
- * that timer: without a fresh one, this thread would read a snapshot older than the commit that recorded the
- * entries it was asked for (test/upstream/sync-thread.test.ts). `resetReadTxn` is lmdb-js API its typings leave out.
- */
-function freshSnapshot(env: StoreEnv): void {
-  (env.root as unknown as { resetReadTxn(): void }).resetReadTxn();
-}
-
-/**
  * Ingest first: this thread alone goes to nice 10 (Linux keeps a nice value per thread; /proc/thread-self names
  * this one), so on busy cores the main thread's device posts run before it. Elsewhere it keeps the process's.
  */
@@ -67,12 +58,7 @@ function lowerPriority(): void {
 
 function serve(port: NonNullable<typeof parentPort>, setup: ThreadSetup): void {
   lowerPriority();
-  const env = openStoreEnv({
-    dataDir: setup.dataDir,
-    mapSizeBytes: setup.mapSizeBytes,
-    readOnly: true,
-    otherThread: true,
-  });
+  const refs = openRefSource({ dataDir: setup.dataDir, mapSizeBytes: setup.mapSizeBytes });
   let client = new UpstreamClient(setup.url, setup.concurrency, setup.requestTimeoutMs);
   /** bodies encoded and not posted yet, by the id of the request that encoded them */
   const stashes = new Map<number, Array<Uint8Array | undefined>>();
@@ -81,7 +67,7 @@ function serve(port: NonNullable<typeof parentPort>, setup: ThreadSetup): void {
   const reply = (m: ThreadReply): void => port.postMessage(m);
   const finishClose = (): void => {
     client.close();
-    void env.close().finally(() => port.close());
+    void refs.close().finally(() => port.close());
   };
   const post = (id: number, path: string, body: Uint8Array | undefined): void => {
     if (body === undefined) {
@@ -126,8 +112,11 @@ function serve(port: NonNullable<typeof parentPort>, setup: ThreadSetup): void {
       return;
     }
     try {
-      freshSnapshot(env);
-      const group = encodeGroup(env, m.encode);
+      // lmdb-js keeps a thread's read transaction until a timer of its own resets it, and a request can come
+      // before that timer: without a fresh one, this thread would read a snapshot older than the commit that
+      // recorded the entries it was asked for (test/upstream/sync-thread.test.ts)
+      refs.fresh();
+      const group = encodeGroup(refs, m.encode);
       const summary: GroupSummary = {
         ...group,
         bodies: group.bodies.map((b) => ({ points: b.points, lastTs: b.lastTs, bytes: b.body.byteLength })),

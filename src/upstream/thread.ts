@@ -18,14 +18,14 @@
  */
 import { Worker } from 'node:worker_threads';
 import type { Logger } from '../log.js';
-import type { StoreEnv } from '../store/env.js';
+import type { RefSource } from '../store/outbox.js';
 import type { UpstreamAnswer, UpstreamClient } from './client.js';
 import { type EncodeRequest, type EncodedGroup, encodeGroup } from './encode.js';
 import type { GroupSummary, ThreadReply, ThreadRequest, ThreadSetup } from './thread-worker.js';
 
 export interface SyncThreadOptions {
-  /** the main thread's environment, for the fallback */
-  readonly env: StoreEnv;
+  /** the refs' points as the main thread reads them, for the fallback */
+  readonly refs: RefSource;
   /**
    * the main thread's client: requests while no thread runs, and a group encoded here; absent for a transport
    * that sends by other means and only has groups encoded (MQTT: encodeHandedOver)
@@ -214,7 +214,7 @@ export class SyncThread {
 
   private inThread(req: EncodeRequest): Promise<ReadyGroup> {
     try {
-      return Promise.resolve(local(encodeGroup(this.opts.env, req)));
+      return Promise.resolve(local(encodeGroup(this.opts.refs, req)));
     } catch (err) {
       return Promise.reject(err instanceof Error ? err : new Error(String(err)));
     }

@@ -371,6 +371,11 @@ export function importsBetween(
   return out.sort();
 }
 
+/** What in `text` works LMDB itself (a transaction opened, the lmdb package imported), or undefined. */
+export function lmdbAtHand(text: string): string | undefined {
+  return /\.transaction(Sync)?\(|\bfrom 'lmdb'/.exec(text)?.[0];
+}
+
 t.test('the floors of the store and the upstream (docs/development.md, docs/sync.md)', async (t) => {
   const files = new Set(SRC);
   const graph = new Map(SRC.map((f) => [rel(f), relativeImports(f, sources.get(f) as string, files).map(rel)]));
@@ -380,6 +385,18 @@ t.test('the floors of the store and the upstream (docs/development.md, docs/sync
     'the store and the upstream take the log from src/log.ts, not the services (context.ts)',
   );
   t.same(importsBetween(graph, ['src/log.ts'], ['src']), [], 'src/log.ts imports nothing of src/');
+  t.same(
+    importsBetween(graph, ['src/upstream'], ['src/store/env.ts']),
+    [],
+    'the upstream sees the outbox through its ports (store/outbox.ts), not the LMDB environment',
+  );
+  t.same(
+    SRC.map(rel).filter(
+      (f) => f.startsWith('src/upstream/') && lmdbAtHand(sources.get(join(ROOT, f)) as string) !== undefined,
+    ),
+    [],
+    'no module of src/upstream/ opens an LMDB transaction or imports lmdb',
+  );
   t.same(
     importsBetween(
       new Map([
@@ -392,6 +409,9 @@ t.test('the floors of the store and the upstream (docs/development.md, docs/sync
     ['src/store/a.ts → src/context.ts'],
     'an import is found by folder, a folder by its whole name',
   );
+  t.equal(lmdbAtHand('await env.root.transaction(() => {});'), '.transaction(');
+  t.equal(lmdbAtHand("import { open } from 'lmdb';"), "from 'lmdb'");
+  t.equal(lmdbAtHand('// in the transaction of the batch'), undefined);
 });
 
 t.test('the checks find what they look for', async (t) => {

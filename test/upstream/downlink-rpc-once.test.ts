@@ -12,7 +12,8 @@ import type { Logger } from '../../src/log.js';
 import { RpcBroker } from '../../src/rpc/broker.js';
 import type { PollOutcome } from '../../src/rpc/longpoll.js';
 import { EntityStore } from '../../src/store/entities.js';
-import type { StoreEnv } from '../../src/store/env.js';
+import type { DownlinkStore } from '../../src/store/outbox.js';
+import { LmdbDownlinkStore } from '../../src/store/outbox-lmdb.js';
 import { DownlinkState } from '../../src/upstream/downlink/state.js';
 import { RpcDownlink } from '../../src/upstream/downlink/rpc.js';
 import type { UpstreamConnection } from '../../src/upstream/session/connection.js';
@@ -30,16 +31,28 @@ function newBroker(): RpcBroker {
   });
 }
 
+/** `real` with some of its members replaced. */
+function storeOver(real: DownlinkStore, over: Partial<DownlinkStore>): DownlinkStore {
+  return {
+    get: (key) => real.get(key),
+    put: (key, value) => real.put(key, value),
+    remove: (key) => real.remove(key),
+    entries: (range) => real.entries(range),
+    flushed: () => real.flushed(),
+    ...over,
+  };
+}
+
 /**
  * The downlink as the daemon makes it, its link down (nothing is published upstream, which these tests do not
- * look at). `env` is what it writes through; its counters go to the real store.
+ * look at). `store` is what it writes through; its counters go to the real store.
  */
 function newDownlink(
-  o: { env: StoreEnv; real: StoreEnv; entities: EntityStore; rpc: RpcBroker },
+  o: { store: DownlinkStore; real: DownlinkStore; entities: EntityStore; rpc: RpcBroker },
   now: () => number = Date.now,
 ): RpcDownlink {
   return new RpcDownlink({
-    env: o.env,
+    store: o.store,
     session: { state: 'down' } as unknown as UpstreamConnection,
     entities: o.entities,
     rpc: o.rpc,
@@ -68,12 +81,13 @@ t.test("a tick during the RPC's flush does not hand it to the device a second ti
     openFlush = resolve;
   });
   // the store as the downlink sees it, with a flush that waits until the test lets it go
-  const slowEnv: StoreEnv = { ...env, flushed: () => flushHeld.then(() => env.flushed()) };
+  const real = new LmdbDownlinkStore(env);
+  const slow = storeOver(real, { flushed: () => flushHeld.then(() => real.flushed()) });
   const rpc = newBroker();
   t.teardown(() => rpc.close());
-  const state = new DownlinkState(env);
+  const state = new DownlinkState(real);
   const downlink = new RpcDownlink({
-    env: slowEnv,
+    store: slow,
     // the link is down: nothing is published upstream, which this test does not look at
     session: { state: 'down' } as unknown as UpstreamConnection,
     entities,
@@ -109,17 +123,13 @@ t.test(
     const device = await entities.createDevice({ name: 'valve-2' });
     // the store as the downlink sees it, refusing writes while `full` (as a full disk does: 507 STORE_FULL)
     let full = false;
-    const outbox = new Proxy(env.outbox, {
-      get(target, prop, receiver) {
-        if (prop === 'put' && full) return () => Promise.reject(new Error('Storage is full'));
-        const v = Reflect.get(target, prop, receiver) as unknown;
-        return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
-      },
+    const real = new LmdbDownlinkStore(env);
+    const fullStore = storeOver(real, {
+      put: (key, value) => (full ? Promise.reject(new Error('Storage is full')) : real.put(key, value)),
     });
-    const fullEnv: StoreEnv = { ...env, outbox };
     const make = (): { rpc: RpcBroker; downlink: RpcDownlink } => {
       const rpc = newBroker();
-      const downlink = newDownlink({ env: fullEnv, real: env, entities, rpc });
+      const downlink = newDownlink({ store: fullStore, real, entities, rpc });
       downlink.start();
       t.teardown(() => {
         downlink.stop();
@@ -155,7 +165,10 @@ t.test('a wall clock stepped ahead does not make a re-sent RPC look new (ages on
   const device = await entities.createDevice({ name: 'valve-3' });
   const rpc = newBroker();
   let step = 0;
-  const downlink = newDownlink({ env, real: env, entities, rpc }, () => Date.now() + step);
+  const downlink = newDownlink(
+    { store: new LmdbDownlinkStore(env), real: new LmdbDownlinkStore(env), entities, rpc },
+    () => Date.now() + step,
+  );
   downlink.start();
   t.teardown(() => {
     downlink.stop();

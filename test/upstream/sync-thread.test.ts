@@ -13,7 +13,7 @@ import type { Logger } from '../../src/log.js';
 import { kvDouble, kvLong, kvString } from '../../src/model/kv.js';
 import { Dictionary } from '../../src/store/encoding/dict.js';
 import { type StoreEnv, openStoreEnv } from '../../src/store/env.js';
-import { OutboxRecorder, type QueueKey, decodeRefs } from '../../src/store/outbox.js';
+import { OutboxRecorder, type QueueKey, decodeRefs, refSourceOf } from '../../src/store/outbox.js';
 import { DEFAULT_STORE_OPTIONS } from '../../src/store/series/options.js';
 import { LmdbTimeseriesStore } from '../../src/store/series/store.js';
 import { MAX_AHEAD_MS } from '../../src/upstream/clock.js';
@@ -98,7 +98,7 @@ async function syncThread(
   const tb = await FakeTb.start();
   const client = new UpstreamClient((here ?? tb).url, 2, 5_000);
   const thread = new SyncThread({
-    env,
+    refs: refSourceOf(env),
     client,
     log: logger(),
     setup: { dataDir, mapSizeBytes: MAP, url: tb.url, concurrency: 2, requestTimeoutMs: 5_000 },
@@ -160,7 +160,7 @@ t.test('the thread sends exactly what the main thread would, types kept', async 
   }
   const req = requestFor(env, dict, 0, { maxBodyBytes: 1024 });
   t.equal(req.entries.length, 30, 'one outbox entry per write');
-  const here = encodeGroup(env, req);
+  const here = encodeGroup(refSourceOf(env), req);
   const there = await encoder.encode(req);
   t.ok(encoder.threadRunning, 'encoded in a thread');
   t.notOk('local' in there.at, 'its bodies stay there');
@@ -191,7 +191,7 @@ t.test('the thread sends exactly what the main thread would, types kept', async 
   const again = await encoder.postBody(there, 0, 'api/v1/T/telemetry');
   t.equal(again.status, 0, 'a body is posted once: the thread forgets it then');
   const mainOnly = new SyncThread({
-    env,
+    refs: refSourceOf(env),
     client: new UpstreamClient(tb.url, 1, 5_000),
     log: logger(),
     thread: false,
@@ -306,7 +306,7 @@ t.test('held and dropped points are counted in the thread as in the main thread'
   t.match(g.held[0]?.value, { held: 2, pre2000: 1, futureMin: now + 2 * MAX_AHEAD_MS, above: now + MAX_AHEAD_MS });
   t.same(
     counts(g),
-    counts(encodeGroup(env, { ...req, keyNames, maxTs: now + MAX_AHEAD_MS })),
+    counts(encodeGroup(refSourceOf(env), { ...req, keyNames, maxTs: now + MAX_AHEAD_MS })),
     'the main thread counts the same',
   );
   t.same(
@@ -326,7 +326,7 @@ t.test(
     const { thread: encoder, tb } = await syncThread(t, env, dataDir, { log, workerUrl: pathToFileURL(broken) });
     await store.write(DEVICE, [{ ts: BASE, values: [['v', kvLong(7)]] }]);
     const req = requestFor(env, dict);
-    const want = text(encodeGroup(env, req));
+    const want = text(encodeGroup(refSourceOf(env), req));
     for (let i = 0; i < 4; i++)
       t.same(await sent(tb, encoder, await encoder.encode(req)), want, `group ${i + 1} sent all the same`);
     t.equal(

@@ -21,13 +21,14 @@ import { parseAttributes, parseBody } from '../../ingest/payload.js';
 import { type KvValue, kvEquals } from '../../model/kv.js';
 import type { AttributeStore } from '../../store/attributes.js';
 import type { EntityStore } from '../../store/entities.js';
-import type { StoreEnv } from '../../store/env.js';
+import type { DownlinkStore } from '../../store/outbox.js';
 import type { Candidate } from '../session/announce.js';
 import type { DownlinkState } from './state.js';
 import type { UpstreamConnection } from '../session/connection.js';
 
 export interface SharedDownlinkOptions {
-  readonly env: StoreEnv;
+  /** the downlink's state: what is applied is flushed to it before the PUBACK */
+  readonly store: DownlinkStore;
   readonly session: UpstreamConnection;
   readonly entities: EntityStore;
   readonly attributes: AttributeStore;
@@ -201,12 +202,12 @@ export class SharedDownlink {
     if (set.length > 0) await this.o.attributes.save('DEVICE', id, 'SHARED_SCOPE', set, this.o.now());
     const removed = deleted.length > 0 ? await this.o.attributes.delete('DEVICE', id, 'SHARED_SCOPE', deleted) : [];
     if (set.length + removed.length === 0) {
-      await this.o.env.flushed();
+      await this.o.store.flushed();
       return;
     }
     this.o.state.counters.attributesApplied += set.length + removed.length;
     void this.o.state.save();
-    await this.o.env.flushed();
+    await this.o.store.flushed();
   }
 
   private request(body: { device: string; client: boolean; keys: string[] }): Promise<Answer | undefined> {

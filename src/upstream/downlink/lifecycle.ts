@@ -8,7 +8,7 @@
 import type { Logger } from '../../log.js';
 import { isJsonObject } from '../../ingest/json.js';
 import { parseBody } from '../../ingest/payload.js';
-import type { StoreEnv } from '../../store/env.js';
+import type { DownlinkStore } from '../../store/outbox.js';
 import type { UpstreamConnection } from '../session/connection.js';
 import { LIFECYCLE_EVENTS_KEY as EVENTS_KEY } from './state.js';
 
@@ -27,12 +27,12 @@ export class Lifecycle {
   private readonly events: LifecycleEvent[];
 
   constructor(
-    private readonly env: StoreEnv,
+    private readonly store: DownlinkStore,
     private readonly session: UpstreamConnection,
     private readonly log: Logger,
     private readonly now: () => number,
   ) {
-    this.events = (env.outbox.get(EVENTS_KEY) as LifecycleEvent[] | undefined) ?? [];
+    this.events = (store.get(EVENTS_KEY) as LifecycleEvent[] | undefined) ?? [];
   }
 
   get recent(): readonly LifecycleEvent[] {
@@ -64,8 +64,8 @@ export class Lifecycle {
       );
       this.events.push(ev);
       if (this.events.length > KEEP) this.events.shift();
-      await this.env.outbox.put(EVENTS_KEY, this.events);
-      await this.env.flushed();
+      await this.store.put(EVENTS_KEY, this.events);
+      await this.store.flushed();
     }
     const answer =
       ev !== undefined

@@ -21,7 +21,7 @@ import { isJsonObject, stringifyJson } from '../../ingest/json.js';
 import { parseBody } from '../../ingest/payload.js';
 import type { RpcBroker, RpcOutcome } from '../../rpc/broker.js';
 import type { EntityStore } from '../../store/entities.js';
-import type { StoreEnv } from '../../store/env.js';
+import type { DownlinkStore } from '../../store/outbox.js';
 import type { Outcome } from '../transport.js';
 import { DOWNLINK_RPCS, type DownlinkRpcKey as RpcKey, type DownlinkState, downlinkRpcKey as rpcKey } from './state.js';
 import type { UpstreamConnection } from '../session/connection.js';
@@ -40,7 +40,7 @@ interface RpcRecord {
 }
 
 export interface RpcDownlinkOptions {
-  readonly env: StoreEnv;
+  readonly store: DownlinkStore;
   readonly session: UpstreamConnection;
   readonly entities: EntityStore;
   readonly rpc: RpcBroker;
@@ -104,7 +104,7 @@ export class RpcDownlink {
 
   /** Loads what a previous run left: pending RPCs go back to the broker, unsent replies out. */
   start(): void {
-    for (const { key, value } of this.o.env.outbox.getRange(DOWNLINK_RPCS)) {
+    for (const { key, value } of this.o.store.entries(DOWNLINK_RPCS)) {
       const [, deviceId, id] = key as RpcKey;
       this.records.set(`${deviceId}:${id}`, value as RpcRecord);
       this.durable.add(value as RpcRecord);
@@ -187,8 +187,8 @@ export class RpcDownlink {
     void this.o.state.save();
     this.storing.add(r);
     try {
-      await this.o.env.outbox.put(rpcKey(rec.id, id), r);
-      await this.o.env.flushed();
+      await this.o.store.put(rpcKey(rec.id, id), r);
+      await this.o.store.flushed();
     } finally {
       this.storing.delete(r);
     }
@@ -211,7 +211,7 @@ export class RpcDownlink {
         // ended: kept a TTL for recognising copies, then forgotten
         if (this.endedAge(r) >= this.o.ttlMs && this.age(r) >= this.o.ttlMs) {
           this.records.delete(k);
-          void this.o.env.outbox.remove(rpcKey(r.deviceId, r.id));
+          void this.o.store.remove(rpcKey(r.deviceId, r.id));
         }
       } else if (r.state === 'replied' && r.replySent !== true && this.age(r) >= 2 * this.o.ttlMs) {
         // the caller upstream gave up long ago (TB's own RPC timeout is shorter): the reply is of no further use
@@ -292,7 +292,7 @@ export class RpcDownlink {
   private persist(k: string, r: RpcRecord): void {
     if (this.records.get(k) !== r) return;
     this.unsaved.delete(k);
-    this.o.env.outbox.put(rpcKey(r.deviceId, r.id), r).then(
+    this.o.store.put(rpcKey(r.deviceId, r.id), r).then(
       () => undefined,
       () => {
         if (this.records.get(k) === r) this.unsaved.set(k, r);
@@ -309,7 +309,7 @@ export class RpcDownlink {
     // device's message ends it) still carries it, and the caller upstream gets it within its timeout.
     const sent = this.durable.has(r)
       ? this.o.session.publish('v1/gateway/rpc', body, true)
-      : this.o.env.flushed().then(() => {
+      : this.o.store.flushed().then(() => {
           this.durable.add(r);
           return this.o.session.publish('v1/gateway/rpc', body, true);
         });

@@ -7,7 +7,7 @@
  * lowercase ones listed in store/outbox.ts): the RPC records (rpc.ts) and the lifecycle events (lifecycle.ts)
  * are kept under keys built here too.
  */
-import type { StoreEnv } from '../../store/env.js';
+import type { DownlinkStore } from '../../store/outbox.js';
 
 export type DownlinkRpcKey = ['R', string, number];
 /** the upstream's RPC `id` to a device: its state and reply (rpc.ts) */
@@ -32,8 +32,8 @@ export interface DownlinkCounters {
 export class DownlinkState {
   readonly counters: DownlinkCounters;
 
-  constructor(private readonly env: StoreEnv) {
-    const c = env.outbox.get(COUNTERS) as Partial<DownlinkCounters> | undefined;
+  constructor(private readonly store: DownlinkStore) {
+    const c = store.get(COUNTERS) as Partial<DownlinkCounters> | undefined;
     this.counters = {
       attributesApplied: c?.attributesApplied ?? 0,
       lastReconcileTs: c?.lastReconcileTs ?? null,
@@ -44,18 +44,16 @@ export class DownlinkState {
     };
   }
 
-  /** Writes the counters (in the next commit: the caller awaits `env.flushed()` when it must). */
+  /** Writes the counters (in the next commit: the caller awaits `store.flushed()` when it must). */
   save(): Promise<boolean> {
-    return this.env.outbox.put(COUNTERS, { ...this.counters });
+    return this.store.put(COUNTERS, { ...this.counters });
   }
 
   owned(deviceId: string): Set<string> {
-    return new Set((this.env.outbox.get(ownedKey(deviceId)) as string[] | undefined) ?? []);
+    return new Set((this.store.get(ownedKey(deviceId)) as string[] | undefined) ?? []);
   }
 
   setOwned(deviceId: string, keys: ReadonlySet<string>): Promise<boolean> {
-    return keys.size === 0
-      ? this.env.outbox.remove(ownedKey(deviceId))
-      : this.env.outbox.put(ownedKey(deviceId), [...keys]);
+    return keys.size === 0 ? this.store.remove(ownedKey(deviceId)) : this.store.put(ownedKey(deviceId), [...keys]);
   }
 }

@@ -238,7 +238,7 @@ export class LogLane {
       if (recorded === undefined) continue;
       const { seq, e } = recorded;
       const key = queueKey(seq, e);
-      const value = this.h.store.env.outbox.get(key);
+      const value = this.h.store.outbox.queue.get(key);
       if (value === undefined) continue;
       const entry = entryOf(key, value);
       ops.remove.push(key);
@@ -270,7 +270,7 @@ export class LogLane {
         continue;
       }
       const key = queueKey(recorded.seq, recorded.e);
-      const value = this.h.store.env.outbox.get(key);
+      const value = this.h.store.outbox.queue.get(key);
       if (value === undefined) continue;
       this.h.accounting.noteQueued(recorded.e, entryOf(key, value).refs, -1);
       remove.push(key);

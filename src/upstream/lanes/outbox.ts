@@ -121,7 +121,7 @@ export class OutboxLanes {
   /** Whether the backlog lane has an entry past its front (one seek). */
   backlogWaits(): boolean {
     const lane = this.lanes[1];
-    for (const _ of this.h.store.env.outbox.getKeys({ start: lane.front, end: queueFrom(lane.hi), limit: 1 }))
+    for (const _ of this.h.store.outbox.queue.keys({ start: lane.front, end: queueFrom(lane.hi), limit: 1 }))
       return true;
     return false;
   }
@@ -146,14 +146,13 @@ export class OutboxLanes {
     const maxBytes = h.cfg.maxBatchBytes * JOB_BATCHES;
     // keys only: the values of entries skipped (busy or parked devices) are never decoded, which keeps the
     // garbage of a scan, and with it RssAnon, independent of the backlog
-    for (const key of h.store.env.outbox.getKeys({ start: lane.front, end: queueFrom(lane.hi) })) {
-      const qk = key as QueueKey;
+    for (const qk of h.store.outbox.queue.keys({ start: lane.front, end: queueFrom(lane.hi) })) {
       const e = qk[2];
       scanned++;
       const dev = h.accounting.devices.ofEntity(e);
       if (dev === undefined) {
         // counted once: a scan before the acknowledgement commits finds the entry again
-        if (!h.accounting.acks.has(qk[1], e)) this.discard(qk, h.store.env.outbox.get(qk));
+        if (!h.accounting.acks.has(qk[1], e)) this.discard(qk, h.store.outbox.queue.get(qk));
         continue;
       }
       if (dev.parked !== null) {
@@ -173,7 +172,7 @@ export class OutboxLanes {
       }
       const bytes = jobBytes.get(dev) ?? 0;
       if (bytes >= maxBytes) continue;
-      const value = h.store.env.outbox.get(qk);
+      const value = h.store.outbox.queue.get(qk);
       if (value === undefined) continue;
       const entry = entryOf(qk, value);
       job.push(entry);

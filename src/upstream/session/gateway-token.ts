@@ -7,15 +7,14 @@
 import { hostname } from 'node:os';
 import type { Config } from '../../config/index.js';
 import type { Logger } from '../../log.js';
-import type { StoreEnv } from '../../store/env.js';
-import { readToken, writeToken } from '../../store/outbox.js';
+import type { Outbox } from '../../store/outbox.js';
 import { loadMqtt } from './connection.js';
 
 /** the outbox's token slot of the gateway itself (device ids are UUIDs: no clash) */
 const GATEWAY_SLOT = 'gateway';
 
 export interface GatewayTokenOptions {
-  readonly env: StoreEnv;
+  readonly outbox: Pick<Outbox, 'token' | 'setToken'>;
   readonly config: Readonly<
     Pick<
       Config['sync'],
@@ -34,7 +33,7 @@ export function gatewayName(config: Readonly<Pick<Config['sync'], 'gatewayName'>
 /** The token to connect with; undefined when there is none yet (no key, or the upstream said no). */
 export async function gatewayToken(o: GatewayTokenOptions): Promise<string | undefined> {
   if (o.config.gatewayToken !== '') return o.config.gatewayToken;
-  const stored = readToken(o.env, GATEWAY_SLOT);
+  const stored = o.outbox.token(GATEWAY_SLOT);
   if (stored !== undefined) return stored.token;
   if (o.config.provisionKey === '') return undefined;
   const name = gatewayName(o.config);
@@ -85,8 +84,7 @@ export async function gatewayToken(o: GatewayTokenOptions): Promise<string | und
       );
       return undefined;
     }
-    await writeToken(o.env, GATEWAY_SLOT, { token: a.credentialsValue, provisioned: true });
-    await o.env.flushed();
+    await o.outbox.setToken(GATEWAY_SLOT, { token: a.credentialsValue, provisioned: true });
     o.log.info(`sync: provisioned this gateway upstream as "${name}"`);
     return a.credentialsValue;
   } finally {

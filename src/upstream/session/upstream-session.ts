@@ -9,7 +9,7 @@ import type { Logger } from '../../log.js';
 import type { RpcBroker } from '../../rpc/broker.js';
 import type { AttributeStore } from '../../store/attributes.js';
 import type { EntityStore } from '../../store/entities.js';
-import type { StoreEnv } from '../../store/env.js';
+import type { DownlinkStore, Outbox } from '../../store/outbox.js';
 import type { ThreadSetup } from '../thread-worker.js';
 import { SyncThread } from '../thread.js';
 import { Announcer, type Candidate } from './announce.js';
@@ -58,7 +58,10 @@ export const DOWNLINK_OFF: DownlinkStatus = Object.freeze({
 });
 
 export interface UpstreamSessionOptions {
-  readonly env: StoreEnv;
+  /** the uplink's outbox: the gateway's own token, the refs the sync thread's fallback reads */
+  readonly outbox: Outbox;
+  /** the downlink's state (downlink/state.ts) */
+  readonly downlinkStore: DownlinkStore;
   readonly entities: EntityStore;
   readonly attributes: AttributeStore;
   readonly rpc: RpcBroker;
@@ -102,7 +105,7 @@ export class UpstreamSession {
       retryMaxMs: cfg.retryMaxMs,
       log: o.log,
       now: o.now,
-      token: () => gatewayToken({ env: o.env, config: cfg, log: o.log, refused: (why) => o.down(why) }),
+      token: () => gatewayToken({ outbox: o.outbox, config: cfg, log: o.log, refused: (why) => o.down(why) }),
       onUp: () => this.up(),
       onDown: (why) => {
         this.shared.sessionDown();
@@ -113,7 +116,7 @@ export class UpstreamSession {
     this.transport = new MqttTransport({
       url: cfg.url,
       thread: new SyncThread({
-        env: o.env,
+        refs: o.outbox.refs,
         log: o.log,
         thread: cfg.encoderThread,
         setup: {
@@ -138,9 +141,9 @@ export class UpstreamSession {
           this.announcer.ensure({ id: rec.id, name, type: rec.type });
       },
     });
-    this.state = new DownlinkState(o.env);
+    this.state = new DownlinkState(o.downlinkStore);
     this.shared = new SharedDownlink({
-      env: o.env,
+      store: o.downlinkStore,
       session: this.session,
       entities: o.entities,
       attributes: o.attributes,
@@ -150,7 +153,7 @@ export class UpstreamSession {
       now: o.now,
     });
     this.rpcDown = new RpcDownlink({
-      env: o.env,
+      store: o.downlinkStore,
       session: this.session,
       entities: o.entities,
       rpc: o.rpc,
@@ -159,7 +162,7 @@ export class UpstreamSession {
       log: o.log,
       now: o.now,
     });
-    this.lifecycle = new Lifecycle(o.env, this.session, o.log, o.now);
+    this.lifecycle = new Lifecycle(o.downlinkStore, this.session, o.log, o.now);
     this.announcer = new Announcer({
       session: this.session,
       announceMs: cfg.announceMs,
