@@ -18,7 +18,7 @@ import type { DownsampleEngine } from './store/background/downsample.js';
 import type { AttributeStore } from './store/attributes.js';
 import type { RpcBroker } from './rpc/broker.js';
 import type { DepthStore } from './store/depth.js';
-import type { SyncStatusSource } from './upstream/status.js';
+import type { SyncStatusSource } from './upstream/uplink/status.js';
 import type { FailureLog } from './status/failures.js';
 import type { Metrics } from './status/metrics.js';
 import type { WriteBudget } from './store/write-budget.js';

@@ -234,7 +234,7 @@ export class LocalBackend implements Backend {
       await Promise.all([
         import('../server.js'),
         import('../store/background/downsample.js'),
-        import('../upstream/status.js'),
+        import('../upstream/uplink/status.js'),
         import('../status/index.js'),
         import('../store/alarms.js'),
       ]);

@@ -2,7 +2,7 @@
 import type { Command } from 'commander';
 import type { StatusJson } from '../status/index.js';
 import type { WriteFigures } from '../store/write-budget.js';
-import type { SyncStatusFull } from '../upstream/service.js';
+import type { SyncStatusFull } from '../upstream/uplink/service.js';
 import { example } from './common.js';
 import { type CutLine, duration, fitLines, localTime, safeText, terminalColumns } from './format.js';
 import { type TechOptions, print, techOptions, withBackend } from './options.js';

@@ -6,8 +6,8 @@
  * chosen by the rule every technician's command follows (backend.ts `remoteUrlOf`).
  */
 import { type Command, Option } from 'commander';
-import type { SyncStatusFull } from '../upstream/service.js';
-import type { SetAsideBatch } from '../upstream/set-aside.js';
+import type { SyncStatusFull } from '../upstream/uplink/service.js';
+import type { SetAsideBatch } from '../upstream/uplink/set-aside.js';
 import { remoteUrlOf } from './backend.js';
 import { configOption, dataDirOption, example } from './common.js';
 import { CliError } from './errors.js';

@@ -211,7 +211,7 @@ export const DEFAULTS = {
     /** ms; an upstream found without the depth-series endpoint is asked again after this (and at each start). */
     depthProbeMs: 3_600_000,
     /**
-     * read the backlog back, encode it and post it from a thread of its own (src/upstream/thread.ts), at a lower CPU
+     * read the backlog back, encode it and post it from a thread of its own (src/upstream/uplink/thread.ts), at a lower CPU
      * priority than ingest; false: all in the main thread (a single-core board, where the thread's memory, +6 to
      * +16 MiB at peak while draining, buys no parallelism).
      */

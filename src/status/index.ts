@@ -5,8 +5,8 @@
 import type { AlarmSeverity } from '../store/alarms.js';
 import { readFileSync } from 'node:fs';
 import type { Services } from '../context.js';
-import { clockSynchronized } from '../upstream/clock.js';
-import { SYNC_OFF, type SyncStatus } from '../upstream/status.js';
+import { clockSynchronized } from '../upstream/uplink/clock.js';
+import { SYNC_OFF, type SyncStatus } from '../upstream/uplink/status.js';
 import type { RpcStatus } from '../rpc/broker.js';
 import type { WriteFigures } from '../store/write-budget.js';
 import { LATENCY_BUCKETS_SEC, type LoopDelayFigures, type Metrics, REQUEST_KINDS } from './metrics.js';
@@ -124,7 +124,7 @@ export function outpostVersion(): string {
   return version;
 }
 
-/** One reading of the clock's state for the status and the sync (src/upstream/clock.ts says how it is read). */
+/** One reading of the clock's state for the status and the sync (src/upstream/uplink/clock.ts says how it is read). */
 export { clockSynchronized };
 
 /** RssAnon from /proc/self/status (Linux): the process' own heap, not its mapped LMDB pages. */

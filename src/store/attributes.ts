@@ -83,7 +83,7 @@ function entityRange(e: EntityIdx): { start: Buffer; end: Buffer } {
 export class LmdbAttributeStore implements AttributeStore {
   /**
    * `syncMark`: told of every device client-attribute write inside its transaction, for upstream sync
-   * (src/upstream/attribute-marks.ts); undefined: sync off
+   * (src/upstream/uplink/attribute-marks.ts); undefined: sync off
    */
   constructor(
     private readonly env: StoreEnv,

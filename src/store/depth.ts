@@ -90,7 +90,7 @@ export function depthKey(e: EntityIdx, k: KeyIdx, ds: Depth): Buffer {
 }
 
 /**
- * Upstream sync's bookkeeping of depth writes (src/upstream/depth.ts), given while sync is on. `record` is called in
+ * Upstream sync's bookkeeping of depth writes (src/upstream/uplink/depth.ts), given while sync is on. `record` is called in
  * the write's synchronous turn, after its puts, so whatever it puts shares the write's LMDB transaction (the
  * outbox entry cannot be missed after a crash, nor exist without its points). `points` is the write's distinct
  * points grouped by depth, flat: (ds, n, k1..kn)*. It returns what to call once that transaction settled.

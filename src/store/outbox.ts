@@ -8,7 +8,7 @@
  *
  * Keys of `env.outbox` (ordered-binary arrays):
  *   ['q', seq, e]       → number[] flat (k, firstTs, lastTs, n)*: pending telemetry of entity e from batch seq
- *                         (seq < 0: history for a new upstream, whole windows, src/upstream/backfill.ts)
+ *                         (seq < 0: history for a new upstream, whole windows, src/upstream/uplink/backfill.ts)
  *   ['h', e, seq]       → { refs, above }: refs holding points stamped too far ahead (held: the clock rule of docs/sync.md)
  *   ['x', seq, e]       → { refs, status, error }: a batch the upstream refused with 400 (set aside, shown)
  *   ['a', uuid]         → n: the device's client attributes changed (n bumps on every change)
@@ -17,7 +17,7 @@
  *   ['d', e, seq]       → number[] flat (ds, n, k1..kn)*: the depth points one depth write of entity e stored,
  *                         pending upstream (seq: per entity, increasing); the values are read back from env.depth
  *   ['y', e, seq]       → { points, status, error }: depth points the upstream refused with 400 (set aside, shown)
- *   ['dc']              → persisted depth-sync counters (src/upstream/depth.ts)
+ *   ['dc']              → persisted depth-sync counters (src/upstream/uplink/depth.ts)
  * The downlink over an MQTT gateway session (uppercase first elements), its keys built and read only by
  * src/upstream/downlink/state.ts:
  *   ['R', uuid, id]     → the upstream's RPC `id` to that device, its state and reply (upstream/downlink/rpc.ts)
@@ -58,7 +58,7 @@ export const QUEUE_END: ['q', number] = ['q', Number.MAX_SAFE_INTEGER];
 /** the first queue position: history entries for a new upstream sit below every batch's seq (negative) */
 export const QUEUE_START: ['q', number] = ['q', Number.MIN_SAFE_INTEGER];
 /**
- * The seq of a history entry (src/upstream/backfill.ts) whose first window starts at `ts`: below 0, ordered by
+ * The seq of a history entry (src/upstream/uplink/backfill.ts) whose first window starts at `ts`: below 0, ordered by
  * window, so the backlog drains history oldest first across devices. It names no head fragment.
  */
 export const backfillSeq = (ts: number, windowMs: number): number => Math.floor(ts / windowMs) - 2 ** 52;
@@ -189,7 +189,7 @@ export function depthEntryPoints(flat: readonly number[]): number {
 /** `${lsn}:${entityUuid}`: one device's points in one record of the write-ahead log */
 export const loggedKey = (lsn: number, entityId: string): string => `${lsn}:${entityId}`;
 
-/** What the recorder tells the upstream sync (given at construction: src/upstream/relay.ts). */
+/** What the recorder tells the upstream sync (given at construction: src/upstream/uplink/relay.ts). */
 export interface OutboxListener {
   /**
    * In each batch's turn before its records are put: writes issued here share the batch's transaction. Returns
@@ -372,7 +372,7 @@ export class OutboxRecorder {
 /** Where a ref's points were found. */
 export type RefRead = { readonly kind: 'fragment' | 'chunk'; readonly points: TsKv[] } | { readonly kind: 'dropped' };
 
-/** What encoding a group of entries reads back (upstream/encode.ts), all in one snapshot. */
+/** What encoding a group of entries reads back (upstream/uplink/encode.ts), all in one snapshot. */
 export interface RefSource {
   /** the raw horizon of the snapshot the refs are read in (a window below it is gone) */
   rawHorizonTs(): number;
@@ -425,7 +425,7 @@ export interface DepthSetAsideRecord {
   error: string | null;
 }
 
-/** The sync's persisted counters (`['c']`), written with every acknowledgement (upstream/counts.ts). */
+/** The sync's persisted counters (`['c']`), written with every acknowledgement (upstream/uplink/counts.ts). */
 export interface SyncCounters {
   sent: number;
   dropped: number;
@@ -443,7 +443,7 @@ export interface SyncCounters {
   depthNotSynced?: number;
 }
 
-/** The depth sender's persisted counters (`['dc']`, upstream/depth.ts). */
+/** The depth sender's persisted counters (`['dc']`, upstream/uplink/depth.ts). */
 export interface DepthCounters {
   sent: number;
   setAside: number;

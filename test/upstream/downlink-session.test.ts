@@ -8,7 +8,7 @@ import { createRequire } from 'node:module';
 import { writeToStream } from 'mqtt-packet';
 import t from 'tap';
 import { UpstreamConnection, loadMqtt } from '../../src/upstream/session/connection.js';
-import type { Outcome } from '../../src/upstream/transport.js';
+import type { Outcome } from '../../src/upstream/uplink/transport.js';
 import { FakeTbMqtt } from '../helpers/fake-tb-mqtt.js';
 
 const GW_TOKEN = 'GATEWAY-TOKEN';

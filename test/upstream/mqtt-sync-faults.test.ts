@@ -5,7 +5,7 @@
 import t, { type Test } from 'tap';
 import { syncLines } from '../../src/cli/sync.js';
 import { UpstreamConnection } from '../../src/upstream/session/connection.js';
-import type { SyncStatusFull } from '../../src/upstream/service.js';
+import type { SyncStatusFull } from '../../src/upstream/uplink/service.js';
 import { type FakeTbMqtt, type FakeTbMqttOptions, startFakeTbMqtt, until } from '../helpers/fake-tb-mqtt.js';
 import { type Gateway, addDevice, http } from '../helpers/server.js';
 import { syncGateway, postTelemetry as post, records, syncStatusUntil } from '../helpers/sync.js';

@@ -1,13 +1,13 @@
 /**
  * The sync's invariants, each checked where it can fail: the back-off's jitter, a Retry-After capped by
- * sync.retryMaxMs, telemetry of an asset leaving no pending count behind, the clock state (src/upstream/link.ts,
+ * sync.retryMaxMs, telemetry of an asset leaving no pending count behind, the clock state (src/upstream/uplink/link.ts,
  * counts.ts, clock.ts). Against a fake ThingsBoard (helpers/fake-tb.ts) and the real `outpost serve`.
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { clockSynchronized } from '../../src/upstream/clock.js';
-import { backoffDelayMs } from '../../src/upstream/link.js';
+import { clockSynchronized } from '../../src/upstream/uplink/clock.js';
+import { backoffDelayMs } from '../../src/upstream/uplink/link.js';
 import { FakeTb } from '../helpers/fake-tb.js';
 import { type Gateway, addDevice, http, tempDir, waitLogLines } from '../helpers/server.js';
 import {

@@ -1,5 +1,5 @@
 /**
- * The sync thread (src/upstream/thread.ts, thread-worker.ts): outbox entries read back from the real LMDB store,
+ * The sync thread (src/upstream/uplink/thread.ts, thread-worker.ts): outbox entries read back from the real LMDB store,
  * encoded and posted by a worker thread reach the upstream exactly as the main thread would send them, see
  * commits made just before they were asked for, hold and drop as the main thread does, and a thread that dies,
  * idles or is stopped mid-request costs nothing but itself. Real LMDB in a temp dir, a real worker thread, a
@@ -16,10 +16,10 @@ import { type StoreEnv, openStoreEnv } from '../../src/store/env.js';
 import { OutboxRecorder, type QueueKey, decodeRefs, refSourceOf } from '../../src/store/outbox.js';
 import { DEFAULT_STORE_OPTIONS } from '../../src/store/series/options.js';
 import { LmdbTimeseriesStore } from '../../src/store/series/store.js';
-import { MAX_AHEAD_MS } from '../../src/upstream/clock.js';
-import { UpstreamClient } from '../../src/upstream/client.js';
-import { type EncodeRequest, type EncodedGroup, encodeGroup } from '../../src/upstream/encode.js';
-import { type ReadyGroup, SyncThread, type SyncThreadOptions } from '../../src/upstream/thread.js';
+import { MAX_AHEAD_MS } from '../../src/upstream/uplink/clock.js';
+import { UpstreamClient } from '../../src/upstream/uplink/client.js';
+import { type EncodeRequest, type EncodedGroup, encodeGroup } from '../../src/upstream/uplink/encode.js';
+import { type ReadyGroup, SyncThread, type SyncThreadOptions } from '../../src/upstream/uplink/thread.js';
 import { FakeTb } from '../helpers/fake-tb.js';
 import { type Teardown, addDevice, http, tempDir } from '../helpers/server.js';
 import { syncGateway, syncStatusUntil } from '../helpers/sync.js';

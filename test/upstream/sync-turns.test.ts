@@ -1,11 +1,11 @@
 /**
- * SliceTurns (src/upstream/turns.ts): the sync's CPU work runs one slice per event-loop iteration, so timers and
+ * SliceTurns (src/upstream/uplink/turns.ts): the sync's CPU work runs one slice per event-loop iteration, so timers and
  * I/O (a device post, the log's fdatasync completion) get the loop between any two slices; live slices first.
  */
 import '../helpers/sandbox.js';
 import t from 'tap';
 import { performance } from 'node:perf_hooks';
-import { SliceTurns } from '../../src/upstream/turns.js';
+import { SliceTurns } from '../../src/upstream/uplink/turns.js';
 
 const busy = (ms: number): void => {
   const end = performance.now() + ms;

@@ -1,5 +1,5 @@
 /**
- * The sync's wire format (src/upstream/wire.ts): doubles always carry a `.` that both TB (JsonConverter: a `.`
+ * The sync's wire format (src/upstream/uplink/wire.ts): doubles always carry a `.` that both TB (JsonConverter: a `.`
  * makes a double) and Outpost as an upstream (src/ingest/typing.ts) read back as the same double; bodies are
  * cut between timestamps, within the byte cap, and say up to which ts they reach.
  */
@@ -7,7 +7,7 @@ import '../helpers/sandbox.js';
 import t from 'tap';
 import { typeNumberLiteral } from '../../src/ingest/typing.js';
 import { kvDouble, kvJson, kvLong, kvString, kvBool } from '../../src/model/kv.js';
-import { type WirePoint, plainDouble, wireBodies, wireValue } from '../../src/upstream/wire.js';
+import { type WirePoint, plainDouble, wireBodies, wireValue } from '../../src/upstream/uplink/wire.js';
 import { rng } from '../helpers/prng.js';
 
 t.test('every double Outpost can store survives the trip as a double with a dot', async (t) => {

@@ -7,7 +7,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { hasOpenssl, selfSignedCert } from '../helpers/tls.js';
-import { clockSynchronized } from '../../src/upstream/clock.js';
+import { clockSynchronized } from '../../src/upstream/uplink/clock.js';
 import { FakeTb, type Received } from '../helpers/fake-tb.js';
 import { type Gateway, addDevice, cli, http, startGateway, tempDir } from '../helpers/server.js';
 import {
@@ -374,7 +374,7 @@ t.test('kill -9 of the gateway mid-drain: nothing lost, duplicates only from wha
   );
   const dups = tb.points.length - total;
   // in flight at the kill: per device and lane one request, plus what was acknowledged in the last 250 ms
-  // (acknowledgements wait that long to share a transaction, src/upstream/acks.ts); 1 s of margin
+  // (acknowledgements wait that long to share a transaction, src/upstream/uplink/acks.ts); 1 s of margin
   const recent = tb.requests
     .filter((r) => r.kind === 'telemetry' && r.at >= killAt - 1000 && r.at <= killAt)
     .reduce((n, r) => n + (r.body.match(/"k\d":/g) ?? []).length, 0);

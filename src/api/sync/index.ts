@@ -7,7 +7,7 @@ import type { Services } from '../../context.js';
 import type { HttpContext, HttpRouter, Reply } from '../../uws/adapter.js';
 import { json } from '../../uws/adapter.js';
 import { provisionDevice } from '../../device/provision.js';
-import { SYNC_OFF } from '../../upstream/status.js';
+import { SYNC_OFF } from '../../upstream/uplink/status.js';
 import { principalOf } from '../principal.js';
 
 function provision(s: Services) {

@@ -22,7 +22,7 @@ import { parseBody } from '../../ingest/payload.js';
 import type { RpcBroker, RpcOutcome } from '../../rpc/broker.js';
 import type { EntityStore } from '../../store/entities.js';
 import type { DownlinkStore } from '../../store/outbox.js';
-import type { Outcome } from '../transport.js';
+import type { Outcome } from '../uplink/transport.js';
 import { DOWNLINK_RPCS, type DownlinkRpcKey as RpcKey, type DownlinkState, downlinkRpcKey as rpcKey } from './state.js';
 import type { UpstreamConnection } from '../session/connection.js';
 

@@ -19,8 +19,8 @@
 import { randomBytes } from 'node:crypto';
 import type { IClientOptions, MqttClient, Packet } from 'mqtt';
 import type { Logger } from '../../log.js';
-import { backoffDelayMs } from '../link.js';
-import type { Outcome } from '../transport.js';
+import { backoffDelayMs } from '../uplink/link.js';
+import type { Outcome } from '../uplink/transport.js';
 
 type MqttJs = typeof import('mqtt');
 let mqttJs: Promise<MqttJs> | undefined;

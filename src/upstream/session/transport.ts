@@ -11,9 +11,9 @@
  * - a message is validated before it goes (TB closes the whole session on one bad message: an empty map, a
  *   missing name, a value that is not an array): one that is not valid is set aside, never published.
  */
-import type { EncodeRequest } from '../encode.js';
-import { type ReadyGroup, type SyncThread, localBody } from '../thread.js';
-import type { Outcome, ProvisionResult, Transport } from '../transport.js';
+import type { EncodeRequest } from '../uplink/encode.js';
+import { type ReadyGroup, type SyncThread, localBody } from '../uplink/thread.js';
+import type { Outcome, ProvisionResult, Transport } from '../uplink/transport.js';
 import type { UpstreamConnection } from './connection.js';
 
 export const TELEMETRY_TOPIC = 'v1/gateway/telemetry';

@@ -3,8 +3,8 @@
  * `POST /api/v1/provision`) over keep-alive connections (client.ts). Telemetry goes through the sync thread
  * (thread.ts) while it runs, which also reads the backlog back and encodes it; the rest from the main thread.
  */
-import type { Logger } from '../log.js';
-import type { RefSource } from '../store/outbox.js';
+import type { Logger } from '../../log.js';
+import type { RefSource } from '../../store/outbox.js';
 import { UpstreamClient } from './client.js';
 import type { EncodeRequest } from './encode.js';
 import { type ReadyGroup, SyncThread } from './thread.js';

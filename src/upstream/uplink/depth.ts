@@ -24,11 +24,11 @@
  * key order a body's worth at a time.
  */
 import type { SyncPorts } from './ports.js';
-import type { Logger } from '../log.js';
-import type { EntityIdx } from '../store/encoding/codec.js';
-import type { DepthSyncRecorder } from '../store/depth.js';
-import type { Dictionary } from '../store/encoding/dict.js';
-import type { EntityStore } from '../store/entities.js';
+import type { Logger } from '../../log.js';
+import type { EntityIdx } from '../../store/encoding/codec.js';
+import type { DepthSyncRecorder } from '../../store/depth.js';
+import type { Dictionary } from '../../store/encoding/dict.js';
+import type { EntityStore } from '../../store/entities.js';
 import {
   type DepthCounters,
   type DepthQueueKey,
@@ -39,7 +39,7 @@ import {
   depthQueueKey,
   depthQueueRange,
   depthSetAsideKey,
-} from '../store/outbox.js';
+} from '../../store/outbox.js';
 import type { Outcome, Transport } from './transport.js';
 import { plainDouble, wireValue } from './wire.js';
 

@@ -3,7 +3,14 @@
  * ahead waits in `['h', e, seq]` (store/outbox.ts) until the clock reaches them; then those points go back to
  * the queue, and the pre-2000 ones stay held.
  */
-import { HELD_RANGE, type HeldKey, type HeldRecord, decodeRefs, encodeQueueEntry, queueKey } from '../store/outbox.js';
+import {
+  HELD_RANGE,
+  type HeldKey,
+  type HeldRecord,
+  decodeRefs,
+  encodeQueueEntry,
+  queueKey,
+} from '../../store/outbox.js';
 import { MAX_AHEAD_MS } from './clock.js';
 import type { SyncPorts } from './ports.js';
 

@@ -7,7 +7,7 @@
  * an exponent, in plain notation too (`0.00000015`) while that has at most 16 fraction digits, else the Java
  * way (`1.5E-17`): both readers take each double Outpost can store back as that very double.
  */
-import { type KvValue, type TsKv, javaDouble } from '../model/kv.js';
+import { type KvValue, type TsKv, javaDouble } from '../../model/kv.js';
 
 /** A finite double as a literal every TB-compatible reader types as a double. */
 export function plainDouble(d: number): string {

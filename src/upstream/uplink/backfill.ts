@@ -13,7 +13,7 @@
  * What the SD card pays, once: one key and four numbers per key per span (docs/sync.md has a measured figure:
  * about 1 KiB of outbox per device-day of 5 keys every 10 s). Memory: one entity's windows at a time.
  */
-import type { EntityIdx, KeyIdx } from '../store/encoding/codec.js';
+import type { EntityIdx, KeyIdx } from '../../store/encoding/codec.js';
 import {
   HELD_RANGE,
   type Outbox,
@@ -22,7 +22,7 @@ import {
   encodeQueueEntry,
   queueFrom,
   queueKey,
-} from '../store/outbox.js';
+} from '../../store/outbox.js';
 
 /** points an entry holds about at most: what one job reads back and encodes at once (a few MB) */
 const SPAN_POINTS = 10_000;

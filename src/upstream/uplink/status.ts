@@ -2,7 +2,7 @@
  * What the upstream sync reports (docs/sync.md `GET /api/outpost/sync`): the seam between the sync service and
  * its readers (the sync endpoint, `GET /api/outpost/status`, `/metrics`, `outpost status`).
  */
-import type { EpochMs } from '../types.js';
+import type { EpochMs } from '../../types.js';
 
 export type SyncState = 'idle' | 'sending' | 'backoff' | 'off';
 

@@ -6,8 +6,8 @@
  * only (an entry recorded: +, removed, sent, set aside, dropped or discarded: -), so the oldest pending point
  * is always one that is still counted. A device's own backlog (devices.ts `Dev.backlog`) moves with them.
  */
-import type { Logger } from '../log.js';
-import { type FragmentRef, type Outbox, type SyncCounters, refsMinTs, refsPoints } from '../store/outbox.js';
+import type { Logger } from '../../log.js';
+import { type FragmentRef, type Outbox, type SyncCounters, refsMinTs, refsPoints } from '../../store/outbox.js';
 
 const HOUR = 3_600_000;
 const DROP_LOG_MS = 60_000;
@@ -30,7 +30,7 @@ export class SyncCounts {
   private droppedSinceLog = 0;
   /**
    * sync.url names an upstream these counters never spoke to (no counters yet: sync was never on; or another
-   * url): what the store holds has not gone there (src/upstream/backfill.ts). Counters saved without a url (an
+   * url): what the store holds has not gone there (src/upstream/uplink/backfill.ts). Counters saved without a url (an
    * older version) are taken as this upstream's.
    */
   readonly newUpstream: boolean;

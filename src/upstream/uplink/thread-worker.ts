@@ -7,7 +7,7 @@
 import { readlinkSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import { parentPort, workerData } from 'node:worker_threads';
-import { openRefSource } from '../store/outbox-lmdb.js';
+import { openRefSource } from '../../store/outbox-lmdb.js';
 import { type UpstreamAnswer, UpstreamClient } from './client.js';
 import { type EncodeRequest, type EncodedGroup, encodeGroup } from './encode.js';
 

@@ -7,8 +7,8 @@
  * by sync.retryMaxMs as well (an upstream's `Retry-After: 86400` must not stop a remote gateway for a day).
  * Any 2xx ends the back-off and the count of failures.
  */
-import type { Config } from '../config/index.js';
-import type { Logger } from '../log.js';
+import type { Config } from '../../config/index.js';
+import type { Logger } from '../../log.js';
 
 export interface LinkOptions {
   readonly config: Readonly<Pick<Config['sync'], 'retryBaseMs' | 'retryMaxMs' | 'maxPointsPerSec'>>;

@@ -4,9 +4,9 @@
  * latest attributes of one marked device at a time; the mark goes once they went through and no change came
  * meanwhile.
  */
-import type { LmdbAttributeStore } from '../store/attributes.js';
-import type { EntityStore } from '../store/entities.js';
-import { ATTRIBUTE_MARKS, type Outbox } from '../store/outbox.js';
+import type { LmdbAttributeStore } from '../../store/attributes.js';
+import type { EntityStore } from '../../store/entities.js';
+import { ATTRIBUTE_MARKS, type Outbox } from '../../store/outbox.js';
 import type { SyncPorts } from './ports.js';
 import { wireValue } from './wire.js';
 

@@ -10,7 +10,7 @@
  * every scan of the queue skips it (else it would be sent, or counted, twice). A kill -9 re-sends what was acknowledged in
  * that last interval: with the requests in flight, the only duplicates (at-least-once, docs/sync.md).
  */
-import type { Logger } from '../log.js';
+import type { Logger } from '../../log.js';
 import {
   type HeldRecord,
   type Outbox,
@@ -18,7 +18,7 @@ import {
   type SetAsideRecord,
   heldKey,
   setAsideKey,
-} from '../store/outbox.js';
+} from '../../store/outbox.js';
 import type { SyncCounts } from './counts.js';
 
 /** ms an acknowledgement waits to share its transaction */

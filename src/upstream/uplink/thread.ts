@@ -17,8 +17,8 @@
  * row everything is done here, and the log says so.
  */
 import { Worker } from 'node:worker_threads';
-import type { Logger } from '../log.js';
-import type { RefSource } from '../store/outbox.js';
+import type { Logger } from '../../log.js';
+import type { RefSource } from '../../store/outbox.js';
 import type { UpstreamAnswer, UpstreamClient } from './client.js';
 import { type EncodeRequest, type EncodedGroup, encodeGroup } from './encode.js';
 import type { GroupSummary, ThreadReply, ThreadRequest, ThreadSetup } from './thread-worker.js';

@@ -5,10 +5,10 @@
  * counted by the service at start (never told again), and depth writes are not recorded (no write reaches the
  * depth store before the service is made, server.ts).
  */
-import type { DepthSyncRecorder } from '../store/depth.js';
-import type { EntityIdx } from '../store/encoding/codec.js';
-import type { FragmentRef, OutboxListener } from '../store/outbox.js';
-import type { SeriesColumn } from '../model/batch.js';
+import type { DepthSyncRecorder } from '../../store/depth.js';
+import type { EntityIdx } from '../../store/encoding/codec.js';
+import type { FragmentRef, OutboxListener } from '../../store/outbox.js';
+import type { SeriesColumn } from '../../model/batch.js';
 
 const notRecorded = (): void => undefined;
 

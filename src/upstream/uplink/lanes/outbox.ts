@@ -20,7 +20,7 @@ import {
   encodeRefs,
   queueFrom,
   refsPoints,
-} from '../../store/outbox.js';
+} from '../../../store/outbox.js';
 import { type AckOps, noOps } from '../acks.js';
 import { MAX_AHEAD_MS } from '../clock.js';
 import type { Dev } from '../devices.js';

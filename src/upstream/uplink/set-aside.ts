@@ -4,8 +4,8 @@
  * cleared (their points stay in the store; only the sync forgets them). Depth batches set aside (`['y', e, seq]`,
  * depth.ts) are listed after the telemetry ones and retried and cleared with them.
  */
-import type { Dictionary } from '../store/encoding/dict.js';
-import type { EntityStore } from '../store/entities.js';
+import type { Dictionary } from '../../store/encoding/dict.js';
+import type { EntityStore } from '../../store/entities.js';
 import {
   type FragmentRef,
   type Outbox,
@@ -15,7 +15,7 @@ import {
   queueKey,
   refsMinTs,
   refsPoints,
-} from '../store/outbox.js';
+} from '../../store/outbox.js';
 import type { SyncCounts } from './counts.js';
 import type { DepthSync } from './depth.js';
 import type { SetAsideAdmin, SetAsideBatch } from './status.js';

@@ -12,11 +12,11 @@
  * - `busy[lane]`: at most one request of a device in flight per lane (`busyLog` for the live lane's points
  *   sent from the log).
  */
-import type { Config } from '../config/index.js';
-import type { Logger } from '../log.js';
-import type { Dictionary } from '../store/encoding/dict.js';
-import type { EntityStore } from '../store/entities.js';
-import type { Outbox } from '../store/outbox.js';
+import type { Config } from '../../config/index.js';
+import type { Logger } from '../../log.js';
+import type { Dictionary } from '../../store/encoding/dict.js';
+import type { EntityStore } from '../../store/entities.js';
+import type { Outbox } from '../../store/outbox.js';
 import type { SyncCounts } from './counts.js';
 import type { Transport } from './transport.js';
 

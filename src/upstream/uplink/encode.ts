@@ -3,8 +3,8 @@
  * part of sending the backlog. It needs only the refs' points (`RefSource`: the store's) and plain data, so the same
  * function runs in the sync thread (thread-worker.ts) and, as a fallback, in the main thread (thread.ts).
  */
-import type { EntityIdx, KeyIdx } from '../store/encoding/codec.js';
-import type { FragmentRef, HeldRecord, RefSource } from '../store/outbox.js';
+import type { EntityIdx, KeyIdx } from '../../store/encoding/codec.js';
+import type { FragmentRef, HeldRecord, RefSource } from '../../store/outbox.js';
 import { MIN_SENDABLE_TS } from './clock.js';
 import { type WirePoint, wireBodies, wirePoints } from './wire.js';
 

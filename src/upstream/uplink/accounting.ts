@@ -3,7 +3,7 @@
  * (counts.ts), each device's backlog (devices.ts), and the acknowledgements waiting for their transaction
  * (acks.ts).
  */
-import type { FragmentRef } from '../store/outbox.js';
+import type { FragmentRef } from '../../store/outbox.js';
 import type { Acks } from './acks.js';
 import type { SyncCounts } from './counts.js';
 import type { Devices } from './devices.js';

@@ -13,7 +13,7 @@ import {
   encodeQueueEntry,
   queueFrom,
   refsMinTs,
-} from '../store/outbox.js';
+} from '../../store/outbox.js';
 import type { SyncPorts } from './ports.js';
 
 /** how soon entries below the raw horizon whose fragments were still in the head are looked at again */

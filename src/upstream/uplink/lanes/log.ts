@@ -14,8 +14,8 @@
  * LOG_LANE_MAX_POINTS wait here (past it, new records are left to the outbox); `loggedTotal` (and each
  * `Dev.logged`) counts the points of records not applied and not sent: what the status adds to the backlog.
  */
-import type { SeriesColumn } from '../../model/batch.js';
-import { type OutboxRecorder, type QueueKey, encodeRefs, loggedKey, queueKey } from '../../store/outbox.js';
+import type { SeriesColumn } from '../../../model/batch.js';
+import { type OutboxRecorder, type QueueKey, encodeRefs, loggedKey, queueKey } from '../../../store/outbox.js';
 import { type AckOps, noOps } from '../acks.js';
 import { MAX_AHEAD_MS, MIN_SENDABLE_TS } from '../clock.js';
 import type { Dev } from '../devices.js';

@@ -28,11 +28,11 @@
  * backlog in what is left, and while the backlog waits live keeps one slot free for it (with a single slot the
  * two take turns). A device has at most one request in flight per lane.
  */
-import type { Config } from '../config/index.js';
-import type { Logger } from '../log.js';
+import type { Config } from '../../config/index.js';
+import type { Logger } from '../../log.js';
 import { backfill } from './backfill.js';
-import type { Dictionary } from '../store/encoding/dict.js';
-import type { EntityStore } from '../store/entities.js';
+import type { Dictionary } from '../../store/encoding/dict.js';
+import type { EntityStore } from '../../store/entities.js';
 import {
   type DownlinkStore,
   type FragmentRef,
@@ -43,11 +43,11 @@ import {
   QUEUE_START,
   queueEntryTotals,
   queueFrom,
-} from '../store/outbox.js';
-import type { LmdbAttributeStore } from '../store/attributes.js';
-import type { LmdbTimeseriesStore } from '../store/series/store.js';
-import type { RpcBroker } from '../rpc/broker.js';
-import type { EpochMs } from '../types.js';
+} from '../../store/outbox.js';
+import type { LmdbAttributeStore } from '../../store/attributes.js';
+import type { LmdbTimeseriesStore } from '../../store/series/store.js';
+import type { RpcBroker } from '../../rpc/broker.js';
+import type { EpochMs } from '../../types.js';
 import { Accounting } from './accounting.js';
 import { Acks, noOps } from './acks.js';
 import { AttributeSender, markedDevices } from './attribute-marks.js';
@@ -68,7 +68,7 @@ import {
   UpstreamSession,
   type SessionStatus,
   isMqttUrl,
-} from './session/upstream-session.js';
+} from '../session/upstream-session.js';
 import type { SyncPorts } from './ports.js';
 import type { SyncRelay } from './relay.js';
 import { Sender } from './sender.js';
@@ -446,7 +446,7 @@ export class SyncService implements SyncStatusSource {
       if (backlogWaits) liveCap = slots > 1 ? slots - 1 : this.backlogTurn ? 0 : 1;
       let started = this.logLane.dispatch(liveCap);
       started += this.lanes.fill(0, slots, liveCap);
-      // depth series: at most one slot, after live telemetry and beside the backlog (src/upstream/depth.ts)
+      // depth series: at most one slot, after live telemetry and beside the backlog (src/upstream/uplink/depth.ts)
       const depthJob = this.depthSync.dispatch(slots - jobs.slots.inFlight);
       if (depthJob !== undefined) {
         jobs.track(depthJob);
