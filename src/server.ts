@@ -186,6 +186,7 @@ export async function startServer(
           outbox,
           relay,
           rpc,
+          bus,
           config: config.sync,
           log,
           threadSetup: { dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes },
