@@ -88,6 +88,19 @@ t.test(
     t.equal(said(after, 'connect', 'pump').length, 0, 'not connected again by a scan');
     t.notOk(tb.isConnected('pump'), 'disconnected upstream');
     t.equal(said(tb.received, 'disconnect', 'keeper').length, 0, 'the keeper, still connected, never disconnected');
+
+    // a post over HTTP while its session is closed: up between a connect and a disconnect again
+    const mark = tb.received.length;
+    await postTelemetry(gw, pump.token, '{"level":8}');
+    await until(() => said(tb.received.slice(mark), 'disconnect', 'pump').length > 0, 'disconnected after the post');
+    const again = tb.received.slice(mark);
+    t.ok(
+      lastIndex(again, 'v1/gateway/connect', 'pump') < lastIndex(again, 'v1/gateway/telemetry', 'pump') &&
+        lastIndex(again, 'v1/gateway/telemetry', 'pump') < lastIndex(again, 'v1/gateway/disconnect', 'pump'),
+      'connect, the post, disconnect',
+    );
+    t.equal(tb.pointCount('pump'), 2);
+    t.notOk(tb.isConnected('pump'));
   },
 );
 
