@@ -35,15 +35,16 @@ async function serverAttrs(g: Gateway, id: string): Promise<Attrs> {
 
 const num = (a: Attrs, k: string): number => (typeof a[k]?.value === 'number' ? (a[k]?.value as number) : 0);
 
-/** Reads the device's SERVER_SCOPE attributes until `pred` holds; throws with the last read after 20 s. */
+/** Reads the device's SERVER_SCOPE attributes until `pred` holds (waitFor: 20 s, then the last read). */
 async function waitAttrs(id: string, pred: (a: Attrs) => boolean, label: string, g: Gateway = gw): Promise<Attrs> {
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const a = await serverAttrs(g, id);
-    if (pred(a)) return a;
-    if (Date.now() > deadline) throw new Error(`${label}: never held; last read ${JSON.stringify(a)}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  let last: Attrs = {};
+  return waitFor(
+    async () => {
+      last = await serverAttrs(g, id);
+      return pred(last) ? last : undefined;
+    },
+    { message: () => `${label}; last read ${JSON.stringify(last)}` },
+  );
 }
 
 async function setTimeoutMs(id: string, ms: number): Promise<void> {
