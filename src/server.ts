@@ -190,6 +190,7 @@ export async function startServer(
           recorder,
           relay,
           rpc,
+          bus,
           config: config.sync,
           log,
           threadSetup: { dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes },

@@ -32,22 +32,49 @@ const SEVERITY_SGR: Readonly<Record<string, string>> = {
 
 type ListOptions = TechOptions & { device?: string; all?: boolean; limit: string };
 
+/** the narrowest DEVICE and TYPE are worth showing on a narrow terminal */
+const DEVICE_KEPT = 12;
+const TYPE_KEPT = 8;
+
+/**
+ * One line per alarm whatever the terminal's width, its id whole (what `ack` and `clear` take): on a narrow one
+ * STATUS is left out first, then SINCE shortens to `MM-DD HH:MM`, then it is left out too (80 columns: SEVERITY,
+ * DEVICE, TYPE, ID); DEVICE and TYPE give way meanwhile.
+ */
 async function alarmsTable(rows: readonly AlarmInfoJson[]): Promise<string> {
-  const { table, terminalColumns, style, useColour, localTime } = await import('./format.js');
+  const { table, terminalColumns, style, useColour, localTime, displayWidth, safeText } = await import('./format.js');
+  const headers = ['SEVERITY', 'DEVICE', 'TYPE', 'STATUS', 'SINCE', 'ID'];
+  const cells = rows.map((a) => [
+    a.severity,
+    a.originatorName ?? '(deleted)',
+    a.type,
+    a.status,
+    localTime(a.startTs - (a.startTs % 1000)),
+    a.id.id,
+  ]);
+  const short = (row: readonly string[]): string[] => row.map((c, i) => (i === 4 ? c.slice(5, 16) : c));
+  const width = terminalColumns();
+  const natural = (rs: readonly string[][], i: number): number =>
+    Math.max(displayWidth(headers[i] as string), ...rs.map((r) => displayWidth(safeText(r[i] ?? ''))));
+  const floor = (rs: readonly string[][], i: number): number =>
+    i === 1 ? Math.min(natural(rs, i), DEVICE_KEPT) : i === 2 ? Math.min(natural(rs, i), TYPE_KEPT) : natural(rs, i);
+  const layouts: Array<[number[], string[][]]> = [
+    [[0, 1, 2, 3, 4, 5], cells],
+    [[0, 1, 2, 4, 5], cells],
+    [[0, 1, 2, 4, 5], cells.map(short)],
+    [[0, 1, 2, 5], cells],
+  ];
+  const fits = ([cols, rs]: [number[], string[][]]): boolean =>
+    cols.reduce((sum, i) => sum + floor(rs, i), 0) + 2 * (cols.length - 1) <= width;
+  const [cols, rs] = layouts.find(fits) ?? (layouts[layouts.length - 1] as [number[], string[][]]);
   const text = table(
-    ['SEVERITY', 'DEVICE', 'TYPE', 'STATUS', 'SINCE', 'ID'],
-    rows.map((a) => [
-      a.severity,
-      a.originatorName ?? '(deleted)',
-      a.type,
-      a.status,
-      localTime(a.startTs - (a.startTs % 1000)),
-      a.id.id,
-    ]),
-    terminalColumns(),
+    cols.map((i) => headers[i] as string),
+    rs.map((r) => cols.map((i) => r[i] as string)),
+    width,
     [],
     style(),
-    new Set([0, 4, 5]),
+    new Set(cols.flatMap((i, at) => (i === 0 || i === 4 || i === 5 ? [at] : []))),
+    cols.map((i) => floor(rs, i)),
   );
   if (!useColour()) return text;
   // the severity is each row's first word, one of TB's five: coloured after the table escaped every cell

@@ -10,6 +10,7 @@ import t from 'tap';
 import { CoapTestClient, coapPort } from '../helpers/coap.js';
 import { adminHeaders, mqttClient } from '../helpers/mqtt.js';
 import { type Gateway, addDevice, http, startGateway, tempDir, waitStatus } from '../helpers/server.js';
+import { waitFor } from '../helpers/wait.js';
 
 type Attrs = Record<string, { value: unknown; lastUpdateTs: number }>;
 
@@ -34,15 +35,16 @@ async function serverAttrs(g: Gateway, id: string): Promise<Attrs> {
 
 const num = (a: Attrs, k: string): number => (typeof a[k]?.value === 'number' ? (a[k]?.value as number) : 0);
 
-/** Reads the device's SERVER_SCOPE attributes until `pred` holds; throws with the last read after 20 s. */
+/** Reads the device's SERVER_SCOPE attributes until `pred` holds (waitFor: 20 s, then the last read). */
 async function waitAttrs(id: string, pred: (a: Attrs) => boolean, label: string, g: Gateway = gw): Promise<Attrs> {
-  const deadline = Date.now() + 20_000;
-  for (;;) {
-    const a = await serverAttrs(g, id);
-    if (pred(a)) return a;
-    if (Date.now() > deadline) throw new Error(`${label}: never held; last read ${JSON.stringify(a)}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
+  let last: Attrs = {};
+  return waitFor(
+    async () => {
+      last = await serverAttrs(g, id);
+      return pred(last) ? last : undefined;
+    },
+    { message: () => `${label}; last read ${JSON.stringify(last)}` },
+  );
 }
 
 async function setTimeoutMs(id: string, ms: number): Promise<void> {
@@ -148,6 +150,26 @@ t.test("gateway: a sub-device's connect, data, disconnect, and the gateway's con
   t.notOk('lastDisconnectTime' in on2);
   c.end(true);
   await waitAttrs(sub2, (a) => num(a, 'lastDisconnectTime') >= num(on2, 'lastConnectTime'), 'gateway gone');
+});
+
+t.test("gateway: a sub-device's attribute request and RPC reply are its activity too", async (t) => {
+  const gwDev = await addDevice(gw.dataDir, 'state-gw-req', ['--gateway']);
+  const c = await mqttClient(t, gw, gwDev.token);
+  await c.publishAsync('v1/gateway/connect', '{"device":"state-sub-req"}', { qos: 1 });
+  const sub = await deviceByName('state-sub-req');
+  const on = num(await waitAttrs(sub, (a) => num(a, 'lastActivityTime') > 0, 'connected'), 'lastActivityTime');
+  // a later millisecond than the connect's, so a new activity shows
+  await waitFor(() => Date.now() > on, { message: 'the clock moved' });
+  await c.publishAsync('v1/gateway/attributes/request', '{"id":1,"device":"state-sub-req","client":true,"key":"x"}', {
+    qos: 1,
+  });
+  const asked = num(
+    await waitAttrs(sub, (a) => num(a, 'lastActivityTime') > on, 'the attribute request'),
+    'lastActivityTime',
+  );
+  await waitFor(() => Date.now() > asked, { message: 'the clock moved' });
+  await c.publishAsync('v1/gateway/rpc', '{"device":"state-sub-req","id":7,"data":{"ok":true}}', { qos: 1 });
+  await waitAttrs(sub, (a) => num(a, 'lastActivityTime') > asked, 'the RPC reply');
 });
 
 t.test('a device never heard from is reported inactive a timeout after its creation', async (t) => {

@@ -5,12 +5,23 @@
  * device's type (its profile's name), so TB creates a device it does not know with the same profile; data for a
  * name TB has not seen in the session would connect it implicitly as type `default`.
  *
+ * A device's local sessions (MQTT, CoAP observations, a LAN gateway's sub-session: src/device/state.ts) are told
+ * upstream as TB's gateway API tells them: its first session opening → `v1/gateway/connect`, its last closing →
+ * `v1/gateway/disconnect {"device"}`. TB connects a sub-device implicitly on any message naming it, so a
+ * disconnected device's data (its backlog) goes up between a connect and a disconnect: the disconnect waits
+ * until nothing of it is left to send, and follows any later message naming it (docs/sync.md "What the
+ * upstream sees").
+ *
  * Invariants:
- * - after every (re)connect, every candidate (something to send, a local listener seen within
- *   sync.announceMs, a downlink in hand) is announced before anything else is asked of it (the reconcile);
+ * - after every (re)connect, every candidate (a local session open, something to send, a local listener seen
+ *   within sync.announceMs, a downlink in hand) is announced before anything else is asked of it (the
+ *   reconcile); only the state at that moment is told, not what happened while the session was down (TB's own
+ *   end of the old session disconnected every sub-device);
  * - an announced device still a candidate is announced again within every sync.announceMs;
- * - a device becoming a candidate is announced within one scan (SCAN_MS);
- * - a device is announced before the first uplink message naming it in a session goes (ensure).
+ * - a device becoming a candidate is announced within one scan (SCAN_MS); a local connect at once;
+ * - a device is announced before the first uplink message naming it in a session goes (ensure);
+ * - a device whose local sessions all closed is no candidate for its listeners or downlinks, and is
+ *   disconnected upstream within one scan of having nothing left to send.
  */
 import type { UpstreamConnection } from './connection.js';
 
@@ -35,6 +46,11 @@ const SCAN_MS = 2_000;
 export class Announcer {
   /** device id → when it was last announced in this session */
   private readonly at = new Map<string, number>();
+  /** devices with a local session open */
+  private readonly online = new Set<string>();
+  /** devices whose local sessions all closed, as they were named then */
+  private readonly offline = new Map<string, Candidate>();
+  private settling: NodeJS.Immediate | undefined;
   private timer: NodeJS.Timeout | undefined;
   private readonly interval: number;
 
@@ -53,6 +69,42 @@ export class Announcer {
 
   stop(): void {
     clearInterval(this.timer);
+    clearImmediate(this.settling);
+  }
+
+  /** devices with a local session open: candidates whatever else they have */
+  onlineDevices(): Iterable<string> {
+    return this.online;
+  }
+
+  /** whether the device's local sessions all closed (it is a candidate only for what it has to send) */
+  isOffline(id: string): boolean {
+    return this.offline.has(id);
+  }
+
+  /** The device's first local session opened: connected upstream now (while the session is down, at its return). */
+  connected(c: Candidate): void {
+    this.offline.delete(c.id);
+    this.online.add(c.id);
+    // said even when it is in this session already for its data: the upstream sees the connect
+    this.announce(c, !this.at.has(c.id));
+  }
+
+  /** The device's last local session closed: disconnected upstream once nothing of it is left to send. */
+  disconnected(c: Candidate): void {
+    this.online.delete(c.id);
+    this.offline.set(c.id, c);
+    // one scan, outside the turn of the transport that closed the session
+    this.settling ??= setImmediate(() => {
+      this.settling = undefined;
+      this.scan();
+    });
+  }
+
+  /** The device was deleted here. */
+  forget(id: string): void {
+    this.online.delete(id);
+    this.offline.delete(id);
   }
 
   /** The session is (again) up: TB forgot every sub-device; all are announced afresh. */
@@ -89,6 +141,11 @@ export class Announcer {
       const last = this.at.get(c.id);
       if (last === undefined) this.announce(c, true);
       else if (now - last >= due) this.announce(c, false);
+    }
+    for (const [id, c] of this.offline) {
+      if (!this.at.has(id) || seen.has(id)) continue;
+      if (this.o.session.publishQuietly('v1/gateway/disconnect', JSON.stringify({ device: c.name })))
+        this.at.delete(id);
     }
   }
 

@@ -4,6 +4,7 @@
  * decision (what is sent, in which order, when it counts as delivered, whatever the transport); this module only
  * owns the session and the downlink.
  */
+import type { EventBus } from '../../bus/index.js';
 import type { Config } from '../../config/index.js';
 import type { Logger } from '../../log.js';
 import type { RpcBroker } from '../../rpc/broker.js';
@@ -65,6 +66,8 @@ export interface UpstreamSessionOptions {
   readonly entities: EntityStore;
   readonly attributes: AttributeStore;
   readonly rpc: RpcBroker;
+  /** its `deviceState` events: local devices' connects and disconnects are told upstream (announce.ts) */
+  readonly bus: EventBus;
   /** what the sync thread opens, which reads the backlog back and encodes it (thread.ts) */
   readonly threadSetup: Pick<ThreadSetup, 'dataDir' | 'mapSizeBytes'>;
   /** ids of the devices with points or attributes waiting to go up */
@@ -94,6 +97,7 @@ export class UpstreamSession {
   private readonly lifecycle: Lifecycle;
   /** device id → when it was last seen listening locally (a long-poll between two polls still counts) */
   private readonly listenedAt = new Map<string, number>();
+  private readonly off: Array<() => void> = [];
 
   constructor(private readonly o: UpstreamSessionOptions) {
     const cfg = o.config;
@@ -170,6 +174,19 @@ export class UpstreamSession {
       candidates: () => this.candidates(),
       announced: (c) => this.shared.reconcile(c),
     });
+    // from construction, before the device transports listen: a device connecting at once is not missed
+    this.off.push(
+      o.bus.on('deviceState', (ev) => {
+        if (ev.kind !== 'CONNECT' && ev.kind !== 'DISCONNECT') return;
+        const c = this.candidate(ev.deviceId);
+        if (c === undefined) return;
+        if (ev.kind === 'CONNECT') this.announcer.connected(c);
+        else this.announcer.disconnected(c);
+      }),
+      o.bus.on('entityDeleted', (ev) => {
+        if (ev.entityType === 'DEVICE') this.announcer.forget(ev.entityId);
+      }),
+    );
   }
 
   start(): void {
@@ -179,6 +196,7 @@ export class UpstreamSession {
   }
 
   stop(): void {
+    for (const off of this.off.splice(0)) off();
     this.announcer.stop();
     this.rpcDown.stop();
     this.session.stop();
@@ -201,12 +219,19 @@ export class UpstreamSession {
     this.o.up();
   }
 
-  /** Devices with something to send, a local listener (seen within sync.announceMs), or a downlink in hand. */
+  /**
+   * Devices with a local session open, something to send, a local listener (seen within sync.announceMs), or a
+   * downlink in hand; one whose local sessions all closed only for what it has to send (announce.ts).
+   */
   private *candidates(): IterableIterator<Candidate> {
     const now = this.o.now();
+    for (const id of this.announcer.onlineDevices()) {
+      const c = this.candidate(id);
+      if (c !== undefined) yield c;
+    }
     for (const id of this.o.rpc.listeningDevices()) this.listenedAt.set(id, now);
     for (const [id, at] of this.listenedAt) {
-      if (now - at > this.o.config.announceMs) {
+      if (now - at > this.o.config.announceMs || this.announcer.isOffline(id)) {
         this.listenedAt.delete(id);
         continue;
       }
@@ -214,6 +239,7 @@ export class UpstreamSession {
       if (c !== undefined) yield c;
     }
     for (const id of this.rpcDown.devices()) {
+      if (this.announcer.isOffline(id)) continue;
       const c = this.candidate(id);
       if (c !== undefined) yield c;
     }

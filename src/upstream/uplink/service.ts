@@ -28,6 +28,7 @@
  * backlog in what is left, and while the backlog waits live keeps one slot free for it (with a single slot the
  * two take turns). A device has at most one request in flight per lane.
  */
+import type { EventBus } from '../../bus/index.js';
 import type { Config } from '../../config/index.js';
 import type { Logger } from '../../log.js';
 import { backfill } from './backfill.js';
@@ -115,6 +116,8 @@ export interface SyncDeps {
   readonly attributes: LmdbAttributeStore;
   /** local devices' listeners and RPC (the MQTT gateway session announces the devices listening, delivers RPC) */
   readonly rpc: RpcBroker;
+  /** devices' connects and disconnects, told upstream by the MQTT gateway session */
+  readonly bus: EventBus;
   /** the recorder the timeseries store was opened with (so the log's replay at start is recorded too) */
   readonly recorder: OutboxRecorder;
   /** what the recorder and the depth store were given at construction: the service attaches to it */
@@ -173,6 +176,7 @@ export class SyncService implements SyncStatusSource {
           entities: deps.entities,
           attributes: deps.attributes,
           rpc: deps.rpc,
+          bus: deps.bus,
           threadSetup: deps.threadSetup,
           pending: () => this.pendingDevices(),
           up: () => {
