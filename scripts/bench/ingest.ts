@@ -40,6 +40,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { open } from 'lmdb';
 import * as uws from 'uWebSockets.js';
+import { profileDataWith, threeAlarmRules } from './alarm-rules.js';
 import { argValue, median, spawnListening } from './lib.js';
 
 const TOKEN = 'BENCH_TOKEN_0123456789';
@@ -172,55 +173,12 @@ async function startOutpost(dataDir: string, withRules: boolean): Promise<Server
 const ADMIN = 'bench@example.com';
 const ADMIN_PASSWORD = 'bench-secret';
 
-/** A condition on one telemetry key (TB's AlarmConditionFilter), as TB's UI saves it. */
-function over(key: string, operation: string, value: number): object {
-  return {
-    key: { type: 'TIME_SERIES', key },
-    valueType: 'NUMERIC',
-    value: null,
-    predicate: { type: 'NUMERIC', operation, value: { defaultValue: value, userValue: null, dynamicValue: null } },
-  };
-}
-
-function rule(condition: object, spec: object): object {
-  return { condition: { condition: [condition], spec }, schedule: null, alarmDetails: null, dashboardId: null };
-}
-
-/** Three rules over the bench body's keys, none met by its values (21.5, 40, 1013.25). */
-const BENCH_ALARMS = [
-  {
-    id: 'bench-high-temperature',
-    alarmType: 'High Temperature',
-    createRules: { CRITICAL: rule(over('temperature', 'GREATER', 30), { type: 'SIMPLE' }) },
-    clearRule: rule(over('temperature', 'LESS', 25), { type: 'SIMPLE' }),
-    propagate: false,
-  },
-  {
-    id: 'bench-humid',
-    alarmType: 'Humid',
-    createRules: {
-      MAJOR: rule(over('humidity', 'GREATER', 80), {
-        type: 'DURATION',
-        unit: 'MINUTES',
-        predicate: { defaultValue: 5, userValue: null, dynamicValue: null },
-      }),
-    },
-    clearRule: rule(over('humidity', 'LESS', 70), { type: 'SIMPLE' }),
-    propagate: false,
-  },
-  {
-    id: 'bench-low-pressure',
-    alarmType: 'Low Pressure',
-    createRules: {
-      WARNING: rule(over('pressure', 'LESS', 900), {
-        type: 'REPEATING',
-        predicate: { defaultValue: 3, userValue: null, dynamicValue: null },
-      }),
-    },
-    clearRule: rule(over('pressure', 'GREATER', 950), { type: 'SIMPLE' }),
-    propagate: false,
-  },
-];
+/** Thresholds the bench body (21.5, 40, 1013.25) never meets: every write is evaluated, no alarm is raised. */
+const BENCH_ALARMS = threeAlarmRules({
+  high: { key: 'temperature', over: 30, clearBelow: 25 },
+  held: { key: 'humidity', over: 80, minutes: 5, clearBelow: 70 },
+  low: { key: 'pressure', under: 900, times: 3, clearAbove: 950 },
+});
 
 /** Over REST, as an operator would: a profile with the rules, and the bench device moved onto it. */
 async function putOnRulesProfile(base: string): Promise<void> {
@@ -243,11 +201,7 @@ async function putOnRulesProfile(base: string): Promise<void> {
       name: 'bench-rules',
       type: 'DEFAULT',
       transportType: 'DEFAULT',
-      profileData: {
-        configuration: { type: 'DEFAULT' },
-        transportConfiguration: { type: 'DEFAULT' },
-        alarms: BENCH_ALARMS,
-      },
+      profileData: profileDataWith(BENCH_ALARMS),
     },
     token,
   )) as { id: { id: string } };
