@@ -7,6 +7,9 @@
  *   (d) floor   — the least an LMDB-durable handler can do: JSON.parse, one put of the raw body, ack after
  *                 commit + flush. At a fixed connection count every durable variant waits for the same commit +
  *                 fsync cycle, so (d) is the req/s that cycle allows: what "ack only once on disk" costs here.
+ *   (e) rules   — (c) with the device on a profile of three alarm rules (docs/api.md "Alarm rules": a SIMPLE, a
+ *                 DURATION and a REPEATING rule, each with a clear rule) over the body's keys, none of them
+ *                 met: what evaluating rules on every committed write costs (server CPU per request, (e) ÷ (c)).
  * Each variant is its own server process, started fresh per round on a fresh data dir (bare: none), so
  * RssAnon and /proc/<pid>/io are the server's alone. Rounds interleave a, b, c, d; the table shows medians.
  *
@@ -17,6 +20,7 @@
  * /proc/<pid>/stat ÷ requests), which says whether a variant is CPU-bound or waiting on fsync.
  *
  *   npm run bench:ingest [-- --duration 10 --rounds 3 --connections 64 --client wrk|autocannon --only bare,outpost]
+ *   npm run bench:ingest -- --only outpost,rules   (the alarm rules' cost: (e) beside (c), interleaved)
  */
 import { type ChildProcess, execFile, execFileSync, fork } from 'node:child_process';
 import {
@@ -36,6 +40,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { open } from 'lmdb';
 import * as uws from 'uWebSockets.js';
+import { profileDataWith, threeAlarmRules } from './alarm-rules.js';
 import { argValue, median, spawnListening } from './lib.js';
 
 const TOKEN = 'BENCH_TOKEN_0123456789';
@@ -43,12 +48,14 @@ const BODY = '{"temperature":21.5,"humidity":40,"pressure":1013.25}';
 const POINTS_PER_REQUEST = 3;
 const MAIN = fileURLToPath(new URL('../../src/main.js', import.meta.url));
 
-type Variant = 'bare' | 'naive' | 'floor' | 'outpost';
+type Variant = 'bare' | 'naive' | 'floor' | 'outpost' | 'rules';
+type Baseline = Exclude<Variant, 'outpost' | 'rules'>;
 const LABEL: Record<Variant, string> = {
   bare: '(a) bare uWS, JSON.parse only',
   naive: '(b) naive durable, 1 put per key',
   floor: '(d) durable floor, 1 put per request',
   outpost: '(c) outpost serve',
+  rules: '(e) outpost serve, 3 alarm rules',
 };
 
 // ---------------------------------------------------------------------------------------------------------
@@ -63,7 +70,7 @@ function onBody(res: uws.HttpResponse, done: (body: Buffer) => void): void {
   });
 }
 
-function serveBaseline(variant: Exclude<Variant, 'outpost'>, dataDir: string): void {
+function serveBaseline(variant: Baseline, dataDir: string): void {
   const app = uws.App();
   if (variant === 'bare') {
     app.post('/api/v1/:token/telemetry', (res) => {
@@ -139,7 +146,7 @@ interface Server {
   stop(): Promise<void>;
 }
 
-async function startBaseline(variant: Exclude<Variant, 'outpost'>, dataDir: string): Promise<Server> {
+async function startBaseline(variant: Baseline, dataDir: string): Promise<Server> {
   const child: ChildProcess = fork(fileURLToPath(import.meta.url), ['--serve', variant, dataDir], { stdio: 'inherit' });
   const port = await new Promise<number>((resolve, reject) => {
     child.once('message', (m) => resolve((m as { port: number }).port));
@@ -148,15 +155,66 @@ async function startBaseline(variant: Exclude<Variant, 'outpost'>, dataDir: stri
   return { pid: child.pid as number, port, stop: () => stopChild(child) };
 }
 
-async function startOutpost(dataDir: string): Promise<Server> {
-  execFileSync(process.execPath, [MAIN, 'device', 'add', '--data-dir', dataDir, '--name', 'bench', '--token', TOKEN], {
-    stdio: 'ignore',
-  });
+async function startOutpost(dataDir: string, withRules: boolean): Promise<Server> {
+  const cli = (args: string[]): void => {
+    execFileSync(process.execPath, [MAIN, ...args, '--data-dir', dataDir], { stdio: 'ignore' });
+  };
+  cli(['device', 'add', '--name', 'bench', '--token', TOKEN]);
+  if (withRules) cli(['user', 'add', '--email', ADMIN, '--password', ADMIN_PASSWORD, '--authority', 'TENANT_ADMIN']);
   const { proc, port } = await spawnListening(
     [MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir],
     'outpost',
   );
-  return { pid: proc.pid as number, port, stop: () => stopChild(proc) };
+  const server = { pid: proc.pid as number, port, stop: () => stopChild(proc) };
+  if (withRules) await putOnRulesProfile(`http://127.0.0.1:${port}`);
+  return server;
+}
+
+const ADMIN = 'bench@example.com';
+const ADMIN_PASSWORD = 'bench-secret';
+
+/** Thresholds the bench body (21.5, 40, 1013.25) never meets: every write is evaluated, no alarm is raised. */
+const BENCH_ALARMS = threeAlarmRules({
+  high: { key: 'temperature', over: 30, clearBelow: 25 },
+  held: { key: 'humidity', over: 80, minutes: 5, clearBelow: 70 },
+  low: { key: 'pressure', under: 900, times: 3, clearAbove: 950 },
+});
+
+/** Over REST, as an operator would: a profile with the rules, and the bench device moved onto it. */
+async function putOnRulesProfile(base: string): Promise<void> {
+  const call = async (method: string, path: string, body?: object, token?: string): Promise<unknown> => {
+    const r = await fetch(`${base}${path}`, {
+      method,
+      headers: { 'content-type': 'application/json', ...(token ? { 'x-authorization': `Bearer ${token}` } : {}) },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    if (!r.ok) throw new Error(`${method} ${path}: ${r.status} ${await r.text()}`);
+    return r.json();
+  };
+  const { token } = (await call('POST', '/api/auth/login', { username: ADMIN, password: ADMIN_PASSWORD })) as {
+    token: string;
+  };
+  const profile = (await call(
+    'POST',
+    '/api/deviceProfile',
+    {
+      name: 'bench-rules',
+      type: 'DEFAULT',
+      transportType: 'DEFAULT',
+      profileData: profileDataWith(BENCH_ALARMS),
+    },
+    token,
+  )) as { id: { id: string } };
+  const device = (await call('GET', '/api/tenant/devices?deviceName=bench', undefined, token)) as Record<
+    string,
+    unknown
+  >;
+  await call(
+    'POST',
+    '/api/device',
+    { ...device, deviceProfileId: { entityType: 'DEVICE_PROFILE', id: profile.id.id } },
+    token,
+  );
 }
 
 function stopChild(child: ChildProcess): Promise<void> {
@@ -289,7 +347,10 @@ interface Sample {
 
 async function measure(client: LoadClient, variant: Variant, connections: number, duration: number): Promise<Sample> {
   const dataDir = mkdtempSync(join(tmpdir(), `outpost-bench-ingest-${variant}-`));
-  const server = variant === 'outpost' ? await startOutpost(dataDir) : await startBaseline(variant, dataDir);
+  const server =
+    variant === 'outpost' || variant === 'rules'
+      ? await startOutpost(dataDir, variant === 'rules')
+      : await startBaseline(variant, dataDir);
   try {
     const url = `http://127.0.0.1:${server.port}/api/v1/${TOKEN}/telemetry`;
     await load(client, url, connections, 1); // warm-up: JIT, LMDB file growth; not recorded
@@ -354,7 +415,7 @@ async function main(): Promise<void> {
   const only = process.argv.indexOf('--only');
   const variants: Variant[] =
     only >= 0 ? ((process.argv[only + 1] ?? '').split(',') as Variant[]) : ['bare', 'naive', 'outpost', 'floor'];
-  const samples: Record<Variant, Sample[]> = { bare: [], naive: [], floor: [], outpost: [] };
+  const samples: Record<Variant, Sample[]> = { bare: [], naive: [], floor: [], outpost: [], rules: [] };
   const fsyncs: Array<{ p50: number; p90: number }> = [];
   for (let round = 0; round < rounds; round++) {
     fsyncs.push(fsyncLatency());
@@ -391,10 +452,18 @@ async function main(): Promise<void> {
         `${med(v, (s) => s.p50)} / ${med(v, (s) => s.p99)} | ${med(v, (s) => s.rssAnonMb).toFixed(1)} | ${Number.isNaN(bpp) || v === 'bare' ? '–' : bpp.toFixed(1)} | ${med(v, (s) => s.cpuPerReqUs).toFixed(0)} |`,
     );
   }
+  if (samples.rules.length > 0 && samples.outpost.length > 0) {
+    // per round, so both sides of a ratio saw the same machine
+    const cpu = median(samples.rules.map((s, i) => s.cpuPerReqUs / (samples.outpost[i] as Sample).cpuPerReqUs));
+    const bytes = median(samples.rules.map((s, i) => s.bytesPerPoint / (samples.outpost[i] as Sample).bytesPerPoint));
+    console.log(
+      `alarm rules (e) ÷ (c), median of per-round ratios: server CPU per request ${cpu.toFixed(2)}×, bytes written per point ${bytes.toFixed(2)}×`,
+    );
+  }
 }
 
 if (process.argv[2] === '--serve') {
-  serveBaseline(process.argv[3] as Exclude<Variant, 'outpost'>, process.argv[4] as string);
+  serveBaseline(process.argv[3] as Baseline, process.argv[4] as string);
 } else {
   await main();
 }

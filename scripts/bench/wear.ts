@@ -55,6 +55,8 @@ import { fileURLToPath } from 'node:url';
 import { argValue, encodeRequest, RawHttpConnection, rssAnonBytes, spawnListening } from './lib.js';
 import { openStoreEnv } from '../../src/store/env.js';
 import { EntityStore } from '../../src/store/entities.js';
+import { DeviceProfileStore } from '../../src/store/profiles.js';
+import { profileDataWith, threeAlarmRules } from './alarm-rules.js';
 import { hashPassword } from '../../src/auth/password.js';
 import { DEFAULTS } from '../../src/config/index.js';
 
@@ -97,6 +99,8 @@ interface Policy {
   readonly sync?: boolean;
   /** in the default run (the write budget against the fixed delay it replaces) */
   readonly byDefault?: boolean;
+  /** every device on a profile of three alarm rules its readings cross now and then (alarm-rules.ts) */
+  readonly rules?: boolean;
 }
 const POLICIES: readonly Policy[] = [
   {
@@ -117,7 +121,19 @@ const POLICIES: readonly Policy[] = [
   { name: 'log, commitDelayMs 400', store: { commitDelayMs: 400 }, workloads: ['ref'] },
   { name: 'no log, 0 + sync', store: { wal: false, commitDelayMs: 0 }, workloads: ['ref'], sync: true },
   { name: 'budget + sync', store: {}, workloads: ['ref'], sync: true },
+  // `--policy default,alarm`: the default beside it in the same run, the ratio of their bytes per day
+  { name: 'budget + 3 alarm rules', store: {}, workloads: ['ref'], rules: true },
 ];
+
+/**
+ * The reference load's readings are sin(n/10 + k)·100: k0 goes over 90 (and back under 50) once a period of
+ * ~63 posts, k2 under -90 likewise; k1 is over 95 for ~30 s, never the 1 minute its rule needs.
+ */
+const WEAR_ALARMS = threeAlarmRules({
+  high: { key: 'k0', over: 90, clearBelow: 50 },
+  held: { key: 'k1', over: 95, minutes: 1, clearBelow: 50 },
+  low: { key: 'k2', under: -90, times: 3, clearAbove: -50 },
+});
 
 function writeBytes(pid: number): number {
   const m = /^write_bytes:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'));
@@ -194,13 +210,20 @@ function quantile(sorted: readonly number[], q: number): number {
 }
 
 /** Creates the tenant, the devices (token `dev<i>`) and a tenant admin in `dataDir`; returns the device ids. */
-async function provision(dataDir: string, devices: number, upstream: boolean): Promise<string[]> {
+async function provision(dataDir: string, devices: number, upstream: boolean, rules = false): Promise<string[]> {
   const env = openStoreEnv({ dataDir, mapSizeBytes: DEFAULTS.store.mapSizeBytes });
   try {
     const entities = new EntityStore(env);
     await entities.ensureTenant();
     const ids: string[] = [];
     for (let i = 0; i < devices; i++) ids.push((await entities.createDevice({ name: `dev${i}`, token: `dev${i}` })).id);
+    if (rules) {
+      const profile = await new DeviceProfileStore(entities, env).save({
+        name: 'bench-rules',
+        profileData: profileDataWith(WEAR_ALARMS),
+      });
+      for (const id of ids) await entities.updateNamed('DEVICE', id, { deviceProfileId: profile.id });
+    }
     // the upstream token of each device, as `outpost device upstream` stores it
     if (upstream)
       for (const [i, id] of ids.entries()) await env.outbox.put(['t', id], { token: `up${i}`, provisioned: false });
@@ -419,7 +442,7 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
   let proc: ChildProcess | undefined;
   const sink = policy.sync === true ? await startSink() : undefined;
   try {
-    const ids = await provision(dataDir, w.devices + 1, sink !== undefined);
+    const ids = await provision(dataDir, w.devices + 1, sink !== undefined, policy.rules === true);
     const configFile = join(dataDir, 'config.json');
     writeFileSync(
       configFile,
@@ -723,7 +746,9 @@ async function main(): Promise<void> {
     rows.push(line);
     console.error(line);
   };
+  const perDayOf = new Map<Policy, number>();
   const emitRow = (p: Policy, w: Workload, r: Result): void => {
+    if (w.name === 'ref') perDayOf.set(p, (r.bytes / r.windowS) * 86_400);
     emit(row(p, w, r));
     if (w.periodMs > 0) splits.push(split(p, w, r));
   };
@@ -746,6 +771,10 @@ async function main(): Promise<void> {
   console.log('|---|---|---|---|---|---|---|---|---|---|');
   for (const r of rows) console.log(r);
   if (splits.length > 0) console.log(`\n${splits.join('\n')}`);
+  const plain = [...perDayOf].find(([p]) => p.byDefault === true && p.name.includes('budget'))?.[1];
+  const ruled = [...perDayOf].find(([p]) => p.rules === true)?.[1];
+  if (plain !== undefined && ruled !== undefined)
+    console.log(`\nreference load with the three alarm rules ÷ without, bytes per day: ${(ruled / plain).toFixed(3)}×`);
 }
 
 await main();
