@@ -21,6 +21,8 @@
  *          (docs/write-budget.md: a fresh store answers at fsync speed from its first request). Beside it, over
  *          the same window and schedule, fsync-floor.ts times the disk alone (a 4-KiB write and an fdatasync per
  *          group of due slots, in a process of its own): the floor under the daemon's answers.
+ *   bulk:  the reference load, and one more device uploading a month of history (BULK) as the window opens: the
+ *          light devices' acks while it uploads and after it, and what the window wrote with it.
  *   catch-up: after the reference window, while its load goes on, one more device posts `--catchup` stored
  *          readings (2,000) one at a time: how long it takes, and what was written meanwhile.
  * The quiet rows run alone, one after another; the loaded rows' daemons run at once (`--serial`: one after
@@ -39,7 +41,7 @@
  * page cache's charges (write_bytes' large folios) and without any other process's writes. It is the closest this
  * machine comes to the card itself. The daemon finds the journal there and counts it against its budget.
  *
- *   npm run bench:wear [-- --only fresh,quiet,ref,big --warmup 300 --window 600 --catchup 2000 --quiet-posts 1000
+ *   npm run bench:wear [-- --only fresh,quiet,ref,big,bulk --warmup 300 --window 600 --catchup 2000 --quiet-posts 1000
  *     --history <minutes of history per device first, default 0: a fresh store> --policy <name substrings> --serial
  *     --card [--card-mount <mount options, default noatime>]]
  */
@@ -84,11 +86,22 @@ interface Workload {
   readonly devices: number;
   readonly keys: number;
   readonly periodMs: number;
+  /** one more device uploads a month of history while the load runs (the `bulk` row) */
+  readonly bulk?: boolean;
 }
 const WORKLOADS: readonly Workload[] = [
   { name: 'ref', devices: 50, keys: 5, periodMs: 5000 },
   { name: 'big', devices: 200, keys: 10, periodMs: 10_000 },
+  { name: 'bulk', devices: 50, keys: 5, periodMs: 5000, bulk: true },
 ];
+
+/**
+ * The bulk writer of the `bulk` row: a month of 10-s readings of 2 keys (bench:downsample's upload), 1000
+ * timestamps a request, 4 requests in flight, started when the window opens. The light devices' acks are
+ * split into those answered while it uploads and those after: the device that wrote the bytes pays for them
+ * (docs/write-budget.md), a light device keeps fsync-speed acks during and after.
+ */
+const BULK = { days: 30, stepMs: 10_000, perRequest: 1000, inFlight: 4 } as const;
 
 interface Policy {
   readonly name: string;
@@ -106,7 +119,7 @@ const POLICIES: readonly Policy[] = [
   {
     name: 'write budget 1.5 GB/day (default)',
     store: {},
-    workloads: ['fresh', 'quiet', 'ref', 'big'],
+    workloads: ['fresh', 'quiet', 'ref', 'big', 'bulk'],
     byDefault: true,
   },
   {
@@ -293,6 +306,8 @@ interface Result {
   deviceBytes: number;
   /** what the daemon's own loop device was given to write over the window (`--card`), else NaN */
   cardBytes: number;
+  /** the `bulk` row: the upload, and the light devices' acks while it ran and after it */
+  bulk?: { points: number; seconds: number; during: number[]; after: number[] };
 }
 
 interface RunOptions {
@@ -526,6 +541,34 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
     let posts = 0;
     let failed = 0;
     let rssMax = 0;
+    const bulk: Result['bulk'] = w.bulk === true ? { points: 0, seconds: 0, during: [], after: [] } : undefined;
+    // the month's upload by device `w.devices` (the catch-up device's token), on connections of its own
+    const upload = async (): Promise<void> => {
+      if (bulk === undefined) return;
+      const t0 = performance.now();
+      const end = Date.now() - 3_600_000;
+      const start = end - BULK.days * 86_400_000;
+      let next = start;
+      const sender = async (slot: number): Promise<void> => {
+        while (next < end) {
+          const from = next;
+          next += BULK.perRequest * BULK.stepMs;
+          const records: string[] = [];
+          for (let ts = from; ts < Math.min(from + BULK.perRequest * BULK.stepMs, end); ts += BULK.stepMs)
+            records.push(`{"ts":${ts},"values":{"a":${(ts / 1e7) % 100},"b":${Math.round(Math.sin(ts / 1e6) * 100)}}}`);
+          const r = await request(
+            w.devices + 3 + slot,
+            encodeRequest('POST', `/api/v1/dev${w.devices}/telemetry`, `[${records.join(',')}]`, {
+              'content-type': 'application/json',
+            }),
+          );
+          if (r.status !== 200) throw new Error(`bulk upload: ${r.status} ${r.body.toString()}`);
+          bulk.points += records.length * 2;
+        }
+      };
+      await Promise.all(Array.from({ length: BULK.inFlight }, (_, slot) => sender(slot)));
+      bulk.seconds = (performance.now() - t0) / 1000;
+    };
     const device = async (i: number): Promise<void> => {
       const t0 = performance.now() + (i * w.periodMs) / w.devices;
       for (let n = 0; !stop; n++) {
@@ -536,7 +579,9 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
         const sent = performance.now();
         if ((await post(i, n, Date.now())) !== 200) failed++;
         if (measuring) {
-          lat.push(performance.now() - sent);
+          const ms = performance.now() - sent;
+          lat.push(ms);
+          if (bulk !== undefined) (bulk.seconds === 0 ? bulk.during : bulk.after).push(ms);
           points += w.keys;
           posts++;
         }
@@ -634,7 +679,9 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
       const dev0 = deviceSectorsWritten() ?? NaN;
       const card0 = card?.written() ?? NaN;
       const t0 = performance.now();
+      const uploaded = upload();
       await new Promise((r) => setTimeout(r, o.windowS * 1000));
+      await uploaded;
       measuring = false;
       clearInterval(delaySampler);
       delays.sort((a, b) => a - b);
@@ -677,6 +724,7 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
         byThread,
         deviceBytes,
         cardBytes,
+        ...(bulk === undefined ? {} : { bulk }),
       };
     } finally {
       stop = true;
@@ -714,13 +762,20 @@ function row(p: Policy, w: Workload, r: Result): string {
       ? `quiet: 1 device, ${f(r.posts)} posts one at a time`
       : w.periodMs < 0
         ? `fresh: README's flow, then 300 posts at 20 Hz and 20 every 2 s (slowest ${f(r.maxMs ?? NaN, 1)} ms; the disk alone beside it, a 4-KiB write and fdatasync on the same schedule: p50 / p99 ${f(r.disk?.p50 ?? NaN, 1)} / ${f(r.disk?.p99 ?? NaN, 1)} ms, slowest ${f(r.disk?.max ?? NaN, 1)} ms; the daemon's event loop late by up to ${f(r.loopLateMs ?? NaN, 1)} ms over the last minute)`
-        : `${w.devices}×${w.keys} / ${w.periodMs / 1000} s`;
+        : `${w.devices}×${w.keys} / ${w.periodMs / 1000} s${w.bulk === true ? ' + a month uploaded (bytes, per day: with the bulk)' : ''}`;
   const state = r.delayMs === undefined ? '–' : `${f(r.delayMs)} ms, ${f(r.reserveLeftMb ?? 0, 1)} MB left`;
   const c = r.catchup;
+  const b = r.bulk;
+  const acks = (xs: number[]): string => {
+    const sorted = [...xs].sort((x, y) => x - y);
+    return `${f(xs.length)} acks p50 / p99 ${f(quantile(sorted, 0.5), 1)} / ${f(quantile(sorted, 0.99), 1)} ms`;
+  };
   const catchup =
-    c === undefined
-      ? ''
-      : `${f(c.posts)} posts in ${f(c.seconds, 1)} s (p99 ${f(c.p99)} ms), ${f(c.bytes / 1e6, 2)} MB written meanwhile (the load's share at its window rate: ${f(((r.bytes / r.windowS) * c.seconds) / 1e6, 2)} MB)`;
+    b !== undefined
+      ? `bulk beside: ${f(b.points)} points in ${f(b.seconds, 1)} s; the light devices while it ran ${acks(b.during)}, after it ${acks(b.after)}`
+      : c === undefined
+        ? ''
+        : `${f(c.posts)} posts in ${f(c.seconds, 1)} s (p99 ${f(c.p99)} ms), ${f(c.bytes / 1e6, 2)} MB written meanwhile (the load's share at its window rate: ${f(((r.bytes / r.windowS) * c.seconds) / 1e6, 2)} MB)`;
   return `| ${workload} | ${p.name} | ${f(r.posts / r.windowS, 1)} | ${f(r.p50, 1)} / ${f(r.p99, 1)} ms | ${f(perPoint)} (${f(r.logBytes / r.points)} log) | ${f(perDay / 1e9, 2)} GB | ${f(CARD_TBW / perDay / 365.25, 1)} y | ${state} | ${f(r.rssMb, 1)} MB | ${catchup}${r.failed > 0 ? ` ${r.failed} failed` : ''}${r.upstreamPoints === undefined ? '' : ` ${f(r.upstreamPoints)} points upstream`} |`;
 }
 
@@ -728,7 +783,12 @@ async function main(): Promise<void> {
   const opts = (name: string): RunOptions => ({
     warmupS: argValue(`--${name}-warmup`, argValue('--warmup', 300)),
     windowS: argValue(`--${name}-window`, argValue('--window', 600)),
-    catchup: name === 'big' ? 0 : name === 'quiet' ? argValue('--quiet-posts', 1000) : argValue('--catchup', 2000),
+    catchup:
+      name === 'big' || name === 'bulk'
+        ? 0
+        : name === 'quiet'
+          ? argValue('--quiet-posts', 1000)
+          : argValue('--catchup', 2000),
   });
   const onlyIdx = process.argv.indexOf('--only');
   const only = onlyIdx >= 0 ? (process.argv[onlyIdx + 1] ?? '').split(',') : ['fresh', 'quiet', 'ref', 'big'];
