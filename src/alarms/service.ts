@@ -96,6 +96,8 @@ export class AlarmRuleService {
         if (ev.entityType === 'DEVICE') this.devices.delete(ev.entityId);
       }),
     );
+    // devices with progress are loaded now, not at their next event: a silent one's DURATION still escalates
+    for (const id of this.states.devices()) this.rulesOf(id);
     this.timer = setInterval(() => this.check(), DURATION_CHECK_MS);
     this.timer.unref();
   }

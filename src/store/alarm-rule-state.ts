@@ -36,6 +36,13 @@ export class AlarmRuleStateStore {
     return this.rows;
   }
 
+  /** The devices with progress stored. */
+  devices(): string[] {
+    const out = new Set<string>();
+    for (const k of this.env.alarms.getKeys({ start: ['R'], end: ['R\u0000'] })) out.add(String((k as Key)[1]));
+    return [...out];
+  }
+
   /** A device's progress records by alarm id. */
   load(deviceId: string): Map<string, RuleStateRecord> {
     const out = new Map<string, RuleStateRecord>();
