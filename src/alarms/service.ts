@@ -93,7 +93,9 @@ export class AlarmRuleService {
       this.bus.on('attributes', (ev) => this.onAttributes(ev)),
       this.bus.on('deviceState', (ev) => this.onState(ev)),
       this.bus.on('entityDeleted', (ev) => {
-        if (ev.entityType === 'DEVICE') this.devices.delete(ev.entityId);
+        if (ev.entityType !== 'DEVICE') return;
+        this.devices.delete(ev.entityId);
+        this.states.deviceDeleted();
       }),
     );
     // devices with progress are loaded now, not at their next event: a silent one's DURATION still escalates
@@ -220,7 +222,7 @@ export class AlarmRuleService {
         now,
         canStart,
       });
-      if (!canStart)
+      if (ev.startRefused)
         this.logOnce(
           'cap',
           `alarm rules: alarms.maxPendingRuleStates (${this.o.maxPending}) reached; DURATION and REPEATING rules of further devices do not start`,

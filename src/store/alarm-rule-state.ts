@@ -76,6 +76,11 @@ export class AlarmRuleStateStore {
     this.writes.add(w);
   }
 
+  /** A device was deleted (its records went with it, in its transaction): counted again when next asked. */
+  deviceDeleted(): void {
+    this.rows = -1;
+  }
+
   /** writes issued and not yet flushed */
   unflushed(): number {
     return this.writes.size;

@@ -623,6 +623,15 @@ t.test('progress: changed on start and reset only; forgotten after a user clear;
   t.equal(step(3000, 20), true, 'reset');
   t.equal(step(4000, 31, false), false, 'at the cap nothing starts');
   t.equal(prog.create[0]?.lastEventTs, 0);
+  const refused = evaluateAlarm(a, prog, {
+    values,
+    ts: 4500,
+    updated: new Set([slot]),
+    current: undefined,
+    now: 4500,
+    canStart: false,
+  });
+  t.equal(refused.startRefused, true, 'said, so the cap is logged');
   step(5000, 31);
   t.equal(forgetAlarm(a, prog, values), true, 'a user clear forgets the progress');
 });

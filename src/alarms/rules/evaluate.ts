@@ -62,6 +62,8 @@ export interface Evaluation {
   readonly outcome: Outcome;
   /** the progress as it is persisted changed (a DURATION started or reset, a REPEATING count moved) */
   readonly progressChanged: boolean;
+  /** a rule would have started its progress but `canStart` was false */
+  readonly startRefused: boolean;
 }
 
 export interface EvalInput {
@@ -168,14 +170,20 @@ function reset(p: RuleProgress): void {
 }
 
 /** TB's AlarmRuleState.eval(data): a reading */
-function evalReading(r: CompiledRule, p: RuleProgress, values: Values, ts: number, canStart: boolean): EvalResult {
+function evalReading(
+  r: CompiledRule,
+  p: RuleProgress,
+  values: Values,
+  ts: number,
+  canStart: () => boolean,
+): EvalResult {
   const holds = scheduleActive(r.rule.schedule, values, ts) && condition(r, values);
   const spec = r.rule.spec;
   if (spec.type === 'SIMPLE') return holds ? 'TRUE' : 'FALSE';
   if (!holds) return 'FALSE';
   const need = required(r.rule, values);
   if (spec.type === 'REPEATING') {
-    if (p.eventCount === 0 && !canStart) return 'FALSE';
+    if (p.eventCount === 0 && !canStart()) return 'FALSE';
     p.eventCount++;
     return need !== undefined && p.eventCount >= need ? 'TRUE' : 'NOT_YET_TRUE';
   }
@@ -185,7 +193,7 @@ function evalReading(r: CompiledRule, p: RuleProgress, values: Values, ts: numbe
       p.lastEventTs = ts;
     }
   } else {
-    if (!canStart) return 'FALSE';
+    if (!canStart()) return 'FALSE';
     p.lastEventTs = ts;
     p.duration = 0;
   }
@@ -223,9 +231,14 @@ export function detailsText(r: CompiledRule, values: Values): string {
 export function evaluateAlarm(a: CompiledAlarm, p: AlarmProgress, input: EvalInput): Evaluation {
   const { values, ts, updated, current, now, canStart } = input;
   let changed = false;
+  let refused = false;
+  const mayStart = (): boolean => {
+    if (!canStart) refused = true;
+    return canStart;
+  };
   const run = (r: CompiledRule, rp: RuleProgress): EvalResult => {
     const before = progressForm(r.rule, rp, values);
-    const res = updated === null ? evalTick(r, rp, values, now) : evalReading(r, rp, values, ts, canStart);
+    const res = updated === null ? evalTick(r, rp, values, now) : evalReading(r, rp, values, ts, mayStart);
     if (res === 'FALSE') reset(rp);
     if (progressForm(r.rule, rp, values) !== before) changed = true;
     return res;
@@ -250,7 +263,11 @@ export function evaluateAlarm(a: CompiledAlarm, p: AlarmProgress, input: EvalInp
         : current === undefined
           ? {}
           : undefined;
-    return { outcome: { kind: 'raise', severity: c.severity, details, startTs }, progressChanged: changed };
+    return {
+      outcome: { kind: 'raise', severity: c.severity, details, startTs },
+      progressChanged: changed,
+      startRefused: refused,
+    };
   }
   if (current !== undefined && a.clear !== null && touched(a.clear, updated)) {
     if (run(a.clear, p.clear) === 'TRUE') {
@@ -258,10 +275,10 @@ export function evaluateAlarm(a: CompiledAlarm, p: AlarmProgress, input: EvalInp
         resetRule((a.create[i] as (typeof a.create)[number]).rule, p.create[i] as RuleProgress);
       resetRule(a.clear, p.clear);
       const details = a.clear.rule.alarmDetails === null ? undefined : { data: detailsText(a.clear, values) };
-      return { outcome: { kind: 'clear', details }, progressChanged: changed };
+      return { outcome: { kind: 'clear', details }, progressChanged: changed, startRefused: refused };
     }
   }
-  return { outcome: { kind: 'none' }, progressChanged: changed };
+  return { outcome: { kind: 'none' }, progressChanged: changed, startRefused: refused };
 }
 
 /** After a clear or delete by a user: TB forgets the alarm and starts the create rules over. */
