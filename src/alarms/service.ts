@@ -88,6 +88,7 @@ export class AlarmRuleService {
   ) {}
 
   start(): void {
+    this.stopped = false;
     this.off.push(
       this.bus.on('telemetry', (ev) => this.onTelemetry(ev)),
       this.bus.on('attributes', (ev) => this.onAttributes(ev)),
@@ -106,7 +107,7 @@ export class AlarmRuleService {
 
   async stop(): Promise<void> {
     this.stopped = true;
-    for (const off of this.off) off();
+    for (const off of this.off.splice(0)) off();
     clearInterval(this.timer);
     await Promise.all([...this.devices.values()].map((d) => d.chain));
     await this.states.settled();

@@ -98,3 +98,77 @@ t.test('rows and progress written on transitions only; a restart keeps checking 
   t.equal(crit?.severity, 'CRITICAL', 'escalated without a new reading');
   t.equal(crit?.id, minor?.id, 'the same alarm, raised');
 });
+
+t.test('a dynamic value re-evaluates when its attribute changes; a user clear starts the rules over', async (t) => {
+  const { env, dict } = openTestEnv(t);
+  const entities = new EntityStore(env);
+  await entities.ensureTenant();
+  await new DeviceProfileStore(entities, env).save({
+    name: 'tank',
+    profileData: {
+      alarms: [
+        {
+          id: 'over',
+          alarmType: 'Over limit',
+          createRules: {
+            MAJOR: {
+              condition: {
+                condition: [
+                  {
+                    key: { type: 'TIME_SERIES', key: 't' },
+                    valueType: 'NUMERIC',
+                    predicate: {
+                      type: 'NUMERIC',
+                      operation: 'GREATER',
+                      value: {
+                        defaultValue: 100,
+                        dynamicValue: { sourceType: 'CURRENT_DEVICE', sourceAttribute: 'limit' },
+                      },
+                    },
+                  },
+                ],
+                spec: { type: 'SIMPLE' },
+              },
+            },
+          },
+        },
+      ],
+    },
+  });
+  const dev = await entities.createDevice({ name: 'tank-1', type: 'tank' });
+  const bus = new EventBus((m) => t.fail(m));
+  const attributes = new LmdbAttributeStore(env, dict, bus);
+  const alarms = new AlarmStore(env, (id) => entities.get(id));
+  const noSeries = { latest: () => new Map<string, TsKv>() };
+  const svc = new AlarmRuleService(
+    entities,
+    attributes,
+    noSeries,
+    alarms,
+    new AlarmRuleStateStore(env, (m) => t.fail(m)),
+    bus,
+    { maxPending: 0, now: Date.now, log: (m) => t.fail(m) },
+  );
+  svc.start();
+  t.teardown(() => svc.stop());
+  const col = new SeriesColumn();
+  col.pushLong(Date.now(), 50);
+  bus.publish('telemetry', { entityType: 'DEVICE', entityId: dev.id, series: new Map([['t', col]]) });
+  await svc.stop();
+  t.equal(alarms.activeOf(dev.id, 'Over limit'), undefined, '50 is under the default 100');
+  svc.start();
+  // the write publishes once committed: the rule runs again with the latest telemetry
+  await attributes.save('DEVICE', dev.id, 'SERVER_SCOPE', [['limit', { type: 'LONG', v: 40 }]], Date.now());
+  await svc.stop();
+  const first = alarms.activeOf(dev.id, 'Over limit');
+  t.equal(first?.severity, 'MAJOR', 'raised by the limit moving under the value');
+  await alarms.clear(first?.id ?? '', Date.now());
+  svc.start();
+  await attributes.save('DEVICE', dev.id, 'SHARED_SCOPE', [['limit', { type: 'LONG', v: 30 }]], Date.now());
+  await svc.stop();
+  const second = alarms.activeOf(dev.id, 'Over limit');
+  t.ok(
+    second !== undefined && second.id !== first?.id,
+    'after a user clear the next true evaluation creates a new alarm',
+  );
+});
