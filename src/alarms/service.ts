@@ -146,11 +146,11 @@ export class AlarmRuleService {
     for (const ts of stamps) {
       const updated = new Set<string>();
       for (const [key, col] of ev.series) {
-        if (!keys.has(key)) continue;
+        const slot = keys.get(key);
+        if (slot === undefined) continue;
         // the last point posted at this ts wins
         for (let i = col.length - 1; i >= 0; i--) {
           if (col.ts[i] !== ts) continue;
-          const slot = slotOf('TIME_SERIES', key);
           const v = col.value(i);
           const old = d.values.get(slot);
           d.values.set(slot, v);
@@ -370,7 +370,8 @@ export class AlarmRuleService {
   private compiledOf(p: DeviceProfileRecord): CompiledProfile {
     const hit = this.byRecord.get(p);
     if (hit !== undefined) return hit;
-    const raw = p.profileData['alarms'];
+    // a record from before profiles carried profileData has none
+    const raw = p.profileData?.['alarms'];
     const text = raw === undefined || raw === null ? '' : JSON.stringify(raw);
     const known = this.byProfile.get(p.id);
     let compiled: CompiledProfile;
@@ -399,7 +400,7 @@ export class AlarmRuleService {
   ): DeviceRules {
     const values = new Map<string, KvValue>();
     if (compiled.timeseries.size > 0)
-      for (const [k, p] of this.timeseries.latest(dev.id, [...compiled.timeseries]))
+      for (const [k, p] of this.timeseries.latest(dev.id, [...compiled.timeseries.keys()]))
         values.set(slotOf('TIME_SERIES', k), p.value);
     if (compiled.attributes.size > 0) {
       const names = [...compiled.attributes];
@@ -454,7 +455,7 @@ function currentOf(a: AlarmRecord): NonNullable<AlarmSlot['current']> {
   return { id: a.id, severity: a.severity, details };
 }
 
-function distinctTs(ev: TelemetryEvent, keys: ReadonlySet<string>): number[] {
+function distinctTs(ev: TelemetryEvent, keys: ReadonlyMap<string, string>): number[] {
   const all = new Set<number>();
   for (const [key, col] of ev.series) if (keys.has(key)) for (const ts of col.ts) all.add(ts);
   return [...all].sort((a, b) => a - b);

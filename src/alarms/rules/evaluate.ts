@@ -36,7 +36,8 @@ export interface CompiledProfile {
   readonly alarms: readonly CompiledAlarm[];
   /** every slot a rule reads: what a device of this profile keeps of its values */
   readonly slots: ReadonlySet<string>;
-  readonly timeseries: ReadonlySet<string>;
+  /** telemetry keys read, each with its slot (no string built per point) */
+  readonly timeseries: ReadonlyMap<string, string>;
   readonly attributes: ReadonlySet<string>;
   readonly entityFields: ReadonlySet<string>;
   /** some rule is DURATION: the minute check runs for its devices */
@@ -123,7 +124,7 @@ export function compileProfile(defs: readonly ProfileAlarm[]): CompiledProfile {
   return {
     alarms,
     slots,
-    timeseries: named(slotOf('TIME_SERIES', '')),
+    timeseries: new Map([...named(slotOf('TIME_SERIES', ''))].map((k) => [k, slotOf('TIME_SERIES', k)] as const)),
     attributes: named(slotOf('ATTRIBUTE', '')),
     entityFields: named(slotOf('ENTITY_FIELD', '')),
     timed,
