@@ -765,6 +765,25 @@ t.test('the parser refuses what evaluation could not run, with the message a sav
   }
   t.equal(parseProfileAlarms(highTemp).ok, true, "TB's example parses");
   t.equal(parseProfileAlarms(null).ok, true, 'no alarms');
+  const emptyDynamic = parseProfileAlarms([
+    {
+      alarmType: 'A',
+      createRules: {
+        MAJOR: rule([
+          {
+            key: { type: 'TIME_SERIES', key: 't' },
+            valueType: 'NUMERIC',
+            predicate: {
+              type: 'NUMERIC',
+              operation: 'GREATER',
+              value: { defaultValue: 1, dynamicValue: { sourceType: null, sourceAttribute: null } },
+            },
+          },
+        ]),
+      },
+    },
+  ]);
+  t.equal(emptyDynamic.ok, true, "the UI's empty dynamic value is none");
   const capped = parseProfileAlarms(highTemp, 2);
   t.equal(capped.ok, false, 'three rules over a cap of two');
   if (!capped.ok) t.match(capped.error, /at most 2 alarm rules/);

@@ -175,7 +175,9 @@ function bool(v: unknown, dflt: boolean): boolean {
 function dynamicValue(v: unknown, where: string): DynamicValue | null {
   if (v === undefined || v === null) return null;
   const o = objAt(v, where);
-  const sourceType = oneOf(SOURCE_TYPES, need(o, 'sourceType', where), 'DynamicValueSourceType', `${where}.sourceType`);
+  // ThingsBoard's UI sends an empty dynamic value (no source) for "none"
+  if (o['sourceType'] === undefined || o['sourceType'] === null) return null;
+  const sourceType = oneOf(SOURCE_TYPES, o['sourceType'], 'DynamicValueSourceType', `${where}.sourceType`);
   const attr = o['sourceAttribute'];
   if (attr !== undefined && attr !== null && typeof attr !== 'string')
     fail(`${where}.sourceAttribute must be a string`);
@@ -380,7 +382,7 @@ function profileAlarm(v: unknown, i: number, types: Set<string>): ProfileAlarm {
   const where = `alarms[${i}]`;
   const o = objAt(v, where);
   const alarmType = o['alarmType'];
-  if (typeof alarmType !== 'string' || alarmType.trim() === '') fail('Alarm rule type should be specified!');
+  if (typeof alarmType !== 'string' || alarmType === '') fail('Alarm rule type should be specified!');
   if (types.has(alarmType)) fail(`Can't create device profile with the same alarm rule types: "${alarmType}"!`);
   types.add(alarmType);
   const cr = o['createRules'];
