@@ -211,28 +211,45 @@ export class AlarmRuleService {
     for (const a of d.compiled.alarms) {
       const slot = d.alarms.get(a.def.id);
       if (slot === undefined) continue;
-      this.verifyCurrent(deviceId, a, slot, d);
-      const cur = slot.current;
-      const canStart =
-        this.o.maxPending <= 0 || this.states.count() < this.o.maxPending || this.states.has(deviceId, a.def.id);
-      const ev = evaluateAlarm(a, slot.progress, {
-        values: d.values,
-        ts,
-        updated,
-        current: cur,
-        now,
-        canStart,
-      });
-      if (ev.startRefused)
-        this.logOnce(
-          'cap',
-          `alarm rules: alarms.maxPendingRuleStates (${this.o.maxPending}) reached; DURATION and REPEATING rules of further devices do not start`,
-        );
-      if (ev.progressChanged) this.persist(deviceId, d, a, slot);
-      const out = ev.outcome;
-      if (out.kind === 'raise') this.raise(deviceId, d, a, slot, out.severity, out.details, out.startTs, now);
-      else if (out.kind === 'clear') this.clear(deviceId, d, a, slot, out.details, now);
+      try {
+        this.evaluateOne(deviceId, d, a, slot, ts, updated, now);
+      } catch (err) {
+        // one alarm's failure (a store read) leaves the device's other alarms and the write that published alone
+        this.logOnce('eval', `alarm rules: "${a.def.alarmType}" on device ${deviceId}: ${(err as Error).message}`);
+      }
     }
+  }
+
+  private evaluateOne(
+    deviceId: string,
+    d: DeviceRules,
+    a: CompiledAlarm,
+    slot: AlarmSlot,
+    ts: number,
+    updated: ReadonlySet<string> | null,
+    now: number,
+  ): void {
+    this.verifyCurrent(deviceId, a, slot, d);
+    const cur = slot.current;
+    const canStart =
+      this.o.maxPending <= 0 || this.states.count() < this.o.maxPending || this.states.has(deviceId, a.def.id);
+    const ev = evaluateAlarm(a, slot.progress, {
+      values: d.values,
+      ts,
+      updated,
+      current: cur,
+      now,
+      canStart,
+    });
+    if (ev.startRefused)
+      this.logOnce(
+        'cap',
+        `alarm rules: alarms.maxPendingRuleStates (${this.o.maxPending}) reached; DURATION and REPEATING rules of further devices do not start`,
+      );
+    if (ev.progressChanged) this.persist(deviceId, d, a, slot);
+    const out = ev.outcome;
+    if (out.kind === 'raise') this.raise(deviceId, d, a, slot, out.severity, out.details, out.startTs, now);
+    else if (out.kind === 'clear') this.clear(deviceId, d, a, slot, out.details, now);
   }
 
   /** A user cleared or deleted the alarm: the rules start over (TB forgets it). */
