@@ -23,6 +23,7 @@ import type { FailureLog } from './status/failures.js';
 import type { Metrics } from './status/metrics.js';
 import type { WriteBudget } from './store/write-budget.js';
 import type { DeviceStateService } from './device/state.js';
+import type { AlarmRuleService } from './alarms/service.js';
 
 export interface Services {
   readonly config: Readonly<Config>;
@@ -58,6 +59,8 @@ export interface Services {
   readonly provisionGuard?: ProvisionGuard;
   /** device connectivity (docs/api.md "Device state"): the transports report activity and sessions here; absent in unit tests */
   readonly state?: DeviceStateService;
+  /** device-profile alarm rules (docs/api.md "Alarm rules"); absent in unit tests */
+  readonly alarmRules?: AlarmRuleService;
   /** the clock; tests substitute a fake one */
   readonly now: () => number;
 }

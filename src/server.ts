@@ -47,6 +47,8 @@ import { markRunning, markStopped } from './daemon/running-marker.js';
 import { serveAdminRequests } from './admin/channel.js';
 import { type AdminOp, type AdminResult, type AttributeWriter, adminOpDone, runAdminOp } from './admin/ops.js';
 import { DeviceStateService, StateAttributes } from './device/state.js';
+import { AlarmRuleService } from './alarms/service.js';
+import { AlarmRuleStateStore } from './store/alarm-rule-state.js';
 import { daemonStatus } from './status/index.js';
 import { SYNC_OFF } from './upstream/uplink/status.js';
 import { checkPortFree, checkTcpPortFree, checkUdpPortFree, listenExclusive } from './daemon/port.js';
@@ -195,6 +197,18 @@ export async function startServer(
           log,
           threadSetup: { dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes },
         });
+  const alarms = new AlarmStore(env, (id) => entities.get(id), { maxPerOriginator: config.alarms.maxPerDevice });
+  const readAttributes = new StateAttributes(attributes, state);
+  // profile alarm rules on every committed write and activity change (docs/api.md "Alarm rules")
+  const alarmRules = new AlarmRuleService(
+    entities,
+    readAttributes,
+    timeseries,
+    alarms,
+    new AlarmRuleStateStore(env, (m) => log.error(m)),
+    bus,
+    { maxPending: config.alarms.maxPendingRuleStates, now: Date.now, log: (m) => log.warn(m) },
+  );
   const services: Services = {
     config,
     log,
@@ -202,7 +216,7 @@ export async function startServer(
     dict,
     entities,
     relations: new RelationStore(env, entities),
-    alarms: new AlarmStore(env, (id) => entities.get(id), { maxPerOriginator: config.alarms.maxPerDevice }),
+    alarms,
     timeseries,
     bus,
     downsample,
@@ -211,8 +225,9 @@ export async function startServer(
     ingest: new TelemetryIngest(timeseries, bus),
     depth,
     auth: new AuthService(config, env, entities),
-    attributes: new StateAttributes(attributes, state),
+    attributes: readAttributes,
     state,
+    alarmRules,
     ...(sync === undefined ? {} : { sync }),
     rpc,
     failures,
@@ -295,6 +310,8 @@ export async function startServer(
   ];
   log.info(`outpost listening on ${urls.join(', ')} (data dir ${config.dataDir})`);
   downsample.start();
+  // before the state service's first check: its inactivity events reach the rules
+  alarmRules.start();
   state.start();
   sync?.start();
 
@@ -312,6 +329,7 @@ export async function startServer(
         await coap.close();
         // after the transports: their sessions' ends are recorded, then what memory holds is written
         await state.stop();
+        await alarmRules.stop();
         metrics.loopDelay.close();
         failures.close();
         services.rpc.close();

@@ -304,6 +304,10 @@ export const DEFAULTS = {
   alarms: {
     /** alarms kept per device (any originator); at the cap its oldest cleared ones go, and a new one is refused when all are uncleared (0 = no cap) */
     maxPerDevice: 100,
+    /** rules a device profile may carry in `profileData.alarms` (each create rule and each clear rule counts one); more → the save is refused (0 = no cap) */
+    maxRulesPerProfile: 50,
+    /** DURATION/REPEATING progress records kept (one per device and profile alarm in progress); at the cap no further one starts (0 = no cap) */
+    maxPendingRuleStates: 10_000,
   },
   /** 'info' logs one line per lifecycle event; 'debug' adds per-request detail. */
   logLevel: 'info' as 'info' | 'debug' | 'silent',
@@ -468,6 +472,8 @@ function validate(c: Config): void {
     ['provision.maxPerKeyPerMinute', c.provision.maxPerKeyPerMinute],
     ['provision.maxDevicesPerKeyPerHour', c.provision.maxDevicesPerKeyPerHour],
     ['alarms.maxPerDevice', c.alarms.maxPerDevice],
+    ['alarms.maxRulesPerProfile', c.alarms.maxRulesPerProfile],
+    ['alarms.maxPendingRuleStates', c.alarms.maxPendingRuleStates],
   ];
   for (const [name, v] of caps) {
     if (!Number.isInteger(v) || v < 0)

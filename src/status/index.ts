@@ -51,7 +51,14 @@ export interface StatusJson {
   /** bytes written against the daily write budget and the card life they imply (absent: read from the data dir alone) */
   readonly writes?: WriteFigures;
   /** uncleared alarms by severity (docs/api.md "Alarms"); absent from a daemon of an older build */
-  readonly alarms?: { readonly active: Readonly<Record<AlarmSeverity, number>> };
+  readonly alarms?: {
+    readonly active: Readonly<Record<AlarmSeverity, number>>;
+    /**
+     * profile alarm rules (docs/api.md "Alarm rules"): devices evaluated, progress records stored, their writes
+     * not yet flushed
+     */
+    readonly rules?: { readonly devices: number; readonly pending: number; readonly unflushed: number };
+  };
   /** devices and how many are active (docs/api.md "Device state"; absent: read from the data dir alone) */
   readonly devices?: { readonly total: number; readonly active: number };
 }
@@ -167,7 +174,10 @@ export function daemonStatus(s: Services, metrics: Metrics): StatusJson {
     process: { rssBytes: process.memoryUsage.rss(), rssAnonBytes: rssAnonBytes() },
     eventLoop: metrics.loopDelay.figures(),
     ...(s.writeBudget === undefined ? {} : { writes: s.writeBudget.figures() }),
-    alarms: { active: s.alarms.activeBySeverity() },
+    alarms: {
+      active: s.alarms.activeBySeverity(),
+      ...(s.alarmRules === undefined ? {} : { rules: s.alarmRules.stats() }),
+    },
     ...(s.state === undefined ? {} : { devices: deviceCounts(s.state) }),
   };
 }

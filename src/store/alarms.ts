@@ -109,13 +109,17 @@ function removeTx(env: StoreEnv, a: AlarmRecord): void {
     void env.alarms.remove(activeKey(a.originator.id, a.type));
 }
 
-/** Every alarm of an originator; inside the write transaction that deletes the entity (store/entities.ts). */
+/**
+ * Every alarm of an originator, and the progress of its alarm rules (store/alarm-rule-state.ts); inside the write
+ * transaction that deletes the entity (store/entities.ts).
+ */
 export function deleteOriginatorAlarmsTx(env: StoreEnv, originatorId: string): number {
   const ids = [...prefixed(env, ['O', originatorId])].map(({ key }) => String(key[3]));
   for (const id of ids) {
     const a = env.alarms.get(rowKey(id)) as AlarmRecord | undefined;
     if (a !== undefined) removeTx(env, a);
   }
+  for (const { key } of [...prefixed(env, ['R', originatorId])]) void env.alarms.remove(key);
   return ids.length;
 }
 

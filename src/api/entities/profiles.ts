@@ -2,7 +2,7 @@
  * Device profiles REST (docs/api.md "Device profiles"), as TB's DeviceProfileController: the whole profile,
  * which carries the provisioning key and secret, is the tenant admin's alone (read and write); every user of the
  * tenant reads the infos and names, which carry neither. Unknown profile → 404, non-UUID id → 400, a taken name
- * or provision key → 400, nothing changed.
+ * or provision key → 400, alarm rules that cannot run → 400, nothing changed.
  */
 import type { Principal } from '../../auth/index.js';
 import type { Services } from '../../context.js';
@@ -11,6 +11,7 @@ import { type HttpContext, type HttpRouter, json } from '../../uws/adapter.js';
 import { pageOf } from '../../store/entities.js';
 import type { DeviceProfileRecord } from '../../store/profile-records.js';
 import { type ProfileInput, DeviceProfileStore } from '../../store/profiles.js';
+import { parseProfileAlarms } from '../../alarms/rules/model.js';
 import { principalOf } from '../principal.js';
 import { bodyEntityId, jsonObjectBody, optionalString, parsePageQuery, parseUuid } from './params.js';
 import { deviceProfileInfoJson, deviceProfileJson, entityId } from './render.js';
@@ -71,6 +72,9 @@ export function registerProfileRoutes(router: HttpRouter, s: Services): void {
     const p = adminOf(ctx);
     const input = profileInput(await jsonObjectBody(ctx));
     if (input.id !== undefined) readable(p, input.id);
+    // alarm rules are checked here, once: evaluation never meets one it cannot run (docs/api.md "Alarm rules")
+    const rules = parseProfileAlarms(input.profileData?.['alarms'], s.config.alarms.maxRulesPerProfile);
+    if (!rules.ok) throw new OutpostError('BAD_PARAM', rules.error);
     return json(render(await profiles.save(input)));
   });
 
