@@ -22,6 +22,7 @@ import type { FailureLog } from './status/failures.js';
 import type { Metrics } from './status/metrics.js';
 import type { WriteBudget } from './store/write-budget.js';
 import type { DeviceStateService } from './device/state.js';
+import type { DeviceActions } from './device/actions.js';
 
 export interface Logger {
   info(msg: string): void;
@@ -64,6 +65,8 @@ export interface Services {
   readonly provisionGuard?: ProvisionGuard;
   /** device connectivity (docs/api.md "Device state"): the transports report activity and sessions here; absent in unit tests */
   readonly state?: DeviceStateService;
+  /** the device layer: what the LAN transports (src/transports/) call, and all they call */
+  readonly devices: DeviceActions;
   /** the clock; tests substitute a fake one */
   readonly now: () => number;
 }

@@ -46,6 +46,7 @@ import { markRunning, markStopped } from './daemon/running-marker.js';
 import { serveAdminRequests } from './admin/channel.js';
 import { type AdminOp, type AdminResult, type AttributeWriter, adminOpDone, runAdminOp } from './admin/ops.js';
 import { DeviceStateService, StateAttributes } from './device/state.js';
+import { DeviceActions } from './device/actions.js';
 import { daemonStatus } from './status/index.js';
 import { SYNC_OFF } from './upstream/status.js';
 import { checkPortFree, checkTcpPortFree, checkUdpPortFree, listenExclusive } from './daemon/port.js';
@@ -190,7 +191,7 @@ export async function startServer(
           log,
           threadSetup: { dataDir: config.dataDir, mapSizeBytes: config.store.mapSizeBytes },
         });
-  const services: Services = {
+  const base: Omit<Services, 'devices'> = {
     config,
     log,
     env,
@@ -214,6 +215,7 @@ export async function startServer(
     provisionGuard: new ProvisionGuard(config.provision),
     now: Date.now,
   };
+  const services: Services = { ...base, devices: new DeviceActions(base) };
 
   const mainApp = tls ? uws.SSLApp({ cert_file_name: config.tls.cert, key_file_name: config.tls.key }) : uws.App();
   const besideApp = besideOn ? uws.App() : undefined;

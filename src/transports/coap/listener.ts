@@ -1,6 +1,6 @@
 /**
  * The CoAP listener (docs/coap.md): one UDP socket on `coap.port`, in the daemon's process and event loop,
- * sharing its store, bus, RPC broker and auth. Between the message layer (exchange.ts) and TB's resources
+ * calling the device layer HTTP and MQTT call (src/device/actions.ts). Between the message layer (exchange.ts) and TB's resources
  * (resources.ts) it does block-wise transfers (RFC 7959): Block1 uploads are reassembled per peer and URI
  * (libcoap sends every block with a new token), after the path and token were checked; answers and
  * notifications larger than a block go out in Block2 pieces, the rest fetched by GET with Block2. Assemblies
@@ -11,7 +11,7 @@ import { type LookupOneOptions, lookup } from 'node:dns';
 import { isIP, isIPv6 } from 'node:net';
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
-import type { PollHandle } from '../../rpc/longpoll.js';
+import type { PollHandle } from '../../device/actions.js';
 import type { CoapCounters } from '../../status/metrics.js';
 import {
   type Answer,
@@ -172,16 +172,21 @@ export async function startCoap(s: Services, counters: CoapCounters): Promise<Co
     maxPerAddress: cfg.maxObservationsPerAddress,
     checkMs: cfg.observeCheckMs,
   };
-  const observations = new ObservationRegistry(s, limits, counters, (o, a, settled, confirmable = o.confirmable) => {
-    const out = sized(a, { peerUri: peerUriOf(o.peer, o.uri) }, undefined);
-    if (endpoint === undefined) settled?.(false);
-    else endpoint.send1(o.peer, o.token, confirmable, out, o.tag, settled);
-  });
+  const observations = new ObservationRegistry(
+    s.devices,
+    limits,
+    counters,
+    (o, a, settled, confirmable = o.confirmable) => {
+      const out = sized(a, { peerUri: peerUriOf(o.peer, o.uri) }, undefined);
+      if (endpoint === undefined) settled?.(false);
+      else endpoint.send1(o.peer, o.token, confirmable, out, o.tag, settled);
+    },
+  );
   const hold = (h: PollHandle): (() => void) => {
     held.add(h);
     return () => held.delete(h);
   };
-  const resources = new CoapResources(s, observations, hold);
+  const resources = new CoapResources(s.devices, observations, hold);
 
   const onRequest = (ex: Exchange): void => {
     const { msg } = ex;
@@ -197,7 +202,7 @@ export async function startCoap(s: Services, counters: CoapCounters): Promise<Co
     const b1raw = option(msg, 'Block1');
     const b1 = readBlock(b1raw);
     if (b1raw !== undefined) {
-      const pre = precheck(s, req);
+      const pre = precheck(s.devices, req);
       const peerUri = req.peerUri;
       if ('refused' in pre) {
         assemblies.delete(peerUri);

@@ -5,8 +5,6 @@
 import type { Services } from '../../context.js';
 import type { HttpContext, Reply } from '../../uws/adapter.js';
 import { jsonText } from '../../uws/adapter.js';
-import { parseAttributes, parseBody } from '../../ingest/payload.js';
-import { deviceAttributesJson, keyList } from '../../device/attributes.js';
 import { accepted, authenticateDevice } from './auth.js';
 import { holdRequest, pollReply, pollTimeout } from './rpc.js';
 
@@ -14,9 +12,7 @@ import { holdRequest, pollReply, pollTimeout } from './rpc.js';
 export function postAttributes(s: Services) {
   return async (ctx: HttpContext): Promise<void> => {
     const device = authenticateDevice(s, ctx);
-    const entries = parseAttributes(parseBody(await ctx.body()));
-    accepted(s, device);
-    await s.attributes.save('DEVICE', device.id, 'CLIENT_SCOPE', entries, s.now());
+    await s.devices.attributes(device.id, await ctx.body(), accepted(s, device));
   };
 }
 
@@ -27,14 +23,9 @@ export function postAttributes(s: Services) {
 export function getAttributes(s: Services) {
   return (ctx: HttpContext): Reply => {
     const device = authenticateDevice(s, ctx);
-    accepted(s, device);
+    s.devices.activity(device.id);
     return jsonText(
-      deviceAttributesJson(
-        s.attributes,
-        device.id,
-        keyList(ctx.query.get('clientKeys')),
-        keyList(ctx.query.get('sharedKeys')),
-      ),
+      s.devices.readAttributes(device.id, s.devices.keys(ctx.query.get('clientKeys'), ctx.query.get('sharedKeys'))),
     );
   };
 }
@@ -49,8 +40,8 @@ export function getAttributeUpdates(s: Services) {
     const device = authenticateDevice(s, ctx);
     const deviceId = device.id;
     const timeout = pollTimeout(ctx, s.config);
-    accepted(s, device);
+    s.devices.activity(deviceId);
     const origin = ctx.remoteAddress();
-    return pollReply(await holdRequest(ctx, (settle) => s.rpc.waitAttributes(deviceId, timeout, settle, origin)));
+    return pollReply(await holdRequest(ctx, (settle) => s.devices.waitAttributes(deviceId, timeout, settle, origin)));
   };
 }

@@ -4,15 +4,12 @@
  */
 import type { Services } from '../../context.js';
 import type { HttpContext } from '../../uws/adapter.js';
-import { parseTelemetryBody } from '../../ingest/fastpath.js';
 import { accepted, authenticateDevice } from './auth.js';
 
 export function postTelemetry(s: Services) {
   return async (ctx: HttpContext): Promise<void> => {
     const device = authenticateDevice(s, ctx);
     const body = await ctx.body();
-    const records = parseTelemetryBody(body, s.now());
-    accepted(s, device);
-    await s.ingest.save('DEVICE', device.id, records);
+    await s.devices.telemetry(device.id, body, accepted(s, device));
   };
 }

@@ -1,5 +1,5 @@
 /**
- * One MQTT client's protocol state (docs/mqtt.md): CONNECT by the device's credentials (login.ts), exact-topic
+ * One MQTT client's protocol state (docs/mqtt.md): CONNECT by the device's credentials (src/device/login.ts), exact-topic
  * SUBSCRIBE, and PUBLISH handled by the device, gateway or provisioning topics.
  *
  * Acknowledgements: a QoS 1 PUBACK (QoS 2 PUBREC) is written only once the publish's data is on disk, and in
@@ -19,10 +19,9 @@ import { TLSSocket } from 'node:tls';
 import type { IConnectPacket, IPublishPacket, ISubscribePacket, Packet } from 'mqtt-packet';
 import type { Services } from '../../context.js';
 import { OutpostError } from '../../errors.js';
-import type { PollHandle } from '../../rpc/longpoll.js';
-import { quoted } from '../../status/failures.js';
+import type { DeviceRecord, GatewayContext, PollHandle } from '../../device/actions.js';
+import type { LoginThrottle } from '../../auth/throttle.js';
 import type { MqttCloseReason, MqttCounters } from '../../status/metrics.js';
-import type { DeviceRecord } from '../../store/entities.js';
 import { type MqttConnection, PUBREC_FLAG, type PacketSink, peerAddress } from './connection.js';
 import {
   type DeviceContext,
@@ -36,14 +35,7 @@ import {
   saveTelemetry,
   subscriptionKind,
 } from './device-topics.js';
-import {
-  GATEWAY_TOPICS,
-  type GatewayContext,
-  handleGatewayPublish,
-  isGatewayWrite,
-  ownersDiffer,
-} from './gateway-topics.js';
-import { type LoginGuard, guardedLogin } from './login.js';
+import { GATEWAY_TOPICS, handleGatewayPublish, isGatewayWrite } from './gateway-topics.js';
 import { PROVISION_USERNAME, handleProvisionPublish } from './provision.js';
 import type { RegisteredSession, SessionRegistry } from './registry.js';
 
@@ -78,8 +70,8 @@ export interface SessionDeps {
   readonly maxInflight: number;
   /** called once per refused connection (the listener logs bursts) */
   readonly refused: (why: string) => void;
-  /** failed CONNECTs per credential and per address (login.ts) */
-  readonly throttle: LoginGuard['throttle'];
+  /** failed CONNECTs per credential and per address (src/device/login.ts) */
+  readonly throttle: LoginThrottle;
   /** the connection is gone (the listener forgets it) */
   readonly closed?: (conn: MqttConnection) => void;
 }
@@ -172,7 +164,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
       return;
     }
     // every packet of a device or gateway is its activity, PINGREQ included (as TB)
-    if (this.device !== undefined) this.deps.s.state?.activity(this.device.id);
+    if (this.device !== undefined) this.deps.s.devices.activity(this.device.id);
     switch (p.cmd) {
       case 'publish':
         this.onPublish(p);
@@ -219,10 +211,8 @@ export class MqttSession implements PacketSink, RegisteredSession {
     if (p.username === PROVISION_USERNAME || p.clientId === PROVISION_USERNAME) {
       this.role = 'provision';
     } else {
-      const failures = this.deps.s.failures;
-      const d = guardedLogin(
-        this.deps.s.entities,
-        { throttle: this.deps.throttle, failures },
+      const devices = this.deps.s.devices;
+      const d = devices.login(
         {
           clientId: p.clientId ?? '',
           username: p.username,
@@ -230,9 +220,10 @@ export class MqttSession implements PacketSink, RegisteredSession {
           certificate: peerCertificate(c.socket),
         },
         peerAddress(c.socket),
+        this.deps.throttle,
       );
       if (!('entityType' in d)) {
-        if (failures === undefined) this.deps.refused(d.why);
+        if (!devices.counted) this.deps.refused(d.why);
         c.send(
           v5
             ? { cmd: 'connack', sessionPresent: false, reasonCode: d.reasonCode }
@@ -285,7 +276,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
     for (const kind of added) {
       if ((kind === 'rpcRequest' || kind === 'rpcRequestV2') && this.device !== undefined) this.listenRpc(kind);
       if (kind === 'attributes' && this.device !== undefined)
-        this.attributesOff ??= this.deps.s.rpc.watchAttributes(this.deviceId);
+        this.attributesOff ??= this.deps.s.devices.listenAttributes(this.deviceId);
     }
   }
 
@@ -294,7 +285,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
     if (this.subs.has('rpcRequest') && family === 'v2') return; // one way in: the v1 form when both
     const deviceId = this.deviceId;
     this.detach.push(
-      this.deps.s.rpc.attachSink(deviceId, {
+      this.deps.s.devices.attachRpcSink(deviceId, {
         deliver: (rpc) =>
           this.publishRpc(
             rpcRequestTopic(family, rpc.id),
@@ -374,11 +365,11 @@ export class MqttSession implements PacketSink, RegisteredSession {
   ownerChanged(deviceId: string): void {
     const gateway = this.device;
     if (this.gw === undefined || gateway === undefined) return;
-    const s = this.deps.s;
+    const devices = this.deps.s.devices;
     for (const [name, d] of [...this.gw.subDevices]) {
       if (deviceId !== this.deviceId && d.id !== deviceId) continue;
-      const now = s.entities.device(d.id);
-      if (now === undefined || ownersDiffer(s, gateway, now)) this.subDisconnected(name);
+      const now = devices.current(d.id);
+      if (now === undefined || devices.gateway.ownersDiffer(gateway, now)) this.subDisconnected(name);
     }
   }
 
@@ -492,17 +483,12 @@ export class MqttSession implements PacketSink, RegisteredSession {
 
   /** A bad payload or an unknown topic, counted and logged (at most a line a minute of each: status/failures.ts). */
   private noteFailure(o: Outcome, topic: string): void {
-    const failures = this.deps.s.failures;
-    if (failures === undefined) return;
-    const source = `device ${quoted(this.device?.name ?? '?')} at ${this.conn.socket.remoteAddress ?? '?'}`;
-    if (o.kind === 'bad')
-      failures.note('mqttPayload', `mqtt: ${source} published a bad payload to ${quoted(topic)}: ${o.message}`, source);
-    else
-      failures.note(
-        'mqttTopic',
-        `mqtt: ${source} published to ${quoted(topic)}, not a topic of the device or gateway API (docs/mqtt.md); ignored`,
-        source,
-      );
+    this.deps.s.devices.badPublish(
+      this.device?.name ?? '?',
+      this.conn.socket.remoteAddress ?? '?',
+      topic,
+      o.kind === 'bad' ? o.message : undefined,
+    );
   }
 
   /** Runs `f`; a throw closes this client, never the daemon (an uncaught error or rejection would end it). */
@@ -530,26 +516,32 @@ export class MqttSession implements PacketSink, RegisteredSession {
     const s = this.deps.s;
     if (this.role === 'provision') {
       return {
-        promise: handleProvisionPublish(s, topic, payload, this.conn.socket.remoteAddress ?? '?', (t, b) =>
+        promise: handleProvisionPublish(s.devices, topic, payload, this.conn.socket.remoteAddress ?? '?', (t, b) =>
           this.publish(t, b, 'provisionResponse'),
         ),
         write: false,
       };
     }
     if (this.role === 'gateway' && GATEWAY_TOPICS.has(topic)) {
-      return { promise: handleGatewayPublish(this.gatewayContext(), topic, payload), write: isGatewayWrite(topic) };
+      const publish = (t: string, b: string): void => {
+        this.publish(t, b, 'gwAttrResponse');
+      };
+      return {
+        promise: handleGatewayPublish(s.devices, this.gatewayContext(), topic, payload, publish),
+        write: isGatewayWrite(topic),
+      };
     }
     const route = deviceRoute(topic);
     if (route === undefined) return { promise: Promise.resolve(UNKNOWN_TOPIC), write: false };
     // the bulk of the traffic: no context to build for it
-    if (route.kind === 'telemetry') return { promise: saveTelemetry(s, this.deviceId, payload), write: true };
+    if (route.kind === 'telemetry') return { promise: saveTelemetry(s.devices, this.deviceId, payload), write: true };
     return { promise: handleDevicePublish(this.deviceContext(), route, payload), write: isWrite(route) };
   }
 
   private deviceContext(): DeviceContext {
     const previous = this.writesSoFar();
     return {
-      s: this.deps.s,
+      devices: this.deps.s.devices,
       deviceId: this.deviceId,
       get previousWrites() {
         return previous();
@@ -572,13 +564,9 @@ export class MqttSession implements PacketSink, RegisteredSession {
   private gatewayContext(): GatewayContext {
     const previous = this.writesSoFar();
     return {
-      s: this.deps.s,
       gateway: this.device as DeviceRecord,
       get previousWrites() {
         return previous();
-      },
-      publish: (topic, body) => {
-        this.publish(topic, body, 'gwAttrResponse');
       },
       connected: (sub) => this.subConnected(sub),
       disconnected: (sub) => this.subDisconnected(sub.name),
@@ -595,7 +583,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
     const name = JSON.stringify(sub.name);
     this.subDetach.set(
       sub.name,
-      this.deps.s.rpc.attachSink(
+      this.deps.s.devices.attachRpcSink(
         sub.id,
         {
           deliver: (rpc) =>

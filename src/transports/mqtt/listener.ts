@@ -64,7 +64,7 @@ function listen(server: Server, host: string, port: number, what: string, log: (
 export async function startMqtt(s: Services, counters: MqttCounters): Promise<MqttListener> {
   const cfg = s.config.mqtt;
   const host = cfg.host === '' ? s.config.host : cfg.host;
-  const registry = new SessionRegistry(s.bus, s.state);
+  const registry = new SessionRegistry(s.devices);
   /** open connections and the address each counts against (undefined: counted by its TLS socket's TCP socket) */
   const connections = new Map<MqttConnection, string | undefined>();
   /** open connections per remote address (only addresses holding some) */
@@ -108,7 +108,7 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
     rateLimits: { messages: '', telemetryMessages: '', telemetryDataPoints: '' },
     gatewayRateLimits: { messages: '', telemetryMessages: '', telemetryDataPoints: '' },
   });
-  s.rpc.registerClientRpc('getSessionLimits', () => sessionLimits);
+  s.devices.registerClientRpc('getSessionLimits', () => sessionLimits);
 
   /** `tls`: its TCP socket already counts against the address (from before the handshake) */
   const accept = (socket: Socket, tls: boolean): void => {
