@@ -2,8 +2,8 @@
  * The rules the source tree keeps (docs/development.md, "Rules the tree keeps"), checked on the TypeScript
  * sources, not on dist/: no file of src/ over 700 lines, no import cycle in src/, no class-inheritance chain in
  * src/ deeper than 2, one folder per role, every test file in a folder of test/ named after a folder of src/, the LAN
- * transports over src/device/ (none reaches the store, ingest, RPC broker, bus or upstream), and no issue tags or
- * section numbers in comments (src/, test/, scripts/). Reads files only.
+ * transports over src/device/ (none reaches the store, ingest, RPC broker, bus or upstream; none over 450 lines), and
+ * no issue tags or section numbers in comments (src/, test/, scripts/). Reads files only.
  */
 import '../helpers/sandbox.js';
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
@@ -346,6 +346,7 @@ t.test(
 
 /** The wings of src/ a LAN transport reaches only through the device layer, src/device/ (docs/development.md). */
 const BEHIND_THE_DEVICE_LAYER: readonly string[] = ['store', 'ingest', 'rpc', 'bus', 'upstream'];
+const MAX_TRANSPORT_LINES = 450;
 
 /**
  * The imports of `src/transports/**` files (paths relative to the repository) into a wing of `wings`, as
@@ -381,6 +382,13 @@ t.test('the LAN transports call the device layer, not the store, ingest, RPC bro
     ['src/transports/x/a.ts → src/store/entities.ts'],
     'a transport reaching the store is found; the device layer may',
   );
+});
+
+t.test(`no file of src/transports is over ${MAX_TRANSPORT_LINES} lines`, async (t) => {
+  const long = SRC.filter((f) => rel(f).startsWith('src/transports/'))
+    .map((f) => ({ file: rel(f), lines: (sources.get(f)?.match(/\n/g) ?? []).length }))
+    .filter((x) => x.lines > MAX_TRANSPORT_LINES);
+  t.same(long, [], 'transport files over the limit (a transport is codec, session and calls into src/device/)');
 });
 
 t.test('no issue tags or section numbers in comments of src/, test/ and scripts/', async (t) => {

@@ -1,28 +1,19 @@
 /**
- * One MQTT client's protocol state (docs/mqtt.md): CONNECT by the device's credentials (src/device/login.ts), exact-topic
- * SUBSCRIBE, and PUBLISH handled by the device, gateway or provisioning topics.
- *
- * Acknowledgements: a QoS 1 PUBACK (QoS 2 PUBREC) is written only once the publish's data is on disk, and in
- * the order the publishes came (MQTT 4.6): publishes are started at once, so the store's group commit takes
- * a client's pipelined messages together, and their acks wait in a FIFO until every earlier one is done. The
- * acks a commit releases are written together, in one socket write (see `settle`). At most `mqtt.maxInflight`
- * wait; beyond that the socket is not read.
- *
- * Bad input: an unknown topic is acknowledged and ignored (MQTT 5: reason 0x90, as TB); a malformed payload
- * stores nothing and gets PUBACK 0x99 on MQTT 5, and closes the connection on 3.1.x (its PUBACK cannot say
- * no). A store failure closes the connection: the client sends again.
+ * One MQTT client's protocol state (docs/mqtt.md), one small handler per packet kind: CONNECT by the device's
+ * credentials (src/device/login.ts) or as a provisioning client, exact-topic SUBSCRIBE and UNSUBSCRIBE, what is
+ * published to the client (shared attributes, server-side RPC at the QoS of its subscription), and PUBLISH routed
+ * to the device, gateway or provisioning topics. Publishes and their acks are publish-acks.ts's; a gateway's
+ * sub-devices gateway-session.ts's; the topics' actions are the device layer's (src/device/actions.ts).
  */
 import type { X509Certificate } from 'node:crypto';
 import type { Socket } from 'node:net';
-import { performance } from 'node:perf_hooks';
 import { TLSSocket } from 'node:tls';
 import type { IConnectPacket, IPublishPacket, ISubscribePacket, Packet } from 'mqtt-packet';
 import type { Services } from '../../context.js';
-import { OutpostError } from '../../errors.js';
 import type { DeviceRecord, GatewayContext, PollHandle } from '../../device/actions.js';
 import type { LoginThrottle } from '../../auth/throttle.js';
-import type { MqttCloseReason, MqttCounters } from '../../status/metrics.js';
-import { type MqttConnection, PUBREC_FLAG, type PacketSink, peerAddress } from './connection.js';
+import type { MqttCounters } from '../../status/metrics.js';
+import { type MqttConnection, type PacketSink, peerAddress } from './connection.js';
 import {
   type DeviceContext,
   type PublishOutcome,
@@ -36,17 +27,13 @@ import {
   subscriptionKind,
 } from './device-topics.js';
 import { GATEWAY_TOPICS, handleGatewayPublish, isGatewayWrite } from './gateway-topics.js';
+import { type GatewayOwner, GatewaySubSessions } from './gateway-session.js';
+import { PublishAcks, type PublishRouter, type Routed } from './publish-acks.js';
 import { PROVISION_USERNAME, handleProvisionPublish } from './provision.js';
-import type { RegisteredSession, SessionRegistry } from './registry.js';
+import type { SessionRegistry } from './registry.js';
 
-/** MQTT 5 reason codes used here */
-const RC = {
-  ok: 0,
-  notAuthorized: 0x87,
-  topicNameInvalid: 0x90,
-  payloadFormatInvalid: 0x99,
-  subscribeRefused: 0x80,
-} as const;
+/** SUBACK's refusal of a filter */
+const SUBSCRIBE_REFUSED = 0x80;
 
 /** The certificate a TLS client sent (the listener asks for one, never requires it). */
 function peerCertificate(socket: Socket): X509Certificate | undefined {
@@ -54,17 +41,9 @@ function peerCertificate(socket: Socket): X509Certificate | undefined {
   return socket instanceof TLSSocket ? socket.getPeerX509Certificate() : undefined;
 }
 
-type Outcome = PublishOutcome | { readonly kind: 'failed'; readonly reason: MqttCloseReason };
-
-interface AckEntry {
-  readonly packetId: number;
-  readonly qos: 1 | 2;
-  readonly t0: number;
-  outcome: Outcome | undefined;
-}
-
 export interface SessionDeps {
   readonly s: Services;
+  readonly log: Services['log'];
   readonly registry: SessionRegistry;
   readonly counters: MqttCounters;
   readonly maxInflight: number;
@@ -76,12 +55,10 @@ export interface SessionDeps {
   readonly closed?: (conn: MqttConnection) => void;
 }
 
-const SETTLED: Promise<void> = Promise.resolve();
-
 /** server-side RPCs one session may have published at QoS 1 without their PUBACK (rpcAcksMap) */
 const MAX_AWAITING_PUBACK = 1_000;
 
-export class MqttSession implements PacketSink, RegisteredSession {
+export class MqttSession implements PacketSink, PublishRouter, GatewayOwner {
   private role: 'none' | 'device' | 'gateway' | 'provision' = 'none';
   private device: DeviceRecord | undefined;
   // Created on first use: an idle device's session holds none of them (the memory budget is set for 10,000 idle connections).
@@ -89,16 +66,8 @@ export class MqttSession implements PacketSink, RegisteredSession {
   private get subs(): Map<SubscriptionKind, 0 | 1> {
     return (this.subsMap ??= new Map());
   }
-  private readonly acks: AckEntry[] = [];
-  /** QoS 2 packet ids received and not yet released (PUBREL) */
-  private qos2Set: Set<number> | undefined;
-  private get qos2(): Set<number> {
-    return (this.qos2Set ??= new Set());
-  }
-  /** the publishes that store data and are not done yet (written or failed); a read waits for them */
-  private writingSet: Set<Promise<void>> | undefined;
-  /** a flushAcks is queued (settle) */
-  private flushQueued = false;
+  /** made at the first PUBLISH */
+  private publishes: PublishAcks | undefined;
   private heldSet: Set<PollHandle> | undefined;
   private get held(): Set<PollHandle> {
     return (this.heldSet ??= new Set());
@@ -121,40 +90,20 @@ export class MqttSession implements PacketSink, RegisteredSession {
   private get detach(): Array<() => void> {
     return (this.detachList ??= []);
   }
-  /**
-   * a gateway's connected sub-devices by name, their RPC detach functions, lookups in progress, and the names
-   * refused for their owner (logged once)
-   */
-  private gw:
-    | {
-        subDevices: Map<string, DeviceRecord>;
-        subDetach: Map<string, () => void>;
-        pending: Map<string, Promise<DeviceRecord>>;
-        refused: Set<string>;
-      }
-    | undefined;
-  private get subDevices(): Map<string, DeviceRecord> {
-    return this.gwState().subDevices;
-  }
-  private get subDetach(): Map<string, () => void> {
-    return this.gwState().subDetach;
-  }
-  private get pending(): Map<string, Promise<DeviceRecord>> {
-    return this.gwState().pending;
-  }
-  private paused = false;
+  /** a gateway's sub-devices, made when it connects the first */
+  private gw: GatewaySubSessions | undefined;
 
   constructor(
     private readonly conn: MqttConnection,
     private readonly deps: SessionDeps,
   ) {}
 
-  private gwState(): NonNullable<MqttSession['gw']> {
-    return (this.gw ??= { subDevices: new Map(), subDetach: new Map(), pending: new Map(), refused: new Set() });
-  }
-
   get deviceId(): string {
     return this.device?.id ?? '';
+  }
+
+  get closed(): boolean {
+    return this.conn.closed;
   }
 
   onPacket(p: Packet): void {
@@ -167,11 +116,11 @@ export class MqttSession implements PacketSink, RegisteredSession {
     if (this.device !== undefined) this.deps.s.devices.activity(this.device.id);
     switch (p.cmd) {
       case 'publish':
-        this.onPublish(p);
+        (this.publishes ??= new PublishAcks(this.conn, this.deps, this)).publish(p);
         break;
       case 'pubrel':
-        this.qos2Set?.delete(p.messageId ?? 0);
-        this.conn.send({ cmd: 'pubcomp', messageId: p.messageId ?? 0 });
+        if (this.publishes === undefined) this.conn.send({ cmd: 'pubcomp', messageId: p.messageId ?? 0 });
+        else this.publishes.release(p.messageId ?? 0);
         break;
       case 'subscribe':
         this.onSubscribe(p);
@@ -264,7 +213,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
     const added: SubscriptionKind[] = [];
     const granted = p.subscriptions.map((sub) => {
       const kind = subscriptionKind(sub.topic, role);
-      if (kind === undefined) return RC.subscribeRefused;
+      if (kind === undefined) return SUBSCRIBE_REFUSED;
       const qos = sub.qos === 0 ? 0 : 1;
       if (!this.subs.has(kind)) added.push(kind);
       this.subs.set(kind, qos);
@@ -317,7 +266,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
   // ---- outbound --------------------------------------------------------------------------------
 
   /** Publishes to the client at the QoS of its subscription of `kind` (QoS 1 without one, as TB). */
-  private publish(topic: string, body: string, kind?: SubscriptionKind): boolean {
+  publish(topic: string, body: string, kind?: SubscriptionKind): boolean {
     const qos = kind === undefined ? 1 : (this.subs.get(kind) ?? 1);
     const packet: IPublishPacket = {
       cmd: 'publish',
@@ -335,7 +284,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
    * A server-side RPC: at QoS 1 delivered once the device's PUBACK comes (rpcAcksMap), as ThingsBoard marks it;
    * at QoS 0 (and 2, whose handshake the session does not track) once written.
    */
-  private publishRpc(topic: string, body: string, kind: SubscriptionKind): boolean | Promise<boolean> {
+  publishRpc(topic: string, body: string, kind: SubscriptionKind): boolean | Promise<boolean> {
     if ((this.subs.get(kind) ?? 1) !== 1) return this.publish(topic, body, kind);
     // a client that takes RPCs and never acknowledges them gets no more (they stay queued): the map stays bounded
     if ((this.rpcAcksMap?.size ?? 0) >= MAX_AWAITING_PUBACK) return false;
@@ -355,22 +304,12 @@ export class MqttSession implements PacketSink, RegisteredSession {
   }
 
   pushGatewayAttributes(subDeviceId: string, body: string): void {
-    for (const [name, d] of this.gw?.subDevices ?? []) {
-      if (d.id === subDeviceId)
-        this.publish('v1/gateway/attributes', `{"device":${JSON.stringify(name)},"data":${body}}`, 'gwAttributes');
-    }
+    this.gw?.pushAttributes(subDeviceId, body);
   }
 
   /** A sub-device, or this gateway, changed owner: the sub-devices now of another owner are let go. */
   ownerChanged(deviceId: string): void {
-    const gateway = this.device;
-    if (this.gw === undefined || gateway === undefined) return;
-    const devices = this.deps.s.devices;
-    for (const [name, d] of [...this.gw.subDevices]) {
-      if (deviceId !== this.deviceId && d.id !== deviceId) continue;
-      const now = devices.current(d.id);
-      if (now === undefined || devices.gateway.ownersDiffer(gateway, now)) this.subDisconnected(name);
-    }
+    if (this.device !== undefined) this.gw?.ownerChanged(this.device, deviceId);
   }
 
   takenOver(): void {
@@ -386,103 +325,13 @@ export class MqttSession implements PacketSink, RegisteredSession {
       this.conn.close();
       return;
     }
-    for (const [name, d] of this.gw?.subDevices ?? []) if (d.id === deviceId) this.subDisconnected(name);
+    this.gw?.deviceDeleted(deviceId);
   }
 
   // ---- PUBLISH ---------------------------------------------------------------------------------
 
-  private onPublish(p: IPublishPacket): void {
-    this.deps.counters.messagesIn++;
-    const payload = typeof p.payload === 'string' ? Buffer.from(p.payload) : p.payload;
-    const packetId = p.messageId ?? 0;
-    if (p.qos === 2 && this.qos2Set?.has(packetId) === true) {
-      // a resent QoS 2 message already taken: not stored twice; its PUBREC follows once the first is written
-      if (!this.acks.some((a) => a.packetId === packetId)) this.conn.send({ cmd: 'pubrec', messageId: packetId });
-      return;
-    }
-    const entry: AckEntry | undefined =
-      p.qos === 0 ? undefined : { packetId, qos: p.qos, t0: performance.now(), outcome: undefined };
-    if (entry !== undefined) {
-      if (p.qos === 2) this.qos2.add(packetId);
-      this.acks.push(entry);
-      if (this.acks.length >= this.deps.maxInflight && !this.paused) {
-        this.paused = true;
-        this.conn.pause();
-      }
-    }
-    const { promise, write } = this.dispatch(p.topic, payload);
-    if (!write) {
-      promise.then(
-        (o) => this.settle(entry, o, p.topic),
-        (err: unknown) => this.settle(entry, this.failure(err, p.topic), p.topic),
-      );
-      return;
-    }
-    // one promise per write past its handler's: its outcome settles the ack, and later reads wait for it
-    const writing = (this.writingSet ??= new Set());
-    const done: Promise<void> = promise.then(
-      (o) => {
-        writing.delete(done);
-        this.settle(entry, o, p.topic);
-      },
-      (err: unknown) => {
-        writing.delete(done);
-        this.settle(entry, this.failure(err, p.topic), p.topic);
-      },
-    );
-    writing.add(done);
-  }
-
-  /**
-   * The writes received so far, taken now: the promise settles once each is done (written or failed), never
-   * rejects, and is made only when a handler asks (most publishes are writes, which do not).
-   */
-  private writesSoFar(): () => Promise<unknown> {
-    const w = this.writingSet;
-    if (w === undefined || w.size === 0) return () => SETTLED;
-    const earlier = [...w];
-    return () => Promise.all(earlier);
-  }
-
-  /** What a handler's error means for the client; never throws (`done` must not reject). */
-  private failure(err: unknown, topic: string): Outcome {
-    if (err instanceof OutpostError && err.code === 'NAME_INVALID') return { kind: 'badName', message: err.message };
-    if (err instanceof OutpostError && err.status === 400) return { kind: 'bad', message: err.message };
-    if (err instanceof OutpostError && err.status === 403) return { kind: 'denied', message: err.message };
-    try {
-      this.deps.s.log.error(`mqtt: publish to ${topic} failed: ${err instanceof Error ? err.message : String(err)}`);
-    } catch {
-      // an error that cannot be told (a throwing toString): the client is closed all the same
-    }
-    return { kind: 'failed', reason: 'storeError' };
-  }
-
-  /**
-   * A publish is done (its data on disk, or refused): its ack goes out in order, one microtask later. The
-   * publishes of one group commit settle in the same run of microtasks, all queued ahead of that one, so a
-   * pipelining client's acks of a commit leave in one socket write rather than one each.
-   */
-  private settle(entry: AckEntry | undefined, o: Outcome, topic: string): void {
-    try {
-      if (o.kind === 'bad' || o.kind === 'unknownTopic') this.noteFailure(o, topic);
-      if (entry === undefined) this.afterQos0(o);
-      else {
-        entry.outcome = o;
-        if (!this.flushQueued) {
-          this.flushQueued = true;
-          queueMicrotask(() => {
-            this.flushQueued = false;
-            this.guarded(() => this.flushAcks());
-          });
-        }
-      }
-    } catch (err) {
-      this.failedAck(err);
-    }
-  }
-
   /** A bad payload or an unknown topic, counted and logged (at most a line a minute of each: status/failures.ts). */
-  private noteFailure(o: Outcome, topic: string): void {
+  refused(o: PublishOutcome, topic: string): void {
     this.deps.s.devices.badPublish(
       this.device?.name ?? '?',
       this.conn.socket.remoteAddress ?? '?',
@@ -491,28 +340,8 @@ export class MqttSession implements PacketSink, RegisteredSession {
     );
   }
 
-  /** Runs `f`; a throw closes this client, never the daemon (an uncaught error or rejection would end it). */
-  private guarded(f: () => void): void {
-    try {
-      f();
-    } catch (err) {
-      this.failedAck(err);
-    }
-  }
-
-  private failedAck(err: unknown): void {
-    try {
-      this.deps.s.log.error(
-        `mqtt: acknowledging a publish failed: ${err instanceof Error ? err.message : String(err)}`,
-      );
-    } catch {
-      // an error that cannot be told (a throwing toString): the client is closed all the same
-    }
-    this.conn.close('protocol');
-  }
-
   /** Routes a publish to its handler; `write` = it stores data (reads wait for it). */
-  private dispatch(topic: string, payload: Buffer): { promise: Promise<PublishOutcome>; write: boolean } {
+  route(topic: string, payload: Buffer): Routed {
     const s = this.deps.s;
     if (this.role === 'provision') {
       return {
@@ -539,7 +368,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
   }
 
   private deviceContext(): DeviceContext {
-    const previous = this.writesSoFar();
+    const previous = (this.publishes as PublishAcks).writesSoFar();
     return {
       devices: this.deps.s.devices,
       deviceId: this.deviceId,
@@ -562,104 +391,8 @@ export class MqttSession implements PacketSink, RegisteredSession {
   }
 
   private gatewayContext(): GatewayContext {
-    const previous = this.writesSoFar();
-    return {
-      gateway: this.device as DeviceRecord,
-      get previousWrites() {
-        return previous();
-      },
-      connected: (sub) => this.subConnected(sub),
-      disconnected: (sub) => this.subDisconnected(sub.name),
-      subDevices: this.subDevices,
-      pending: this.pending,
-      refused: this.gwState().refused,
-    };
-  }
-
-  private subConnected(sub: DeviceRecord): void {
-    if (this.conn.closed) return;
-    this.subDevices.set(sub.name, sub);
-    this.deps.registry.claimSubDevice(this, sub.id);
-    const name = JSON.stringify(sub.name);
-    this.subDetach.set(
-      sub.name,
-      this.deps.s.devices.attachRpcSink(
-        sub.id,
-        {
-          deliver: (rpc) =>
-            this.publishRpc(
-              'v1/gateway/rpc',
-              `{"device":${name},"data":{"id":${rpc.id},"method":${JSON.stringify(rpc.method)},"params":${rpc.paramsJson}}}`,
-              'gwRpc',
-            ),
-        },
-        'gateway',
-      ),
-    );
-  }
-
-  private subDisconnected(name: string): void {
-    const d = this.subDevices.get(name);
-    if (d === undefined) return;
-    this.subDevices.delete(name);
-    this.subDetach.get(name)?.();
-    this.subDetach.delete(name);
-    this.deps.registry.releaseSubDevice(this, d.id);
-  }
-
-  private afterQos0(o: Outcome): void {
-    if (o.kind === 'failed') this.conn.close(o.reason);
-    // 3.1.x cannot refuse a QoS 0 message either: bad input closes the connection (TB)
-    else if ((o.kind === 'bad' || o.kind === 'denied') && this.conn.protocolVersion !== 5)
-      this.conn.close('badPayload');
-  }
-
-  /**
-   * Writes the acks at the head of the FIFO whose publishes are done, in order: the plain ones gathered into
-   * one write, sent before anything else this writes (an ack with a reason code, a close).
-   */
-  private flushAcks(): void {
-    const c = this.conn;
-    const plain: number[] = [];
-    const flushPlain = (): void => {
-      if (plain.length > 0) c.sendAcks(plain.splice(0));
-    };
-    while (this.acks.length > 0 && (this.acks[0] as AckEntry).outcome !== undefined) {
-      const a = this.acks.shift() as AckEntry;
-      const o = a.outcome as Outcome;
-      if (c.closed) continue;
-      if (o.kind === 'failed') {
-        flushPlain();
-        c.close(o.reason);
-        continue;
-      }
-      let reasonCode: number = RC.ok;
-      if (o.kind === 'unknownTopic') reasonCode = RC.topicNameInvalid;
-      else if (o.kind === 'badName') reasonCode = RC.payloadFormatInvalid;
-      else if (o.kind === 'bad' || o.kind === 'denied') {
-        if (c.protocolVersion !== 5) {
-          flushPlain();
-          c.close('badPayload');
-          continue;
-        }
-        reasonCode = o.kind === 'bad' ? RC.payloadFormatInvalid : RC.notAuthorized;
-      }
-      // MQTT 5: a PUBREC with a failure code ends the QoS 2 exchange (no PUBREL follows)
-      if (a.qos === 2 && c.protocolVersion === 5 && reasonCode >= 0x80) this.qos2.delete(a.packetId);
-      // 3.1.x has no reason code: an unknown topic's ack is a plain one there
-      if (reasonCode === RC.ok || c.protocolVersion !== 5)
-        plain.push(a.qos === 1 ? a.packetId : PUBREC_FLAG | a.packetId);
-      else {
-        flushPlain();
-        c.send({ cmd: a.qos === 1 ? 'puback' : 'pubrec', messageId: a.packetId, reasonCode });
-      }
-      if (reasonCode === RC.ok) this.deps.counters.pubackLatency.observe((performance.now() - a.t0) / 1000);
-    }
-    flushPlain();
-    if (this.paused && this.acks.length < this.deps.maxInflight / 2) {
-      this.paused = false;
-      c.resume();
-    }
+    const gw = (this.gw ??= new GatewaySubSessions(this, this.deps.s.devices, this.deps.registry));
+    return gw.context(this.device as DeviceRecord, (this.publishes as PublishAcks).writesSoFar());
   }
 
   onClose(): void {
@@ -670,12 +403,8 @@ export class MqttSession implements PacketSink, RegisteredSession {
     this.detachList = undefined;
     this.attributesOff?.();
     this.attributesOff = undefined;
-    const subIds: string[] = [];
-    if (this.gw !== undefined) {
-      for (const off of this.gw.subDetach.values()) off();
-      for (const d of this.gw.subDevices.values()) subIds.push(d.id);
-      this.gw = undefined;
-    }
+    const subIds = this.gw?.close() ?? [];
+    this.gw = undefined;
     // after the sinks' detach: the refused RPCs go back to the queue, not to this closed session
     for (const refuse of this.rpcAcksMap?.values() ?? []) refuse(false);
     this.rpcAcksMap = undefined;

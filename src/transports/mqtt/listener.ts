@@ -97,7 +97,7 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
   };
   // MQTT's own counts: a device's user name is not a user's email, and guesses here do not lock REST logins out
   const throttle = new LoginThrottle();
-  const deps = { s, registry, counters, maxInflight: cfg.maxInflight, refused, closed, throttle };
+  const deps = { s, log: s.log, registry, counters, maxInflight: cfg.maxInflight, refused, closed, throttle };
   const parsers = new ParserPool();
   const limits = { maxPayloadBytes: cfg.maxPayloadBytes, maxOutboundBytes: cfg.maxOutboundBytes };
   // TB's client-side RPC `getSessionLimits`: TB's Python SDK and IoT Gateway ask it after connecting and size
@@ -141,7 +141,7 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
     }
     if (cfg.tlsPort !== 0 && s.config.tls.cert !== '') {
       // A client certificate is asked for, never required, and its issuer is not judged here: a device's X.509
-      // credentials name the certificate itself (login.ts), so self-signed ones work and no CA is configured.
+      // credentials name the certificate itself (src/device/login.ts), so self-signed ones work and no CA is configured.
       const server = createTlsServer(
         {
           cert: readFileSync(s.config.tls.cert),
