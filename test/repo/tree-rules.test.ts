@@ -347,6 +347,8 @@ t.test(
 /** The wings of src/ a LAN transport reaches only through the device layer, src/device/ (docs/development.md). */
 const BEHIND_THE_DEVICE_LAYER: readonly string[] = ['store', 'ingest', 'rpc', 'bus', 'upstream'];
 const MAX_TRANSPORT_LINES = 450;
+/** the one file of src/transports that names src/context.ts: what a transport is handed of the daemon */
+const TRANSPORT_SERVICES = 'src/transports/services.ts';
 
 /**
  * The imports of `src/transports/**` files (paths relative to the repository) into a wing of `wings`, as
@@ -371,6 +373,13 @@ t.test('the LAN transports call the device layer, not the store, ingest, RPC bro
     'transports found',
   );
   t.same(transportReaches(graph, BEHIND_THE_DEVICE_LAYER), [], 'transport → what it reaches around src/device/');
+  t.same(
+    [...graph]
+      .filter(([f, to]) => f.startsWith('src/transports/') && f !== TRANSPORT_SERVICES && to.includes('src/context.ts'))
+      .map(([f]) => f),
+    [],
+    `transports taking the daemon's Services whole, not ${TRANSPORT_SERVICES}'s config, log and device layer`,
+  );
   t.same(
     transportReaches(
       new Map([

@@ -8,7 +8,7 @@
 import { type Socket, createSocket } from 'node:dgram';
 import { type LookupOneOptions, lookup } from 'node:dns';
 import { isIP, isIPv6 } from 'node:net';
-import type { Services } from '../../context.js';
+import type { TransportServices } from '../services.js';
 import { OutpostError } from '../../errors.js';
 import type { PollHandle } from '../../device/actions.js';
 import type { CoapCounters } from '../../status/metrics.js';
@@ -102,7 +102,7 @@ function bind(socket: Socket, host: string, port: number): Promise<number> {
   });
 }
 
-export async function startCoap(s: Services, counters: CoapCounters): Promise<CoapListener> {
+export async function startCoap(s: TransportServices, counters: CoapCounters): Promise<CoapListener> {
   const cfg = s.config.coap;
   if (cfg.port === 0) return { port: 0, close: async () => undefined };
   const host = cfg.host === '' ? s.config.host : cfg.host;

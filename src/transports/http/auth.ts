@@ -1,4 +1,4 @@
-import type { Services } from '../../context.js';
+import type { TransportServices } from '../services.js';
 import type { DeviceRecord } from '../../device/actions.js';
 import type { HttpContext } from '../../uws/adapter.js';
 
@@ -7,7 +7,7 @@ import type { HttpContext } from '../../uws/adapter.js';
  * logged with its first characters and the client's address (status/failures.ts). Call before the first await;
  * the request is the device's activity once it is accepted (`accepted`): bad input changes nothing, its state too.
  */
-export function authenticateDevice(s: Pick<Services, 'devices'>, ctx: HttpContext): DeviceRecord {
+export function authenticateDevice(s: Pick<TransportServices, 'devices'>, ctx: HttpContext): DeviceRecord {
   return s.devices.authenticate(ctx.params[0] ?? '', (prefix) => {
     const source = `${ctx.remoteAddress()} (token ${prefix})`;
     return {
@@ -21,6 +21,9 @@ export function authenticateDevice(s: Pick<Services, 'devices'>, ctx: HttpContex
  * A request of the device API that passed its checks is the device's activity (src/device/state.ts; HTTP has no
  * session: no connect or disconnect, as ThingsBoard). As TB, a body that does not parse is none.
  */
-export function accepted(s: Pick<Services, 'devices'>, device: Pick<DeviceRecord, 'id'>): { accepted: () => void } {
+export function accepted(
+  s: Pick<TransportServices, 'devices'>,
+  device: Pick<DeviceRecord, 'id'>,
+): { accepted: () => void } {
   return { accepted: () => s.devices.activity(device.id) };
 }

@@ -3,7 +3,7 @@
  * RPC; plus the long-poll plumbing shared with `GET /attributes/updates`.
  */
 import type { Config } from '../../config/index.js';
-import type { Services } from '../../context.js';
+import type { TransportServices } from '../services.js';
 import { OutpostError } from '../../errors.js';
 import { type HttpContext, type Reply, jsonText } from '../../uws/adapter.js';
 import type { PollHandle, PollOutcome } from '../../device/actions.js';
@@ -60,7 +60,7 @@ export function pollReply(o: PollOutcome): Reply {
 }
 
 /** GET /api/v1/{token}/rpc?timeout=: the oldest pending RPC at once, else the next one, else 408. */
-export function getRpc(s: Services) {
+export function getRpc(s: TransportServices) {
   return async (ctx: HttpContext): Promise<Reply> => {
     // Only the id is kept while the poll is held, not the whole device record.
     const device = authenticateDevice(s, ctx);
@@ -73,7 +73,7 @@ export function getRpc(s: Services) {
 }
 
 /** POST /api/v1/{token}/rpc/{id}: the device's reply; 200 empty even for unknown ids (TB). */
-export function postRpcReply(s: Services) {
+export function postRpcReply(s: TransportServices) {
   return async (ctx: HttpContext): Promise<void> => {
     const device = authenticateDevice(s, ctx);
     const raw = ctx.params[1] ?? '';
@@ -89,7 +89,7 @@ export function postRpcReply(s: Services) {
  * POST /api/v1/{token}/rpc `{"method","params"}` (client-side RPC): `getCurrentTime` → `{"time":<ms>}`;
  * registered handlers; else `{"error":"timeout"}` after rpc.clientSideTimeoutMs. Missing method → 400.
  */
-export function postClientRpc(s: Services) {
+export function postClientRpc(s: TransportServices) {
   return async (ctx: HttpContext): Promise<Reply> => {
     const device = authenticateDevice(s, ctx);
     const deviceId = device.id;

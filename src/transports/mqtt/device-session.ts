@@ -9,7 +9,7 @@ import type { X509Certificate } from 'node:crypto';
 import type { Socket } from 'node:net';
 import { TLSSocket } from 'node:tls';
 import type { IConnectPacket, IPublishPacket, ISubscribePacket, Packet } from 'mqtt-packet';
-import type { Services } from '../../context.js';
+import type { TransportServices } from '../services.js';
 import type { DeviceRecord, GatewayContext, PollHandle } from '../../device/actions.js';
 import type { LoginThrottle } from '../../auth/throttle.js';
 import type { MqttCounters } from '../../status/metrics.js';
@@ -42,8 +42,8 @@ function peerCertificate(socket: Socket): X509Certificate | undefined {
 }
 
 export interface SessionDeps {
-  readonly s: Services;
-  readonly log: Services['log'];
+  readonly s: TransportServices;
+  readonly log: TransportServices['log'];
   readonly registry: SessionRegistry;
   readonly counters: MqttCounters;
   readonly maxInflight: number;

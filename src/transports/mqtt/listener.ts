@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import { type Server, type Socket, createServer } from 'node:net';
 import { createServer as createTlsServer } from 'node:tls';
 import { LoginThrottle } from '../../auth/throttle.js';
-import type { Services } from '../../context.js';
+import type { TransportServices } from '../services.js';
 import { OutpostError } from '../../errors.js';
 import type { MqttCounters } from '../../status/metrics.js';
 import { MqttConnection, ParserPool, peerAddress } from './connection.js';
@@ -61,7 +61,7 @@ function listen(server: Server, host: string, port: number, what: string, log: (
   });
 }
 
-export async function startMqtt(s: Services, counters: MqttCounters): Promise<MqttListener> {
+export async function startMqtt(s: TransportServices, counters: MqttCounters): Promise<MqttListener> {
   const cfg = s.config.mqtt;
   const host = cfg.host === '' ? s.config.host : cfg.host;
   const registry = new SessionRegistry(s.devices);
