@@ -10,20 +10,20 @@
  * an action takes it, runs once the input passed its checks and before the write: HTTP's moment of activity
  * (MQTT and CoAP count each packet or request themselves).
  */
+import type { LoginThrottle } from '../auth/throttle.js';
 import { OutpostError } from '../errors.js';
 import { parseTelemetryBody } from '../ingest/fastpath.js';
 import { isJsonObject, stringifyJson } from '../ingest/json.js';
 import { parseAttributes, parseBody } from '../ingest/payload.js';
 import { type ClientRpcCall, type ClientRpcHandler, type RpcSink, attributeUpdateBody } from '../rpc/broker.js';
 import type { PollHandle, PollOutcome } from '../rpc/longpoll.js';
-import type { LoginThrottle } from '../auth/throttle.js';
 import { quoted, tokenPrefix } from '../status/failures.js';
 import type { DeviceRecord } from '../store/entities.js';
-import type { DeviceDeps } from './deps.js';
-import { GatewayActions } from './gateway.js';
 import type { DurationMs } from '../types.js';
 import { deviceAttributesJson, keyList } from './attributes.js';
+import type { DeviceDeps } from './deps.js';
 import { parseDepthTelemetry } from './depth.js';
+import { GatewayActions } from './gateway.js';
 import { type LoginRequest, type Refusal, guardedLogin } from './login.js';
 import { type ProvisionAnswer, provisionDevice } from './provision.js';
 
@@ -86,7 +86,10 @@ export class DeviceActions {
    * The device an access token in a request names; unknown → 401, counted and logged with the token's first
    * characters (status/failures.ts): `where(prefix)` says from where and on what, the prefix in place of the token.
    */
-  authenticate(token: string, where: (prefix: string) => { readonly message: string; readonly source: string }) {
+  authenticate(
+    token: string,
+    where: (prefix: string) => { readonly message: string; readonly source: string },
+  ): DeviceRecord {
     const device = this.byToken(token);
     if (device !== undefined) return device;
     if (this.d.failures !== undefined) {
@@ -107,8 +110,8 @@ export class DeviceActions {
   }
 
   /**
-   * A publish refused for its payload (`message`) or its topic (no message), counted and logged at most a line a
-   * minute of each kind (status/failures.ts).
+   * An MQTT publish refused for its payload (`message`) or its topic (no message), counted and logged at most a
+   * line a minute of each kind (status/failures.ts).
    */
   badPublish(deviceName: string, address: string, topic: string, message?: string): void {
     const failures = this.d.failures;
@@ -126,14 +129,17 @@ export class DeviceActions {
 
   // ---- connectivity (src/device/state.ts) --------------------------------------------------
 
+  /** The device did something: a request that passed its checks, an MQTT packet, a CoAP request. */
   activity(deviceId: string): void {
     this.d.state?.activity(deviceId);
   }
 
+  /** A session of the device opened: an MQTT connection, a gateway's sub-session, a CoAP observation. */
   connected(deviceId: string): void {
     this.d.state?.connected(deviceId);
   }
 
+  /** A session of the device closed. */
   disconnected(deviceId: string): void {
     this.d.state?.disconnected(deviceId);
   }
@@ -211,7 +217,7 @@ export class DeviceActions {
 
   /**
    * The device's reply to server-side RPC `id`, handed to the REST caller as the device sent it. `json`: the
-   * transport takes only JSON replies (CoAP, as ThingsBoard's docs say); a body that does not parse is a 400.
+   * transport takes only JSON replies (CoAP, docs/coap.md); a body that does not parse is a 400.
    * Unknown or stale ids are ignored.
    */
   rpcReply(deviceId: string, id: number, body: Buffer | string, o?: Accepted & { readonly json?: boolean }): void {
@@ -243,12 +249,22 @@ export class DeviceActions {
   }
 
   /** HTTP's `GET /rpc` long-poll. */
-  waitRpc(deviceId: string, timeout: DurationMs, settle: (o: PollOutcome) => void, origin?: string) {
+  waitRpc(
+    deviceId: string,
+    timeout: DurationMs,
+    settle: (o: PollOutcome) => void,
+    origin?: string,
+  ): PollHandle | undefined {
     return this.d.rpc.waitRpc(deviceId, timeout, settle, origin);
   }
 
   /** HTTP's `GET /attributes/updates` long-poll. */
-  waitAttributes(deviceId: string, timeout: DurationMs, settle: (o: PollOutcome) => void, origin?: string) {
+  waitAttributes(
+    deviceId: string,
+    timeout: DurationMs,
+    settle: (o: PollOutcome) => void,
+    origin?: string,
+  ): PollHandle | undefined {
     return this.d.rpc.waitAttributes(deviceId, timeout, settle, origin);
   }
 
