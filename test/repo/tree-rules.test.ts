@@ -391,6 +391,12 @@ t.test('the LAN transports call the device layer, not the store, ingest, RPC bro
     ['src/transports/x/a.ts → src/store/entities.ts'],
     'a transport reaching the store is found; the device layer may',
   );
+  // status/: a transport keeps its own counters (status/metrics.ts); failures are counted through src/device/
+  t.same(
+    transportReaches(graph, ['status']).filter((x) => !x.endsWith(' → src/status/metrics.ts')),
+    [],
+    'transport → status/ other than its counters',
+  );
 });
 
 t.test(`no file of src/transports is over ${MAX_TRANSPORT_LINES} lines`, async (t) => {
