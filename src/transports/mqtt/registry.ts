@@ -7,7 +7,7 @@
  */
 import type { DeviceActions } from '../../device/actions.js';
 
-/** What the registry needs of a session (session.ts implements it). */
+/** What the registry needs of a session (device-session.ts implements it). */
 export interface RegisteredSession {
   readonly deviceId: string;
   /** closes the connection because another one took the device's token */
