@@ -1,19 +1,17 @@
 /**
- * One MQTT client's protocol state (docs/mqtt.md), one small handler per packet kind: CONNECT by the device's
- * credentials (src/device/login.ts) or as a provisioning client, exact-topic SUBSCRIBE and UNSUBSCRIBE, what is
- * published to the client (shared attributes, server-side RPC at the QoS of its subscription), and PUBLISH routed
- * to the device, gateway or provisioning topics. Publishes and their acks are publish-acks.ts's; a gateway's
- * sub-devices gateway-session.ts's; the topics' actions are the device layer's (src/device/actions.ts).
+ * One MQTT client's protocol state (docs/mqtt.md), one small handler per packet kind: CONNECT (who it is and its
+ * CONNACK: connect.ts), exact-topic SUBSCRIBE and UNSUBSCRIBE, what is published to the client (shared attributes,
+ * server-side RPC at the QoS of its subscription), and PUBLISH routed to the device, gateway or provisioning
+ * topics. Publishes and their acks are publish-acks.ts's; a gateway's sub-devices gateway-session.ts's; the
+ * topics' actions are the device layer's (src/device/actions.ts).
  */
-import type { X509Certificate } from 'node:crypto';
-import type { Socket } from 'node:net';
-import { TLSSocket } from 'node:tls';
 import type { IConnectPacket, IPublishPacket, ISubscribePacket, Packet } from 'mqtt-packet';
 import type { TransportServices } from '../services.js';
 import type { DeviceRecord, GatewayContext, PollHandle } from '../../device/actions.js';
 import type { LoginThrottle } from '../../auth/throttle.js';
 import type { MqttCounters } from '../../status/metrics.js';
-import { type MqttConnection, type PacketSink, peerAddress } from './connection.js';
+import { connack, whoConnects } from './connect.js';
+import type { MqttConnection, PacketSink } from './connection.js';
 import {
   type DeviceContext,
   type PublishOutcome,
@@ -29,17 +27,11 @@ import {
 import { GATEWAY_TOPICS, handleGatewayPublish, isGatewayWrite } from './gateway-topics.js';
 import { type GatewayOwner, GatewaySubSessions } from './gateway-session.js';
 import { PublishAcks, type PublishRouter, type Routed } from './publish-acks.js';
-import { PROVISION_USERNAME, handleProvisionPublish } from './provision.js';
+import { handleProvisionPublish } from './provision.js';
 import type { SessionRegistry } from './registry.js';
 
 /** SUBACK's refusal of a filter */
 const SUBSCRIBE_REFUSED = 0x80;
-
-/** The certificate a TLS client sent (the listener asks for one, never requires it). */
-function peerCertificate(socket: Socket): X509Certificate | undefined {
-  // getPeerX509Certificate: one parse, not getPeerCertificate's object of every field
-  return socket instanceof TLSSocket ? socket.getPeerX509Certificate() : undefined;
-}
 
 export interface SessionDeps {
   readonly s: TransportServices;
@@ -156,53 +148,18 @@ export class MqttSession implements PacketSink, PublishRouter, GatewayOwner {
   private onConnect(p: IConnectPacket): void {
     const c = this.conn;
     c.protocolVersion = p.protocolVersion ?? 4;
-    const v5 = c.protocolVersion === 5;
-    if (p.username === PROVISION_USERNAME || p.clientId === PROVISION_USERNAME) {
-      this.role = 'provision';
-    } else {
-      const devices = this.deps.s.devices;
-      const d = devices.login(
-        {
-          clientId: p.clientId ?? '',
-          username: p.username,
-          password: p.password,
-          certificate: peerCertificate(c.socket),
-        },
-        peerAddress(c.socket),
-        this.deps.throttle,
-      );
-      if (!('entityType' in d)) {
-        if (!devices.counted) this.deps.refused(d.why);
-        c.send(
-          v5
-            ? { cmd: 'connack', sessionPresent: false, reasonCode: d.reasonCode }
-            : { cmd: 'connack', sessionPresent: false, returnCode: d.returnCode },
-        );
-        c.close('auth');
-        return;
-      }
-      this.device = d;
-      this.role = d.gateway === true ? 'gateway' : 'device';
+    const who = whoConnects(p, c.socket, this.deps.s.devices, this.deps.throttle);
+    if ('refusal' in who) {
+      if (!this.deps.s.devices.counted) this.deps.refused(who.refusal.why);
+      c.send(connack(c.protocolVersion, who.refusal));
+      c.close('auth');
+      return;
     }
+    this.role = who.role;
+    this.device = who.device;
     c.connected = true;
     c.keepAliveMs = (p.keepalive ?? 0) * 1500;
-    // sessionPresent is always false: nothing is kept between connections, so clients re-subscribe
-    c.send(
-      v5
-        ? {
-            cmd: 'connack',
-            sessionPresent: false,
-            reasonCode: 0,
-            properties: {
-              retainAvailable: false,
-              wildcardSubscriptionAvailable: false,
-              sharedSubscriptionAvailable: false,
-              subscriptionIdentifiersAvailable: false,
-              maximumQoS: 1,
-            },
-          }
-        : { cmd: 'connack', sessionPresent: false, returnCode: 0 },
-    );
+    c.send(connack(c.protocolVersion));
     if (this.role !== 'provision') this.deps.registry.register(this);
   }
 
