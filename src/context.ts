@@ -24,6 +24,7 @@ import type { Metrics } from './status/metrics.js';
 import type { WriteBudget } from './store/write-budget.js';
 import type { DeviceStateService } from './device/state.js';
 import type { AlarmRuleService } from './alarms/service.js';
+import type { DeviceActions } from './device/actions.js';
 
 export interface Services {
   readonly config: Readonly<Config>;
@@ -61,6 +62,8 @@ export interface Services {
   readonly state?: DeviceStateService;
   /** device-profile alarm rules (docs/api.md "Alarm rules"); absent in unit tests */
   readonly alarmRules?: AlarmRuleService;
+  /** the device layer: what the LAN transports (src/transports/) call, and all they call */
+  readonly devices: DeviceActions;
   /** the clock; tests substitute a fake one */
   readonly now: () => number;
 }

@@ -49,6 +49,7 @@ import { type AdminOp, type AdminResult, type AttributeWriter, adminOpDone, runA
 import { DeviceStateService, StateAttributes } from './device/state.js';
 import { AlarmRuleService } from './alarms/service.js';
 import { AlarmRuleStateStore } from './store/alarm-rule-state.js';
+import { DeviceActions } from './device/actions.js';
 import { daemonStatus } from './status/index.js';
 import { SYNC_OFF } from './upstream/uplink/status.js';
 import { checkPortFree, checkTcpPortFree, checkUdpPortFree, listenExclusive } from './daemon/port.js';
@@ -209,7 +210,7 @@ export async function startServer(
     bus,
     { maxPending: config.alarms.maxPendingRuleStates, now: Date.now, log: (m) => log.warn(m) },
   );
-  const services: Services = {
+  const base: Omit<Services, 'devices'> = {
     config,
     log,
     env,
@@ -234,6 +235,7 @@ export async function startServer(
     provisionGuard: new ProvisionGuard(config.provision),
     now: Date.now,
   };
+  const services: Services = { ...base, devices: new DeviceActions(base) };
 
   const mainApp = tls ? uws.SSLApp({ cert_file_name: config.tls.cert, key_file_name: config.tls.key }) : uws.App();
   const besideApp = besideOn ? uws.App() : undefined;

@@ -29,7 +29,7 @@ import { type ConnectionOptions, type SecureContext, createSecureContext, connec
 import { request as httpsRequest } from 'node:https';
 import { fileURLToPath } from 'node:url';
 import mqttPacket, { type Packet } from 'mqtt-packet';
-import { mqttLogin } from '../../src/transports/mqtt/login.js';
+import { mqttLogin } from '../../src/device/login.js';
 import { resolveCredentials } from '../../src/store/credentials.js';
 import { EntityStore } from '../../src/store/entities.js';
 import { openStoreEnv } from '../../src/store/env.js';

@@ -13,7 +13,7 @@
  * profile, never the secret.
  */
 import { timingSafeEqual } from 'node:crypto';
-import type { Services } from '../context.js';
+import type { DeviceDeps } from './deps.js';
 import { OutpostError } from '../errors.js';
 import { isJsonObject } from '../ingest/json.js';
 import { parseBody } from '../ingest/payload.js';
@@ -56,7 +56,7 @@ const PROVISIONED = 'provisioned';
 
 /** The profile and strategy a key and secret open, or undefined (NOT_FOUND). */
 function targetOf(
-  s: Pick<Services, 'config' | 'entities' | 'env'>,
+  s: Pick<DeviceDeps, 'config' | 'entities' | 'env'>,
   key: string,
   secret: string,
 ): { profile: DeviceProfileRecord; strategy: ProvisionType } | undefined {
@@ -73,7 +73,7 @@ function targetOf(
 }
 
 type ProvisionServices = Pick<
-  Services,
+  DeviceDeps,
   'config' | 'entities' | 'env' | 'attributes' | 'now' | 'failures' | 'provisionGuard'
 >;
 
@@ -145,7 +145,7 @@ export async function provisionDevice(s: ProvisionServices, raw: Buffer, address
  * the config's provision.key; undefined for a key nothing owns (NOT_FOUND, limited per address only).
  */
 function keyOwner(
-  s: Pick<Services, 'config' | 'entities' | 'env'>,
+  s: Pick<DeviceDeps, 'config' | 'entities' | 'env'>,
   key: string,
 ): { id: string; name: string } | undefined {
   if (key === '') return undefined;
@@ -156,7 +156,7 @@ function keyOwner(
   return conf !== '' && sameSecret(key, conf) ? { id: 'provision.key', name: 'provision.key' } : undefined;
 }
 
-function refused(s: Pick<Services, 'failures'>, address: string, why: string): ProvisionAnswer {
+function refused(s: Pick<DeviceDeps, 'failures'>, address: string, why: string): ProvisionAnswer {
   s.failures?.note('provision', `provision: refused a request from ${address}: ${why}`, `${address} (${why})`);
   return TOO_MANY;
 }

@@ -10,7 +10,7 @@ import { parseTelemetryBody } from '../../src/ingest/fastpath.js';
 import { splitDeviceArrays } from '../../src/ingest/split.js';
 import { TelemetryBatch } from '../../src/model/batch.js';
 import type { TsRecord } from '../../src/model/record.js';
-import { telemetryParts } from '../../src/transports/mqtt/gateway-topics.js';
+import { telemetryParts } from '../../src/device/gateway.js';
 import { rng } from '../helpers/prng.js';
 
 const next = rng(20_261_126);

@@ -1,8 +1,9 @@
 /**
  * The rules the source tree keeps (docs/development.md, "Rules the tree keeps"), checked on the TypeScript
  * sources, not on dist/: no file of src/ over 700 lines, no import cycle in src/, no class-inheritance chain in
- * src/ deeper than 2, one folder per role, every test file in a folder of test/ named after a folder of src/, and no
- * issue tags or section numbers in comments (src/, test/, scripts/). Reads files only.
+ * src/ deeper than 2, one folder per role, every test file in a folder of test/ named after a folder of src/, the LAN
+ * transports over src/device/ (none reaches the store, ingest, RPC broker, bus or upstream; none over 450 lines), and
+ * no issue tags or section numbers in comments (src/, test/, scripts/). Reads files only.
  */
 import '../helpers/sandbox.js';
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
@@ -342,6 +343,68 @@ t.test(
     );
   },
 );
+
+/** The wings of src/ a LAN transport reaches only through the device layer, src/device/ (docs/development.md). */
+const BEHIND_THE_DEVICE_LAYER: readonly string[] = ['store', 'ingest', 'rpc', 'bus', 'upstream'];
+const MAX_TRANSPORT_LINES = 450;
+/** the one file of src/transports that names src/context.ts: what a transport is handed of the daemon */
+const TRANSPORT_SERVICES = 'src/transports/services.ts';
+
+/**
+ * The imports of `src/transports/**` files (paths relative to the repository) into a wing of `wings`, as
+ * `file → import`; type-only imports count too (a transport that names a store's type is tied to the store).
+ */
+export function transportReaches(graph: ReadonlyMap<string, readonly string[]>, wings: readonly string[]): string[] {
+  const out: string[] = [];
+  for (const [file, imports] of graph) {
+    if (!file.startsWith('src/transports/')) continue;
+    for (const to of imports) if (wings.some((w) => to.startsWith(`src/${w}/`))) out.push(`${file} → ${to}`);
+  }
+  return out;
+}
+
+t.test('the LAN transports call the device layer, not the store, ingest, RPC broker, bus or upstream', async (t) => {
+  const files = new Set(SRC);
+  const graph = new Map(
+    SRC.map((f) => [rel(f), relativeImports(f, sources.get(f) as string, files).map(rel)] as const),
+  );
+  t.ok(
+    [...graph.keys()].some((f) => f.startsWith('src/transports/')),
+    'transports found',
+  );
+  t.same(transportReaches(graph, BEHIND_THE_DEVICE_LAYER), [], 'transport → what it reaches around src/device/');
+  t.same(
+    [...graph]
+      .filter(([f, to]) => f.startsWith('src/transports/') && f !== TRANSPORT_SERVICES && to.includes('src/context.ts'))
+      .map(([f]) => f),
+    [],
+    `transports taking the daemon's Services whole, not ${TRANSPORT_SERVICES}'s config, log and device layer`,
+  );
+  t.same(
+    transportReaches(
+      new Map([
+        ['src/transports/x/a.ts', ['src/device/actions.ts', 'src/store/entities.ts']],
+        ['src/device/actions.ts', ['src/store/entities.ts']],
+      ]),
+      BEHIND_THE_DEVICE_LAYER,
+    ),
+    ['src/transports/x/a.ts → src/store/entities.ts'],
+    'a transport reaching the store is found; the device layer may',
+  );
+  // status/: a transport keeps its own counters (status/metrics.ts); failures are counted through src/device/
+  t.same(
+    transportReaches(graph, ['status']).filter((x) => !x.endsWith(' → src/status/metrics.ts')),
+    [],
+    'transport → status/ other than its counters',
+  );
+});
+
+t.test(`no file of src/transports is over ${MAX_TRANSPORT_LINES} lines`, async (t) => {
+  const long = SRC.filter((f) => rel(f).startsWith('src/transports/'))
+    .map((f) => ({ file: rel(f), lines: (sources.get(f)?.match(/\n/g) ?? []).length }))
+    .filter((x) => x.lines > MAX_TRANSPORT_LINES);
+  t.same(long, [], 'transport files over the limit (a transport is codec, session and calls into src/device/)');
+});
 
 t.test('no issue tags or section numbers in comments of src/, test/ and scripts/', async (t) => {
   const files = [...SRC, ...tsFiles(join(ROOT, 'test')), ...tsFiles(join(ROOT, 'scripts'))];

@@ -1,29 +1,19 @@
 /**
  * The CoAP listener (docs/coap.md): one UDP socket on `coap.port`, in the daemon's process and event loop,
- * sharing its store, bus, RPC broker and auth. Between the message layer (exchange.ts) and TB's resources
- * (resources.ts) it does block-wise transfers (RFC 7959): Block1 uploads are reassembled per peer and URI
- * (libcoap sends every block with a new token), after the path and token were checked; answers and
- * notifications larger than a block go out in Block2 pieces, the rest fetched by GET with Block2. Assemblies
- * and large answers are bounded in number (`coap.maxBlockTransfers`), size (`coap.maxBodyBytes`) and age.
+ * calling the device layer HTTP and MQTT call (src/device/actions.ts). It wires the parts: a datagram goes to
+ * the message layer (exchange.ts), a request through the block-wise layer (blockwise.ts) to TB's resources
+ * (resources.ts), and their answer back out through the block-wise layer to its exchange; notifications of
+ * observations (observe.ts) go out the same way.
  */
 import { type Socket, createSocket } from 'node:dgram';
 import { type LookupOneOptions, lookup } from 'node:dns';
 import { isIP, isIPv6 } from 'node:net';
-import type { Services } from '../../context.js';
+import type { TransportServices } from '../services.js';
 import { OutpostError } from '../../errors.js';
-import type { PollHandle } from '../../rpc/longpoll.js';
+import type { PollHandle } from '../../device/actions.js';
 import type { CoapCounters } from '../../status/metrics.js';
-import {
-  type Answer,
-  type Block,
-  type Message,
-  blockOption,
-  option,
-  options,
-  readBlock,
-  readUint,
-  uintOption,
-} from './codec.js';
+import { BlockTransfers, peerUriOf } from './blockwise.js';
+import { type Answer, type Message, option, options, readUint } from './codec.js';
 import { CoapEndpoint, type Exchange, type Peer } from './exchange.js';
 import { ObservationRegistry } from './observe.js';
 import { CoapResources, type CoapRequest, precheck } from './resources.js';
@@ -34,37 +24,9 @@ export interface CoapListener {
   close(): Promise<void>;
 }
 
-/** the largest block (RFC 7959 SZX 6), the size Californium prefers too */
-const MAX_BLOCK = 1024;
 /** a datagram above this is dropped unread (Californium's UDP buffer) */
 const MAX_DATAGRAM = 2048;
 const SWEEP_MS = 1_000;
-
-interface Assembly {
-  readonly parts: Buffer[];
-  bytes: number;
-  at: number;
-}
-
-interface LargeAnswer {
-  readonly answer: Answer;
-  readonly body: Buffer;
-  readonly at: number;
-}
-
-/** Block `num` of a large answer (Block2, Size2 on the first). */
-function piece(a: Answer, body: Buffer, num: number, size: number): Answer {
-  const start = num * size;
-  if (start >= body.length && num > 0) return { code: '4.02', payload: Buffer.from('no such block') };
-  const more = start + size < body.length;
-  const opts = (a.options ?? []).filter((o) => o.name !== 'Block2' && o.name !== 'Size2');
-  opts.push({ name: 'Block2', value: blockOption(num, more, size) });
-  if (num === 0) opts.push({ name: 'Size2', value: uintOption(body.length) });
-  return { ...a, payload: body.subarray(start, start + size), options: opts };
-}
-
-/** Where a peer's block-wise transfer for one URI is kept: assemblies and large answers. */
-const peerUriOf = (peer: Peer, uri: string): string => `${peer.address}:${peer.port} ${uri}`;
 
 /**
  * A request as the resources see it. Its URI (path and query joined) and the peer-and-URI key are made only when
@@ -140,31 +102,13 @@ function bind(socket: Socket, host: string, port: number): Promise<number> {
   });
 }
 
-export async function startCoap(s: Services, counters: CoapCounters): Promise<CoapListener> {
+export async function startCoap(s: TransportServices, counters: CoapCounters): Promise<CoapListener> {
   const cfg = s.config.coap;
   if (cfg.port === 0) return { port: 0, close: async () => undefined };
   const host = cfg.host === '' ? s.config.host : cfg.host;
   const socket = createSocket({ type: isIPv6(host) ? 'udp6' : 'udp4', reuseAddr: false, lookup: literalLookup });
-  const assemblies = new Map<string, Assembly>();
-  const large = new Map<string, LargeAnswer>();
+  const blocks = new BlockTransfers({ maxTransfers: cfg.maxBlockTransfers, maxBodyBytes: cfg.maxBodyBytes }, counters);
   const held = new Set<PollHandle>();
-  const bounded = <V>(m: Map<string, V>, key: string, v: V): void => {
-    m.delete(key);
-    if (m.size >= cfg.maxBlockTransfers) m.delete(m.keys().next().value as string);
-    m.set(key, v);
-  };
-
-  /**
-   * An answer, cut into Block2 pieces when it is larger than the block the client asked for (or 1024); the
-   * whole is kept under `where.peerUri` for the follow-ups.
-   */
-  const sized = (a: Answer, where: { readonly peerUri: string }, want: Block | undefined): Answer => {
-    const size = Math.min(MAX_BLOCK, want?.size ?? MAX_BLOCK);
-    const body = a.payload;
-    if (body === undefined || (body.length <= size && want === undefined)) return a;
-    if (body.length > size) bounded(large, where.peerUri, { answer: a, body, at: Date.now() });
-    return piece(a, body, want?.num ?? 0, size);
-  };
 
   let endpoint: CoapEndpoint | undefined;
   const limits = {
@@ -172,84 +116,32 @@ export async function startCoap(s: Services, counters: CoapCounters): Promise<Co
     maxPerAddress: cfg.maxObservationsPerAddress,
     checkMs: cfg.observeCheckMs,
   };
-  const observations = new ObservationRegistry(s, limits, counters, (o, a, settled, confirmable = o.confirmable) => {
-    const out = sized(a, { peerUri: peerUriOf(o.peer, o.uri) }, undefined);
-    if (endpoint === undefined) settled?.(false);
-    else endpoint.send1(o.peer, o.token, confirmable, out, o.tag, settled);
-  });
+  const observations = new ObservationRegistry(
+    s.devices,
+    limits,
+    counters,
+    (o, a, settled, confirmable = o.confirmable) => {
+      const out = blocks.sized(a, { peerUri: peerUriOf(o.peer, o.uri) }, undefined);
+      if (endpoint === undefined) settled?.(false);
+      else endpoint.send1(o.peer, o.token, confirmable, out, o.tag, settled);
+    },
+  );
   const hold = (h: PollHandle): (() => void) => {
     held.add(h);
     return () => held.delete(h);
   };
-  const resources = new CoapResources(s, observations, hold);
+  const resources = new CoapResources(s.devices, observations, hold);
 
   const onRequest = (ex: Exchange): void => {
-    const { msg } = ex;
-    const req = new IncomingRequest(msg, ex.peer);
-    const b2 = readBlock(option(msg, 'Block2'));
-    if (b2 !== undefined && b2.num > 0 && msg.code === '0.01') {
-      const cached = large.get(req.peerUri);
-      if (cached !== undefined) {
-        ex.answer(piece(cached.answer, cached.body, b2.num, Math.min(MAX_BLOCK, b2.size)));
-        return;
-      }
-    }
-    const b1raw = option(msg, 'Block1');
-    const b1 = readBlock(b1raw);
-    if (b1raw !== undefined) {
-      const pre = precheck(s, req);
-      const peerUri = req.peerUri;
-      if ('refused' in pre) {
-        assemblies.delete(peerUri);
-        ex.answer(pre.refused);
-        return;
-      }
-      // a provisioning upload has proved nothing yet: what it is told is cut to its size
-      const unproven = pre.device === undefined;
-      if (b1 === undefined || b1.size > MAX_BLOCK) {
-        ex.answer({ code: '4.02', payload: Buffer.from('bad Block1 option'), unproven });
-        return;
-      }
-      let a = assemblies.get(peerUri);
-      if (b1.num === 0) {
-        a = { parts: [], bytes: 0, at: Date.now() };
-        bounded(assemblies, peerUri, a);
-      } else if (a === undefined || a.bytes !== b1.num * b1.size) {
-        counters.refused.blocks++;
-        ex.answer({ code: '4.08', payload: Buffer.from('block out of order or assembly unknown'), unproven });
-        return;
-      }
-      a.parts.push(Buffer.from(msg.payload));
-      a.bytes += msg.payload.length;
-      a.at = Date.now();
-      if (a.bytes > cfg.maxBodyBytes) {
-        assemblies.delete(peerUri);
-        counters.refused.blocks++;
-        ex.answer({ code: '4.13', options: [{ name: 'Size1', value: uintOption(cfg.maxBodyBytes) }], unproven });
-        return;
-      }
-      if (b1.more) {
-        ex.answer({
-          code: '2.31',
-          options: [{ name: 'Block1', value: blockOption(b1.num, true, b1.size) }],
-          unproven,
-        });
-        return;
-      }
-      assemblies.delete(peerUri);
-      req.payload = Buffer.concat(a.parts);
-    } else if (msg.payload.length > cfg.maxBodyBytes) {
-      ex.answer({ code: '4.13', options: [{ name: 'Size1', value: uintOption(cfg.maxBodyBytes) }] });
+    const req = new IncomingRequest(ex.msg, ex.peer);
+    const step = blocks.incoming(ex.msg, req, () => precheck(s.devices, req));
+    if ('now' in step) {
+      ex.answer(step.now);
       return;
     }
     const answered = (a: Answer): void => {
       try {
-        let out = sized(a, req, b2);
-        if (b1 !== undefined) {
-          const opts = [...(out.options ?? []), { name: 'Block1', value: blockOption(b1.num, false, b1.size) }];
-          out = { ...out, options: opts };
-        }
-        ex.answer(out);
+        ex.answer(blocks.outgoing(a, req, step));
         req.after?.();
       } catch (err) {
         failed(err);
@@ -299,11 +191,7 @@ export async function startCoap(s: Services, counters: CoapCounters): Promise<Co
   counters.port = port;
 
   const sweep = setInterval(() => {
-    const oldest = Date.now() - cfg.exchangeLifetimeMs;
-    for (const m of [assemblies, large] as Array<Map<string, { at: number }>>) {
-      for (const [k, v] of m) if (v.at < oldest) m.delete(k);
-    }
-    counters.blockTransfers = assemblies.size + large.size;
+    blocks.sweep(Date.now() - cfg.exchangeLifetimeMs);
   }, SWEEP_MS);
   sweep.unref();
 

@@ -15,8 +15,7 @@
  * so that observers that are gone make room for devices that are there. The table is kept in the order
  * observations were registered or last probed, the least recently checked first: a sweep reads only its head.
  */
-import type { Services } from '../../context.js';
-import { attributeUpdateBody } from '../../rpc/broker.js';
+import type { DeviceActions } from '../../device/actions.js';
 import type { CoapCounters } from '../../status/metrics.js';
 import { type Answer, CONTENT_JSON, uintOption } from './codec.js';
 import type { Peer } from './exchange.js';
@@ -78,7 +77,7 @@ export class ObservationRegistry {
   private readonly byKey = new Map<string, Observation>();
   /** observations per peer address */
   private readonly perAddress = new Map<string, number>();
-  private readonly off: Array<() => void> = [];
+  private readonly off: () => void;
   private serial = 0;
   private relievedAt = Number.NEGATIVE_INFINITY;
   /** a registration came while the table was under pressure: the next sweep probes if the last could not */
@@ -86,7 +85,7 @@ export class ObservationRegistry {
   private readonly sweep: NodeJS.Timeout;
 
   constructor(
-    private readonly s: Services,
+    private readonly devices: DeviceActions,
     private readonly limits: ObservationLimits,
     private readonly counters: CoapCounters,
     private readonly send: NotifySend,
@@ -94,22 +93,17 @@ export class ObservationRegistry {
   ) {
     this.sweep = setInterval(() => this.check(), Math.min(PRESSURE_MS, Math.max(100, limits.checkMs / 4)));
     this.sweep.unref();
-    this.off.push(
-      s.bus.on('attributes', (ev) => {
-        if (ev.entityType !== 'DEVICE' || ev.scope !== 'SHARED_SCOPE') return;
-        if (ev.updated.length === 0 && ev.deleted.length === 0) return;
-        const o = this.byKey.get(`${ev.entityId}/attributes`);
-        if (o !== undefined) this.notify(o, attributeUpdateBody(ev.updated, ev.deleted));
-      }),
-      s.bus.on('entityDeleted', (ev) => {
-        if (ev.entityType === 'DEVICE') this.endDevice(ev.entityId, { code: '4.04' });
-      }),
+    this.off = devices.watch({
+      sharedAttributes: (deviceId, body) => {
+        const o = this.byKey.get(`${deviceId}/attributes`);
+        if (o !== undefined) this.notify(o, body());
+      },
+      deleted: (deviceId) => this.endDevice(deviceId, { code: '4.04' }),
       // the token the observations were registered with no longer names the device, as for HTTP's held
       // requests (401) and MQTT's sessions (closed)
-      s.bus.on('credentialsUpdated', (ev) =>
-        this.endDevice(ev.deviceId, { code: '4.01', payload: Buffer.from('device credentials changed') }),
-      ),
-    );
+      credentialsUpdated: (deviceId) =>
+        this.endDevice(deviceId, { code: '4.01', payload: Buffer.from('device credentials changed') }),
+    });
   }
 
   get size(): number {
@@ -144,7 +138,7 @@ export class ObservationRegistry {
     }
     // an observation is a session: the device's first connects it, its last ending disconnects it (as TB); counted
     // before a replaced one ends, so a re-registration is no disconnect
-    this.s.state?.connected(deviceId);
+    this.devices.connected(deviceId);
     if (old !== undefined) {
       // the replaced observer is told, as ThingsBoard does: a notification without Observe ends it at the client
       // (RFC 7641 section 3.2), so it stops waiting for changes that now go to the newer registration
@@ -177,10 +171,10 @@ export class ObservationRegistry {
   activate(o: Observation): void {
     if (this.byKey.get(o.key) !== o) return;
     if (o.resource === 'attributes') {
-      o.detach = this.s.rpc.watchAttributes(o.deviceId);
+      o.detach = this.devices.listenAttributes(o.deviceId);
       return;
     }
-    o.detach = this.s.rpc.attachSink(o.deviceId, {
+    o.detach = this.devices.attachRpcSink(o.deviceId, {
       // As ThingsBoard: a CON notification's RPC is delivered at the client's ACK (the broker waits for it, and
       // one never acknowledged goes back to the device's queue); a NON one once sent.
       deliver: (rpc) => {
@@ -219,7 +213,7 @@ export class ObservationRegistry {
 
   close(): void {
     clearInterval(this.sweep);
-    for (const off of this.off) off();
+    this.off();
     for (const key of [...this.byKey.keys()]) this.remove(key);
   }
 
@@ -270,7 +264,12 @@ export class ObservationRegistry {
     const state: Answer =
       o.resource === 'rpc'
         ? { code: '2.03', options }
-        : { code: '2.05', payload: Buffer.from(this.sharedJson(o.deviceId)), contentFormat: CONTENT_JSON, options };
+        : {
+            code: '2.05',
+            payload: Buffer.from(this.devices.sharedJson(o.deviceId)),
+            contentFormat: CONTENT_JSON,
+            options,
+          };
     this.send(
       o,
       state,
@@ -278,20 +277,6 @@ export class ObservationRegistry {
         if (acked) o.probing = false;
       },
       true,
-    );
-  }
-
-  /**
-   * Every shared attribute as one flat object, the shape of a change notification: `{"k":v,..}`, `{}` when there
-   * is none. ThingsBoard's own CoAP tests compare the Observe 0 answer to exactly this (not the read's
-   * `{"shared":{..}}`), so a client handles the first answer and every later one with the same code.
-   */
-  sharedJson(deviceId: string): string {
-    const shared = this.s.attributes.get(deviceId, 'SHARED_SCOPE');
-    if (shared.length === 0) return '{}';
-    return attributeUpdateBody(
-      shared.map((a) => [a.key, a.value] as const),
-      [],
     );
   }
 
@@ -337,6 +322,6 @@ export class ObservationRegistry {
     else this.perAddress.delete(o.peer.address);
     o.detach?.();
     this.counters.observations = this.byKey.size;
-    this.s.state?.disconnected(o.deviceId);
+    this.devices.disconnected(o.deviceId);
   }
 }

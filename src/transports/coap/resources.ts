@@ -4,15 +4,8 @@
  * reads, RPC broker and provisioning. Codes as TB: unknown token 4.01 before the body is read; bad JSON, a
  * wrong shape or an unknown feature 4.00; a path outside `/api/v1` 4.04; PUT/DELETE 4.05.
  */
-import type { Services } from '../../context.js';
-import { deviceAttributesJson, keyList } from '../../device/attributes.js';
-import { provisionDevice, unproven } from '../../device/provision.js';
+import { type DeviceActions, type DeviceRecord, type PollHandle, unproven } from '../../device/actions.js';
 import { OutpostError, asOutpostError } from '../../errors.js';
-import { parseTelemetryBody } from '../../ingest/fastpath.js';
-import { isJsonObject, stringifyJson } from '../../ingest/json.js';
-import { parseAttributes, parseBody } from '../../ingest/payload.js';
-import type { PollHandle } from '../../rpc/longpoll.js';
-import type { DeviceRecord } from '../../store/entities.js';
 import { type Answer, CONTENT_JSON, uintOption } from './codec.js';
 import type { Peer } from './exchange.js';
 import type { ObservationRegistry, ObservedResource } from './observe.js';
@@ -81,20 +74,20 @@ export type Precheck = { readonly device: DeviceRecord | undefined } | { readonl
  * What can be decided from the method and path alone, before a body is read or assembled: 4.04, 4.05, 4.01,
  * or the device the token names (undefined for provisioning).
  */
-export function precheck(s: Services, req: Pick<CoapRequest, 'code' | 'path'>): Precheck {
+export function precheck(devices: Pick<DeviceActions, 'byToken'>, req: Pick<CoapRequest, 'code' | 'path'>): Precheck {
   const p = req.path;
   if (p[0] !== 'api' || p[1] !== 'v1') return { refused: NO_PATH };
   if (req.code !== GET && req.code !== POST) return { refused: NO_METHOD };
   if (p.length === 3 && p[2] === 'provision') return { device: undefined };
   const token = p[2];
-  const device = token === undefined || token === '' ? undefined : s.entities.deviceByToken(token);
+  const device = token === undefined ? undefined : devices.byToken(token);
   if (device === undefined) return { refused: NO_DEVICE };
   return { device };
 }
 
 export class CoapResources {
   constructor(
-    private readonly s: Services,
+    private readonly devices: DeviceActions,
     private readonly observations: ObservationRegistry,
     private readonly hold: HoldFn,
   ) {}
@@ -104,10 +97,10 @@ export class CoapResources {
    * through `req.registered` once that answer has been handed to the message layer.
    */
   async handle(req: CoapRequest): Promise<Answer> {
-    const pre = precheck(this.s, req);
+    const pre = precheck(this.devices, req);
     if ('refused' in pre) return pre.refused;
     if (pre.device === undefined) return this.provision(req);
-    this.s.state?.activity(pre.device.id);
+    this.devices.activity(pre.device.id);
     try {
       return await this.feature(pre.device, req);
     } catch (err) {
@@ -123,7 +116,7 @@ export class CoapResources {
   private async provision(req: CoapRequest): Promise<Answer> {
     if (req.code !== POST) return NO_METHOD;
     try {
-      const out = await provisionDevice(this.s, req.payload, req.peer.address);
+      const out = await this.devices.provision(req.payload, req.peer.address);
       const a = answer(out.status === 'SUCCESS' ? '2.01' : '4.00', JSON.stringify(out));
       return unproven(out) ? { ...a, unproven: true } : a;
     } catch (err) {
@@ -132,16 +125,16 @@ export class CoapResources {
   }
 
   private async feature(device: DeviceRecord, req: CoapRequest): Promise<Answer> {
-    const { s } = this;
+    const { devices } = this;
     const feature = req.path[3];
     /** segments after the feature's */
     const more = req.path.length - 4;
     if (feature === 'telemetry' && more === 0 && req.code === POST) {
-      await s.ingest.save('DEVICE', device.id, parseTelemetryBody(req.payload, s.now()));
+      await devices.telemetry(device.id, req.payload);
       return CREATED;
     }
     if (feature === 'attributes' && req.code === POST && more === 0) {
-      await s.attributes.save('DEVICE', device.id, 'CLIENT_SCOPE', parseAttributes(parseBody(req.payload)), s.now());
+      await devices.attributes(device.id, req.payload);
       return CREATED;
     }
     if (feature === 'attributes' && req.code === GET) {
@@ -149,12 +142,7 @@ export class CoapResources {
       if (req.observe === 0) return this.observe(device, 'attributes', req);
       if (req.observe === 1) this.observations.cancel(`${device.id}/attributes`, req.peer, req.token);
       const q = queryMap(req.query);
-      const body = deviceAttributesJson(
-        s.attributes,
-        device.id,
-        keyList(q.get('clientKeys')),
-        keyList(q.get('sharedKeys')),
-      );
+      const body = devices.readAttributes(device.id, devices.keys(q.get('clientKeys'), q.get('sharedKeys')));
       return body === '{}' ? answer('4.04') : answer('2.05', body);
     }
     if (feature === 'rpc' && req.code === GET && more === 0) {
@@ -166,8 +154,8 @@ export class CoapResources {
       const reqId = req.path[4];
       const id = more === 1 && /^\d{1,10}$/.test(reqId as string) ? Number(reqId) : undefined;
       if (id !== undefined && id <= 2147483647) {
-        const json = parseBody(req.payload);
-        s.rpc.reply(device.id, id, stringifyJson(json));
+        // CoAP takes only JSON replies (docs/coap.md): anything else is a 4.00
+        devices.rpcReply(device.id, id, req.payload, { json: true });
         return CREATED;
       }
       return this.clientRpc(device, req);
@@ -180,26 +168,19 @@ export class CoapResources {
     if (o === undefined) {
       // no room: answered as a plain GET (RFC 7641 section 4.1), without Observe
       if (resource === 'rpc') return { code: '5.03', payload: Buffer.from('too many observations') };
-      return answer('2.05', this.observations.sharedJson(device.id));
+      return answer('2.05', this.devices.sharedJson(device.id));
     }
     req.registered(() => this.observations.activate(o));
     const obs0 = [{ name: 'Observe', value: uintOption(0) }];
     if (resource === 'rpc') return { code: '2.03', options: obs0 };
-    return { ...answer('2.05', this.observations.sharedJson(device.id)), options: obs0 };
+    return { ...answer('2.05', this.devices.sharedJson(device.id)), options: obs0 };
   }
 
   private clientRpc(device: DeviceRecord, req: CoapRequest): Promise<Answer> {
-    const json = parseBody(req.payload);
-    if (!isJsonObject(json))
-      throw new OutpostError('BAD_PAYLOAD', 'RPC request must be a JSON object {"method","params"}');
-    const method = json['method'];
-    if (typeof method !== 'string' || method === '')
-      throw new OutpostError('BAD_PAYLOAD', 'RPC request must have a "method" string');
-    const params = json['params'];
-    const paramsJson = params === undefined ? 'null' : stringifyJson(params);
+    const call = this.devices.clientRpcCall(device.id, req.payload);
     return new Promise<Answer>((resolve) => {
       let release: (() => void) | undefined;
-      const handle = this.s.rpc.clientRpc({ deviceId: device.id, method, paramsJson }, (o) => {
+      const handle = this.devices.clientRpc(call, (o) => {
         release?.();
         // a change of the device's credentials while it was held: the token it came with no longer names it
         const ended = o.kind === 'credentialsUpdated' ? '4.01' : '4.04';

@@ -2,21 +2,17 @@
  * Device attribute endpoints (docs/api.md): `POST /attributes` (client scope), `GET /attributes` and the
  * `GET /attributes/updates` long-poll.
  */
-import type { Services } from '../../context.js';
+import type { TransportServices } from '../services.js';
 import type { HttpContext, Reply } from '../../uws/adapter.js';
 import { jsonText } from '../../uws/adapter.js';
-import { parseAttributes, parseBody } from '../../ingest/payload.js';
-import { deviceAttributesJson, keyList } from '../../device/attributes.js';
 import { accepted, authenticateDevice } from './auth.js';
 import { holdRequest, pollReply, pollTimeout } from './rpc.js';
 
 /** POST /api/v1/{token}/attributes: a flat object → CLIENT_SCOPE; nulls skipped; 200 empty once on disk. */
-export function postAttributes(s: Services) {
+export function postAttributes(s: TransportServices) {
   return async (ctx: HttpContext): Promise<void> => {
     const device = authenticateDevice(s, ctx);
-    const entries = parseAttributes(parseBody(await ctx.body()));
-    accepted(s, device);
-    await s.attributes.save('DEVICE', device.id, 'CLIENT_SCOPE', entries, s.now());
+    await s.devices.attributes(device.id, await ctx.body(), accepted(s, device));
   };
 }
 
@@ -24,17 +20,12 @@ export function postAttributes(s: Services) {
  * GET /api/v1/{token}/attributes[?clientKeys=a,b][&sharedKeys=c] (docs/api.md): neither → all client and all
  * shared; one → only that section; `{"client":{..},"shared":{..}}` with empty sections omitted.
  */
-export function getAttributes(s: Services) {
+export function getAttributes(s: TransportServices) {
   return (ctx: HttpContext): Reply => {
     const device = authenticateDevice(s, ctx);
-    accepted(s, device);
+    s.devices.activity(device.id);
     return jsonText(
-      deviceAttributesJson(
-        s.attributes,
-        device.id,
-        keyList(ctx.query.get('clientKeys')),
-        keyList(ctx.query.get('sharedKeys')),
-      ),
+      s.devices.readAttributes(device.id, s.devices.keys(ctx.query.get('clientKeys'), ctx.query.get('sharedKeys'))),
     );
   };
 }
@@ -43,14 +34,14 @@ export function getAttributes(s: Services) {
  * GET /api/v1/{token}/attributes/updates?timeout= (docs/api.md): the next SHARED_SCOPE change as a flat
  * `{k:v}` or `{"deleted":[..]}`; 408 with an empty body on timeout.
  */
-export function getAttributeUpdates(s: Services) {
+export function getAttributeUpdates(s: TransportServices) {
   return async (ctx: HttpContext): Promise<Reply> => {
     // Only the id is kept while the poll is held, not the whole device record.
     const device = authenticateDevice(s, ctx);
     const deviceId = device.id;
     const timeout = pollTimeout(ctx, s.config);
-    accepted(s, device);
+    s.devices.activity(deviceId);
     const origin = ctx.remoteAddress();
-    return pollReply(await holdRequest(ctx, (settle) => s.rpc.waitAttributes(deviceId, timeout, settle, origin)));
+    return pollReply(await holdRequest(ctx, (settle) => s.devices.waitAttributes(deviceId, timeout, settle, origin)));
   };
 }

@@ -4,20 +4,13 @@
  * Tempus silently skipped); values are typed as telemetry; same key+depth overwrites; 401 before the body is
  * read; all-or-nothing; 200 with an empty body once on disk.
  */
-import type { Services } from '../../context.js';
-import { parseDepthTelemetry } from '../../device/depth.js';
+import type { TransportServices } from '../services.js';
 import type { HttpContext } from '../../uws/adapter.js';
-import { parseBody } from '../../ingest/payload.js';
 import { accepted, authenticateDevice } from './auth.js';
 
-export function postDepthTelemetry(s: Services) {
+export function postDepthTelemetry(s: TransportServices) {
   return async (ctx: HttpContext): Promise<void> => {
     const device = authenticateDevice(s, ctx);
-    const records = parseDepthTelemetry(parseBody(await ctx.body()));
-    accepted(s, device);
-    await s.depth.write(
-      device.id,
-      records.filter((r) => r.values.length > 0),
-    );
+    await s.devices.depth(device.id, await ctx.body(), accepted(s, device));
   };
 }

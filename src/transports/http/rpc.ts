@@ -3,12 +3,10 @@
  * RPC; plus the long-poll plumbing shared with `GET /attributes/updates`.
  */
 import type { Config } from '../../config/index.js';
-import type { Services } from '../../context.js';
+import type { TransportServices } from '../services.js';
 import { OutpostError } from '../../errors.js';
 import { type HttpContext, type Reply, jsonText } from '../../uws/adapter.js';
-import { isJsonObject, stringifyJson } from '../../ingest/json.js';
-import { parseBody } from '../../ingest/payload.js';
-import type { PollHandle, PollOutcome } from '../../rpc/longpoll.js';
+import type { PollHandle, PollOutcome } from '../../device/actions.js';
 import type { DurationMs } from '../../types.js';
 import { accepted, authenticateDevice } from './auth.js';
 
@@ -62,20 +60,20 @@ export function pollReply(o: PollOutcome): Reply {
 }
 
 /** GET /api/v1/{token}/rpc?timeout=: the oldest pending RPC at once, else the next one, else 408. */
-export function getRpc(s: Services) {
+export function getRpc(s: TransportServices) {
   return async (ctx: HttpContext): Promise<Reply> => {
     // Only the id is kept while the poll is held, not the whole device record.
     const device = authenticateDevice(s, ctx);
     const deviceId = device.id;
     const timeout = pollTimeout(ctx, s.config);
-    accepted(s, device);
+    s.devices.activity(deviceId);
     const origin = ctx.remoteAddress();
-    return pollReply(await holdRequest(ctx, (settle) => s.rpc.waitRpc(deviceId, timeout, settle, origin)));
+    return pollReply(await holdRequest(ctx, (settle) => s.devices.waitRpc(deviceId, timeout, settle, origin)));
   };
 }
 
 /** POST /api/v1/{token}/rpc/{id}: the device's reply; 200 empty even for unknown ids (TB). */
-export function postRpcReply(s: Services) {
+export function postRpcReply(s: TransportServices) {
   return async (ctx: HttpContext): Promise<void> => {
     const device = authenticateDevice(s, ctx);
     const raw = ctx.params[1] ?? '';
@@ -83,9 +81,7 @@ export function postRpcReply(s: Services) {
     if (!/^-?\d{1,10}$/.test(raw) || Math.abs(Number(raw)) > 2147483647) {
       throw new OutpostError('BAD_PARAM', `RPC request id must be an integer, got "${raw}"`);
     }
-    const body = await ctx.body();
-    accepted(s, device);
-    s.rpc.reply(device.id, Number(raw), body.toString('utf8'));
+    s.devices.rpcReply(device.id, Number(raw), await ctx.body(), accepted(s, device));
   };
 }
 
@@ -93,22 +89,13 @@ export function postRpcReply(s: Services) {
  * POST /api/v1/{token}/rpc `{"method","params"}` (client-side RPC): `getCurrentTime` → `{"time":<ms>}`;
  * registered handlers; else `{"error":"timeout"}` after rpc.clientSideTimeoutMs. Missing method → 400.
  */
-export function postClientRpc(s: Services) {
+export function postClientRpc(s: TransportServices) {
   return async (ctx: HttpContext): Promise<Reply> => {
     const device = authenticateDevice(s, ctx);
     const deviceId = device.id;
     const origin = ctx.remoteAddress();
-    const json = parseBody(await ctx.body());
-    if (!isJsonObject(json))
-      throw new OutpostError('BAD_PAYLOAD', 'RPC request must be a JSON object {"method","params"}');
-    const method = json['method'];
-    if (typeof method !== 'string' || method === '')
-      throw new OutpostError('BAD_PAYLOAD', 'RPC request must have a "method" string');
-    accepted(s, device);
-    const params = json['params'];
-    const paramsJson = params === undefined ? 'null' : stringifyJson(params);
-    return pollReply(
-      await holdRequest(ctx, (settle) => s.rpc.clientRpc({ deviceId, method, paramsJson }, settle, origin)),
-    );
+    const call = s.devices.clientRpcCall(deviceId, await ctx.body());
+    s.devices.activity(deviceId);
+    return pollReply(await holdRequest(ctx, (settle) => s.devices.clientRpc(call, settle, origin)));
   };
 }

@@ -2,17 +2,14 @@
  * POST /api/v1/{token}/telemetry (docs/api.md): 401 before the body is read; the three shapes; 400 for bad
  * JSON or shape with nothing stored; 200 with an empty body once the points are on disk.
  */
-import type { Services } from '../../context.js';
+import type { TransportServices } from '../services.js';
 import type { HttpContext } from '../../uws/adapter.js';
-import { parseTelemetryBody } from '../../ingest/fastpath.js';
 import { accepted, authenticateDevice } from './auth.js';
 
-export function postTelemetry(s: Services) {
+export function postTelemetry(s: TransportServices) {
   return async (ctx: HttpContext): Promise<void> => {
     const device = authenticateDevice(s, ctx);
     const body = await ctx.body();
-    const records = parseTelemetryBody(body, s.now());
-    accepted(s, device);
-    await s.ingest.save('DEVICE', device.id, records);
+    await s.devices.telemetry(device.id, body, accepted(s, device));
   };
 }

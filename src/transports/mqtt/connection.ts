@@ -21,7 +21,7 @@ export interface ConnectionLimits {
   readonly maxOutboundBytes: number;
 }
 
-/** What the protocol layer (session.ts) does with the packets. */
+/** What the protocol layer (device-session.ts) does with the packets. */
 export interface PacketSink {
   onPacket(packet: Packet): void;
   /** the connection is gone (either side); called once */

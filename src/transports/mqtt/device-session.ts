@@ -1,29 +1,17 @@
 /**
- * One MQTT client's protocol state (docs/mqtt.md): CONNECT by the device's credentials (login.ts), exact-topic
- * SUBSCRIBE, and PUBLISH handled by the device, gateway or provisioning topics.
- *
- * Acknowledgements: a QoS 1 PUBACK (QoS 2 PUBREC) is written only once the publish's data is on disk, and in
- * the order the publishes came (MQTT 4.6): publishes are started at once, so the store's group commit takes
- * a client's pipelined messages together, and their acks wait in a FIFO until every earlier one is done. The
- * acks a commit releases are written together, in one socket write (see `settle`). At most `mqtt.maxInflight`
- * wait; beyond that the socket is not read.
- *
- * Bad input: an unknown topic is acknowledged and ignored (MQTT 5: reason 0x90, as TB); a malformed payload
- * stores nothing and gets PUBACK 0x99 on MQTT 5, and closes the connection on 3.1.x (its PUBACK cannot say
- * no). A store failure closes the connection: the client sends again.
+ * One MQTT client's protocol state (docs/mqtt.md), one small handler per packet kind: CONNECT (who it is and its
+ * CONNACK: connect.ts), exact-topic SUBSCRIBE and UNSUBSCRIBE, what is published to the client (shared attributes,
+ * server-side RPC at the QoS of its subscription), and PUBLISH routed to the device, gateway or provisioning
+ * topics. Publishes and their acks are publish-acks.ts's; a gateway's sub-devices gateway-session.ts's; the
+ * topics' actions are the device layer's (src/device/actions.ts).
  */
-import type { X509Certificate } from 'node:crypto';
-import type { Socket } from 'node:net';
-import { performance } from 'node:perf_hooks';
-import { TLSSocket } from 'node:tls';
 import type { IConnectPacket, IPublishPacket, ISubscribePacket, Packet } from 'mqtt-packet';
-import type { Services } from '../../context.js';
-import { OutpostError } from '../../errors.js';
-import type { PollHandle } from '../../rpc/longpoll.js';
-import { quoted } from '../../status/failures.js';
-import type { MqttCloseReason, MqttCounters } from '../../status/metrics.js';
-import type { DeviceRecord } from '../../store/entities.js';
-import { type MqttConnection, PUBREC_FLAG, type PacketSink, peerAddress } from './connection.js';
+import type { TransportServices } from '../services.js';
+import type { DeviceRecord, GatewayContext, PollHandle } from '../../device/actions.js';
+import type { LoginThrottle } from '../../auth/throttle.js';
+import type { MqttCounters } from '../../status/metrics.js';
+import { connack, whoConnects } from './connect.js';
+import type { MqttConnection, PacketSink } from './connection.js';
 import {
   type DeviceContext,
   type PublishOutcome,
@@ -36,60 +24,33 @@ import {
   saveTelemetry,
   subscriptionKind,
 } from './device-topics.js';
-import {
-  GATEWAY_TOPICS,
-  type GatewayContext,
-  handleGatewayPublish,
-  isGatewayWrite,
-  ownersDiffer,
-} from './gateway-topics.js';
-import { type LoginGuard, guardedLogin } from './login.js';
-import { PROVISION_USERNAME, handleProvisionPublish } from './provision.js';
-import type { RegisteredSession, SessionRegistry } from './registry.js';
+import { GATEWAY_TOPICS, handleGatewayPublish, isGatewayWrite } from './gateway-topics.js';
+import { type GatewayOwner, GatewaySubSessions } from './gateway-session.js';
+import { PublishAcks, type PublishRouter, type Routed } from './publish-acks.js';
+import { handleProvisionPublish } from './provision.js';
+import type { SessionRegistry } from './registry.js';
 
-/** MQTT 5 reason codes used here */
-const RC = {
-  ok: 0,
-  notAuthorized: 0x87,
-  topicNameInvalid: 0x90,
-  payloadFormatInvalid: 0x99,
-  subscribeRefused: 0x80,
-} as const;
-
-/** The certificate a TLS client sent (the listener asks for one, never requires it). */
-function peerCertificate(socket: Socket): X509Certificate | undefined {
-  // getPeerX509Certificate: one parse, not getPeerCertificate's object of every field
-  return socket instanceof TLSSocket ? socket.getPeerX509Certificate() : undefined;
-}
-
-type Outcome = PublishOutcome | { readonly kind: 'failed'; readonly reason: MqttCloseReason };
-
-interface AckEntry {
-  readonly packetId: number;
-  readonly qos: 1 | 2;
-  readonly t0: number;
-  outcome: Outcome | undefined;
-}
+/** SUBACK's refusal of a filter */
+const SUBSCRIBE_REFUSED = 0x80;
 
 export interface SessionDeps {
-  readonly s: Services;
+  readonly s: TransportServices;
+  readonly log: TransportServices['log'];
   readonly registry: SessionRegistry;
   readonly counters: MqttCounters;
   readonly maxInflight: number;
   /** called once per refused connection (the listener logs bursts) */
   readonly refused: (why: string) => void;
-  /** failed CONNECTs per credential and per address (login.ts) */
-  readonly throttle: LoginGuard['throttle'];
+  /** failed CONNECTs per credential and per address (src/device/login.ts) */
+  readonly throttle: LoginThrottle;
   /** the connection is gone (the listener forgets it) */
   readonly closed?: (conn: MqttConnection) => void;
 }
 
-const SETTLED: Promise<void> = Promise.resolve();
-
 /** server-side RPCs one session may have published at QoS 1 without their PUBACK (rpcAcksMap) */
 const MAX_AWAITING_PUBACK = 1_000;
 
-export class MqttSession implements PacketSink, RegisteredSession {
+export class MqttSession implements PacketSink, PublishRouter, GatewayOwner {
   private role: 'none' | 'device' | 'gateway' | 'provision' = 'none';
   private device: DeviceRecord | undefined;
   // Created on first use: an idle device's session holds none of them (the memory budget is set for 10,000 idle connections).
@@ -97,16 +58,8 @@ export class MqttSession implements PacketSink, RegisteredSession {
   private get subs(): Map<SubscriptionKind, 0 | 1> {
     return (this.subsMap ??= new Map());
   }
-  private readonly acks: AckEntry[] = [];
-  /** QoS 2 packet ids received and not yet released (PUBREL) */
-  private qos2Set: Set<number> | undefined;
-  private get qos2(): Set<number> {
-    return (this.qos2Set ??= new Set());
-  }
-  /** the publishes that store data and are not done yet (written or failed); a read waits for them */
-  private writingSet: Set<Promise<void>> | undefined;
-  /** a flushAcks is queued (settle) */
-  private flushQueued = false;
+  /** made at the first PUBLISH */
+  private publishes: PublishAcks | undefined;
   private heldSet: Set<PollHandle> | undefined;
   private get held(): Set<PollHandle> {
     return (this.heldSet ??= new Set());
@@ -129,40 +82,20 @@ export class MqttSession implements PacketSink, RegisteredSession {
   private get detach(): Array<() => void> {
     return (this.detachList ??= []);
   }
-  /**
-   * a gateway's connected sub-devices by name, their RPC detach functions, lookups in progress, and the names
-   * refused for their owner (logged once)
-   */
-  private gw:
-    | {
-        subDevices: Map<string, DeviceRecord>;
-        subDetach: Map<string, () => void>;
-        pending: Map<string, Promise<DeviceRecord>>;
-        refused: Set<string>;
-      }
-    | undefined;
-  private get subDevices(): Map<string, DeviceRecord> {
-    return this.gwState().subDevices;
-  }
-  private get subDetach(): Map<string, () => void> {
-    return this.gwState().subDetach;
-  }
-  private get pending(): Map<string, Promise<DeviceRecord>> {
-    return this.gwState().pending;
-  }
-  private paused = false;
+  /** a gateway's sub-devices, made when it connects the first */
+  private gw: GatewaySubSessions | undefined;
 
   constructor(
     private readonly conn: MqttConnection,
     private readonly deps: SessionDeps,
   ) {}
 
-  private gwState(): NonNullable<MqttSession['gw']> {
-    return (this.gw ??= { subDevices: new Map(), subDetach: new Map(), pending: new Map(), refused: new Set() });
-  }
-
   get deviceId(): string {
     return this.device?.id ?? '';
+  }
+
+  get closed(): boolean {
+    return this.conn.closed;
   }
 
   onPacket(p: Packet): void {
@@ -172,14 +105,14 @@ export class MqttSession implements PacketSink, RegisteredSession {
       return;
     }
     // every packet of a device or gateway is its activity, PINGREQ included (as TB)
-    if (this.device !== undefined) this.deps.s.state?.activity(this.device.id);
+    if (this.device !== undefined) this.deps.s.devices.activity(this.device.id);
     switch (p.cmd) {
       case 'publish':
-        this.onPublish(p);
+        (this.publishes ??= new PublishAcks(this.conn, this.deps, this)).publish(p);
         break;
       case 'pubrel':
-        this.qos2Set?.delete(p.messageId ?? 0);
-        this.conn.send({ cmd: 'pubcomp', messageId: p.messageId ?? 0 });
+        if (this.publishes === undefined) this.conn.send({ cmd: 'pubcomp', messageId: p.messageId ?? 0 });
+        else this.publishes.release(p.messageId ?? 0);
         break;
       case 'subscribe':
         this.onSubscribe(p);
@@ -215,54 +148,18 @@ export class MqttSession implements PacketSink, RegisteredSession {
   private onConnect(p: IConnectPacket): void {
     const c = this.conn;
     c.protocolVersion = p.protocolVersion ?? 4;
-    const v5 = c.protocolVersion === 5;
-    if (p.username === PROVISION_USERNAME || p.clientId === PROVISION_USERNAME) {
-      this.role = 'provision';
-    } else {
-      const failures = this.deps.s.failures;
-      const d = guardedLogin(
-        this.deps.s.entities,
-        { throttle: this.deps.throttle, failures },
-        {
-          clientId: p.clientId ?? '',
-          username: p.username,
-          password: p.password,
-          certificate: peerCertificate(c.socket),
-        },
-        peerAddress(c.socket),
-      );
-      if (!('entityType' in d)) {
-        if (failures === undefined) this.deps.refused(d.why);
-        c.send(
-          v5
-            ? { cmd: 'connack', sessionPresent: false, reasonCode: d.reasonCode }
-            : { cmd: 'connack', sessionPresent: false, returnCode: d.returnCode },
-        );
-        c.close('auth');
-        return;
-      }
-      this.device = d;
-      this.role = d.gateway === true ? 'gateway' : 'device';
+    const who = whoConnects(p, c.socket, this.deps.s.devices, this.deps.throttle);
+    if ('refusal' in who) {
+      if (!this.deps.s.devices.counted) this.deps.refused(who.refusal.why);
+      c.send(connack(c.protocolVersion, who.refusal));
+      c.close('auth');
+      return;
     }
+    this.role = who.role;
+    this.device = who.device;
     c.connected = true;
     c.keepAliveMs = (p.keepalive ?? 0) * 1500;
-    // sessionPresent is always false: nothing is kept between connections, so clients re-subscribe
-    c.send(
-      v5
-        ? {
-            cmd: 'connack',
-            sessionPresent: false,
-            reasonCode: 0,
-            properties: {
-              retainAvailable: false,
-              wildcardSubscriptionAvailable: false,
-              sharedSubscriptionAvailable: false,
-              subscriptionIdentifiersAvailable: false,
-              maximumQoS: 1,
-            },
-          }
-        : { cmd: 'connack', sessionPresent: false, returnCode: 0 },
-    );
+    c.send(connack(c.protocolVersion));
     if (this.role !== 'provision') this.deps.registry.register(this);
   }
 
@@ -273,7 +170,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
     const added: SubscriptionKind[] = [];
     const granted = p.subscriptions.map((sub) => {
       const kind = subscriptionKind(sub.topic, role);
-      if (kind === undefined) return RC.subscribeRefused;
+      if (kind === undefined) return SUBSCRIBE_REFUSED;
       const qos = sub.qos === 0 ? 0 : 1;
       if (!this.subs.has(kind)) added.push(kind);
       this.subs.set(kind, qos);
@@ -285,7 +182,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
     for (const kind of added) {
       if ((kind === 'rpcRequest' || kind === 'rpcRequestV2') && this.device !== undefined) this.listenRpc(kind);
       if (kind === 'attributes' && this.device !== undefined)
-        this.attributesOff ??= this.deps.s.rpc.watchAttributes(this.deviceId);
+        this.attributesOff ??= this.deps.s.devices.listenAttributes(this.deviceId);
     }
   }
 
@@ -294,7 +191,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
     if (this.subs.has('rpcRequest') && family === 'v2') return; // one way in: the v1 form when both
     const deviceId = this.deviceId;
     this.detach.push(
-      this.deps.s.rpc.attachSink(deviceId, {
+      this.deps.s.devices.attachRpcSink(deviceId, {
         deliver: (rpc) =>
           this.publishRpc(
             rpcRequestTopic(family, rpc.id),
@@ -326,7 +223,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
   // ---- outbound --------------------------------------------------------------------------------
 
   /** Publishes to the client at the QoS of its subscription of `kind` (QoS 1 without one, as TB). */
-  private publish(topic: string, body: string, kind?: SubscriptionKind): boolean {
+  publish(topic: string, body: string, kind?: SubscriptionKind): boolean {
     const qos = kind === undefined ? 1 : (this.subs.get(kind) ?? 1);
     const packet: IPublishPacket = {
       cmd: 'publish',
@@ -344,7 +241,7 @@ export class MqttSession implements PacketSink, RegisteredSession {
    * A server-side RPC: at QoS 1 delivered once the device's PUBACK comes (rpcAcksMap), as ThingsBoard marks it;
    * at QoS 0 (and 2, whose handshake the session does not track) once written.
    */
-  private publishRpc(topic: string, body: string, kind: SubscriptionKind): boolean | Promise<boolean> {
+  publishRpc(topic: string, body: string, kind: SubscriptionKind): boolean | Promise<boolean> {
     if ((this.subs.get(kind) ?? 1) !== 1) return this.publish(topic, body, kind);
     // a client that takes RPCs and never acknowledges them gets no more (they stay queued): the map stays bounded
     if ((this.rpcAcksMap?.size ?? 0) >= MAX_AWAITING_PUBACK) return false;
@@ -364,22 +261,12 @@ export class MqttSession implements PacketSink, RegisteredSession {
   }
 
   pushGatewayAttributes(subDeviceId: string, body: string): void {
-    for (const [name, d] of this.gw?.subDevices ?? []) {
-      if (d.id === subDeviceId)
-        this.publish('v1/gateway/attributes', `{"device":${JSON.stringify(name)},"data":${body}}`, 'gwAttributes');
-    }
+    this.gw?.pushAttributes(subDeviceId, body);
   }
 
   /** A sub-device, or this gateway, changed owner: the sub-devices now of another owner are let go. */
   ownerChanged(deviceId: string): void {
-    const gateway = this.device;
-    if (this.gw === undefined || gateway === undefined) return;
-    const s = this.deps.s;
-    for (const [name, d] of [...this.gw.subDevices]) {
-      if (deviceId !== this.deviceId && d.id !== deviceId) continue;
-      const now = s.entities.device(d.id);
-      if (now === undefined || ownersDiffer(s, gateway, now)) this.subDisconnected(name);
-    }
+    if (this.device !== undefined) this.gw?.ownerChanged(this.device, deviceId);
   }
 
   takenOver(): void {
@@ -395,161 +282,52 @@ export class MqttSession implements PacketSink, RegisteredSession {
       this.conn.close();
       return;
     }
-    for (const [name, d] of this.gw?.subDevices ?? []) if (d.id === deviceId) this.subDisconnected(name);
+    this.gw?.deviceDeleted(deviceId);
   }
 
   // ---- PUBLISH ---------------------------------------------------------------------------------
 
-  private onPublish(p: IPublishPacket): void {
-    this.deps.counters.messagesIn++;
-    const payload = typeof p.payload === 'string' ? Buffer.from(p.payload) : p.payload;
-    const packetId = p.messageId ?? 0;
-    if (p.qos === 2 && this.qos2Set?.has(packetId) === true) {
-      // a resent QoS 2 message already taken: not stored twice; its PUBREC follows once the first is written
-      if (!this.acks.some((a) => a.packetId === packetId)) this.conn.send({ cmd: 'pubrec', messageId: packetId });
-      return;
-    }
-    const entry: AckEntry | undefined =
-      p.qos === 0 ? undefined : { packetId, qos: p.qos, t0: performance.now(), outcome: undefined };
-    if (entry !== undefined) {
-      if (p.qos === 2) this.qos2.add(packetId);
-      this.acks.push(entry);
-      if (this.acks.length >= this.deps.maxInflight && !this.paused) {
-        this.paused = true;
-        this.conn.pause();
-      }
-    }
-    const { promise, write } = this.dispatch(p.topic, payload);
-    if (!write) {
-      promise.then(
-        (o) => this.settle(entry, o, p.topic),
-        (err: unknown) => this.settle(entry, this.failure(err, p.topic), p.topic),
-      );
-      return;
-    }
-    // one promise per write past its handler's: its outcome settles the ack, and later reads wait for it
-    const writing = (this.writingSet ??= new Set());
-    const done: Promise<void> = promise.then(
-      (o) => {
-        writing.delete(done);
-        this.settle(entry, o, p.topic);
-      },
-      (err: unknown) => {
-        writing.delete(done);
-        this.settle(entry, this.failure(err, p.topic), p.topic);
-      },
-    );
-    writing.add(done);
-  }
-
-  /**
-   * The writes received so far, taken now: the promise settles once each is done (written or failed), never
-   * rejects, and is made only when a handler asks (most publishes are writes, which do not).
-   */
-  private writesSoFar(): () => Promise<unknown> {
-    const w = this.writingSet;
-    if (w === undefined || w.size === 0) return () => SETTLED;
-    const earlier = [...w];
-    return () => Promise.all(earlier);
-  }
-
-  /** What a handler's error means for the client; never throws (`done` must not reject). */
-  private failure(err: unknown, topic: string): Outcome {
-    if (err instanceof OutpostError && err.code === 'NAME_INVALID') return { kind: 'badName', message: err.message };
-    if (err instanceof OutpostError && err.status === 400) return { kind: 'bad', message: err.message };
-    if (err instanceof OutpostError && err.status === 403) return { kind: 'denied', message: err.message };
-    try {
-      this.deps.s.log.error(`mqtt: publish to ${topic} failed: ${err instanceof Error ? err.message : String(err)}`);
-    } catch {
-      // an error that cannot be told (a throwing toString): the client is closed all the same
-    }
-    return { kind: 'failed', reason: 'storeError' };
-  }
-
-  /**
-   * A publish is done (its data on disk, or refused): its ack goes out in order, one microtask later. The
-   * publishes of one group commit settle in the same run of microtasks, all queued ahead of that one, so a
-   * pipelining client's acks of a commit leave in one socket write rather than one each.
-   */
-  private settle(entry: AckEntry | undefined, o: Outcome, topic: string): void {
-    try {
-      if (o.kind === 'bad' || o.kind === 'unknownTopic') this.noteFailure(o, topic);
-      if (entry === undefined) this.afterQos0(o);
-      else {
-        entry.outcome = o;
-        if (!this.flushQueued) {
-          this.flushQueued = true;
-          queueMicrotask(() => {
-            this.flushQueued = false;
-            this.guarded(() => this.flushAcks());
-          });
-        }
-      }
-    } catch (err) {
-      this.failedAck(err);
-    }
-  }
-
   /** A bad payload or an unknown topic, counted and logged (at most a line a minute of each: status/failures.ts). */
-  private noteFailure(o: Outcome, topic: string): void {
-    const failures = this.deps.s.failures;
-    if (failures === undefined) return;
-    const source = `device ${quoted(this.device?.name ?? '?')} at ${this.conn.socket.remoteAddress ?? '?'}`;
-    if (o.kind === 'bad')
-      failures.note('mqttPayload', `mqtt: ${source} published a bad payload to ${quoted(topic)}: ${o.message}`, source);
-    else
-      failures.note(
-        'mqttTopic',
-        `mqtt: ${source} published to ${quoted(topic)}, not a topic of the device or gateway API (docs/mqtt.md); ignored`,
-        source,
-      );
-  }
-
-  /** Runs `f`; a throw closes this client, never the daemon (an uncaught error or rejection would end it). */
-  private guarded(f: () => void): void {
-    try {
-      f();
-    } catch (err) {
-      this.failedAck(err);
-    }
-  }
-
-  private failedAck(err: unknown): void {
-    try {
-      this.deps.s.log.error(
-        `mqtt: acknowledging a publish failed: ${err instanceof Error ? err.message : String(err)}`,
-      );
-    } catch {
-      // an error that cannot be told (a throwing toString): the client is closed all the same
-    }
-    this.conn.close('protocol');
+  refused(o: PublishOutcome, topic: string): void {
+    this.deps.s.devices.badPublish(
+      this.device?.name ?? '?',
+      this.conn.socket.remoteAddress ?? '?',
+      topic,
+      o.kind === 'bad' ? o.message : undefined,
+    );
   }
 
   /** Routes a publish to its handler; `write` = it stores data (reads wait for it). */
-  private dispatch(topic: string, payload: Buffer): { promise: Promise<PublishOutcome>; write: boolean } {
+  route(topic: string, payload: Buffer): Routed {
     const s = this.deps.s;
     if (this.role === 'provision') {
       return {
-        promise: handleProvisionPublish(s, topic, payload, this.conn.socket.remoteAddress ?? '?', (t, b) =>
+        promise: handleProvisionPublish(s.devices, topic, payload, this.conn.socket.remoteAddress ?? '?', (t, b) =>
           this.publish(t, b, 'provisionResponse'),
         ),
         write: false,
       };
     }
     if (this.role === 'gateway' && GATEWAY_TOPICS.has(topic)) {
-      return { promise: handleGatewayPublish(this.gatewayContext(), topic, payload), write: isGatewayWrite(topic) };
+      const publish = (t: string, b: string): void => {
+        this.publish(t, b, 'gwAttrResponse');
+      };
+      return {
+        promise: handleGatewayPublish(s.devices, this.gatewayContext(), topic, payload, publish),
+        write: isGatewayWrite(topic),
+      };
     }
     const route = deviceRoute(topic);
     if (route === undefined) return { promise: Promise.resolve(UNKNOWN_TOPIC), write: false };
     // the bulk of the traffic: no context to build for it
-    if (route.kind === 'telemetry') return { promise: saveTelemetry(s, this.deviceId, payload), write: true };
+    if (route.kind === 'telemetry') return { promise: saveTelemetry(s.devices, this.deviceId, payload), write: true };
     return { promise: handleDevicePublish(this.deviceContext(), route, payload), write: isWrite(route) };
   }
 
   private deviceContext(): DeviceContext {
-    const previous = this.writesSoFar();
+    const previous = (this.publishes as PublishAcks).writesSoFar();
     return {
-      s: this.deps.s,
+      devices: this.deps.s.devices,
       deviceId: this.deviceId,
       get previousWrites() {
         return previous();
@@ -570,108 +348,8 @@ export class MqttSession implements PacketSink, RegisteredSession {
   }
 
   private gatewayContext(): GatewayContext {
-    const previous = this.writesSoFar();
-    return {
-      s: this.deps.s,
-      gateway: this.device as DeviceRecord,
-      get previousWrites() {
-        return previous();
-      },
-      publish: (topic, body) => {
-        this.publish(topic, body, 'gwAttrResponse');
-      },
-      connected: (sub) => this.subConnected(sub),
-      disconnected: (sub) => this.subDisconnected(sub.name),
-      subDevices: this.subDevices,
-      pending: this.pending,
-      refused: this.gwState().refused,
-    };
-  }
-
-  private subConnected(sub: DeviceRecord): void {
-    if (this.conn.closed) return;
-    this.subDevices.set(sub.name, sub);
-    this.deps.registry.claimSubDevice(this, sub.id);
-    const name = JSON.stringify(sub.name);
-    this.subDetach.set(
-      sub.name,
-      this.deps.s.rpc.attachSink(
-        sub.id,
-        {
-          deliver: (rpc) =>
-            this.publishRpc(
-              'v1/gateway/rpc',
-              `{"device":${name},"data":{"id":${rpc.id},"method":${JSON.stringify(rpc.method)},"params":${rpc.paramsJson}}}`,
-              'gwRpc',
-            ),
-        },
-        'gateway',
-      ),
-    );
-  }
-
-  private subDisconnected(name: string): void {
-    const d = this.subDevices.get(name);
-    if (d === undefined) return;
-    this.subDevices.delete(name);
-    this.subDetach.get(name)?.();
-    this.subDetach.delete(name);
-    this.deps.registry.releaseSubDevice(this, d.id);
-  }
-
-  private afterQos0(o: Outcome): void {
-    if (o.kind === 'failed') this.conn.close(o.reason);
-    // 3.1.x cannot refuse a QoS 0 message either: bad input closes the connection (TB)
-    else if ((o.kind === 'bad' || o.kind === 'denied') && this.conn.protocolVersion !== 5)
-      this.conn.close('badPayload');
-  }
-
-  /**
-   * Writes the acks at the head of the FIFO whose publishes are done, in order: the plain ones gathered into
-   * one write, sent before anything else this writes (an ack with a reason code, a close).
-   */
-  private flushAcks(): void {
-    const c = this.conn;
-    const plain: number[] = [];
-    const flushPlain = (): void => {
-      if (plain.length > 0) c.sendAcks(plain.splice(0));
-    };
-    while (this.acks.length > 0 && (this.acks[0] as AckEntry).outcome !== undefined) {
-      const a = this.acks.shift() as AckEntry;
-      const o = a.outcome as Outcome;
-      if (c.closed) continue;
-      if (o.kind === 'failed') {
-        flushPlain();
-        c.close(o.reason);
-        continue;
-      }
-      let reasonCode: number = RC.ok;
-      if (o.kind === 'unknownTopic') reasonCode = RC.topicNameInvalid;
-      else if (o.kind === 'badName') reasonCode = RC.payloadFormatInvalid;
-      else if (o.kind === 'bad' || o.kind === 'denied') {
-        if (c.protocolVersion !== 5) {
-          flushPlain();
-          c.close('badPayload');
-          continue;
-        }
-        reasonCode = o.kind === 'bad' ? RC.payloadFormatInvalid : RC.notAuthorized;
-      }
-      // MQTT 5: a PUBREC with a failure code ends the QoS 2 exchange (no PUBREL follows)
-      if (a.qos === 2 && c.protocolVersion === 5 && reasonCode >= 0x80) this.qos2.delete(a.packetId);
-      // 3.1.x has no reason code: an unknown topic's ack is a plain one there
-      if (reasonCode === RC.ok || c.protocolVersion !== 5)
-        plain.push(a.qos === 1 ? a.packetId : PUBREC_FLAG | a.packetId);
-      else {
-        flushPlain();
-        c.send({ cmd: a.qos === 1 ? 'puback' : 'pubrec', messageId: a.packetId, reasonCode });
-      }
-      if (reasonCode === RC.ok) this.deps.counters.pubackLatency.observe((performance.now() - a.t0) / 1000);
-    }
-    flushPlain();
-    if (this.paused && this.acks.length < this.deps.maxInflight / 2) {
-      this.paused = false;
-      c.resume();
-    }
+    const gw = (this.gw ??= new GatewaySubSessions(this, this.deps.s.devices, this.deps.registry));
+    return gw.context(this.device as DeviceRecord, (this.publishes as PublishAcks).writesSoFar());
   }
 
   onClose(): void {
@@ -682,12 +360,8 @@ export class MqttSession implements PacketSink, RegisteredSession {
     this.detachList = undefined;
     this.attributesOff?.();
     this.attributesOff = undefined;
-    const subIds: string[] = [];
-    if (this.gw !== undefined) {
-      for (const off of this.gw.subDetach.values()) off();
-      for (const d of this.gw.subDevices.values()) subIds.push(d.id);
-      this.gw = undefined;
-    }
+    const subIds = this.gw?.close() ?? [];
+    this.gw = undefined;
     // after the sinks' detach: the refused RPCs go back to the queue, not to this closed session
     for (const refuse of this.rpcAcksMap?.values() ?? []) refuse(false);
     this.rpcAcksMap = undefined;

@@ -1,16 +1,10 @@
 /**
  * TB's MQTT device API topics (docs/mqtt.md): what a device publishes, and which filters it may subscribe.
- * Plain functions over the same services the HTTP device API uses: the same parsing, typing and write path,
- * so "acknowledged" means "on disk" on both transports.
+ * Plain functions over the device layer the HTTP and CoAP device APIs call (src/device/actions.ts): the same
+ * parsing, typing and write path, so "acknowledged" means "on disk" on every transport.
  */
-import type { Services } from '../../context.js';
-import { deviceAttributesJson, keyList } from '../../device/attributes.js';
-import { parseDepthTelemetry } from '../../device/depth.js';
+import type { DeviceActions, PollHandle } from '../../device/actions.js';
 import { OutpostError } from '../../errors.js';
-import { parseTelemetryBody } from '../../ingest/fastpath.js';
-import { isJsonObject, stringifyJson } from '../../ingest/json.js';
-import { parseAttributes, parseBody } from '../../ingest/payload.js';
-import type { PollHandle } from '../../rpc/longpoll.js';
 
 /** How a publish ends, which the session turns into a PUBACK (or a close on MQTT 3.1.1). */
 export type PublishOutcome =
@@ -32,7 +26,7 @@ export const UNKNOWN_TOPIC: PublishOutcome = { kind: 'unknownTopic' };
 
 /** What a topic handler may do besides writing: answer the device, and order a read after earlier writes. */
 export interface DeviceContext {
-  readonly s: Services;
+  readonly devices: DeviceActions;
   readonly deviceId: string;
   /** publishes to this client (QoS from its subscription, else 1) */
   publish(topic: string, body: string): void;
@@ -115,56 +109,31 @@ export async function handleDevicePublish(
   route: DeviceRoute,
   payload: Buffer,
 ): Promise<PublishOutcome> {
-  const { s, deviceId } = ctx;
+  const { devices, deviceId } = ctx;
   switch (route.kind) {
     case 'telemetry':
-      return saveTelemetry(s, deviceId, payload);
+      return saveTelemetry(devices, deviceId, payload);
     case 'attributes':
-      await s.attributes.save('DEVICE', deviceId, 'CLIENT_SCOPE', parseAttributes(parseBody(payload)), s.now());
+      await devices.attributes(deviceId, payload);
       return OK;
-    case 'depth': {
-      const records = parseDepthTelemetry(parseBody(payload));
-      await s.depth.write(
-        deviceId,
-        records.filter((r) => r.values.length > 0),
-      );
+    case 'depth':
+      await devices.depth(deviceId, payload);
       return OK;
-    }
     case 'attrRequest': {
       requestId(route.id);
-      // TB: `{"clientKeys":"a,b","sharedKeys":"c"}`, either or neither; an empty payload asks for all
-      const json = payload.length === 0 ? {} : parseBody(payload);
-      if (!isJsonObject(json)) throw new OutpostError('BAD_PAYLOAD', 'attribute request must be a JSON object');
-      const keys = (k: string): string[] | undefined => {
-        const v = json[k];
-        if (v === undefined || v === null) return undefined;
-        if (typeof v !== 'string') throw new OutpostError('BAD_PAYLOAD', `"${k}" must be a comma-separated string`);
-        return keyList(v);
-      };
-      const clientKeys = keys('clientKeys');
-      const sharedKeys = keys('sharedKeys');
+      const keys = devices.requestedKeys(payload);
       await ctx.previousWrites;
-      ctx.publish(
-        attributeResponseTopic(route.family, route.id),
-        deviceAttributesJson(s.attributes, deviceId, clientKeys, sharedKeys),
-      );
+      ctx.publish(attributeResponseTopic(route.family, route.id), devices.readAttributes(deviceId, keys));
       return OK;
     }
     case 'rpcResponse':
-      s.rpc.reply(deviceId, requestId(route.id), payload.toString('utf8'));
+      devices.rpcReply(deviceId, requestId(route.id), payload);
       return OK;
     case 'rpcRequest': {
       requestId(route.id);
-      const json = parseBody(payload);
-      if (!isJsonObject(json))
-        throw new OutpostError('BAD_PAYLOAD', 'RPC request must be a JSON object {"method","params"}');
-      const method = json['method'];
-      if (typeof method !== 'string' || method === '')
-        throw new OutpostError('BAD_PAYLOAD', 'RPC request must have a "method" string');
-      const params = json['params'];
-      const paramsJson = params === undefined ? 'null' : stringifyJson(params);
+      const call = devices.clientRpcCall(deviceId, payload);
       const topic = rpcResponseTopic(route.family, route.id);
-      const handle = s.rpc.clientRpc({ deviceId, method, paramsJson }, (o) => {
+      const handle = devices.clientRpc(call, (o) => {
         if (o.kind === 'data') ctx.publish(topic, o.body);
       });
       if (handle !== undefined) ctx.hold(handle);
@@ -174,8 +143,12 @@ export async function handleDevicePublish(
 }
 
 /** A device's telemetry publish: stored through the HTTP API's parser and write path. */
-export async function saveTelemetry(s: Services, deviceId: string, payload: Buffer): Promise<PublishOutcome> {
-  await s.ingest.save('DEVICE', deviceId, parseTelemetryBody(payload, s.now()));
+export async function saveTelemetry(
+  devices: DeviceActions,
+  deviceId: string,
+  payload: Buffer,
+): Promise<PublishOutcome> {
+  await devices.telemetry(deviceId, payload);
   return OK;
 }
 

@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import { type Server, type Socket, createServer } from 'node:net';
 import { createServer as createTlsServer } from 'node:tls';
 import { LoginThrottle } from '../../auth/throttle.js';
-import type { Services } from '../../context.js';
+import type { TransportServices } from '../services.js';
 import { OutpostError } from '../../errors.js';
 import type { MqttCounters } from '../../status/metrics.js';
 import { MqttConnection, ParserPool, peerAddress } from './connection.js';
@@ -61,10 +61,10 @@ function listen(server: Server, host: string, port: number, what: string, log: (
   });
 }
 
-export async function startMqtt(s: Services, counters: MqttCounters): Promise<MqttListener> {
+export async function startMqtt(s: TransportServices, counters: MqttCounters): Promise<MqttListener> {
   const cfg = s.config.mqtt;
   const host = cfg.host === '' ? s.config.host : cfg.host;
-  const registry = new SessionRegistry(s.bus, s.state);
+  const registry = new SessionRegistry(s.devices);
   /** open connections and the address each counts against (undefined: counted by its TLS socket's TCP socket) */
   const connections = new Map<MqttConnection, string | undefined>();
   /** open connections per remote address (only addresses holding some) */
@@ -97,7 +97,7 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
   };
   // MQTT's own counts: a device's user name is not a user's email, and guesses here do not lock REST logins out
   const throttle = new LoginThrottle();
-  const deps = { s, registry, counters, maxInflight: cfg.maxInflight, refused, closed, throttle };
+  const deps = { s, log: s.log, registry, counters, maxInflight: cfg.maxInflight, refused, closed, throttle };
   const parsers = new ParserPool();
   const limits = { maxPayloadBytes: cfg.maxPayloadBytes, maxOutboundBytes: cfg.maxOutboundBytes };
   // TB's client-side RPC `getSessionLimits`: TB's Python SDK and IoT Gateway ask it after connecting and size
@@ -108,7 +108,7 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
     rateLimits: { messages: '', telemetryMessages: '', telemetryDataPoints: '' },
     gatewayRateLimits: { messages: '', telemetryMessages: '', telemetryDataPoints: '' },
   });
-  s.rpc.registerClientRpc('getSessionLimits', () => sessionLimits);
+  s.devices.registerClientRpc('getSessionLimits', () => sessionLimits);
 
   /** `tls`: its TCP socket already counts against the address (from before the handshake) */
   const accept = (socket: Socket, tls: boolean): void => {
@@ -141,7 +141,7 @@ export async function startMqtt(s: Services, counters: MqttCounters): Promise<Mq
     }
     if (cfg.tlsPort !== 0 && s.config.tls.cert !== '') {
       // A client certificate is asked for, never required, and its issuer is not judged here: a device's X.509
-      // credentials name the certificate itself (login.ts), so self-signed ones work and no CA is configured.
+      // credentials name the certificate itself (src/device/login.ts), so self-signed ones work and no CA is configured.
       const server = createTlsServer(
         {
           cert: readFileSync(s.config.tls.cert),

@@ -1,15 +1,13 @@
 /**
  * The live MQTT sessions: one per device token (a new connection replaces the old one, as TB), and for each
- * sub-device the gateway session that last connected it. Shared-attribute changes come from the event bus and
- * go to whichever session listens for that device: its own subscription, or its gateway's session. Each
+ * sub-device the gateway session that last connected it. Shared-attribute changes come from the device layer
+ * (`DeviceActions.watch`) and go to whichever session listens for that device: its own subscription, or its gateway's session. Each
  * connection and each gateway sub-session is one session of its device for the state service (connect and
  * disconnect times, src/device/state.ts).
  */
-import type { AttributesEvent, EventBus } from '../../bus/index.js';
-import type { DeviceStateService } from '../../device/state.js';
-import { attributeUpdateBody } from '../../rpc/broker.js';
+import type { DeviceActions } from '../../device/actions.js';
 
-/** What the registry needs of a session (session.ts implements it). */
+/** What the registry needs of a session (device-session.ts implements it). */
 export interface RegisteredSession {
   readonly deviceId: string;
   /** closes the connection because another one took the device's token */
@@ -29,28 +27,23 @@ export interface RegisteredSession {
 export class SessionRegistry {
   private readonly byDevice = new Map<string, RegisteredSession>();
   private readonly gatewayOf = new Map<string, RegisteredSession>();
-  private readonly off: Array<() => void> = [];
+  private readonly off: () => void;
 
-  constructor(
-    bus: EventBus,
-    private readonly state?: Pick<DeviceStateService, 'connected' | 'disconnected'>,
-  ) {
-    this.off.push(
-      bus.on('attributes', (ev) => this.onAttributes(ev)),
-      bus.on('credentialsUpdated', (ev) => this.byDevice.get(ev.deviceId)?.credentialsUpdated()),
-      bus.on('entityDeleted', (ev) => {
-        if (ev.entityType !== 'DEVICE') return;
-        this.byDevice.get(ev.entityId)?.deviceDeleted(ev.entityId);
-        this.gatewayOf.get(ev.entityId)?.deviceDeleted(ev.entityId);
-        this.gatewayOf.delete(ev.entityId);
-      }),
+  constructor(private readonly devices: Pick<DeviceActions, 'watch' | 'connected' | 'disconnected'>) {
+    this.off = devices.watch({
+      sharedAttributes: (deviceId, body) => this.onAttributes(deviceId, body),
+      credentialsUpdated: (deviceId) => this.byDevice.get(deviceId)?.credentialsUpdated(),
+      deleted: (deviceId) => {
+        this.byDevice.get(deviceId)?.deviceDeleted(deviceId);
+        this.gatewayOf.get(deviceId)?.deviceDeleted(deviceId);
+        this.gatewayOf.delete(deviceId);
+      },
       // a gateway serves only devices of its own owner: an assignment may end that (docs/mqtt.md)
-      bus.on('accessChanged', (ev) => {
-        if (ev.entityType !== 'DEVICE') return;
-        this.gatewayOf.get(ev.entityId)?.ownerChanged(ev.entityId);
-        this.byDevice.get(ev.entityId)?.ownerChanged(ev.entityId);
-      }),
-    );
+      ownerChanged: (deviceId) => {
+        this.gatewayOf.get(deviceId)?.ownerChanged(deviceId);
+        this.byDevice.get(deviceId)?.ownerChanged(deviceId);
+      },
+    });
   }
 
   get size(): number {
@@ -61,7 +54,7 @@ export class SessionRegistry {
   register(s: RegisteredSession): void {
     const old = this.byDevice.get(s.deviceId);
     this.byDevice.set(s.deviceId, s);
-    this.state?.connected(s.deviceId);
+    this.devices.connected(s.deviceId);
     if (old !== undefined && old !== s) old.takenOver();
   }
 
@@ -70,32 +63,29 @@ export class SessionRegistry {
     if (this.byDevice.get(s.deviceId) === s) this.byDevice.delete(s.deviceId);
     // the gateway's connection ending ends each of its sub-sessions
     for (const id of subDeviceIds) this.releaseSubDevice(s, id);
-    this.state?.disconnected(s.deviceId);
+    this.devices.disconnected(s.deviceId);
   }
 
   /** A gateway session now serves this sub-device (the last one to connect it wins). */
   claimSubDevice(gateway: RegisteredSession, subDeviceId: string): void {
     this.gatewayOf.set(subDeviceId, gateway);
-    this.state?.connected(subDeviceId);
+    this.devices.connected(subDeviceId);
   }
 
   releaseSubDevice(gateway: RegisteredSession, subDeviceId: string): void {
     if (this.gatewayOf.get(subDeviceId) === gateway) this.gatewayOf.delete(subDeviceId);
-    this.state?.disconnected(subDeviceId);
+    this.devices.disconnected(subDeviceId);
   }
 
   close(): void {
-    for (const off of this.off) off();
+    this.off();
   }
 
-  private onAttributes(ev: AttributesEvent): void {
-    if (ev.entityType !== 'DEVICE' || ev.scope !== 'SHARED_SCOPE') return;
-    if (ev.updated.length === 0 && ev.deleted.length === 0) return;
-    const own = this.byDevice.get(ev.entityId);
-    const gw = this.gatewayOf.get(ev.entityId);
+  private onAttributes(deviceId: string, body: () => string): void {
+    const own = this.byDevice.get(deviceId);
+    const gw = this.gatewayOf.get(deviceId);
     if (own === undefined && gw === undefined) return;
-    const body = attributeUpdateBody(ev.updated, ev.deleted);
-    own?.pushAttributes(body);
-    gw?.pushGatewayAttributes(ev.entityId, body);
+    own?.pushAttributes(body());
+    gw?.pushGatewayAttributes(deviceId, body());
   }
 }

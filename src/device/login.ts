@@ -13,15 +13,10 @@
  * While either is locked a CONNECT is refused without a look at its credentials, the right ones too.
  */
 import type { X509Certificate } from 'node:crypto';
-import type { LoginLock, LoginThrottle } from '../../auth/throttle.js';
-import { type FailureLog, quoted, tokenPrefix } from '../../status/failures.js';
-import {
-  type BasicMqttCredentials,
-  basicCredentialsId,
-  certificateId,
-  passwordMatches,
-} from '../../store/credentials.js';
-import type { DeviceRecord, EntityStore } from '../../store/entities.js';
+import type { LoginLock, LoginThrottle } from '../auth/throttle.js';
+import { type FailureLog, quoted, tokenPrefix } from '../status/failures.js';
+import { type BasicMqttCredentials, basicCredentialsId, certificateId, passwordMatches } from '../store/credentials.js';
+import type { DeviceRecord, EntityStore } from '../store/entities.js';
 
 export interface Refusal {
   /** MQTT 5 CONNACK reason code */
