@@ -13,9 +13,14 @@ import { WsClient, wsUrl } from '../../helpers/ws.js';
 const MAX_BACKPRESSURE = 64 * 1024;
 const configDir = tempDir(t);
 const configFile = join(configDir, 'outpost.json');
+// The 30 MiB written here would spend the write budget's reserve, and the budget would then pace this one heavy
+// writer's commits (docs/write-budget.md), a second each: commits at once keep the test about websockets.
 writeFileSync(
   configFile,
-  JSON.stringify({ ws: { maxBackpressure: MAX_BACKPRESSURE, maxSubscriptionsPerSession: 3, authTimeoutMs: 300 } }),
+  JSON.stringify({
+    ws: { maxBackpressure: MAX_BACKPRESSURE, maxSubscriptionsPerSession: 3, authTimeoutMs: 300 },
+    store: { commitDelayMs: 0 },
+  }),
 );
 
 // RssAnon growth should show retained memory (socket buffers), not how lazily garbage is returned: a small V8
