@@ -206,7 +206,7 @@ export async function startServer(
     readAttributes,
     timeseries,
     alarms,
-    new AlarmRuleStateStore(env, (m) => log.error(m)),
+    new AlarmRuleStateStore(env, (m) => log.error(m), config.alarms.progressFlushMs),
     bus,
     { maxPending: config.alarms.maxPendingRuleStates, now: Date.now, log: (m) => log.warn(m) },
   );

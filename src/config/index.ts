@@ -308,6 +308,8 @@ export const DEFAULTS = {
     maxRulesPerProfile: 50,
     /** DURATION/REPEATING progress records kept (one per device and profile alarm in progress); at the cap no further one starts (0 = no cap) */
     maxPendingRuleStates: 10_000,
+    /** ms; rule progress changes are gathered this long and written in one commit (a power cut loses at most this much progress, never an alarm); 0 = each at once */
+    progressFlushMs: 5_000,
   },
   /** 'info' logs one line per lifecycle event; 'debug' adds per-request detail. */
   logLevel: 'info' as 'info' | 'debug' | 'silent',
@@ -479,6 +481,12 @@ function validate(c: Config): void {
     if (!Number.isInteger(v) || v < 0)
       throw new OutpostError('CONFIG_INVALID', `config: "${name}" must be an integer >= 0 (0 = no cap), got ${v}`);
   }
+  if (!Number.isInteger(c.alarms.progressFlushMs) || c.alarms.progressFlushMs < 0 || c.alarms.progressFlushMs > 60_000)
+    throw new OutpostError(
+      'CONFIG_INVALID',
+      `config: "alarms.progressFlushMs" must be an integer 0..60000 (0 = each change at once), got ${c.alarms.progressFlushMs}`,
+    );
+
   if (!(c.sync.maxPointsPerSec >= 0))
     throw new OutpostError('CONFIG_INVALID', `config: "sync.maxPointsPerSec" must be >= 0`);
   if (!Number.isInteger(c.sync.concurrency))

@@ -172,3 +172,31 @@ t.test('a dynamic value re-evaluates when its attribute changes; a user clear st
     'after a user clear the next true evaluation creates a new alarm',
   );
 });
+
+t.test('progress changes are gathered for flushMs and written together; reads see them meanwhile', async (t) => {
+  const { env } = openTestEnv(t);
+  const stored = (device: string, alarm: string): unknown => env.alarms.get(['R', device, alarm]);
+  // a long window, so nothing is written before the test asks
+  const states = new AlarmRuleStateStore(env, (m) => t.fail(m), 60_000);
+  const rec = { profileId: 'p', create: { CRITICAL: 1_000 }, clear: 0 };
+  states.put('d1', 'hot', rec);
+  states.put('d2', 'hot', rec);
+  states.put('d2', 'cold', { ...rec, create: { MAJOR: 2 } });
+  t.equal(stored('d1', 'hot'), undefined, 'not written before the window ends');
+  t.ok(states.has('d1', 'hot'), 'but read as kept');
+  t.same([...states.load('d2').keys()].sort(), ['cold', 'hot']);
+  t.equal(states.count(), 3);
+  t.equal(states.unflushed(), 3);
+  await states.settled();
+  t.same(stored('d1', 'hot'), rec, 'written at settled (a stop)');
+  t.same(stored('d2', 'cold'), { ...rec, create: { MAJOR: 2 } });
+  t.equal(states.unflushed(), 0);
+  // a removal gathered after a set of the same record: the last change wins
+  states.put('d1', 'hot', { ...rec, create: { CRITICAL: 2_000 } });
+  states.put('d1', 'hot', undefined);
+  t.notOk(states.has('d1', 'hot'));
+  t.equal(states.count(), 2);
+  await states.settled();
+  t.equal(stored('d1', 'hot'), undefined, 'removed');
+  t.same([...states.devices()].sort(), ['d2']);
+});
