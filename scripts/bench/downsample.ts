@@ -554,8 +554,10 @@ async function benchOutpost(
       steps: after.stats.steps,
     };
   } finally {
-    child.disconnect();
-    await new Promise((r) => child.once('exit', r));
+    if (child.connected) {
+      child.disconnect();
+      await new Promise((r) => child.once('exit', r));
+    }
     rmSync(dataDir, { recursive: true, force: true });
   }
 }
