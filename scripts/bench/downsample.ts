@@ -15,14 +15,19 @@
  *   - Outpost only: the longest event-loop block in the server (perf_hooks.monitorEventLoopDelay) while it
  *     compacts, and the p99 of single-point posts while a week of backlog compacts vs with compaction paused.
  *
- *   npm run build && npm run bench:downsample [-- --days 30]
+ *   - Outpost only, after a restart on the same data dir (`outpost serve`, as systemd starts it, with
+ *     `--node-flags`): RssAnon at rest, the first (cold) month query after the start, the warm median, RssAnon
+ *     a minute after the last answer; with `--baseline DIR` the same for that checkout's build (built), the two
+ *     alternated `--restarts` times (docs/design/memory-budget.md).
+ *
+ *   npm run build && npm run bench:downsample [-- --days 30 --restarts 3 --baseline DIR --node-flags "..."]
  */
 import { type ChildProcess, execFileSync, fork, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
 import http from 'node:http';
 import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import { monitorEventLoopDelay, performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import * as uws from 'uWebSockets.js';
@@ -32,7 +37,7 @@ import { makeLogger } from '../../src/log.js';
 import { startServer } from '../../src/server.js';
 import type { DownsampleStats } from '../../src/store/background/downsample.js';
 import { rng } from '../../test/helpers/prng.js';
-import { RawHttpConnection, encodeRequest, median } from './lib.js';
+import { RawHttpConnection, encodeRequest, intArg, loginJwt, median, spawnListening, stopDaemon } from './lib.js';
 
 const STEP_MS = 10_000;
 const BATCH = 1000;
@@ -382,10 +387,25 @@ interface Result {
   hourMixedMs?: number;
 }
 
+/** glibc's malloc settings systemd/outpost.service and `npm start` give the daemon (docs/design/memory-budget.md) */
+const MALLOC_ENV: Readonly<Record<string, string>> = { MALLOC_ARENA_MAX: '2' };
+
+interface Restarts {
+  /** builds to restart on the month's data dir: dist/src/main.js, node's flags and environment */
+  readonly builds: ReadonlyArray<{
+    readonly name: string;
+    readonly main: string;
+    readonly flags: readonly string[];
+    readonly env: Readonly<Record<string, string>>;
+  }>;
+  readonly rounds: number;
+}
+
 async function benchOutpost(
   month: readonly Sample[],
   backlog: readonly Sample[],
   probeStart: number,
+  restarts: Restarts,
 ): Promise<
   Result & {
     eldMax: number;
@@ -397,6 +417,10 @@ async function benchOutpost(
     maxStepMs: number;
     stepsOver20: number;
     steps: number;
+    /** RssAnon right after the month's last query answer and a minute later, MiB */
+    queriedMb: number;
+    queriedMinuteMb: number;
+    restarted: Map<string, Restart[]>;
   }
 > {
   const dataDir = mkdtempSync(join(tmpdir(), 'outpost-bench-ds-'));
@@ -455,6 +479,9 @@ async function benchOutpost(
     const hourMs = hourQuery?.median ?? NaN;
     const monthMixedMs = monthMixed?.median ?? NaN;
     const hourMixedMs = hourMixed?.median ?? NaN;
+    const queriedMb = (await ask<ChildStats>(child, 'stats')).rssAnonKb / 1024;
+    await sleep(60_000);
+    const queriedMinuteMb = (await ask<ChildStats>(child, 'stats')).rssAnonKb / 1024;
 
     // Ingest latency while a backlog compacts, vs with compaction paused (same backlog waiting).
     await ask(child, 'pause');
@@ -493,7 +520,20 @@ async function benchOutpost(
     // with request work, which says nothing about background steps).
     const eldMax = after.eldMaxMs;
     if (after.stats.compactedWindows <= before.compactedWindows) throw new Error('backlog was not compacted');
+    child.disconnect();
+    await new Promise((r) => child.once('exit', r));
+    const restarted = new Map<string, Restart[]>(restarts.builds.map((b) => [b.name, []]));
+    const monthPath = `${p}&startTs=${end - month.length * STEP_MS}&endTs=${end}&interval=${2 * HOUR}`;
+    for (let round = 0; round < restarts.rounds; round++)
+      for (const b of restarts.builds) {
+        const r = await restartOnce(b.main, b.flags, b.env, dataDir, monthPath);
+        console.error(`restart ${round + 1}/${restarts.rounds} ${b.name}: ${JSON.stringify(r)}`);
+        restarted.get(b.name)?.push(r);
+      }
     return {
+      queriedMb,
+      queriedMinuteMb,
+      restarted,
       ingestPps,
       bytesPerPoint,
       dataBytesPerPoint,
@@ -514,9 +554,74 @@ async function benchOutpost(
       steps: after.stats.steps,
     };
   } finally {
-    child.disconnect();
-    await new Promise((r) => child.once('exit', r));
+    if (child.connected) {
+      child.disconnect();
+      await new Promise((r) => child.once('exit', r));
+    }
     rmSync(dataDir, { recursive: true, force: true });
+  }
+}
+
+interface Restart {
+  /** RssAnon 2 s after the start, before any query, MiB */
+  restMb: number;
+  coldMs: number;
+  warmMs: number;
+  /** RssAnon right after the last answer and a minute later, MiB */
+  afterMb: number;
+  minuteMb: number;
+}
+
+/**
+ * A daemon started on the month's data dir as systemd starts it (`main serve`, node's `flags`, HTTP, MQTT and
+ * CoAP listening), the month query once (cold) and QUERY_RUNS times more (warm), then a minute of rest.
+ */
+async function restartOnce(
+  main: string,
+  flags: readonly string[],
+  env: Readonly<Record<string, string>>,
+  dataDir: string,
+  path: string,
+): Promise<Restart> {
+  const saved = { ...process.env };
+  for (const k of Object.keys(MALLOC_ENV)) delete process.env[k];
+  Object.assign(process.env, env);
+  const started = spawnListening([
+    ...flags,
+    main,
+    'serve',
+    '--host',
+    '127.0.0.1',
+    '--port',
+    '0',
+    '--data-dir',
+    dataDir,
+  ]);
+  process.env = saved;
+  const d = await started;
+  try {
+    const pid = d.proc.pid as number;
+    await sleep(2000);
+    const restMb = rssAnonKb(pid) / 1024;
+    const headers = { 'X-Authorization': `Bearer ${await loginJwt(d.port, 'bench@example.com', 'bench-pw')}` };
+    const times: number[] = [];
+    for (let i = 0; i <= QUERY_RUNS; i++) {
+      const t0 = performance.now();
+      const r = await request(d.port, 'GET', path, undefined, headers);
+      times.push(performance.now() - t0);
+      if (r.status !== 200) throw new Error(`GET ${path}: ${r.status} ${r.text.slice(0, 200)}`);
+    }
+    const afterMb = rssAnonKb(pid) / 1024;
+    await sleep(60_000);
+    return {
+      restMb,
+      coldMs: times[0] as number,
+      warmMs: median(times.slice(1)),
+      afterMb,
+      minuteMb: rssAnonKb(pid) / 1024,
+    };
+  } finally {
+    await stopDaemon(d);
   }
 }
 
@@ -624,7 +729,31 @@ async function main(): Promise<void> {
   const end = Math.floor(Date.now() / STEP_MS) * STEP_MS;
   const month = generate(end - days * DAY, (days * DAY) / STEP_MS, 42);
   const backlog = generate(end - 60 * DAY, (7 * DAY) / STEP_MS, 7);
-  const o = await benchOutpost(month, backlog, end - 10 * DAY);
+  const argv = process.argv.slice(2);
+  const b = argv.indexOf('--baseline');
+  const nf = argv.indexOf('--node-flags');
+  const here = fileURLToPath(new URL('../../src/main.js', import.meta.url));
+  const flags = nf >= 0 ? (argv[nf + 1] ?? '').split(/\s+/).filter((x) => x !== '') : [];
+  const builds = [
+    {
+      name: `this build${flags.length > 0 ? ` (${flags.join(' ')}, MALLOC_ARENA_MAX=2)` : ''}`,
+      main: here,
+      flags,
+      env: flags.length > 0 ? MALLOC_ENV : {},
+    },
+  ];
+  if (b >= 0)
+    builds.push({
+      name: `${argv[b + 1]} (as started before)`,
+      main: resolve(argv[b + 1] as string, 'dist/src/main.js'),
+      flags: [],
+      env: {},
+    });
+  // the restarted daemons listen on ports of their own, as a gateway's daemon listens on HTTP, MQTT and CoAP
+  process.env['OUTPOST_MQTT_PORT'] = 'ephemeral';
+  process.env['OUTPOST_COAP_PORT'] = 'ephemeral';
+  const restarts: Restarts = { builds, rounds: intArg(argv, 'restarts', 3) };
+  const o = await benchOutpost(month, backlog, end - 10 * DAY, restarts);
   const x = await benchInflux(month);
   const barePps = await benchBare(month);
   const f = (n: number, d = 1): string =>
@@ -669,6 +798,20 @@ async function main(): Promise<void> {
   console.log(
     `| Outpost: single-point post p99, compaction paused / running (${o.busySamples} samples), ms | ${f(o.p99Idle, 2)} / ${f(o.p99Busy, 2)} (${f(o.p99Busy / o.p99Idle, 2)}×) | | | ≤ 2× |`,
   );
+  console.log(
+    `| Outpost: RssAnon after the month's last query answer / a minute later, MiB | ${f(o.queriedMb)} / ${f(o.queriedMinuteMb)} | | | ≤ 30 |`,
+  );
+  console.log(
+    `restarted on the month's data dir (\`outpost serve\`), medians of ${restarts.rounds} alternated restarts`,
+  );
+  console.log(
+    '| build | RssAnon at rest, MiB | first month query after the start, ms | warm median, ms | RssAnon after the last answer / a minute later, MiB |',
+  );
+  console.log('|---|---:|---:|---:|---:|');
+  for (const [name, rs] of o.restarted) {
+    const m = (k: keyof Restart): string => f(median(rs.map((r) => r[k])), k.endsWith('Ms') ? 2 : 1);
+    console.log(`| ${name} | ${m('restMb')} | ${m('coldMs')} | ${m('warmMs')} | ${m('afterMb')} / ${m('minuteMb')} |`);
+  }
   agent.destroy();
 }
 

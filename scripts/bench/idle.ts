@@ -7,7 +7,7 @@
  * buffers, mostly untouched, so mostly not resident).
  *
  * Variants, alternated round by round: a bare node process (the floor: Node and V8 alone), this build's
- * `serve` with HTTP, MQTT and CoAP listening, and with `--baseline DIR` another build's (a checkout built with
+ * `serve` with HTTP, MQTT and CoAP listening (started plainly, and as the systemd unit starts it), and with `--baseline DIR` another build's (a checkout built with
  * `npm run build`), so a change's cost is read side by side in one run.
  *
  *   node dist/scripts/bench/idle.js [--rounds 4] [--settle 8000] [--baseline /path/to/other/checkout]
@@ -31,7 +31,15 @@ interface Variant {
   readonly name: string;
   /** node's arguments after the probe's; `dir` is a fresh temp dir */
   readonly args: (dir: string) => string[];
+  /** environment beyond the bench's own */
+  readonly env?: Readonly<Record<string, string>>;
 }
+
+/**
+ * How systemd/outpost.service and `npm start` start this build: node's flags and glibc's arena cap
+ * (docs/design/memory-budget.md); test/daemon/install.test.ts keeps the two in step.
+ */
+const AS_STARTED = { flags: ['--max-semi-space-size=2'], env: { MALLOC_ARENA_MAX: '2' } };
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const PROBE = pathToFileURL(join(HERE, 'idle-probe.js')).href;
@@ -46,7 +54,7 @@ async function readOnce(v: Variant, settleMs: number): Promise<Reading> {
   const dir = mkdtempSync(join(tmpdir(), 'outpost-bench-idle-'));
   const proc = spawn(process.execPath, ['--expose-gc', '--import', PROBE, ...v.args(dir)], {
     stdio: ['ignore', 'ignore', 'pipe'],
-    env: { ...process.env, OUTPOST_IDLE_SETTLE_MS: String(settleMs) },
+    env: { ...process.env, ...v.env, OUTPOST_IDLE_SETTLE_MS: String(settleMs) },
   });
   try {
     return await new Promise<Reading>((res, rej) => {
@@ -77,6 +85,11 @@ async function main(): Promise<void> {
   const variants: Variant[] = [
     { name: 'bare node (floor)', args: () => ['-e', 'setInterval(() => {}, 60_000)'] },
     { name: 'outpost serve, this build', args: serveArgs(THIS_MAIN) },
+    {
+      name: `outpost serve, this build as systemd starts it (${AS_STARTED.flags.join(' ')}, MALLOC_ARENA_MAX=2)`,
+      args: (dir) => [...AS_STARTED.flags, ...serveArgs(THIS_MAIN)(dir)],
+      env: AS_STARTED.env,
+    },
   ];
   if (baselineDir !== undefined) {
     const main = resolve(baselineDir, 'dist/src/main.js');

@@ -288,10 +288,10 @@ export async function request(
   return { status: r.status, text: r.body.toString('utf8') };
 }
 
-/** A JWT of `user` (password "secret"), made with `outpost user add`. */
-export async function loginJwt(port: number, user = 'bench@sync'): Promise<string> {
+/** A JWT of `user` (password "secret" unless given), made with `outpost user add`. */
+export async function loginJwt(port: number, user = 'bench@sync', password = 'secret'): Promise<string> {
   const c = await RawHttpConnection.open(port);
-  const r = await request(c, 'POST', '/api/auth/login', JSON.stringify({ username: user, password: 'secret' }));
+  const r = await request(c, 'POST', '/api/auth/login', JSON.stringify({ username: user, password }));
   c.close();
   return (JSON.parse(r.text) as { token: string }).token;
 }

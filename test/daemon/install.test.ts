@@ -368,3 +368,29 @@ t.test('an x64 bundle: layout, size, native binaries, and it runs once installed
   proc.kill('SIGTERM');
   t.equal(await exited, 0, 'and exits 0 on SIGTERM');
 });
+
+t.test('the unit and `npm start` give the daemon the same memory settings, and node takes them', async (t) => {
+  const unit = readFileSync(join(REPO, 'systemd/outpost.service'), 'utf8');
+  const exec = /^ExecStart=\/opt\/outpost\/bin\/node (.*) \/opt\/outpost\/dist\/src\/main\.js serve$/m.exec(unit);
+  const unitFlags = (exec?.[1] ?? '').split(' ');
+  t.ok(
+    unitFlags.includes('--max-semi-space-size=2'),
+    'the unit caps V8 young generation (docs/design/memory-budget.md)',
+  );
+  t.match(unit, /^Environment=MALLOC_ARENA_MAX=2$/m, 'the unit caps glibc arenas');
+  const pkg = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { scripts: { start: string } };
+  t.equal(
+    pkg.scripts.start,
+    `MALLOC_ARENA_MAX=2 node ${unitFlags.join(' ')} dist/src/main.js serve`,
+    '`npm start` starts the daemon as the unit does',
+  );
+  // a young generation of 2 MiB semi-spaces: V8 took the flag (an unknown or misspelt one is ignored with a warning)
+  const r = run(process.execPath, [
+    ...unitFlags,
+    '-e',
+    'const a=[];for(let i=0;i<2e5;i++)a.push({i});const s=require("v8").getHeapSpaceStatistics().find(x=>x.space_name==="new_space");console.log(s.space_size)',
+  ]);
+  t.equal(r.code, 0, `node runs with the unit's flags: ${r.stderr}`);
+  t.ok(Number(r.stdout.trim()) <= 4 * 1024 * 1024, `new space ${r.stdout.trim()} bytes <= 2 semi-spaces of 2 MiB`);
+  t.equal(r.stderr.trim(), '', 'node warns about no flag');
+});
