@@ -107,6 +107,8 @@ const BULK = { days: 30, stepMs: 10_000, perRequest: 1000, inFlight: 4 } as cons
 interface Policy {
   readonly name: string;
   readonly store: Record<string, unknown>;
+  /** the config's `alarms` section, where a policy sets it */
+  readonly alarms?: Record<string, unknown>;
   /** the workloads it runs in by default (`--policy` selects others too) */
   readonly workloads: readonly string[];
   /** sync to an upstream that answers 200 at once (a sink in this process) */
@@ -138,6 +140,13 @@ const POLICIES: readonly Policy[] = [
   // `--policy default,alarm`: the default beside it in the same run, the ratio of their bytes per day
   { name: 'budget + 3 alarm rules, never met', store: {}, workloads: ['ref'], rules: 'never' },
   { name: 'budget + 3 alarm rules, an alarm storm', store: {}, workloads: ['ref'], rules: 'crossed' },
+  {
+    name: 'budget + 3 alarm rules, an alarm storm, progress gathered 5 s',
+    store: {},
+    alarms: { progressFlushMs: 5000 },
+    workloads: ['ref'],
+    rules: 'crossed',
+  },
 ];
 
 /**
@@ -477,7 +486,11 @@ async function run(policy: Policy, w: Workload, o: RunOptions): Promise<Result> 
     const configFile = join(dataDir, 'config.json');
     writeFileSync(
       configFile,
-      JSON.stringify({ store: policy.store, ...(sink === undefined ? {} : { sync: { url: sink.url } }) }),
+      JSON.stringify({
+        store: policy.store,
+        ...(policy.alarms === undefined ? {} : { alarms: policy.alarms }),
+        ...(sink === undefined ? {} : { sync: { url: sink.url } }),
+      }),
     );
     const started = await spawnListening(
       [MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir, '--config', configFile],

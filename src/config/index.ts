@@ -308,8 +308,12 @@ export const DEFAULTS = {
     maxRulesPerProfile: 50,
     /** DURATION/REPEATING progress records kept (one per device and profile alarm in progress); at the cap no further one starts (0 = no cap) */
     maxPendingRuleStates: 10_000,
-    /** ms; rule progress changes are gathered this long and written in one commit (a power cut loses at most this much progress, never an alarm); 0 = each at once */
-    progressFlushMs: 5_000,
+    /**
+     * ms; 0: each rule progress change is flushed at once (a power cut loses none). Above 0 changes are gathered this
+     * long and written in one commit: a site whose rules move often spares its card, and a power cut may lose that
+     * much progress, never an alarm
+     */
+    progressFlushMs: 0,
   },
   /** 'info' logs one line per lifecycle event; 'debug' adds per-request detail. */
   logLevel: 'info' as 'info' | 'debug' | 'silent',
