@@ -9,6 +9,7 @@
  * each key filter reading one key of each candidate; then sort and page. Latest values are read for the page's
  * rows only, unless a sort or the text search needs them for all.
  */
+import { NUMERIC_OPS, type NumericOp, STRING_OPS, type StringOp, isOp } from '../model/key-filter.js';
 import { OutpostError } from '../errors.js';
 import { type KvValue, kvToString } from '../model/kv.js';
 import type { AttributeScope, AttributeStore } from '../store/attributes.js';
@@ -37,20 +38,6 @@ export interface EntityKey {
   readonly type: KeyType;
   readonly key: string;
 }
-
-type StringOp = 'EQUAL' | 'NOT_EQUAL' | 'STARTS_WITH' | 'ENDS_WITH' | 'CONTAINS' | 'NOT_CONTAINS' | 'IN' | 'NOT_IN';
-type NumericOp = 'EQUAL' | 'NOT_EQUAL' | 'GREATER' | 'LESS' | 'GREATER_OR_EQUAL' | 'LESS_OR_EQUAL';
-const STRING_OPS: readonly string[] = [
-  'EQUAL',
-  'NOT_EQUAL',
-  'STARTS_WITH',
-  'ENDS_WITH',
-  'CONTAINS',
-  'NOT_CONTAINS',
-  'IN',
-  'NOT_IN',
-];
-const NUMERIC_OPS: readonly string[] = ['EQUAL', 'NOT_EQUAL', 'GREATER', 'LESS', 'GREATER_OR_EQUAL', 'LESS_OR_EQUAL'];
 
 export type Predicate =
   | { readonly type: 'STRING'; readonly operation: StringOp; readonly value: string; readonly ignoreCase: boolean }
@@ -179,16 +166,15 @@ function predicate(v: unknown, what: string): Predicate {
   const op = o['operation'];
   switch (type) {
     case 'STRING': {
-      if (typeof op !== 'string' || !STRING_OPS.includes(op)) throw bad(`Unsupported STRING operation: ${String(op)}`);
+      if (!isOp(STRING_OPS, op)) throw bad(`Unsupported STRING operation: ${String(op)}`);
       const value = predicateValue(o, what);
-      return { type, operation: op as StringOp, value: String(value ?? ''), ignoreCase: o['ignoreCase'] === true };
+      return { type, operation: op, value: String(value ?? ''), ignoreCase: o['ignoreCase'] === true };
     }
     case 'NUMERIC': {
-      if (typeof op !== 'string' || !NUMERIC_OPS.includes(op))
-        throw bad(`Unsupported NUMERIC operation: ${String(op)}`);
+      if (!isOp(NUMERIC_OPS, op)) throw bad(`Unsupported NUMERIC operation: ${String(op)}`);
       const value = Number(predicateValue(o, what));
       if (!Number.isFinite(value)) throw bad(`${what}.value.defaultValue must be a number`);
-      return { type, operation: op as NumericOp, value };
+      return { type, operation: op, value };
     }
     case 'BOOLEAN': {
       if (op !== 'EQUAL' && op !== 'NOT_EQUAL') throw bad(`Unsupported BOOLEAN operation: ${String(op)}`);

@@ -4,27 +4,20 @@
  * A rule the parser refuses answers with the message `POST /api/deviceProfile` sends back (400); messages that
  * ThingsBoard has (its profile validator, Jackson's enum and subtype errors) are ThingsBoard's.
  */
+import {
+  BOOLEAN_OPS,
+  type BooleanOp,
+  NUMERIC_OPS,
+  type NumericOp,
+  STRING_OPS,
+  type StringOp,
+} from '../../model/key-filter.js';
 import { ALARM_SEVERITIES, type AlarmSeverity } from '../../store/alarms.js';
 
 export const KEY_TYPES = ['ATTRIBUTE', 'TIME_SERIES', 'ENTITY_FIELD', 'CONSTANT'] as const;
 export type KeyType = (typeof KEY_TYPES)[number];
 export const VALUE_TYPES = ['STRING', 'NUMERIC', 'BOOLEAN', 'DATE_TIME'] as const;
 export type ValueType = (typeof VALUE_TYPES)[number];
-export const NUMERIC_OPS = ['EQUAL', 'NOT_EQUAL', 'GREATER', 'LESS', 'GREATER_OR_EQUAL', 'LESS_OR_EQUAL'] as const;
-export type NumericOp = (typeof NUMERIC_OPS)[number];
-export const STRING_OPS = [
-  'EQUAL',
-  'NOT_EQUAL',
-  'STARTS_WITH',
-  'ENDS_WITH',
-  'CONTAINS',
-  'NOT_CONTAINS',
-  'IN',
-  'NOT_IN',
-] as const;
-export type StringOp = (typeof STRING_OPS)[number];
-export const BOOLEAN_OPS = ['EQUAL', 'NOT_EQUAL'] as const;
-export type BooleanOp = (typeof BOOLEAN_OPS)[number];
 export const SOURCE_TYPES = ['CURRENT_DEVICE', 'CURRENT_CUSTOMER', 'CURRENT_TENANT', 'CURRENT_USER'] as const;
 export type SourceType = (typeof SOURCE_TYPES)[number];
 export const TIME_UNITS = ['MILLISECONDS', 'SECONDS', 'MINUTES', 'HOURS', 'DAYS'] as const;
