@@ -118,8 +118,10 @@ t.test('a certificate without http.plainPort: HTTPS alone, on the port given', {
   const dir = tempDir(t);
   const server = selfSignedCert(dir);
   const port = await freePort();
+  // a given serve port keeps MQTT and CoAP on their defaults (1883, 5683), which a daemon beside the tests may hold
   const gw = await startGateway(t, {
     args: ['--port', String(port), '--tls-cert', server.cert, '--tls-key', server.key],
+    env: { OUTPOST_MQTT_PORT: 'ephemeral', OUTPOST_COAP_PORT: 'ephemeral' },
   });
   const line = gw.logs.find((l) => l.includes('listening on')) ?? '';
   t.match(line, `listening on https://127.0.0.1:${port}, mqtt://`, 'the serve port is HTTPS; no plain HTTP port');

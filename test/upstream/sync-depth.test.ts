@@ -118,7 +118,12 @@ t.test('depth points posted while the link is down arrive at a second Outpost, e
   );
   t.equal(down.backlogPoints, 0, 'the telemetry backlog is apart');
 
-  const up = await startGateway(t, { dataDir: upDir, args: ['--port', String(port)] });
+  // a given serve port keeps MQTT and CoAP on their defaults, which a daemon beside the tests may hold
+  const up = await startGateway(t, {
+    dataDir: upDir,
+    args: ['--port', String(port)],
+    env: { OUTPOST_MQTT_PORT: 'ephemeral', OUTPOST_COAP_PORT: 'ephemeral' },
+  });
   const drained = await statusUntil(gw, jwt, (s) => s.depthBacklogPoints === 0, 'the depth backlog drained');
   // the overwrite's two points may go twice (its own entry and the first write's): TB upserts
   t.ok(
