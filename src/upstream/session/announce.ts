@@ -5,8 +5,8 @@
  * device's type (its profile's name), so TB creates a device it does not know with the same profile; data for a
  * name TB has not seen in the session would connect it implicitly as type `default`.
  *
- * A device's local sessions (MQTT, CoAP observations, a LAN gateway's sub-session: src/device/state.ts) are told
- * upstream as TB's gateway API tells them: its first session opening → `v1/gateway/connect`, its last closing →
+ * A device's local connections (an MQTT client, CoAP observations, a LAN gateway's sub-device: src/device/state.ts)
+ * are told upstream as TB's gateway API tells them: the first opening → `v1/gateway/connect`, the last closing →
  * `v1/gateway/disconnect {"device"}`. TB connects a sub-device implicitly on any message naming it, so a
  * disconnected device's data (its backlog) goes up between a connect and a disconnect: the disconnect waits
  * until nothing of it is left to send, and follows any later message naming it (docs/sync.md "What the
