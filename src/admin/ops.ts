@@ -16,6 +16,7 @@ import { type AttributeScope, type AttributeStore, isAttributeScope } from '../s
 import type { Authority, EntityStore } from '../store/entities.js';
 import type { DeviceRecord, UserRecord } from '../store/entity-records.js';
 import type { StoreEnv } from '../store/env.js';
+import { tokenKey } from '../store/outbox.js';
 import { type CustomerId, NULL_UUID } from '../types.js';
 
 export type AdminOp =
@@ -297,7 +298,7 @@ function customerIdOf(entities: EntityStore, ref: string | undefined): CustomerI
 /** Stores `token` as the device's upstream token (docs/sync.md); resolves once it is on disk. */
 async function setUpstreamToken(env: StoreEnv, deviceId: string, token: string): Promise<void> {
   if (token === '') throw new OutpostError('BAD_PAYLOAD', 'the upstream token must not be empty');
-  await env.outbox.put(['t', deviceId], { token, provisioned: false });
+  await env.outbox.put(tokenKey(deviceId), { token, provisioned: false });
   await env.flushed();
 }
 

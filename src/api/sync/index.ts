@@ -6,14 +6,13 @@
 import type { Services } from '../../context.js';
 import type { HttpContext, HttpRouter, Reply } from '../../uws/adapter.js';
 import { json } from '../../uws/adapter.js';
-import { provisionDevice } from '../../device/provision.js';
 import { SYNC_OFF } from '../../upstream/uplink/status.js';
 import { principalOf } from '../principal.js';
 
 function provision(s: Services) {
   return async (ctx: HttpContext): Promise<Reply> => {
     const address = ctx.remoteAddress();
-    return json(await provisionDevice(s, await ctx.body(), address));
+    return json(await s.devices.provision(await ctx.body(), address));
   };
 }
 
