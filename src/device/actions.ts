@@ -35,6 +35,7 @@ export type { DeviceDeps } from './deps.js';
 export type { LoginRequest, Refusal } from './login.js';
 export type { GatewayContext } from './gateway.js';
 export { unproven } from './provision.js';
+export { overwritesActivityTime } from '../store/entity-records.js';
 
 /** Runs once the input passed its checks, before the write (HTTP's activity). */
 export interface Accepted {

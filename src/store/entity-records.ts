@@ -114,6 +114,19 @@ export interface NewDevice {
   readonly credentials?: ResolvedCredentials | undefined;
 }
 
+/**
+ * TB's `additionalInfo.overwriteActivityTime` of a gateway device: its own activity (PINGREQ included) counts for
+ * the sub-devices it connected. Set through the REST API only, as in TB (provisioning never sets it).
+ */
+export function overwritesActivityTime(r: DeviceRecord | undefined): boolean {
+  if (r?.additionalInfoJson === undefined) return false;
+  try {
+    return (JSON.parse(r.additionalInfoJson) as { overwriteActivityTime?: unknown }).overwriteActivityTime === true;
+  } catch {
+    return false;
+  }
+}
+
 /** A client's `additionalInfo` for a device or an asset. */
 export interface AdditionalInfoPatch {
   /** the object's JSON (a device's without `lastConnectedGateway`); null: the client cleared it */

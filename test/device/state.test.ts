@@ -172,6 +172,35 @@ t.test("gateway: a sub-device's attribute request and RPC reply are its activity
   await waitAttrs(sub, (a) => num(a, 'lastActivityTime') > asked, 'the RPC reply');
 });
 
+t.test(
+  'gateway: with overwriteActivityTime its pings keep its sub-devices active; without, they go inactive',
+  async (t) => {
+    /** A gateway made over REST (where TB sets the flag), one sub-device connected, then only PINGREQs. */
+    async function pingingGateway(name: string, info: Record<string, unknown>): Promise<string> {
+      const r = await http(
+        'POST',
+        `${gw.url}/api/device?accessToken=${name}-token`,
+        { name, additionalInfo: info },
+        admin,
+      );
+      if (r.status !== 200) throw new Error(`device answered ${r.status}: ${r.text}`);
+      const c = await mqttClient(t, gw, `${name}-token`, { keepalive: 1 });
+      await c.publishAsync('v1/gateway/connect', `{"device":"${name}-sub"}`, { qos: 1 });
+      const sub = await deviceByName(`${name}-sub`);
+      await setTimeoutMs(sub, 1500);
+      return sub;
+    }
+    const kept = await pingingGateway('state-gw-ow', { gateway: true, overwriteActivityTime: true });
+    const plain = await pingingGateway('state-gw-plain', { gateway: true });
+    const on = num(await waitAttrs(kept, (a) => a['active']?.value === true, 'connected'), 'lastConnectTime');
+    const gone = await waitAttrs(plain, (a) => a['active']?.value === false, 'without the flag: inactive');
+    t.ok(num(gone, 'inactivityAlarmTime') > 0, 'reported inactive');
+    const pinged = await waitAttrs(kept, (a) => num(a, 'lastActivityTime') >= on + 3_200, "the gateway's pings");
+    t.equal(pinged['active']?.value, true, 'with the flag: still active after twice its timeout');
+    t.notOk('inactivityAlarmTime' in pinged, 'never reported inactive');
+  },
+);
+
 t.test('a device never heard from is reported inactive a timeout after its creation', async (t) => {
   const dev = await addDevice(gw.dataDir, 'state-silent');
   const created = (await http('GET', `${gw.url}/api/device/${dev.id}`, undefined, admin)).json<{

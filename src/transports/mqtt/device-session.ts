@@ -105,7 +105,10 @@ export class MqttSession implements PacketSink, PublishRouter, GatewayOwner {
       return;
     }
     // every packet of a device or gateway is its activity, PINGREQ included (as TB)
-    if (this.device !== undefined) this.deps.s.devices.activity(this.device.id);
+    if (this.device !== undefined) {
+      this.deps.s.devices.activity(this.device.id);
+      this.gw?.gatewayActive(this.device.id, Date.now());
+    }
     switch (p.cmd) {
       case 'publish':
         (this.publishes ??= new PublishAcks(this.conn, this.deps, this)).publish(p);

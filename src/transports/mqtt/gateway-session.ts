@@ -6,6 +6,7 @@
  * (src/device/gateway.ts); this keeps the session's side.
  */
 import type { DeviceActions, DeviceRecord, GatewayContext } from '../../device/actions.js';
+import { overwritesActivityTime } from '../../device/actions.js';
 import type { SubscriptionKind } from './device-topics.js';
 import type { RegisteredSession, SessionRegistry } from './registry.js';
 
@@ -26,6 +27,8 @@ export class GatewaySubSessions {
   private readonly pending = new Map<string, Promise<DeviceRecord>>();
   /** names refused for their owner (logged once) */
   private readonly refused = new Set<string>();
+  /** when the gateway's own activity last counted for its sub-devices (ms) */
+  private sharedActivityAt = 0;
 
   constructor(
     private readonly owner: GatewayOwner,
@@ -98,6 +101,19 @@ export class GatewaySubSessions {
       const now = this.devices.current(d.id);
       if (now === undefined || this.devices.gateway.ownersDiffer(gateway, now)) this.disconnected(name);
     }
+  }
+
+  /**
+   * A packet of the gateway itself, PINGREQ included: with the gateway's `overwriteActivityTime` on, it is every
+   * connected sub-device's activity too (TB), so the sub-devices of a gateway that only pings stay active. At most
+   * once a second, read from the gateway's record as it is now (the flag can change while it is connected): TB
+   * itself reports a session's activity every 3 s.
+   */
+  gatewayActive(gatewayId: string, now: number): void {
+    if (this.subDevices.size === 0 || now - this.sharedActivityAt < 1000) return;
+    this.sharedActivityAt = now;
+    if (!overwritesActivityTime(this.devices.current(gatewayId))) return;
+    for (const d of this.subDevices.values()) this.devices.activity(d.id);
   }
 
   /** A sub-device was deleted. */
