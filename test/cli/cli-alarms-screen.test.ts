@@ -3,51 +3,13 @@
  * that fits, its id whole (what `ack` and `clear` take), the severity coloured, a type carrying terminal
  * controls shown escaped and the screen left alone; `ack` typed from what the screen showed reaches the daemon.
  */
-import { execFileSync, spawnSync } from 'node:child_process';
-import t, { type Test } from 'tap';
-import { MAIN, addDevice, http, startGateway, tempDir } from '../helpers/server.js';
+import t from 'tap';
+import { MAIN, addDevice, http, startGateway } from '../helpers/server.js';
 import { adminHeaders } from '../helpers/mqtt.js';
 import { hasTmux } from '../helpers/tech.js';
+import { terminal } from '../helpers/terminal.js';
 
 const skip = hasTmux ? false : 'tmux is not installed (apt-get install -y tmux)';
-
-/** a tmux server of its own, one pane `cols` wide, colour allowed */
-function terminal(t: Test, cols: number) {
-  const sock = `${tempDir(t)}/tmux.sock`;
-  const home = tempDir(t);
-  const tm = (...args: string[]): string => execFileSync('tmux', ['-S', sock, ...args], { encoding: 'utf8' });
-  tm(
-    'new-session',
-    '-d',
-    '-x',
-    String(cols),
-    '-y',
-    '30',
-    '-c',
-    tempDir(t),
-    ...['-e', 'TZ=UTC', '-e', 'OUTPOST_URL=', '-e', `HOME=${home}`, '-e', 'XDG_CONFIG_HOME=', '-e', 'TERM=xterm'],
-    'sh',
-  );
-  t.teardown(() => {
-    spawnSync('tmux', ['-S', sock, 'kill-server']);
-  });
-  /** runs `cmd` to its end after the marker line; the screen after it, as text and with its SGR sequences */
-  const run = (cmd: string): { text: string; sgr: string } => {
-    tm('send-keys', `clear; echo MARK; unset NO_COLOR; ${cmd}; tmux -S ${sock} wait-for -S done`, 'Enter');
-    tm('wait-for', 'done');
-    return { text: tm('capture-pane', '-p'), sgr: tm('capture-pane', '-p', '-e') };
-  };
-  /** the screen's lines that the terminal wrapped: a joined capture (-J) differs from the plain one there */
-  const wrapped = (): string[] => {
-    const rows = tm('capture-pane', '-p')
-      .split('\n')
-      .map((l) => l.trimEnd());
-    return tm('capture-pane', '-p', '-J')
-      .split('\n')
-      .filter((l) => !rows.includes(l.trimEnd()));
-  };
-  return { run, wrapped };
-}
 
 const ESC = String.fromCharCode(27);
 
@@ -80,8 +42,9 @@ t.test('outpost alarms at 80 columns: one line per alarm, its id whole, coloured
   };
   const hot = await raise('High Temperature In The Cold Room', 'CRITICAL');
   const door = await raise('Door\x1b[2Jopen', 'MINOR');
-  const term = terminal(t, 80);
-  const shown = term.run(`${process.execPath} ${MAIN} alarms --data-dir ${gw.dataDir}`);
+  const term = terminal(t, { cols: 80, color: true });
+  const text = term.run(`echo MARK; ${process.execPath} ${MAIN} alarms --data-dir ${gw.dataDir}`);
+  const shown = { text, sgr: term.screenSgr() };
   const lines = shown.text.split('\n').map((l) => l.trimEnd());
   t.ok(lines.includes('MARK'), 'the line before the command is still on the screen', { screen: shown.text });
   t.same(term.wrapped(), [], 'no line wrapped');
@@ -94,7 +57,7 @@ t.test('outpost alarms at 80 columns: one line per alarm, its id whole, coloured
   t.ok(sgrBefore(shown.sgr, 'MINOR').includes('33'), 'MINOR in yellow on the screen');
 
   const acked = term.run(`${process.execPath} ${MAIN} alarms ack ${hot} --data-dir ${gw.dataDir}`);
-  t.match(acked.text.replace(/\n/g, ''), new RegExp(`alarm ${hot} acknowledged: CRITICAL`), 'acknowledged');
+  t.match(acked.replace(/\n/g, ''), new RegExp(`alarm ${hot} acknowledged: CRITICAL`), 'acknowledged');
   const st = await http('GET', `${gw.url}/api/alarm/info/${hot}`, undefined, H);
   t.equal(st.json<{ status: string }>().status, 'ACTIVE_ACK', 'the daemon has it at once');
 });

@@ -4,66 +4,16 @@
  * new password twice and changes nothing when the two differ; `outpost status` and `outpost tail` never wrap a
  * line, however long the sync's URL and error, a device's name or a value. The runs have their own cwd and HOME.
  */
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
-import t, { type Test } from 'tap';
+import { spawn } from 'node:child_process';
+import t from 'tap';
 import { MAIN, addDevice, cli, http, startGateway, tempDir } from '../helpers/server.js';
 import { syncGateway } from '../helpers/sync.js';
 import { hasTmux } from '../helpers/tech.js';
+import { terminal } from '../helpers/terminal.js';
 import { addUser, login } from '../helpers/users.js';
 import { waitFor } from '../helpers/wait.js';
 
 const skip = hasTmux ? false : 'tmux is not installed (apt-get install -y tmux)';
-
-/** a tmux server of its own, one pane `cols` wide, in `cwd` with `home` as HOME */
-function terminal(t: Test, cols: number, cwd: string, home: string) {
-  const sock = `${tempDir(t)}/tmux.sock`;
-  const tm = (...args: string[]): string => execFileSync('tmux', ['-S', sock, ...args], { encoding: 'utf8' });
-  tm(
-    'new-session',
-    '-d',
-    '-x',
-    String(cols),
-    '-y',
-    '30',
-    '-c',
-    cwd,
-    ...['-e', 'TZ=UTC', '-e', 'NO_COLOR=1', '-e', 'OUTPOST_URL=', '-e', `HOME=${home}`, '-e', 'XDG_CONFIG_HOME='],
-    'sh',
-  );
-  t.teardown(() => {
-    spawnSync('tmux', ['-S', sock, 'kill-server']);
-  });
-  const screen = (): string => tm('capture-pane', '-p');
-  /** types `keys` and Enter */
-  const type = (keys: string): void => {
-    tm('send-keys', '-l', keys);
-    tm('send-keys', 'Enter');
-  };
-  /** waits until the screen shows `what` (the command drew it) */
-  const until = async (what: RegExp): Promise<string> => {
-    for (let i = 0; i < 400; i++) {
-      const s = screen();
-      if (what.test(s)) return s;
-      await new Promise((r) => setTimeout(r, 25));
-    }
-    throw new Error(`the screen never showed ${what}:\n${screen()}`);
-  };
-  /** runs `cmd` to its end, the screen cleared first; the screen after it */
-  const run = (cmd: string): string => {
-    tm('send-keys', `clear; ${cmd}; tmux -S ${sock} wait-for -S done`, 'Enter');
-    tm('wait-for', 'done');
-    return screen();
-  };
-  /** the screen's lines that the terminal wrapped: a joined capture (-J) differs from the plain one there */
-  const wrapped = (): string[] => {
-    const rows = screen()
-      .split('\n')
-      .map((l) => l.trimEnd());
-    const joined = tm('capture-pane', '-p', '-J').split('\n');
-    return joined.filter((l) => !rows.includes(l.trimEnd()));
-  };
-  return { tm, type, until, run, wrapped };
-}
 
 /** lines wider than 80 columns */
 const over80 = (text: string): string[] => text.split('\n').filter((l) => [...l].length > 80);
@@ -88,7 +38,7 @@ t.test(
       }));
       t.equal((await http('POST', `${gw.url}/api/v1/${token}/telemetry`, recent)).status, 200);
     }
-    const term = terminal(t, 80, cwd, home);
+    const term = terminal(t, { cols: 80, cwd, home });
     const shown = term.run(`${process.execPath} ${MAIN} devices --data-dir ${gw.dataDir}`);
     const rows = shown.split('\n').filter((l) => l.startsWith('pump-') || l.startsWith('spare'));
     t.equal(rows.length, 3, `three rows:\n${shown}`);
@@ -107,7 +57,7 @@ t.test('user passwd asks twice; two different answers change nothing', { skip },
   const cwd = tempDir(t);
   const home = tempDir(t);
   await addUser(gw.dataDir, 'tech@example.com', 'old-pw', 'TENANT_ADMIN');
-  const term = terminal(t, 80, cwd, home);
+  const term = terminal(t, { cols: 80, cwd, home });
   const cmd = `${process.execPath} ${MAIN} user passwd --email tech@example.com --data-dir ${gw.dataDir}`;
 
   term.tm('send-keys', `clear; ${cmd}; echo "exit=$?"`, 'Enter');
@@ -158,7 +108,7 @@ t.test('outpost status at 80 columns: a long sync URL and error break or are cut
   t.match(piped.stdout, /\nlast error \d+m \d+s ago \([^)]+\): .*…\n/, 'the error on a line of its own, cut');
   t.match(piped.stdout, /\ncoap {7}port \d+: /, 'the other lines are there');
 
-  const term = terminal(t, 80, tempDir(t), tempDir(t));
+  const term = terminal(t, { cols: 80 });
   const shown = term.run(`${process.execPath} ${MAIN} status --data-dir ${gw.dataDir}`);
   t.match(shown, /\nlast error /, `status on the screen:\n${shown}`);
   t.same(term.wrapped(), [], 'no screen line is a wrapped one');
@@ -169,7 +119,7 @@ t.test('outpost tail at 80 columns: a long name and value are cut, escaped, neve
   const name = 'pump-station-north-region-district-7-building-12-basement-east-wing-sensor-04';
   const dev = await addDevice(gw.dataDir, name, ['--token', 'LONG1']);
   const value = `\x1b]0;PWNED\x07 ${'check valve V-12 reports intermittent backflow on the discharge side; '.repeat(3)}`;
-  const term = terminal(t, 80, tempDir(t), tempDir(t));
+  const term = terminal(t, { cols: 80 });
   term.tm('send-keys', `clear; ${process.execPath} ${MAIN} tail ${name} --data-dir ${gw.dataDir}`, 'Enter');
   await term.until(/waiting for new points/);
   // the same tail piped, with COLUMNS=80, and its --json
