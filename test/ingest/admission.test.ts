@@ -6,6 +6,7 @@ import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
 import { IngestAdmission } from '../../src/ingest/admission.js';
+import { mqttClient } from '../helpers/mqtt.js';
 import { addDevice, http, startGateway, tempDir } from '../helpers/server.js';
 import { adminHeaders } from '../helpers/users.js';
 
@@ -69,6 +70,46 @@ t.test('a flood of posts beyond a tiny budget: every one answered 200, stored, a
   const metrics = await http('GET', `${gw.url}/metrics`);
   t.match(metrics.text, /^outpost_ingest_admission_waits_total [1-9]\d*$/m);
   t.match(metrics.text, /^outpost_ingest_in_flight_bytes 0$/m);
+});
+
+t.test('MQTT publishes beyond the budget: every one acknowledged and stored', async (t) => {
+  const dir = tempDir(t);
+  const cfg = join(dir, 'config.json');
+  writeFileSync(cfg, JSON.stringify({ ingest: { maxBytesInFlight: 100 }, store: { commitDelayMs: 50 } }));
+  const gw = await startGateway(t, { args: ['--config', cfg] });
+  const devices = await Promise.all([0, 1, 2, 3].map((i) => addDevice(gw.dataDir, `mqtt-flood-${i}`)));
+  const clients = await Promise.all(devices.map((d) => mqttClient(t, gw, d.token)));
+  const admin = await adminHeaders(gw, 'admin@mqtt-flood.test');
+  const T0 = 1_700_000_000_000;
+  const acks: Array<Promise<unknown>> = [];
+  for (let n = 0; n < 80; n++) {
+    const c = clients[n % 4];
+    if (c === undefined) throw new Error('no client');
+    // pipelined: all in flight at once
+    acks.push(c.publishAsync('v1/devices/me/telemetry', `{"ts":${T0 + n},"values":{"n":${n}}}`, { qos: 1 }));
+  }
+  await Promise.all(acks);
+  for (const [i, d] of devices.entries()) {
+    const r = await http(
+      'GET',
+      `${gw.url}/api/plugins/telemetry/DEVICE/${d.id}/values/timeseries?keys=n&startTs=${T0}&endTs=${T0 + 100}&limit=100`,
+      undefined,
+      admin,
+    );
+    const ns = r
+      .json<{ n: Array<{ value: string }> }>()
+      .n.map((p) => Number(p.value))
+      .sort((a, b) => a - b);
+    t.same(
+      ns,
+      Array.from({ length: 20 }, (_, k) => k * 4 + i),
+      `device ${i}: its 20 points`,
+    );
+  }
+  const status = await http('GET', `${gw.url}/api/outpost/status`, undefined, admin);
+  const f = status.json<{ ingest: { inFlight: InFlight } }>().ingest.inFlight;
+  t.ok(f.waited > 0, `publishes waited for room (${f.waited})`);
+  t.equal(f.inFlightBytes, 0);
 });
 
 t.test(
