@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import t from 'tap';
 import { IngestAdmission } from '../../src/ingest/admission.js';
 import { mqttClient } from '../helpers/mqtt.js';
-import { addDevice, http, startGateway, tempDir } from '../helpers/server.js';
+import { addDevice, cli, http, startGateway, tempDir } from '../helpers/server.js';
 import { adminHeaders } from '../helpers/users.js';
 
 interface InFlight {
@@ -70,6 +70,8 @@ t.test('a flood of posts beyond a tiny budget: every one answered 200, stored, a
   const metrics = await http('GET', `${gw.url}/metrics`);
   t.match(metrics.text, /^outpost_ingest_admission_waits_total [1-9]\d*$/m);
   t.match(metrics.text, /^outpost_ingest_in_flight_bytes 0$/m);
+  const cliStatus = await cli(['status', '--data-dir', gw.dataDir], { COLUMNS: '200' });
+  t.match(cliStatus.stdout, /^ingest .*; \d+ uploads waited for room \(at most 0\.0 MiB of the 0\.0 MiB in flight\)$/m);
 });
 
 t.test('MQTT publishes beyond the budget: every one acknowledged and stored', async (t) => {
