@@ -2,6 +2,7 @@
  * What a one-point column costs while it waits for its log apply (docs/design/memory-budget.md): most device
  * posts carry one point per key, and a flood holds up to store.applyMaxPoints of them.
  */
+import '../helpers/sandbox.js';
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 import t from 'tap';
