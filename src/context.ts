@@ -7,6 +7,7 @@ import type { ProvisionGuard } from './auth/provision-limits.js';
 import type { EventBus } from './bus/index.js';
 import type { Config } from './config/index.js';
 import type { Logger } from './log.js';
+import type { IngestAdmission } from './ingest/admission.js';
 import type { TelemetryIngest } from './ingest/service.js';
 import type { Dictionary } from './store/encoding/dict.js';
 import type { EntityStore } from './store/entities.js';
@@ -43,6 +44,8 @@ export interface Services {
   readonly depth: DepthStore;
   readonly bus: EventBus;
   readonly ingest: TelemetryIngest;
+  /** device uploads decoded and being written at once (ingest.maxBytesInFlight); absent in unit tests */
+  readonly admission?: IngestAdmission;
   readonly auth: AuthService;
   /** attributes: client/server/shared scopes (docs/api.md) */
   readonly attributes: AttributeStore;

@@ -19,6 +19,7 @@ import type { Services } from './context.js';
 import { type Logger, makeLogger } from './log.js';
 import { OutpostError, describeError } from './errors.js';
 import { HttpRouter } from './uws/adapter.js';
+import { IngestAdmission } from './ingest/admission.js';
 import { TelemetryIngest } from './ingest/service.js';
 import { Dictionary } from './store/encoding/dict.js';
 import { EntityStore } from './store/entities.js';
@@ -224,6 +225,7 @@ export async function startServer(
     metrics,
     writeBudget,
     ingest: new TelemetryIngest(timeseries, bus),
+    admission: new IngestAdmission(config.ingest.maxBytesInFlight),
     depth,
     auth: new AuthService(config, env, entities),
     attributes: readAttributes,

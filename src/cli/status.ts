@@ -1,5 +1,6 @@
 /** `outpost status` (docs/cli.md): the daemon's figures, or locally what the data dir alone tells. */
 import type { Command } from 'commander';
+import type { AdmissionFigures } from '../ingest/admission.js';
 import type { StatusJson } from '../status/index.js';
 import type { WriteFigures } from '../store/write-budget.js';
 import type { SyncStatusFull } from '../upstream/uplink/service.js';
@@ -22,6 +23,12 @@ export function statusLines(s: StatusJson): string[] {
   return statusRows(s).map((l) => (typeof l === 'string' ? l : l.cut));
 }
 
+/** Shown once uploads waited for room in ingest.maxBytesInFlight: the bound a flood met. */
+function inFlightWaits(f: AdmissionFigures | undefined): string {
+  if (f === undefined || f.waited === 0) return '';
+  return `; ${f.waited} uploads waited for room (at most ${mb(f.peakBytes)} of the ${mb(f.budgetBytes)} in flight)`;
+}
+
 function statusRows(s: StatusJson): Array<string | CutLine> {
   const lines: Array<string | CutLine> = [
     `outpost ${s.version}  ${s.daemon ? `up ${duration(s.uptimeSec ?? 0)} (since ${localTime(s.startedTs ?? 0)})` : 'no daemon is running on this data dir: what the data dir alone tells'}`,
@@ -29,7 +36,7 @@ function statusRows(s: StatusJson): Array<string | CutLine> {
   ];
   if (s.ingest)
     lines.push(
-      `ingest     ${s.ingest.pointsPerSec} points/s (last minute), ${s.ingest.points} points in ${s.ingest.requests} requests since start`,
+      `ingest     ${s.ingest.pointsPerSec} points/s (last minute), ${s.ingest.points} points in ${s.ingest.requests} requests since start${inFlightWaits(s.ingest.inFlight)}`,
     );
   lines.push(
     `store      ${mb(s.store.liveBytes)} live of ${mb(s.store.fileBytes)} file; budget ${s.store.maxDiskBytes > 0 ? `${mb(s.store.maxDiskBytes)} (${((100 * s.store.liveBytes) / s.store.maxDiskBytes).toFixed(0)}% used)` : 'none'}`,

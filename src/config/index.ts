@@ -46,6 +46,15 @@ export const DEFAULTS = {
     /** bytes; cap for `/api/v1/<token>/rpc/**` bodies. */
     maxRpcBodyBytes: 64 * 1024,
   },
+  ingest: {
+    /**
+     * bytes; device uploads (telemetry, attributes, depth; HTTP, MQTT, CoAP, the gateway API) decoded and being
+     * written at once. One more waits, first come first served, until earlier ones are answered (one larger than
+     * this goes in alone); none is refused for it. Bounds the memory a flood of posts holds
+     * (docs/design/memory-budget.md).
+     */
+    maxBytesInFlight: LOW_RAM ? 1024 * 1024 : 4 * 1024 * 1024,
+  },
   store: {
     /** bytes; LMDB map size (virtual address space reserved, not disk used). */
     mapSizeBytes: MAP_SIZE_BYTES,
@@ -390,6 +399,7 @@ function validate(c: Config): void {
   const positive: Array<[string, number]> = [
     ['http.maxBodyBytes', c.http.maxBodyBytes],
     ['http.maxRpcBodyBytes', c.http.maxRpcBodyBytes],
+    ['ingest.maxBytesInFlight', c.ingest.maxBytesInFlight],
     ['longPoll.defaultTimeoutMs', c.longPoll.defaultTimeoutMs],
     ['longPoll.maxTimeoutMs', c.longPoll.maxTimeoutMs],
     ['rpc.defaultTimeoutMs', c.rpc.defaultTimeoutMs],

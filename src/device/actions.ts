@@ -12,6 +12,7 @@
  */
 import type { LoginThrottle } from '../auth/throttle.js';
 import { OutpostError } from '../errors.js';
+import { admitted } from '../ingest/admission.js';
 import { parseTelemetryBody } from '../ingest/fastpath.js';
 import { isJsonObject, stringifyJson } from '../ingest/json.js';
 import { parseAttributes, parseBody } from '../ingest/payload.js';
@@ -149,26 +150,33 @@ export class DeviceActions {
 
   /** Telemetry in the device API's three shapes; resolves once on disk. */
   telemetry(deviceId: string, body: Buffer, o?: Accepted): Promise<void> {
-    const records = parseTelemetryBody(body, this.d.now());
-    o?.accepted?.();
-    return this.d.ingest.save('DEVICE', deviceId, records);
+    const now = this.d.now();
+    return admitted(this.d.admission, body.length, () => {
+      const records = parseTelemetryBody(body, now);
+      o?.accepted?.();
+      return this.d.ingest.save('DEVICE', deviceId, records);
+    });
   }
 
   /** A flat object → CLIENT_SCOPE attributes (nulls skipped); resolves once on disk. */
-  async attributes(deviceId: string, body: Buffer, o?: Accepted): Promise<void> {
-    const entries = parseAttributes(parseBody(body));
-    o?.accepted?.();
-    await this.d.attributes.save('DEVICE', deviceId, 'CLIENT_SCOPE', entries, this.d.now());
+  attributes(deviceId: string, body: Buffer, o?: Accepted): Promise<void> {
+    return admitted(this.d.admission, body.length, async () => {
+      const entries = parseAttributes(parseBody(body));
+      o?.accepted?.();
+      await this.d.attributes.save('DEVICE', deviceId, 'CLIENT_SCOPE', entries, this.d.now());
+    });
   }
 
   /** Depth telemetry (docs/api.md): `{"ds","values"}` or an array of those; resolves once on disk. */
-  async depth(deviceId: string, body: Buffer, o?: Accepted): Promise<void> {
-    const records = parseDepthTelemetry(parseBody(body));
-    o?.accepted?.();
-    await this.d.depth.write(
-      deviceId,
-      records.filter((r) => r.values.length > 0),
-    );
+  depth(deviceId: string, body: Buffer, o?: Accepted): Promise<void> {
+    return admitted(this.d.admission, body.length, async () => {
+      const records = parseDepthTelemetry(parseBody(body));
+      o?.accepted?.();
+      await this.d.depth.write(
+        deviceId,
+        records.filter((r) => r.values.length > 0),
+      );
+    });
   }
 
   // ---- reads -------------------------------------------------------------------------------

@@ -2,6 +2,7 @@
 import type { ProvisionGuard } from '../auth/provision-limits.js';
 import type { EventBus } from '../bus/index.js';
 import type { Config } from '../config/index.js';
+import type { IngestAdmission } from '../ingest/admission.js';
 import type { TelemetryIngest } from '../ingest/service.js';
 import type { RpcBroker } from '../rpc/broker.js';
 import type { FailureLog } from '../status/failures.js';
@@ -18,6 +19,8 @@ export interface DeviceDeps {
   readonly entities: EntityStore;
   readonly attributes: AttributeStore;
   readonly ingest: TelemetryIngest;
+  /** uploads decoded and being written at once, bounded by ingest.maxBytesInFlight; absent in unit tests */
+  readonly admission?: IngestAdmission;
   readonly depth: DepthStore;
   readonly rpc: RpcBroker;
   readonly bus: EventBus;

@@ -9,6 +9,7 @@
  * transport (src/transports/mqtt/gateway-topics.ts) routes topics here and keeps the session's sub-devices.
  */
 import { OutpostError } from '../errors.js';
+import { admitted } from '../ingest/admission.js';
 import { parseTelemetryBody, parseTelemetryFast } from '../ingest/fastpath.js';
 import { type JsonValue, NumLit, isJsonObject, stringifyJson } from '../ingest/json.js';
 import { parseBody, parseKvObject, parseTelemetry } from '../ingest/payload.js';
@@ -39,7 +40,10 @@ export interface GatewayContext {
   readonly refused: Set<string>;
 }
 
-type GatewayDeps = Pick<DeviceDeps, 'entities' | 'state' | 'log' | 'ingest' | 'attributes' | 'depth' | 'rpc' | 'now'>;
+type GatewayDeps = Pick<
+  DeviceDeps,
+  'entities' | 'state' | 'log' | 'ingest' | 'admission' | 'attributes' | 'depth' | 'rpc' | 'now'
+>;
 
 function bad(message: string): never {
   throw new OutpostError('BAD_PAYLOAD', message);
@@ -204,9 +208,13 @@ export class GatewayActions {
   }
 
   /** `{"<name>":[points..],..}`: each device's points, once all are on disk. */
-  async telemetry(ctx: GatewayContext, payload: Buffer): Promise<void> {
+  telemetry(ctx: GatewayContext, payload: Buffer): Promise<void> {
+    const now = this.s.now();
+    return admitted(this.s.admission, payload.length, () => this.telemetryAdmitted(ctx, payload, now));
+  }
+
+  private async telemetryAdmitted(ctx: GatewayContext, payload: Buffer, now: number): Promise<void> {
     const { s } = this;
-    const now = s.now();
     // each device's array through the HTTP body parser; anything unusual through the JSON tree
     const parts = telemetryParts(payload, now);
     if (parts.length === 0) bad('gateway telemetry names no device with data');
@@ -219,7 +227,11 @@ export class GatewayActions {
   }
 
   /** `{"<name>":{k:v},..}`: client attributes of each device, once all are on disk. */
-  async attributes(ctx: GatewayContext, payload: Buffer): Promise<void> {
+  attributes(ctx: GatewayContext, payload: Buffer): Promise<void> {
+    return admitted(this.s.admission, payload.length, () => this.attributesAdmitted(ctx, payload));
+  }
+
+  private async attributesAdmitted(ctx: GatewayContext, payload: Buffer): Promise<void> {
     const { s } = this;
     const parts: Array<[string, KvEntry[]]> = perDevice(parseBody(payload), 'gateway attributes', isJsonObject).map(
       ([name, v]) => [name, parseKvObject(v as { [key: string]: JsonValue })],
@@ -236,7 +248,11 @@ export class GatewayActions {
   }
 
   /** `{"<name>":[{"ds","values"}..],..}`: depth series of each device, once all are on disk. */
-  async depth(ctx: GatewayContext, payload: Buffer): Promise<void> {
+  depth(ctx: GatewayContext, payload: Buffer): Promise<void> {
+    return admitted(this.s.admission, payload.length, () => this.depthAdmitted(ctx, payload));
+  }
+
+  private async depthAdmitted(ctx: GatewayContext, payload: Buffer): Promise<void> {
     const { s } = this;
     const parts: Array<[string, DsRecord[]]> = perDevice(
       parseBody(payload),

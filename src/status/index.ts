@@ -3,6 +3,7 @@
  * and `outpost status --json`, and the same figures in the Prometheus text format for `GET /metrics`.
  */
 import type { AlarmSeverity } from '../store/alarms.js';
+import type { AdmissionFigures } from '../ingest/admission.js';
 import { readFileSync } from 'node:fs';
 import type { Services } from '../context.js';
 import { clockSynchronized } from '../upstream/uplink/clock.js';
@@ -32,7 +33,13 @@ export interface StatusJson {
   readonly now: number;
   /** systemd-timesyncd's verdict; null where it cannot be known */
   readonly clock: { readonly synchronized: boolean | null };
-  readonly ingest: { readonly requests: number; readonly points: number; readonly pointsPerSec: number } | null;
+  readonly ingest: {
+    readonly requests: number;
+    readonly points: number;
+    readonly pointsPerSec: number;
+    /** uploads decoded and being written at once against ingest.maxBytesInFlight (absent from an older build) */
+    readonly inFlight?: AdmissionFigures;
+  } | null;
   readonly store: StoreFigures;
   /** head fragments waiting for compaction into chunks and rollups, and windows compacted since start */
   readonly compaction: { readonly backlogFragments: number; readonly compactedWindows: number | null };
@@ -155,7 +162,12 @@ export function daemonStatus(s: Services, metrics: Metrics): StatusJson {
     uptimeSec: Math.floor((now - metrics.startedTs) / 1000),
     now,
     clock: { synchronized: clockSynchronized() },
-    ingest: { requests, points: metrics.ingestedPoints, pointsPerSec: Math.round(metrics.pointsPerSec() * 10) / 10 },
+    ingest: {
+      requests,
+      points: metrics.ingestedPoints,
+      pointsPerSec: Math.round(metrics.pointsPerSec() * 10) / 10,
+      ...(s.admission === undefined ? {} : { inFlight: s.admission.figures() }),
+    },
     store: {
       fileBytes: st?.fileBytes ?? 0,
       liveBytes: st?.liveBytes ?? 0,
@@ -230,6 +242,25 @@ export function prometheusText(status: StatusJson, metrics: Metrics): string {
   );
   one('outpost_ingest_requests_total', 'counter', 'Device telemetry and attribute posts.', status.ingest?.requests);
   one('outpost_ingest_points_total', 'counter', 'Telemetry points stored since start.', status.ingest?.points);
+  const inFlight = status.ingest?.inFlight;
+  one(
+    'outpost_ingest_in_flight_bytes',
+    'gauge',
+    'Device upload bytes decoded and being written now (ingest.maxBytesInFlight bounds them).',
+    inFlight?.inFlightBytes,
+  );
+  one(
+    'outpost_ingest_in_flight_peak_bytes',
+    'gauge',
+    'The most device upload bytes decoded and being written at once since start.',
+    inFlight?.peakBytes,
+  );
+  one(
+    'outpost_ingest_admission_waits_total',
+    'counter',
+    'Device uploads that waited for room in ingest.maxBytesInFlight since start.',
+    inFlight?.waited,
+  );
   one('outpost_uptime_seconds', 'gauge', 'Seconds since the daemon started.', status.uptimeSec);
   one(
     'outpost_clock_synchronized',

@@ -377,6 +377,10 @@ t.test('the unit and `npm start` give the daemon the same memory settings, and n
     unitFlags.includes('--max-semi-space-size=2'),
     'the unit caps V8 young generation (docs/design/memory-budget.md)',
   );
+  t.ok(
+    unitFlags.includes('--max-old-space-size=512'),
+    "the unit sizes V8's old generation for a gateway, not a server (docs/design/memory-budget.md)",
+  );
   t.match(unit, /^Environment=MALLOC_ARENA_MAX=2$/m, 'the unit caps glibc arenas');
   const pkg = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { scripts: { start: string } };
   t.equal(
@@ -392,5 +396,14 @@ t.test('the unit and `npm start` give the daemon the same memory settings, and n
   ]);
   t.equal(r.code, 0, `node runs with the unit's flags: ${r.stderr}`);
   t.ok(Number(r.stdout.trim()) <= 4 * 1024 * 1024, `new space ${r.stdout.trim()} bytes <= 2 semi-spaces of 2 MiB`);
+  // the old generation's limit: V8 took it (its own default here is several GiB)
+  const limit = run(process.execPath, [...unitFlags, '-p', 'require("v8").getHeapStatistics().heap_size_limit']);
+  const mib = Number(limit.stdout.trim()) / 2 ** 20;
+  t.ok(mib >= 512 && mib <= 600, `heap limit ${mib} MiB: the old generation's 512 and the young one's`);
+  const install = readFileSync(join(REPO, 'scripts/install.sh'), 'utf8');
+  t.ok(
+    install.includes(`$prefix/bin/node ${unitFlags.join(' ')} $prefix/dist/src/main.js serve`),
+    "install.sh's line to start the daemon by hand passes the unit's flags",
+  );
   t.equal(r.stderr.trim(), '', 'node warns about no flag');
 });
