@@ -112,8 +112,8 @@ export async function startServer(
   }
   const dict = new Dictionary(env);
   // upstream sync's bookkeeping goes into the store before its log is replayed, which records it too
-  // its modules load only when it is configured (src/upstream/load.ts)
-  const upstream = config.sync.url === '' ? undefined : await import('./upstream/load.js');
+  // its modules load only when it is configured (src/daemon/sync-modules.ts)
+  const upstream = config.sync.url === '' ? undefined : await import('./daemon/sync-modules.js');
   const relay = upstream === undefined ? undefined : new upstream.SyncRelay();
   const recorder = upstream === undefined || relay === undefined ? undefined : new upstream.OutboxRecorder(env, relay);
   // what the sync reads and writes of the outbox (the recorder writes each batch's entries itself)
