@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import t, { type Test } from 'tap';
 import { FakeTb } from '../helpers/fake-tb.js';
+import { adminHeaders, latest, mqttClient } from '../helpers/mqtt.js';
 import { type Gateway, addDevice, http, startGateway, tempDir } from '../helpers/server.js';
 
 const PROBE = new URL('../helpers/module-probe.js', import.meta.url).href;
@@ -44,6 +45,8 @@ const UPSTREAM_ONLY = [
   /\/src\/store\/outbox\.js$/,
 ];
 const MQTT_JS = /\/node_modules\/mqtt\//;
+/** The MQTT listener's per-connection code: the codec and the device session, loaded by the first connection. */
+const MQTT_WIRE = [/\/node_modules\/mqtt-packet\//, /\/src\/transports\/mqtt\/(connection|device-session)\.js$/];
 
 t.test('a gateway without upstream listens on HTTP, MQTT and CoAP without loading the sync', async (t) => {
   const { gw, loaded } = await probed(t, {});
@@ -53,7 +56,7 @@ t.test('a gateway without upstream listens on HTTP, MQTT and CoAP without loadin
     mods.some((m) => m.endsWith('/src/server.js')),
     'the probe sees the daemon load',
   );
-  for (const re of [...UPSTREAM_ONLY, MQTT_JS])
+  for (const re of [...UPSTREAM_ONLY, MQTT_JS, ...MQTT_WIRE])
     t.same(
       mods.filter((m) => re.test(m)),
       [],
@@ -100,3 +103,27 @@ t.test('over an MQTT upstream URL, MQTT.js is loaded before serve listens', asyn
     'MQTT.js is loaded',
   );
 });
+
+t.test(
+  "the first MQTT connections load the listener's codec and session, and their publishes are stored",
+  async (t) => {
+    const { gw, loaded } = await probed(t, {});
+    const devs = await Promise.all(['m1', 'm2', 'm3'].map((n) => addDevice(gw.dataDir, n)));
+    // connecting at once: the later ones arrive while the first is loading the code
+    const clients = await Promise.all(devs.map((d) => mqttClient(t, gw, d.token)));
+    await Promise.all(
+      clients.map((c, i) =>
+        c.publishAsync('v1/devices/me/telemetry', JSON.stringify({ ts: 1000 + i, values: { n: i } }), { qos: 1 }),
+      ),
+    );
+    const headers = await adminHeaders(gw);
+    for (const [i, d] of devs.entries())
+      t.same((await latest(gw, headers, d.id, 'n'))['n']?.[0], { ts: 1000 + i, value: `${i}` }, `${d.name} stored`);
+    const mods = loaded();
+    for (const re of MQTT_WIRE)
+      t.ok(
+        mods.some((m) => re.test(m)),
+        `loaded on the first connection: ${re}`,
+      );
+  },
+);
