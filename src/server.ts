@@ -36,12 +36,6 @@ import { FailureLog } from './status/failures.js';
 import { ProvisionGuard } from './auth/provision-limits.js';
 import { Metrics } from './status/metrics.js';
 import { registerSyncApi } from './api/sync/index.js';
-import { OutboxRecorder } from './store/outbox.js';
-import { LmdbDownlinkStore, LmdbOutbox } from './store/outbox-lmdb.js';
-import { isMqttUrl } from './upstream/session/upstream-session.js';
-import { loadMqtt } from './upstream/session/connection.js';
-import { SyncService } from './upstream/uplink/service.js';
-import { SyncRelay } from './upstream/uplink/relay.js';
 import { outpostCommand } from './daemon/invocation.js';
 import { lockDataDir } from './daemon/lock.js';
 import { markRunning, markStopped } from './daemon/running-marker.js';
@@ -119,10 +113,12 @@ export async function startServer(
   }
   const dict = new Dictionary(env);
   // upstream sync's bookkeeping goes into the store before its log is replayed, which records it too
-  const relay = config.sync.url === '' ? undefined : new SyncRelay();
-  const recorder = relay === undefined ? undefined : new OutboxRecorder(env, relay);
+  // its modules load only when it is configured (src/daemon/sync-modules.ts)
+  const upstream = config.sync.url === '' ? undefined : await import('./daemon/sync-modules.js');
+  const relay = upstream === undefined ? undefined : new upstream.SyncRelay();
+  const recorder = upstream === undefined || relay === undefined ? undefined : new upstream.OutboxRecorder(env, relay);
   // what the sync reads and writes of the outbox (the recorder writes each batch's entries itself)
-  const outbox = relay === undefined ? undefined : new LmdbOutbox(env);
+  const outbox = upstream === undefined ? undefined : new upstream.LmdbOutbox(env);
   const openedAt = performance.now();
   const { timeseries, writeBudget } = openTimeseries(config, env, dict, recorder, log);
   if (uncleanStop) {
@@ -180,17 +176,17 @@ export async function startServer(
     log: (m) => log.error(m),
   });
   // before listening: what MQTT.js loads on its first connect would otherwise stall the running event loop
-  if (recorder !== undefined && isMqttUrl(config.sync.url)) await loadMqtt();
+  if (upstream?.isMqttUrl(config.sync.url)) await upstream.loadMqtt();
   const sync =
-    outbox === undefined || recorder === undefined || relay === undefined
+    upstream === undefined || outbox === undefined || recorder === undefined || relay === undefined
       ? undefined
-      : new SyncService({
+      : new upstream.SyncService({
           dict,
           entities,
           timeseries,
           attributes,
           outbox,
-          downlinkStore: new LmdbDownlinkStore(env),
+          downlinkStore: new upstream.LmdbDownlinkStore(env),
           recorder,
           relay,
           rpc,

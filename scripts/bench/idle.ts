@@ -39,7 +39,10 @@ interface Variant {
  * How systemd/outpost.service and `npm start` start this build: node's flags and glibc's arena cap
  * (docs/design/memory-budget.md); test/daemon/install.test.ts keeps the two in step.
  */
-const AS_STARTED = { flags: ['--max-semi-space-size=2', '--max-old-space-size=512'], env: { MALLOC_ARENA_MAX: '2' } };
+const AS_STARTED = {
+  flags: ['--max-semi-space-size=2', '--max-old-space-size=512', '--no-concurrent-recompilation'],
+  env: { MALLOC_ARENA_MAX: '2' },
+};
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const PROBE = pathToFileURL(join(HERE, 'idle-probe.js')).href;

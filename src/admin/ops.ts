@@ -16,7 +16,6 @@ import { type AttributeScope, type AttributeStore, isAttributeScope } from '../s
 import type { Authority, EntityStore } from '../store/entities.js';
 import type { DeviceRecord, UserRecord } from '../store/entity-records.js';
 import type { StoreEnv } from '../store/env.js';
-import { tokenKey } from '../store/outbox.js';
 import { type CustomerId, NULL_UUID } from '../types.js';
 
 export type AdminOp =
@@ -298,6 +297,8 @@ function customerIdOf(entities: EntityStore, ref: string | undefined): CustomerI
 /** Stores `token` as the device's upstream token (docs/sync.md); resolves once it is on disk. */
 async function setUpstreamToken(env: StoreEnv, deviceId: string, token: string): Promise<void> {
   if (token === '') throw new OutpostError('BAD_PAYLOAD', 'the upstream token must not be empty');
+  // imported here: the outbox's modules load at start only with a sync URL (docs/design/memory-budget.md)
+  const { tokenKey } = await import('../store/outbox.js');
   await env.outbox.put(tokenKey(deviceId), { token, provisioned: false });
   await env.flushed();
 }

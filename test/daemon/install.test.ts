@@ -381,12 +381,22 @@ t.test('the unit and `npm start` give the daemon the same memory settings, and n
     unitFlags.includes('--max-old-space-size=512'),
     "the unit sizes V8's old generation for a gateway, not a server (docs/design/memory-budget.md)",
   );
+  t.ok(
+    unitFlags.includes('--no-concurrent-recompilation'),
+    "the unit keeps V8's optimizing compiler on the main thread: its freed memory stays out of a worker's arena",
+  );
   t.match(unit, /^Environment=MALLOC_ARENA_MAX=2$/m, 'the unit caps glibc arenas');
   const pkg = JSON.parse(readFileSync(join(REPO, 'package.json'), 'utf8')) as { scripts: { start: string } };
   t.equal(
     pkg.scripts.start,
     `MALLOC_ARENA_MAX=2 node ${unitFlags.join(' ')} dist/src/main.js serve`,
     '`npm start` starts the daemon as the unit does',
+  );
+  t.ok(
+    readFileSync(join(REPO, 'scripts/install.sh'), 'utf8').includes(
+      `$prefix/bin/node ${unitFlags.join(' ')} $prefix/dist/src/main.js serve`,
+    ),
+    "install.sh's start by hand passes the unit's flags",
   );
   // a young generation of 2 MiB semi-spaces: V8 took the flag (an unknown or misspelt one is ignored with a warning)
   const r = run(process.execPath, [

@@ -8,7 +8,7 @@ import { TLSSocket } from 'node:tls';
 import type { IConnackPacket, IConnectPacket } from 'mqtt-packet';
 import type { LoginThrottle } from '../../auth/throttle.js';
 import type { DeviceActions, DeviceRecord, Refusal } from '../../device/actions.js';
-import { peerAddress } from './connection.js';
+import { peerAddress } from './peer.js';
 import { PROVISION_USERNAME } from './provision.js';
 
 /** Who a CONNECT is: a provisioning client, a device or a LAN gateway, or refused. */

@@ -103,15 +103,6 @@ function newSlot(): ParserSlot {
   return slot;
 }
 
-/**
- * The client's address, as limits and logs key it: an IPv4 client of a dual-stack listener (`::ffff:10.0.0.5`) is
- * the same address as over IPv4. '' when the socket is already gone.
- */
-export function peerAddress(socket: Socket): string {
-  const a = socket.remoteAddress ?? '';
-  return a.startsWith('::ffff:') && a.includes('.') ? a.slice(7) : a;
-}
-
 export class MqttConnection implements ParserOwner {
   /** 3 (MQTT 3.1), 4 (3.1.1) or 5; 4 until CONNECT says */
   protocolVersion = 4;

@@ -14,9 +14,9 @@ import { LoginThrottle } from '../../auth/throttle.js';
 import type { TransportServices } from '../services.js';
 import { OutpostError } from '../../errors.js';
 import type { MqttCounters } from '../../status/metrics.js';
-import { MqttConnection, ParserPool, peerAddress } from './connection.js';
+import type { MqttConnection, ParserPool } from './connection.js';
+import { peerAddress } from './peer.js';
 import { SessionRegistry } from './registry.js';
-import { MqttSession } from './device-session.js';
 
 export interface MqttListener {
   /** the bound ports; 0 = that listener is off */
@@ -98,7 +98,12 @@ export async function startMqtt(s: TransportServices, counters: MqttCounters): P
   // MQTT's own counts: a device's user name is not a user's email, and guesses here do not lock REST logins out
   const throttle = new LoginThrottle();
   const deps = { s, log: s.log, registry, counters, maxInflight: cfg.maxInflight, refused, closed, throttle };
-  const parsers = new ParserPool();
+  /** the codec and session (wire.ts), from the first connection on */
+  let wire: { readonly mod: typeof import('./wire.js'); readonly parsers: ParserPool } | undefined;
+  let wireLoading: Promise<unknown> | undefined;
+  /** connections accepted while the first one loads the wire: counted against mqtt.maxConnections */
+  let pending = 0;
+  let stopped = false;
   const limits = { maxPayloadBytes: cfg.maxPayloadBytes, maxOutboundBytes: cfg.maxOutboundBytes };
   // TB's client-side RPC `getSessionLimits`: TB's Python SDK and IoT Gateway ask it after connecting and size
   // their payloads and in-flight window from it (empty rate limits: none). Answered here, never upstream.
@@ -112,7 +117,7 @@ export async function startMqtt(s: TransportServices, counters: MqttCounters): P
 
   /** `tls`: its TCP socket already counts against the address (from before the handshake) */
   const accept = (socket: Socket, tls: boolean): void => {
-    if (connections.size >= cfg.maxConnections) {
+    if (connections.size + pending >= cfg.maxConnections) {
       counters.closed.limit++;
       refused(`mqtt.maxConnections ${cfg.maxConnections} reached`);
       socket.destroy();
@@ -123,8 +128,38 @@ export async function startMqtt(s: TransportServices, counters: MqttCounters): P
       address = admitAddress(socket);
       if (address === undefined) return;
     }
-    const conn = new MqttConnection(socket, limits, counters, parsers, Date.now());
-    conn.attach(new MqttSession(conn, deps));
+    if (wire !== undefined) {
+      open(wire, socket, address);
+      return;
+    }
+    // the first connection loads the wire; its bytes wait in the socket, not read until the connection is made
+    pending++;
+    const ignore = (): void => undefined;
+    socket.on('error', ignore);
+    wireLoading ??= import('./wire.js').then((mod) => {
+      wire = { mod, parsers: new mod.ParserPool() };
+    });
+    wireLoading.then(
+      () => {
+        pending--;
+        socket.off('error', ignore);
+        if (wire !== undefined && !stopped && !socket.destroyed) open(wire, socket, address);
+        else {
+          socket.destroy();
+          if (address !== undefined) releaseAddress(address);
+        }
+      },
+      (err: unknown) => {
+        pending--;
+        s.log.error(`mqtt: the connection's code did not load: ${(err as Error).message}`);
+        socket.destroy();
+        if (address !== undefined) releaseAddress(address);
+      },
+    );
+  };
+  const open = (w: NonNullable<typeof wire>, socket: Socket, address: string | undefined): void => {
+    const conn = new w.mod.MqttConnection(socket, limits, counters, w.parsers, Date.now());
+    conn.attach(new w.mod.MqttSession(conn, deps));
     connections.set(conn, address);
     counters.accepted++;
     counters.connections = connections.size;
@@ -187,6 +222,7 @@ export async function startMqtt(s: TransportServices, counters: MqttCounters): P
     port,
     tlsPort,
     async close() {
+      stopped = true;
       clearInterval(sweep);
       const closed = servers.map((srv) => new Promise<void>((r) => srv.close(() => r())));
       for (const c of connections.keys()) c.close();
