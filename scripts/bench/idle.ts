@@ -10,7 +10,7 @@
  * `serve` with HTTP, MQTT and CoAP listening (started plainly, and as the systemd unit starts it), and with `--baseline DIR` another build's (a checkout built with
  * `npm run build`), so a change's cost is read side by side in one run.
  *
- *   node dist/scripts/bench/idle.js [--rounds 4] [--settle 8000] [--baseline /path/to/other/checkout]
+ *   node dist/scripts/bench/idle.js [--rounds 4] [--settle 8000] [--flags "node flags"]... [--baseline /path/to/other/checkout [--baseline-flags "its unit's node flags"]]
  */
 import { spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -94,10 +94,29 @@ async function main(): Promise<void> {
       env: AS_STARTED.env,
     },
   ];
+  // --flags "...": this build with other node flags (MALLOC_ARENA_MAX=2 as the unit), to weigh one flag against the unit's
+  for (let i = argv.indexOf('--flags'); i >= 0; i = argv.indexOf('--flags', i + 1)) {
+    const flags = (argv[i + 1] ?? '').split(/\s+/).filter((x) => x !== '');
+    variants.push({
+      name: `outpost serve, this build with ${flags.join(' ') || 'no flags'}, MALLOC_ARENA_MAX=2`,
+      args: (dir) => [...flags, ...serveArgs(THIS_MAIN)(dir)],
+      env: AS_STARTED.env,
+    });
+  }
   if (baselineDir !== undefined) {
     const main = resolve(baselineDir, 'dist/src/main.js');
     if (!existsSync(main)) throw new Error(`--baseline: ${main} not found (run npm run build there)`);
     variants.push({ name: `outpost serve, ${baselineDir}`, args: serveArgs(main) });
+    // --baseline-flags "...": the baseline also as its own unit started it
+    const bf = argv.indexOf('--baseline-flags');
+    if (bf >= 0) {
+      const flags = (argv[bf + 1] ?? '').split(/\s+/).filter((x) => x !== '');
+      variants.push({
+        name: `outpost serve, ${baselineDir} with ${flags.join(' ')}, MALLOC_ARENA_MAX=2`,
+        args: (dir) => [...flags, ...serveArgs(main)(dir)],
+        env: AS_STARTED.env,
+      });
+    }
   }
   const readings = new Map<string, Reading[]>(variants.map((v) => [v.name, []]));
   for (let round = 1; round <= rounds; round++) {

@@ -23,7 +23,7 @@ export function registerTicket(program: Command): void {
       )
       .requiredOption('--out <file>', '(required) where the secret key goes (must not exist)')
       .action(async (o: { out: string }) => {
-        const { generateTicketKey } = await import('../auth/ticket.js');
+        const { generateTicketKey } = await import('../auth/ticket-issue.js');
         const { secretKey, publicKey } = generateTicketKey();
         try {
           writeFileSync(o.out, `${secretKey.toString('base64url')}\n`, { mode: 0o600, flag: 'wx' });
@@ -56,7 +56,10 @@ export function registerTicket(program: Command): void {
           customer?: string;
           ttl: string;
         }) => {
-          const { issueTicket, MAX_TICKET_TTL_SEC } = await import('../auth/ticket.js');
+          const [{ issueTicket }, { MAX_TICKET_TTL_SEC }] = await Promise.all([
+            import('../auth/ticket-issue.js'),
+            import('../auth/ticket.js'),
+          ]);
           const ttlMs = parseDuration(o.ttl, '--ttl');
           if (ttlMs <= 0 || ttlMs > MAX_TICKET_TTL_SEC * 1000)
             throw new CliError(`--ttl ${o.ttl}: a ticket lives at most 7 days`);

@@ -6,7 +6,7 @@
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import t from 'tap';
-import { issueTicket } from '../../src/auth/ticket.js';
+import { issueTicket } from '../../src/auth/ticket-issue.js';
 import { addDevice, cli, cliJson, http, startGateway, tempDir } from '../helpers/server.js';
 
 t.test('ticket accept/reject matrix', async (t) => {

@@ -47,6 +47,8 @@ const UPSTREAM_ONLY = [
 const MQTT_JS = /\/node_modules\/mqtt\//;
 /** The MQTT listener's per-connection code: the codec and the device session, loaded by the first connection. */
 const MQTT_WIRE = [/\/node_modules\/mqtt-packet\//, /\/src\/transports\/mqtt\/(connection|device-session)\.js$/];
+/** Issuing tickets is the CLI's; a gateway verifies them with node:crypto. */
+const TICKET_ISSUING = [/\/node_modules\/tweetnacl\//, /\/src\/auth\/ticket-issue\.js$/];
 
 t.test('a gateway without upstream listens on HTTP, MQTT and CoAP without loading the sync', async (t) => {
   const { gw, loaded } = await probed(t, {});
@@ -56,7 +58,7 @@ t.test('a gateway without upstream listens on HTTP, MQTT and CoAP without loadin
     mods.some((m) => m.endsWith('/src/server.js')),
     'the probe sees the daemon load',
   );
-  for (const re of [...UPSTREAM_ONLY, MQTT_JS, ...MQTT_WIRE])
+  for (const re of [...UPSTREAM_ONLY, MQTT_JS, ...MQTT_WIRE, ...TICKET_ISSUING])
     t.same(
       mods.filter((m) => re.test(m)),
       [],
