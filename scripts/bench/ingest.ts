@@ -21,6 +21,7 @@
  *
  *   npm run bench:ingest [-- --duration 10 --rounds 3 --connections 64 --client wrk|autocannon --only bare,outpost]
  *   npm run bench:ingest -- --only outpost,rules   (the alarm rules' cost: (e) beside (c), interleaved)
+ *   npm run bench:ingest -- --only outpost --node-flags "--max-old-space-size=512"   (node's flags for (c), (e))
  */
 import { type ChildProcess, execFile, execFileSync, fork } from 'node:child_process';
 import {
@@ -162,13 +163,22 @@ async function startOutpost(dataDir: string, withRules: boolean): Promise<Server
   cli(['device', 'add', '--name', 'bench', '--token', TOKEN]);
   if (withRules) cli(['user', 'add', '--email', ADMIN, '--password', ADMIN_PASSWORD, '--authority', 'TENANT_ADMIN']);
   const { proc, port } = await spawnListening(
-    [MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir],
+    [...NODE_FLAGS, MAIN, 'serve', '--host', '127.0.0.1', '--port', '0', '--data-dir', dataDir],
     'outpost',
   );
   const server = { pid: proc.pid as number, port, stop: () => stopChild(proc) };
   if (withRules) await putOnRulesProfile(`http://127.0.0.1:${port}`);
   return server;
 }
+
+/**
+ * `--node-flags "..."`: node's flags for (c) and (e), as systemd/outpost.service starts the daemon (V8 takes some of
+ * them only on the command line, not from NODE_OPTIONS).
+ */
+const NODE_FLAGS = ((): string[] => {
+  const i = process.argv.indexOf('--node-flags');
+  return i < 0 ? [] : (process.argv[i + 1] ?? '').split(/\s+/).filter((x) => x !== '');
+})();
 
 const ADMIN = 'bench@example.com';
 const ADMIN_PASSWORD = 'bench-secret';
