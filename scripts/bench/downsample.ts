@@ -20,7 +20,7 @@
  *     a minute after the last answer; with `--baseline DIR` the same for that checkout's build (built), the two
  *     alternated `--restarts` times (docs/design/memory-budget.md).
  *
- *   npm run build && npm run bench:downsample [-- --days 30 --restarts 3 --baseline DIR --node-flags "..."]
+ *   npm run build && npm run bench:downsample [-- --days 30 --restarts 3 --baseline DIR --baseline-flags "..." --node-flags "..."]
  */
 import { type ChildProcess, execFileSync, fork, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
@@ -742,12 +742,15 @@ async function main(): Promise<void> {
       env: flags.length > 0 ? MALLOC_ENV : {},
     },
   ];
+  // --baseline-flags "...": the baseline as its own unit started it
+  const bf = argv.indexOf('--baseline-flags');
+  const baseFlags = bf >= 0 ? (argv[bf + 1] ?? '').split(/\s+/).filter((x) => x !== '') : [];
   if (b >= 0)
     builds.push({
-      name: `${argv[b + 1]} (as started before)`,
+      name: `${argv[b + 1]} (${baseFlags.length > 0 ? `${baseFlags.join(' ')}, MALLOC_ARENA_MAX=2` : 'as started before'})`,
       main: resolve(argv[b + 1] as string, 'dist/src/main.js'),
-      flags: [],
-      env: {},
+      flags: baseFlags,
+      env: baseFlags.length > 0 ? MALLOC_ENV : {},
     });
   // the restarted daemons listen on ports of their own, as a gateway's daemon listens on HTTP, MQTT and CoAP
   process.env['OUTPOST_MQTT_PORT'] = 'ephemeral';
