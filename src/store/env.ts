@@ -450,3 +450,15 @@ function openOnce(opts: OpenOptions, missing: string[]): StoreEnv {
   }
   return env;
 }
+
+/**
+ * The value under `key` in a buffer of its own and of exactly its size, for a cache to keep: lmdb-js'
+ * getBinaryFast hands out its shared read buffer, and getBinary's copies hold ~4 KB each.
+ */
+export function readOwnCopy(db: BinaryDb, key: Buffer): Buffer | undefined {
+  const fast = db.getBinaryFast(key);
+  if (fast === undefined) return undefined;
+  const own = Buffer.allocUnsafeSlow(fast.length);
+  own.set(new Uint8Array(fast.buffer, fast.byteOffset, fast.length));
+  return own;
+}

@@ -1,12 +1,6 @@
 /** The planner's view of decoded rollup blocks: which points a bucket covers, and the search for a bucket. */
-import {
-  type DecodedBlock,
-  type RollupBucket,
-  SUM_FIRST_TS,
-  SUM_LAST_TS,
-  SUM_PARTIALS,
-  SUM_STRIDE,
-} from '../rollups/store.js';
+import { type DecodedBlock, SUM_FIRST_TS, SUM_LAST_TS, SUM_PARTIALS, SUM_STRIDE } from '../rollups/decoded-block.js';
+import type { RollupBucket } from '../rollups/store.js';
 
 /** A decoded rollup block, with the index after the last bucket a piece took from it. */
 export interface CachedBlock {

@@ -23,7 +23,7 @@ export interface PlannedStore extends TimeseriesStore {
   tierHorizonsTs(): number[];
   seriesOf(entityId: string, key: string): { e: EntityIdx; k: KeyIdx } | undefined;
   seriesChunks(e: EntityIdx, k: KeyIdx): SeriesChunks;
-  chunkColumns(e: EntityIdx, k: KeyIdx, w: number, chunks?: SeriesChunks): BlockColumns | undefined;
+  chunkBlock(e: EntityIdx, k: KeyIdx, w: number, chunks?: SeriesChunks): Buffer | undefined;
   fragmentColumns(key: Buffer): BlockColumns | undefined;
   windowsOf(e: EntityIdx, k: KeyIdx, fromTs: number, toTs: number): IterableIterator<WindowPoints>;
 }

@@ -22,10 +22,9 @@ import {
 } from '../rollups/aggregate.js';
 import type { EntityIdx, KeyIdx } from '../encoding/codec.js';
 import { readOrderedI64 } from '../encoding/codec.js';
-import type { BlockColumns } from '../encoding/gorilla.js';
+import { BlockColumns } from '../encoding/gorilla.js';
 import {
   type DecodedBlock,
-  type RollupBucket,
   SUM_COUNT,
   SUM_DOUBLE_COUNT,
   SUM_LONG_COUNT,
@@ -33,9 +32,8 @@ import {
   SUM_PARTIALS,
   SUM_PARTIAL_0,
   SUM_STRIDE,
-  type TierSpec,
-  rollupKey,
-} from '../rollups/store.js';
+} from '../rollups/decoded-block.js';
+import { type RollupBucket, type TierSpec, rollupKey } from '../rollups/store.js';
 import { type SeriesChunks, windowKey, windowStart } from '../series/chunks.js';
 import { alignUp, aligned, nearestMultiple } from './align.js';
 import { type CachedBlock, coverage, seek, subtractableBucket } from './blocks.js';
@@ -61,10 +59,13 @@ export class SeriesReader {
   private readonly dirtyFragments: Buffer[][] = [];
   private dirtyPos = 0;
   private readonly blockCache: Array<CachedBlock | undefined> = [];
-  /** the chunk window in `chunkCols` (NaN: none yet; `chunkCols` undefined: the window has no chunk) */
+  /** the chunk window in `chunkBlk` (NaN: none yet; `chunkBlk` undefined: the window has no chunk) */
   private chunkW = NaN;
-  private chunkCols: BlockColumns | undefined;
-  /** the store's decoded chunks of this series */
+  private chunkBlk: Buffer | undefined;
+  /** `chunkBlk`'s points before `edgeTo`, decoded (the points a raw edge needs; NaN: none decoded yet) */
+  private readonly edge = new BlockColumns();
+  private edgeTo = NaN;
+  /** the store's cached chunks of this series */
   private readonly chunks: SeriesChunks;
   private dirtyCache: { w: number; points: TsKv[] } | undefined;
   /** a dirty window's fragments as columns when no merge is needed (see `plainFragments`) */
@@ -287,9 +288,10 @@ export class SeriesReader {
     let at = nearestMultiple(x, T0);
     if (at !== x) {
       const a = Math.min(x, at);
-      const cols = this.chunk(a);
+      const b = Math.max(x, at);
+      const cols = this.chunk(a, b);
       if (cols !== undefined) {
-        const span = this.span(cols, a, Math.max(x, at));
+        const span = this.span(cols, a, b);
         if (span.doubleSpecial !== 0) return undefined;
         if (at < x) mergeInto(state, span, 'sums');
         else removeAgg(state, span);
@@ -400,7 +402,7 @@ export class SeriesReader {
       return;
     }
     if (2 * (q - p) > T0) {
-      const cols = this.chunk(p);
+      const cols = this.chunk(p, b + T0);
       if (cols === undefined) return;
       this.merge(cb.blk, i, acc, -1);
       this.stats.rollupBuckets++;
@@ -409,7 +411,7 @@ export class SeriesReader {
       this.rawSpan(cols, q, b + T0, acc, 1);
       return;
     }
-    const cols = this.chunk(p);
+    const cols = this.chunk(p, q);
     if (cols !== undefined) this.rawSpan(cols, p, q, acc, -1);
   }
 
@@ -449,7 +451,7 @@ export class SeriesReader {
     const keys = this.dirtyFragments[this.dirty.indexOf(w)] ?? [];
     let cols: BlockColumns[] | undefined;
     // 16-byte keys: single points from before fragments existed
-    if (this.chunk(w) === undefined && !keys.some((key) => key.length === 16)) cols = this.columnsIfDisjoint(keys);
+    if (this.chunkAt(w) === undefined && !keys.some((key) => key.length === 16)) cols = this.columnsIfDisjoint(keys);
     this.fragmentCache = { w, cols };
     return cols;
   }
@@ -494,7 +496,7 @@ export class SeriesReader {
         return;
       }
       if (this.subtract && subtractableBucket(cb.blk, i) && 2 * (to - from) > T) {
-        const cols = this.chunk(from);
+        const cols = this.chunk(from, b + T);
         if (cols !== undefined) {
           this.merge(cb.blk, i, acc, 1);
           this.stats.rollupBuckets++;
@@ -505,7 +507,7 @@ export class SeriesReader {
         }
       }
     }
-    const cols = this.chunk(from);
+    const cols = this.chunk(from, to);
     if (cols === undefined) return;
     if (this.subtract) this.rawSpan(cols, from, to, acc, 1);
     else this.addRange(cols, from, to, acc);
@@ -541,14 +543,30 @@ export class SeriesReader {
     for (let j = 0; j < np; j++) addPartial(acc.doubleSum, sign * (s[o + SUM_PARTIAL_0 + j] as number));
   }
 
-  /** The decoded chunk of the window holding `ts` (the store's shared cache), or undefined when it has none. */
-  private chunk(ts: number): BlockColumns | undefined {
+  /** The chunk of the window holding `ts` (the store's shared cache), or undefined when it has none. */
+  private chunkAt(ts: number): Buffer | undefined {
     const w = windowStart(ts, this.W);
     if (this.chunkW !== w) {
       this.chunkW = w;
-      this.chunkCols = this.store.chunkColumns(this.e, this.k, w, this.chunks);
+      this.chunkBlk = this.store.chunkBlock(this.e, this.k, w, this.chunks);
+      this.edgeTo = NaN;
     }
-    return this.chunkCols;
+    return this.chunkBlk;
+  }
+
+  /**
+   * The points before `upTo` of the chunk of the window holding `ts`, decoded (valid until the next call), or
+   * undefined when the window has no chunk. An edge needs the points from the boundary to the finest tier's
+   * nearest one: the rest of the chunk is not decoded.
+   */
+  private chunk(ts: number, upTo: number): BlockColumns | undefined {
+    const block = this.chunkAt(ts);
+    if (block === undefined) return undefined;
+    if (!(this.edgeTo >= upTo)) {
+      this.edge.load(block, upTo);
+      this.edgeTo = upTo;
+    }
+    return this.edge;
   }
 
   /** Adds the chunk points of [from, to) to `acc` (numbers without a KvValue per point where the block allows). */

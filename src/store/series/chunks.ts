@@ -18,8 +18,8 @@ import { decodeValue, readOrderedI64, writeOrderedI64 } from '../encoding/codec.
 import type { StoreEnv } from '../env.js';
 import { BlockColumns, decodePoints } from '../encoding/gorilla.js';
 
-/** One series' decoded chunks by window start; null: the window has no chunk. */
-export type SeriesChunks = Map<number, BlockColumns | null>;
+/** One series' cached chunks (encoded point blocks) by window start; null: the window has no chunk. */
+export type SeriesChunks = Map<number, Buffer | null>;
 
 /** The start of the window holding `ts` (inclusive); the window is [start, start + W). */
 export function windowStart(ts: number, windowMs: number): number {

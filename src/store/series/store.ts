@@ -221,8 +221,8 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
     return this.cache.seriesChunks(e, k);
   }
 
-  chunkColumns(e: EntityIdx, k: KeyIdx, w: number, chunks?: SeriesChunks): BlockColumns | undefined {
-    return this.cache.chunkColumns(e, k, w, chunks);
+  chunkBlock(e: EntityIdx, k: KeyIdx, w: number, chunks?: SeriesChunks): Buffer | undefined {
+    return this.cache.chunkBlock(e, k, w, chunks);
   }
 
   fragmentColumns(key: Buffer): BlockColumns | undefined {
