@@ -303,6 +303,8 @@ export class BlockColumns {
     let prevDelta = 0;
     let len = 0;
     const limit = toTs - first;
+    // a second difference other than 0 past the second point: the points loaded are not one step apart
+    let irregular = false;
     outer: while (len < n) {
       let b = block[pos++] as number;
       let v = b & 0x7f;
@@ -326,21 +328,14 @@ export class BlockColumns {
         prevDelta += dd;
         prev += prevDelta;
         if (prev >= limit) break outer;
+        if (dd !== 0 && len >= 2) irregular = true;
         ts[len++] = first + prev;
       }
     }
     this.count = len;
     // a regular block (one delta, then zero second differences): lowerBound computes instead of searching
     this.ts0 = len > 0 ? (ts[0] as number) : NaN;
-    this.step = NaN;
-    if (len > 1) {
-      const step = (ts[1] as number) - (ts[0] as number);
-      if (step > 0 && (ts[len - 1] as number) === (ts[0] as number) + (len - 1) * step) {
-        let regular = true;
-        for (let i = 2; i < len && regular; i++) regular = (ts[i] as number) - (ts[i - 1] as number) === step;
-        if (regular) this.step = step;
-      }
-    }
+    this.step = len > 1 && !irregular ? (ts[1] as number) - (ts[0] as number) : NaN;
     this.vpos = this.valuesAt;
     this.div = 1;
     if (mode === MODE_DEC_D1 || mode === MODE_DEC_D2) this.div = POW10[block[this.vpos++] as number] as number;

@@ -22,7 +22,7 @@ import {
 } from '../rollups/aggregate.js';
 import type { EntityIdx, KeyIdx } from '../encoding/codec.js';
 import { readOrderedI64 } from '../encoding/codec.js';
-import { BlockColumns } from '../encoding/gorilla.js';
+import type { BlockColumns } from '../encoding/gorilla.js';
 import {
   type DecodedBlock,
   SUM_COUNT,
@@ -34,7 +34,8 @@ import {
   SUM_STRIDE,
 } from '../rollups/decoded-block.js';
 import { type RollupBucket, type TierSpec, rollupKey } from '../rollups/store.js';
-import { type SeriesChunks, windowKey, windowStart } from '../series/chunks.js';
+import { windowKey, windowStart } from '../series/chunks.js';
+import { EdgeChunk } from './edge-chunk.js';
 import { alignUp, aligned, nearestMultiple } from './align.js';
 import { type CachedBlock, coverage, seek, subtractableBucket } from './blocks.js';
 import type { PlannedStore } from './planned-store.js';
@@ -59,14 +60,8 @@ export class SeriesReader {
   private readonly dirtyFragments: Buffer[][] = [];
   private dirtyPos = 0;
   private readonly blockCache: Array<CachedBlock | undefined> = [];
-  /** the chunk window in `chunkBlk` (NaN: none yet; `chunkBlk` undefined: the window has no chunk) */
-  private chunkW = NaN;
-  private chunkBlk: Buffer | undefined;
-  /** `chunkBlk`'s points before `edgeTo`, decoded (the points a raw edge needs; NaN: none decoded yet) */
-  private readonly edge = new BlockColumns();
-  private edgeTo = NaN;
-  /** the store's cached chunks of this series */
-  private readonly chunks: SeriesChunks;
+  /** the chunk of the window last read, for raw edges */
+  private readonly edges: EdgeChunk;
   private dirtyCache: { w: number; points: TsKv[] } | undefined;
   /** a dirty window's fragments as columns when no merge is needed (see `plainFragments`) */
   private fragmentCache: { w: number; cols: BlockColumns[] | undefined } | undefined;
@@ -95,7 +90,7 @@ export class SeriesReader {
     this.subtract = subtractable(fn);
     this.fields = fieldsFor(fn);
     this.W = store.windowMs;
-    this.chunks = store.seriesChunks(e, k);
+    this.edges = new EdgeChunk(store, e, k);
     this.tiers = store.tiers;
     this.rawHorizon = store.rawHorizonTs;
     this.tierHorizon = store.tierHorizonsTs();
@@ -289,7 +284,7 @@ export class SeriesReader {
     if (at !== x) {
       const a = Math.min(x, at);
       const b = Math.max(x, at);
-      const cols = this.chunk(a, b);
+      const cols = this.edges.before(a, b);
       if (cols !== undefined) {
         const span = this.span(cols, a, b);
         if (span.doubleSpecial !== 0) return undefined;
@@ -402,7 +397,7 @@ export class SeriesReader {
       return;
     }
     if (2 * (q - p) > T0) {
-      const cols = this.chunk(p, b + T0);
+      const cols = this.edges.before(p, b + T0);
       if (cols === undefined) return;
       this.merge(cb.blk, i, acc, -1);
       this.stats.rollupBuckets++;
@@ -411,7 +406,7 @@ export class SeriesReader {
       this.rawSpan(cols, q, b + T0, acc, 1);
       return;
     }
-    const cols = this.chunk(p, q);
+    const cols = this.edges.before(p, q);
     if (cols !== undefined) this.rawSpan(cols, p, q, acc, -1);
   }
 
@@ -451,7 +446,7 @@ export class SeriesReader {
     const keys = this.dirtyFragments[this.dirty.indexOf(w)] ?? [];
     let cols: BlockColumns[] | undefined;
     // 16-byte keys: single points from before fragments existed
-    if (this.chunkAt(w) === undefined && !keys.some((key) => key.length === 16)) cols = this.columnsIfDisjoint(keys);
+    if (this.edges.at(w) === undefined && !keys.some((key) => key.length === 16)) cols = this.columnsIfDisjoint(keys);
     this.fragmentCache = { w, cols };
     return cols;
   }
@@ -496,7 +491,7 @@ export class SeriesReader {
         return;
       }
       if (this.subtract && subtractableBucket(cb.blk, i) && 2 * (to - from) > T) {
-        const cols = this.chunk(from, b + T);
+        const cols = this.edges.before(from, b + T);
         if (cols !== undefined) {
           this.merge(cb.blk, i, acc, 1);
           this.stats.rollupBuckets++;
@@ -507,7 +502,7 @@ export class SeriesReader {
         }
       }
     }
-    const cols = this.chunk(from, to);
+    const cols = this.edges.before(from, to);
     if (cols === undefined) return;
     if (this.subtract) this.rawSpan(cols, from, to, acc, 1);
     else this.addRange(cols, from, to, acc);
@@ -541,32 +536,6 @@ export class SeriesReader {
     const ls = s[o + SUM_LONG_SUM] as number;
     if (ls !== 0) acc.longSum = addLong(acc.longSum, sign * ls);
     for (let j = 0; j < np; j++) addPartial(acc.doubleSum, sign * (s[o + SUM_PARTIAL_0 + j] as number));
-  }
-
-  /** The chunk of the window holding `ts` (the store's shared cache), or undefined when it has none. */
-  private chunkAt(ts: number): Buffer | undefined {
-    const w = windowStart(ts, this.W);
-    if (this.chunkW !== w) {
-      this.chunkW = w;
-      this.chunkBlk = this.store.chunkBlock(this.e, this.k, w, this.chunks);
-      this.edgeTo = NaN;
-    }
-    return this.chunkBlk;
-  }
-
-  /**
-   * The points before `upTo` of the chunk of the window holding `ts`, decoded (valid until the next call), or
-   * undefined when the window has no chunk. An edge needs the points from the boundary to the finest tier's
-   * nearest one: the rest of the chunk is not decoded.
-   */
-  private chunk(ts: number, upTo: number): BlockColumns | undefined {
-    const block = this.chunkAt(ts);
-    if (block === undefined) return undefined;
-    if (!(this.edgeTo >= upTo)) {
-      this.edge.load(block, upTo);
-      this.edgeTo = upTo;
-    }
-    return this.edge;
   }
 
   /** Adds the chunk points of [from, to) to `acc` (numbers without a KvValue per point where the block allows). */

@@ -5,7 +5,7 @@
  * bucket without a compact form).
  */
 import type { RollupBucket } from './store.js';
-import { ByteReader, readDiffs } from '../encoding/bytes.js';
+import { ByteReader } from '../encoding/bytes.js';
 import { BlockColumns } from '../encoding/gorilla.js';
 
 /**
@@ -23,9 +23,14 @@ export const SUM_DOUBLE_COUNT = 2;
 export const SUM_FIRST_TS = 3;
 export const SUM_LAST_TS = 4;
 export const SUM_LONG_SUM = 5;
-/** the number of double-sum partials (0 to SUM_MAX_PARTIALS), or -1 when the bucket has no compact form */
+/**
+ * the number of double-sum partials (0 to SUM_MAX_PARTIALS), or when the bucket has no compact form
+ * NO_COMPACT_FORM, or NON_FINITE when that is because it holds a non-finite double (it cannot be subtracted)
+ */
 export const SUM_PARTIALS = 6;
 export const SUM_PARTIAL_0 = 7;
+export const NO_COMPACT_FORM = -1;
+export const NON_FINITE = -2;
 
 /**
  * Approximate bytes a block holds besides its encoded bytes and columns (the object, its typed arrays' headers
@@ -92,25 +97,64 @@ export class DecodedBlock {
 }
 
 /** Reused by decodeSums (synchronous): the integer columns and the value columns' point blocks. */
-const ints: number[] = [];
-const present: number[] = [];
+let ints: Float64Array = new Float64Array(128);
+let present: Float64Array = new Float64Array(128);
+/** whether the column readInts read last holds a value other than 0 (most bucket columns are one run) */
+let nonZero = false;
 const values = new BlockColumns();
 
-function readInts(r: ByteReader, n: number, out: number[]): void {
-  out.length = 0;
-  if (n > 0) readDiffs(r, n, 1, out);
+/**
+ * Reads `n` values written by writeDiffs (order 1) into `out` from index 0, growing it as needed (returned):
+ * readDiffs' loop, into a typed array, as a block's columns are read a few thousand times by the first month
+ * query after a start and a plain array's growth was most of what it allocated.
+ */
+function readInts(r: ByteReader, n: number, out: Float64Array): Float64Array {
+  if (out.length < n) out = new Float64Array(Math.max(n, 2 * out.length));
+  const buf = r.buf;
+  let pos = r.pos;
+  let prev = 0;
+  let len = 0;
+  let any = false;
+  while (len < n) {
+    let b = buf[pos++] as number;
+    let z = b & 0x7f;
+    for (let mul = 0x80; b >= 0x80; mul *= 0x80) {
+      b = buf[pos++] as number;
+      z += (b & 0x7f) * mul;
+    }
+    if (b === undefined) throw new Error('corrupt rollup block: truncated');
+    const d = z % 2 === 0 ? z / 2 : -(z + 1) / 2;
+    let repeats = 1;
+    if (d === 0) {
+      b = buf[pos++] as number;
+      let c = b & 0x7f;
+      for (let mul = 0x80; b >= 0x80; mul *= 0x80) {
+        b = buf[pos++] as number;
+        c += (b & 0x7f) * mul;
+      }
+      repeats = c + 1;
+    }
+    for (let j = 0; j < repeats && len < n; j++) {
+      prev += d;
+      out[len++] = prev;
+    }
+    if (prev !== 0) any = true;
+  }
+  r.pos = pos;
+  nonZero = any;
+  return out;
 }
 
 /** Moves `r` past a value column (its presence column, then its point block). */
 function skipValues(r: ByteReader, n: number): void {
-  readInts(r, n, present);
+  present = readInts(r, n, present);
   const len = r.uvar();
   r.pos += len;
 }
 
 /** Loads a value column's point block into `values` (its ts: the index of the bucket, or of the partial). */
 function loadValues(r: ByteReader, n: number): void {
-  readInts(r, n, present);
+  present = readInts(r, n, present);
   const len = r.uvar();
   values.load(r.buf.subarray(r.pos, r.pos + len));
   r.pos += len;
@@ -125,7 +169,7 @@ function numberAt(i: number): number {
 
 /**
  * The starts, counts and sums of block `raw` (encodeBlock of tier buckets of `bucketMs` from `blockStart`), a
- * bucket marked without compact form (SUM_PARTIALS -1) where decodeBlock's state would not have one.
+ * bucket marked without compact form (SUM_PARTIALS < 0) where decodeBlock's state would not have one.
  */
 export function decodeSums(
   raw: Buffer,
@@ -137,54 +181,61 @@ export function decodeSums(
   const n = raw.length === 0 ? 0 : r.uvar();
   const cols = new Float64Array(n * (1 + SUM_STRIDE));
   if (n === 0) return new DecodedBlock(raw, 0, cols, decodeBuckets);
-  const o = (i: number, field: number): number => n + i * SUM_STRIDE + field;
-  readInts(r, n, ints);
+  // bucket i's field f is at n + i * SUM_STRIDE + f
+  ints = readInts(r, n, ints);
   for (let i = 0; i < n; i++) cols[i] = blockStart + (ints[i] as number) * bucketMs;
-  for (const field of [SUM_COUNT, SUM_LONG_COUNT, SUM_DOUBLE_COUNT]) {
-    readInts(r, n, ints);
-    for (let i = 0; i < n; i++) cols[o(i, field)] = ints[i] as number;
+  for (const f of [SUM_COUNT, SUM_LONG_COUNT, SUM_DOUBLE_COUNT]) {
+    ints = readInts(r, n, ints);
+    if (nonZero) for (let i = 0, at = n + f; i < n; i++, at += SUM_STRIDE) cols[at] = ints[i] as number;
   }
   // booleans, strings, JSON: a bucket holding any has no compact form
   for (let c = 0; c < 3; c++) {
-    readInts(r, n, ints);
-    for (let i = 0; i < n; i++) if ((ints[i] as number) !== 0) cols[o(i, SUM_PARTIALS)] = -1;
+    ints = readInts(r, n, ints);
+    if (nonZero)
+      for (let i = 0, at = n + SUM_PARTIALS; i < n; i++, at += SUM_STRIDE)
+        if ((ints[i] as number) !== 0) cols[at] = NO_COMPACT_FORM;
   }
   const wide = r.u8() === 1;
   // long sums: present where the bucket holds longs; a wide column (decimal strings) or a sum past ±2^53 has
   // no compact form
   loadValues(r, n);
   for (let j = 0; j < values.count; j++) {
-    const i = values.tsAt(j);
+    const at = n + values.tsAt(j) * SUM_STRIDE;
     const s = wide ? NaN : numberAt(j);
-    if (Number.isSafeInteger(s)) cols[o(i, SUM_LONG_SUM)] = s;
-    else cols[o(i, SUM_PARTIALS)] = -1;
+    if (Number.isSafeInteger(s)) cols[at + SUM_LONG_SUM] = s;
+    else cols[at + SUM_PARTIALS] = NO_COMPACT_FORM;
   }
-  readInts(r, n, ints);
+  ints = readInts(r, n, ints);
   let total = 0;
-  for (let i = 0; i < n; i++) {
+  for (let i = 0, at = n + SUM_PARTIALS; i < n; i++, at += SUM_STRIDE) {
     const len = ints[i] as number;
     total += len;
-    if (len > SUM_MAX_PARTIALS) cols[o(i, SUM_PARTIALS)] = -1;
-    else if ((cols[o(i, SUM_PARTIALS)] as number) >= 0) cols[o(i, SUM_PARTIALS)] = len;
+    if (len > SUM_MAX_PARTIALS) cols[at] = NO_COMPACT_FORM;
+    else if ((cols[at] as number) >= 0) cols[at] = len;
   }
   // the partials, bucket after bucket (ints still holds each bucket's number of them)
-  loadValues(r, total);
-  let p = 0;
-  for (let i = 0; i < n; i++) {
-    const len = ints[i] as number;
-    if ((cols[o(i, SUM_PARTIALS)] as number) >= 0)
-      for (let j = 0; j < len; j++) cols[o(i, SUM_PARTIAL_0 + j)] = numberAt(p + j);
-    p += len;
-  }
+  if (total > 0) {
+    loadValues(r, total);
+    for (let i = 0, p = 0, at = n; i < n; i++, at += SUM_STRIDE) {
+      const len = ints[i] as number;
+      if ((cols[at + SUM_PARTIALS] as number) >= 0)
+        for (let j = 0; j < len; j++) cols[at + SUM_PARTIAL_0 + j] = numberAt(p + j);
+      p += len;
+    }
+  } else skipValues(r, 0);
   // non-finite doubles: present where a bucket holds one
   skipValues(r, n);
-  for (let i = 0; i < n; i++) if ((present[i] as number) !== 0) cols[o(i, SUM_PARTIALS)] = -1;
+  if (nonZero)
+    for (let i = 0, at = n + SUM_PARTIALS; i < n; i++, at += SUM_STRIDE)
+      if ((present[i] as number) !== 0) cols[at] = NON_FINITE;
   // long and double min/max, string min/max
   for (let c = 0; c < 6; c++) skipValues(r, n);
-  readInts(r, n, ints);
-  for (let i = 0; i < n; i++) cols[o(i, SUM_FIRST_TS)] = (cols[i] as number) + (ints[i] as number);
-  readInts(r, n, ints);
-  for (let i = 0; i < n; i++) cols[o(i, SUM_LAST_TS)] = (cols[i] as number) + (ints[i] as number);
+  ints = readInts(r, n, ints);
+  for (let i = 0, at = n + SUM_FIRST_TS; i < n; i++, at += SUM_STRIDE)
+    cols[at] = (cols[i] as number) + (ints[i] as number);
+  ints = readInts(r, n, ints);
+  for (let i = 0, at = n + SUM_LAST_TS; i < n; i++, at += SUM_STRIDE)
+    cols[at] = (cols[i] as number) + (ints[i] as number);
   values.release();
   return new DecodedBlock(raw, n, cols, decodeBuckets);
 }
