@@ -4,9 +4,16 @@
  * an object per bucket; the bucket states themselves (`buckets`) only when a reader asks for them (MIN/MAX, a
  * bucket without a compact form).
  */
-import type { RollupBucket } from './store.js';
+import type { BucketAgg } from './aggregate.js';
 import { ByteReader } from '../encoding/bytes.js';
 import { BlockColumns } from '../encoding/gorilla.js';
+
+/** One tier bucket's state (store.ts: the tiers' codec). */
+export interface RollupBucket {
+  /** inclusive bucket start, aligned to the tier */
+  readonly start: number;
+  readonly agg: BucketAgg;
+}
 
 /**
  * The most double-sum partials a bucket's compact form holds. Two would do for the exact sum of most sensor

@@ -24,7 +24,7 @@ import { type StoreEnv, readOwnCopy } from '../env.js';
 import { ByteLru } from '../lru.js';
 import { ByteReader, ByteWriter, readDiffs, writeDiffs } from '../encoding/bytes.js';
 import { decodePoints, encodePoints } from '../encoding/gorilla.js';
-import { type DecodedBlock, decodeSums } from './decoded-block.js';
+import { type DecodedBlock, type RollupBucket, decodeSums } from './decoded-block.js';
 
 const BUCKETS_PER_BLOCK = 120;
 
@@ -71,11 +71,7 @@ export function makeTiers(tiersMs: readonly number[], retentionMs: readonly numb
   });
 }
 
-export interface RollupBucket {
-  /** inclusive bucket start, aligned to the tier */
-  readonly start: number;
-  readonly agg: BucketAgg;
-}
+export type { RollupBucket };
 
 /** [tier u8][entity u32][key u32][blockStart i64] */
 export function rollupKey(tier: number, e: EntityIdx, k: KeyIdx, blockStart: number): Buffer {
