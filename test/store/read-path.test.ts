@@ -244,7 +244,7 @@ t.test(
       `rollup blocks: ${perDay(afterAvg.rollupBytes)} B accounted per day (decoded bucket objects: ~110 KB)`,
     );
     t.ok(
-      perDay(afterAvg.chunkBytes) > 0 && perDay(afterAvg.chunkBytes) <= 8 * 1024,
+      perDay(afterAvg.chunkBytes) > 0 && perDay(afterAvg.chunkBytes) <= 12 * 1024,
       `chunks: ${perDay(afterAvg.chunkBytes)} B accounted per day (decoded columns: ~29 KB)`,
     );
     const min = [...planner.bucketAggs(ENTITY, 'v', plan, 'MIN')];

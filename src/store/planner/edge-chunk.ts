@@ -1,21 +1,18 @@
 /** The planner's per-query view of one series' chunks for its raw edges (series-reader.ts). */
 import type { EntityIdx, KeyIdx } from '../encoding/codec.js';
-import { BlockColumns } from '../encoding/gorilla.js';
-import { type SeriesChunks, windowStart } from '../series/chunks.js';
+import type { BlockColumns } from '../encoding/gorilla.js';
+import { type CachedChunk, type SeriesChunks, windowStart } from '../series/chunks.js';
 import type { PlannedStore } from './planned-store.js';
 
 /**
- * The chunk of the window last asked for (the store's shared cache holds it encoded) and the part of it an edge
- * needs, decoded into columns of its own: the points from the boundary to the finest tier's nearest one, so the
- * rest of the chunk is not decoded. Pieces are visited in order, so one window at a time.
+ * The chunk of the window last asked for, from the store's shared cache, and the part of it an edge needs,
+ * decoded: the points from the window's start to the boundary, or to the finest tier's nearest one, not the
+ * rest. Pieces are visited in order, so one window at a time.
  */
 export class EdgeChunk {
-  /** the window in `block` (NaN: none yet; `block` undefined: the window has no chunk) */
+  /** the window in `chunk` (NaN: none yet; `chunk` undefined: the window has no chunk) */
   private w = NaN;
-  private block: Buffer | undefined;
-  /** `block`'s points before `upTo`, decoded (NaN: none decoded yet) */
-  private readonly cols = new BlockColumns();
-  private upTo = NaN;
+  private chunk: CachedChunk | undefined;
   /** the store's cached chunks of this series */
   private readonly chunks: SeriesChunks;
 
@@ -27,28 +24,28 @@ export class EdgeChunk {
     this.chunks = store.seriesChunks(e, k);
   }
 
-  /** The chunk of the window holding `ts`, encoded, or undefined when it has none. */
-  at(ts: number): Buffer | undefined {
-    const w = windowStart(ts, this.store.windowMs);
-    if (this.w !== w) {
-      this.w = w;
-      this.block = this.store.chunkBlock(this.e, this.k, w, this.chunks);
-      this.upTo = NaN;
-    }
-    return this.block;
+  /** Whether the window holding `ts` has a chunk. */
+  has(ts: number): boolean {
+    return this.at(ts) !== undefined;
   }
 
   /**
-   * The points before `upTo` of the chunk of the window holding `ts`, decoded (valid until the next call), or
-   * undefined when the window has no chunk.
+   * The points before `upTo` (at least those) of the chunk of the window holding `ts`, decoded, or undefined
+   * when the window has no chunk.
    */
   before(ts: number, upTo: number): BlockColumns | undefined {
-    const block = this.at(ts);
-    if (block === undefined) return undefined;
-    if (!(this.upTo >= upTo)) {
-      this.cols.load(block, upTo);
-      this.upTo = upTo;
+    const c = this.at(ts);
+    if (c === undefined) return undefined;
+    if (c.cols !== undefined && c.upTo >= upTo) return c.cols;
+    return this.store.chunkColumns(this.e, this.k, this.w, c, upTo, this.chunks);
+  }
+
+  private at(ts: number): CachedChunk | undefined {
+    const w = windowStart(ts, this.store.windowMs);
+    if (this.w !== w) {
+      this.w = w;
+      this.chunk = this.store.chunk(this.e, this.k, w, this.chunks);
     }
-    return this.cols;
+    return this.chunk;
   }
 }

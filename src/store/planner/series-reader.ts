@@ -446,7 +446,7 @@ export class SeriesReader {
     const keys = this.dirtyFragments[this.dirty.indexOf(w)] ?? [];
     let cols: BlockColumns[] | undefined;
     // 16-byte keys: single points from before fragments existed
-    if (this.edges.at(w) === undefined && !keys.some((key) => key.length === 16)) cols = this.columnsIfDisjoint(keys);
+    if (!this.edges.has(w) && !keys.some((key) => key.length === 16)) cols = this.columnsIfDisjoint(keys);
     this.fragmentCache = { w, cols };
     return cols;
   }

@@ -8,7 +8,7 @@ import { BlockColumns } from '../encoding/gorilla.js';
 import { type StoreEnv, readOwnCopy } from '../env.js';
 import { ByteLru } from '../lru.js';
 import type { RollupStore } from '../rollups/store.js';
-import { type SeriesChunks, windowKey } from './chunks.js';
+import { type CachedChunk, type SeriesChunks, windowKey } from './chunks.js';
 
 /**
  * Approximate bytes of a decoded head fragment (BlockColumns, its typed arrays and its own copy of the block;
@@ -20,12 +20,13 @@ const DECODED_POINT_BYTES = 16;
 const fragmentBytes = (cols: BlockColumns): number => DECODED_FRAGMENT_BYTES + cols.count * DECODED_POINT_BYTES;
 
 /**
- * Approximate bytes of a cached chunk besides its encoded bytes (the Buffer, its backing store and the map
- * entry): the chunk cache's accounting unit.
+ * Approximate bytes of a cached chunk besides its encoded bytes and decoded columns (the entry, the Buffer and
+ * the map's slot): the chunk cache's accounting unit.
  */
 const CHUNK_ENTRY_BYTES = 192;
 
-export const chunkBytes = (block: Buffer | null): number => CHUNK_ENTRY_BYTES + (block === null ? 0 : block.length);
+export const chunkBytes = (c: CachedChunk | null): number =>
+  CHUNK_ENTRY_BYTES + (c === null ? 0 : c.block.length + (c.cols === undefined ? 0 : c.cols.heapBytes));
 
 /** How query.readCacheBytes is shared: a quarter for chunks, 1/16 for head fragments, the rest for rollup blocks. */
 export function readCacheBudgets(readCacheBytes: number): { chunk: number; fragment: number; rollup: number } {
@@ -36,12 +37,12 @@ export function readCacheBudgets(readCacheBytes: number): { chunk: number; fragm
 
 export class ReadCache {
   /**
-   * Chunks kept encoded (each in a buffer of its own) for the planner's raw edges: a month query at a 2-h
-   * interval reads one chunk per bucket boundary (360 per key), and a dashboard re-polling "the last 30 days"
-   * moves its boundaries by seconds, so nearly the same windows again. A reader decodes only the points before
-   * the edge it needs, into columns of its own: kept decoded, the month's chunks cost five times the bytes and
-   * most of the first query's allocation. "e:k" → that series' chunks by window start (null: no chunk), series
-   * least recently used first, within the chunk budget.
+   * Chunks kept for the planner's raw edges: a month query at a 2-h interval reads one chunk per bucket boundary
+   * (360 per key), and a dashboard re-polling "the last 30 days" moves its boundaries by seconds, so nearly the
+   * same windows again. Each is kept encoded, with only the points before the edge a reader needed decoded
+   * (regular timestamps as their first and step): kept whole and decoded, the month's chunks cost twice the
+   * bytes and decoding their ends was work no edge used. "e:k" → that series' chunks by window start (null: no
+   * chunk), series least recently used first, within the chunk budget.
    */
   private readonly chunkCache = new Map<string, SeriesChunks>();
   /** accounted bytes held in chunkCache */
@@ -77,7 +78,7 @@ export class ReadCache {
     return this.inWriteTxn > 0;
   }
 
-  /** The chunk cache of series (e, k), for chunkBlock (a query looks it up once). */
+  /** The chunk cache of series (e, k), for chunk and chunkColumns (a query looks it up once). */
   seriesChunks(e: EntityIdx, k: KeyIdx): SeriesChunks {
     const id = `${e}:${k}`;
     let chunks = this.chunkCache.get(id);
@@ -88,21 +89,51 @@ export class ReadCache {
   }
 
   /**
-   * The committed chunk of window `w` of series (e, k), encoded (a point block, gorilla.ts), or undefined when
-   * it has none. Shared with other readers through `chunks` (seriesChunks(e, k)): never modified. Chunks change
-   * only inside `writeChunks`, which keeps the cache empty until the change has committed. Past the cache's
-   * bytes, the least recently used series go first.
+   * The committed chunk of window `w` of series (e, k), or undefined when it has none. Shared with other readers
+   * through `chunks` (seriesChunks(e, k)): only chunkColumns changes it. Chunks change only inside
+   * `writeChunks`, which keeps the cache empty until the change has committed. Past the cache's bytes, the
+   * least recently used series go first.
    */
-  chunkBlock(e: EntityIdx, k: KeyIdx, w: number, chunks: SeriesChunks = this.seriesChunks(e, k)): Buffer | undefined {
+  chunk(e: EntityIdx, k: KeyIdx, w: number, chunks: SeriesChunks = this.seriesChunks(e, k)): CachedChunk | undefined {
     const hit = chunks.get(w);
     if (hit !== undefined) return hit ?? undefined;
-    const block = readOwnCopy(this.env.chunks, windowKey(e, k, w)) ?? null;
-    if (this.cacheHolds > 0) return block ?? undefined;
-    chunks.set(w, block);
+    const block = readOwnCopy(this.env.chunks, windowKey(e, k, w));
+    const c = block === undefined ? null : { block, cols: undefined, upTo: -Infinity };
+    if (this.cacheHolds > 0) return c ?? undefined;
+    chunks.set(w, c);
     // a reader's map dropped by clear() mid-query is no longer the cache's: not counted
-    if (this.chunkCache.get(`${e}:${k}`) !== chunks) return block ?? undefined;
-    this.chunkCacheSize += chunkBytes(block);
-    // Evict window by window: from the least recently used series, its first-read windows first.
+    if (this.chunkCache.get(`${e}:${k}`) !== chunks) return c ?? undefined;
+    this.chunkCacheSize += chunkBytes(c);
+    this.evictChunks(chunks, w);
+    return c ?? undefined;
+  }
+
+  /**
+   * The points of chunk `c` (window `w` of series (e, k), from `chunk`) with ts < `upTo`, decoded (at least
+   * those: a reader asking for fewer may get more). Shared with other readers: callers must not load another
+   * block into it. Values are decoded as they are read.
+   */
+  chunkColumns(
+    e: EntityIdx,
+    k: KeyIdx,
+    w: number,
+    c: CachedChunk,
+    upTo: number,
+    chunks: SeriesChunks = this.seriesChunks(e, k),
+  ): BlockColumns {
+    if (c.cols !== undefined && c.upTo >= upTo) return c.cols;
+    const before = chunkBytes(c);
+    c.cols = new BlockColumns().load(c.block, upTo).compact();
+    c.upTo = upTo;
+    if (chunks.get(w) === c && this.chunkCache.get(`${e}:${k}`) === chunks) {
+      this.chunkCacheSize += chunkBytes(c) - before;
+      this.evictChunks(chunks, w);
+    }
+    return c.cols;
+  }
+
+  /** Evicts window by window past the budget: from the least recently used series, its first-read windows first. */
+  private evictChunks(chunks: SeriesChunks, w: number): void {
     while (this.chunkCacheSize > this.chunkCacheBytes) {
       const [id, oldest] = this.chunkCache.entries().next().value as [string, SeriesChunks];
       const first = oldest.entries().next();
@@ -110,12 +141,11 @@ export class ReadCache {
         this.chunkCache.delete(id);
         continue;
       }
-      const [firstW, firstBlock] = first.value;
+      const [firstW, firstChunk] = first.value;
       if (oldest === chunks && firstW === w) break; // the window just read stays
       oldest.delete(firstW);
-      this.chunkCacheSize -= chunkBytes(firstBlock);
+      this.chunkCacheSize -= chunkBytes(firstChunk);
     }
-    return block ?? undefined;
   }
 
   /**
