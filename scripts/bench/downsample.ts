@@ -20,7 +20,8 @@
  *     a minute after the last answer; with `--baseline DIR` the same for that checkout's build (built), the two
  *     alternated `--restarts` times (docs/design/memory-budget.md).
  *
- *   npm run build && npm run bench:downsample [-- --days 30 --restarts 3 --baseline DIR --node-flags "..."]
+ *   npm run build && npm run bench:downsample [-- --days 30 --restarts 3 --baseline DIR --node-flags "..."
+ *   --baseline-same-flags]
  */
 import { type ChildProcess, execFileSync, fork, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
@@ -742,12 +743,14 @@ async function main(): Promise<void> {
       env: flags.length > 0 ? MALLOC_ENV : {},
     },
   ];
+  // --baseline-same-flags: the baseline started with this build's flags too (a change that is not about them)
+  const same = argv.includes('--baseline-same-flags');
   if (b >= 0)
     builds.push({
-      name: `${argv[b + 1]} (as started before)`,
+      name: `${argv[b + 1]} (${same ? 'the same flags' : 'as started before'})`,
       main: resolve(argv[b + 1] as string, 'dist/src/main.js'),
-      flags: [],
-      env: {},
+      flags: same ? flags : [],
+      env: same && flags.length > 0 ? MALLOC_ENV : {},
     });
   // the restarted daemons listen on ports of their own, as a gateway's daemon listens on HTTP, MQTT and CoAP
   process.env['OUTPOST_MQTT_PORT'] = 'ephemeral';

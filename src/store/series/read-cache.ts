@@ -40,7 +40,7 @@ export class ReadCache {
    * Chunks kept for the planner's raw edges: a month query at a 2-h interval reads one chunk per bucket boundary
    * (360 per key), and a dashboard re-polling "the last 30 days" moves its boundaries by seconds, so nearly the
    * same windows again. Each is kept encoded, with only the points before the edge a reader needed decoded
-   * (regular timestamps as their first and step): kept whole and decoded, the month's chunks cost twice the
+   * (regular timestamps as their first and step): kept whole and decoded, the month's chunks cost 2.5 times the
    * bytes and decoding their ends was work no edge used. "e:k" → that series' chunks by window start (null: no
    * chunk), series least recently used first, within the chunk budget.
    */
