@@ -228,6 +228,8 @@ export function decodePointsIn(block: Buffer, fromTs: number, toTs: number): TsK
 /** Mode of a `BlockColumns` loaded from a legacy single-point head value (a 16-byte key: `encodeValue` bytes). */
 const MODE_SINGLE = -1;
 const EMPTY_BLOCK = Buffer.alloc(0);
+/** never written: a column grows (a new array) before its first point */
+const NO_COLUMN = new Float64Array(0);
 
 /** How a loaded block's values read as plain numbers (`BlockColumns.num`), without a KvValue per point. */
 export type NumericKind = 'LONG' | 'DOUBLE' | 'NONE';
@@ -243,15 +245,15 @@ export type NumericKind = 'LONG' | 'DOUBLE' | 'NONE';
 export class BlockColumns {
   /** points loaded: the block's points with ts < the `toTs` given to `load` (a prefix of the block) */
   count = 0;
-  private tsCol = new Float64Array(16);
+  private tsCol = NO_COLUMN;
   private block: Buffer = EMPTY_BLOCK;
   private mode = MODE_TAGGED;
   private div = 1;
   private valuesAt = 0;
   /** LONG/DEC: decoded integers; TAGGED: value start offsets */
-  private ints = new Float64Array(16);
+  private ints = NO_COLUMN;
   /** TAGGED: value end offsets */
-  private ends = new Float64Array(0);
+  private ends = NO_COLUMN;
   /** values decoded into `ints`/`ends` so far */
   private done = 0;
   /** the value stream cursor and the difference decoder's state */
@@ -303,6 +305,8 @@ export class BlockColumns {
     let prevDelta = 0;
     let len = 0;
     const limit = toTs - first;
+    // a second difference other than 0 past the second point: the points loaded are not one step apart
+    let irregular = false;
     outer: while (len < n) {
       let b = block[pos++] as number;
       let v = b & 0x7f;
@@ -326,21 +330,14 @@ export class BlockColumns {
         prevDelta += dd;
         prev += prevDelta;
         if (prev >= limit) break outer;
+        if (dd !== 0 && len >= 2) irregular = true;
         ts[len++] = first + prev;
       }
     }
     this.count = len;
     // a regular block (one delta, then zero second differences): lowerBound computes instead of searching
     this.ts0 = len > 0 ? (ts[0] as number) : NaN;
-    this.step = NaN;
-    if (len > 1) {
-      const step = (ts[1] as number) - (ts[0] as number);
-      if (step > 0 && (ts[len - 1] as number) === (ts[0] as number) + (len - 1) * step) {
-        let regular = true;
-        for (let i = 2; i < len && regular; i++) regular = (ts[i] as number) - (ts[i - 1] as number) === step;
-        if (regular) this.step = step;
-      }
-    }
+    this.step = len > 1 && !irregular ? (ts[1] as number) - (ts[0] as number) : NaN;
     this.vpos = this.valuesAt;
     this.div = 1;
     if (mode === MODE_DEC_D1 || mode === MODE_DEC_D2) this.div = POW10[block[this.vpos++] as number] as number;
@@ -356,6 +353,7 @@ export class BlockColumns {
 
   /** Loads one legacy head point (16-byte key: ts in the key, `encodeValue` bytes as the value). */
   loadSingle(ts: number, value: Buffer, toTs = Infinity): this {
+    if (this.tsCol.length === 0) this.tsCol = new Float64Array(16);
     this.block = value;
     this.step = NaN;
     this.mode = MODE_SINGLE;
@@ -374,7 +372,22 @@ export class BlockColumns {
 
   /** The ts of point i (0 ≤ i < count). */
   tsAt(i: number): number {
-    return this.tsCol[i] as number;
+    // regular: computed (exact: integers below 2^53), as `compact` may have dropped the column
+    return this.step > 0 ? this.ts0 + i * this.step : (this.tsCol[i] as number);
+  }
+
+  /**
+   * For a loaded block kept in a cache: drops the timestamp column when the points are one step apart (`tsAt`
+   * computes them) and trims it to the points loaded otherwise. Load again only into a fresh instance.
+   */
+  compact(): this {
+    this.tsCol = this.step > 0 ? NO_COLUMN : this.tsCol.slice(0, this.count);
+    return this;
+  }
+
+  /** Approximate bytes held besides the block: the object and its typed arrays (a cache's accounting). */
+  get heapBytes(): number {
+    return 160 + 8 * (this.tsCol.length + this.ints.length + this.ends.length);
   }
 
   /** The first index whose ts ≥ `ts` (count when none). */

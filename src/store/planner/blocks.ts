@@ -1,12 +1,12 @@
 /** The planner's view of decoded rollup blocks: which points a bucket covers, and the search for a bucket. */
 import {
   type DecodedBlock,
-  type RollupBucket,
+  NON_FINITE,
   SUM_FIRST_TS,
   SUM_LAST_TS,
   SUM_PARTIALS,
   SUM_STRIDE,
-} from '../rollups/store.js';
+} from '../rollups/decoded-block.js';
 
 /** A decoded rollup block, with the index after the last bucket a piece took from it. */
 export interface CachedBlock {
@@ -24,11 +24,12 @@ export function coverage(blk: DecodedBlock, i: number, from: number, to: number)
   return from <= firstTs && to > lastTs ? 'all' : 'some';
 }
 
-/** Whether bucket i of `blk` may be subtracted (removeAgg: its double sum must be finite). */
+/**
+ * Whether bucket i of `blk` may be subtracted (removeAgg: its double sum must be finite), from its columns: the
+ * bucket states are not decoded for it.
+ */
 export function subtractableBucket(blk: DecodedBlock, i: number): boolean {
-  return (
-    (blk.sums[i * SUM_STRIDE + SUM_PARTIALS] as number) >= 0 || (blk.buckets[i] as RollupBucket).agg.doubleSpecial === 0
-  );
+  return blk.sums[i * SUM_STRIDE + SUM_PARTIALS] !== NON_FINITE;
 }
 
 /** The index of the first bucket of `cb` starting at or after `ts`. */

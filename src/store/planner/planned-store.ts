@@ -6,7 +6,7 @@ import type { EntityIdx, KeyIdx } from '../encoding/codec.js';
 import type { BlockColumns } from '../encoding/gorilla.js';
 import type { StoreEnv } from '../env.js';
 import type { RollupStore, TierSpec } from '../rollups/store.js';
-import type { SeriesChunks, WindowPoints } from '../series/chunks.js';
+import type { CachedChunk, SeriesChunks, WindowPoints } from '../series/chunks.js';
 import type { TimeseriesStore } from '../series/interface.js';
 
 /**
@@ -23,7 +23,8 @@ export interface PlannedStore extends TimeseriesStore {
   tierHorizonsTs(): number[];
   seriesOf(entityId: string, key: string): { e: EntityIdx; k: KeyIdx } | undefined;
   seriesChunks(e: EntityIdx, k: KeyIdx): SeriesChunks;
-  chunkColumns(e: EntityIdx, k: KeyIdx, w: number, chunks?: SeriesChunks): BlockColumns | undefined;
+  chunk(e: EntityIdx, k: KeyIdx, w: number, chunks?: SeriesChunks): CachedChunk | undefined;
+  chunkColumns(e: EntityIdx, k: KeyIdx, w: number, c: CachedChunk, upTo: number, chunks?: SeriesChunks): BlockColumns;
   fragmentColumns(key: Buffer): BlockColumns | undefined;
   windowsOf(e: EntityIdx, k: KeyIdx, fromTs: number, toTs: number): IterableIterator<WindowPoints>;
 }

@@ -25,7 +25,6 @@ import { readOrderedI64 } from '../encoding/codec.js';
 import type { BlockColumns } from '../encoding/gorilla.js';
 import {
   type DecodedBlock,
-  type RollupBucket,
   SUM_COUNT,
   SUM_DOUBLE_COUNT,
   SUM_LONG_COUNT,
@@ -33,10 +32,10 @@ import {
   SUM_PARTIALS,
   SUM_PARTIAL_0,
   SUM_STRIDE,
-  type TierSpec,
-  rollupKey,
-} from '../rollups/store.js';
-import { type SeriesChunks, windowKey, windowStart } from '../series/chunks.js';
+} from '../rollups/decoded-block.js';
+import { type RollupBucket, type TierSpec, rollupKey } from '../rollups/store.js';
+import { windowKey, windowStart } from '../series/chunks.js';
+import { EdgeChunk } from './edge-chunk.js';
 import { alignUp, aligned, nearestMultiple } from './align.js';
 import { type CachedBlock, coverage, seek, subtractableBucket } from './blocks.js';
 import type { PlannedStore } from './planned-store.js';
@@ -61,11 +60,8 @@ export class SeriesReader {
   private readonly dirtyFragments: Buffer[][] = [];
   private dirtyPos = 0;
   private readonly blockCache: Array<CachedBlock | undefined> = [];
-  /** the chunk window in `chunkCols` (NaN: none yet; `chunkCols` undefined: the window has no chunk) */
-  private chunkW = NaN;
-  private chunkCols: BlockColumns | undefined;
-  /** the store's decoded chunks of this series */
-  private readonly chunks: SeriesChunks;
+  /** the chunk of the window last read, for raw edges */
+  private readonly edges: EdgeChunk;
   private dirtyCache: { w: number; points: TsKv[] } | undefined;
   /** a dirty window's fragments as columns when no merge is needed (see `plainFragments`) */
   private fragmentCache: { w: number; cols: BlockColumns[] | undefined } | undefined;
@@ -94,7 +90,7 @@ export class SeriesReader {
     this.subtract = subtractable(fn);
     this.fields = fieldsFor(fn);
     this.W = store.windowMs;
-    this.chunks = store.seriesChunks(e, k);
+    this.edges = new EdgeChunk(store, e, k);
     this.tiers = store.tiers;
     this.rawHorizon = store.rawHorizonTs;
     this.tierHorizon = store.tierHorizonsTs();
@@ -287,9 +283,10 @@ export class SeriesReader {
     let at = nearestMultiple(x, T0);
     if (at !== x) {
       const a = Math.min(x, at);
-      const cols = this.chunk(a);
+      const b = Math.max(x, at);
+      const cols = this.edges.before(a, b);
       if (cols !== undefined) {
-        const span = this.span(cols, a, Math.max(x, at));
+        const span = this.span(cols, a, b);
         if (span.doubleSpecial !== 0) return undefined;
         if (at < x) mergeInto(state, span, 'sums');
         else removeAgg(state, span);
@@ -400,7 +397,7 @@ export class SeriesReader {
       return;
     }
     if (2 * (q - p) > T0) {
-      const cols = this.chunk(p);
+      const cols = this.edges.before(p, b + T0);
       if (cols === undefined) return;
       this.merge(cb.blk, i, acc, -1);
       this.stats.rollupBuckets++;
@@ -409,7 +406,7 @@ export class SeriesReader {
       this.rawSpan(cols, q, b + T0, acc, 1);
       return;
     }
-    const cols = this.chunk(p);
+    const cols = this.edges.before(p, q);
     if (cols !== undefined) this.rawSpan(cols, p, q, acc, -1);
   }
 
@@ -449,7 +446,7 @@ export class SeriesReader {
     const keys = this.dirtyFragments[this.dirty.indexOf(w)] ?? [];
     let cols: BlockColumns[] | undefined;
     // 16-byte keys: single points from before fragments existed
-    if (this.chunk(w) === undefined && !keys.some((key) => key.length === 16)) cols = this.columnsIfDisjoint(keys);
+    if (!this.edges.has(w) && !keys.some((key) => key.length === 16)) cols = this.columnsIfDisjoint(keys);
     this.fragmentCache = { w, cols };
     return cols;
   }
@@ -494,7 +491,7 @@ export class SeriesReader {
         return;
       }
       if (this.subtract && subtractableBucket(cb.blk, i) && 2 * (to - from) > T) {
-        const cols = this.chunk(from);
+        const cols = this.edges.before(from, b + T);
         if (cols !== undefined) {
           this.merge(cb.blk, i, acc, 1);
           this.stats.rollupBuckets++;
@@ -505,7 +502,7 @@ export class SeriesReader {
         }
       }
     }
-    const cols = this.chunk(from);
+    const cols = this.edges.before(from, to);
     if (cols === undefined) return;
     if (this.subtract) this.rawSpan(cols, from, to, acc, 1);
     else this.addRange(cols, from, to, acc);
@@ -539,16 +536,6 @@ export class SeriesReader {
     const ls = s[o + SUM_LONG_SUM] as number;
     if (ls !== 0) acc.longSum = addLong(acc.longSum, sign * ls);
     for (let j = 0; j < np; j++) addPartial(acc.doubleSum, sign * (s[o + SUM_PARTIAL_0 + j] as number));
-  }
-
-  /** The decoded chunk of the window holding `ts` (the store's shared cache), or undefined when it has none. */
-  private chunk(ts: number): BlockColumns | undefined {
-    const w = windowStart(ts, this.W);
-    if (this.chunkW !== w) {
-      this.chunkW = w;
-      this.chunkCols = this.store.chunkColumns(this.e, this.k, w, this.chunks);
-    }
-    return this.chunkCols;
   }
 
   /** Adds the chunk points of [from, to) to `acc` (numbers without a KvValue per point where the block allows). */

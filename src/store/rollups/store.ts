@@ -20,10 +20,11 @@ import { kvDouble, kvLong, kvString } from '../../model/kv.js';
 import type { EntityIdx, KeyIdx } from '../encoding/codec.js';
 import { readOrderedI64, writeOrderedI64 } from '../encoding/codec.js';
 import { windowKey, windowStart } from '../series/chunks.js';
-import type { StoreEnv } from '../env.js';
+import { type StoreEnv, readOwnCopy } from '../env.js';
 import { ByteLru } from '../lru.js';
 import { ByteReader, ByteWriter, readDiffs, writeDiffs } from '../encoding/bytes.js';
 import { decodePoints, encodePoints } from '../encoding/gorilla.js';
+import { type DecodedBlock, type RollupBucket, decodeSums } from './decoded-block.js';
 
 const BUCKETS_PER_BLOCK = 120;
 
@@ -70,11 +71,7 @@ export function makeTiers(tiersMs: readonly number[], retentionMs: readonly numb
   });
 }
 
-export interface RollupBucket {
-  /** inclusive bucket start, aligned to the tier */
-  readonly start: number;
-  readonly agg: BucketAgg;
-}
+export type { RollupBucket };
 
 /** [tier u8][entity u32][key u32][blockStart i64] */
 export function rollupKey(tier: number, e: EntityIdx, k: KeyIdx, blockStart: number): Buffer {
@@ -308,82 +305,7 @@ interface PendingBlock {
   buckets: RollupBucket[];
 }
 
-/**
- * The most double-sum partials a bucket's compact form holds. Two would do for the exact sum of most sensor
- * data, but Shewchuk's partials are not minimal: 592 of 718 hourly sums of a month of 2-decimal temperatures
- * have three, and with two they all fell back to the bucket objects.
- */
-export const SUM_MAX_PARTIALS = 4;
-/** Numbers per bucket in DecodedBlock.sums. */
-export const SUM_STRIDE = 7 + SUM_MAX_PARTIALS;
-/** Offsets in a bucket's stride of DecodedBlock.sums. */
-export const SUM_COUNT = 0;
-export const SUM_LONG_COUNT = 1;
-export const SUM_DOUBLE_COUNT = 2;
-export const SUM_FIRST_TS = 3;
-export const SUM_LAST_TS = 4;
-export const SUM_LONG_SUM = 5;
-/** the number of double-sum partials (0 to SUM_MAX_PARTIALS), or -1 when the bucket has no compact form */
-export const SUM_PARTIALS = 6;
-export const SUM_PARTIAL_0 = 7;
-
-/**
- * A committed block as queries read it: the decoded bucket states, plus their starts and, for COUNT/SUM/AVG,
- * their counts and sums in flat columns. A month query visits two or three buckets in each of ~700 blocks it
- * has decoded before; reading a few numbers from a typed array, rather than chasing a bucket object and its
- * state across the heap, is what keeps those visits cheap. A bucket has a compact form when its long sum is a
- * safe integer, its double sum has at most SUM_MAX_PARTIALS partials, and it holds numbers only (no non-finite
- * doubles, booleans, strings or JSON); readers fall back to `buckets` for the others.
- */
-export class DecodedBlock {
-  /** bucket starts, ascending */
-  readonly starts: Float64Array;
-  /** SUM_STRIDE numbers per bucket (SUM_* offsets) */
-  readonly sums: Float64Array;
-
-  constructor(readonly buckets: readonly RollupBucket[]) {
-    const n = buckets.length;
-    this.starts = new Float64Array(n);
-    const sums = (this.sums = new Float64Array(n * SUM_STRIDE));
-    for (let i = 0; i < n; i++) {
-      const { start, agg } = buckets[i] as RollupBucket;
-      this.starts[i] = start;
-      const o = i * SUM_STRIDE;
-      sums[o + SUM_COUNT] = agg.count;
-      sums[o + SUM_LONG_COUNT] = agg.longCount;
-      sums[o + SUM_DOUBLE_COUNT] = agg.doubleCount;
-      sums[o + SUM_FIRST_TS] = agg.firstTs;
-      sums[o + SUM_LAST_TS] = agg.lastTs;
-      const compact =
-        typeof agg.longSum === 'number' &&
-        agg.doubleSum.length <= SUM_MAX_PARTIALS &&
-        agg.doubleSpecial === 0 &&
-        agg.boolCount === 0 &&
-        agg.stringCount === 0 &&
-        agg.jsonCount === 0;
-      sums[o + SUM_PARTIALS] = compact ? agg.doubleSum.length : -1;
-      if (!compact) continue;
-      sums[o + SUM_LONG_SUM] = agg.longSum as number;
-      for (let j = 0; j < agg.doubleSum.length; j++) sums[o + SUM_PARTIAL_0 + j] = agg.doubleSum[j] as number;
-    }
-  }
-
-  get length(): number {
-    return this.starts.length;
-  }
-}
-
-const EMPTY_BLOCK = new DecodedBlock([]);
-
-/**
- * Approximate heap bytes of one decoded bucket (a BucketAgg with its partials, values and wrapper; 528 measured
- * over a month of 10-s data; plus its 96 bytes of columns) and of a decoded block besides its buckets: the read
- * cache's accounting unit.
- */
-const DECODED_BUCKET_BYTES = 640;
-const DECODED_BLOCK_BYTES = 320;
-
-const blockBytes = (blk: DecodedBlock): number => DECODED_BLOCK_BYTES + blk.length * DECODED_BUCKET_BYTES;
+const EMPTY_BLOCK = decodeSums(Buffer.alloc(0), 0, 1, () => []);
 
 /**
  * Reads and writes the tiers of every series. All methods are synchronous LMDB work for a transaction.
@@ -416,7 +338,7 @@ export class RollupStore {
     /** false while a change to rollups may be committing (see LmdbTimeseriesStore.writeChunks) */
     private readonly cacheable: () => boolean = () => true,
   ) {
-    this.readCache = new ByteLru(readCacheBytes, blockBytes);
+    this.readCache = new ByteLru(readCacheBytes, (blk) => blk.bytes);
   }
 
   /** Buckets of `tier` with start in [fromTs, toTs), ascending, as stored. Lazy per block. */
@@ -444,10 +366,14 @@ export class RollupStore {
     const id = key.toString('latin1');
     const hit = this.readCache.get(id);
     if (hit !== undefined) return hit;
-    const raw = this.env.rollups.get(key);
-    const blk = raw === undefined ? EMPTY_BLOCK : new DecodedBlock(decodeBlock(raw, blockStart, tier.bucketMs));
+    const raw = readOwnCopy(this.env.rollups, key);
+    const blk =
+      raw === undefined
+        ? EMPTY_BLOCK
+        : decodeSums(raw, blockStart, tier.bucketMs, () => decodeBlock(raw, blockStart, tier.bucketMs));
     if (!this.cacheable()) return blk;
     this.readCache.add(id, blk);
+    if (blk !== EMPTY_BLOCK) blk.onGrown = () => this.readCache.remeasure(id);
     return blk;
   }
 

@@ -18,8 +18,18 @@ import { decodeValue, readOrderedI64, writeOrderedI64 } from '../encoding/codec.
 import type { StoreEnv } from '../env.js';
 import { BlockColumns, decodePoints } from '../encoding/gorilla.js';
 
-/** One series' decoded chunks by window start; null: the window has no chunk. */
-export type SeriesChunks = Map<number, BlockColumns | null>;
+/**
+ * A cached chunk: its encoded bytes (a point block, gorilla.ts) and, once a raw edge has needed them, its first
+ * points decoded (`cols`: every point with ts < `upTo`).
+ */
+export interface CachedChunk {
+  readonly block: Buffer;
+  cols: BlockColumns | undefined;
+  upTo: number;
+}
+
+/** One series' cached chunks by window start; null: the window has no chunk. */
+export type SeriesChunks = Map<number, CachedChunk | null>;
 
 /** The start of the window holding `ts` (inclusive); the window is [start, start + W). */
 export function windowStart(ts: number, windowMs: number): number {

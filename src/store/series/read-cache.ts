@@ -5,20 +5,28 @@
  */
 import type { EntityIdx, KeyIdx } from '../encoding/codec.js';
 import { BlockColumns } from '../encoding/gorilla.js';
-import type { StoreEnv } from '../env.js';
+import { type StoreEnv, readOwnCopy } from '../env.js';
 import { ByteLru } from '../lru.js';
 import type { RollupStore } from '../rollups/store.js';
-import { type SeriesChunks, windowKey } from './chunks.js';
+import { type CachedChunk, type SeriesChunks, windowKey } from './chunks.js';
 
 /**
- * Approximate bytes of a decoded chunk (BlockColumns, its typed arrays and its own copy of the block; ~1.4 KB
- * measured for 120 points of 10-s data) besides 16 per point: the chunk and fragment caches' accounting unit.
+ * Approximate bytes of a decoded head fragment (BlockColumns, its typed arrays and its own copy of the block;
+ * ~1.4 KB measured for 120 points of 10-s data) besides 16 per point: the fragment cache's accounting unit.
  */
-const DECODED_CHUNK_BYTES = 512;
+const DECODED_FRAGMENT_BYTES = 512;
 const DECODED_POINT_BYTES = 16;
 
-export const chunkBytes = (cols: BlockColumns | null): number =>
-  DECODED_CHUNK_BYTES + (cols === null ? 0 : cols.count * DECODED_POINT_BYTES);
+const fragmentBytes = (cols: BlockColumns): number => DECODED_FRAGMENT_BYTES + cols.count * DECODED_POINT_BYTES;
+
+/**
+ * Approximate bytes of a cached chunk besides its encoded bytes and decoded columns (the entry, the Buffer and
+ * the map's slot): the chunk cache's accounting unit.
+ */
+const CHUNK_ENTRY_BYTES = 192;
+
+export const chunkBytes = (c: CachedChunk | null): number =>
+  CHUNK_ENTRY_BYTES + (c === null ? 0 : c.block.length + (c.cols === undefined ? 0 : c.cols.heapBytes));
 
 /** How query.readCacheBytes is shared: a quarter for chunks, 1/16 for head fragments, the rest for rollup blocks. */
 export function readCacheBudgets(readCacheBytes: number): { chunk: number; fragment: number; rollup: number } {
@@ -27,24 +35,14 @@ export function readCacheBudgets(readCacheBytes: number): { chunk: number; fragm
   return { chunk, fragment, rollup: readCacheBytes - chunk - fragment };
 }
 
-/**
- * The value under `key` in a buffer of its own and of exactly its size, for a cache to keep: lmdb-js'
- * getBinaryFast hands out its shared read buffer, and getBinary's copies hold ~4 KB each.
- */
-function readOwnCopy(db: StoreEnv['head'], key: Buffer): Buffer | undefined {
-  const fast = db.getBinaryFast(key);
-  if (fast === undefined) return undefined;
-  const own = Buffer.allocUnsafeSlow(fast.length);
-  own.set(new Uint8Array(fast.buffer, fast.byteOffset, fast.length));
-  return own;
-}
-
 export class ReadCache {
   /**
-   * Decoded chunks kept for the planner's raw edges: a month query at a 2-h interval reads one chunk per bucket
-   * boundary (360 per key), and a dashboard re-polling "the last 30 days" moves its boundaries by seconds, so
-   * nearly the same windows again. "e:k" → that series' chunks by window start (null: no chunk), series least
-   * recently used first, within the chunk budget.
+   * Chunks kept for the planner's raw edges: a month query at a 2-h interval reads one chunk per bucket boundary
+   * (360 per key), and a dashboard re-polling "the last 30 days" moves its boundaries by seconds, so nearly the
+   * same windows again. Each is kept encoded, with only the points before the edge a reader needed decoded
+   * (regular timestamps as their first and step): kept whole and decoded, the month's chunks cost 2.5 times the
+   * bytes and decoding their ends was work no edge used. "e:k" → that series' chunks by window start (null: no
+   * chunk), series least recently used first, within the chunk budget.
    */
   private readonly chunkCache = new Map<string, SeriesChunks>();
   /** accounted bytes held in chunkCache */
@@ -67,7 +65,7 @@ export class ReadCache {
     private readonly rollups: Pick<RollupStore, 'clearReadCache' | 'readCacheUsage'>,
   ) {
     this.chunkCacheBytes = budgets.chunk;
-    this.fragmentCache = new ByteLru<string, BlockColumns>(budgets.fragment, chunkBytes);
+    this.fragmentCache = new ByteLru<string, BlockColumns>(budgets.fragment, fragmentBytes);
   }
 
   /** false while a change to chunks or rollups may be committing: readers then leave the caches unfilled */
@@ -80,7 +78,7 @@ export class ReadCache {
     return this.inWriteTxn > 0;
   }
 
-  /** The decoded-chunk cache of series (e, k), for chunkColumns (a query looks it up once). */
+  /** The chunk cache of series (e, k), for chunk and chunkColumns (a query looks it up once). */
   seriesChunks(e: EntityIdx, k: KeyIdx): SeriesChunks {
     const id = `${e}:${k}`;
     let chunks = this.chunkCache.get(id);
@@ -91,27 +89,51 @@ export class ReadCache {
   }
 
   /**
-   * The committed chunk of window `w` of series (e, k), decoded (all timestamps; values on demand), or
-   * undefined when it has none. Shared with other readers through `chunks` (seriesChunks(e, k)): callers must
-   * not load another block into it. Chunks change only inside `writeChunks`, which keeps the cache empty until
-   * the change has committed. Past the cache's bytes, the least recently used series go first.
+   * The committed chunk of window `w` of series (e, k), or undefined when it has none. Shared with other readers
+   * through `chunks` (seriesChunks(e, k)): only chunkColumns changes it. Chunks change only inside
+   * `writeChunks`, which keeps the cache empty until the change has committed. Past the cache's bytes, the
+   * least recently used series go first.
+   */
+  chunk(e: EntityIdx, k: KeyIdx, w: number, chunks: SeriesChunks = this.seriesChunks(e, k)): CachedChunk | undefined {
+    const hit = chunks.get(w);
+    if (hit !== undefined) return hit ?? undefined;
+    const block = readOwnCopy(this.env.chunks, windowKey(e, k, w));
+    const c = block === undefined ? null : { block, cols: undefined, upTo: -Infinity };
+    if (this.cacheHolds > 0) return c ?? undefined;
+    chunks.set(w, c);
+    // a reader's map dropped by clear() mid-query is no longer the cache's: not counted
+    if (this.chunkCache.get(`${e}:${k}`) !== chunks) return c ?? undefined;
+    this.chunkCacheSize += chunkBytes(c);
+    this.evictChunks(chunks, w);
+    return c ?? undefined;
+  }
+
+  /**
+   * The points of chunk `c` (window `w` of series (e, k), from `chunk`) with ts < `upTo`, decoded (at least
+   * those: a reader asking for fewer may get more). Shared with other readers: callers must not load another
+   * block into it. Values are decoded as they are read.
    */
   chunkColumns(
     e: EntityIdx,
     k: KeyIdx,
     w: number,
+    c: CachedChunk,
+    upTo: number,
     chunks: SeriesChunks = this.seriesChunks(e, k),
-  ): BlockColumns | undefined {
-    const hit = chunks.get(w);
-    if (hit !== undefined) return hit ?? undefined;
-    const block = readOwnCopy(this.env.chunks, windowKey(e, k, w));
-    const cols = block === undefined ? null : new BlockColumns().load(block);
-    if (this.cacheHolds > 0) return cols ?? undefined;
-    chunks.set(w, cols);
-    // a reader's map dropped by clear() mid-query is no longer the cache's: not counted
-    if (this.chunkCache.get(`${e}:${k}`) !== chunks) return cols ?? undefined;
-    this.chunkCacheSize += chunkBytes(cols);
-    // Evict window by window: from the least recently used series, its first-read windows first.
+  ): BlockColumns {
+    if (c.cols !== undefined && c.upTo >= upTo) return c.cols;
+    const before = chunkBytes(c);
+    c.cols = new BlockColumns().load(c.block, upTo).compact();
+    c.upTo = upTo;
+    if (chunks.get(w) === c && this.chunkCache.get(`${e}:${k}`) === chunks) {
+      this.chunkCacheSize += chunkBytes(c) - before;
+      this.evictChunks(chunks, w);
+    }
+    return c.cols;
+  }
+
+  /** Evicts window by window past the budget: from the least recently used series, its first-read windows first. */
+  private evictChunks(chunks: SeriesChunks, w: number): void {
     while (this.chunkCacheSize > this.chunkCacheBytes) {
       const [id, oldest] = this.chunkCache.entries().next().value as [string, SeriesChunks];
       const first = oldest.entries().next();
@@ -119,12 +141,11 @@ export class ReadCache {
         this.chunkCache.delete(id);
         continue;
       }
-      const [firstW, firstCols] = first.value;
+      const [firstW, firstChunk] = first.value;
       if (oldest === chunks && firstW === w) break; // the window just read stays
       oldest.delete(firstW);
-      this.chunkCacheSize -= chunkBytes(firstCols);
+      this.chunkCacheSize -= chunkBytes(firstChunk);
     }
-    return cols ?? undefined;
   }
 
   /**
@@ -143,7 +164,7 @@ export class ReadCache {
     return cols;
   }
 
-  /** Accounted bytes of the decoded chunks, head fragments and rollup blocks held for readers, and budgets. */
+  /** Accounted bytes of the chunks, decoded head fragments and rollup blocks held for readers, and budgets. */
   usage(): {
     chunkBytes: number;
     chunkBudget: number;
@@ -182,7 +203,7 @@ export class ReadCache {
     }
   }
 
-  /** Drops the decoded chunks, head fragments and rollup blocks readers share. */
+  /** Drops the chunks, head fragments and rollup blocks readers share. */
   clear(): void {
     this.chunkCache.clear();
     this.chunkCacheSize = 0;

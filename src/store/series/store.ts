@@ -43,7 +43,7 @@ import { RollupStore, type TierSpec, makeTiers } from '../rollups/store.js';
 import type { WalStats } from '../wal.js';
 import { GroupCommit } from './append.js';
 import { LogApplier } from './apply.js';
-import { type SeriesChunks, type WindowPoints, rawHorizonOf } from './chunks.js';
+import { type CachedChunk, type SeriesChunks, type WindowPoints, rawHorizonOf } from './chunks.js';
 import { Compactor } from './compact.js';
 import { Deleter } from './delete.js';
 import { HeadWriter } from './head.js';
@@ -221,8 +221,12 @@ export class LmdbTimeseriesStore implements TimeseriesStore, BucketSource, Plann
     return this.cache.seriesChunks(e, k);
   }
 
-  chunkColumns(e: EntityIdx, k: KeyIdx, w: number, chunks?: SeriesChunks): BlockColumns | undefined {
-    return this.cache.chunkColumns(e, k, w, chunks);
+  chunk(e: EntityIdx, k: KeyIdx, w: number, chunks?: SeriesChunks): CachedChunk | undefined {
+    return this.cache.chunk(e, k, w, chunks);
+  }
+
+  chunkColumns(e: EntityIdx, k: KeyIdx, w: number, c: CachedChunk, upTo: number, chunks?: SeriesChunks): BlockColumns {
+    return this.cache.chunkColumns(e, k, w, c, upTo, chunks);
   }
 
   fragmentColumns(key: Buffer): BlockColumns | undefined {
