@@ -203,7 +203,7 @@ elif staging; then
   say "staged into $root (no systemctl, no user creation)"
 else
   say "note: systemd is not running here, so the unit is installed but not started;"
-  say "      start the daemon by hand (as the unit does): sudo -u outpost MALLOC_ARENA_MAX=2 OUTPOST_CONFIG=$etc/outpost.json OUTPOST_DATA_DIR=$data $prefix/bin/node --max-semi-space-size=2 --max-old-space-size=512 --no-concurrent-recompilation $prefix/dist/src/main.js serve"
+  say "      start the daemon by hand (as the unit does): sudo -u outpost MALLOC_ARENA_MAX=2 MALLOC_TRIM_THRESHOLD_=131072 OUTPOST_CONFIG=$etc/outpost.json OUTPOST_DATA_DIR=$data $prefix/bin/node --max-semi-space-size=2 --max-old-space-size=512 $prefix/dist/src/main.js serve"
 fi
 
 # --- What next.

@@ -388,7 +388,7 @@ interface Result {
 }
 
 /** glibc's malloc settings systemd/outpost.service and `npm start` give the daemon (docs/design/memory-budget.md) */
-const MALLOC_ENV: Readonly<Record<string, string>> = { MALLOC_ARENA_MAX: '2' };
+const MALLOC_ENV: Readonly<Record<string, string>> = { MALLOC_ARENA_MAX: '2', MALLOC_TRIM_THRESHOLD_: '131072' };
 
 interface Restarts {
   /** builds to restart on the month's data dir: dist/src/main.js, node's flags and environment */
@@ -736,7 +736,7 @@ async function main(): Promise<void> {
   const flags = nf >= 0 ? (argv[nf + 1] ?? '').split(/\s+/).filter((x) => x !== '') : [];
   const builds = [
     {
-      name: `this build${flags.length > 0 ? ` (${flags.join(' ')}, MALLOC_ARENA_MAX=2)` : ''}`,
+      name: `this build${flags.length > 0 ? ` (${flags.join(' ')}, MALLOC_ARENA_MAX=2 MALLOC_TRIM_THRESHOLD_=131072)` : ''}`,
       main: here,
       flags,
       env: flags.length > 0 ? MALLOC_ENV : {},
@@ -750,7 +750,8 @@ async function main(): Promise<void> {
       name: `${argv[b + 1]} (${baseFlags.length > 0 ? `${baseFlags.join(' ')}, MALLOC_ARENA_MAX=2` : 'as started before'})`,
       main: resolve(argv[b + 1] as string, 'dist/src/main.js'),
       flags: baseFlags,
-      env: baseFlags.length > 0 ? MALLOC_ENV : {},
+      // the arena cap, as units have set it since 77661c0 (the trim threshold came later)
+      env: baseFlags.length > 0 ? { MALLOC_ARENA_MAX: '2' } : {},
     });
   // the restarted daemons listen on ports of their own, as a gateway's daemon listens on HTTP, MQTT and CoAP
   process.env['OUTPOST_MQTT_PORT'] = 'ephemeral';

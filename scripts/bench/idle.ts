@@ -40,9 +40,16 @@ interface Variant {
  * (docs/design/memory-budget.md); test/daemon/install.test.ts keeps the two in step.
  */
 const AS_STARTED = {
-  flags: ['--max-semi-space-size=2', '--max-old-space-size=512', '--no-concurrent-recompilation'],
-  env: { MALLOC_ARENA_MAX: '2' },
+  flags: ['--max-semi-space-size=2', '--max-old-space-size=512'],
+  env: { MALLOC_ARENA_MAX: '2', MALLOC_TRIM_THRESHOLD_: '131072' },
 };
+
+/** the environment a baseline's unit gave it (the arena cap since 77661c0; the trim threshold came later) */
+const BASELINE_ENV = { MALLOC_ARENA_MAX: '2' };
+const envText = (env: Readonly<Record<string, string>>): string =>
+  Object.entries(env)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(' ');
 
 const HERE = dirname(fileURLToPath(import.meta.url));
 const PROBE = pathToFileURL(join(HERE, 'idle-probe.js')).href;
@@ -89,7 +96,7 @@ async function main(): Promise<void> {
     { name: 'bare node (floor)', args: () => ['-e', 'setInterval(() => {}, 60_000)'] },
     { name: 'outpost serve, this build', args: serveArgs(THIS_MAIN) },
     {
-      name: `outpost serve, this build as systemd starts it (${AS_STARTED.flags.join(' ')}, MALLOC_ARENA_MAX=2)`,
+      name: `outpost serve, this build as systemd starts it (${AS_STARTED.flags.join(' ')}, ${envText(AS_STARTED.env)})`,
       args: (dir) => [...AS_STARTED.flags, ...serveArgs(THIS_MAIN)(dir)],
       env: AS_STARTED.env,
     },
@@ -98,7 +105,7 @@ async function main(): Promise<void> {
   for (let i = argv.indexOf('--flags'); i >= 0; i = argv.indexOf('--flags', i + 1)) {
     const flags = (argv[i + 1] ?? '').split(/\s+/).filter((x) => x !== '');
     variants.push({
-      name: `outpost serve, this build with ${flags.join(' ') || 'no flags'}, MALLOC_ARENA_MAX=2`,
+      name: `outpost serve, this build with ${flags.join(' ') || 'no flags'}, ${envText(AS_STARTED.env)}`,
       args: (dir) => [...flags, ...serveArgs(THIS_MAIN)(dir)],
       env: AS_STARTED.env,
     });
@@ -112,9 +119,9 @@ async function main(): Promise<void> {
     if (bf >= 0) {
       const flags = (argv[bf + 1] ?? '').split(/\s+/).filter((x) => x !== '');
       variants.push({
-        name: `outpost serve, ${baselineDir} with ${flags.join(' ')}, MALLOC_ARENA_MAX=2`,
+        name: `outpost serve, ${baselineDir} with ${flags.join(' ')}, ${envText(BASELINE_ENV)}`,
         args: (dir) => [...flags, ...serveArgs(main)(dir)],
-        env: AS_STARTED.env,
+        env: BASELINE_ENV,
       });
     }
   }
