@@ -750,7 +750,7 @@ async function main(): Promise<void> {
       name: `${argv[b + 1]} (${baseFlags.length > 0 ? `${baseFlags.join(' ')}, MALLOC_ARENA_MAX=2` : 'as started before'})`,
       main: resolve(argv[b + 1] as string, 'dist/src/main.js'),
       flags: baseFlags,
-      // the arena cap, as units have set it since 77661c0 (the trim threshold came later)
+      // the arena cap, for a baseline whose unit set no trim threshold
       env: baseFlags.length > 0 ? { MALLOC_ARENA_MAX: '2' } : {},
     });
   // the restarted daemons listen on ports of their own, as a gateway's daemon listens on HTTP, MQTT and CoAP

@@ -44,7 +44,7 @@ const AS_STARTED = {
   env: { MALLOC_ARENA_MAX: '2', MALLOC_TRIM_THRESHOLD_: '131072' },
 };
 
-/** the environment a baseline's unit gave it (the arena cap since 77661c0; the trim threshold came later) */
+/** what `--baseline-flags` starts a baseline with: the arena cap, for a build whose unit set no trim threshold */
 const BASELINE_ENV = { MALLOC_ARENA_MAX: '2' };
 const envText = (env: Readonly<Record<string, string>>): string =>
   Object.entries(env)
