@@ -14,14 +14,10 @@ import {
   NO_COMPACT_FORM,
   SUM_COUNT,
   SUM_DOUBLE_COUNT,
-  SUM_FIRST_TS,
-  SUM_LAST_TS,
   SUM_LONG_COUNT,
   SUM_LONG_SUM,
   SUM_MAX_PARTIALS,
   SUM_PARTIALS,
-  SUM_PARTIAL_0,
-  SUM_STRIDE,
   decodeSums,
 } from '../../src/store/rollups/decoded-block.js';
 import { type RollupBucket, bucketize, decodeBlock, encodeBlock } from '../../src/store/rollups/store.js';
@@ -75,25 +71,24 @@ t.test('rollup blocks: counts and sums decoded from the bytes equal the decoded 
     let mismatches = 0;
     for (let i = 0; i < want.length; i++) {
       const { start, agg } = want[i] as RollupBucket;
-      const o = i * SUM_STRIDE;
-      const s = blk.sums;
+      const f = (field: number): number => blk.field(field, i);
       const c = compactOf(agg);
       const got = [
         blk.starts[i],
-        s[o + SUM_COUNT],
-        s[o + SUM_LONG_COUNT],
-        s[o + SUM_DOUBLE_COUNT],
-        s[o + SUM_FIRST_TS],
-        s[o + SUM_LAST_TS],
-        s[o + SUM_PARTIALS],
+        f(SUM_COUNT),
+        f(SUM_LONG_COUNT),
+        f(SUM_DOUBLE_COUNT),
+        blk.firstTs(i),
+        blk.lastTs(i),
+        f(SUM_PARTIALS),
       ];
       // no compact form: NON_FINITE when a non-finite double is why (such a bucket cannot be subtracted)
       const form = c ? c.length - 1 : agg.doubleSpecial !== 0 ? NON_FINITE : NO_COMPACT_FORM;
       const exp = [start, agg.count, agg.longCount, agg.doubleCount, agg.firstTs, agg.lastTs, form];
       if (c !== undefined) {
         compact++;
-        const np = s[o + SUM_PARTIALS] as number;
-        got.push(s[o + SUM_LONG_SUM] as number, ...Array.from({ length: np }, (_, j) => s[o + SUM_PARTIAL_0 + j]));
+        const np = f(SUM_PARTIALS);
+        got.push(f(SUM_LONG_SUM), ...Array.from({ length: np }, (_, j) => blk.partial(i, j)));
         exp.push(...c);
       }
       if (got.some((x, j) => !Object.is(x, exp[j])) || got.length !== exp.length) {

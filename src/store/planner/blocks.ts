@@ -1,12 +1,5 @@
 /** The planner's view of decoded rollup blocks: which points a bucket covers, and the search for a bucket. */
-import {
-  type DecodedBlock,
-  NON_FINITE,
-  SUM_FIRST_TS,
-  SUM_LAST_TS,
-  SUM_PARTIALS,
-  SUM_STRIDE,
-} from '../rollups/decoded-block.js';
+import { type DecodedBlock, NON_FINITE, SUM_PARTIALS } from '../rollups/decoded-block.js';
 
 /** A decoded rollup block, with the index after the last bucket a piece took from it. */
 export interface CachedBlock {
@@ -18,8 +11,8 @@ export interface CachedBlock {
 /** Which of bucket i of `blk`'s points (i < 0: a bucket without points) lie in [from, to). */
 export function coverage(blk: DecodedBlock, i: number, from: number, to: number): 'none' | 'some' | 'all' {
   if (i < 0) return 'none';
-  const firstTs = blk.sums[i * SUM_STRIDE + SUM_FIRST_TS] as number;
-  const lastTs = blk.sums[i * SUM_STRIDE + SUM_LAST_TS] as number;
+  const firstTs = blk.firstTs(i);
+  const lastTs = blk.lastTs(i);
   if (to <= firstTs || from > lastTs) return 'none';
   return from <= firstTs && to > lastTs ? 'all' : 'some';
 }
@@ -29,7 +22,7 @@ export function coverage(blk: DecodedBlock, i: number, from: number, to: number)
  * bucket states are not decoded for it.
  */
 export function subtractableBucket(blk: DecodedBlock, i: number): boolean {
-  return blk.sums[i * SUM_STRIDE + SUM_PARTIALS] !== NON_FINITE;
+  return blk.field(SUM_PARTIALS, i) !== NON_FINITE;
 }
 
 /** The index of the first bucket of `cb` starting at or after `ts`. */

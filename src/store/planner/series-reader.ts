@@ -30,8 +30,7 @@ import {
   SUM_LONG_COUNT,
   SUM_LONG_SUM,
   SUM_PARTIALS,
-  SUM_PARTIAL_0,
-  SUM_STRIDE,
+  SUM_PARTIALS_AT,
 } from '../rollups/decoded-block.js';
 import { type RollupBucket, type TierSpec, rollupKey } from '../rollups/store.js';
 import { windowKey, windowStart } from '../series/chunks.js';
@@ -522,20 +521,22 @@ export class SeriesReader {
    */
   private merge(blk: DecodedBlock, i: number, acc: BucketAgg, sign: 1 | -1): void {
     const s = blk.sums;
-    const o = i * SUM_STRIDE;
-    const np = s[o + SUM_PARTIALS] as number;
+    const n = blk.length;
+    const np = s[SUM_PARTIALS * n + i] as number;
     if (this.fields !== 'sums' || np < 0) {
       const agg = (blk.buckets[i] as RollupBucket).agg;
       if (sign > 0) mergeInto(acc, agg, this.fields);
       else removeAgg(acc, agg);
       return;
     }
-    acc.count += sign * (s[o + SUM_COUNT] as number);
-    acc.longCount += sign * (s[o + SUM_LONG_COUNT] as number);
-    acc.doubleCount += sign * (s[o + SUM_DOUBLE_COUNT] as number);
-    const ls = s[o + SUM_LONG_SUM] as number;
+    acc.count += sign * (s[SUM_COUNT * n + i] as number);
+    acc.longCount += sign * (s[SUM_LONG_COUNT * n + i] as number);
+    acc.doubleCount += sign * (s[SUM_DOUBLE_COUNT * n + i] as number);
+    const ls = s[SUM_LONG_SUM * n + i] as number;
     if (ls !== 0) acc.longSum = addLong(acc.longSum, sign * ls);
-    for (let j = 0; j < np; j++) addPartial(acc.doubleSum, sign * (s[o + SUM_PARTIAL_0 + j] as number));
+    const p = blk.partials;
+    const at = s[SUM_PARTIALS_AT * n + i] as number;
+    for (let j = 0; j < np; j++) addPartial(acc.doubleSum, sign * (p[at + j] as number));
   }
 
   /** Adds the chunk points of [from, to) to `acc` (numbers without a KvValue per point where the block allows). */

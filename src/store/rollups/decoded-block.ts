@@ -21,21 +21,23 @@ export interface RollupBucket {
  * have three, and with two they all fell back to the bucket objects.
  */
 export const SUM_MAX_PARTIALS = 4;
-/** Numbers per bucket in DecodedBlock.sums. */
-export const SUM_STRIDE = 7 + SUM_MAX_PARTIALS;
-/** Offsets in a bucket's stride of DecodedBlock.sums. */
+/** Fields per bucket in DecodedBlock.sums. */
+export const SUM_FIELDS = 8;
+/** Fields of DecodedBlock.sums: field f of bucket i is `sums[f * length + i]` (`DecodedBlock.field`). */
 export const SUM_COUNT = 0;
 export const SUM_LONG_COUNT = 1;
 export const SUM_DOUBLE_COUNT = 2;
-export const SUM_FIRST_TS = 3;
-export const SUM_LAST_TS = 4;
+/** the first and last point's ts, as offsets from the bucket's start (`firstTs`, `lastTs`) */
+export const SUM_FIRST_OFFSET = 3;
+export const SUM_LAST_OFFSET = 4;
 export const SUM_LONG_SUM = 5;
 /**
  * the number of double-sum partials (0 to SUM_MAX_PARTIALS), or when the bucket has no compact form
  * NO_COMPACT_FORM, or NON_FINITE when that is because it holds a non-finite double (it cannot be subtracted)
  */
 export const SUM_PARTIALS = 6;
-export const SUM_PARTIAL_0 = 7;
+/** where the bucket's partials start in DecodedBlock.partials */
+export const SUM_PARTIALS_AT = 7;
 export const NO_COMPACT_FORM = -1;
 export const NON_FINITE = -2;
 
@@ -58,8 +60,14 @@ const BUCKET_OBJECT_BYTES = 544;
 export class DecodedBlock {
   /** bucket starts, ascending */
   readonly starts: Float64Array;
-  /** SUM_STRIDE numbers per bucket (SUM_* offsets) */
+  /**
+   * SUM_FIELDS numbers per bucket, field-major: field f of bucket i at `f * length + i`. Field by field, a
+   * column of equal values (a count, a timestamp offset, a run of buckets without longs) is one native fill
+   * when the block is decoded, not a loop over the buckets.
+   */
   readonly sums: Float64Array;
+  /** every bucket's double-sum partials, bucket after bucket (SUM_PARTIALS_AT, SUM_PARTIALS) */
+  readonly partials: Float64Array;
   /** called once `buckets` has been decoded: the cache holding the block accounts it again */
   onGrown: (() => void) | undefined;
   private decoded: readonly RollupBucket[] | undefined;
@@ -72,14 +80,36 @@ export class DecodedBlock {
     readonly raw: Buffer,
     n: number,
     columns: Float64Array,
+    partials: Float64Array,
     private readonly decodeBuckets: () => readonly RollupBucket[],
   ) {
     this.starts = columns.subarray(0, n);
-    this.sums = columns.subarray(n, n + n * SUM_STRIDE);
+    this.sums = columns.subarray(n, n + n * SUM_FIELDS);
+    this.partials = partials;
   }
 
   get length(): number {
     return this.starts.length;
+  }
+
+  /** Field `f` (a SUM_* offset) of bucket i. */
+  field(f: number, i: number): number {
+    return this.sums[f * this.starts.length + i] as number;
+  }
+
+  /** The ts of bucket i's first point. */
+  firstTs(i: number): number {
+    return (this.starts[i] as number) + (this.sums[SUM_FIRST_OFFSET * this.starts.length + i] as number);
+  }
+
+  /** The ts of bucket i's last point. */
+  lastTs(i: number): number {
+    return (this.starts[i] as number) + (this.sums[SUM_LAST_OFFSET * this.starts.length + i] as number);
+  }
+
+  /** Partial j of bucket i's double sum (j < its SUM_PARTIALS). */
+  partial(i: number, j: number): number {
+    return this.partials[(this.sums[SUM_PARTIALS_AT * this.starts.length + i] as number) + j] as number;
   }
 
   /** The bucket states, ascending (decoded on first use, then kept with the block). */
@@ -97,26 +127,71 @@ export class DecodedBlock {
     return (
       BLOCK_BYTES +
       this.raw.length +
-      n * 8 * (1 + SUM_STRIDE) +
+      n * 8 * (1 + SUM_FIELDS) +
+      this.partials.length * 8 +
       (this.decoded === undefined ? 0 : n * BUCKET_OBJECT_BYTES)
     );
   }
 }
 
-/** Reused by decodeSums (synchronous): the integer columns and the value columns' point blocks. */
+/*
+ * The decoder below runs for every block the first query after a start reads (a month of 2-h buckets: ~90 blocks
+ * per key) before V8 has optimized it, so it spends as few interpreted steps as it can: runs of equal values
+ * are filled natively, the columns the compact form does not need are walked varint by varint without being
+ * expanded, and doubles are read with a DataView (Buffer's readDoubleBE is JavaScript).
+ */
+
+/** Reused by decodeSums (synchronous): an integer column, expanded. */
 let ints: Float64Array = new Float64Array(128);
-let present: Float64Array = new Float64Array(128);
-/** whether the column readInts read last holds a value other than 0 (most bucket columns are one run) */
-let nonZero = false;
 const values = new BlockColumns();
 
 /**
- * Reads `n` values written by writeDiffs (order 1) into `out` from index 0, growing it as needed (returned):
- * readDiffs' loop, into a typed array, as a block's columns are read a few thousand times by the first month
- * query after a start and a plain array's growth was most of what it allocated.
+ * Reads `n` values written by writeDiffs (order 1) into `out` from `at` (`out` has room): a run of zero
+ * differences, a run of equal values, is one fill.
  */
-function readInts(r: ByteReader, n: number, out: Float64Array): Float64Array {
-  if (out.length < n) out = new Float64Array(Math.max(n, 2 * out.length));
+function readIntsInto(r: ByteReader, n: number, out: Float64Array, at: number): void {
+  const buf = r.buf;
+  let pos = r.pos;
+  let prev = 0;
+  let len = 0;
+  while (len < n) {
+    let b = buf[pos++] as number;
+    let z = b & 0x7f;
+    for (let mul = 0x80; b >= 0x80; mul *= 0x80) {
+      b = buf[pos++] as number;
+      z += (b & 0x7f) * mul;
+    }
+    if (b === undefined) throw new Error('corrupt rollup block: truncated');
+    if (z !== 0) {
+      prev += z % 2 === 0 ? z / 2 : -(z + 1) / 2;
+      out[at + len++] = prev;
+      continue;
+    }
+    b = buf[pos++] as number;
+    let c = b & 0x7f;
+    for (let mul = 0x80; b >= 0x80; mul *= 0x80) {
+      b = buf[pos++] as number;
+      c += (b & 0x7f) * mul;
+    }
+    const end = Math.min(n, len + c + 1);
+    out.fill(prev, at + len, at + end);
+    len = end;
+  }
+  r.pos = pos;
+}
+
+/** `n` values of an integer column into the scratch column `ints` (grown as needed), returned. */
+function readInts(r: ByteReader, n: number): Float64Array {
+  if (ints.length < n) ints = new Float64Array(Math.max(n, 2 * ints.length));
+  readIntsInto(r, n, ints, 0);
+  return ints;
+}
+
+/**
+ * Moves `r` past an integer column of `n` values without expanding it; whether any value is not 0 (a run is
+ * one step).
+ */
+function skipInts(r: ByteReader, n: number): boolean {
   const buf = r.buf;
   let pos = r.pos;
   let prev = 0;
@@ -130,49 +205,58 @@ function readInts(r: ByteReader, n: number, out: Float64Array): Float64Array {
       z += (b & 0x7f) * mul;
     }
     if (b === undefined) throw new Error('corrupt rollup block: truncated');
-    const d = z % 2 === 0 ? z / 2 : -(z + 1) / 2;
-    let repeats = 1;
-    if (d === 0) {
+    if (z !== 0) {
+      prev += z % 2 === 0 ? z / 2 : -(z + 1) / 2;
+      len++;
+      if (prev !== 0) any = true;
+      continue;
+    }
+    b = buf[pos++] as number;
+    let c = b & 0x7f;
+    for (let mul = 0x80; b >= 0x80; mul *= 0x80) {
       b = buf[pos++] as number;
-      let c = b & 0x7f;
-      for (let mul = 0x80; b >= 0x80; mul *= 0x80) {
-        b = buf[pos++] as number;
-        c += (b & 0x7f) * mul;
-      }
-      repeats = c + 1;
+      c += (b & 0x7f) * mul;
     }
-    for (let j = 0; j < repeats && len < n; j++) {
-      prev += d;
-      out[len++] = prev;
-    }
+    len += c + 1;
     if (prev !== 0) any = true;
   }
   r.pos = pos;
-  nonZero = any;
-  return out;
+  return any;
 }
 
-/** Moves `r` past a value column (its presence column, then its point block). */
-function skipValues(r: ByteReader, n: number): void {
-  present = readInts(r, n, present);
+/** Moves `r` past a length-prefixed point block. */
+function skipBlock(r: ByteReader): void {
   const len = r.uvar();
   r.pos += len;
 }
 
-/** Loads a value column's point block into `values` (its ts: the index of the bucket, or of the partial). */
-function loadValues(r: ByteReader, n: number): void {
-  present = readInts(r, n, present);
+/** Moves `r` past a value column (its presence column, then its point block); whether any value is present. */
+function skipValues(r: ByteReader, n: number): boolean {
+  const any = skipInts(r, n);
+  skipBlock(r);
+  return any;
+}
+
+/**
+ * Loads a value column's point block (after its presence column) into `values` and returns its numbers (a new
+ * array; NaN for a value that is none: a bigint, a string).
+ */
+function readValues(r: ByteReader): Float64Array {
   const len = r.uvar();
   values.load(r.buf.subarray(r.pos, r.pos + len));
   r.pos += len;
+  const out = values.numbers();
+  if (out !== undefined) return out;
+  const m = values.count;
+  const nums = new Float64Array(m);
+  for (let i = 0; i < m; i++) {
+    const v = values.valueAt(i).v;
+    nums[i] = typeof v === 'number' ? v : NaN;
+  }
+  return nums;
 }
 
-/** The value of point i of `values` as a number, or NaN when it is none (a bigint, a string). */
-function numberAt(i: number): number {
-  if (values.numericKind !== 'NONE') return values.num(i);
-  const v = values.valueAt(i).v;
-  return typeof v === 'number' ? v : NaN;
-}
+const NO_PARTIALS: Float64Array = new Float64Array(0);
 
 /**
  * The starts, counts and sums of block `raw` (encodeBlock of tier buckets of `bucketMs` from `blockStart`), a
@@ -186,63 +270,70 @@ export function decodeSums(
 ): DecodedBlock {
   const r = new ByteReader(raw);
   const n = raw.length === 0 ? 0 : r.uvar();
-  const cols = new Float64Array(n * (1 + SUM_STRIDE));
-  if (n === 0) return new DecodedBlock(raw, 0, cols, decodeBuckets);
-  // bucket i's field f is at n + i * SUM_STRIDE + f
-  ints = readInts(r, n, ints);
-  for (let i = 0; i < n; i++) cols[i] = blockStart + (ints[i] as number) * bucketMs;
-  for (const f of [SUM_COUNT, SUM_LONG_COUNT, SUM_DOUBLE_COUNT]) {
-    ints = readInts(r, n, ints);
-    if (nonZero) for (let i = 0, at = n + f; i < n; i++, at += SUM_STRIDE) cols[at] = ints[i] as number;
-  }
+  const cols = new Float64Array(n * (1 + SUM_FIELDS));
+  if (n === 0) return new DecodedBlock(raw, 0, cols, NO_PARTIALS, decodeBuckets);
+  // field f of bucket i is at (1 + f) * n + i
+  const partialsAt = (1 + SUM_PARTIALS) * n;
+  readIntsInto(r, n, cols, 0);
+  for (let i = 0; i < n; i++) cols[i] = blockStart + (cols[i] as number) * bucketMs;
+  readIntsInto(r, n, cols, (1 + SUM_COUNT) * n);
+  readIntsInto(r, n, cols, (1 + SUM_LONG_COUNT) * n);
+  readIntsInto(r, n, cols, (1 + SUM_DOUBLE_COUNT) * n);
   // booleans, strings, JSON: a bucket holding any has no compact form
   for (let c = 0; c < 3; c++) {
-    ints = readInts(r, n, ints);
-    if (nonZero)
-      for (let i = 0, at = n + SUM_PARTIALS; i < n; i++, at += SUM_STRIDE)
-        if ((ints[i] as number) !== 0) cols[at] = NO_COMPACT_FORM;
+    const at = r.pos;
+    if (!skipInts(r, n)) continue;
+    r.pos = at;
+    const flags = readInts(r, n);
+    for (let i = 0; i < n; i++) if ((flags[i] as number) !== 0) cols[partialsAt + i] = NO_COMPACT_FORM;
   }
   const wide = r.u8() === 1;
-  // long sums: present where the bucket holds longs; a wide column (decimal strings) or a sum past ±2^53 has
-  // no compact form
-  loadValues(r, n);
-  for (let j = 0; j < values.count; j++) {
-    const at = n + values.tsAt(j) * SUM_STRIDE;
-    const s = wide ? NaN : numberAt(j);
-    if (Number.isSafeInteger(s)) cols[at + SUM_LONG_SUM] = s;
-    else cols[at + SUM_PARTIALS] = NO_COMPACT_FORM;
-  }
-  ints = readInts(r, n, ints);
+  // long sums: present where the bucket holds longs (the points' ts are bucket indices); a wide column (decimal
+  // strings) or a sum past ±2^53 has no compact form
+  if (skipInts(r, n)) {
+    const sums = readValues(r);
+    const m = values.count;
+    const longSumAt = (1 + SUM_LONG_SUM) * n;
+    // LONG blocks hold safe integers only (|v| < 2^50), and a sum for every bucket has them in bucket order
+    if (!wide && m === n && values.numericKind === 'LONG') cols.set(sums, longSumAt);
+    else
+      for (let j = 0; j < m; j++) {
+        const i = values.tsAt(j);
+        const s = wide ? NaN : (sums[j] as number);
+        if (Number.isSafeInteger(s)) cols[longSumAt + i] = s;
+        else cols[partialsAt + i] = NO_COMPACT_FORM;
+      }
+  } else skipBlock(r);
+  // partial counts: where each bucket's start in `partials`, and how many (unless it has no compact form)
+  const lens = readInts(r, n);
+  const offsetsAt = (1 + SUM_PARTIALS_AT) * n;
   let total = 0;
-  for (let i = 0, at = n + SUM_PARTIALS; i < n; i++, at += SUM_STRIDE) {
-    const len = ints[i] as number;
+  for (let i = 0; i < n; i++) {
+    const len = lens[i] as number;
+    cols[offsetsAt + i] = total;
     total += len;
-    if (len > SUM_MAX_PARTIALS) cols[at] = NO_COMPACT_FORM;
-    else if ((cols[at] as number) >= 0) cols[at] = len;
+    if (len > SUM_MAX_PARTIALS) cols[partialsAt + i] = NO_COMPACT_FORM;
+    else if ((cols[partialsAt + i] as number) >= 0) cols[partialsAt + i] = len;
   }
-  // the partials, bucket after bucket (ints still holds each bucket's number of them)
-  if (total > 0) {
-    loadValues(r, total);
-    for (let i = 0, p = 0, at = n; i < n; i++, at += SUM_STRIDE) {
-      const len = ints[i] as number;
-      if ((cols[at + SUM_PARTIALS] as number) >= 0)
-        for (let j = 0; j < len; j++) cols[at + SUM_PARTIAL_0 + j] = numberAt(p + j);
-      p += len;
-    }
-  } else skipValues(r, 0);
+  // the partials, bucket after bucket
+  skipInts(r, total);
+  let partials: Float64Array = NO_PARTIALS;
+  if (total > 0) partials = readValues(r);
+  else skipBlock(r);
   // non-finite doubles: present where a bucket holds one
-  skipValues(r, n);
-  if (nonZero)
-    for (let i = 0, at = n + SUM_PARTIALS; i < n; i++, at += SUM_STRIDE)
-      if ((present[i] as number) !== 0) cols[at] = NON_FINITE;
+  const specialsAt = r.pos;
+  if (skipValues(r, n)) {
+    const end = r.pos;
+    r.pos = specialsAt;
+    const present = readInts(r, n);
+    for (let i = 0; i < n; i++) if ((present[i] as number) !== 0) cols[partialsAt + i] = NON_FINITE;
+    r.pos = end;
+  }
   // long and double min/max, string min/max
   for (let c = 0; c < 6; c++) skipValues(r, n);
-  ints = readInts(r, n, ints);
-  for (let i = 0, at = n + SUM_FIRST_TS; i < n; i++, at += SUM_STRIDE)
-    cols[at] = (cols[i] as number) + (ints[i] as number);
-  ints = readInts(r, n, ints);
-  for (let i = 0, at = n + SUM_LAST_TS; i < n; i++, at += SUM_STRIDE)
-    cols[at] = (cols[i] as number) + (ints[i] as number);
+  // first and last ts, as offsets from the bucket's start
+  readIntsInto(r, n, cols, (1 + SUM_FIRST_OFFSET) * n);
+  readIntsInto(r, n, cols, (1 + SUM_LAST_OFFSET) * n);
   values.release();
-  return new DecodedBlock(raw, n, cols, decodeBuckets);
+  return new DecodedBlock(raw, n, cols, partials, decodeBuckets);
 }
