@@ -17,6 +17,50 @@ const ENTITY = '00000000-0000-0000-0000-0000000000c1';
 const MIN = 60_000;
 const HOUR = 60 * MIN;
 
+t.test('BlockColumns takes runs of one step at once, to any bound, and a point off the grid after them', async (t) => {
+  // Regular stretches (runs of zero second differences, which load takes without a step per point) broken by
+  // gaps, late points and a changed step; bounds before, on, between and after points, inside and at the ends
+  // of runs. Counts, every ts, lowerBound and the values must be decodePoints' for the same bound.
+  const rand = rng(11);
+  const cols = new BlockColumns();
+  const mismatches: string[] = [];
+  let blocks = 0;
+  for (let round = 0; round < 200; round++) {
+    const pts: TsKv[] = [];
+    let ts = 1_700_000_000_000 + Math.floor(rand() * 1e6);
+    let step = [1000, 10_000, 7][Math.floor(rand() * 3)] as number;
+    const n = 1 + Math.floor(rand() * 150);
+    for (let i = 0; i < n; i++) {
+      pts.push({ ts, value: kvLong(i * 3) });
+      const r = rand();
+      if (r < 0.02)
+        ts += step * 5; // a gap
+      else if (r < 0.04)
+        ts += step + 1; // one late point
+      else if (r < 0.05) step *= 2; // a new step
+      ts += step;
+    }
+    const block = encodePoints(pts);
+    blocks++;
+    const tsOf = (i: number): number => (pts[i] as TsKv).ts;
+    const bounds = [Infinity, -Infinity, tsOf(0), tsOf(pts.length - 1) + 1];
+    for (let b = 0; b < 6; b++) {
+      const p = tsOf(Math.floor(rand() * pts.length));
+      bounds.push(p, p + 1, p - 1);
+    }
+    for (const toTs of bounds) {
+      cols.load(block, toTs);
+      const want = decodePoints(block).filter((p) => p.ts < toTs);
+      const got = Array.from({ length: cols.count }, (_, i) => `${cols.tsAt(i)}:${String(cols.num(i))}`);
+      const exp = want.map((p) => `${p.ts}:${String(p.value.v)}`);
+      if (got.join() !== exp.join()) mismatches.push(`round ${round} toTs ${toTs}: ${got.length} vs ${exp.length}`);
+      const wrong = want.filter((p, i) => cols.lowerBound(p.ts) !== i || cols.lowerBound(p.ts + 1) !== i + 1);
+      if (wrong.length > 0) mismatches.push(`round ${round} toTs ${toTs}: lowerBound at ${(wrong[0] as TsKv).ts}`);
+    }
+  }
+  t.same(mismatches.slice(0, 5), [], `${blocks} blocks, every bound: the points decodePoints has`);
+});
+
 t.test('BlockColumns reads every block mode like decodePoints, with a ts bound and in any order', async (t) => {
   const t0 = 1_700_000_000_000;
   const cases: TsKv[][] = [

@@ -15,6 +15,7 @@
  *   - TAGGED: anything else (mixed types, strings, JSON, booleans, 64-bit longs): `[len varint][encodeValue]`.
  * Every mode round-trips exactly (type included: 42.0 stays DOUBLE, -0.0 stays -0.0 through F64/TAGGED).
  */
+import { endianness } from 'node:os';
 import type { KvValue, TsKv } from '../../model/kv.js';
 import { kvDouble, kvLong } from '../../model/kv.js';
 import { SeriesColumn } from '../../model/batch.js';
@@ -31,6 +32,8 @@ const MODE_F64 = 5;
 /** Magnitude bound keeping first and second differences exact in zigzag form (< 2^53). */
 const INT_BOUND = 2 ** 50;
 const POW10 = [1, 10, 100, 1000, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9];
+/** F64 values are stored big-endian; `numbers` swaps them on a little-endian host (x86, ARM as Linux runs it). */
+const LITTLE_ENDIAN = endianness() === 'LE';
 
 /**
  * Scratch writers for the difference streams, reused across blocks: encoding runs synchronously, and only
@@ -298,8 +301,9 @@ export class BlockColumns {
       if (b < 0x80) break;
     }
     this.valuesAt = pos + tsLen;
-    if (this.tsCol.length < n) this.tsCol = new Float64Array(Math.max(n, this.tsCol.length * 2));
-    const ts = this.tsCol;
+    // room for the first two ts; a block off the grid grows it (below)
+    if (this.tsCol.length < Math.min(n, 2)) this.tsCol = new Float64Array(Math.min(n, 2));
+    let ts = this.tsCol;
     // The ts stream: second differences of (ts - first), zero runs collapsed (writeDiffs order 2).
     let prev = 0;
     let prevDelta = 0;
@@ -307,6 +311,11 @@ export class BlockColumns {
     const limit = toTs - first;
     // a second difference other than 0 past the second point: the points loaded are not one step apart
     let irregular = false;
+    // While they are, a run of zero second differences is taken at once and `ts` is not written past the
+    // second point (`tsAt` computes them): a regular block's ts cost a few steps, not one per point, which is
+    // what the first queries after a start, before V8 has optimized this loop, spend most on. `written`: how
+    // many of `ts` are.
+    let written = 0;
     outer: while (len < n) {
       let b = block[pos++] as number;
       let v = b & 0x7f;
@@ -325,13 +334,33 @@ export class BlockColumns {
           c += (b & 0x7f) * mul;
         }
         repeats = c + 1;
+        if (!irregular && len >= 2 && prevDelta > 0) {
+          // the run's points below the limit: prev + j·prevDelta < limit for j = 1 .. room
+          const take = Math.min(repeats, n - len, Math.ceil((limit - prev) / prevDelta) - 1);
+          len += take;
+          prev += take * prevDelta;
+          if (take < repeats && len < n) break;
+          continue;
+        }
       }
       for (let j = 0; j < repeats && len < n; j++) {
         prevDelta += dd;
         prev += prevDelta;
         if (prev >= limit) break outer;
         if (dd !== 0 && len >= 2) irregular = true;
+        if (len >= ts.length) {
+          const grown = new Float64Array(Math.max(n, 2 * ts.length));
+          grown.set(ts.subarray(0, written));
+          ts = this.tsCol = grown;
+        }
+        if (written < len) {
+          // off the grid after a run taken at once: the points before it, computed
+          const t0 = ts[0] as number;
+          const step = (ts[1] as number) - t0;
+          for (; written < len; written++) ts[written] = t0 + written * step;
+        }
         ts[len++] = first + prev;
+        written = len;
       }
     }
     this.count = len;
@@ -442,6 +471,36 @@ export class BlockColumns {
     if (this.mode < MODE_LONG_D1 || this.mode > MODE_DEC_D2) return undefined;
     if (upTo > this.done) this.decodeInts(upTo - 1);
     return this.ints;
+  }
+
+  /**
+   * The numbers of the loaded points, a new array, when `numericKind` is LONG or DOUBLE; undefined for other
+   * blocks. One pass for the block where `num` is a call per point: F64 as one copy and byte swap (Buffer's
+   * readDoubleBE is JavaScript, which a cold reader runs slowly).
+   */
+  numbers(): Float64Array | undefined {
+    const n = this.count;
+    switch (this.mode) {
+      case MODE_F64: {
+        const out = new Float64Array(n);
+        new Uint8Array(out.buffer).set(this.block.subarray(this.valuesAt, this.valuesAt + 8 * n));
+        if (LITTLE_ENDIAN) Buffer.from(out.buffer).swap64();
+        return out;
+      }
+      case MODE_LONG_D1:
+      case MODE_LONG_D2:
+      case MODE_DEC_D1:
+      case MODE_DEC_D2: {
+        if (n > this.done) this.decodeInts(n - 1);
+        const div = this.div;
+        if (div === 1) return this.ints.slice(0, n);
+        const out = new Float64Array(n);
+        for (let i = 0; i < n; i++) out[i] = (this.ints[i] as number) / div;
+        return out;
+      }
+      default:
+        return undefined;
+    }
   }
 
   /** DEC blocks: 10^scale; 1 otherwise. */
