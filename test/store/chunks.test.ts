@@ -7,6 +7,7 @@ import t from 'tap';
 import { SeriesColumn } from '../../src/model/batch.js';
 import { type KvValue, type TsKv, kvBool, kvDouble, kvJson, kvLong, kvString, kvToString } from '../../src/model/kv.js';
 import { decodePoints, decodePointsIn, encodeColumn, encodePoints } from '../../src/store/encoding/gorilla.js';
+import { windowKey, windowLookupKey } from '../../src/store/series/chunks.js';
 import type { LmdbTimeseriesStore } from '../../src/store/series/store.js';
 import { addPoint, emptyAgg } from '../../src/store/rollups/aggregate.js';
 import { finalizeAgg } from '../../src/query/aggregate.js';
@@ -338,4 +339,33 @@ t.test('store: bytes per point of compressed chunks', async (t) => {
   t.equal(points, 40_000, 'every window compacted');
   t.ok(bytes / points < 1.5, `chunk payload ${(bytes / points).toFixed(2)} B/point`);
   t.equal(store.env.head.getKeysCount(), 0, 'head emptied');
+});
+
+t.test("a chunk lookup key has windowKey's bytes, and order", async (t) => {
+  const starts = [
+    0,
+    1,
+    -1,
+    1_200_000,
+    -1_200_000,
+    1_700_000_000_000,
+    -(2 ** 52),
+    2 ** 52,
+    4_294_967_296,
+    4_294_967_295,
+  ];
+  const wrong: string[] = [];
+  for (const [e, k] of [
+    [0, 0],
+    [1, 2],
+    [0xffffffff, 0x7fffffff],
+  ] as const)
+    for (const w of starts) {
+      const want = windowKey(e, k, w).toString('hex');
+      const got = windowLookupKey(e, k, w).toString('hex');
+      if (got !== want) wrong.push(`${e}/${k}/${w}: ${got} != ${want}`);
+    }
+  t.same(wrong, [], 'every entity, key and window start');
+  const sorted = [...starts].sort((a, b) => a - b).map((w) => windowKey(1, 2, w).toString('hex'));
+  t.same([...sorted].sort(), sorted, 'keys sort as their window starts');
 });

@@ -8,7 +8,7 @@ import { BlockColumns } from '../encoding/gorilla.js';
 import { type StoreEnv, readOwnCopy } from '../env.js';
 import { ByteLru } from '../lru.js';
 import type { RollupStore } from '../rollups/store.js';
-import { type CachedChunk, type SeriesChunks, windowKey } from './chunks.js';
+import { type CachedChunk, type SeriesChunks, windowLookupKey } from './chunks.js';
 
 /**
  * Approximate bytes of a decoded head fragment (BlockColumns, its typed arrays and its own copy of the block;
@@ -97,7 +97,7 @@ export class ReadCache {
   chunk(e: EntityIdx, k: KeyIdx, w: number, chunks: SeriesChunks = this.seriesChunks(e, k)): CachedChunk | undefined {
     const hit = chunks.get(w);
     if (hit !== undefined) return hit ?? undefined;
-    const block = readOwnCopy(this.env.chunks, windowKey(e, k, w));
+    const block = readOwnCopy(this.env.chunks, windowLookupKey(e, k, w));
     const c = block === undefined ? null : { block, cols: undefined, upTo: -Infinity };
     if (this.cacheHolds > 0) return c ?? undefined;
     chunks.set(w, c);
