@@ -8,8 +8,9 @@
  * keep-alive client of lib.ts (node:http's CPU per request is taken from the server on 2 cores); the month's
  * first 60 bodies warm the server up untimed, the other 200 are timed (WARM_UP_BODIES). Then:
  *   - ingest points/s, disk bytes per point (whole data dir ÷ points, after compaction), RssAnon;
- *   - median latency of a month-range 2-hour-interval AVG and of a 1-hour 1-minute AVG (both keys), 20 runs
- *     after 20 untimed ones, each query alone, then the two alternating (timeQueries);
+ *   - median latency of a month-range 2-hour-interval AVG (its bucket boundaries 23 min 20 s past an hour, as
+ *     the month ends, so each needs raw points and both rollup tiers below 2 h) and of a 1-hour 1-minute AVG
+ *     (both keys), 20 runs after 20 untimed ones, each query alone, then the two alternating (timeQueries);
  *   - the ingest ceiling: the same bodies, client and concurrency against a bare uWS handler that only
  *     JSON.parses them (what this load generator and machine allow before anything is typed or stored);
  *   - Outpost only: the longest event-loop block in the server (perf_hooks.monitorEventLoopDelay) while it
@@ -20,7 +21,8 @@
  *     a minute after the last answer; with `--baseline DIR` the same for that checkout's build (built), the two
  *     alternated `--restarts` times (docs/design/memory-budget.md).
  *
- *   npm run build && npm run bench:downsample [-- --days 30 --restarts 3 --baseline DIR --baseline-flags "..." --node-flags "..."]
+ *   npm run build && npm run bench:downsample [-- --days 30 --restarts 3 --baseline DIR --baseline-flags "..."
+ *     --baseline-env "K=V ..." --node-flags "..."]
  */
 import { type ChildProcess, execFileSync, fork, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
@@ -56,6 +58,8 @@ const QUERY_WARM_UP = 20;
  */
 const WARM_UP_BODIES = 60;
 const HOUR = 3_600_000;
+/** where in the hour the month (and so every bucket boundary of the month query) ends; see main() */
+const MONTH_END_PAST_HOUR = 23 * 60_000 + 20_000;
 const DAY = 24 * HOUR;
 
 interface Ready {
@@ -726,7 +730,10 @@ async function benchInflux(month: readonly Sample[]): Promise<Result> {
 async function main(): Promise<void> {
   const i = process.argv.indexOf('--days');
   const days = i > 0 ? Math.max(2, Number(process.argv[i + 1])) : 30;
-  const end = Math.floor(Date.now() / STEP_MS) * STEP_MS;
+  // The month ends 23 min 20 s past an hour, whenever the bench runs: each 2-h bucket boundary of the month
+  // query then needs raw points, ten-minute and hourly rollups, as a query made at most times of day does (one
+  // ending a few minutes from the hour reads no ten-minute rollups: its first run after a start took 0.6-0.7×).
+  const end = Math.floor(Date.now() / HOUR) * HOUR - HOUR + MONTH_END_PAST_HOUR;
   const month = generate(end - days * DAY, (days * DAY) / STEP_MS, 42);
   const backlog = generate(end - 60 * DAY, (7 * DAY) / STEP_MS, 7);
   const argv = process.argv.slice(2);
@@ -745,13 +752,29 @@ async function main(): Promise<void> {
   // --baseline-flags "...": the baseline as its own unit started it
   const bf = argv.indexOf('--baseline-flags');
   const baseFlags = bf >= 0 ? (argv[bf + 1] ?? '').split(/\s+/).filter((x) => x !== '') : [];
+  // --baseline-env "K=V ...": its unit's environment (default: the arena cap alone, for a unit that set no trim
+  // threshold)
+  const be = argv.indexOf('--baseline-env');
+  const baseEnv: Record<string, string> =
+    be >= 0
+      ? Object.fromEntries(
+          (argv[be + 1] ?? '')
+            .split(/\s+/)
+            .filter((x) => x.includes('='))
+            .map((x) => [x.slice(0, x.indexOf('=')), x.slice(x.indexOf('=') + 1)]),
+        )
+      : baseFlags.length > 0
+        ? { MALLOC_ARENA_MAX: '2' }
+        : {};
+  const envText = Object.entries(baseEnv)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(' ');
   if (b >= 0)
     builds.push({
-      name: `${argv[b + 1]} (${baseFlags.length > 0 ? `${baseFlags.join(' ')}, MALLOC_ARENA_MAX=2` : 'as started before'})`,
+      name: `${argv[b + 1]} (${baseFlags.length > 0 || envText !== '' ? [...baseFlags, envText].join(' ') : 'as started before'})`,
       main: resolve(argv[b + 1] as string, 'dist/src/main.js'),
       flags: baseFlags,
-      // the arena cap, for a baseline whose unit set no trim threshold
-      env: baseFlags.length > 0 ? { MALLOC_ARENA_MAX: '2' } : {},
+      env: baseEnv,
     });
   // the restarted daemons listen on ports of their own, as a gateway's daemon listens on HTTP, MQTT and CoAP
   process.env['OUTPOST_MQTT_PORT'] = 'ephemeral';
