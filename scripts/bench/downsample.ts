@@ -8,8 +8,8 @@
  * keep-alive client of lib.ts (node:http's CPU per request is taken from the server on 2 cores); the month's
  * first 60 bodies warm the server up untimed, the other 200 are timed (WARM_UP_BODIES). Then:
  *   - ingest points/s, disk bytes per point (whole data dir ÷ points, after compaction), RssAnon;
- *   - median latency of a month-range 2-hour-interval AVG (its bucket boundaries 23 min 20 s past an hour, as
- *     the month ends, so each needs raw points and both rollup tiers below 2 h) and of a 1-hour 1-minute AVG
+ *   - median latency of a month-range 2-hour-interval AVG (30 days to 23 min 20 s past an hour, so each bucket
+ *     boundary needs raw points and both rollup tiers below 2 h: MONTH_QUERY_PAST_HOUR) and of a 1-hour 1-minute AVG
  *     (both keys), 20 runs after 20 untimed ones, each query alone, then the two alternating (timeQueries);
  *   - the ingest ceiling: the same bodies, client and concurrency against a bare uWS handler that only
  *     JSON.parses them (what this load generator and machine allow before anything is typed or stored);
@@ -58,8 +58,12 @@ const QUERY_WARM_UP = 20;
  */
 const WARM_UP_BODIES = 60;
 const HOUR = 3_600_000;
-/** where in the hour the month (and so every bucket boundary of the month query) ends; see main() */
-const MONTH_END_PAST_HOUR = 23 * 60_000 + 20_000;
+/**
+ * Where in the hour the month query ends, whenever the bench runs: 23 min 20 s past, so each of its 2-h bucket
+ * boundaries needs raw points and both rollup tiers below 2 h, as a query made at most times of day does (one
+ * ending a few minutes from the hour reads no ten-minute rollups; its first run after a start took 0.6-0.7×).
+ */
+const MONTH_QUERY_PAST_HOUR = 23 * 60_000 + 20_000;
 const DAY = 24 * HOUR;
 
 interface Ready {
@@ -456,6 +460,9 @@ async function benchOutpost(
 
     const headers = { 'X-Authorization': `Bearer ${ready.jwt}` };
     const end = (month[month.length - 1] as Sample).ts + STEP_MS;
+    // the month query: 30 days ending at the month's last MONTH_QUERY_PAST_HOUR, every bucket holding points
+    const monthEnd = Math.floor((end - MONTH_QUERY_PAST_HOUR) / HOUR) * HOUR + MONTH_QUERY_PAST_HOUR;
+    const monthStart = monthEnd - month.length * STEP_MS;
     const p = `/api/plugins/telemetry/DEVICE/${dev.id}/values/timeseries?keys=temperature,counter&agg=AVG`;
     const expectBuckets =
       (n: number) =>
@@ -471,7 +478,7 @@ async function benchOutpost(
       ready.port,
       [
         {
-          path: `${p}&startTs=${end - month.length * STEP_MS}&endTs=${end}&interval=${2 * HOUR}`,
+          path: `${p}&startTs=${monthStart}&endTs=${monthEnd}&interval=${2 * HOUR}`,
           check: expectBuckets((month.length * STEP_MS) / (2 * HOUR)),
         },
         { path: `${p}&startTs=${end - HOUR}&endTs=${end}&interval=60000`, check: expectBuckets(60) },
@@ -527,7 +534,7 @@ async function benchOutpost(
     child.disconnect();
     await new Promise((r) => child.once('exit', r));
     const restarted = new Map<string, Restart[]>(restarts.builds.map((b) => [b.name, []]));
-    const monthPath = `${p}&startTs=${end - month.length * STEP_MS}&endTs=${end}&interval=${2 * HOUR}`;
+    const monthPath = `${p}&startTs=${monthStart}&endTs=${monthEnd}&interval=${2 * HOUR}`;
     for (let round = 0; round < restarts.rounds; round++)
       for (const b of restarts.builds) {
         const r = await restartOnce(b.main, b.flags, b.env, dataDir, monthPath);
@@ -730,10 +737,7 @@ async function benchInflux(month: readonly Sample[]): Promise<Result> {
 async function main(): Promise<void> {
   const i = process.argv.indexOf('--days');
   const days = i > 0 ? Math.max(2, Number(process.argv[i + 1])) : 30;
-  // The month ends 23 min 20 s past an hour, whenever the bench runs: each 2-h bucket boundary of the month
-  // query then needs raw points, ten-minute and hourly rollups, as a query made at most times of day does (one
-  // ending a few minutes from the hour reads no ten-minute rollups: its first run after a start took 0.6-0.7×).
-  const end = Math.floor(Date.now() / HOUR) * HOUR - HOUR + MONTH_END_PAST_HOUR;
+  const end = Math.floor(Date.now() / STEP_MS) * STEP_MS;
   const month = generate(end - days * DAY, (days * DAY) / STEP_MS, 42);
   const backlog = generate(end - 60 * DAY, (7 * DAY) / STEP_MS, 7);
   const argv = process.argv.slice(2);
