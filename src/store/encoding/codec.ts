@@ -21,6 +21,13 @@ export function writeOrderedI64(buf: Buffer, v: number, off: number): void {
   buf.writeUInt32BE(v - hi * TWO32, off + 4);
 }
 
+/** writeOrderedI64 through a DataView, whose setters are builtins where Buffer's writeUInt32BE is JavaScript. */
+export function setOrderedI64(view: DataView, v: number, off: number): void {
+  const hi = Math.floor(v / TWO32);
+  view.setUint32(off, (hi + SIGN) >>> 0);
+  view.setUint32(off + 4, v - hi * TWO32);
+}
+
 export function readOrderedI64(buf: Uint8Array, off: number): number {
   const b = buf as Buffer;
   return (b.readUInt32BE(off) - SIGN) * TWO32 + b.readUInt32BE(off + 4);

@@ -138,7 +138,7 @@ export class DecodedBlock {
  * The decoder below runs for every block the first query after a start reads (a month of 2-h buckets: ~90 blocks
  * per key) before V8 has optimized it, so it spends as few interpreted steps as it can: runs of equal values
  * are filled natively, the columns the compact form does not need are walked varint by varint without being
- * expanded, and doubles are read with a DataView (Buffer's readDoubleBE is JavaScript).
+ * expanded, and a value column's doubles are one copy and byte swap (`BlockColumns.numbers`).
  */
 
 /** Reused by decodeSums (synchronous): an integer column, expanded. */
@@ -146,52 +146,11 @@ let ints: Float64Array = new Float64Array(128);
 const values = new BlockColumns();
 
 /**
- * Reads `n` values written by writeDiffs (order 1) into `out` from `at` (`out` has room): a run of zero
- * differences, a run of equal values, is one fill.
+ * Walks `n` values written by writeDiffs (order 1) and writes them into `out` from `at` (`out` has room), or,
+ * without `out`, only moves `r` past them; returns whether any is not 0. A run of zero differences, a run of
+ * equal values, is one step: one fill, or none.
  */
-function readIntsInto(r: ByteReader, n: number, out: Float64Array, at: number): void {
-  const buf = r.buf;
-  let pos = r.pos;
-  let prev = 0;
-  let len = 0;
-  while (len < n) {
-    let b = buf[pos++] as number;
-    let z = b & 0x7f;
-    for (let mul = 0x80; b >= 0x80; mul *= 0x80) {
-      b = buf[pos++] as number;
-      z += (b & 0x7f) * mul;
-    }
-    if (b === undefined) throw new Error('corrupt rollup block: truncated');
-    if (z !== 0) {
-      prev += z % 2 === 0 ? z / 2 : -(z + 1) / 2;
-      out[at + len++] = prev;
-      continue;
-    }
-    b = buf[pos++] as number;
-    let c = b & 0x7f;
-    for (let mul = 0x80; b >= 0x80; mul *= 0x80) {
-      b = buf[pos++] as number;
-      c += (b & 0x7f) * mul;
-    }
-    const end = Math.min(n, len + c + 1);
-    out.fill(prev, at + len, at + end);
-    len = end;
-  }
-  r.pos = pos;
-}
-
-/** `n` values of an integer column into the scratch column `ints` (grown as needed), returned. */
-function readInts(r: ByteReader, n: number): Float64Array {
-  if (ints.length < n) ints = new Float64Array(Math.max(n, 2 * ints.length));
-  readIntsInto(r, n, ints, 0);
-  return ints;
-}
-
-/**
- * Moves `r` past an integer column of `n` values without expanding it; whether any value is not 0 (a run is
- * one step).
- */
-function skipInts(r: ByteReader, n: number): boolean {
+function walkInts(r: ByteReader, n: number, out?: Float64Array, at = 0): boolean {
   const buf = r.buf;
   let pos = r.pos;
   let prev = 0;
@@ -205,23 +164,33 @@ function skipInts(r: ByteReader, n: number): boolean {
       z += (b & 0x7f) * mul;
     }
     if (b === undefined) throw new Error('corrupt rollup block: truncated');
-    if (z !== 0) {
-      prev += z % 2 === 0 ? z / 2 : -(z + 1) / 2;
-      len++;
-      if (prev !== 0) any = true;
-      continue;
-    }
-    b = buf[pos++] as number;
-    let c = b & 0x7f;
-    for (let mul = 0x80; b >= 0x80; mul *= 0x80) {
+    let end = len + 1;
+    if (z !== 0) prev += z % 2 === 0 ? z / 2 : -(z + 1) / 2;
+    else {
       b = buf[pos++] as number;
-      c += (b & 0x7f) * mul;
+      let c = b & 0x7f;
+      for (let mul = 0x80; b >= 0x80; mul *= 0x80) {
+        b = buf[pos++] as number;
+        c += (b & 0x7f) * mul;
+      }
+      end = Math.min(n, len + c + 1);
     }
-    len += c + 1;
     if (prev !== 0) any = true;
+    if (out !== undefined) {
+      if (end === len + 1) out[at + len] = prev;
+      else out.fill(prev, at + len, at + end);
+    }
+    len = end;
   }
   r.pos = pos;
   return any;
+}
+
+/** `n` values of an integer column into the scratch column `ints` (grown as needed), returned. */
+function readInts(r: ByteReader, n: number): Float64Array {
+  if (ints.length < n) ints = new Float64Array(Math.max(n, 2 * ints.length));
+  walkInts(r, n, ints);
+  return ints;
 }
 
 /** Moves `r` past a length-prefixed point block. */
@@ -232,7 +201,7 @@ function skipBlock(r: ByteReader): void {
 
 /** Moves `r` past a value column (its presence column, then its point block); whether any value is present. */
 function skipValues(r: ByteReader, n: number): boolean {
-  const any = skipInts(r, n);
+  const any = walkInts(r, n);
   skipBlock(r);
   return any;
 }
@@ -274,15 +243,15 @@ export function decodeSums(
   if (n === 0) return new DecodedBlock(raw, 0, cols, NO_PARTIALS, decodeBuckets);
   // field f of bucket i is at (1 + f) * n + i
   const partialsAt = (1 + SUM_PARTIALS) * n;
-  readIntsInto(r, n, cols, 0);
+  walkInts(r, n, cols, 0);
   for (let i = 0; i < n; i++) cols[i] = blockStart + (cols[i] as number) * bucketMs;
-  readIntsInto(r, n, cols, (1 + SUM_COUNT) * n);
-  readIntsInto(r, n, cols, (1 + SUM_LONG_COUNT) * n);
-  readIntsInto(r, n, cols, (1 + SUM_DOUBLE_COUNT) * n);
+  walkInts(r, n, cols, (1 + SUM_COUNT) * n);
+  walkInts(r, n, cols, (1 + SUM_LONG_COUNT) * n);
+  walkInts(r, n, cols, (1 + SUM_DOUBLE_COUNT) * n);
   // booleans, strings, JSON: a bucket holding any has no compact form
   for (let c = 0; c < 3; c++) {
     const at = r.pos;
-    if (!skipInts(r, n)) continue;
+    if (!walkInts(r, n)) continue;
     r.pos = at;
     const flags = readInts(r, n);
     for (let i = 0; i < n; i++) if ((flags[i] as number) !== 0) cols[partialsAt + i] = NO_COMPACT_FORM;
@@ -290,7 +259,7 @@ export function decodeSums(
   const wide = r.u8() === 1;
   // long sums: present where the bucket holds longs (the points' ts are bucket indices); a wide column (decimal
   // strings) or a sum past ±2^53 has no compact form
-  if (skipInts(r, n)) {
+  if (walkInts(r, n)) {
     const sums = readValues(r);
     const m = values.count;
     const longSumAt = (1 + SUM_LONG_SUM) * n;
@@ -316,7 +285,7 @@ export function decodeSums(
     else if ((cols[partialsAt + i] as number) >= 0) cols[partialsAt + i] = len;
   }
   // the partials, bucket after bucket
-  skipInts(r, total);
+  walkInts(r, total);
   let partials: Float64Array = NO_PARTIALS;
   if (total > 0) partials = readValues(r);
   else skipBlock(r);
@@ -332,8 +301,8 @@ export function decodeSums(
   // long and double min/max, string min/max
   for (let c = 0; c < 6; c++) skipValues(r, n);
   // first and last ts, as offsets from the bucket's start
-  readIntsInto(r, n, cols, (1 + SUM_FIRST_OFFSET) * n);
-  readIntsInto(r, n, cols, (1 + SUM_LAST_OFFSET) * n);
+  walkInts(r, n, cols, (1 + SUM_FIRST_OFFSET) * n);
+  walkInts(r, n, cols, (1 + SUM_LAST_OFFSET) * n);
   values.release();
   return new DecodedBlock(raw, n, cols, partials, decodeBuckets);
 }
