@@ -61,7 +61,7 @@ const HOUR = 3_600_000;
 /**
  * Where in the hour the month query ends, whenever the bench runs: 23 min 20 s past, so each of its 2-h bucket
  * boundaries needs raw points and both rollup tiers below 2 h, as a query made at most times of day does (one
- * ending a few minutes from the hour reads no ten-minute rollups; its first run after a start took 0.6-0.7×).
+ * ending a few minutes from the hour reads no ten-minute rollups; its first run after a start took 0.65-0.75×).
  */
 const MONTH_QUERY_PAST_HOUR = 23 * 60_000 + 20_000;
 const DAY = 24 * HOUR;

@@ -193,6 +193,14 @@ function readInts(r: ByteReader, n: number): Float64Array {
   return ints;
 }
 
+/** An integer column's values expanded into `ints` (returned), or undefined, `r` moved past it, when all are 0. */
+function nonZeroInts(r: ByteReader, n: number): Float64Array | undefined {
+  const at = r.pos;
+  if (!walkInts(r, n)) return undefined;
+  r.pos = at;
+  return readInts(r, n);
+}
+
 /** Moves `r` past a length-prefixed point block. */
 function skipBlock(r: ByteReader): void {
   const len = r.uvar();
@@ -250,11 +258,9 @@ export function decodeSums(
   walkInts(r, n, cols, (1 + SUM_DOUBLE_COUNT) * n);
   // booleans, strings, JSON: a bucket holding any has no compact form
   for (let c = 0; c < 3; c++) {
-    const at = r.pos;
-    if (!walkInts(r, n)) continue;
-    r.pos = at;
-    const flags = readInts(r, n);
-    for (let i = 0; i < n; i++) if ((flags[i] as number) !== 0) cols[partialsAt + i] = NO_COMPACT_FORM;
+    const flags = nonZeroInts(r, n);
+    if (flags !== undefined)
+      for (let i = 0; i < n; i++) if ((flags[i] as number) !== 0) cols[partialsAt + i] = NO_COMPACT_FORM;
   }
   const wide = r.u8() === 1;
   // long sums: present where the bucket holds longs (the points' ts are bucket indices); a wide column (decimal
@@ -290,14 +296,10 @@ export function decodeSums(
   if (total > 0) partials = readValues(r);
   else skipBlock(r);
   // non-finite doubles: present where a bucket holds one
-  const specialsAt = r.pos;
-  if (skipValues(r, n)) {
-    const end = r.pos;
-    r.pos = specialsAt;
-    const present = readInts(r, n);
-    for (let i = 0; i < n; i++) if ((present[i] as number) !== 0) cols[partialsAt + i] = NON_FINITE;
-    r.pos = end;
-  }
+  const special = nonZeroInts(r, n);
+  skipBlock(r);
+  if (special !== undefined)
+    for (let i = 0; i < n; i++) if ((special[i] as number) !== 0) cols[partialsAt + i] = NON_FINITE;
   // long and double min/max, string min/max
   for (let c = 0; c < 6; c++) skipValues(r, n);
   // first and last ts, as offsets from the bucket's start
