@@ -7,25 +7,30 @@
  * batches (TB `[{ts, values}]` arrays / 1000-line line-protocol bodies), 4 requests in flight on the lean
  * keep-alive client of lib.ts (node:http's CPU per request is taken from the server on 2 cores); the month's
  * first 60 bodies warm the server up untimed, the other 200 are timed (WARM_UP_BODIES). Then:
- *   - ingest points/s, disk bytes per point (whole data dir ÷ points, after compaction), RssAnon;
+ *   - ingest points/s, disk bytes per point (whole data dir ÷ points, after compaction; with the MiB of it that
+ *     are the write-ahead log's segments and spares, a reserve bounded by the log, not by the points), RssAnon;
  *   - median latency of a month-range 2-hour-interval AVG (30 days to 23 min 20 s past an hour, so each bucket
  *     boundary needs raw points and both rollup tiers below 2 h: MONTH_QUERY_PAST_HOUR) and of a 1-hour 1-minute AVG
  *     (both keys), 20 runs after 20 untimed ones, each query alone, then the two alternating (timeQueries);
  *   - the ingest ceiling: the same bodies, client and concurrency against a bare uWS handler that only
  *     JSON.parses them (what this load generator and machine allow before anything is typed or stored);
  *   - Outpost only: the longest event-loop block in the server (perf_hooks.monitorEventLoopDelay) while it
- *     compacts, and the p99 of single-point posts while a week of backlog compacts vs with compaction paused.
+ *     compacts, and the p99 of single-point posts while a week of backlog compacts vs with compaction paused
+ *     (the server commits at once, `store.commitDelayMs` 0: with the write budget's pacing after the bench's
+ *     uploads, both would read the pacing's 1 s; bench:wear measures the budget).
  *
  *   - Outpost only, after a restart on the same data dir (`outpost serve`, as systemd starts it, with
  *     `--node-flags`): RssAnon at rest, the first (cold) month query after the start, the warm median, RssAnon
- *     a minute after the last answer; with `--baseline DIR` the same for that checkout's build (built), the two
- *     alternated `--restarts` times (docs/design/memory-budget.md).
+ *     a minute after the last answer, and, restarted with no read-cache budget, the month query with its code
+ *     warm but every block and chunk read and decoded again (what the first query costs besides V8 compiling
+ *     the read path); with `--baseline DIR` the same for that checkout's build (built), the two alternated
+ *     `--restarts` times (docs/design/memory-budget.md).
  *
  *   npm run build && npm run bench:downsample [-- --days 30 --restarts 3 --baseline DIR --baseline-flags "..."
  *     --baseline-env "K=V ..." --node-flags "..."]
  */
 import { type ChildProcess, execFileSync, fork, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import http from 'node:http';
 import { type AddressInfo, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -85,7 +90,14 @@ function rssAnonKb(pid: number | 'self'): number {
 // ---------------------------------------------------------------- the server side (child process)
 
 async function serve(dataDir: string): Promise<void> {
-  const config = loadConfig({ dataDir, host: '127.0.0.1', port: 0 }, {}, { logLevel: 'silent' });
+  // Commits at once (a fixed delay of 0): the bench's own uploads spend the write budget's reserve, and the paced
+  // commits that follow (1 s for a writer posting flat out) would be all the single-point probe measured, not
+  // compaction. The budget's pacing has its own bench (bench:wear).
+  const config = loadConfig(
+    { dataDir, host: '127.0.0.1', port: 0 },
+    {},
+    { logLevel: 'silent', store: { commitDelayMs: 0 } },
+  );
   const eld = monitorEventLoopDelay({ resolution: 5 });
   const server = await startServer(config, makeLogger('silent'));
   const s = server.services;
@@ -425,6 +437,8 @@ async function benchOutpost(
     maxStepMs: number;
     stepsOver20: number;
     steps: number;
+    /** the write-ahead log's files when the whole data dir was measured, MiB */
+    walMb: number;
     /** RssAnon right after the month's last query answer and a minute later, MiB */
     queriedMb: number;
     queriedMinuteMb: number;
@@ -454,6 +468,8 @@ async function benchOutpost(
     // The backlog left once the last ingest request was answered (0 = compaction kept up; resolution 1.2 s).
     const compactS = Math.max(0, (performance.now() - t0 - 2400) / 1000);
     const bytesPerPoint = dirBytes(dataDir) / (month.length * 2);
+    // the write-ahead log's segments and spares: a reserve bounded by the log (wal.ts), not by the points
+    const walMb = dirBytes(join(dataDir, 'wal')) / 2 ** 20;
     const live = st.stats.liveBytes;
     const dataBytesPerPoint = (await ask<number>(child, 'payload')) / (month.length * 2);
     const rssMb = st.rssAnonKb / 1024;
@@ -535,9 +551,12 @@ async function benchOutpost(
     await new Promise((r) => child.once('exit', r));
     const restarted = new Map<string, Restart[]>(restarts.builds.map((b) => [b.name, []]));
     const monthPath = `${p}&startTs=${monthStart}&endTs=${monthEnd}&interval=${2 * HOUR}`;
+    // a budget of one byte: no block or chunk stays cached from one query to the next
+    const noCacheConfig = noReadCacheConfig(dataDir);
+    writeFileSync(noCacheConfig, JSON.stringify({ query: { readCacheBytes: 1 } }));
     for (let round = 0; round < restarts.rounds; round++)
       for (const b of restarts.builds) {
-        const r = await restartOnce(b.main, b.flags, b.env, dataDir, monthPath);
+        const r = await restartOnce(b.main, b.flags, b.env, dataDir, monthPath, noCacheConfig);
         console.error(`restart ${round + 1}/${restarts.rounds} ${b.name}: ${JSON.stringify(r)}`);
         restarted.get(b.name)?.push(r);
       }
@@ -547,6 +566,7 @@ async function benchOutpost(
       restarted,
       ingestPps,
       bytesPerPoint,
+      walMb,
       dataBytesPerPoint,
       rssMb,
       monthMs,
@@ -570,8 +590,12 @@ async function benchOutpost(
       await new Promise((r) => child.once('exit', r));
     }
     rmSync(dataDir, { recursive: true, force: true });
+    rmSync(noReadCacheConfig(dataDir), { force: true });
   }
 }
+
+/** The config file (beside the month's data dir) of a daemon that keeps nothing in its read caches. */
+const noReadCacheConfig = (dataDir: string): string => `${dataDir}-no-read-cache.json`;
 
 interface Restart {
   /** RssAnon 2 s after the start, before any query, MiB */
@@ -581,19 +605,22 @@ interface Restart {
   /** RssAnon right after the last answer and a minute later, MiB */
   afterMb: number;
   minuteMb: number;
+  /**
+   * the month query with its code warm and the read caches cold: a daemon started with no read-cache budget, the
+   * median of QUERY_RUNS queries after QUERY_RUNS that warm the code (each query reads every block and chunk
+   * again, as the first after a start does)
+   */
+  cacheColdMs: number;
 }
 
-/**
- * A daemon started on the month's data dir as systemd starts it (`main serve`, node's `flags`, HTTP, MQTT and
- * CoAP listening), the month query once (cold) and QUERY_RUNS times more (warm), then a minute of rest.
- */
-async function restartOnce(
+/** `main serve` on the month's data dir as systemd starts it (node's `flags` and `env`), with `args` added. */
+async function startBuild(
   main: string,
   flags: readonly string[],
   env: Readonly<Record<string, string>>,
   dataDir: string,
-  path: string,
-): Promise<Restart> {
+  args: readonly string[] = [],
+): Promise<Awaited<ReturnType<typeof spawnListening>>> {
   const saved = { ...process.env };
   for (const k of Object.keys(MALLOC_ENV)) delete process.env[k];
   Object.assign(process.env, env);
@@ -607,24 +634,49 @@ async function restartOnce(
     '0',
     '--data-dir',
     dataDir,
+    ...args,
   ]);
   process.env = saved;
-  const d = await started;
+  return started;
+}
+
+/** `runs` timings of GET `path` on one connection after a login, ms. */
+async function timeGets(port: number, path: string, runs: number): Promise<number[]> {
+  const headers = { 'X-Authorization': `Bearer ${await loginJwt(port, 'bench@example.com', 'bench-pw')}` };
+  const times: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const t0 = performance.now();
+    const r = await request(port, 'GET', path, undefined, headers);
+    times.push(performance.now() - t0);
+    if (r.status !== 200) throw new Error(`GET ${path}: ${r.status} ${r.text.slice(0, 200)}`);
+  }
+  return times;
+}
+
+/**
+ * A daemon started on the month's data dir as systemd starts it (`main serve`, node's `flags`, HTTP, MQTT and
+ * CoAP listening), the month query once (cold) and QUERY_RUNS times more (warm), then a minute of rest; then
+ * the same build again with no read-cache budget (`noCacheConfig`), for the query with its code warm and every
+ * block and chunk read and decoded again.
+ */
+async function restartOnce(
+  main: string,
+  flags: readonly string[],
+  env: Readonly<Record<string, string>>,
+  dataDir: string,
+  path: string,
+  noCacheConfig: string,
+): Promise<Restart> {
+  const d = await startBuild(main, flags, env, dataDir);
+  let r: Omit<Restart, 'cacheColdMs'>;
   try {
     const pid = d.proc.pid as number;
     await sleep(2000);
     const restMb = rssAnonKb(pid) / 1024;
-    const headers = { 'X-Authorization': `Bearer ${await loginJwt(d.port, 'bench@example.com', 'bench-pw')}` };
-    const times: number[] = [];
-    for (let i = 0; i <= QUERY_RUNS; i++) {
-      const t0 = performance.now();
-      const r = await request(d.port, 'GET', path, undefined, headers);
-      times.push(performance.now() - t0);
-      if (r.status !== 200) throw new Error(`GET ${path}: ${r.status} ${r.text.slice(0, 200)}`);
-    }
+    const times = await timeGets(d.port, path, 1 + QUERY_RUNS);
     const afterMb = rssAnonKb(pid) / 1024;
     await sleep(60_000);
-    return {
+    r = {
       restMb,
       coldMs: times[0] as number,
       warmMs: median(times.slice(1)),
@@ -633,6 +685,13 @@ async function restartOnce(
     };
   } finally {
     await stopDaemon(d);
+  }
+  const nc = await startBuild(main, flags, env, dataDir, ['--config', noCacheConfig]);
+  try {
+    const times = await timeGets(nc.port, path, 2 * QUERY_RUNS);
+    return { ...r, cacheColdMs: median(times.slice(QUERY_RUNS)) };
+  } finally {
+    await stopDaemon(nc);
   }
 }
 
@@ -801,7 +860,7 @@ async function main(): Promise<void> {
     `| ingest ceiling: bare uWS + JSON.parse, same bodies and client, points/s (Outpost ÷ it) | ${f(barePps, 0)} (${f(o.ingestPps / barePps, 2)}×) | | | |`,
   );
   console.log(
-    `| disk, bytes/point (whole data dir) | ${f(o.bytesPerPoint, 2)} | ${f(x.bytesPerPoint, 2)} | ${f(o.bytesPerPoint / x.bytesPerPoint, 2)}× | ≤ 6 |`,
+    `| disk, bytes/point (whole data dir; Outpost: of which the write-ahead log's segments and spares, MiB) | ${f(o.bytesPerPoint, 2)} (${f(o.walMb, 1)} MiB) | ${f(x.bytesPerPoint, 2)} | ${f(o.bytesPerPoint / x.bytesPerPoint, 2)}× | ≤ 6 |`,
   );
   console.log(
     `| disk, bytes/point (Outpost: chunks + rollups + head values; InfluxDB: TSM files) | ${f(o.dataBytesPerPoint ?? NaN, 2)} | ${f(x.dataBytesPerPoint ?? NaN, 2)} | ${f((o.dataBytesPerPoint ?? NaN) / (x.dataBytesPerPoint ?? NaN), 2)}× | |`,
@@ -836,12 +895,14 @@ async function main(): Promise<void> {
     `restarted on the month's data dir (\`outpost serve\`), medians of ${restarts.rounds} alternated restarts`,
   );
   console.log(
-    '| build | RssAnon at rest, MiB | first month query after the start, ms | warm median, ms | RssAnon after the last answer / a minute later, MiB |',
+    '| build | RssAnon at rest, MiB | first month query after the start, ms | warm median, ms | RssAnon after the last answer / a minute later, MiB | code warm, read caches cold, ms |',
   );
-  console.log('|---|---:|---:|---:|---:|');
+  console.log('|---|---:|---:|---:|---:|---:|');
   for (const [name, rs] of o.restarted) {
     const m = (k: keyof Restart): string => f(median(rs.map((r) => r[k])), k.endsWith('Ms') ? 2 : 1);
-    console.log(`| ${name} | ${m('restMb')} | ${m('coldMs')} | ${m('warmMs')} | ${m('afterMb')} / ${m('minuteMb')} |`);
+    console.log(
+      `| ${name} | ${m('restMb')} | ${m('coldMs')} | ${m('warmMs')} | ${m('afterMb')} / ${m('minuteMb')} | ${m('cacheColdMs')} |`,
+    );
   }
   agent.destroy();
 }
