@@ -19,6 +19,19 @@ const skip = hasTmux ? false : 'tmux is not installed (apt-get install -y tmux)'
 const over80 = (text: string): string[] => text.split('\n').filter((l) => [...l].length > 80);
 
 t.test(
+  'the terminal helper finds a line the terminal wrapped (what the no-wrap checks below rely on)',
+  { skip },
+  (t) => {
+    const term = terminal(t, { cols: 40 });
+    term.run(`printf '%060d\\n' 7`);
+    t.same(term.wrapped(), [`${'0'.repeat(59)}7`], 'a 60-character line at 40 columns');
+    term.run(`printf '%040d\\n' 7`);
+    t.same(term.wrapped(), [], 'a line of exactly 40 columns is not wrapped');
+    t.end();
+  },
+);
+
+t.test(
   'outpost devices at 80 columns: whole sparklines, and never for a device never heard from',
   { skip },
   async (t) => {

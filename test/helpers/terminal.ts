@@ -32,6 +32,9 @@ export interface Terminal {
   wrapped(): string[];
 }
 
+/** captures `wrapped` may take before it gives up on a screen that keeps changing (a few ms each) */
+const STILL_SCREEN_ATTEMPTS = 100;
+
 export function terminal(t: Test, o: TerminalOptions): Terminal {
   const sock = `${tempDir(t)}/tmux.sock`;
   const tm = (...args: string[]): string => execFileSync('tmux', ['-S', sock, ...args], { encoding: 'utf8' });
@@ -66,12 +69,16 @@ export function terminal(t: Test, o: TerminalOptions): Terminal {
       return screen();
     },
     wrapped() {
-      const rows = screen()
-        .split('\n')
-        .map((l) => l.trimEnd());
-      return tm('capture-pane', '-p', '-J')
-        .split('\n')
-        .filter((l) => !rows.includes(l.trimEnd()));
+      // A line drawn between the two captures would read as wrapped (a tail still printing a late point): the
+      // pair counts only when the screen is the same before and after the joined capture.
+      for (let attempt = 0; attempt < STILL_SCREEN_ATTEMPTS; attempt++) {
+        const before = screen();
+        const joined = tm('capture-pane', '-p', '-J');
+        if (screen() !== before) continue;
+        const rows = before.split('\n').map((l) => l.trimEnd());
+        return joined.split('\n').filter((l) => !rows.includes(l.trimEnd()));
+      }
+      throw new Error(`the screen did not hold still for ${STILL_SCREEN_ATTEMPTS} captures:\n${screen()}`);
     },
   };
 }
